@@ -1,0 +1,35 @@
+# The two commands a fresh machine needs: `make demo` and `make test`.
+# Each creates .venv (pinned dependencies) when missing.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+PYTEST_CPU := XLA_FLAGS=--xla_force_host_platform_device_count=8 JAX_PLATFORMS=cpu
+
+.PHONY: demo test test-all bench lint venv clean
+
+$(STAMP): pyproject.toml constraints.txt
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade "pip==26.3" "setuptools==84.2.1" wheel
+	$(BIN)/python -m pip install -q -c constraints.txt -e ".[all]"
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/afm demo --workdir work/demo
+
+test: $(STAMP)
+	$(PYTEST_CPU) $(BIN)/python -m pytest -m "not slow" tests
+
+test-all: $(STAMP)
+	$(PYTEST_CPU) $(BIN)/python -m pytest tests
+
+bench: $(STAMP)
+	$(BIN)/afm bench --workdir work/bench
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+clean:
+	rm -rf work build *.egg-info

@@ -1,0 +1,69 @@
+"""The ``afm`` command: one subcommand per capability.
+
+Each area of the project (crawler, filters, pipelines, model, training) owns a light
+``cli`` module that exports ``COMMANDS``, a list of click commands/groups; this entry
+point collects them. Area ``cli`` modules import only click at top level and their heavy
+libraries (Scrapy, Beam, JAX) inside the command bodies, so ``afm --help`` is instant and
+a training host without Beam still gets every command it can run.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+import click
+
+# Areas that contribute commands, in the order of the data flow. In each area every
+# module named ``cli`` or ``cli_*`` exporting ``COMMANDS`` is picked up, so two people
+# working in one area never edit the same registry.
+AREAS = ("afm", "afm.crawler", "afm.filters", "afm.pipelines", "afm.model", "afm.training", "afm.deploy")
+
+EPILOG = """\b
+Examples:
+  afm demo --workdir work/demo        # the whole flow on the bundled demo site
+  afm crawl --seeds seeds.txt --out crawl/
+  afm curate --input crawl/ --output corpus/
+  afm train --config tiny-core --workdir runs/tiny
+"""
+
+
+def area_modules(prefix: str) -> list[str]:
+    """Modules ``<area>.<prefix>`` and ``<area>.<prefix>_*`` of every area, sorted."""
+    names: list[str] = []
+    for area in AREAS:
+        package = importlib.import_module(area)
+        for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda i: i.name):
+            if info.name == prefix or info.name.startswith(prefix + "_"):
+                names.append(f"{area}.{info.name}")
+    return names
+
+
+def collect_commands() -> list[click.Command]:
+    commands: list[click.Command] = []
+    for name in area_modules("cli"):
+        if name == "afm.cli":
+            continue
+        module = importlib.import_module(name)
+        commands.extend(getattr(module, "COMMANDS", []))
+    return commands
+
+
+class _OrderedGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(self.commands)
+
+
+@click.group(cls=_OrderedGroup, epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="afm")
+def main() -> None:
+    """afm: crawl the open web, curate a clean corpus, and train a model on it
+    with the recipe of Apple's foundation-model report (AFM, 2024)."""
+
+
+for _command in collect_commands():
+    main.add_command(_command)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,76 @@
+"""``afm bench``: run the project's benchmarks; each prints ours vs a same-run baseline."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+import click
+
+from afm.benchutil import BenchFn, BenchOptions, Comparison, find_shared_dir
+
+
+def discover() -> dict[str, BenchFn]:
+    """Every ``BENCHMARKS`` dict of the areas' ``bench`` / ``bench_*`` modules."""
+    from afm.cli import area_modules
+
+    found: dict[str, BenchFn] = {}
+    for name in area_modules("bench"):
+        if name == "afm.cli_bench":
+            continue
+        module = importlib.import_module(name)
+        found.update(getattr(module, "BENCHMARKS", {}))
+    return found
+
+
+def print_comparisons(title: str, rows: list[Comparison]) -> None:
+    from afm.console import console, print_table
+
+    table_rows = []
+    for r in rows:
+        base = "" if r.baseline is None else f"{r.baseline:,.4g}"
+        ratio = "" if r.ratio is None else f"{r.ratio:.2f}x"
+        table_rows.append([r.metric, f"{r.ours:,.4g}", base, r.baseline_name, ratio, r.unit, r.goal])
+    print_table(title, ["metric", "afm", "baseline", "baseline is", "ratio", "unit", "goal"], table_rows)
+    console.print()
+
+
+@click.command("bench", epilog="""\b
+Examples:
+  afm bench --list
+  afm bench                      # every benchmark (needs ../shared for the real data)
+  afm bench extraction dedup --quick
+""")
+@click.argument("names", nargs=-1)
+@click.option("--list", "list_only", is_flag=True, help="List the benchmarks and exit.")
+@click.option("--quick", is_flag=True, help="Smaller inputs: a smoke run, not a measurement.")
+@click.option("--workdir", type=click.Path(path_type=Path), default=Path("work/bench"), show_default=True)
+def bench_command(names: tuple[str, ...], list_only: bool, quick: bool, workdir: Path) -> None:
+    """Run benchmarks; every figure is printed next to a baseline measured in the same run."""
+    from afm.console import console
+
+    benches = discover()
+    if list_only:
+        for name in benches:
+            click.echo(name)
+        return
+    unknown = [n for n in names if n not in benches]
+    if unknown:
+        raise click.UsageError(f"unknown benchmark(s) {unknown}; known: {sorted(benches)}")
+    opts = BenchOptions(quick=quick, shared_dir=find_shared_dir(), workdir=workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    failures = []
+    for name in names or tuple(benches):
+        console.rule(f"[bold]bench: {name}")
+        try:
+            rows = benches[name](opts)
+        except Exception as exc:  # noqa: BLE001 - one failing bench must not hide the rest
+            console.print(f"[red]bench {name} failed: {type(exc).__name__}: {exc}")
+            failures.append(name)
+            continue
+        print_comparisons(name, rows)
+    if failures:
+        raise SystemExit(f"benchmarks failed: {failures}")
+
+
+COMMANDS = [bench_command]

@@ -1,0 +1,183 @@
+"""Typed configs: YAML (or a dict) -> nested dataclasses, checked, printed at run start.
+
+Every component defines its config as a ``@dataclass`` with defaults. ``load_config``
+fills one from a YAML file, a dict and ``key.sub=value`` overrides, rejecting unknown
+keys and wrong types with the offending dotted path in the message, so a typo in a
+100-line config fails before any work starts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+
+T = TypeVar("T")
+
+
+class ConfigError(ValueError):
+    """A config value is unknown, missing or of the wrong type."""
+
+
+def _convert(value: Any, tp: Any, path: str) -> Any:
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if tp is Any:
+        return value
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _convert(value, arg, path)
+            except ConfigError as exc:
+                errors.append(str(exc))
+        raise ConfigError(f"{path}: {value!r} matches none of {tp}")
+    if origin is typing.Literal:
+        if value not in args:
+            raise ConfigError(f"{path}: {value!r} is not one of {list(args)}")
+        return value
+    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            return value
+        if not isinstance(value, dict):
+            raise ConfigError(f"{path}: expected a mapping for {tp.__name__}, got {value!r}")
+        return from_dict(tp, value, path)
+    if origin in (list, tuple, set, frozenset):
+        if not isinstance(value, (list, tuple, set, frozenset)):
+            raise ConfigError(f"{path}: expected a list, got {value!r}")
+        if origin is tuple and args and args[-1] is not Ellipsis:
+            if len(args) != len(value):
+                raise ConfigError(f"{path}: expected {len(args)} items, got {len(value)}")
+            return tuple(_convert(v, a, f"{path}[{i}]") for i, (v, a) in enumerate(zip(args, value)))
+        item_tp = args[0] if args else Any
+        items = [_convert(v, item_tp, f"{path}[{i}]") for i, v in enumerate(value)]
+        return origin(items)
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{path}: expected a mapping, got {value!r}")
+        ktp, vtp = args if args else (Any, Any)
+        return {_convert(k, ktp, path): _convert(v, vtp, f"{path}.{k}") for k, v in value.items()}
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{path}: expected a number, got {value!r}")
+        return float(value)
+    if tp is int:
+        if isinstance(value, bool) or not (isinstance(value, int) or (isinstance(value, float) and value.is_integer())):
+            raise ConfigError(f"{path}: expected an integer, got {value!r}")
+        return int(value)
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{path}: expected true/false, got {value!r}")
+        return value
+    if tp is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{path}: expected a string, got {value!r}")
+        return value
+    if isinstance(tp, type) and not isinstance(value, tp):
+        try:
+            return tp(value)
+        except Exception as exc:  # noqa: BLE001 - reported with the path
+            raise ConfigError(f"{path}: cannot make {tp.__name__} from {value!r}") from exc
+    return value
+
+
+def from_dict(cls: type[T], data: dict[str, Any], path: str = "") -> T:
+    """Build dataclass ``cls`` from ``data``; unknown keys and bad types raise ConfigError."""
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}  # type: ignore[arg-type]
+    unknown = set(data) - set(fields)
+    if unknown:
+        where = path or cls.__name__
+        raise ConfigError(f"{where}: unknown keys {sorted(unknown)}; known: {sorted(fields)}")
+    kwargs = {}
+    for name, value in data.items():
+        kwargs[name] = _convert(value, hints[name], f"{path}.{name}" if path else name)
+    try:
+        return cls(**kwargs)
+    except TypeError as exc:
+        raise ConfigError(f"{path or cls.__name__}: {exc}") from exc
+
+
+def to_dict(cfg: Any) -> Any:
+    """A dataclass config as plain dicts/lists (for YAML, JSON manifests and printing)."""
+    if dataclasses.is_dataclass(cfg) and not isinstance(cfg, type):
+        return {f.name: to_dict(getattr(cfg, f.name)) for f in dataclasses.fields(cfg)}
+    if isinstance(cfg, (list, tuple)):
+        return [to_dict(v) for v in cfg]
+    if isinstance(cfg, dict):
+        return {k: to_dict(v) for k, v in cfg.items()}
+    return cfg
+
+
+def _set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:
+    keys = dotted.split(".")
+    node = data
+    for key in keys[:-1]:
+        node = node.setdefault(key, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"override {dotted}: {key} is not a mapping")
+    node[keys[-1]] = value
+
+
+def parse_overrides(overrides: list[str] | tuple[str, ...]) -> dict[str, Any]:
+    """``["a.b=3", "c=true"]`` -> nested dict, values parsed as YAML scalars."""
+    out: dict[str, Any] = {}
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"override {item!r}: expected KEY=VALUE")
+        key, raw = item.split("=", 1)
+        _set_dotted(out, key.strip(), yaml.safe_load(raw))
+    return out
+
+
+def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def load_config(
+    cls: type[T],
+    source: str | Path | dict[str, Any] | None = None,
+    overrides: list[str] | tuple[str, ...] = (),
+    base: T | None = None,
+) -> T:
+    """Config ``cls`` from defaults (or ``base``), then a YAML file / dict, then overrides."""
+    data: dict[str, Any] = to_dict(base) if base is not None else {}
+    if isinstance(source, (str, Path)):
+        path = Path(source)
+        if not path.exists():
+            raise ConfigError(f"config file not found: {path}")
+        loaded = yaml.safe_load(path.read_text()) or {}
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"{path}: top level must be a mapping")
+        data = _merge(data, loaded)
+    elif isinstance(source, dict):
+        data = _merge(data, source)
+    data = _merge(data, parse_overrides(overrides))
+    return from_dict(cls, data)
+
+
+def dump_yaml(cfg: Any) -> str:
+    return yaml.safe_dump(to_dict(cfg), sort_keys=False, default_flow_style=False)
+
+
+def print_config(cfg: Any, title: str = "config") -> None:
+    """Print a config at the start of a run, so logs always say what ran."""
+    from afm.console import console
+
+    console.rule(f"[bold]{title}")
+    console.print(dump_yaml(cfg).rstrip(), markup=False, highlight=False)
+    console.rule()
