@@ -17,7 +17,7 @@ import click
 # Areas that contribute commands, in the order of the data flow. In each area every
 # module named ``cli`` or ``cli_*`` exporting ``COMMANDS`` is picked up, so two people
 # working in one area never edit the same registry.
-AREAS = ("afm", "afm.crawler", "afm.filters", "afm.pipelines", "afm.model", "afm.training", "afm.deploy")
+AREAS = ("afm.crawler", "afm.filters", "afm.pipelines", "afm.model", "afm.training", "afm.deploy")
 
 EPILOG = """\b
 Examples:
@@ -42,8 +42,6 @@ def area_modules(prefix: str) -> list[str]:
 def collect_commands() -> list[click.Command]:
     commands: list[click.Command] = []
     for name in area_modules("cli"):
-        if name == "afm.cli":
-            continue
         module = importlib.import_module(name)
         commands.extend(getattr(module, "COMMANDS", []))
     return commands
@@ -61,8 +59,17 @@ def main() -> None:
     with the recipe of Apple's foundation-model report (AFM, 2024)."""
 
 
-for _command in collect_commands():
-    main.add_command(_command)
+def _register() -> None:
+    from afm.bench import bench_command
+    from afm.demo import demo_command
+
+    main.add_command(demo_command)  # the whole flow first
+    for command in collect_commands():
+        main.add_command(command)
+    main.add_command(bench_command)  # measurement last
+
+
+_register()
 
 
 if __name__ == "__main__":

@@ -16,8 +16,6 @@ def discover() -> dict[str, BenchFn]:
 
     found: dict[str, BenchFn] = {}
     for name in area_modules("bench"):
-        if name == "afm.cli_bench":
-            continue
         module = importlib.import_module(name)
         found.update(getattr(module, "BENCHMARKS", {}))
     return found
@@ -73,4 +71,3 @@ def bench_command(names: tuple[str, ...], list_only: bool, quick: bool, workdir:
         raise SystemExit(f"benchmarks failed: {failures}")
 
 
-COMMANDS = [bench_command]

@@ -1,0 +1,181 @@
+"""``afm demo``: the whole flow on the bundled demo site, end to end, on one CPU.
+
+It serves the demo site (``afm/demo_site/site.yaml``) on loopback, crawls it politely,
+curates the crawl (extraction, language, safety, PII, dedup, quality,
+decontamination), trains a tokenizer, tokenizes the corpus and runs the three tiny
+pre-training stages. Every output path is printed at the end.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+
+def _available(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+class DemoRun:
+    """Runs the stages in order and remembers what each produced."""
+
+    def __init__(self, workdir: Path, train_steps: int) -> None:
+        self.workdir = workdir
+        self.train_steps = train_steps
+        self.outputs: list[tuple[str, str]] = []
+        self.timings: list[tuple[str, float]] = []
+        self.skipped: list[str] = []
+
+    def stage(self, name: str, module: str, fn: Callable[[], Any]) -> Any:
+        from afm.console import console
+
+        if not _available(module):
+            console.print(f"[yellow]- {name}: skipped ({module} is not part of this build)")
+            self.skipped.append(name)
+            return None
+        console.rule(f"[bold cyan]demo: {name}")
+        start = time.perf_counter()
+        result = fn()
+        self.timings.append((name, time.perf_counter() - start))
+        return result
+
+    # -- stages ---------------------------------------------------------------------------
+
+    def crawl(self, sites: Any) -> Path:
+        from afm.crawler.api import crawl
+        from afm.demosite import seed_paths
+
+        out = self.workdir / "crawl"
+        seeds = [sites.url(host, path) for host, path in seed_paths()]
+        summary = crawl(seeds, out, max_pages=200, allow_private=True, user_agent="afmbot")
+        self.outputs.append(("crawl WARC", str(out)))
+        if summary.get("index_path"):
+            self.outputs.append(("crawl index", str(summary["index_path"])))
+        disallowed = [p for _h, p, _t in sites.requests if p.startswith("/private/")]
+        if disallowed:
+            raise RuntimeError(f"the crawler requested robots-disallowed pages: {disallowed}")
+        return out
+
+    def decontam_index(self) -> Path:
+        from afm.pipelines.decontaminate import build_index
+
+        out = self.workdir / "decontam-index"
+        from importlib import resources
+
+        bench_dir = resources.files("afm.filters").joinpath("data/benchmarks")
+        build_index(str(bench_dir), out)
+        self.outputs.append(("decontamination index", str(out)))
+        return out
+
+    def curate(self, crawl_dir: Path, index: Path | None) -> Path:
+        from afm.pipelines.curate import run_curate
+
+        out = self.workdir / "corpus"
+        config: dict[str, Any] = {}
+        if index is not None:
+            config["decontaminate"] = {"index": str(index)}
+        manifest = run_curate([str(crawl_dir)], out, config=config or None)
+        self.outputs.append(("curated shards", str(out)))
+        report = out / "report.html"
+        if report.exists():
+            self.outputs.append(("curation report", str(report)))
+        self.manifest = manifest
+        return out
+
+    def tokenizer(self, corpus: Path) -> Path:
+        from afm.io import expand_inputs
+        from afm.model.tokenizer import train_tokenizer
+
+        out = self.workdir / "tokenizer"
+        shards = [p for p in expand_inputs([str(corpus)]) if p.endswith(".parquet") and "reject" not in p]
+        train_tokenizer(shards, out, vocab_size=512)
+        self.outputs.append(("tokenizer", str(out)))
+        return out
+
+    def tokenize(self, corpus: Path, tokenizer: Path) -> Path:
+        from afm.io import expand_inputs
+        from afm.pipelines.tokenize import run_tokenize
+
+        out = self.workdir / "tokens"
+        shards = [p for p in expand_inputs([str(corpus)]) if p.endswith(".parquet") and "reject" not in p]
+        run_tokenize(shards, tokenizer, out)
+        self.outputs.append(("token shards", str(out)))
+        return out
+
+    def train(self, tokens: Path) -> dict[str, Any]:
+        from afm.training.trainer import train
+
+        data = [str(tokens)]
+        results = {}
+        previous: Path | None = None
+        for stage in ("tiny-core", "tiny-continued", "tiny-context"):
+            workdir = self.workdir / "train" / stage
+            result = train(stage, workdir, steps=self.train_steps, data=data, init_from=previous)
+            results[stage] = result
+            previous = Path(result["checkpoint"]) if result.get("checkpoint") else workdir
+            self.outputs.append((f"checkpoint {stage}", str(previous)))
+        return results
+
+
+@click.command("demo", epilog="""\b
+Examples:
+  afm demo                          # everything, into work/demo
+  afm demo --workdir /tmp/afm-demo --train-steps 50
+""")
+@click.option("--workdir", type=click.Path(path_type=Path), default=Path("work/demo"), show_default=True,
+              help="Where every stage writes its output (replaced if it exists).")
+@click.option("--train-steps", type=int, default=None,
+              help="Steps per tiny training stage (default: the stage config's own).")
+def demo_command(workdir: Path, train_steps: int | None) -> None:
+    """Run the whole flow on the bundled demo site: crawl, curate, tokenize, train."""
+    import shutil
+
+    from afm.console import console, print_summary, setup_logging
+
+    setup_logging("WARNING")
+    if workdir.exists():
+        shutil.rmtree(workdir)
+    workdir.mkdir(parents=True)
+    run = DemoRun(workdir, train_steps)  # type: ignore[arg-type]
+    start = time.perf_counter()
+
+    from afm.crawler.testsite import LocalSites, Page
+    from afm.demosite import render_site
+
+    sites_spec = {
+        host: {path: Page(**page) for path, page in pages.items()} for host, pages in render_site().items()
+    }
+    with LocalSites(sites_spec) as sites:
+        console.print("demo site: " + ", ".join(f"{h}={sites.base_url(h)}" for h in sites_spec))
+        crawl_dir = run.stage("crawl", "afm.crawler.api", lambda: run.crawl(sites))
+    index = run.stage("decontamination index", "afm.pipelines.decontaminate", run.decontam_index)
+    corpus = run.stage("curate", "afm.pipelines.curate", lambda: run.curate(crawl_dir, index))
+    tok = run.stage("tokenizer", "afm.model.tokenizer", lambda: run.tokenizer(corpus))
+    tokens = run.stage("tokenize", "afm.pipelines.tokenize", lambda: run.tokenize(corpus, tok))
+    results = run.stage("train", "afm.training.trainer", lambda: run.train(tokens))
+
+    rows: list[tuple[str, Any]] = list(run.outputs)
+    manifest = getattr(run, "manifest", None)
+    if isinstance(manifest, dict) and "totals" in manifest:
+        for key, value in manifest["totals"].items():
+            rows.append((f"documents {key}", value))
+    if results:
+        for stage, r in results.items():
+            rows.append((f"{stage} loss", f"{r.get('first_loss', float('nan')):.3f} -> {r.get('final_loss', float('nan')):.3f}"))
+    for name, seconds in run.timings:
+        rows.append((f"time {name}", f"{seconds:.1f} s"))
+    rows.append(("total time", f"{time.perf_counter() - start:.1f} s"))
+    if run.skipped:
+        rows.append(("stages not in this build", ", ".join(run.skipped)))
+    print_summary("afm demo: outputs", rows)
+    for label, path in run.outputs:
+        click.echo(f"{label}: {path}")
+

@@ -1,0 +1,313 @@
+"""Generic fastText binary text classifiers: train, evaluate on a held-out split, score.
+
+Several filters (safety, quality, math) use the same recipe: a linear bag-of-n-grams
+classifier (fastText, as DCLM / FineWeb-Edu style filters do) trained on a few thousand
+labelled documents, shipped small, and scored in batches. This module holds that recipe
+once, so every classifier shares one text preprocessing (train and predict must see text
+the same way, or scores silently drift) and one evaluation report.
+
+A model ``X.ftz``/``X.bin`` is saved with a sidecar ``X.ftz.json`` holding its positive
+label and held-out metrics, so a loader never has to guess which label means "positive".
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import re
+import tempfile
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+# fastText reads one example per line, tokens split on whitespace. Splitting punctuation
+# off words ("hello," -> "hello ,") lets "hello" share one embedding in both spellings.
+_PUNCT = re.compile(r"([^\w\s])")
+_SPACE = re.compile(r"\s+")
+MAX_CHARS = 20_000  # documents are truncated: the head carries the signal, cost stays bounded
+
+
+class ClassifierError(RuntimeError):
+    """Training or loading a classifier failed for a reason the user can act on."""
+
+
+def preprocess(text: str, max_chars: int = MAX_CHARS) -> str:
+    """The one text normalisation used by training and scoring: lowercase, punctuation
+    split off words, every whitespace run (newlines included) folded to one space."""
+    text = (text or "")[:max_chars].lower()
+    text = _PUNCT.sub(r" \1 ", text)
+    return _SPACE.sub(" ", text).strip()
+
+
+def metadata_path(model_path: str | os.PathLike[str]) -> Path:
+    """Where the sidecar metadata of a model lives (``model.ftz`` -> ``model.ftz.json``)."""
+    p = Path(model_path)
+    return p.with_name(p.name + ".json")
+
+
+def _load_fasttext() -> Any:
+    try:
+        import fasttext
+    except ImportError as exc:  # pragma: no cover - depends on the host's extras
+        raise ClassifierError(
+            "fastText is not installed; install the curate extra: pip install 'afm[curate]'"
+        ) from exc
+    # The wrapper warns on stderr that load_model's API changed; nothing to act on.
+    fasttext.FastText.eprint = lambda *_args, **_kw: None
+    return fasttext
+
+
+def binary_metrics(scores: np.ndarray, labels: np.ndarray, threshold: float = 0.5) -> dict[str, float]:
+    """Precision, recall, accuracy and F1 of ``scores >= threshold`` against 0/1 labels."""
+    pred = scores >= threshold
+    truth = labels.astype(bool)
+    tp = float(np.sum(pred & truth))
+    fp = float(np.sum(pred & ~truth))
+    fn = float(np.sum(~pred & truth))
+    n = max(len(truth), 1)
+    precision = tp / (tp + fp) if tp + fp else 0.0
+    recall = tp / (tp + fn) if tp + fn else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    accuracy = float(np.sum(pred == truth)) / n
+    return {"precision": precision, "recall": recall, "accuracy": accuracy, "f1": f1}
+
+
+def _split(
+    items: list[str], held_out: float, rng: random.Random
+) -> tuple[list[str], list[str]]:
+    """Shuffle and cut off a held-out share (at least one item when there are two or more)."""
+    items = list(items)
+    rng.shuffle(items)
+    if held_out <= 0 or len(items) < 2:
+        return items, []
+    n_test = min(max(1, round(len(items) * held_out)), len(items) - 1)
+    return items[n_test:], items[:n_test]
+
+
+def train_classifier(
+    positives: list[str],
+    negatives: list[str],
+    out: str | os.PathLike[str],
+    *,
+    label_pos: str = "pos",
+    label_neg: str = "neg",
+    epoch: int = 10,
+    lr: float = 0.2,
+    wordNgrams: int = 2,  # noqa: N803 - fastText's own parameter name
+    dim: int = 32,
+    held_out: float = 0.1,
+    seed: int = 0,
+    min_count: int = 1,
+    bucket: int = 200_000,
+    quantize: bool | None = None,
+    quantize_cutoff: int = 20_000,
+    threshold: float = 0.5,
+    verbose: bool = True,
+) -> dict[str, Any]:
+    """Train a binary fastText classifier, report held-out metrics, save it to ``out``.
+
+    Each class is split separately (stratified) with ``held_out`` of it kept for
+    evaluation. ``quantize`` (default: when ``out`` ends in ``.ftz``) compresses the
+    model (product quantization, the ``quantize_cutoff`` highest-norm embedding rows kept)
+    to a few hundred KB, small enough to ship in the repository.
+
+    Returns (and prints when ``verbose``) ``{"precision", "recall", "accuracy", "f1",
+    "n_train", "n_test", ...}``; metrics are NaN when the held-out split is empty.
+    Raises :class:`ClassifierError` for empty/degenerate data or a diverged run.
+    """
+    out = Path(out)
+    if label_pos == label_neg:
+        raise ClassifierError("label_pos and label_neg must differ")
+    for name, label in (("label_pos", label_pos), ("label_neg", label_neg)):
+        if not label or _SPACE.search(label):
+            raise ClassifierError(f"{name} must be a non-empty word without spaces, got {label!r}")
+    pos = [t for t in (preprocess(x) for x in positives) if t]
+    neg = [t for t in (preprocess(x) for x in negatives) if t]
+    if not pos or not neg:
+        raise ClassifierError(
+            f"need non-empty texts of both classes; got {len(pos)} positive and {len(neg)} "
+            f"negative (of {len(positives)} and {len(negatives)} given)"
+        )
+    if not 0 <= held_out < 1:
+        raise ClassifierError(f"held_out must be in [0, 1), got {held_out}")
+
+    rng = random.Random(seed)
+    pos_train, pos_test = _split(pos, held_out, rng)
+    neg_train, neg_test = _split(neg, held_out, rng)
+    train = [(label_pos, t) for t in pos_train] + [(label_neg, t) for t in neg_train]
+    rng.shuffle(train)
+
+    fasttext = _load_fasttext()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    quantize = out.suffix == ".ftz" if quantize is None else quantize
+    with tempfile.TemporaryDirectory(prefix="afm-clf-") as tmp:
+        train_file = Path(tmp) / "train.txt"
+        with open(train_file, "w", encoding="utf-8") as fh:
+            for label, text in train:
+                fh.write(f"__label__{label} {text}\n")
+        params = dict(
+            input=str(train_file),
+            epoch=int(epoch),
+            lr=float(lr),
+            wordNgrams=int(wordNgrams),
+            dim=int(dim),
+            minCount=int(min_count),
+            bucket=int(bucket),
+            loss="softmax",
+            thread=1,  # one thread: runs are reproducible for a given seed
+            seed=int(seed),
+            verbose=0,
+        )
+        try:
+            model = fasttext.train_supervised(**params)
+            if quantize:
+                model.quantize(input=str(train_file), retrain=True, qnorm=True, cutoff=int(quantize_cutoff))
+        except (RuntimeError, ValueError) as exc:
+            msg = str(exc)
+            hint = ""
+            if "NaN" in msg:
+                hint = " (training diverged: lower --lr or give more / more varied examples)"
+            elif "empty" in msg.lower():
+                hint = " (no usable tokens: the inputs are empty after preprocessing)"
+            raise ClassifierError(f"fastText training failed: {msg}{hint}") from exc
+
+        labels = set(model.get_labels())
+        if labels != {f"__label__{label_pos}", f"__label__{label_neg}"}:
+            raise ClassifierError(f"trained model has labels {sorted(labels)}; expected both classes")
+        tmp_model = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+        model.save_model(str(tmp_model))
+        os.replace(tmp_model, out)
+
+    clf = FastTextClassifier(out, label_pos=label_pos, label_neg=label_neg)
+    test_texts = pos_test + neg_test
+    if test_texts:
+        scores = clf.score(test_texts, preprocessed=True)
+        truth = np.array([1] * len(pos_test) + [0] * len(neg_test))
+        metrics: dict[str, float] = binary_metrics(scores, truth, threshold)
+    else:
+        metrics = dict.fromkeys(("precision", "recall", "accuracy", "f1"), math.nan)
+    report: dict[str, Any] = {
+        **metrics,
+        "threshold": threshold,
+        "n_train": len(train),
+        "n_test": len(test_texts),
+        "n_test_pos": len(pos_test),
+        "n_test_neg": len(neg_test),
+        "label_pos": label_pos,
+        "label_neg": label_neg,
+        "model": str(out),
+        "size_bytes": out.stat().st_size,
+        "params": {k: v for k, v in params.items() if k not in ("input", "verbose")}
+        | {"quantize": quantize, "quantize_cutoff": quantize_cutoff, "held_out": held_out},
+    }
+    meta = {k: v for k, v in report.items() if k != "model"}
+    metadata_path(out).write_text(json.dumps(meta, indent=2, sort_keys=True, default=float) + "\n")
+    if verbose:
+        from afm.console import print_summary
+
+        print_summary(
+            f"classifier {out.name}: held-out metrics (threshold {threshold})",
+            {
+                "train examples": len(train),
+                "held-out examples": f"{len(pos_test)} {label_pos} / {len(neg_test)} {label_neg}",
+                "precision": metrics["precision"],
+                "recall": metrics["recall"],
+                "accuracy": metrics["accuracy"],
+                "F1": metrics["f1"],
+                "model size (KB)": round(report["size_bytes"] / 1024, 1),
+            },
+        )
+    return report
+
+
+class FastTextClassifier:
+    """A trained binary classifier; ``score(texts)`` is P(positive label) per text.
+
+    The positive label comes from the sidecar metadata written by
+    :func:`train_classifier` (else ``label_pos``, default ``"pos"``).
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        label_pos: str | None = None,
+        label_neg: str | None = None,
+    ) -> None:
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise ClassifierError(f"classifier model not found: {self.path}")
+        meta_file = metadata_path(self.path)
+        self.metadata: dict[str, Any] = {}
+        if meta_file.is_file():
+            try:
+                self.metadata = json.loads(meta_file.read_text())
+            except (OSError, json.JSONDecodeError) as exc:
+                raise ClassifierError(f"unreadable classifier metadata {meta_file}: {exc}") from exc
+        fasttext = _load_fasttext()
+        try:
+            self.model = fasttext.load_model(str(self.path))
+        except ValueError as exc:
+            raise ClassifierError(f"not a fastText model: {self.path} ({exc})") from exc
+        self.label_pos = label_pos or self.metadata.get("label_pos", "pos")
+        labels = [lab.removeprefix("__label__") for lab in self.model.get_labels()]
+        if self.label_pos not in labels:
+            raise ClassifierError(
+                f"{self.path}: positive label {self.label_pos!r} not among model labels {labels}"
+            )
+        others = [lab for lab in labels if lab != self.label_pos]
+        self.label_neg = label_neg or self.metadata.get("label_neg") or (others[0] if others else "")
+        self._pos_key = f"__label__{self.label_pos}"
+
+    def score(self, texts: Sequence[str] | Iterable[str], *, preprocessed: bool = False) -> np.ndarray:
+        """Probability of the positive label for each text (float32 array, same order)."""
+        lines = [t if preprocessed else preprocess(t) for t in texts]
+        if not lines:
+            return np.zeros(0, dtype=np.float32)
+        labels, probs = self.model.predict(lines, k=-1, threshold=0.0)
+        out = np.zeros(len(lines), dtype=np.float32)
+        for i, (labs, ps) in enumerate(zip(labels, probs)):
+            for lab, p in zip(labs, ps):
+                if lab == self._pos_key:
+                    out[i] = min(float(p), 1.0)
+                    break
+        return out
+
+    def score_one(self, text: str) -> float:
+        return float(self.score([text])[0])
+
+
+def read_texts(paths: Iterable[str | os.PathLike[str]], text_field: str = "text") -> Iterator[str]:
+    """Texts from JSONL(.gz)/JSON-lines, Parquet (column ``text_field``) or TXT (one
+    document per line) files; records without the field raise a clear error."""
+    from afm.io import read_records
+
+    for path in paths:
+        p = str(path)
+        if not os.path.isfile(p):
+            raise ClassifierError(f"input not found: {p}")
+        if p.endswith((".txt", ".txt.gz")):
+            import gzip
+
+            opener = gzip.open if p.endswith(".gz") else open
+            with opener(p, "rt", encoding="utf-8", errors="replace") as fh:
+                for line in fh:
+                    if line.strip():
+                        yield line.rstrip("\n")
+            continue
+        try:
+            records = read_records(p)
+            for n, rec in enumerate(records, 1):
+                if text_field not in rec:
+                    raise ClassifierError(
+                        f"{p}: record {n} has no field {text_field!r} (fields: {sorted(rec)[:10]})"
+                    )
+                value = rec[text_field]
+                if isinstance(value, str) and value.strip():
+                    yield value
+        except ValueError as exc:
+            raise ClassifierError(str(exc)) from exc

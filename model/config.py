@@ -1,0 +1,232 @@
+"""Model sizes as named, typed configs, with their parameter counts and FLOPs per token.
+
+The architecture is the one of the AFM report (§2): a dense decoder-only Transformer with
+tied input/output embeddings, pre-norm RMSNorm, per-head RMSNorm on queries and keys
+(before RoPE), grouped-query attention, SwiGLU and RoPE. Only the sizes change between
+the named configs below.
+
+muParam (simple)
+----------------
+Pre-training uses "muParam (simple)" (Wortsman et al. 2023, *Small-scale proxies for
+large-scale Transformer training instabilities*). The model owns the two parts of it that
+live in the forward pass; the optimizer (``afm.training``) owns the learning-rate part:
+
+* **Initialisation.** Every hidden matrix (q, k, v, o, gate, up, down) is drawn from a
+  normal with std ``1/sqrt(fan_in)``, so each layer's output has unit scale at any width.
+  The embedding table is drawn with std ``embed_init_std`` (1.0): an input layer's fan-in
+  is a one-hot, so its scale must not depend on the width. Norm scales start at 1.
+* **Logit scale.** The embedding is tied, so the readout is ``h @ E.T`` with ``E`` of
+  std 1 and ``h`` of unit RMS (after the final RMSNorm): ``dim`` terms of unit size. muP
+  wants the readout multiplier to shrink as ``1/width``; we calibrate it so the proxy model
+  (``width == base_width``) starts with unit-variance logits:
+  ``logit_scale = sqrt(base_width) / width``. At init the logits then have std
+  ``sqrt(base_width / width)`` (1 at the proxy width, smaller for wider models), and once
+  ``h`` and ``E`` align during training they stay O(1) as the width grows.
+* **Learning rate** (applied by the optimizer): hidden matrices get
+  ``lr * base_width / width`` (:attr:`ModelConfig.hidden_lr_multiplier`); embeddings and
+  norm scales keep the base LR. ``base_width = 768`` is the proxy width of the LR sweep.
+
+The HF export folds ``logit_scale`` into the final norm's weight, which is exact
+(``(n(h) * w * s) @ E.T == s * (n(h) * w) @ E.T``), so the exported Qwen3 model keeps
+its tied embedding and gives the same log-probabilities.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+RematPolicy = Literal["none", "dots", "block", "full"]
+AttentionImpl = Literal["auto", "xla", "cudnn", "splash"]
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Every size and numeric choice of one AFM transformer.
+
+    ``dtype`` is the compute dtype (activations, matmuls); parameters are stored in
+    ``param_dtype`` (float32, as the report keeps weights and optimizer state in f32).
+    """
+
+    name: str = "custom"
+    vocab_size: int = 512
+    dim: int = 64
+    n_layers: int = 2
+    n_heads: int = 4
+    n_kv_heads: int = 2
+    head_dim: int = 16
+    ffn_dim: int = 192
+    rope_base: float = 500_000.0
+    max_seq_len: int = 256
+    norm_eps: float = 1e-5
+    tie_embeddings: bool = True
+    dtype: str = "bfloat16"
+    param_dtype: str = "float32"
+    # Activation checkpointing per block: "none" keeps everything, "dots" recomputes all
+    # but the matmul outputs, "block" (alias "full") keeps only each block's input.
+    remat: RematPolicy = "none"
+    # "auto": cuDNN flash attention on GPU, XLA elsewhere. "splash" is the TPU kernel slot.
+    attention_impl: AttentionImpl = "auto"
+    # Run the blocks under one `lax.scan` (one compiled block: fast compiles for deep models).
+    scan_layers: bool = False
+    # muParam (simple); see the module docstring.
+    base_width: int = 768
+    embed_init_std: float = 1.0
+    notes: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        if self.n_heads % self.n_kv_heads:
+            raise ValueError(
+                f"{self.name}: n_heads ({self.n_heads}) must be a multiple of "
+                f"n_kv_heads ({self.n_kv_heads}) for grouped-query attention"
+            )
+        if self.head_dim % 2:
+            raise ValueError(f"{self.name}: head_dim must be even for RoPE, got {self.head_dim}")
+        if not self.tie_embeddings:
+            raise ValueError("AFM ties input and output embeddings (report §2)")
+        if self.remat not in ("none", "dots", "block", "full"):
+            raise ValueError(f"unknown remat policy {self.remat!r}")
+        if self.attention_impl not in ("auto", "xla", "cudnn", "splash"):
+            raise ValueError(f"unknown attention_impl {self.attention_impl!r}")
+        for n in ("vocab_size", "dim", "n_layers", "n_heads", "n_kv_heads", "ffn_dim", "max_seq_len"):
+            if getattr(self, n) <= 0:
+                raise ValueError(f"{self.name}: {n} must be positive")
+
+    # -- muParam helpers ---------------------------------------------------------------
+    @property
+    def width(self) -> int:
+        """The muP width: the model dimension."""
+        return self.dim
+
+    @property
+    def hidden_lr_multiplier(self) -> float:
+        """LR multiplier for hidden matrices under muParam (simple): base_width / width."""
+        return self.base_width / self.width
+
+    @property
+    def logit_scale(self) -> float:
+        """Readout multiplier: sqrt(base_width) / width (see the module docstring)."""
+        return math.sqrt(self.base_width) / self.width
+
+    def replace(self, **changes: Any) -> ModelConfig:
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ModelConfig:
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(data) - known
+        if unknown:
+            raise ValueError(f"unknown ModelConfig fields: {sorted(unknown)}")
+        return cls(**data)
+
+
+def _cfg(**kw: Any) -> ModelConfig:
+    return ModelConfig(**kw)
+
+
+CONFIGS: dict[str, ModelConfig] = {
+    # Tests and the demo: trains in seconds on a laptop CPU.
+    "tiny": _cfg(
+        name="tiny", vocab_size=512, dim=64, n_layers=2, n_heads=4, n_kv_heads=2,
+        head_dim=16, ffn_dim=192, max_seq_len=256,
+        notes="tests/demo size; vocab matches a tokenizer trained on the demo corpus",
+    ),
+    # The muP proxy width (768): the LR sweep model and CPU/GPU benchmarks.
+    "100m": _cfg(
+        name="100m", vocab_size=49_152, dim=768, n_layers=12, n_heads=12, n_kv_heads=4,
+        head_dim=64, ffn_dim=2048, max_seq_len=2048,
+        notes="~76M non-embedding + 38M embedding; width = base_width (the muP proxy)",
+    ),
+    "1b": _cfg(
+        name="1b", vocab_size=49_152, dim=2048, n_layers=20, n_heads=16, n_kv_heads=8,
+        head_dim=128, ffn_dim=5632, max_seq_len=4096,
+        notes="~0.94B non-embedding + 0.10B embedding",
+    ),
+    # Table 1 of the report. The FFN hidden size is not published (it is the result of
+    # pruning the 6.4B teacher's FFN); 8064 = 63 x 128 is the multiple of 128 whose
+    # non-embedding count is closest to the reported 2.58B (2.5865B; embedding 0.151B).
+    "afm-on-device": _cfg(
+        name="afm-on-device", vocab_size=49_152, dim=3072, n_layers=26, n_heads=24,
+        n_kv_heads=8, head_dim=128, ffn_dim=8064, max_seq_len=4096,
+        notes="Table 1: 2.58B non-embedding, 0.15B embedding (FFN 8064 is our choice)",
+    ),
+    # The teacher that is pruned into afm-on-device. Pruning learns masks over the FFN
+    # hidden dimension ONLY (§3.2.1) and distillation uses the teacher's top-1 token, so
+    # the teacher must share everything but the FFN width with the student: same dim,
+    # heads, layers and the 49k vocabulary. FFN 23296 (182 x 128) gives 6.39B in total.
+    "afm-teacher-6.4b": _cfg(
+        name="afm-teacher-6.4b", vocab_size=49_152, dim=3072, n_layers=26, n_heads=24,
+        n_kv_heads=8, head_dim=128, ffn_dim=23_296, max_seq_len=4096,
+        notes="our choice: the on-device shape with a 2.9x wider FFN (FFN-only pruning)",
+    ),
+    # AFM-server's size is not published. Our choice: a ~22B dense model with the 8 KV
+    # heads the report gives, head_dim 128, and the 100k vocabulary (100,352 = 784 x 128,
+    # a multiple of 128 so the vocab shards evenly).
+    "afm-server": _cfg(
+        name="afm-server", vocab_size=100_352, dim=6144, n_layers=56, n_heads=48,
+        n_kv_heads=8, head_dim=128, ffn_dim=16_384, max_seq_len=4096, scan_layers=True,
+        remat="dots",
+        notes="size unpublished; our documented choice (~21.8B non-embedding, 100k vocab)",
+    ),
+}
+
+
+def get_config(name: str, **overrides: Any) -> ModelConfig:
+    """A named config, optionally with fields replaced (e.g. ``max_seq_len=8192``)."""
+    try:
+        cfg = CONFIGS[name]
+    except KeyError:
+        raise KeyError(f"unknown model config {name!r}; known: {sorted(CONFIGS)}") from None
+    return cfg.replace(**overrides) if overrides else cfg
+
+
+def param_counts(cfg: ModelConfig) -> dict[str, int]:
+    """Parameter counts: ``embedding`` (the tied table), ``non_embedding``, ``total``.
+
+    Non-embedding = per block (q, k, v, o, gate, up, down matrices + 2 RMSNorm scales +
+    the q/k norm scales) x layers + the final norm. The tied table is counted once.
+    """
+    q = cfg.dim * cfg.n_heads * cfg.head_dim
+    kv = 2 * cfg.dim * cfg.n_kv_heads * cfg.head_dim
+    o = cfg.n_heads * cfg.head_dim * cfg.dim
+    ffn = 3 * cfg.dim * cfg.ffn_dim
+    norms = 2 * cfg.dim + 2 * cfg.head_dim
+    per_layer = q + kv + o + ffn + norms
+    non_embedding = cfg.n_layers * per_layer + cfg.dim
+    embedding = cfg.vocab_size * cfg.dim
+    return {
+        "embedding": embedding,
+        "non_embedding": non_embedding,
+        "total": embedding + non_embedding,
+    }
+
+
+def matmul_params(cfg: ModelConfig) -> int:
+    """Parameters that take part in a matmul per token: the block matrices plus the tied
+    table used as the readout (the input lookup is free; norms are negligible)."""
+    per_layer = (
+        cfg.dim * cfg.n_heads * cfg.head_dim
+        + 2 * cfg.dim * cfg.n_kv_heads * cfg.head_dim
+        + cfg.n_heads * cfg.head_dim * cfg.dim
+        + 3 * cfg.dim * cfg.ffn_dim
+    )
+    return cfg.n_layers * per_layer + cfg.vocab_size * cfg.dim
+
+
+def flops_per_token(cfg: ModelConfig, seq_len: int | None = None) -> float:
+    """Training FLOPs (forward + backward) per token, the PaLM MFU convention:
+
+    ``6 * N + 12 * n_layers * n_heads * head_dim * seq_len``
+
+    where ``N`` is :func:`matmul_params` (2 FLOPs per multiply-add, x3 for the backward
+    pass) and the second term is the QK^T and attention-times-V matmuls. The causal mask
+    is not credited (as in PaLM, Appendix B), so MFU figures are comparable with theirs.
+    Forward-only FLOPs (inference) are one third of this.
+    """
+    t = cfg.max_seq_len if seq_len is None else seq_len
+    return 6.0 * matmul_params(cfg) + 12.0 * cfg.n_layers * cfg.n_heads * cfg.head_dim * t

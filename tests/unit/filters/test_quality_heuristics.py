@@ -1,0 +1,170 @@
+"""Every heuristic rule, with expected values computed by hand on tiny texts."""
+
+from __future__ import annotations
+
+import pytest
+from afm.filters.base import apply_filter
+from afm.filters.quality import (
+    QualityConfig,
+    QualityHeuristicsFilter,
+    c4_clean_lines,
+    count_sentences,
+    dup_ngram_char_frac,
+    duplicate_stats,
+    top_ngram_char_frac,
+    words_of,
+)
+
+from afm.schema import make_document
+
+# A clean expository text: passes every rule with the published thresholds.
+GOOD = (
+    "The river starts high in the mountains and flows to the sea over many miles.\n"
+    "Along the way it collects water from small streams that join it from both sides.\n"
+    "Farmers in the valley have used that water for their fields for centuries.\n"
+    "In spring the snow melts and the level of the river rises quickly.\n"
+    "Engineers built a dam to control floods and to produce electricity with turbines.\n"
+    "Today the lake behind the dam is a popular place for fishing and sailing."
+)
+
+
+def signals_of(text: str, **cfg) -> dict[str, float]:
+    decision = QualityHeuristicsFilter(QualityConfig(**cfg))(make_document(text))
+    return decision.signals
+
+
+def test_good_text_passes_every_rule_and_reports_all_signals():
+    decision = QualityHeuristicsFilter()(make_document(GOOD))
+    assert decision.keep, decision.details
+    for name in ("gopher_word_count", "gopher_dup_5gram", "gopher_top_2gram", "c4_min_sentences",
+                 "fineweb_line_punct", "fineweb_newline_ratio", "gopher_stop_words"):
+        assert name in decision.signals
+
+
+def test_words_strip_punctuation():
+    assert words_of("Hello, world! ... 42 #tag") == ["Hello", "world", "42", "tag"]
+
+
+def test_gopher_word_count_min_and_max():
+    s = signals_of("one two three")
+    assert s["gopher_word_count"] == 3
+    d = QualityHeuristicsFilter()(make_document("one two three"))
+    assert not d.keep and d.reason in d.details["failed_rules"]
+    assert "gopher_word_count" in d.details["failed_rules"]
+    d = QualityHeuristicsFilter(QualityConfig(max_doc_words=60))(make_document(GOOD + " extra" * 20))
+    assert "gopher_word_count" in d.details["failed_rules"]
+
+
+def test_gopher_avg_word_length():
+    # "aa bbbb" -> (2 + 4) / 2 = 3.0
+    assert signals_of("aa bbbb")["gopher_avg_word_length"] == pytest.approx(3.0)
+    short = " ".join(["a to be of"] * 20)  # mean (1+2+2+2)/4 = 1.75 < 3
+    assert signals_of(short)["gopher_avg_word_length"] == pytest.approx(1.75)
+
+
+def test_gopher_hash_and_ellipsis_ratios():
+    s = signals_of("Hello, world! ... 42 #tag")
+    assert s["gopher_hash_ratio"] == pytest.approx(1 / 4)  # one '#' over 4 words
+    assert s["gopher_ellipsis_ratio"] == pytest.approx(1 / 4)  # one '...' over 4 words
+
+
+def test_gopher_bullet_and_ellipsis_lines():
+    assert signals_of("- a\n- b\nc")["gopher_bullet_lines"] == pytest.approx(2 / 3)
+    assert signals_of("a...\nb…\nc\nd")["gopher_ellipsis_lines"] == pytest.approx(2 / 4)
+
+
+def test_gopher_alpha_words_and_stop_words():
+    # words: abc, 123, 4x5 ("!!" is not a word) -> 2 of 3 contain a letter
+    assert signals_of("abc 123 4x5 !!")["gopher_alpha_words"] == pytest.approx(2 / 3)
+    assert signals_of("The cat and the dog")["gopher_stop_words"] == 3
+
+
+def test_gopher_repetition_lines_and_paragraphs():
+    assert duplicate_stats(["a", "b", "a"]) == (1, 1)
+    s = signals_of("a\nb\na\n")
+    assert s["gopher_dup_line_frac"] == pytest.approx(1 / 3)
+    assert s["gopher_dup_line_char_frac"] == pytest.approx(1 / 3)
+    s = signals_of("x y\n\nz\n\nx y")
+    assert s["gopher_dup_para_frac"] == pytest.approx(1 / 3)
+    assert s["gopher_dup_para_char_frac"] == pytest.approx(3 / 7)
+
+
+def test_gopher_top_ngram():
+    # bigrams: (a,b) x2, (b,a), (b,c); top one has 2 chars x 2 occurrences = 4 of 5 chars
+    assert top_ngram_char_frac(["a", "b", "a", "b", "c"], 2) == pytest.approx(4 / 5)
+    assert top_ngram_char_frac(["a", "b", "c"], 2) == 0.0  # nothing repeats
+
+
+def test_gopher_dup_ngram():
+    words = "one two three four five one two three four five six".split()
+    # the 5-gram one..five occurs twice: covers 2 x 19 chars of 41
+    assert dup_ngram_char_frac(words, 5) == pytest.approx(38 / 41)
+    assert dup_ngram_char_frac(words, 6) == 0.0
+    d = QualityHeuristicsFilter()(make_document(GOOD + "\n" + GOOD))
+    assert not d.keep and d.reason == "gopher_dup_line_frac"
+
+
+def test_c4_sentences_and_line_cleaning():
+    assert count_sentences("One. Two! Three? Four") == 3
+    text = ("Please enable JavaScript to view this page.\nRead our privacy policy here.\n"
+            "Too short.\nThis line is long enough to stay [1].")
+    cleaned, n_lines, removed = c4_clean_lines(text, QualityConfig())
+    assert cleaned == "This line is long enough to stay ."
+    assert (n_lines, removed) == (4, 3)
+    s = signals_of(text)
+    assert s["c4_removed_lines_frac"] == pytest.approx(3 / 4)
+    assert s["c4_min_sentences"] == 1
+
+
+def test_c4_terminal_punct_switch():
+    text = "A heading without a stop\nA full sentence that ends here."
+    assert c4_clean_lines(text, QualityConfig())[0] == text
+    cfg = QualityConfig(c4_require_terminal_punct=True)
+    assert c4_clean_lines(text, cfg)[0] == "A full sentence that ends here."
+
+
+def test_c4_lorem_ipsum_and_curly_bracket():
+    d = QualityHeuristicsFilter()(make_document(GOOD + "\nLorem ipsum dolor sit amet, it says here."))
+    assert not d.keep and d.reason == "c4_lorem_ipsum" and d.signals["c4_lorem_ipsum"] == 1.0
+    d = QualityHeuristicsFilter()(make_document(GOOD + "\nThe code is function f() { return 1; }."))
+    assert not d.keep and d.reason == "c4_curly_bracket"
+    d = QualityHeuristicsFilter(QualityConfig(c4_curly_bracket=False))(
+        make_document(GOOD + "\nThe code is function f() { return 1; }."))
+    assert d.keep
+
+
+def test_fineweb_rules():
+    # FineWeb's rules see the text after C4's line edits; switch C4 off to test them alone.
+    s = signals_of("Ends here.\nno end\nWhy?", c4=False)
+    assert s["fineweb_line_punct"] == pytest.approx(2 / 3)
+    # lengths 10, 6, 4 and one of 40 chars -> 3 of 4 are <= 30 chars
+    s = signals_of("Ends here.\nno end\nWhy?\n" + "x" * 40, c4=False)
+    assert s["fineweb_short_lines"] == pytest.approx(3 / 4)
+    s = signals_of("ab\ncd\nab", c4=False)  # duplicated "ab": 2 of 6 chars
+    assert s["fineweb_dup_line_chars"] == pytest.approx(2 / 6)
+    s = signals_of("a b\nc d\n", c4=False)  # 2 newlines / 4 words
+    assert s["fineweb_newline_ratio"] == pytest.approx(0.5)
+
+
+def test_reason_is_first_failing_rule_and_rules_switch_off():
+    text = "x\n" * 3
+    d = QualityHeuristicsFilter()(make_document(text))
+    assert d.reason == d.details["failed_rules"][0] == "gopher_dup_line_frac"
+    cfg = QualityConfig(gopher_repetition=False)
+    d = QualityHeuristicsFilter(cfg)(make_document(text))
+    assert d.reason == "gopher_word_count"
+    assert "gopher_dup_line_frac" not in d.signals
+
+
+def test_empty_text_is_a_recorded_rejection():
+    doc = make_document("")
+    kept, rej = apply_filter(QualityHeuristicsFilter(), doc)
+    assert kept is None and rej["reason"] == "empty_text" and rej["rejected_by"] == "quality"
+
+
+def test_kept_document_carries_c4_edit_and_prefixed_signals():
+    doc = make_document(GOOD + "\nPlease enable JavaScript in your browser to continue reading.")
+    kept, rej = apply_filter(QualityHeuristicsFilter(), doc)
+    assert rej is None
+    assert "JavaScript" not in kept["text"]
+    assert kept["signals"]["quality.c4_removed_lines_frac"] == pytest.approx(1 / 7)
