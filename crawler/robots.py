@@ -226,6 +226,8 @@ class RobotsTxt:
         path = path_of(url)
         if path == "/robots.txt":
             return True  # RFC 9309 2.2.2: implicitly allowed
+        if "%" in path:  # %2f and %2F are one octet: compare escapes in one case, as rules are
+            path = _PCT.sub(lambda m: "%" + m.group(1).upper(), path)
         best_allow = best_disallow = -1
         for group in self.groups_for(agent, fallback):
             for rule in group.rules:
@@ -331,7 +333,7 @@ def rules_from_fetch(
     """RFC 9309 2.3.1: the meaning of a robots.txt fetch outcome.
 
     * 2xx: parse the first 500 KiB.
-    * 4xx (including 404 and 429 is NOT treated as 4xx: it signals overload): allow all.
+    * 4xx ("unavailable"): allow all - except 429, which signals overload, not absence.
     * 5xx, 429, or no response at all (DNS, timeout, refused): disallow all, retried
       after ``retry_seconds``.
     ``cache_seconds`` is clamped to 24 h (RFC 9309 2.4).

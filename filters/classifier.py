@@ -27,6 +27,7 @@ import numpy as np
 # fastText reads one example per line, tokens split on whitespace. Splitting punctuation
 # off words ("hello," -> "hello ,") lets "hello" share one embedding in both spellings.
 _PUNCT = re.compile(r"([^\w\s])")
+_NON_WORD = re.compile(r"[^\w\s]+")
 _SPACE = re.compile(r"\s+")
 MAX_CHARS = 20_000  # documents are truncated: the head carries the signal, cost stays bounded
 
@@ -35,11 +36,12 @@ class ClassifierError(RuntimeError):
     """Training or loading a classifier failed for a reason the user can act on."""
 
 
-def preprocess(text: str, max_chars: int = MAX_CHARS) -> str:
+def preprocess(text: str, max_chars: int = MAX_CHARS, *, punctuation: bool = True) -> str:
     """The one text normalisation used by training and scoring: lowercase, punctuation
-    split off words, every whitespace run (newlines included) folded to one space."""
+    split off words (or removed when ``punctuation`` is False), every whitespace run
+    (newlines included) folded to one space."""
     text = (text or "")[:max_chars].lower()
-    text = _PUNCT.sub(r" \1 ", text)
+    text = _PUNCT.sub(r" \1 ", text) if punctuation else _NON_WORD.sub(" ", text)
     return _SPACE.sub(" ", text).strip()
 
 
@@ -106,6 +108,7 @@ def train_classifier(
     quantize: bool | None = None,
     quantize_cutoff: int = 20_000,
     threshold: float = 0.5,
+    punctuation: bool = True,
     verbose: bool = True,
 ) -> dict[str, Any]:
     """Train a binary fastText classifier, report held-out metrics, save it to ``out``.
@@ -125,8 +128,8 @@ def train_classifier(
     for name, label in (("label_pos", label_pos), ("label_neg", label_neg)):
         if not label or _SPACE.search(label):
             raise ClassifierError(f"{name} must be a non-empty word without spaces, got {label!r}")
-    pos = [t for t in (preprocess(x) for x in positives) if t]
-    neg = [t for t in (preprocess(x) for x in negatives) if t]
+    pos = [t for t in (preprocess(x, punctuation=punctuation) for x in positives) if t]
+    neg = [t for t in (preprocess(x, punctuation=punctuation) for x in negatives) if t]
     if not pos or not neg:
         raise ClassifierError(
             f"need non-empty texts of both classes; got {len(pos)} positive and {len(neg)} "
@@ -162,18 +165,10 @@ def train_classifier(
             seed=int(seed),
             verbose=0,
         )
-        try:
-            model = fasttext.train_supervised(**params)
-            if quantize:
-                model.quantize(input=str(train_file), retrain=True, qnorm=True, cutoff=int(quantize_cutoff))
-        except (RuntimeError, ValueError) as exc:
-            msg = str(exc)
-            hint = ""
-            if "NaN" in msg:
-                hint = " (training diverged: lower --lr or give more / more varied examples)"
-            elif "empty" in msg.lower():
-                hint = " (no usable tokens: the inputs are empty after preprocessing)"
-            raise ClassifierError(f"fastText training failed: {msg}{hint}") from exc
+        model, params = _train_with_retries(
+            fasttext, params, str(train_file), quantize, quantize_cutoff, verbose,
+            check=train[:2000],
+        )
 
         labels = set(model.get_labels())
         if labels != {f"__label__{label_pos}", f"__label__{label_neg}"}:
@@ -182,7 +177,7 @@ def train_classifier(
         model.save_model(str(tmp_model))
         os.replace(tmp_model, out)
 
-    clf = FastTextClassifier(out, label_pos=label_pos, label_neg=label_neg)
+    clf = FastTextClassifier(out, label_pos=label_pos, label_neg=label_neg, punctuation=punctuation)
     test_texts = pos_test + neg_test
     if test_texts:
         scores = clf.score(test_texts, preprocessed=True)
@@ -203,6 +198,7 @@ def train_classifier(
         "size_bytes": out.stat().st_size,
         "params": {k: v for k, v in params.items() if k not in ("input", "verbose")}
         | {"quantize": quantize, "quantize_cutoff": quantize_cutoff, "held_out": held_out},
+        "punctuation": punctuation,
     }
     meta = {k: v for k, v in report.items() if k != "model"}
     metadata_path(out).write_text(json.dumps(meta, indent=2, sort_keys=True, default=float) + "\n")
@@ -224,11 +220,76 @@ def train_classifier(
     return report
 
 
+def _learned_nothing(model: Any, check: list[tuple[str, str]]) -> bool:
+    """True when the model does no better than always answering the majority class on
+    (a sample of) its own training data, which a linear bag-of-n-grams model always beats
+    unless its training silently broke."""
+    if not check:
+        return False
+    labels, _ = model.predict([text for _, text in check], k=1)
+    hits = sum(lab[0] == f"__label__{truth}" for (truth, _), lab in zip(check, labels))
+    counts: dict[str, int] = {}
+    for truth, _ in check:
+        counts[truth] = counts.get(truth, 0) + 1
+    return hits <= max(counts.values()) and len(counts) > 1
+
+
+def _train_with_retries(
+    fasttext: Any,
+    params: dict[str, Any],
+    train_file: str,
+    quantize: bool,
+    cutoff: int,
+    verbose: bool,
+    check: list[tuple[str, str]] | None = None,
+) -> tuple[Any, dict[str, Any]]:
+    """``train_supervised`` (+ quantize) -> (model, parameters used).
+
+    fastText's "Encountered NaN" also fires spuriously on small data (the same call with
+    the same seed fails, then succeeds: a race in its loss bookkeeping, seen with this
+    build), so a NaN is retried twice unchanged, then twice with half the learning rate
+    (a truly diverging run). Five failures are a :class:`ClassifierError`. A run that
+    "succeeds" but fits its own training sample no better than the majority class
+    (``check``; also seen with this build) is retried the same way, and kept (with a
+    warning) only if every attempt ends like that."""
+    attempt = dict(params)
+    schedule = [1.0, 1.0, 1.0, 0.5, 0.25]
+    for tries, scale in enumerate(schedule):
+        attempt["lr"] = params["lr"] * scale
+        try:
+            model = fasttext.train_supervised(**attempt)
+            if quantize:
+                model.quantize(input=train_file, retrain=True, qnorm=True, cutoff=int(cutoff))
+            if tries < len(schedule) - 1 and _learned_nothing(model, check or []):
+                continue
+            if _learned_nothing(model, check or []) and verbose:
+                from afm.console import console
+
+                console.print("[yellow]the classifier fits its training data no better than chance")
+            return model, attempt
+        except (RuntimeError, ValueError) as exc:
+            msg = str(exc)
+            if "NaN" in msg and tries < len(schedule) - 1:
+                if verbose and schedule[tries + 1] != scale:
+                    from afm.console import console
+
+                    console.print(f"[yellow]fastText hit NaN; retrying with lr={attempt['lr'] * 0.5:g}")
+                continue
+            hint = ""
+            if "NaN" in msg:
+                hint = " (training diverged: lower --lr or give more / more varied examples)"
+            elif "empty" in msg.lower():
+                hint = " (no usable tokens: the inputs are empty after preprocessing)"
+            raise ClassifierError(f"fastText training failed: {msg}{hint}") from exc
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
 class FastTextClassifier:
     """A trained binary classifier; ``score(texts)`` is P(positive label) per text.
 
-    The positive label comes from the sidecar metadata written by
-    :func:`train_classifier` (else ``label_pos``, default ``"pos"``).
+    The positive label and the preprocessing (punctuation kept or not) come from the
+    sidecar metadata written by :func:`train_classifier` (else ``label_pos``, default
+    ``"pos"``, and punctuation kept).
     """
 
     def __init__(
@@ -237,6 +298,7 @@ class FastTextClassifier:
         *,
         label_pos: str | None = None,
         label_neg: str | None = None,
+        punctuation: bool | None = None,
     ) -> None:
         self.path = Path(path)
         if not self.path.is_file():
@@ -262,10 +324,13 @@ class FastTextClassifier:
         others = [lab for lab in labels if lab != self.label_pos]
         self.label_neg = label_neg or self.metadata.get("label_neg") or (others[0] if others else "")
         self._pos_key = f"__label__{self.label_pos}"
+        self.punctuation = bool(
+            self.metadata.get("punctuation", True) if punctuation is None else punctuation
+        )
 
     def score(self, texts: Sequence[str] | Iterable[str], *, preprocessed: bool = False) -> np.ndarray:
         """Probability of the positive label for each text (float32 array, same order)."""
-        lines = [t if preprocessed else preprocess(t) for t in texts]
+        lines = [t if preprocessed else preprocess(t, punctuation=self.punctuation) for t in texts]
         if not lines:
             return np.zeros(0, dtype=np.float32)
         labels, probs = self.model.predict(lines, k=-1, threshold=0.0)

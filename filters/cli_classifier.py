@@ -13,6 +13,7 @@ Examples:
 
 \b
 Inputs: .jsonl/.jsonl.gz and .parquet (field --text-field), .txt (one document per line).
+Repeat --positives/--negatives for several files, or give a folder or a quoted glob.
 An output ending in .ftz is quantized (small enough to ship); .bin is kept full size.
 Held-out precision/recall/F1 are printed and saved next to the model as MODEL.json.
 """
@@ -42,6 +43,7 @@ def classifier() -> None:
 @click.option("--dim", default=32, show_default=True, type=int)
 @click.option("--held-out", default=0.1, show_default=True, type=float, help="Share of each class kept for evaluation.")
 @click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--no-punctuation", is_flag=True, help="Remove punctuation before training and scoring.")
 @click.option("--max-per-class", default=0, show_default=True, type=int, help="Cap examples per class (0 = all).")
 def train_cmd(
     positives: tuple[str, ...],
@@ -56,6 +58,7 @@ def train_cmd(
     dim: int,
     held_out: float,
     seed: int,
+    no_punctuation: bool,
     max_per_class: int,
 ) -> None:
     """Train a binary classifier and print its held-out precision/recall."""
@@ -65,11 +68,16 @@ def train_cmd(
     from afm.filters.classifier import ClassifierError, read_texts, train_classifier
 
     from afm.console import console, print_summary
+    from afm.io import expand_inputs
 
     try:
         limit = max_per_class or None
-        pos = list(itertools.islice(read_texts(positives, text_field), limit))
-        neg = list(itertools.islice(read_texts(negatives, text_field), limit))
+        pos_files, neg_files = expand_inputs(positives), expand_inputs(negatives)
+    except FileNotFoundError as exc:
+        raise click.ClickException(str(exc)) from exc
+    try:
+        pos = list(itertools.islice(read_texts(pos_files, text_field), limit))
+        neg = list(itertools.islice(read_texts(neg_files, text_field), limit))
         console.print(f"read {len(pos):,} positive and {len(neg):,} negative texts")
         report = train_classifier(
             pos,
@@ -83,6 +91,7 @@ def train_cmd(
             dim=dim,
             held_out=held_out,
             seed=seed,
+            punctuation=not no_punctuation,
         )
     except ClassifierError as exc:
         raise click.ClickException(str(exc)) from exc
@@ -111,6 +120,43 @@ def score_cmd(model_path: str, text_field: str, inputs: tuple[str, ...]) -> None
         snippet = " ".join(text.split())[:80]
         click.echo(f"{score:.4f}\t{snippet}")
     print_summary("classifier score", {"documents": len(texts), "mean score": total / max(len(texts), 1)})
+
+
+MAKE_SAFETY_EPILOG = """\b
+Examples:
+  afm classifier make-safety-data --out filters/data/safety/train
+  afm classifier train --positives filters/data/safety/train/unsafe.jsonl.gz \\
+      --negatives filters/data/safety/train/safe.jsonl.gz \\
+      --out filters/data/safety/safety.ftz --label-pos unsafe --label-neg safe \\
+      --dim 16 --no-punctuation
+"""
+
+
+@classifier.command("make-safety-data", epilog=MAKE_SAFETY_EPILOG)
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Output folder.")
+@click.option("--n-per-class", default=1000, show_default=True, type=int)
+@click.option("--seed", default=0, show_default=True, type=int)
+def make_safety_data_cmd(out_dir: str, n_per_class: int, seed: int) -> None:
+    """Write the synthetic safety training data (unsafe.jsonl.gz, safe.jsonl.gz) to OUT."""
+    import gzip
+    import json
+    from pathlib import Path
+
+    from afm.filters.safety import make_safety_training_data
+
+    from afm.console import print_summary
+
+    if n_per_class < 2:
+        raise click.BadParameter("needs at least 2 documents per class", param_hint="--n-per-class")
+    unsafe, safe = make_safety_training_data(n_per_class, seed)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    for name, texts in (("unsafe", unsafe), ("safe", safe)):
+        # mtime=0: the same seed gives byte-identical files.
+        lines = "".join(json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in texts)
+        with gzip.GzipFile(out / f"{name}.jsonl.gz", "wb", mtime=0) as fh:
+            fh.write(lines.encode("utf-8"))
+    print_summary("make-safety-data", {"unsafe": len(unsafe), "safe": len(safe), "folder": str(out)})
 
 
 COMMANDS = [classifier]

@@ -29,10 +29,10 @@ from __future__ import annotations
 
 import re
 import string
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numpy as np
 from afm.filters.base import Decision
 
 from afm.schema import Document
@@ -56,6 +56,7 @@ _STRIP = string.punctuation + "“”‘’…«»—–"
 _CITATION = re.compile(r"\[\d+\]|\[citation needed\]|\[edit\]", re.IGNORECASE)
 _SENTENCE_END = re.compile(r"[.!?]+(?=[\"')\]]*(?:\s|$))")
 _PARAGRAPH_SPLIT = re.compile(r"\n\s*\n+")
+_HAS_LETTER = re.compile(r"[^\W\d_]")  # a letter of any script
 
 
 @dataclass
@@ -63,6 +64,7 @@ class QualityConfig:
     """Thresholds of every rule (published defaults); ``None`` switches a rule off."""
 
     # --- Gopher quality (drop when outside the range) ---
+    skip_sources: list[str] = field(default_factory=lambda: ["code"])  # prose rules don't fit code
     gopher_quality: bool = True
     min_doc_words: int | None = 50
     max_doc_words: int | None = 100_000
@@ -102,6 +104,9 @@ class QualityConfig:
     c4_min_sentences: int | None = 5
     c4_lorem_ipsum: bool = True
     c4_curly_bracket: bool = True
+    # LaTeX is full of braces: the curly-bracket rule (meant to catch code in web text)
+    # does not apply to these sources.
+    c4_curly_bracket_exempt_sources: list[str] = field(default_factory=lambda: ["math"])
     # --- FineWeb ---
     fineweb: bool = True
     min_line_punct_ratio: float | None = 0.12
@@ -141,32 +146,72 @@ def duplicate_stats(items: list[str]) -> tuple[int, int]:
     return n_dup, chars_dup
 
 
+class NGramStats:
+    """Word n-gram repetition statistics of one document, vectorised with numpy.
+
+    Each distinct word gets a random 64-bit value and an n-gram is hashed as a polynomial
+    of its words' values (mod 2^64), so every n costs a few array operations instead of a
+    dict of tuples; two different n-grams of one document collide with probability about
+    L^2 / 2^64 (negligible). Character counts are those of the words (no spaces).
+    """
+
+    _BASE = np.uint64(0x100000001B3)
+
+    def __init__(self, words: list[str]) -> None:
+        vocab: dict[str, int] = {}
+        ids = np.fromiter((vocab.setdefault(w, len(vocab)) for w in words), dtype=np.int64,
+                          count=len(words))
+        table = np.random.default_rng(0).integers(1, 2**63, size=max(len(vocab), 1), dtype=np.uint64)
+        self.vals = table[ids]
+        lengths = np.fromiter(map(len, words), dtype=np.int64, count=len(words))
+        self.lengths = lengths
+        self.cum = np.concatenate(([0], np.cumsum(lengths)))
+        self.n_words = len(words)
+        self.total = int(self.cum[-1])
+
+    def _counts(self, n: int) -> np.ndarray:
+        """For each n-gram start position, how often that n-gram occurs in the document."""
+        size = self.n_words - n + 1
+        h = np.zeros(size, dtype=np.uint64)
+        for j in range(n):
+            h = h * self._BASE + self.vals[j : j + size]
+        _, inverse, counts = np.unique(h, return_inverse=True, return_counts=True)
+        return counts[inverse]
+
+    def top_frac(self, n: int) -> float:
+        """Characters in all occurrences of the most frequent n-gram (ties: the longest)
+        over all word characters; 0 when no n-gram occurs twice."""
+        if self.n_words < n or self.total == 0:
+            return 0.0
+        counts = self._counts(n)
+        top = int(counts.max())
+        if top < 2:
+            return 0.0
+        chars = self.cum[n:] - self.cum[:-n]
+        return min(1.0, int(chars[counts == top].max()) * top / self.total)
+
+    def dup_frac(self, n: int) -> float:
+        """Share of word characters covered by n-grams occurring more than once (a word
+        covered by several overlapping duplicate n-grams counts once)."""
+        if self.n_words < n or self.total == 0:
+            return 0.0
+        dup = (self._counts(n) > 1).astype(np.int64)
+        size = len(dup)
+        delta = np.zeros(self.n_words + 1, dtype=np.int64)
+        delta[:size] += dup
+        delta[n : n + size] -= dup
+        covered = np.cumsum(delta)[: self.n_words] > 0
+        return int(self.lengths[covered].sum()) / self.total
+
+
 def top_ngram_char_frac(words: list[str], n: int) -> float:
-    """Characters (word characters) in all occurrences of the most frequent n-gram,
-    over the characters of all words; 0 when no n-gram occurs twice."""
-    total = sum(len(w) for w in words)
-    if len(words) < n or total == 0:
-        return 0.0
-    counts = Counter(tuple(words[i : i + n]) for i in range(len(words) - n + 1))
-    gram, count = max(counts.items(), key=lambda kv: (kv[1], sum(len(w) for w in kv[0])))
-    if count < 2:
-        return 0.0
-    return min(1.0, sum(len(w) for w in gram) * count / total)
+    """See :meth:`NGramStats.top_frac`."""
+    return NGramStats(words).top_frac(n)
 
 
 def dup_ngram_char_frac(words: list[str], n: int) -> float:
-    """Share of word characters covered by n-grams that occur more than once (each word
-    counted once even when covered by several overlapping duplicate n-grams)."""
-    total = sum(len(w) for w in words)
-    if len(words) < n or total == 0:
-        return 0.0
-    grams = [tuple(words[i : i + n]) for i in range(len(words) - n + 1)]
-    counts = Counter(grams)
-    covered = bytearray(len(words))
-    for i, gram in enumerate(grams):
-        if counts[gram] > 1:
-            covered[i : i + n] = b"\x01" * n
-    return sum(len(w) for w, c in zip(words, covered) if c) / total
+    """See :meth:`NGramStats.dup_frac`."""
+    return NGramStats(words).dup_frac(n)
 
 
 def count_sentences(text: str) -> int:
@@ -195,7 +240,9 @@ def c4_clean_lines(text: str, cfg: QualityConfig) -> tuple[str, int, int]:
         toks = line.split()
         if cfg.c4_min_words_per_line is not None and len(toks) < cfg.c4_min_words_per_line:
             continue
-        if cfg.c4_max_word_length is not None and any(len(t) > cfg.c4_max_word_length for t in toks):
+        if cfg.c4_max_word_length is not None and len(line) > cfg.c4_max_word_length and any(
+            len(t) > cfg.c4_max_word_length for t in toks
+        ):
             continue
         kept.append(line)
     return "\n".join(kept), len(lines), len(lines) - len(kept)
@@ -226,7 +273,7 @@ class QualityHeuristicsFilter:
     # Each family returns its checks in order; signals are computed whether or not
     # an earlier check failed.
 
-    def _gopher_repetition(self, text: str, words: list[str]) -> list[Check]:
+    def _gopher_repetition(self, text: str, lowered: list[str]) -> list[Check]:
         cfg = self.cfg
         lines = nonblank_lines(text)
         paras = [p.strip() for p in _PARAGRAPH_SPLIT.split(text.strip()) if p.strip()]
@@ -240,14 +287,14 @@ class QualityHeuristicsFilter:
             ("gopher_dup_line_char_frac", line_dup_chars / line_chars, _hi(cfg.max_dup_line_char_frac)),
             ("gopher_dup_para_char_frac", para_dup_chars / para_chars, _hi(cfg.max_dup_para_char_frac)),
         ]
-        lowered = [w.lower() for w in words]
+        grams = NGramStats(lowered)
         for n, limit in sorted(cfg.top_ngram_max_frac.items()):
-            checks.append((f"gopher_top_{n}gram", top_ngram_char_frac(lowered, n), _hi(limit)))
+            checks.append((f"gopher_top_{n}gram", grams.top_frac(n), _hi(limit)))
         for n, limit in sorted(cfg.dup_ngram_max_frac.items()):
-            checks.append((f"gopher_dup_{n}gram", dup_ngram_char_frac(lowered, n), _hi(limit)))
+            checks.append((f"gopher_dup_{n}gram", grams.dup_frac(n), _hi(limit)))
         return checks
 
-    def _gopher_quality(self, text: str, words: list[str]) -> list[Check]:
+    def _gopher_quality(self, text: str, words: list[str], lowered: list[str]) -> list[Check]:
         cfg = self.cfg
         n = len(words)
         denom = max(n, 1)
@@ -267,32 +314,33 @@ class QualityHeuristicsFilter:
              _hi(cfg.max_bullet_lines_ratio)),
             ("gopher_ellipsis_lines", sum(x.endswith(ELLIPSES) for x in lines) / n_lines,
              _hi(cfg.max_ellipsis_lines_ratio)),
-            ("gopher_alpha_words", sum(any(c.isalpha() for c in w) for w in words) / denom,
+            ("gopher_alpha_words", sum(1 for w in words if _HAS_LETTER.search(w)) / denom,
              _lo(cfg.min_alpha_words_ratio)),
-            ("gopher_stop_words", float(sum(w.lower() in self._stop for w in words)),
+            ("gopher_stop_words", float(sum(1 for w in lowered if w in self._stop)),
              _lo(cfg.min_stop_words)),
         ]
 
-    def _c4(self, text: str) -> tuple[list[Check], str]:
+    def _c4(self, text: str, source: str | None = None) -> tuple[list[Check], str]:
         cfg = self.cfg
+        curly = cfg.c4_curly_bracket and source not in cfg.c4_curly_bracket_exempt_sources
         cleaned, n_lines, n_removed = c4_clean_lines(text, cfg)
         low = text.lower()
         checks: list[Check] = [
             ("c4_lorem_ipsum", float("lorem ipsum" in low), lambda v: not cfg.c4_lorem_ipsum or v == 0),
-            ("c4_curly_bracket", float("{" in text), lambda v: not cfg.c4_curly_bracket or v == 0),
+            ("c4_curly_bracket", float("{" in text), lambda v: not curly or v == 0),
             ("c4_min_sentences", float(count_sentences(cleaned)), _lo(cfg.c4_min_sentences)),
             # Informational: how much of the page the line rules removed.
             ("c4_removed_lines_frac", n_removed / max(n_lines, 1), lambda v: True),
         ]
         return checks, cleaned
 
-    def _fineweb(self, text: str) -> list[Check]:
+    def _fineweb(self, text: str, n_words: int | None = None) -> list[Check]:
         cfg = self.cfg
         lines = nonblank_lines(text)
         n_lines = max(len(lines), 1)
         _n_dup, dup_chars = duplicate_stats(lines)
         line_chars = max(sum(len(x) for x in lines), 1)
-        n_words = max(len(words_of(text)), 1)
+        n_words = max(len(words_of(text)) if n_words is None else n_words, 1)
         return [
             ("fineweb_line_punct", sum(x.endswith(TERMINAL_PUNCT) for x in lines) / n_lines,
              _lo(cfg.min_line_punct_ratio)),
@@ -302,28 +350,31 @@ class QualityHeuristicsFilter:
             ("fineweb_newline_ratio", text.count("\n") / n_words, _hi(cfg.max_newline_word_ratio)),
         ]
 
-    def signals(self, text: str) -> tuple[list[Check], str]:
+    def signals(self, text: str, source: str | None = None) -> tuple[list[Check], str]:
         """All checks in rule order, and the text after C4's line edits (if enabled)."""
         cfg = self.cfg
         words = words_of(text)
+        lowered = [w.lower() for w in words]
         checks: list[Check] = []
         if cfg.gopher_repetition:
-            checks += self._gopher_repetition(text, words)
+            checks += self._gopher_repetition(text, lowered)
         if cfg.gopher_quality:
-            checks += self._gopher_quality(text, words)
+            checks += self._gopher_quality(text, words, lowered)
         out_text = text
         if cfg.c4:
-            c4_checks, cleaned = self._c4(text)
+            c4_checks, cleaned = self._c4(text, source)
             checks += c4_checks
             if cfg.c4_edit_lines:
                 out_text = cleaned
         if cfg.fineweb:
-            checks += self._fineweb(out_text)
+            checks += self._fineweb(out_text, len(words) if out_text is text else None)
         return checks, out_text
 
     def __call__(self, doc: Document) -> Decision:
+        if doc.get("source") in self.cfg.skip_sources:
+            return Decision(keep=True)
         text = doc.get("text") or ""
-        checks, out_text = self.signals(text)
+        checks, out_text = self.signals(text, doc.get("source"))
         signals = {name: float(value) for name, value, _ in checks}
         failed = [name for name, value, ok in checks if not ok(value)]
         if not text.strip():

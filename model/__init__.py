@@ -1,0 +1,14 @@
+"""afm.model: the AFM transformer (Flax NNX), its tokenizer, sampling, checkpoints, export.
+
+Public API (import the submodules; this package imports nothing heavy so ``afm --help``
+stays instant and a training host needs only the JAX stack):
+
+* ``afm.model.config``: ``ModelConfig``, ``CONFIGS``, ``get_config``, ``param_counts``,
+  ``flops_per_token`` (and the muParam-simple choices, documented there).
+* ``afm.model.transformer``: ``Transformer(cfg, rngs=...)``, ``KVCache``, ``init_model``.
+* ``afm.model.sampling``: ``generate`` / ``sample`` (KV cache, greedy/temperature/top-p).
+* ``afm.model.scoring``: ``token_logprobs`` (differentiable), ``score_tokens``.
+* ``afm.model.checkpoint``: ``save_params``, ``load_model``, ``load_params_into``.
+* ``afm.model.tokenizer``: ``train_tokenizer``, ``Tokenizer``.
+* ``afm.model.hf_export``: ``export_hf``, ``import_hf`` (Qwen3 layout).
+"""

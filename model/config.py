@@ -16,12 +16,13 @@ live in the forward pass; the optimizer (``afm.training``) owns the learning-rat
   The embedding table is drawn with std ``embed_init_std`` (1.0): an input layer's fan-in
   is a one-hot, so its scale must not depend on the width. Norm scales start at 1.
 * **Logit scale.** The embedding is tied, so the readout is ``h @ E.T`` with ``E`` of
-  std 1 and ``h`` of unit RMS (after the final RMSNorm): ``dim`` terms of unit size. muP
-  wants the readout multiplier to shrink as ``1/width``; we calibrate it so the proxy model
-  (``width == base_width``) starts with unit-variance logits:
-  ``logit_scale = sqrt(base_width) / width``. At init the logits then have std
-  ``sqrt(base_width / width)`` (1 at the proxy width, smaller for wider models), and once
-  ``h`` and ``E`` align during training they stay O(1) as the width grows.
+  std 1 and ``h`` of unit RMS (after the final RMSNorm). muP's readout multiplier shrinks
+  as ``1/width``; we use exactly ``logit_scale = 1 / width``. At init a token's own
+  logit is then ``|E_t|^2 / (width * rms) <= 1`` and every other logit has std about
+  ``1/sqrt(width)``, so the first loss is about ``log(vocab)`` at ANY width. (A larger
+  multiplier, e.g. one calibrated to unit-variance logits at ``base_width``, gives the
+  tied table a ``sqrt(base_width)``-nat bias to repeat the input token at init.) Once
+  ``h`` and ``E`` align in training the ``1/width`` keeps the logits O(1) as width grows.
 * **Learning rate** (applied by the optimizer): hidden matrices get
   ``lr * base_width / width`` (:attr:`ModelConfig.hidden_lr_multiplier`); embeddings and
   norm scales keep the base LR. ``base_width = 768`` is the proxy width of the LR sweep.
@@ -34,7 +35,6 @@ its tied embedding and gives the same log-probabilities.
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -107,8 +107,8 @@ class ModelConfig:
 
     @property
     def logit_scale(self) -> float:
-        """Readout multiplier: sqrt(base_width) / width (see the module docstring)."""
-        return math.sqrt(self.base_width) / self.width
+        """Readout multiplier: 1 / width (muP readout; see the module docstring)."""
+        return 1.0 / self.width
 
     def replace(self, **changes: Any) -> ModelConfig:
         return dataclasses.replace(self, **changes)

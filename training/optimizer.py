@@ -24,7 +24,6 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import optax
-
 from afm.training.schedules import Schedule
 
 PyTree = Any
@@ -44,8 +43,7 @@ class OptimizerConfig:
     eps: float = 1e-15  # adamw only
     update_clip_rms: float = 1.0
     global_clip_norm: float = 1.0
-    muparam: bool = True
-    base_width: int = 768
+    muparam: bool = True  # per-tensor LR multipliers from the model's base_width / width
 
 
 class AfmRmspropState(NamedTuple):

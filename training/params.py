@@ -17,15 +17,27 @@ import numpy as np
 from flax import nnx
 
 
-def _path_str(path: tuple[Any, ...]) -> str:
+def _variable_suffix_len() -> int:
+    """How many path entries a Variable adds below its own key (version-dependent:
+    ``.value`` as a GetAttrKey today, possibly a flattened index elsewhere)."""
+    paths, _ = jax.tree_util.tree_flatten_with_path(nnx.Param(np.zeros((), np.float32)))
+    return len(paths[0][0]) if paths else 0
+
+
+_SUFFIX = _variable_suffix_len()
+
+
+def _path_str(path: tuple[Any, ...], strip_variable: bool = True) -> str:
+    if strip_variable and _SUFFIX:
+        path = path[:-_SUFFIX]
     parts: list[str] = []
     for key in path:
-        if isinstance(key, jax.tree_util.GetAttrKey):
-            continue  # the Variable's own value slot ('value', 'raw_value', ...)
         if isinstance(key, jax.tree_util.DictKey):
             parts.append(str(key.key))
         elif isinstance(key, jax.tree_util.SequenceKey):
             parts.append(str(key.idx))
+        elif isinstance(key, jax.tree_util.GetAttrKey):
+            parts.append(str(key.name))
         elif isinstance(key, jax.tree_util.FlattenedIndexKey):
             parts.append(str(key.key))
         else:
@@ -66,7 +78,7 @@ def logical_axes(abstract_state: Any) -> dict[str, tuple[str | None, ...] | None
                 if meta.get(key):
                     names = tuple(meta[key])
                     break
-        out[_path_str(path)] = names
+        out[_path_str(path, strip_variable=False)] = names
 
     jax.tree_util.tree_map_with_path(
         visit, abstract_state, is_leaf=lambda x: isinstance(x, nnx.Variable)

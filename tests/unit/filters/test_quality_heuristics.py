@@ -131,6 +131,11 @@ def test_c4_lorem_ipsum_and_curly_bracket():
     d = QualityHeuristicsFilter(QualityConfig(c4_curly_bracket=False))(
         make_document(GOOD + "\nThe code is function f() { return 1; }."))
     assert d.keep
+    # LaTeX braces are fine in math documents; code documents skip the prose rules
+    d = QualityHeuristicsFilter()(make_document(GOOD + "\nHence $\\frac{a}{b}$ is small.", source="math"))
+    assert d.keep and d.signals["c4_curly_bracket"] == 1.0
+    d = QualityHeuristicsFilter()(make_document("int main() { return 0; }", source="code"))
+    assert d.keep and not d.signals
 
 
 def test_fineweb_rules():
@@ -168,3 +173,41 @@ def test_kept_document_carries_c4_edit_and_prefixed_signals():
     assert rej is None
     assert "JavaScript" not in kept["text"]
     assert kept["signals"]["quality.c4_removed_lines_frac"] == pytest.approx(1 / 7)
+
+
+def _naive_top(words, n):
+    from collections import Counter
+
+    total = sum(map(len, words))
+    grams = Counter(tuple(words[i : i + n]) for i in range(len(words) - n + 1))
+    if not grams or max(grams.values()) < 2:
+        return 0.0
+    top = max(grams.values())
+    return max(sum(map(len, g)) for g, c in grams.items() if c == top) * top / total
+
+
+def _naive_dup(words, n):
+    from collections import Counter
+
+    grams = [tuple(words[i : i + n]) for i in range(len(words) - n + 1)]
+    counts = Counter(grams)
+    covered = set()
+    for i, g in enumerate(grams):
+        if counts[g] > 1:
+            covered.update(range(i, i + n))
+    return sum(len(words[i]) for i in covered) / sum(map(len, words))
+
+
+def test_vectorised_ngram_stats_match_a_naive_count():
+    import random
+
+    from afm.filters.quality import NGramStats
+
+    rng = random.Random(7)
+    for _ in range(30):
+        words = [rng.choice(["a", "bb", "ccc", "dd", "e"]) for _ in range(rng.randint(10, 80))]
+        stats = NGramStats(words)
+        for n in (2, 3, 4):
+            assert stats.top_frac(n) == pytest.approx(min(1.0, _naive_top(words, n)))
+        for n in (5, 7, 10):
+            assert stats.dup_frac(n) == pytest.approx(_naive_dup(words, n))

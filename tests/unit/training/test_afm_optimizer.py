@@ -6,7 +6,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-
 from afm.training.optimizer import OptimizerConfig, adamw_baseline, afm_rmsprop, build_optimizer
 from afm.training.schedules import warmup_cosine
 

@@ -1,0 +1,109 @@
+"""The crawl's typed configuration, shared by ``afm crawl``, the daemon and the API.
+
+One dataclass, loadable from YAML (``afm.config.load_config``), turned into Scrapy
+settings by :func:`scrapy_settings` so every knob has one name and one default.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+DEFAULT_CONTENT_TYPES = [
+    "text/html",
+    "application/xhtml+xml",
+    "text/plain",
+    "application/xml",
+    "text/xml",
+]
+
+
+@dataclass
+class CrawlConfig:
+    seeds: list[str] = field(default_factory=list)  # URLs, or files with one URL a line
+    out_dir: str = "crawl"
+    max_pages: int = 1000  # pages scheduled in total (per daemon with Redis)
+    per_host_budget: int = 10_000  # pages scheduled per host
+    max_depth: int = 20  # link hops from a seed
+    user_agent: str = "afmbot"  # our robots.txt product token
+    fallback_agent: str | None = None  # obeyed when our token is not named (e.g. Googlebot)
+    user_agent_header: str = ""  # full User-Agent header; default "<token>/0.1 (+afm)"
+    allow_private: bool = False  # allow loopback/private/link-local/metadata addresses
+    follow_links: bool = True
+    same_host_only: bool = False  # follow links to other hosts too by default
+    # politeness
+    concurrent_requests: int = 32
+    per_host_concurrency: int = 2
+    download_delay: float = 0.0  # minimum delay per host (AutoThrottle never goes below)
+    autothrottle: bool = True
+    autothrottle_target_concurrency: float = 2.0
+    autothrottle_max_delay: float = 30.0
+    robots_cache_seconds: float = 24 * 3600
+    robots_retry_seconds: float = 600.0
+    # safety
+    max_response_bytes: int = 10 * 1024 * 1024
+    max_compression_ratio: float = 100.0  # decompressed/compressed beyond this is a bomb
+    content_types: list[str] = field(default_factory=lambda: list(DEFAULT_CONTENT_TYPES))
+    download_timeout: float = 30.0
+    dns_timeout: float = 10.0
+    retry_times: int = 2
+    # traps
+    max_url_length: int = 2000
+    max_repeated_segments: int = 2  # the same path segment more than this many times
+    max_path_segments: int = 30
+    max_calendar_depth: int = 3  # at most this many date-like segments in one path
+    # output
+    warc_max_bytes: int = 256 * 1024 * 1024  # rotate the WARC file beyond this size
+    warc_prefix: str = "afm"
+    # daemon
+    daemon: bool = False  # keep running when idle, poll the inbox for seeds
+    inbox: str = ""  # directory of *.txt seed files picked up while running
+    poll_seconds: float = 2.0
+    redis_url: str = ""  # share frontier + dupefilter with other daemons (scrapy-redis)
+    redis_key: str = "afm"
+    idle_exit_seconds: float = 0.0  # daemon: exit after this long idle (0 = never)
+    progress_seconds: float = 5.0
+    log_level: str = "WARNING"
+
+    def header_user_agent(self) -> str:
+        return self.user_agent_header or f"{self.user_agent}/0.1 (+https://example.invalid/afm)"
+
+
+def scrapy_settings(cfg: CrawlConfig) -> dict:
+    """Scrapy settings for ``cfg`` (the crawler's own middlewares replace Scrapy's robots one)."""
+    return {
+        "BOT_NAME": cfg.user_agent,
+        "USER_AGENT": cfg.header_user_agent(),
+        "ROBOTSTXT_OBEY": False,  # ours: crawler/middlewares.py RobotsMiddleware
+        "CONCURRENT_REQUESTS": cfg.concurrent_requests,
+        "CONCURRENT_REQUESTS_PER_DOMAIN": cfg.per_host_concurrency,
+        "DOWNLOAD_DELAY": cfg.download_delay,
+        "AUTOTHROTTLE_ENABLED": cfg.autothrottle,
+        "AUTOTHROTTLE_START_DELAY": max(cfg.download_delay, 0.0),
+        "AUTOTHROTTLE_TARGET_CONCURRENCY": cfg.autothrottle_target_concurrency,
+        "AUTOTHROTTLE_MAX_DELAY": cfg.autothrottle_max_delay,
+        "DOWNLOAD_MAXSIZE": cfg.max_response_bytes,
+        "DOWNLOAD_WARNSIZE": 0,
+        "DOWNLOAD_TIMEOUT": cfg.download_timeout,
+        "DNS_TIMEOUT": cfg.dns_timeout,
+        "RETRY_TIMES": cfg.retry_times,
+        "REDIRECT_MAX_TIMES": 5,
+        "URLLENGTH_LIMIT": cfg.max_url_length,
+        "DEPTH_LIMIT": 0,  # enforced when scheduling, so resumed requests keep their depth
+        "HTTPERROR_ALLOW_ALL": True,
+        "COOKIES_ENABLED": False,
+        "TELNETCONSOLE_ENABLED": False,
+        "LOG_LEVEL": cfg.log_level,
+        "LOGSTATS_INTERVAL": 0,
+        "TWISTED_DNS_RESOLVER": "afm.crawler.netguard.GuardedResolver",
+        "AFM_ALLOW_PRIVATE": cfg.allow_private,
+        "DOWNLOADER_MIDDLEWARES": {
+            "afm.crawler.netguard.PrivateAddressMiddleware": 50,
+            "afm.crawler.middlewares.RobotsMiddleware": 100,
+            "afm.crawler.middlewares.BombGuardMiddleware": 595,
+        },
+        "EXTENSIONS": {
+            "afm.crawler.middlewares.ContentGuard": 0,
+            "afm.crawler.middlewares.Progress": 0,
+        },
+        "SCHEDULER_PRIORITY_QUEUE": "scrapy.pqueues.DownloaderAwarePriorityQueue",
+    }

@@ -1,0 +1,259 @@
+"""Scrapy components of the crawler: robots.txt, crawl-delay, size and bomb guards, progress.
+
+* :class:`RobotsMiddleware` (downloader middleware) - fetches ``/robots.txt`` once per
+  ``scheme://host:port`` (cached at most 24 h, redirects up to 5 hops), decides with
+  :mod:`afm.crawler.robots`, refuses disallowed requests *before* they reach the
+  network, and turns ``Crawl-delay`` into the host's download-slot delay (concurrency 1,
+  no jitter, AutoThrottle told not to adjust it).
+* :class:`BombGuardMiddleware` - lowers the decompression cap of a compressed response to
+  ``max_compression_ratio`` x its wire size, so Scrapy's decompressor refuses bombs that
+  stay under the absolute size cap.
+* :class:`ContentGuard` (extension) - stops a download as soon as its headers show a
+  content type outside the allow-list or a declared size over the cap.
+* :class:`Progress` (extension) - a progress line every few seconds.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from afm.crawler.robots import MAX_ROBOTS_REDIRECTS, RobotsRules, rules_from_fetch
+from afm.crawler.urls import host_key
+from scrapy import Request, signals
+from scrapy.exceptions import IgnoreRequest, StopDownload
+from scrapy.http.request import NO_CALLBACK
+from twisted.internet.defer import Deferred
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+
+
+class RobotsDenied(IgnoreRequest):
+    """robots.txt disallows this URL for our product token."""
+
+
+class ContentRefused(IgnoreRequest):
+    """The response was refused: content type, size or decompression ratio."""
+
+
+def _cfg(crawler: Crawler) -> Any:
+    return crawler.settings["AFM_CONFIG"]
+
+
+class RobotsMiddleware:
+    DOWNLOAD_PRIORITY = 1000
+
+    def __init__(self, crawler: Crawler) -> None:
+        self.crawler = crawler
+        cfg = _cfg(crawler)
+        self.agent: str = cfg.user_agent
+        self.fallback: str | None = cfg.fallback_agent
+        self.cache_seconds: float = cfg.robots_cache_seconds
+        self.retry_seconds: float = cfg.robots_retry_seconds
+        self._rules: dict[str, RobotsRules] = {}
+        self._pending: dict[str, Deferred] = {}
+        self._sitemaps_seen: set[str] = set()
+        crawler.afm_robots = self  # type: ignore[attr-defined] - the spider's pre-check
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> RobotsMiddleware:
+        return cls(crawler)
+
+    # ---- synchronous view for the spider (no fetch) -------------------------------------
+    def cached_decision(self, url: str) -> bool | None:
+        """True/False if this host's robots.txt is cached and fresh, else None."""
+        rules = self._rules.get(host_key(url))
+        if rules is None or rules.expired():
+            return None
+        return rules.allowed(url, self.agent, self.fallback)
+
+    # ---- downloader middleware ----------------------------------------------------------------
+    async def process_request(self, request: Request) -> None:
+        if request.meta.get("afm_robots_fetch") or request.url.startswith(("data:", "file:")):
+            return None
+        key = host_key(request.url)
+        rules = await self._get_rules(key)
+        if not rules.allowed(request.url, self.agent, self.fallback):
+            self.crawler.stats.inc_value("afm/robots_denied")
+            raise RobotsDenied(f"robots.txt disallows {request.url} ({rules.kind})")
+        delay = rules.crawl_delay(self.agent, self.fallback)
+        if delay:
+            self._apply_crawl_delay(request, delay)
+        return None
+
+    async def _get_rules(self, key: str) -> RobotsRules:
+        rules = self._rules.get(key)
+        if rules is not None and not rules.expired():
+            return rules
+        waiter = self._pending.get(key)
+        if waiter is None:
+            waiter = self._pending[key] = Deferred()
+            try:
+                rules = await self._fetch(key)
+            except Exception as exc:  # noqa: BLE001 - never leave waiters hanging
+                rules = rules_from_fetch(None, None, error=repr(exc), retry_seconds=self.retry_seconds)
+            self._rules[key] = rules
+            del self._pending[key]
+            waiter.callback(rules)
+            self._on_new_rules(key, rules)
+            return rules
+        from scrapy.utils.defer import maybe_deferred_to_future
+
+        # Wait for the fetch in progress. The Deferred's result is passed along its
+        # callback chain (and is None for all but the first waiter), so read the cache.
+        await maybe_deferred_to_future(waiter)
+        return self._rules[key]
+
+    async def _fetch(self, key: str) -> RobotsRules:
+        request = Request(
+            f"{key}/robots.txt",
+            priority=self.DOWNLOAD_PRIORITY,
+            callback=NO_CALLBACK,
+            meta={
+                "afm_robots_fetch": True,
+                "redirect_ttl": MAX_ROBOTS_REDIRECTS,
+                "dont_obey_robotstxt": True,
+            },
+        )
+        stats = self.crawler.stats
+        stats.inc_value("afm/robots_fetches")
+        try:
+            response = await self.crawler.engine.download_async(request)
+        except IgnoreRequest as exc:
+            if "redirect" in str(exc):
+                # RFC 9309 2.3.1.2: past five redirects robots.txt MAY be taken as unavailable.
+                stats.inc_value("afm/robots_redirect_limit")
+                return RobotsRules("allow_all", ttl=self.cache_seconds, reason="more than 5 redirects")
+            stats.inc_value("afm/robots_unreachable")  # e.g. a private address: refused
+            return rules_from_fetch(None, None, error=str(exc), cache_seconds=self.cache_seconds,
+                                    retry_seconds=self.retry_seconds)
+        except Exception as exc:  # noqa: BLE001 - any failure means "unreachable"
+            stats.inc_value("afm/robots_unreachable")
+            return rules_from_fetch(None, None, error=f"{type(exc).__name__}: {exc}",
+                                    cache_seconds=self.cache_seconds, retry_seconds=self.retry_seconds)
+        stats.inc_value(f"afm/robots_status/{response.status}")
+        return rules_from_fetch(response.status, response.body, cache_seconds=self.cache_seconds,
+                                retry_seconds=self.retry_seconds)
+
+    def _on_new_rules(self, key: str, rules: RobotsRules) -> None:
+        spider = self.crawler.spider
+        new = [s for s in rules.sitemaps if s not in self._sitemaps_seen]
+        self._sitemaps_seen.update(new)
+        if new and hasattr(spider, "add_sitemaps"):
+            spider.add_sitemaps(new)
+
+    def _apply_crawl_delay(self, request: Request, delay: float) -> None:
+        """Honour Crawl-delay: one request at a time, ``delay`` seconds apart, no jitter."""
+        request.meta["autothrottle_dont_adjust_delay"] = True
+        downloader = self.crawler.engine.downloader
+        slot_key = downloader.get_slot_key(request)
+        settings = downloader.per_slot_settings.setdefault(slot_key, {})
+        if settings.get("delay") != delay:
+            settings.update({"delay": delay, "concurrency": 1, "jitter": 0})
+        slot = downloader.slots.get(slot_key)
+        if slot is not None and (slot.delay < delay or slot.concurrency != 1):
+            slot.delay = max(slot.delay, delay)
+            slot.concurrency = 1
+            slot.jitter = 0
+
+
+class BombGuardMiddleware:
+    """Cap decompression at ``ratio`` x the compressed size (bombs under the size cap)."""
+
+    def __init__(self, ratio: float, max_size: int) -> None:
+        self.ratio = ratio
+        self.max_size = max_size
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> BombGuardMiddleware:
+        cfg = _cfg(crawler)
+        return cls(cfg.max_compression_ratio, cfg.max_response_bytes)
+
+    def process_response(self, request: Request, response: Response) -> Response:
+        if response.headers.get(b"Content-Encoding") and self.ratio > 0:
+            wire = len(response.body)
+            # A floor of 1 MiB keeps small, highly repetitive pages (tables) acceptable.
+            cap = min(self.max_size, max(int(wire * self.ratio), 1 << 20))
+            request.meta["download_maxsize"] = cap
+            request.meta["afm_wire_bytes"] = wire
+        return response
+
+
+def _media_type(value: bytes | None) -> str:
+    if not value:
+        return ""
+    return value.split(b";", 1)[0].strip().lower().decode("latin-1")
+
+
+class ContentGuard:
+    """Stop downloads early on a disallowed content type or an oversize declared length."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        cfg = _cfg(crawler)
+        self.allowed = {t.lower() for t in cfg.content_types}
+        self.max_size = cfg.max_response_bytes
+        self.stats = crawler.stats
+        crawler.signals.connect(self.headers_received, signal=signals.headers_received)
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> ContentGuard:
+        return cls(crawler)
+
+    def headers_received(self, headers: Any, body_length: int, request: Request, spider: Any) -> None:
+        if request.meta.get("afm_robots_fetch"):
+            return
+        media = _media_type(headers.get(b"Content-Type"))
+        if media and self.allowed and media not in self.allowed:
+            self.stats.inc_value("afm/refused/content_type")
+            request.meta["afm_refused"] = f"content_type {media}"
+            raise StopDownload(fail=True)
+        if body_length and body_length > 0 and self.max_size and body_length > self.max_size:
+            # Scrapy cancels this too; saying why here makes the outcome explicit.
+            self.stats.inc_value("afm/refused/oversize")
+            request.meta["afm_refused"] = f"oversize {body_length}"
+            raise StopDownload(fail=True)
+
+
+class Progress:
+    """One line every ``progress_seconds``: pages, pages/s, bytes, robots denials."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        self.crawler = crawler
+        self.interval = float(_cfg(crawler).progress_seconds)
+        self.start = time.monotonic()
+        self._task: Any = None
+        crawler.signals.connect(self.opened, signal=signals.spider_opened)
+        crawler.signals.connect(self.closed, signal=signals.spider_closed)
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Progress:
+        return cls(crawler)
+
+    def opened(self, spider: Any) -> None:
+        self.start = time.monotonic()
+        if self.interval > 0:
+            from twisted.internet import task
+
+            self._task = task.LoopingCall(self.report)
+            self._task.start(self.interval, now=False)
+
+    def closed(self, spider: Any) -> None:
+        if self._task is not None and self._task.running:
+            self._task.stop()
+
+    def report(self) -> None:
+        from afm.console import console
+
+        stats = self.crawler.stats
+        pages = stats.get_value("afm/pages", 0)
+        elapsed = max(time.monotonic() - self.start, 1e-9)
+        console.print(
+            f"[crawl] pages {pages:,}  {pages / elapsed:,.1f}/s  "
+            f"bytes {stats.get_value('afm/bytes', 0):,}  "
+            f"robots-denied {stats.get_value('afm/robots_denied', 0):,}  "
+            f"queued {stats.get_value('afm/scheduled', 0):,}",
+            highlight=False,
+            markup=False,
+        )

@@ -1,0 +1,186 @@
+"""Benchmarks of the document filters: extraction quality/speed and filter throughput.
+
+* ``extraction``: our :class:`~afm.filters.extract.Extractor` vs plain
+  ``trafilatura.extract`` (defaults) on the article-extraction benchmark in
+  ``../shared/eval/extraction`` (181 real pages), both measured in this run.
+  Metric as the benchmark defines it: ``\\w+`` tokens, 4-token shingles, per-page
+  TP/FP/FN normalised to sum 1, precision and recall averaged over pages, F1 of the
+  two averages.
+* ``filters_throughput``: documents/s on one core (process CPU time) for the language,
+  safety and PII filters, on the benchmark's ground-truth articles (or built-in text
+  without ``../shared``), next to a baseline that only lower-cases and splits the text
+  (the floor any per-document Python filter pays).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import statistics
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+from afm.benchutil import BenchOptions, Comparison
+
+_TOKEN = re.compile(r"\w+")
+
+
+# ---------------------------------------------------------------------------- metric
+
+
+def shingles(text: str, n: int = 4) -> Counter:
+    """Multiset of n-token shingles (a text shorter than n is one shingle)."""
+    toks = _TOKEN.findall(text or "")
+    return Counter(tuple(toks[i : i + n]) for i in range(max(1, len(toks) - n + 1)) if toks[i : i + n])
+
+
+def page_counts(truth: str, pred: str) -> tuple[float, float, float]:
+    """Normalised (tp, fp, fn) of one page; they sum to 1 unless both texts are empty."""
+    a, b = shingles(truth), shingles(pred)
+    tp = fp = fn = 0
+    for key in a.keys() | b.keys():
+        t, p = a.get(key, 0), b.get(key, 0)
+        tp += min(t, p)
+        fp += max(0, p - t)
+        fn += max(0, t - p)
+    total = tp + fp + fn
+    return (tp / total, fp / total, fn / total) if total else (0.0, 0.0, 0.0)
+
+
+def _precision(tp: float, fp: float, fn: float) -> float:
+    if fp == fn == 0:
+        return 1.0
+    return 0.0 if tp == fp == 0 else tp / (tp + fp)
+
+
+def _recall(tp: float, fp: float, fn: float) -> float:
+    if fp == fn == 0:
+        return 1.0
+    return 0.0 if tp == fn == 0 else tp / (tp + fn)
+
+
+def extraction_scores(rows: list[tuple[float, float, float]]) -> dict[str, float]:
+    """Benchmark precision/recall (page averages) and their F1."""
+    ps = [_precision(*r) for r in rows if r[0] + r[1] > 0]
+    rs = [_recall(*r) for r in rows if r[0] + r[2] > 0]
+    p = statistics.mean(ps) if ps else 0.0
+    r = statistics.mean(rs) if rs else 0.0
+    return {"precision": p, "recall": r, "f1": 2 * p * r / (p + r) if p + r else 0.0}
+
+
+def load_extraction_benchmark(eval_dir: Path, limit: int | None = None) -> list[dict]:
+    """Pages of ``eval/extraction``: ``{"id", "url", "body": bytes, "truth": str}``."""
+    root = eval_dir / "extraction"
+    truth = json.loads((root / "ground-truth.json").read_text(encoding="utf-8"))
+    pages = []
+    for page_id in sorted(truth)[:limit]:
+        path = root / "html" / f"{page_id}.html.gz"
+        if path.exists():
+            pages.append(
+                {
+                    "id": page_id,
+                    "url": truth[page_id].get("url"),
+                    "body": gzip.decompress(path.read_bytes()),
+                    "truth": truth[page_id].get("articleBody") or "",
+                }
+            )
+    return pages
+
+
+def evaluate_extractor(pages: list[dict], fn: Callable[[bytes, str | None], str]) -> dict[str, float]:
+    """Run ``fn(body, url) -> text`` over pages; scores plus pages/s of CPU time."""
+    outputs = []
+    start = time.process_time()
+    for page in pages:
+        outputs.append(fn(page["body"], page["url"]) or "")
+    cpu = max(time.process_time() - start, 1e-9)
+    scores = extraction_scores([page_counts(p["truth"], o) for p, o in zip(pages, outputs)])
+    scores["pages_per_s"] = len(pages) / cpu
+    return scores
+
+
+# ---------------------------------------------------------------------------- benchmarks
+
+
+def bench_extraction(opts: BenchOptions) -> list[Comparison]:
+    if opts.shared_dir is None:
+        raise RuntimeError("needs ../shared/eval/extraction (the 181-page benchmark)")
+    import trafilatura
+    from afm.filters.extract import Extractor
+
+    pages = load_extraction_benchmark(opts.shared_dir / "eval", limit=40 if opts.quick else None)
+    extractor = Extractor()
+
+    def ours(body: bytes, url: str | None) -> str:
+        d = extractor({"url": url, "status": 200, "headers": {}, "body": body})
+        return d.document["text"] if d.keep and d.document else ""
+
+    def plain(body: bytes, url: str | None) -> str:
+        return trafilatura.extract(body, url=url) or ""
+
+    base = evaluate_extractor(pages, plain)
+    mine = evaluate_extractor(pages, ours)
+    name = "trafilatura 2.3.1 default"
+    n = f" ({len(pages)} pages)"
+    return [
+        Comparison("extraction F1" + n, mine["f1"], base["f1"], name, "", ">= 0.970"),
+        Comparison("extraction precision", mine["precision"], base["precision"], name),
+        Comparison("extraction recall", mine["recall"], base["recall"], name),
+        Comparison("extraction speed", mine["pages_per_s"], base["pages_per_s"], name,
+                   "pages/s/core", ">= 20"),
+    ]
+
+
+_FALLBACK_TEXTS = [
+    "The city council met on Tuesday to discuss the new budget for public libraries and parks.",
+    "Contact our office at 555-0100 or write to the address below for more information.",
+    "Researchers found that the new battery design doubles capacity while halving charge time.",
+]
+
+
+def _docs_per_s(fn: Callable[[dict], object], docs: list[dict], min_seconds: float) -> float:
+    n = 0
+    start = time.process_time()
+    while True:
+        for doc in docs:
+            fn(doc)
+        n += len(docs)
+        elapsed = time.process_time() - start
+        if elapsed >= min_seconds:
+            return n / elapsed
+
+
+def bench_filters_throughput(opts: BenchOptions) -> list[Comparison]:
+    from afm.filters.language import LanguageFilter
+    from afm.filters.pii import PiiFilter
+    from afm.filters.safety import SafetyFilter
+
+    from afm.schema import make_document
+
+    if opts.shared_dir is not None:
+        truth = json.loads((opts.shared_dir / "eval/extraction/ground-truth.json").read_text())
+        texts = [v.get("articleBody") or "" for v in truth.values()]
+    else:
+        texts = [" ".join(_FALLBACK_TEXTS * 20)] * 50
+    texts = [t for t in texts if t][: 60 if opts.quick else 181]
+    docs = [make_document(t, url=f"https://example.org/{i}") for i, t in enumerate(texts)]
+    seconds = 0.5 if opts.quick else 2.0
+
+    def floor(doc: dict) -> object:
+        return doc["text"].lower().split()
+
+    baseline = _docs_per_s(floor, docs, seconds)
+    out = []
+    for name, flt in (("language", LanguageFilter()), ("safety", SafetyFilter()), ("pii", PiiFilter())):
+        rate = _docs_per_s(flt, docs, seconds)
+        out.append(Comparison(f"{name} filter", rate, baseline, "lower()+split() floor", "docs/s/core"))
+    return out
+
+
+BENCHMARKS = {
+    "extraction": bench_extraction,
+    "filters_throughput": bench_filters_throughput,
+}

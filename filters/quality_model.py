@@ -1,0 +1,357 @@
+"""Model-based quality: a DCLM-style fastText classifier and LLM-guided selection.
+
+Two parts, both on the shared classifier machinery of :mod:`afm.filters.classifier`:
+
+* :class:`QualityClassifierFilter` scores every document with a fastText model
+  (``quality_score``) and drops those under a threshold. The threshold is either fixed
+  (``threshold``) or derived from the corpus: with ``top_fraction`` set, the pipeline
+  first scores the whole corpus, computes the cut with
+  :func:`score_threshold_for_top_fraction` (a global percentile, not a per-shard one) and
+  then applies it with :class:`QualityScoreCut`, which reuses the stored scores.
+* **LLM-guided selection** (the report cites it for step 4): an expensive scoring model
+  labels a sample of documents, and the cheap fastText classifier is trained on those
+  labels so the whole corpus can be scored at fastText speed. Any object with
+  ``score(texts) -> list[float]`` is a :class:`DocumentScorer`: the project's own trained
+  LM once it exists, a user's model behind a small adapter, or the small scorers here
+  (:class:`NGramLMScorer`, a word-bigram language model fitted on reference text, i.e.
+  perplexity-based selection in miniature; :class:`FastTextScorer`).
+
+The default model ``data/quality/quality_default.ftz`` is trained by the project's own
+command on the data shipped next to it (see ``data/quality/README.md``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import os
+import random
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+from afm.filters.base import Decision
+
+from afm.schema import Document
+
+DATA_DIR = Path(__file__).parent / "data" / "quality"
+DEFAULT_MODEL = DATA_DIR / "quality_default.ftz"
+
+
+@dataclass
+class QualityModelConfig:
+    """``model_path=None`` switches the model off (documents pass unscored)."""
+
+    model_path: str | None = str(DEFAULT_MODEL)
+    threshold: float = 0.5  # drop when quality_score < threshold
+    top_fraction: float | None = None  # keep this share of the corpus (global percentile)
+
+
+def score_threshold_for_top_fraction(scores: Sequence[float] | np.ndarray, fraction: float) -> float:
+    """The score at which keeping ``score >= threshold`` keeps the top ``fraction`` of
+    ``scores`` (ties at the cut may keep slightly more). ``fraction`` is in (0, 1]."""
+    if not 0 < fraction <= 1:
+        raise ValueError(f"fraction must be in (0, 1], got {fraction}")
+    arr = np.asarray(scores, dtype=np.float64)
+    if arr.size == 0:
+        raise ValueError("no scores: cannot compute a top-fraction threshold of an empty corpus")
+    if np.isnan(arr).any():
+        raise ValueError("scores contain NaN")
+    k = max(1, math.ceil(fraction * arr.size))
+    return float(np.sort(arr)[::-1][k - 1])
+
+
+class QualityClassifierFilter:
+    """fastText quality score per document (``quality_score``); drop below the threshold.
+
+    With ``top_fraction`` set the filter only scores (the corpus-wide cut is applied
+    afterwards by :class:`QualityScoreCut`). The model is loaded lazily and not pickled,
+    so the filter can be shipped to Beam workers.
+    """
+
+    name = "quality_model"
+
+    def __init__(self, cfg: QualityModelConfig | None = None) -> None:
+        self.cfg = cfg or QualityModelConfig()
+        if self.cfg.model_path is not None and not Path(self.cfg.model_path).is_file():
+            raise FileNotFoundError(f"quality model not found: {self.cfg.model_path}")
+        if self.cfg.top_fraction is not None and not 0 < self.cfg.top_fraction <= 1:
+            raise ValueError(f"top_fraction must be in (0, 1], got {self.cfg.top_fraction}")
+        self._clf: Any = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"cfg": self.cfg, "_clf": None}
+
+    @property
+    def classifier(self) -> Any:
+        if self._clf is None:
+            from afm.filters.classifier import FastTextClassifier
+
+            self._clf = FastTextClassifier(self.cfg.model_path)  # type: ignore[arg-type]
+        return self._clf
+
+    def score_texts(self, texts: Sequence[str]) -> np.ndarray:
+        """Batch scoring (faster than one call per document)."""
+        return self.classifier.score(list(texts))
+
+    def decide(self, doc: Document, score: float) -> Decision:
+        out = dict(doc)
+        out["quality_score"] = score
+        sig = {"quality_score": score}
+        if self.cfg.top_fraction is None and score < self.cfg.threshold:
+            return Decision(keep=False, reason="quality_model_score", signals=sig,
+                            document=out, details={"threshold": self.cfg.threshold})  # type: ignore[arg-type]
+        return Decision(keep=True, signals=sig, document=out)  # type: ignore[arg-type]
+
+    def __call__(self, doc: Document) -> Decision:
+        if self.cfg.model_path is None:
+            return Decision(keep=True)
+        score = float(self.score_texts([doc.get("text") or ""])[0])
+        return self.decide(doc, score)
+
+
+class QualityScoreCut:
+    """Second pass of a top-fraction selection: drop documents whose stored
+    ``quality_score`` is under a corpus-wide threshold (no re-scoring)."""
+
+    name = "quality_model"
+
+    def __init__(self, threshold: float) -> None:
+        self.threshold = float(threshold)
+
+    def __call__(self, doc: Document) -> Decision:
+        score = doc.get("quality_score")
+        if score is None:
+            return Decision.drop("quality_model_unscored")
+        sig = {"quality_score": float(score)}
+        if score < self.threshold:
+            return Decision.drop("quality_model_top_fraction", sig, threshold=self.threshold)
+        return Decision(keep=True, signals=sig)
+
+
+# --------------------------------------------------------------------------- scorers
+
+
+@runtime_checkable
+class DocumentScorer(Protocol):
+    """Anything that scores texts, higher = better (an LLM, a reward model, ...)."""
+
+    def score(self, texts: Sequence[str]) -> list[float]: ...
+
+
+class FastTextScorer:
+    """A trained fastText classifier as a :class:`DocumentScorer`."""
+
+    def __init__(self, model_path: str | os.PathLike[str]) -> None:
+        from afm.filters.classifier import FastTextClassifier
+
+        self.clf = FastTextClassifier(model_path)
+
+    def score(self, texts: Sequence[str]) -> list[float]:
+        return [float(x) for x in self.clf.score(list(texts))]
+
+
+class CallableScorer:
+    """Wrap ``fn(texts) -> scores`` (e.g. a call into a served LLM) as a scorer."""
+
+    def __init__(self, fn: Callable[[Sequence[str]], Iterable[float]]) -> None:
+        self.fn = fn
+
+    def score(self, texts: Sequence[str]) -> list[float]:
+        scores = [float(s) for s in self.fn(texts)]
+        if len(scores) != len(texts):
+            raise ValueError(f"scorer returned {len(scores)} scores for {len(texts)} texts")
+        return scores
+
+
+def _tokens(text: str) -> list[str]:
+    from afm.filters.classifier import preprocess
+
+    return preprocess(text).split()
+
+
+@dataclass
+class NGramLMScorer:
+    """A word-bigram language model with interpolated add-k smoothing, fitted on
+    reference text; ``score`` is the mean per-token log-probability (higher = closer to
+    the reference). Perplexity against a clean reference is the classic LM-based quality
+    signal (CCNet); this is its smallest real instance, and the same interface takes a
+    large trained LM."""
+
+    k: float = 0.1
+    lam: float = 0.7  # weight of the bigram estimate
+    unigrams: Counter[str] = field(default_factory=Counter)
+    bigrams: Counter[tuple[str, str]] = field(default_factory=Counter)
+    total: int = 0
+
+    def fit(self, texts: Iterable[str]) -> NGramLMScorer:
+        for text in texts:
+            toks = ["<s>"] + _tokens(text)
+            self.unigrams.update(toks)
+            self.bigrams.update(zip(toks, toks[1:]))
+        self.total = sum(self.unigrams.values())
+        if self.total == 0:
+            raise ValueError("NGramLMScorer.fit: no tokens in the reference texts")
+        return self
+
+    def _logprob(self, prev: str, tok: str) -> float:
+        vocab = len(self.unigrams) + 1
+        p_uni = (self.unigrams.get(tok, 0) + self.k) / (self.total + self.k * vocab)
+        prev_count = self.unigrams.get(prev, 0)
+        p_bi = (self.bigrams.get((prev, tok), 0) + self.k * p_uni * vocab) / (prev_count + self.k * vocab)
+        return math.log(self.lam * p_bi + (1 - self.lam) * p_uni)
+
+    def score(self, texts: Sequence[str]) -> list[float]:
+        if self.total == 0:
+            raise ValueError("NGramLMScorer: call fit() with reference texts first")
+        out = []
+        for text in texts:
+            toks = ["<s>"] + _tokens(text)
+            if len(toks) < 2:
+                out.append(-math.inf)
+                continue
+            out.append(sum(self._logprob(a, b) for a, b in zip(toks, toks[1:])) / (len(toks) - 1))
+        return out
+
+
+def load_scorer(spec: str) -> DocumentScorer:
+    """A scorer from ``module:attribute`` (a scorer object, or a zero-argument factory
+    returning one) - how users plug their own model into ``afm quality label``."""
+    if ":" not in spec:
+        raise ValueError(f"scorer spec must be 'module:attribute', got {spec!r}")
+    module_name, attr = spec.split(":", 1)
+    obj = getattr(importlib.import_module(module_name), attr)
+    if not isinstance(obj, DocumentScorer) and callable(obj):
+        obj = obj()
+    if not isinstance(obj, DocumentScorer):
+        raise TypeError(f"{spec} is not a DocumentScorer (needs score(texts) -> list[float])")
+    return obj
+
+
+# --------------------------------------------------------------------------- labelling loop
+
+
+@dataclass
+class LabelledSample:
+    positives: list[str]
+    negatives: list[str]
+    scores: list[float]  # the scorer's score of every sampled text, in sample order
+    pos_threshold: float
+    neg_threshold: float
+    dropped: int  # sampled texts between the thresholds (too uncertain to label)
+
+
+def label_with_scorer(
+    texts: Sequence[str],
+    scorer: DocumentScorer,
+    *,
+    pos_threshold: float | None = None,
+    neg_threshold: float | None = None,
+    pos_fraction: float = 0.3,
+    neg_fraction: float = 0.3,
+    batch_size: int = 64,
+    progress: bool = False,
+) -> LabelledSample:
+    """Score ``texts`` with ``scorer`` in batches and label them: ``score >= pos_threshold``
+    positive, ``score <= neg_threshold`` negative, the rest dropped as uncertain.
+    Thresholds not given come from the sample itself: the top ``pos_fraction`` are
+    positive and the bottom ``neg_fraction`` negative."""
+    if not texts:
+        raise ValueError("no texts to label")
+    scores: list[float] = []
+    starts: Iterable[int] = range(0, len(texts), batch_size)
+    if progress:
+        from afm.console import track
+
+        starts = track(starts, f"scoring ({batch_size}/batch)", unit="batches")
+    for start in starts:
+        batch = list(texts[start : start + batch_size])
+        got = [float(s) for s in scorer.score(batch)]
+        if len(got) != len(batch):
+            raise ValueError(f"scorer returned {len(got)} scores for a batch of {len(batch)}")
+        scores.extend(got)
+    finite = [s for s in scores if math.isfinite(s)]
+    if not finite:
+        raise ValueError("the scorer gave no finite score")
+    if pos_threshold is None:
+        pos_threshold = score_threshold_for_top_fraction(finite, pos_fraction)
+    if neg_threshold is None:
+        neg_threshold = -score_threshold_for_top_fraction([-s for s in finite], neg_fraction)
+    if neg_threshold >= pos_threshold:
+        raise ValueError(
+            f"negative threshold {neg_threshold:.4g} is not below positive threshold "
+            f"{pos_threshold:.4g}: the scorer does not separate this sample"
+        )
+    pos = [t for t, s in zip(texts, scores) if s >= pos_threshold]
+    neg = [t for t, s in zip(texts, scores) if s <= neg_threshold]
+    return LabelledSample(pos, neg, scores, pos_threshold, neg_threshold,
+                          dropped=len(texts) - len(pos) - len(neg))
+
+
+def reservoir_sample(texts: Iterable[str], size: int, seed: int = 0) -> list[str]:
+    """A uniform random sample of ``size`` non-blank texts in one pass, bounded memory."""
+    if size <= 0:
+        raise ValueError(f"sample size must be positive, got {size}")
+    rng = random.Random(seed)
+    sample: list[str] = []
+    seen = 0
+    for text in texts:
+        if not text or not text.strip():
+            continue
+        seen += 1
+        if len(sample) < size:
+            sample.append(text)
+        else:
+            j = rng.randint(0, seen - 1)
+            if j < size:
+                sample[j] = text
+    return sample
+
+
+def llm_guided_selection(
+    texts: Iterable[str],
+    scorer: DocumentScorer,
+    out: str | os.PathLike[str],
+    *,
+    sample_size: int = 10_000,
+    seed: int = 0,
+    pos_threshold: float | None = None,
+    neg_threshold: float | None = None,
+    pos_fraction: float = 0.3,
+    neg_fraction: float = 0.3,
+    labels_out: str | os.PathLike[str] | None = None,
+    progress: bool = False,
+    **train_kwargs: Any,
+) -> dict[str, Any]:
+    """Label a random sample of ``texts`` with ``scorer`` and train the fast classifier
+    on those labels (saved to ``out``). Returns the training report (held-out agreement
+    of the fast classifier with the scorer's labels) plus the labelling counts.
+    ``labels_out`` (JSONL) keeps every sampled text with its score and label."""
+    import json
+
+    from afm.filters.classifier import train_classifier
+
+    sample = reservoir_sample(texts, sample_size, seed)
+    labelled = label_with_scorer(
+        sample, scorer, pos_threshold=pos_threshold, neg_threshold=neg_threshold,
+        pos_fraction=pos_fraction, neg_fraction=neg_fraction, progress=progress,
+    )
+    if labels_out is not None:
+        with open(labels_out, "w", encoding="utf-8") as fh:
+            for text, score in zip(sample, labelled.scores):
+                label = ("pos" if score >= labelled.pos_threshold
+                         else "neg" if score <= labelled.neg_threshold else None)
+                fh.write(json.dumps({"text": text, "score": score, "label": label}) + "\n")
+    report = train_classifier(labelled.positives, labelled.negatives, out, seed=seed, **train_kwargs)
+    report.update(
+        sampled=len(sample),
+        labelled_positive=len(labelled.positives),
+        labelled_negative=len(labelled.negatives),
+        unlabelled=labelled.dropped,
+        pos_threshold=labelled.pos_threshold,
+        neg_threshold=labelled.neg_threshold,
+    )
+    return report

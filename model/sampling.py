@@ -1,0 +1,208 @@
+"""Batched, jit-compiled sampling with a KV cache: greedy, temperature and top-p.
+
+Prompts of different lengths are LEFT-padded (pad slots get segment id 0, so real tokens
+never attend to them) to a length bucket (a multiple of 16, so a few shapes cover many
+batches and compiles are reused). One prefill call fills the cache, then a
+``lax.while_loop`` decodes one token per step for the whole batch and stops early once
+every row has produced a stop token.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from afm.model.transformer import KVCache, Transformer
+from flax import nnx
+
+Array = jax.Array
+_BUCKET = 16
+
+
+@dataclass
+class SampleOutput:
+    """Per row: the new tokens (through the first stop token, which is included), their
+    log-probabilities under the model (temperature 1, no top-p), and whether a stop token
+    ended the row (False: it ran out of ``max_new_tokens``)."""
+
+    tokens: list[list[int]]
+    logprobs: list[list[float]]
+    stopped: list[bool]
+
+
+def top_p_filter(logits: Array, top_p: Array) -> Array:
+    """Logits with everything outside the nucleus set to -inf.
+
+    The nucleus is the smallest set of most likely tokens whose probability reaches
+    ``top_p``; the most likely token is always kept.
+    """
+    order = jnp.argsort(-logits, axis=-1)
+    sorted_logits = jnp.take_along_axis(logits, order, axis=-1)
+    probs = jax.nn.softmax(sorted_logits, axis=-1)
+    before = jnp.cumsum(probs, axis=-1) - probs  # mass strictly before each token
+    keep_sorted = before < top_p
+    keep_sorted = keep_sorted.at[..., 0].set(True)
+    keep = jnp.zeros_like(keep_sorted).at[
+        jnp.arange(logits.shape[0])[:, None], order
+    ].set(keep_sorted)
+    return jnp.where(keep, logits, -jnp.inf)
+
+
+def choose(
+    logits: Array, key: Array, *, greedy: bool, temperature: Array, top_p: Array
+) -> Array:
+    """Next token per row from float32 logits [B, V]."""
+    if greedy:
+        return jnp.argmax(logits, axis=-1).astype(jnp.int32)
+    scaled = top_p_filter(logits / temperature, top_p)
+    return jax.random.categorical(key, scaled, axis=-1).astype(jnp.int32)
+
+
+@partial(jax.jit, static_argnames=("graphdef", "max_new_tokens", "greedy"))
+def _sample_jit(
+    graphdef: Any,
+    state: Any,
+    tokens: Array,
+    segments: Array,
+    stop_ids: Array,
+    key: Array,
+    temperature: Array,
+    top_p: Array,
+    *,
+    max_new_tokens: int,
+    greedy: bool,
+) -> tuple[Array, Array, Array]:
+    model = nnx.merge(graphdef, state)
+    b, p = tokens.shape
+    positions = jnp.maximum(jnp.cumsum(segments, axis=1) - 1, 0)
+    cache = KVCache.create(model.cfg, b, p + max_new_tokens)
+    logits, cache = model(tokens, positions=positions, segment_ids=segments, cache=cache)
+    last = logits[:, -1]
+    next_pos = positions[:, -1] + 1
+
+    out = jnp.zeros((b, max_new_tokens), jnp.int32)
+    out_lp = jnp.zeros((b, max_new_tokens), jnp.float32)
+    done = jnp.zeros((b,), bool)
+
+    def cond(carry: tuple) -> Array:
+        step, *_, done = carry
+        return (step < max_new_tokens) & ~jnp.all(done)
+
+    def body(carry: tuple) -> tuple:
+        step, last, cache, next_pos, key, out, out_lp, done = carry
+        key, sub = jax.random.split(key)
+        tok = choose(last, sub, greedy=greedy, temperature=temperature, top_p=top_p)
+        lp = jnp.take_along_axis(jax.nn.log_softmax(last, axis=-1), tok[:, None], axis=-1)[:, 0]
+        tok = jnp.where(done, 0, tok)
+        out = out.at[:, step].set(tok)
+        out_lp = out_lp.at[:, step].set(jnp.where(done, 0.0, lp))
+        done = done | jnp.isin(tok, stop_ids)
+        logits, cache = model(
+            tok[:, None],
+            positions=next_pos[:, None],
+            segment_ids=jnp.ones((b, 1), jnp.int32),
+            cache=cache,
+        )
+        return step + 1, logits[:, 0], cache, next_pos + 1, key, out, out_lp, done
+
+    carry = (jnp.zeros((), jnp.int32), last, cache, next_pos, key, out, out_lp, done)
+    step, _, _, _, _, out, out_lp, done = jax.lax.while_loop(cond, body, carry)
+    return out, out_lp, done
+
+
+def _pad_prompts(prompts: Sequence[Sequence[int]], pad_id: int) -> tuple[np.ndarray, np.ndarray]:
+    if not prompts:
+        raise ValueError("generate: no prompts given")
+    if any(len(p) == 0 for p in prompts):
+        raise ValueError("generate: every prompt needs at least one token (e.g. BOS)")
+    longest = max(len(p) for p in prompts)
+    width = -(-longest // _BUCKET) * _BUCKET
+    tokens = np.full((len(prompts), width), pad_id, np.int32)
+    segments = np.zeros((len(prompts), width), np.int32)
+    for i, p in enumerate(prompts):
+        tokens[i, width - len(p):] = p
+        segments[i, width - len(p):] = 1
+    return tokens, segments
+
+
+def sample(
+    model: Transformer,
+    prompt_tokens: Sequence[Sequence[int]],
+    *,
+    max_new_tokens: int,
+    temperature: float = 0.0,
+    top_p: float = 1.0,
+    stop_tokens: Sequence[int] = (),
+    seed: int = 0,
+    pad_id: int = 0,
+) -> SampleOutput:
+    """Continue every prompt; ``temperature == 0`` is greedy (top_p is then ignored)."""
+    if max_new_tokens <= 0:
+        raise ValueError("max_new_tokens must be positive")
+    if temperature < 0 or not 0 < top_p <= 1:
+        raise ValueError("need temperature >= 0 and 0 < top_p <= 1")
+    vocab = model.cfg.vocab_size
+    for p in prompt_tokens:
+        bad = [t for t in p if not 0 <= t < vocab]
+        if bad:
+            raise ValueError(f"prompt token ids out of range [0, {vocab}): {bad[:5]}")
+    tokens, segments = _pad_prompts(prompt_tokens, pad_id)
+    total = tokens.shape[1] + max_new_tokens
+    if total > model.cfg.max_seq_len:
+        raise ValueError(
+            f"prompt ({tokens.shape[1]} padded) + max_new_tokens ({max_new_tokens}) exceeds "
+            f"max_seq_len {model.cfg.max_seq_len}"
+        )
+    graphdef, state = nnx.split(model)
+    stops = jnp.asarray(list(stop_tokens) or [-1], jnp.int32)
+    out, out_lp, _ = _sample_jit(
+        graphdef,
+        state,
+        jnp.asarray(tokens),
+        jnp.asarray(segments),
+        stops,
+        jax.random.key(seed),
+        jnp.asarray(max(temperature, 1e-6), jnp.float32),
+        jnp.asarray(top_p, jnp.float32),
+        max_new_tokens=max_new_tokens,
+        greedy=temperature == 0.0,
+    )
+    out_np, lp_np = np.asarray(out), np.asarray(out_lp)
+    stop_set = set(stop_tokens)
+    result = SampleOutput(tokens=[], logprobs=[], stopped=[])
+    for row, lps in zip(out_np.tolist(), lp_np.tolist()):
+        end = next((i + 1 for i, t in enumerate(row) if t in stop_set), None)
+        result.stopped.append(end is not None)
+        end = len(row) if end is None else end
+        result.tokens.append(row[:end])
+        result.logprobs.append(lps[:end])
+    return result
+
+
+def generate(
+    model: Transformer,
+    prompt_tokens: Sequence[Sequence[int]],
+    *,
+    max_new_tokens: int,
+    temperature: float = 0.0,
+    top_p: float = 1.0,
+    stop_tokens: Sequence[int] = (),
+    seed: int = 0,
+    pad_id: int = 0,
+) -> list[list[int]]:
+    """New tokens for every prompt (through the first stop token, included)."""
+    return sample(
+        model,
+        prompt_tokens,
+        max_new_tokens=max_new_tokens,
+        temperature=temperature,
+        top_p=top_p,
+        stop_tokens=stop_tokens,
+        seed=seed,
+        pad_id=pad_id,
+    ).tokens

@@ -1,0 +1,273 @@
+"""The AFM tokenizer (report §3.1.6): SentencePiece BPE, one token per digit, byte fallback,
+no Unicode normalisation.
+
+Choices beyond the report (the project's own):
+
+* **Identity normalisation and no dummy prefix**: ``decode(encode(s)) == s`` for any
+  string that does not contain U+2581 ("▁", SentencePiece's own space marker, which
+  decodes to a space). Spaces are kept exactly; nothing is NFKC-folded.
+* **Byte fallback** covers everything outside the learned pieces (rare scripts, control
+  bytes, invalid-looking sequences): such characters become their UTF-8 bytes
+  ``<0x..>``, so there is no ``<unk>`` in practice.
+* **Special ids**: ``<pad>`` 0, ``<s>`` (BOS) 1, ``</s>`` (EOS) 2, ``<unk>`` 3, then the
+  chat-template control tokens :data:`CHAT_TOKENS`. Control tokens are never produced by
+  :meth:`Tokenizer.encode` from user text (a user cannot type a role switch); they are
+  inserted by :meth:`Tokenizer.encode_chat`.
+* **Training input**: a deterministic (seeded) reservoir sample of ``sample_docs``
+  documents from the input shards, split into lines (SentencePiece's unit), lines longer
+  than ``max_sentence_length`` bytes cut into pieces rather than dropped.
+* **Small corpora**: with ``hard_vocab_limit=False`` SentencePiece stops early when the
+  corpus cannot support the requested size; :attr:`Tokenizer.vocab_size` is the real
+  size. A vocabulary too small to hold the 256 byte pieces and the specials is refused
+  with a clear error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import tempfile
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
+CHAT_ROLES = ("system", "user", "assistant", "tool")
+CHAT_TOKENS = tuple(f"<|{r}|>" for r in CHAT_ROLES) + ("<|end|>",)
+MODEL_FILE = "tokenizer.model"
+META_FILE = "tokenizer_meta.json"
+_N_BYTE_PIECES = 256
+
+
+class TokenizerError(ValueError):
+    """Bad tokenizer input or configuration."""
+
+
+def iter_texts(inputs: Sequence[str | os.PathLike[str]], text_field: str = "text") -> Iterator[str]:
+    """Document texts from Parquet / JSONL(.gz) shards, in the given file order."""
+    from afm.io import read_records
+
+    for path in inputs:
+        for rec in read_records(path):
+            text = rec.get(text_field)
+            if isinstance(text, str) and text:
+                yield text
+
+
+def reservoir_sample(texts: Iterable[str], k: int, seed: int) -> tuple[list[str], int]:
+    """Uniform sample of ``k`` items (Algorithm R), deterministic for a seed; and the count
+    seen. Order of the result follows input order, so training input is stable."""
+    rng = random.Random(seed)
+    sample: list[tuple[int, str]] = []
+    n = 0
+    for n, text in enumerate(texts, 1):
+        if len(sample) < k:
+            sample.append((n, text))
+        else:
+            j = rng.randrange(n)
+            if j < k:
+                sample[j] = (n, text)
+    sample.sort()
+    return [t for _, t in sample], n
+
+
+def _lines(texts: Iterable[str], max_bytes: int) -> Iterator[str]:
+    for text in texts:
+        for line in text.split("\n"):
+            if not line.strip():
+                continue
+            data = line.encode("utf-8", "surrogatepass")
+            if len(data) <= max_bytes:
+                yield line
+                continue
+            # Cut on character boundaries into <= max_bytes pieces.
+            start = 0
+            while start < len(line):
+                end = min(len(line), start + max_bytes // 4)
+                yield line[start:end]
+                start = end
+
+
+def train_tokenizer(
+    inputs: Sequence[str | os.PathLike[str]],
+    out_dir: str | os.PathLike[str],
+    *,
+    vocab_size: int,
+    sample_docs: int = 200_000,
+    seed: int = 0,
+    text_field: str = "text",
+    character_coverage: float = 0.9995,
+    max_sentence_length: int = 16_384,
+    num_threads: int | None = None,
+) -> Path:
+    """Train the tokenizer on a sample of the documents in ``inputs``; returns ``out_dir``.
+
+    Writes ``tokenizer.model`` (+ ``.vocab``) and ``tokenizer_meta.json`` (specials,
+    training settings, corpus statistics).
+    """
+    import sentencepiece as spm
+
+    min_vocab = _N_BYTE_PIECES + 4 + len(CHAT_TOKENS) + 1
+    if vocab_size < min_vocab:
+        raise TokenizerError(
+            f"vocab_size {vocab_size} is too small: byte fallback needs 256 byte pieces plus "
+            f"{4 + len(CHAT_TOKENS)} special tokens (use at least {min_vocab})"
+        )
+    if not inputs:
+        raise TokenizerError("train_tokenizer: no input files")
+    texts, n_docs = reservoir_sample(iter_texts(inputs, text_field), sample_docs, seed)
+    if not texts:
+        raise TokenizerError(f"no documents with a non-empty {text_field!r} field in {list(inputs)}")
+    lines = list(_lines(texts, max_sentence_length))
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        # SentencePiece reads its input from a file most reliably (one sentence a line).
+        corpus = Path(tmp) / "corpus.txt"
+        corpus.write_text("\n".join(lines) + "\n", encoding="utf-8", errors="surrogatepass")
+        spm.SentencePieceTrainer.train(
+            input=str(corpus),
+            model_prefix=str(out / "tokenizer"),
+            model_type="bpe",
+            vocab_size=vocab_size,
+            hard_vocab_limit=False,
+            split_digits=True,
+            byte_fallback=True,
+            normalization_rule_name="identity",
+            remove_extra_whitespaces=False,
+            add_dummy_prefix=False,
+            allow_whitespace_only_pieces=True,
+            split_by_whitespace=True,
+            character_coverage=character_coverage,
+            max_sentence_length=max_sentence_length,
+            input_sentence_size=0,
+            pad_id=0,
+            bos_id=1,
+            eos_id=2,
+            unk_id=3,
+            pad_piece=PAD,
+            bos_piece=BOS,
+            eos_piece=EOS,
+            unk_piece=UNK,
+            control_symbols=",".join(CHAT_TOKENS),
+            num_threads=num_threads or max(1, min(16, os.cpu_count() or 1)),
+            minloglevel=2,
+        )
+    tok = Tokenizer.load(out)
+    meta = {
+        "format": "afm-tokenizer-v1",
+        "model_type": "bpe",
+        "requested_vocab_size": vocab_size,
+        "vocab_size": tok.vocab_size,
+        "split_digits": True,
+        "byte_fallback": True,
+        "normalization": "identity",
+        "add_dummy_prefix": False,
+        "special_tokens": {"pad": PAD, "bos": BOS, "eos": EOS, "unk": UNK},
+        "chat_tokens": list(CHAT_TOKENS),
+        "sample_docs": sample_docs,
+        "seed": seed,
+        "docs_seen": n_docs,
+        "docs_sampled": len(texts),
+        "lines_trained": len(lines),
+    }
+    (out / META_FILE).write_text(json.dumps(meta, indent=2) + "\n")
+    return out
+
+
+class Tokenizer:
+    """A trained tokenizer: ``encode``/``decode`` plus the special ids."""
+
+    def __init__(self, model_path: str | os.PathLike[str]):
+        import sentencepiece as spm
+
+        self.path = Path(model_path)
+        self.sp = spm.SentencePieceProcessor(model_file=str(self.path))
+        self.chat_ids = {t: self.sp.piece_to_id(t) for t in CHAT_TOKENS}
+        for t, i in self.chat_ids.items():
+            if self.sp.id_to_piece(i) != t:
+                raise TokenizerError(f"{self.path}: chat token {t} missing (not an afm tokenizer?)")
+
+    @classmethod
+    def load(cls, directory: str | os.PathLike[str]) -> Tokenizer:
+        d = Path(directory)
+        path = d / MODEL_FILE if d.is_dir() else d
+        if not path.is_file():
+            raise FileNotFoundError(f"no tokenizer model at {path}")
+        return cls(path)
+
+    # -- ids ---------------------------------------------------------------------------
+    @property
+    def vocab_size(self) -> int:
+        return self.sp.get_piece_size()
+
+    @property
+    def pad_id(self) -> int:
+        return self.sp.pad_id()
+
+    @property
+    def bos_id(self) -> int:
+        return self.sp.bos_id()
+
+    @property
+    def eos_id(self) -> int:
+        return self.sp.eos_id()
+
+    @property
+    def unk_id(self) -> int:
+        return self.sp.unk_id()
+
+    @property
+    def end_id(self) -> int:
+        """``<|end|>``: closes a chat message."""
+        return self.chat_ids["<|end|>"]
+
+    def role_id(self, role: str) -> int:
+        try:
+            return self.chat_ids[f"<|{role}|>"]
+        except KeyError:
+            raise TokenizerError(f"unknown chat role {role!r}; known: {CHAT_ROLES}") from None
+
+    def id_to_piece(self, i: int) -> str:
+        return self.sp.id_to_piece(i)
+
+    def pieces(self) -> list[tuple[str, float]]:
+        """Every (piece, score) in id order."""
+        return [(self.sp.id_to_piece(i), self.sp.get_score(i)) for i in range(self.vocab_size)]
+
+    # -- text ----------------------------------------------------------------------------
+    def encode(self, text: str, *, bos: bool = False, eos: bool = False) -> list[int]:
+        ids = self.sp.encode(text, out_type=int)
+        return ([self.bos_id] if bos else []) + ids + ([self.eos_id] if eos else [])
+
+    def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
+        return self.sp.encode(list(texts), out_type=int)
+
+    def decode(self, ids: Iterable[int]) -> str:
+        """Text of ``ids``; special and control tokens decode to nothing."""
+        return self.sp.decode([int(i) for i in ids])
+
+    def encode_chat(
+        self, messages: Sequence[dict[str, Any]], *, add_generation_prompt: bool = False
+    ) -> tuple[list[int], list[bool]]:
+        """The chat template: ``<s>`` then, per message, ``<|role|> content <|end|>``;
+        with ``add_generation_prompt`` a trailing ``<|assistant|>``.
+
+        Returns the ids and, per id, whether it belongs to an assistant reply (content and
+        its ``<|end|>``): the tokens an SFT loss trains on.
+        """
+        ids, mask = [self.bos_id], [False]
+        for m in messages:
+            role, content = m.get("role"), m.get("content")
+            if not isinstance(content, str):
+                raise TokenizerError(f"chat message without string content: {m!r}")
+            body = self.encode(content) + [self.end_id]
+            ids.append(self.role_id(str(role)))
+            mask.append(False)
+            ids.extend(body)
+            mask.extend([role == "assistant"] * len(body))
+        if add_generation_prompt:
+            ids.append(self.role_id("assistant"))
+            mask.append(False)
+        return ids, mask

@@ -1,0 +1,215 @@
+"""The AFM transformer (report §2) as a Flax NNX module, plus its decoding cache.
+
+``Transformer(cfg, rngs=nnx.Rngs(0))(tokens)`` returns float32 logits ``[B, T, V]``.
+
+Attention masking, one rule for every use:
+    query ``t`` may attend to key slot ``s`` iff ``s <= t`` (causal, by slot) AND both
+    carry the same segment id.
+Training packs several documents into a row with ``segment_ids`` (one id per document;
+attention never crosses documents) and ``positions`` that restart at 0 per document.
+Decoding keeps keys/values in a :class:`KVCache`; batched prompts of different lengths
+are LEFT-padded with segment id 0 (real tokens use 1), so a pad never enters a real
+token's attention and every row writes its new token into the same slot.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+from afm.model.config import ModelConfig
+from afm.model.layers import Block, RMSNorm, param, rope_tables
+from flax import nnx
+
+Array = jax.Array
+
+_REMAT_POLICIES = {
+    "dots": jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
+    "block": jax.checkpoint_policies.nothing_saveable,
+    "full": jax.checkpoint_policies.nothing_saveable,
+}
+
+
+@flax.struct.dataclass
+class KVCache:
+    """Keys/values of every layer for ``max_len`` slots, and what each slot holds.
+
+    k, v: [n_layers, B, max_len, n_kv_heads, head_dim] (compute dtype).
+    segment_ids: int32 [B, max_len], the segment of the token in each slot
+    (0 = padding; unwritten slots lie in the future, so the causal rule hides them).
+    index: int32 scalar, the next slot to write.
+    """
+
+    k: Array
+    v: Array
+    segment_ids: Array
+    index: Array
+
+    @classmethod
+    def create(cls, cfg: ModelConfig, batch: int, max_len: int) -> KVCache:
+        shape = (cfg.n_layers, batch, max_len, cfg.n_kv_heads, cfg.head_dim)
+        dtype = jnp.dtype(cfg.dtype)
+        return cls(
+            k=jnp.zeros(shape, dtype),
+            v=jnp.zeros(shape, dtype),
+            segment_ids=jnp.zeros((batch, max_len), jnp.int32),
+            index=jnp.zeros((), jnp.int32),
+        )
+
+    @property
+    def max_len(self) -> int:
+        return self.k.shape[2]
+
+
+def attention_mask(
+    q_slots: Array, k_slots: Array, q_segments: Array, k_segments: Array
+) -> Array:
+    """Boolean [B, 1, T, S]: causal by slot AND same segment."""
+    causal = k_slots[None, :] <= q_slots[:, None]  # [T, S]
+    same = q_segments[:, :, None] == k_segments[:, None, :]  # [B, T, S]
+    return (causal[None] & same)[:, None]
+
+
+class Transformer(nnx.Module):
+    """Dense decoder-only AFM transformer with a tied embedding.
+
+    ``cfg.scan_layers`` runs the blocks under one ``lax.scan`` (the per-layer parameters
+    are stacked at trace time; the parameter tree is the same either way, so checkpoints
+    and exports do not depend on it). ``cfg.remat`` wraps each block in
+    ``jax.checkpoint`` with the chosen policy.
+    """
+
+    def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs):
+        self.cfg = cfg
+        self.embed = param(
+            rngs, (cfg.vocab_size, cfg.dim), cfg.embed_init_std, ("vocab", "embed"), cfg.param_dtype
+        )
+        self.layers = nnx.List([Block(cfg, rngs=rngs) for _ in range(cfg.n_layers)])
+        self.final_norm = RMSNorm(cfg.dim, cfg.norm_eps, param_dtype=cfg.param_dtype, rngs=rngs)
+
+    # -- the forward pass, in two halves ------------------------------------------------
+    def features(
+        self,
+        tokens: Array,
+        *,
+        positions: Array | None = None,
+        segment_ids: Array | None = None,
+        cache: KVCache | None = None,
+    ) -> tuple[Array, KVCache | None]:
+        """Final-norm hidden states [B, T, dim] (compute dtype) and the updated cache.
+
+        Reward heads and chunked losses start from here; :meth:`readout` makes logits.
+        """
+        cfg = self.cfg
+        dtype = jnp.dtype(cfg.dtype)
+        tokens = jnp.asarray(tokens, jnp.int32)
+        b, t = tokens.shape
+        start = cache.index if cache is not None else jnp.zeros((), jnp.int32)
+        if positions is None:
+            positions = jnp.broadcast_to(start + jnp.arange(t, dtype=jnp.int32), (b, t))
+        q_seg = (
+            jnp.ones((b, t), jnp.int32)
+            if segment_ids is None
+            else jnp.asarray(segment_ids, jnp.int32)
+        )
+
+        mask: Array | None
+        causal = False
+        if cache is not None:
+            k_seg = jax.lax.dynamic_update_slice(cache.segment_ids, q_seg, (0, start))
+            q_slots = start + jnp.arange(t, dtype=jnp.int32)
+            mask = attention_mask(q_slots, jnp.arange(cache.max_len, dtype=jnp.int32), q_seg, k_seg)
+        elif segment_ids is not None:
+            slots = jnp.arange(t, dtype=jnp.int32)
+            mask = attention_mask(slots, slots, q_seg, q_seg)
+        else:
+            mask, causal = None, True  # lets cuDNN use its fused causal path
+
+        x = jnp.take(self.embed[...], tokens, axis=0).astype(dtype)
+        cos, sin = rope_tables(positions, cfg.head_dim, cfg.rope_base)
+
+        graphdef, _ = nnx.split(self.layers[0])
+        layer_states = [nnx.state(layer) for layer in self.layers]
+
+        def block_fn(state: Any, x: Array, kv: tuple[Array, Array] | None):
+            block = nnx.merge(graphdef, state)
+            kv_cache = None if kv is None else (kv[0], kv[1], start)
+            return block(x, cos, sin, mask=mask, causal=causal, kv_cache=kv_cache)
+
+        if cfg.remat != "none":
+            block_fn = jax.checkpoint(
+                block_fn, policy=_REMAT_POLICIES[cfg.remat], prevent_cse=not cfg.scan_layers
+            )
+
+        new_k = new_v = None
+        if cfg.scan_layers:
+            # Stack the per-layer parameters along a new leading axis for the scan. Weight
+            # matrices are cast to the compute dtype first (the blocks cast them anyway), so
+            # the stacked copy costs half the f32 size; 1-D norm scales stay in f32.
+            _, treedef = jax.tree.flatten(layer_states[0])
+
+            def stack(*xs: Array) -> Array:
+                xs = tuple(x.astype(dtype) if x.ndim >= 2 else x for x in xs)
+                return jnp.stack(xs)
+
+            stacked = [
+                stack(*xs) for xs in zip(*(jax.tree.leaves(s) for s in layer_states), strict=True)
+            ]
+
+            def body(x: Array, xs: Any):
+                leaves, kv = xs
+                state = jax.tree.unflatten(treedef, leaves)
+                x, new_kv = block_fn(state, x, kv)
+                return x, new_kv
+
+            kv_xs = None if cache is None else (cache.k, cache.v)
+            x, new_kv = jax.lax.scan(body, x, (stacked, kv_xs))
+            if cache is not None:
+                new_k, new_v = new_kv
+        else:
+            ks, vs = [], []
+            for i, state in enumerate(layer_states):
+                kv = None if cache is None else (cache.k[i], cache.v[i])
+                x, new_kv = block_fn(state, x, kv)
+                if new_kv is not None:
+                    ks.append(new_kv[0])
+                    vs.append(new_kv[1])
+            if cache is not None:
+                new_k, new_v = jnp.stack(ks), jnp.stack(vs)
+
+        h = self.final_norm(x)
+        if cache is None:
+            return h, None
+        new_cache = KVCache(k=new_k, v=new_v, segment_ids=k_seg, index=start + t)
+        return h, new_cache
+
+    def readout(self, h: Array) -> Array:
+        """Float32 logits from hidden states through the tied table, times the muParam
+        logit scale (see ``afm.model.config``)."""
+        table = self.embed[...].astype(h.dtype)
+        logits = jnp.einsum("btd,vd->btv", h, table, preferred_element_type=jnp.float32)
+        return logits * self.cfg.logit_scale
+
+    def __call__(
+        self,
+        tokens: Array,
+        *,
+        positions: Array | None = None,
+        segment_ids: Array | None = None,
+        cache: KVCache | None = None,
+    ) -> Array | tuple[Array, KVCache]:
+        """Logits float32 [B, T, V]; with a ``cache``, ``(logits, updated_cache)``."""
+        h, new_cache = self.features(
+            tokens, positions=positions, segment_ids=segment_ids, cache=cache
+        )
+        logits = self.readout(h)
+        if cache is None:
+            return logits
+        return logits, new_cache
+
+
+def init_model(cfg: ModelConfig, seed: int = 0) -> Transformer:
+    """A randomly initialised model (muParam-simple init, see ``afm.model.config``)."""
+    return Transformer(cfg, rngs=nnx.Rngs(params=seed))

@@ -1,0 +1,99 @@
+"""``afm curate``: crawl output or document files -> curated Parquet shards (Apache Beam).
+
+Top-level imports stay light (click, stdlib): Beam and the filters load inside the command.
+Also runnable as a script (``python pipelines/cli_curate.py ...``), which is what the
+Dataflow flex template's launcher does.
+"""
+
+from __future__ import annotations
+
+import click
+
+RUNNER_CHOICES = ["DirectRunner", "DataflowRunner", "FlinkRunner", "SparkRunner",
+                  "BundleBasedDirectRunner"]
+
+EPILOG = """\b
+Examples:
+  afm curate --input crawl/ --output corpus/
+  afm curate --input 'cc/*.warc.gz' --output corpus/ --config curate.yaml
+  afm curate --input docs.parquet --output corpus/ --set dedup.params.threshold=0.7
+  afm curate --source code --input repos/ --output code-corpus/
+  afm curate --source math --input crawl/ --output math-corpus/
+  afm curate --input crawl/ --output corpus/ --direct_num_workers=2
+  afm curate --input gs://b/crawl/ --output gs://b/corpus/ --runner DataflowRunner \\
+      --project my-proj --region us-central1 --temp_location gs://b/tmp \\
+      --sdk_container_image us-docker.pkg.dev/my-proj/afm/curate:latest --dry-run
+
+\b
+Extra arguments are Beam pipeline options (--direct_num_workers=N, --project=...,
+--flink_master=HOST:PORT, ...). See deploy/dataflow/README.md for cluster runners.
+"""
+
+
+@click.command(
+    "curate",
+    epilog=EPILOG,
+    context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
+)
+@click.option("--input", "-i", "inputs", multiple=True, required=True,
+              help="WARC(.gz) / Parquet / JSONL file, directory or glob (local or gs://...); "
+                   "repeatable. For --source code: a directory of cloned repositories or a "
+                   "Parquet of files (path, content, repo).")
+@click.option("--output", "-o", required=True, help="Output directory or bucket path.")
+@click.option("--config", "-c", "config", default=None, help="CurateConfig YAML file.")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
+              help="Config override, e.g. quality_model.enabled=false (repeatable).")
+@click.option("--runner", type=click.Choice(RUNNER_CHOICES), default="DirectRunner",
+              show_default=True, help="Beam runner (DirectRunner = local, all cores).")
+@click.option("--source", type=click.Choice(["web", "code", "math"]), default=None,
+              help="Stage list to run (default: the config's, else web).")
+@click.option("--dry-run", is_flag=True,
+              help="Build the pipeline graph and check the runner options; run nothing.")
+@click.pass_context
+def curate_command(ctx: click.Context, inputs: tuple[str, ...], output: str, config: str | None,
+                   overrides: tuple[str, ...], runner: str, source: str | None,
+                   dry_run: bool) -> None:
+    """Curate crawl output into clean Parquet shards with the report's pipeline:
+    extract -> language -> safety -> PII -> dedup -> quality -> decontamination.
+
+    Writes documents-NNNNN.parquet, rejects-NNNNN.parquet (every dropped document with
+    stage and reason), manifest.json and report.html into OUTPUT, and fails when
+    documents in != kept + rejected.
+    """
+    import logging
+
+    from afm.pipelines.accounting import AccountingError
+    from afm.pipelines.curate import run_curate
+    from afm.pipelines.curate_config import load_curate_config
+
+    from afm.config import ConfigError
+    from afm.console import console, setup_logging
+
+    setup_logging("WARNING")
+    logging.getLogger("apache_beam").setLevel(logging.WARNING)
+    beam_args = list(ctx.args)
+    if beam_args and not beam_args[0].startswith("-"):
+        raise click.UsageError(f"unexpected argument {beam_args[0]!r} (Beam options start "
+                               "with --)")
+    try:
+        cfg = load_curate_config(config, source=source, overrides=overrides)
+        result = run_curate(list(inputs), output, config=cfg, runner=runner,
+                            source=cfg.source, pipeline_args=beam_args, dry_run=dry_run)
+    except (ConfigError, FileNotFoundError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    except AccountingError as exc:
+        console.print(f"[bold red]{exc}")
+        raise SystemExit(2) from exc
+    if dry_run:
+        if not result["ok"]:
+            raise click.ClickException(
+                f"{len(result['option_errors'])} option error(s) for {runner}; see above")
+        click.echo(f"dry run ok: {result['graph_transforms']} transforms, runner {runner}")
+    else:
+        click.echo(result["outputs"]["report"])
+
+
+COMMANDS = [curate_command]
+
+if __name__ == "__main__":
+    curate_command()

@@ -1,0 +1,146 @@
+"""``CurateConfig``: one typed config for the whole curate run, loadable from YAML.
+
+Each stage has a :class:`StageSettings` (``enabled`` + ``params``); ``params`` is the
+stage's own typed config (e.g. ``LanguageConfig``'s fields), validated against that
+dataclass when the run starts, so a typo fails before any work. Example YAML::
+
+    source: web
+    language: {params: {languages: [en], min_score: 0.65}}
+    dedup: {params: {threshold: 0.8}}
+    quality_model: {enabled: false}
+    output: {shard_target_mb: 256}
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from afm.pipelines.stages import (
+    SOURCE_PARAM_DEFAULTS,
+    SOURCE_STAGES,
+    STAGES,
+    ResolvedStage,
+    resolve_stage,
+)
+
+from afm.config import ConfigError, load_config
+
+
+@dataclass
+class StageSettings:
+    """Switch + parameters of one stage (``params`` = the stage's own config fields)."""
+
+    enabled: bool = True
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class OutputConfig:
+    """How shards are written."""
+
+    # Target uncompressed size of one shard (text + metadata). zstd Parquet files come
+    # out about 3x smaller on web text. The shard count is total size / target, rounded up.
+    shard_target_mb: float = 128.0
+    rejects_shard_target_mb: float = 128.0
+    compression: str = "zstd"
+    write_rejects: bool = True
+    # Rejects keep their full text by default (so any decision can be audited); set a
+    # positive number to keep only that many characters of each rejected text.
+    reject_text_chars: int = 0
+    samples_per_reason: int = 3  # sample rejects per (stage, reason) in report.html
+
+
+@dataclass
+class FaultInjection:
+    """Testing aid: fail the first attempt of every bundle at the named points.
+
+    ``fail_once_at`` holds stage names (fail after that stage) and/or ``"write"`` (fail
+    after a shard's temp file is written, before it is renamed into place). A marker file
+    per bundle under ``marker_dir`` makes the retry succeed. Empty = off (the default).
+    Needs a runner that retries failed bundles (BundleBasedDirectRunner, Dataflow, Flink,
+    Spark); Beam's FnApiRunner (our DirectRunner) fails the run on the first error.
+    """
+
+    fail_once_at: list[str] = field(default_factory=list)
+    marker_dir: str | None = None
+
+
+@dataclass
+class CurateConfig:
+    source: Literal["web", "code", "math"] = "web"
+    extract: StageSettings = field(default_factory=StageSettings)
+    language: StageSettings = field(default_factory=StageSettings)
+    math: StageSettings = field(default_factory=StageSettings)
+    code: StageSettings = field(default_factory=StageSettings)
+    safety: StageSettings = field(default_factory=StageSettings)
+    pii: StageSettings = field(default_factory=StageSettings)
+    dedup: StageSettings = field(default_factory=StageSettings)
+    quality: StageSettings = field(default_factory=StageSettings)
+    quality_model: StageSettings = field(default_factory=StageSettings)
+    decontaminate: StageSettings = field(default_factory=StageSettings)
+    output: OutputConfig = field(default_factory=OutputConfig)
+    debug: FaultInjection = field(default_factory=FaultInjection)
+
+    def stage_names(self) -> tuple[str, ...]:
+        """The stages of this config's source, in run order."""
+        return SOURCE_STAGES[self.source]
+
+    def resolve(self) -> list[ResolvedStage]:
+        """Every stage of the source, with its typed config or why it cannot run."""
+        defaults = SOURCE_PARAM_DEFAULTS.get(self.source, {})
+        return [
+            resolve_stage(name, getattr(self, name).enabled,
+                          {**defaults.get(name, {}), **getattr(self, name).params})
+            for name in self.stage_names()
+        ]
+
+    def validate(self) -> None:
+        if self.output.shard_target_mb <= 0 or self.output.rejects_shard_target_mb <= 0:
+            raise ConfigError("output.shard_target_mb must be > 0")
+        if self.output.compression not in ("zstd", "snappy", "gzip", "brotli", "lz4", "none"):
+            raise ConfigError(f"output.compression: unknown codec {self.output.compression!r}")
+        points = set(self.stage_names()) | {"read", "write"}
+        bad = [p for p in self.debug.fail_once_at if p not in points]
+        if bad:
+            raise ConfigError(f"debug.fail_once_at: unknown points {bad}; known {sorted(points)}")
+        if self.debug.fail_once_at and not self.debug.marker_dir:
+            raise ConfigError("debug.fail_once_at needs debug.marker_dir")
+
+
+def load_curate_config(
+    config: CurateConfig | str | Path | dict[str, Any] | None = None,
+    *,
+    source: str | None = None,
+    overrides: list[str] | tuple[str, ...] = (),
+) -> CurateConfig:
+    """A :class:`CurateConfig` from a config object, YAML path, dict or nothing (defaults);
+    ``source`` (the CLI's ``--source``) wins over the file's."""
+    if isinstance(config, str) and "://" in config:  # gs://... (e.g. a flex-template run)
+        config = _read_remote_yaml(config)
+    if isinstance(config, CurateConfig):
+        cfg = load_config(CurateConfig, None, overrides, base=config)
+    else:
+        cfg = load_config(CurateConfig, config, overrides)
+    if source is not None:
+        if source not in SOURCE_STAGES:
+            raise ConfigError(f"source {source!r}: expected one of {sorted(SOURCE_STAGES)}")
+        cfg.source = source  # type: ignore[assignment]
+    cfg.validate()
+    return cfg
+
+
+def _read_remote_yaml(path: str) -> dict[str, Any]:
+    import yaml
+    from apache_beam.io.filesystems import FileSystems
+
+    with FileSystems.open(path) as fh:
+        data = yaml.safe_load(fh.read().decode("utf-8")) or {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: top level must be a mapping")
+    return data
+
+
+__all__ = ["CurateConfig", "FaultInjection", "OutputConfig", "StageSettings", "STAGES",
+           "load_curate_config"]

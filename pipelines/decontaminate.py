@@ -1,0 +1,436 @@
+"""Benchmark decontamination (AFM report step 5) as a Beam transform and as plain Python.
+
+A document is dropped whole when it shares an n-gram with a benchmark, unless that n-gram
+is *common usage*: it collides with at least ``threshold`` (1000) documents of the corpus.
+That needs the whole corpus before any decision, hence two passes:
+
+1. scan every document against the memory-mapped benchmark index (``afm.filters.
+   ngram_index``) and keep, per document, the distinct benchmark n-grams it contains
+   (almost every document has none and leaves right away);
+2. count, across the whole corpus, the documents holding each colliding n-gram; a document
+   is rejected when one of its n-grams is held by fewer than ``threshold`` documents.
+
+Rejects name the benchmark, the example and the n-gram (the rarest one in the corpus, i.e.
+the strongest evidence). Documents in = kept + rejected, always.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import apache_beam as beam
+from afm.filters.benchmarks import BenchmarkSpec, build_index
+from afm.filters.ngram_index import HASH_NAME, INDEX_VERSION, Hit, NgramIndex
+
+from afm.schema import make_reject
+
+STAGE = "decontaminate"
+REASON = "benchmark_overlap"
+log = logging.getLogger(__name__)
+__all__ = [
+    "BenchmarkSpec",
+    "DecontamConfig",
+    "Decontaminate",
+    "NgramStat",
+    "build_index",
+    "build_report",
+    "decontaminate_records",
+    "resolve_index",
+]
+
+
+@dataclass
+class DecontamConfig:
+    """Settings of the decontamination stage."""
+
+    index: str = ""  # an index built by `afm decontam build-index` (preferred)
+    # Without `index`: benchmarks (a directory or YAML, see afm.filters.benchmarks) indexed
+    # on the fly into `cache_dir`; "demo" is the project's own demo-math set.
+    benchmarks: str = "demo"
+    cache_dir: str = ""  # "" = <system temp>/afm-decontam
+    threshold: int = 1000  # n-grams in >= this many documents are common usage
+    batch_docs: int = 256  # documents hashed together (one numpy pass)
+    batch_chars: int = 1_000_000  # ... or fewer when they are long
+    report_top: int = 20  # n-grams listed per benchmark in the report
+
+    def __post_init__(self) -> None:
+        if self.threshold < 1:
+            raise ValueError(f"threshold must be >= 1, got {self.threshold}")
+        if self.batch_docs < 1 or self.batch_chars < 1:
+            raise ValueError("batch_docs and batch_chars must be >= 1")
+
+
+def resolve_index(cfg: DecontamConfig) -> str:
+    """The index directory to use: ``cfg.index``, or one built (once, cached by content)
+    from ``cfg.benchmarks``."""
+    if cfg.index:
+        if not (Path(cfg.index) / "index.json").exists():
+            raise FileNotFoundError(
+                f"decontamination index not found: {cfg.index} "
+                "(build it with `afm decontam build-index`)"
+            )
+        return cfg.index
+    from afm.filters.benchmarks import DATA_DIR, specs_from
+
+    if not cfg.benchmarks:
+        raise ValueError("decontaminate needs `index` or `benchmarks`")
+    source = DATA_DIR if cfg.benchmarks == "demo" else Path(cfg.benchmarks)
+    specs = specs_from(source)
+    key = hashlib.sha1(f"{HASH_NAME}:{INDEX_VERSION}".encode())
+    for spec in specs:
+        key.update(json.dumps(spec.__dict__, sort_keys=True, default=str).encode())
+        if spec.path and Path(spec.path).exists():
+            st = Path(spec.path).stat()
+            key.update(f"{st.st_size}:{st.st_mtime_ns}".encode())
+    base = Path(cfg.cache_dir) if cfg.cache_dir else Path(tempfile.gettempdir()) / "afm-decontam"
+    out = base / key.hexdigest()[:16]
+    if not (out / "index.json").exists():
+        log.info("building the benchmark index of %s into %s", source, out)
+        # Build beside, then rename: concurrent runs never see (or mix) a half-built index.
+        tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        build_index(specs, tmp)
+        try:
+            tmp.rename(out)
+        except OSError:  # another process finished first: use its copy
+            shutil.rmtree(tmp, ignore_errors=True)
+    return str(out)
+
+
+# ------------------------------------------------------------------ pass 1: scanning
+
+
+def _valid_text(doc: Any) -> bool:
+    return isinstance(doc, dict) and isinstance(doc.get("text"), str)
+
+
+def invalid_reject(doc: Any) -> dict[str, Any]:
+    """A record that cannot be scanned (no text) is rejected, never silently passed; the
+    reject gets the schema's required fields (empty text, a stable id) so it can be written."""
+    from afm.schema import SOURCES
+
+    record = dict(doc) if isinstance(doc, dict) else {}
+    original = json.dumps(doc, default=str, sort_keys=True)[:2000]
+    if not isinstance(record.get("text"), str):
+        record["text"] = ""
+    if record.get("source") not in SOURCES:
+        record["source"] = "web"
+    if not record.get("id"):
+        record["id"] = hashlib.sha1(original.encode()).hexdigest()[:20]
+    return make_reject(
+        record, STAGE, "invalid_document", message="record has no text string to scan",
+        record=original,
+    )
+
+
+def iter_batches(docs: Iterable[Any], cfg: DecontamConfig) -> Iterator[list[Any]]:
+    """Documents in batches of ``cfg.batch_docs`` or about ``cfg.batch_chars`` characters."""
+    batch: list[Any] = []
+    chars = 0
+    for doc in docs:
+        batch.append(doc)
+        if _valid_text(doc):
+            chars += len(doc["text"])
+        if len(batch) >= cfg.batch_docs or chars >= cfg.batch_chars:
+            yield batch
+            batch, chars = [], 0
+    if batch:
+        yield batch
+
+
+def scan_batch(index: NgramIndex, docs: Sequence[Any]) -> list[list[Hit] | None]:
+    """Benchmark n-grams of each document (distinct per document); None = invalid record."""
+    valid = [i for i, d in enumerate(docs) if _valid_text(d)]
+    found = index.scan([docs[i]["text"] for i in valid]) if valid else []
+    out: list[list[Hit] | None] = [None] * len(docs)
+    for i, hits in zip(valid, found, strict=True):
+        out[i] = hits
+    return out
+
+
+# ------------------------------------------------------------------ pass 2: deciding
+
+
+@dataclass
+class NgramStat:
+    """A benchmark n-gram seen in the corpus and how many documents hold it."""
+
+    key: int
+    n: int
+    ngram: str
+    benchmark: str
+    example_id: str
+    also: tuple[str, ...] = ()
+    documents: int = 0
+
+    @classmethod
+    def from_hit(cls, hit: Hit, documents: int = 1) -> NgramStat:
+        return cls(hit.key, hit.n, hit.ngram, hit.benchmark, hit.example_id, hit.also, documents)
+
+    @property
+    def benchmarks(self) -> tuple[str, ...]:
+        return (self.benchmark, *self.also)
+
+
+def decide(
+    doc: dict[str, Any], hits: list[Hit], counts: dict[int, int] | Any, threshold: int
+) -> dict[str, Any] | None:
+    """The reject record for ``doc``, or None to keep it. ``counts``: documents per n-gram
+    key over the whole corpus (any mapping)."""
+    bad = [h for h in hits if counts.get(h.key, 1) < threshold]
+    if not bad:
+        return None
+    worst = min(bad, key=lambda h: (counts.get(h.key, 1), -h.n, h.token))
+    benchmarks = sorted({b for h in bad for b in (h.benchmark, *h.also)})
+    return make_reject(
+        doc,
+        STAGE,
+        REASON,
+        benchmark=worst.benchmark,
+        example_id=worst.example_id,
+        ngram=worst.ngram,
+        n=worst.n,
+        ngram_documents=int(counts.get(worst.key, 1)),
+        contaminating_ngrams=len(bad),
+        excused_ngrams=len(hits) - len(bad),
+        benchmarks=benchmarks,
+    )
+
+
+# ------------------------------------------------------------------------ the report
+
+
+def build_report(
+    stats: Iterable[NgramStat],
+    removed_per_benchmark: dict[str, int],
+    threshold: int,
+    documents_in: int,
+    documents_rejected: int,
+    invalid: int = 0,
+    top: int = 20,
+) -> dict[str, Any]:
+    """Per benchmark: documents removed, its most frequent colliding n-grams (those that
+    removed documents) and the n-grams excused as common usage."""
+    by_bench: dict[str, list[NgramStat]] = defaultdict(list)
+    for s in stats:
+        for b in s.benchmarks:
+            by_bench[b].append(s)
+    names = sorted(set(by_bench) | set(removed_per_benchmark))
+    per: dict[str, Any] = {}
+    for name in names:
+        items = sorted(by_bench.get(name, []), key=lambda s: (-s.documents, s.ngram))
+        colliding = [s for s in items if s.documents < threshold]
+        excused = [s for s in items if s.documents >= threshold]
+        per[name] = {
+            "documents_removed": int(removed_per_benchmark.get(name, 0)),
+            "colliding_ngrams": len(colliding),
+            "excused_ngrams": len(excused),
+            "top_colliding": [
+                {"ngram": s.ngram, "n": s.n, "documents": s.documents, "example_id": s.example_id}
+                for s in colliding[:top]
+            ],
+            "excused_as_common": [
+                {"ngram": s.ngram, "n": s.n, "documents": s.documents} for s in excused[:top]
+            ],
+        }
+    return {
+        "stage": STAGE,
+        "threshold": threshold,
+        "documents_in": documents_in,
+        "documents_kept": documents_in - documents_rejected,
+        "documents_rejected": documents_rejected,
+        "documents_invalid": invalid,
+        "benchmarks": per,
+    }
+
+
+def reject_benchmarks(reject: dict[str, Any]) -> list[str]:
+    """The benchmarks a reject record names (empty for other rejects)."""
+    if reject.get("reason") != REASON or not reject.get("details"):
+        return []
+    return list(json.loads(reject["details"]).get("benchmarks", []))
+
+
+# ------------------------------------------------------------------ plain Python API
+
+
+def decontaminate_records(
+    records: Iterable[dict[str, Any]],
+    cfg: DecontamConfig,
+    index: NgramIndex | None = None,
+    progress: bool = False,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
+    """Both passes in one process: returns (kept, rejects, report).
+
+    Holds only each document's benchmark hits between the passes (documents themselves
+    stay in ``records`` order in the outputs)."""
+    index = index or NgramIndex(resolve_index(cfg))
+    docs = list(records)
+    hits: list[list[Hit] | None] = []
+    batches: Iterable[list[Any]] = iter_batches(docs, cfg)
+    if progress:
+        from afm.console import track
+
+        total = -(-len(docs) // cfg.batch_docs)
+        batches = track(batches, "scanning for benchmark n-grams", total=total, unit="batches")
+    for batch in batches:
+        hits.extend(scan_batch(index, batch))
+    counts: Counter[int] = Counter()
+    first: dict[int, Hit] = {}
+    for doc_hits in hits:
+        for h in doc_hits or ():
+            counts[h.key] += 1
+            first.setdefault(h.key, h)
+    kept: list[dict[str, Any]] = []
+    rejects: list[dict[str, Any]] = []
+    invalid = 0
+    for doc, doc_hits in zip(docs, hits, strict=True):
+        if doc_hits is None:
+            rejects.append(invalid_reject(doc))
+            invalid += 1
+            continue
+        reject = decide(doc, doc_hits, counts, cfg.threshold) if doc_hits else None
+        if reject is None:
+            kept.append(doc)
+        else:
+            rejects.append(reject)
+    removed: Counter[str] = Counter(b for r in rejects for b in reject_benchmarks(r))
+    stats = [NgramStat.from_hit(h, counts[k]) for k, h in first.items()]
+    report = build_report(
+        stats, dict(removed), cfg.threshold, len(docs), len(rejects), invalid, cfg.report_top
+    )
+    return kept, rejects, report
+
+
+# ------------------------------------------------------------------------- Beam API
+
+
+class _ScanFn(beam.DoFn):
+    """Pass 1 on a batch of documents: clean ones out (main), (doc, hits) to "hits",
+    records without text to "invalid" as rejects."""
+
+    def __init__(self, index_path: str) -> None:
+        self.index_path = index_path
+        self.index: NgramIndex | None = None
+
+    def setup(self) -> None:
+        self.index = NgramIndex(self.index_path)  # memory-mapped: cheap per worker
+
+    def process(self, batch: list[Any]) -> Iterator[Any]:
+        assert self.index is not None
+        for doc, doc_hits in zip(batch, scan_batch(self.index, batch), strict=True):
+            if doc_hits is None:
+                yield beam.pvalue.TaggedOutput("invalid", invalid_reject(doc))
+            elif doc_hits:
+                yield beam.pvalue.TaggedOutput("hits", (doc, doc_hits))
+            else:
+                yield doc
+
+
+class _NgramStatFn(beam.CombineFn):
+    """Documents per n-gram key, keeping one description of the n-gram."""
+
+    def create_accumulator(self) -> tuple[int, NgramStat | None]:
+        return 0, None
+
+    def add_input(self, acc: tuple[int, NgramStat | None], hit: Hit) -> tuple[int, NgramStat | None]:
+        return acc[0] + 1, acc[1] or NgramStat.from_hit(hit, 0)
+
+    def merge_accumulators(self, accs: Iterable[tuple[int, NgramStat | None]]) -> tuple[int, NgramStat | None]:
+        total, stat = 0, None
+        for count, s in accs:
+            total += count
+            stat = stat or s
+        return total, stat
+
+    def extract_output(self, acc: tuple[int, NgramStat | None]) -> NgramStat | None:
+        count, stat = acc
+        if stat is None:
+            return None
+        return NgramStat(stat.key, stat.n, stat.ngram, stat.benchmark, stat.example_id, stat.also, count)
+
+
+class _DecideFn(beam.DoFn):
+    """Pass 2: keep or reject a document that had hits, given corpus-wide counts."""
+
+    def __init__(self, threshold: int) -> None:
+        self.threshold = threshold
+
+    def process(self, item: tuple[dict[str, Any], list[Hit]], counts: dict[int, int]) -> Iterator[Any]:
+        doc, hits = item
+        reject = decide(doc, hits, counts, self.threshold)
+        if reject is None:
+            yield doc
+        else:
+            yield beam.pvalue.TaggedOutput("rejected", reject)
+
+
+def _make_report(_: Any, stats: list[NgramStat], removed: dict[str, int], n_in: int,
+                 n_rejected: int, n_invalid: int, threshold: int, top: int) -> dict[str, Any]:
+    return build_report(stats, dict(removed), threshold, n_in, n_rejected, n_invalid, top)
+
+
+class Decontaminate(beam.PTransform):
+    """Documents -> ``{"kept", "rejected", "ngram_stats", "report"}`` (two passes; see the
+    module docstring). ``ngram_stats``: one :class:`NgramStat` per benchmark n-gram seen
+    in the corpus; ``report``: a single dict (see :func:`build_report`)."""
+
+    def __init__(self, cfg: DecontamConfig, label: str | None = None) -> None:
+        super().__init__(label)
+        self.cfg = cfg
+        self.index_path = resolve_index(cfg)  # built/checked at construction, not on workers
+
+    def expand(self, docs: beam.PCollection) -> dict[str, beam.PCollection]:
+        cfg = self.cfg
+        scanned = (
+            docs
+            | "Batch" >> beam.BatchElements(min_batch_size=1, max_batch_size=cfg.batch_docs)
+            | "ScanBenchmarkNgrams" >> beam.ParDo(_ScanFn(self.index_path)).with_outputs(
+                "hits", "invalid", main="clean"
+            )
+        )
+        stats = (
+            scanned.hits
+            | "HitsByNgram" >> beam.FlatMap(lambda dh: [(h.key, h) for h in dh[1]])
+            | "DocumentsPerNgram" >> beam.CombinePerKey(_NgramStatFn())
+            | "Stats" >> beam.Values()
+        )
+        counts = stats | "Counts" >> beam.Map(lambda s: (s.key, s.documents))
+        decided = scanned.hits | "Decide" >> beam.ParDo(
+            _DecideFn(cfg.threshold), counts=beam.pvalue.AsDict(counts)
+        ).with_outputs("rejected", main="kept")
+        kept = (scanned.clean, decided.kept) | "Kept" >> beam.Flatten()
+        rejected = (scanned.invalid, decided.rejected) | "Rejected" >> beam.Flatten()
+
+        removed = (
+            decided.rejected
+            | "RejectBenchmarks" >> beam.FlatMap(reject_benchmarks)
+            | "RemovedPerBenchmark" >> beam.combiners.Count.PerElement()
+        )
+        report = (
+            docs.pipeline
+            | "ReportSeed" >> beam.Create([None])
+            | "Report" >> beam.Map(
+                _make_report,
+                beam.pvalue.AsList(stats),
+                beam.pvalue.AsDict(removed),
+                beam.pvalue.AsSingleton(docs | "CountIn" >> beam.combiners.Count.Globally()),
+                beam.pvalue.AsSingleton(rejected | "CountRejected" >> beam.combiners.Count.Globally()),
+                beam.pvalue.AsSingleton(
+                    scanned.invalid | "CountInvalid" >> beam.combiners.Count.Globally()
+                ),
+                cfg.threshold,
+                cfg.report_top,
+            )
+        )
+        return {"kept": kept, "rejected": rejected, "ngram_stats": stats, "report": report}

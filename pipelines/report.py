@@ -1,0 +1,115 @@
+"""``report.html``: the curate run's funnel as a chart, stage table and sample rejects.
+
+One self-contained file (the chart is a PNG embedded as base64), so it can be opened from
+a bucket or attached to a ticket without its neighbours.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+from typing import Any
+
+
+def funnel_png(funnel: list[dict[str, Any]]) -> bytes:
+    """A horizontal bar chart: documents entering each stage, split kept / dropped."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    stages = [f["stage"] for f in funnel]
+    kept = [f["kept"] for f in funnel]
+    dropped = [f["dropped"] for f in funnel]
+    fig, ax = plt.subplots(figsize=(8, 0.45 * len(stages) + 1.4), dpi=110)
+    y = list(range(len(stages)))[::-1]
+    ax.barh(y, kept, color="#2b8a3e", label="kept")
+    ax.barh(y, dropped, left=kept, color="#c92a2a", label="dropped")
+    for yi, k, d in zip(y, kept, dropped):
+        ax.text(k + d, yi, f"  {k:,} kept / {d:,} dropped", va="center", fontsize=8)
+    ax.set_yticks(y, stages)
+    ax.set_xlabel("documents")
+    ax.set_title("curate funnel: documents entering each stage")
+    ax.legend(loc="lower right", fontsize=8)
+    ax.set_xlim(0, max([k + d for k, d in zip(kept, dropped)] + [1]) * 1.45)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def _e(value: Any) -> str:
+    return html.escape("" if value is None else str(value))
+
+
+def render_report(manifest: dict[str, Any], samples: dict[str, list[dict[str, Any]]]) -> str:
+    """The report's HTML text."""
+    png = base64.b64encode(funnel_png(manifest["funnel"])).decode("ascii")
+    acc = manifest["accounting"]
+    verdict = (f'<p class="ok">Accounting holds ({acc["checks"]} checks): '
+               f'{manifest["totals"]["in"]:,} in = {manifest["totals"]["kept"]:,} kept + '
+               f'{manifest["totals"]["rejected"]:,} rejected.</p>' if acc["ok"] else
+               '<p class="bad">ACCOUNTING VIOLATED:</p><ul>'
+               + "".join(f"<li>{_e(p)}</li>" for p in acc["problems"]) + "</ul>")
+    rows = "".join(
+        f"<tr><td>{_e(f['stage'])}</td><td>{_e(f['status'])}</td><td>{f['in']:,}</td>"
+        f"<td>{f['kept']:,}</td><td>{f['dropped']:,}</td>"
+        f"<td>{100.0 * f['dropped'] / f['in'] if f['in'] else 0:.1f}%</td></tr>"
+        for f in manifest["funnel"]
+    )
+    reason_rows = []
+    for f in manifest["funnel"]:
+        for reason, n in sorted(f["reasons"].items(), key=lambda kv: -kv[1]):
+            reason_rows.append(f"<tr><td>{_e(f['stage'])}</td><td>{_e(reason)}</td>"
+                               f"<td>{n:,}</td></tr>")
+    sample_html = []
+    for key in sorted(samples):
+        stage, reason = key.split("|", 1)
+        items = "".join(
+            f"<li><b>{_e(s.get('url') or s.get('id'))}</b>"
+            + (f" <code>{_e(s['details'])}</code>" if s.get("details") else "")
+            + f"<pre>{_e(s.get('text'))}</pre></li>"
+            for s in samples[key]
+        )
+        sample_html.append(f"<h3>{_e(stage)}: {_e(reason)}</h3><ul>{items}</ul>")
+    shards = manifest["outputs"]["documents"]
+    total_bytes = sum(f["bytes"] for f in shards)
+    config = json.dumps(manifest["config"], indent=2, sort_keys=False)
+    return f"""<!doctype html>
+<html><head><meta charset="utf-8"><title>afm curate report</title>
+<style>
+body {{ font-family: system-ui, sans-serif; margin: 2em; max-width: 1100px; }}
+table {{ border-collapse: collapse; margin: 1em 0; }}
+td, th {{ border: 1px solid #ccc; padding: 4px 10px; text-align: right; }}
+td:first-child, th:first-child, td:nth-child(2) {{ text-align: left; }}
+pre {{ white-space: pre-wrap; background: #f6f6f6; padding: 6px; font-size: 12px; }}
+.ok {{ color: #2b8a3e; font-weight: bold; }} .bad {{ color: #c92a2a; font-weight: bold; }}
+</style></head><body>
+<h1>afm curate report</h1>
+<p>Source <b>{_e(manifest['source'])}</b>, runner <b>{_e(manifest['runner'])}</b>,
+{len(manifest['inputs'])} input file(s), {manifest['elapsed_s']:.1f} s, created
+{_e(manifest['created_at'])}. Output: <code>{_e(manifest['output'])}</code>
+({len(shards)} document shard(s), {total_bytes:,} bytes).</p>
+{verdict}
+<h2>Funnel</h2>
+<img alt="curate funnel" src="data:image/png;base64,{png}">
+<table><tr><th>stage</th><th>status</th><th>in</th><th>kept</th><th>dropped</th>
+<th>dropped %</th></tr>{rows}</table>
+<h2>Rejects by reason</h2>
+<table><tr><th>stage</th><th>reason</th><th>documents</th></tr>{''.join(reason_rows)}</table>
+<h2>Sample rejects</h2>
+{''.join(sample_html) or '<p>No rejects.</p>'}
+<h2>Config</h2><pre>{_e(config)}</pre>
+</body></html>
+"""
+
+
+def write_report(manifest: dict[str, Any], samples: dict[str, list[dict[str, Any]]],
+                 path: str) -> str:
+    from afm.pipelines.io_beam import write_bytes
+
+    write_bytes(path, render_report(manifest, samples).encode("utf-8"), "text/html")
+    return path

@@ -1,0 +1,142 @@
+"""``--source code`` and ``--source math`` on the local runner, and ``--dry-run``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from afm.pipelines.stages import probe_module
+
+LOCAL = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
+MIT = ("MIT License\n\nCopyright (c) 2024 Example\n\nPermission is hereby granted, free of "
+       "charge, to any person obtaining a copy of this software and associated documentation "
+       "files (the \"Software\"), to deal in the Software without restriction, including "
+       "without limitation the rights to use, copy, modify, merge, publish, distribute, "
+       "sublicense, and/or sell copies of the Software.\n")
+CODE = '''"""Small geometry helpers."""
+
+
+def area(width: float, height: float) -> float:
+    """Area of a rectangle."""
+    return width * height
+
+
+def perimeter(width: float, height: float) -> float:
+    """Perimeter of a rectangle."""
+    return 2 * (width + height)
+'''
+
+
+def _ids(files: list[dict]) -> list[dict]:
+    rows: list[dict] = []
+    for f in files:
+        rows.extend(pq.read_table(f["path"], columns=["url", "id"]).to_pylist())
+    return rows
+
+
+def test_code_source(tmp_path: Path) -> None:
+    if probe_module("afm.filters.code", "CodeFilter", "iter_repo_files"):
+        pytest.skip("afm.filters.code is not installed")
+    from afm.pipelines.curate import run_curate
+
+    repos = tmp_path / "repos"
+    licensed = repos / "licensed"
+    licensed.mkdir(parents=True)
+    (licensed / "LICENSE").write_text(MIT)
+    (licensed / "geometry.py").write_text(CODE)
+    (licensed / "geometry_copy.py").write_text(CODE)  # exact duplicate file
+    unlicensed = repos / "unlicensed"
+    unlicensed.mkdir()
+    (unlicensed / "tool.py").write_text(CODE.replace("rectangle", "box"))
+    cfg = {"decontaminate": {"enabled": False}}  # covered by the web test
+    manifest = run_curate([str(repos)], tmp_path / "out", config=cfg, source="code",
+                          pipeline_args=LOCAL)
+    assert manifest["accounting"]["ok"] and manifest["totals"]["in"] == 3
+    kept = _ids(manifest["outputs"]["documents"])
+    assert len(kept) == 1 and kept[0]["url"].startswith("licensed/geometry")
+    reasons = {f["stage"]: f["reasons"] for f in manifest["funnel"]}
+    assert reasons["code"] == {"code_license_missing": 1}
+    if manifest["funnel"][[f["stage"] for f in manifest["funnel"]].index("dedup")]["status"] == "ready":
+        assert sum(reasons["dedup"].values()) == 1
+
+
+def test_math_source(tmp_path: Path) -> None:
+    if probe_module("afm.filters.math", "MathFilter"):
+        pytest.skip("afm.filters.math is not installed")
+    from afm.pipelines.curate import run_curate
+
+    docs = [
+        {"url": "http://m.test/1", "text": (
+            "We prove that for every integer $n \\geq 1$ the sum satisfies "
+            "$\\sum_{k=1}^{n} k = \\frac{n(n+1)}{2}$. The base case $n = 1$ holds since "
+            "$1 = \\frac{1 \\cdot 2}{2}$. Assume it holds for $n$; adding $n+1$ to both "
+            "sides gives $\\frac{n(n+1)}{2} + (n+1) = \\frac{(n+1)(n+2)}{2}$, which is the "
+            "claim for $n+1$. By induction the formula holds for all $n \\in \\mathbb{N}$.")},
+        {"url": "http://m.test/2", "text": (
+            "The bakery on the corner opens at seven every morning and sells fresh bread, "
+            "pastries and coffee to people on their way to work. On Saturdays there is a "
+            "queue outside before the doors open, and the croissants are usually gone by "
+            "nine o'clock.")},
+    ]
+    path = tmp_path / "docs.jsonl"
+    path.write_text("".join(json.dumps(d) + "\n" for d in docs))
+    cfg = {"decontaminate": {"enabled": False}}  # covered by the web test
+    manifest = run_curate([str(path)], tmp_path / "out", config=cfg, source="math",
+                          pipeline_args=LOCAL)
+    assert manifest["accounting"]["ok"] and manifest["totals"]["in"] == 2
+    math_stage = next(f for f in manifest["funnel"] if f["stage"] == "math")
+    assert math_stage["reasons"] == {"math_no_evidence": 1}
+    kept = _ids(manifest["outputs"]["documents"])
+    assert [k["url"] for k in kept] == ["http://m.test/1"]
+
+
+def test_dry_run_dataflow(tmp_path: Path) -> None:
+    """A complete Dataflow submission, checked and its graph built, nothing submitted."""
+    from afm.pipelines.cli_curate import curate_command
+    from click.testing import CliRunner
+
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"decontaminate: {{params: {{cache_dir: {tmp_path / 'dc'}}}}}\n")
+    result = CliRunner().invoke(curate_command, [
+        "--input", "gs://afm-bucket/crawl/part-00000.warc.gz",
+        "--output", "gs://afm-bucket/corpus", "--config", str(cfg),
+        "--runner", "DataflowRunner", "--dry-run", "--project", "my-project-123",
+        "--region", "us-central1", "--temp_location", "gs://afm-bucket/tmp",
+        "--sdk_container_image", "us-docker.pkg.dev/my-project-123/afm/curate:1"])
+    assert result.exit_code == 0, result.output
+    assert "dry run ok" in result.output
+
+
+def test_quality_top_fraction(tmp_path: Path) -> None:
+    """``quality_model.params.top_fraction``: a corpus-wide cut keeps the best-scored half."""
+    if probe_module("afm.filters.quality_model", "QualityScoreCut"):
+        pytest.skip("afm.filters.quality_model is not installed")
+    from afm.pipelines.curate import run_curate
+
+    texts = [
+        "The committee reviewed the budget in detail and agreed to fund the new library "
+        "wing, citing strong support from residents and a clear plan for its use.",
+        "Researchers measured the river's temperature every hour for a year and found that "
+        "shade from restored trees lowered summer peaks by almost two degrees.",
+        "click here click here best price buy now buy now free free free",
+        "lol ok whatever see u",
+        "The museum's new exhibition traces the history of printing, from carved wooden "
+        "blocks to the presses that made newspapers affordable for ordinary families.",
+        "win win win prize prize click now now now",
+    ]
+    path = tmp_path / "docs.jsonl"
+    path.write_text("".join(json.dumps({"url": f"http://q.test/{i}", "text": t}) + "\n"
+                            for i, t in enumerate(texts)))
+    off = {"enabled": False}
+    cfg = {name: off for name in ("language", "safety", "pii", "dedup", "quality",
+                                  "decontaminate")}
+    cfg["quality_model"] = {"params": {"top_fraction": 0.5}}
+    manifest = run_curate([str(path)], tmp_path / "out", config=cfg, pipeline_args=LOCAL)
+    assert manifest["accounting"]["ok"]
+    kept = pq.read_table(manifest["outputs"]["documents"][0]["path"]).to_pylist()
+    rejected = pq.read_table(manifest["outputs"]["rejects"][0]["path"]).to_pylist()
+    assert 3 <= len(kept) <= 4 and len(kept) + len(rejected) == 6
+    assert {r["reason"] for r in rejected} == {"quality_model_top_fraction"}
+    assert min(d["quality_score"] for d in kept) >= max(r["quality_score"] for r in rejected)

@@ -1,0 +1,73 @@
+"""`afm quality filter` and `afm quality label` end to end on small files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from afm.filters.cli_quality import quality
+from afm.filters.quality_model import DEFAULT_MODEL
+from click.testing import CliRunner
+
+from afm.io import read_records
+
+pytest.importorskip("fasttext")
+DATA = Path(DEFAULT_MODEL).parent
+
+
+def _texts(name: str) -> list[str]:
+    return [json.loads(x)["text"] for x in (DATA / name).read_text().splitlines() if x.strip()]
+
+
+@pytest.fixture()
+def corpus(tmp_path: Path) -> Path:
+    pos, neg = _texts("train_positives.jsonl"), _texts("train_negatives.jsonl")
+    path = tmp_path / "docs.jsonl"
+    with path.open("w") as fh:
+        for i in range(0, 30, 3):  # 10 prose documents of three paragraphs
+            fh.write(json.dumps({"id": f"p{i}", "source": "web", "text": "\n".join(pos[i : i + 3])}) + "\n")
+        for i in range(10):
+            fh.write(json.dumps({"id": f"n{i}", "source": "web", "text": neg[i]}) + "\n")
+    return path
+
+
+def test_filter_writes_kept_and_rejects(corpus: Path, tmp_path: Path):
+    out = tmp_path / "out"
+    res = CliRunner().invoke(quality, ["filter", str(corpus), "--output", str(out)])
+    assert res.exit_code == 0, res.output
+    kept = list(read_records(out / "kept.parquet"))
+    rejects = list(read_records(out / "rejects.parquet"))
+    assert len(kept) + len(rejects) == 20  # nothing lost
+    assert {d["id"] for d in kept} <= {f"p{i}" for i in range(0, 30, 3)}
+    assert all(d["quality_score"] is not None for d in kept)
+    assert all(r["reason"] for r in rejects)
+
+
+def test_filter_top_fraction_and_bad_override(corpus: Path, tmp_path: Path):
+    out = tmp_path / "top"
+    res = CliRunner().invoke(quality, ["filter", str(corpus), "--output", str(out),
+                                       "--no-heuristics", "--top-fraction", "0.25"])
+    assert res.exit_code == 0, res.output
+    kept = list(read_records(out / "kept.parquet"))
+    rejects = list(read_records(out / "rejects.parquet"))
+    # top quarter of 20 = 5 documents, more only when scores tie at the cut
+    assert len(kept) >= 5 and len(kept) + len(rejects) == 20
+    assert min(d["quality_score"] for d in kept) >= max(r["quality_score"] for r in rejects)
+    assert {r["reason"] for r in rejects} == {"quality_model_top_fraction"}
+    res = CliRunner().invoke(quality, ["filter", str(corpus), "--output", str(out), "--set", "nope=1"])
+    assert res.exit_code != 0 and "unknown keys" in res.output
+
+
+def test_label_trains_from_a_reference_lm(corpus: Path, tmp_path: Path):
+    ref = tmp_path / "ref.jsonl"
+    ref.write_text("".join(json.dumps({"text": t}) + "\n" for t in _texts("train_positives.jsonl")[40:]))
+    model = tmp_path / "lm_labels.bin"
+    res = CliRunner().invoke(quality, ["label", str(corpus), "--reference", str(ref), "--out", str(model),
+                                       "--labels-out", str(tmp_path / "labels.jsonl"), "--epoch", "20"])
+    assert res.exit_code == 0, res.output
+    assert model.is_file()
+    labels = [json.loads(x) for x in (tmp_path / "labels.jsonl").read_text().splitlines()]
+    assert len(labels) == 20 and {x["label"] for x in labels} >= {"pos", "neg"}
+    res = CliRunner().invoke(quality, ["label", str(corpus), "--out", str(model)])
+    assert res.exit_code != 0 and "exactly one of" in res.output

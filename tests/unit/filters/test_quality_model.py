@@ -1,0 +1,134 @@
+"""Model-based quality: shipped classifier, top-fraction cut, LLM-guided labelling loop."""
+
+from __future__ import annotations
+
+import json
+import math
+import pickle
+from pathlib import Path
+
+import pytest
+from afm.filters.base import apply_filter
+from afm.filters.quality_model import (
+    DEFAULT_MODEL,
+    CallableScorer,
+    DocumentScorer,
+    NGramLMScorer,
+    QualityClassifierFilter,
+    QualityModelConfig,
+    QualityScoreCut,
+    label_with_scorer,
+    llm_guided_selection,
+    reservoir_sample,
+    score_threshold_for_top_fraction,
+)
+
+from afm.schema import make_document
+
+pytest.importorskip("fasttext")
+
+DATA = Path(DEFAULT_MODEL).parent
+PROSE = ("Glaciers carve deep valleys as they move slowly downhill, and when the ice melts the "
+         "valleys fill with water and become long, narrow lakes that are often very deep.")
+SPAM = "BUY NOW!!! cheap replica watches best price click here free shipping cheap watches deal"
+
+
+def _jsonl(path: Path) -> list[str]:
+    return [json.loads(line)["text"] for line in path.read_text().splitlines() if line.strip()]
+
+
+def test_top_fraction_threshold_by_hand():
+    scores = [0.1, 0.9, 0.5, 0.7]
+    assert score_threshold_for_top_fraction(scores, 0.5) == 0.7  # keeps 0.9 and 0.7
+    assert score_threshold_for_top_fraction(scores, 1.0) == 0.1
+    assert score_threshold_for_top_fraction(scores, 0.01) == 0.9  # at least one document
+    assert score_threshold_for_top_fraction(scores, 0.6) == 0.5  # ceil(2.4) = 3 kept
+    with pytest.raises(ValueError):
+        score_threshold_for_top_fraction(scores, 0)
+    with pytest.raises(ValueError, match="empty"):
+        score_threshold_for_top_fraction([], 0.5)
+
+
+def test_shipped_default_model_is_small_and_separates():
+    assert DEFAULT_MODEL.is_file() and DEFAULT_MODEL.stat().st_size < 2 * 1024 * 1024
+    meta = json.loads((DATA / "quality_default.ftz.json").read_text())
+    assert meta["n_test"] > 0 and meta["accuracy"] >= 0.9
+    flt = QualityClassifierFilter()
+    kept, rej = apply_filter(flt, make_document(PROSE))
+    assert rej is None and kept["quality_score"] > 0.5
+    assert kept["signals"]["quality_model.quality_score"] == pytest.approx(kept["quality_score"])
+    kept, rej = apply_filter(flt, make_document(SPAM))
+    assert kept is None and rej["reason"] == "quality_model_score"
+    assert rej["quality_score"] < 0.5  # rejects carry the score
+
+
+def test_no_model_passes_and_filter_pickles():
+    d = QualityClassifierFilter(QualityModelConfig(model_path=None))(make_document(SPAM))
+    assert d.keep and not d.signals
+    flt = QualityClassifierFilter()
+    flt(make_document(PROSE))  # loads the model
+    clone = pickle.loads(pickle.dumps(flt))
+    assert clone(make_document(PROSE)).signals["quality_score"] == pytest.approx(
+        flt(make_document(PROSE)).signals["quality_score"])
+    with pytest.raises(FileNotFoundError):
+        QualityClassifierFilter(QualityModelConfig(model_path="/nonexistent.ftz"))
+
+
+def test_top_fraction_two_passes():
+    flt = QualityClassifierFilter(QualityModelConfig(top_fraction=0.5))
+    docs = [make_document(t) for t in (PROSE, SPAM, PROSE + " Lakes freeze in winter.", SPAM + " now")]
+    scored = [apply_filter(flt, d)[0] for d in docs]
+    assert all(d is not None for d in scored)  # scoring pass keeps everything
+    cut = score_threshold_for_top_fraction([d["quality_score"] for d in scored], 0.5)
+    results = [apply_filter(QualityScoreCut(cut), d) for d in scored]
+    kept = [k for k, r in results if r is None]
+    assert len(kept) == 2 and all("Glaciers" in k["text"] for k in kept)
+    assert {r["reason"] for k, r in results if r} == {"quality_model_top_fraction"}
+    assert QualityScoreCut(0.5)(make_document("unscored")).reason == "quality_model_unscored"
+
+
+def test_ngram_lm_scorer_prefers_text_like_its_reference():
+    pos = _jsonl(DATA / "train_positives.jsonl")
+    lm = NGramLMScorer().fit(pos[:40])
+    assert isinstance(lm, DocumentScorer)
+    held_out_prose, spam = lm.score(pos[40:50]), lm.score(_jsonl(DATA / "train_negatives.jsonl")[:10])
+    assert sum(held_out_prose) / 10 > sum(spam) / 10
+    assert lm.score([""]) == [-math.inf]
+
+
+def test_label_with_scorer_thresholds_and_fractions():
+    texts = ["a", "bb", "ccc", "dddd", "eeeee", "ffffff"]
+    by_length = CallableScorer(lambda ts: [len(t) for t in ts])
+    lab = label_with_scorer(texts, by_length, pos_fraction=1 / 3, neg_fraction=1 / 3, batch_size=4)
+    assert lab.scores == [1, 2, 3, 4, 5, 6]
+    assert (lab.positives, lab.negatives, lab.dropped) == (["eeeee", "ffffff"], ["a", "bb"], 2)
+    lab = label_with_scorer(texts, by_length, pos_threshold=4, neg_threshold=1)
+    assert (lab.positives, lab.negatives) == (["dddd", "eeeee", "ffffff"], ["a"])
+    with pytest.raises(ValueError, match="does not separate"):
+        label_with_scorer(texts, CallableScorer(lambda ts: [1.0] * len(ts)))
+    with pytest.raises(ValueError, match="returned 1 scores"):
+        label_with_scorer(texts, CallableScorer(lambda ts: [1.0]))
+
+
+def test_reservoir_sample():
+    assert reservoir_sample(["a", " ", "b"], 5) == ["a", "b"]
+    s = reservoir_sample((str(i) for i in range(1000)), 50, seed=3)
+    assert len(s) == 50 and len(set(s)) == 50 and s == reservoir_sample((str(i) for i in range(1000)), 50, seed=3)
+
+
+def test_llm_guided_selection_trains_a_fast_classifier_on_scorer_labels(tmp_path):
+    pos = _jsonl(DATA / "train_positives.jsonl")
+    neg = _jsonl(DATA / "train_negatives.jsonl")
+    scorer = NGramLMScorer().fit(pos[:30])  # the "expensive" scorer, fitted on reference text
+    corpus = pos[30:] + neg[:80]  # unlabelled corpus: the scorer decides the labels
+    labels = tmp_path / "labels.jsonl"
+    report = llm_guided_selection(corpus, scorer, tmp_path / "q.bin", sample_size=len(corpus),
+                                  pos_fraction=0.3, neg_fraction=0.4, labels_out=labels,
+                                  epoch=20, lr=0.5, verbose=False)
+    assert report["labelled_positive"] + report["labelled_negative"] + report["unlabelled"] == len(corpus)
+    assert len(labels.read_text().splitlines()) == len(corpus)
+    # The fast classifier reproduces the scorer's preference on texts it never saw.
+    from afm.filters.classifier import FastTextClassifier
+
+    fast = FastTextClassifier(tmp_path / "q.bin")
+    assert fast.score(pos[:30]).mean() > fast.score(neg[80:]).mean()

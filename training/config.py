@@ -1,0 +1,173 @@
+"""Training configs: one typed ``TrainConfig`` and the named pre-training stages.
+
+Stages (SPEC 3 table). Token budgets become step counts with the batch shown:
+
+=====================  ======  ==========  ======  ========  =======  ==============
+stage                  seq     batch       LR      wd        warm-up  decay to
+=====================  ======  ==========  ======  ========  =======  ==============
+core                   4096    4096 seqs   0.01    3.16e-4   5000     0.005 x peak
+continued              8192    4096 seqs   3e-4    1e-5      1000     0.001 x peak
+context-lengthening    32768   1024 seqs   3e-4    1e-5      1000     0.001 x peak
+=====================  ======  ==========  ======  ========  =======  ==============
+
+Each later stage starts from the previous stage's checkpoint (``init_from``: parameters
+only; optimizer state, step and data position start fresh). ``context-lengthening``
+raises the RoPE base from 500,000 to 6,315,089. The mixture weights are our choice (the
+report gives only their direction: continued has more math and code, less bulk web, and
+adds licensed data; context lengthening adds synthetic long-context Q&A).
+
+The ``tiny-*`` stages are the same recipe shrunk to the ``tiny`` model, for tests and
+the demo (seconds on a CPU). Their muParam base width is the tiny width itself (the tiny
+model is its own LR proxy), so their LR is a proxy-width LR.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from afm.training.data import DataConfig
+from afm.training.optimizer import OptimizerConfig
+from afm.training.schedules import ScheduleConfig
+from afm.training.sharding import MeshConfig
+
+from afm.config import ConfigError, load_config
+
+
+@dataclass
+class CheckpointConfig:
+    every_steps: int = 1000
+    keep: int = 3
+    async_save: bool = True
+
+
+@dataclass
+class TrainConfig:
+    """Everything one training run needs; printed at the start of every run."""
+
+    name: str = "custom"
+    model: str = "tiny"  # an afm.model.config name
+    model_overrides: dict[str, Any] = field(default_factory=dict)  # e.g. rope_base
+    data: DataConfig = field(default_factory=DataConfig)
+    optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
+    schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
+    mesh: MeshConfig = field(default_factory=MeshConfig)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    total_steps: int = 1000  # the schedule's horizon; `--steps` only says where to stop
+    log_every: int = 10
+    seed: int = 0
+    init_from: str = ""  # previous stage's workdir or checkpoint step dir
+    peak_tflops_per_device: float = 989.0  # H100 SXM dense bf16, for MFU
+    next_stage: str = ""  # documentation: which stage continues from this one
+    export_model: bool = True  # write workdir/model (afm.model.checkpoint format) at the end
+
+
+CORE_MIX = {"web": 0.80, "code": 0.10, "math": 0.05, "licensed": 0.05}
+CONTINUED_MIX = {"web": 0.35, "code": 0.30, "math": 0.20, "licensed": 0.15}
+CONTEXT_MIX = {"web": 0.25, "code": 0.21, "math": 0.14, "licensed": 0.10, "synthetic": 0.30}
+ROPE_BASE_LONG = 6_315_089.0
+
+
+def _stage(**kw: Any) -> dict[str, Any]:
+    return kw
+
+
+STAGES: dict[str, dict[str, Any]] = {
+    "core": _stage(
+        name="core", model="afm-server", next_stage="continued",
+        data={"seq_len": 4096, "global_batch_size": 4096, "weights": CORE_MIX},
+        optimizer={"learning_rate": 0.01, "weight_decay": 3.16e-4},
+        schedule={"warmup_steps": 5000, "final_fraction": 0.005},
+        mesh={"data": 1, "fsdp": -1},
+        total_steps=375_500,  # 6.3T tokens / (4096 x 4096)
+        checkpoint={"every_steps": 1000},
+    ),
+    "continued": _stage(
+        name="continued", model="afm-server", next_stage="context-lengthening",
+        model_overrides={"max_seq_len": 8192},
+        data={"seq_len": 8192, "global_batch_size": 4096, "weights": CONTINUED_MIX},
+        optimizer={"learning_rate": 3e-4, "weight_decay": 1e-5},
+        schedule={"warmup_steps": 1000, "final_fraction": 0.001},
+        mesh={"data": 1, "fsdp": -1},
+        total_steps=29_800,  # 1T tokens / (4096 x 8192)
+        checkpoint={"every_steps": 500},
+    ),
+    "context-lengthening": _stage(
+        name="context-lengthening", model="afm-server",
+        model_overrides={"max_seq_len": 32768, "rope_base": ROPE_BASE_LONG},
+        data={"seq_len": 32768, "global_batch_size": 1024, "weights": CONTEXT_MIX},
+        optimizer={"learning_rate": 3e-4, "weight_decay": 1e-5},
+        schedule={"warmup_steps": 1000, "final_fraction": 0.001},
+        mesh={"data": 1, "fsdp": -1, "sequence": 4},
+        total_steps=2_980,  # 100B tokens / (1024 x 32768)
+        checkpoint={"every_steps": 250},
+    ),
+}
+
+_TINY_MODEL = {"base_width": 64}  # the tiny model is its own muParam proxy
+STAGES.update(
+    {
+        "tiny-core": _stage(
+            name="tiny-core", model="tiny", next_stage="tiny-continued",
+            model_overrides=_TINY_MODEL,
+            data={"seq_len": 64, "global_batch_size": 8, "weights": CORE_MIX},
+            optimizer={"learning_rate": 0.01, "weight_decay": 3.16e-4},
+            schedule={"warmup_steps": 5, "final_fraction": 0.005},
+            total_steps=60, log_every=5, checkpoint={"every_steps": 20, "keep": 2},
+        ),
+        "tiny-continued": _stage(
+            name="tiny-continued", model="tiny", next_stage="tiny-context",
+            model_overrides=_TINY_MODEL,
+            data={"seq_len": 128, "global_batch_size": 8, "weights": CONTINUED_MIX},
+            optimizer={"learning_rate": 3e-4 * 10, "weight_decay": 1e-5},
+            schedule={"warmup_steps": 2, "final_fraction": 0.001},
+            total_steps=20, log_every=5, checkpoint={"every_steps": 10, "keep": 2},
+        ),
+        "tiny-context": _stage(
+            name="tiny-context", model="tiny",
+            model_overrides={**_TINY_MODEL, "rope_base": ROPE_BASE_LONG},
+            data={"seq_len": 256, "global_batch_size": 4, "weights": CONTEXT_MIX},
+            optimizer={"learning_rate": 3e-4 * 10, "weight_decay": 1e-5},
+            schedule={"warmup_steps": 2, "final_fraction": 0.001},
+            total_steps=10, log_every=5, checkpoint={"every_steps": 10, "keep": 2},
+        ),
+    }
+)
+
+
+def get_train_config(
+    name_or_file: str | Path | TrainConfig, overrides: list[str] | tuple[str, ...] = ()
+) -> TrainConfig:
+    """A named stage, or a YAML file (which may say ``base: <stage>``), plus overrides."""
+    if isinstance(name_or_file, TrainConfig):
+        return load_config(TrainConfig, {}, overrides, base=name_or_file)
+    key = str(name_or_file)
+    if key in STAGES:
+        return load_config(TrainConfig, STAGES[key], overrides)
+    path = Path(key)
+    if not path.exists():
+        raise ConfigError(
+            f"unknown training config {key!r}: not a stage ({', '.join(STAGES)}) nor a file"
+        )
+    import yaml
+
+    data = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: top level must be a mapping")
+    base_name = data.pop("base", None)
+    if base_name and base_name not in STAGES:
+        raise ConfigError(f"{path}: base {base_name!r} is not a stage ({', '.join(STAGES)})")
+    base = load_config(TrainConfig, STAGES[base_name]) if base_name else None
+    return load_config(TrainConfig, data, overrides, base=base)
+
+
+def model_config(cfg: TrainConfig) -> Any:
+    """The ``afm.model`` config of this run, with the stage's overrides and seq len."""
+    from afm.model.config import get_config
+
+    overrides = dict(cfg.model_overrides)
+    base = get_config(cfg.model)
+    overrides.setdefault("max_seq_len", max(base.max_seq_len, cfg.data.seq_len))
+    return dataclasses.replace(base, **overrides)
