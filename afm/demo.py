@@ -56,6 +56,14 @@ class DemoRun:
         out = self.workdir / "crawl"
         seeds = [sites.url(host, path) for host, path in seed_paths()]
         summary = crawl(seeds, out, max_pages=200, allow_private=True, user_agent="afmbot")
+        from afm.console import print_summary
+
+        print_summary("crawl", {
+            "pages": summary["pages"],
+            "bytes": summary["bytes"],
+            "robots.txt denials": summary["robots_denied"],
+            **{f"HTTP {k}": v for k, v in sorted(summary.get("status_counts", {}).items())},
+        })
         self.outputs.append(("crawl WARC", str(out)))
         if summary.get("index_path"):
             self.outputs.append(("crawl index", str(summary["index_path"])))
@@ -81,8 +89,12 @@ class DemoRun:
         out = self.workdir / "corpus"
         config: dict[str, Any] = {}
         if index is not None:
-            config["decontaminate"] = {"index": str(index)}
-        manifest = run_curate([str(crawl_dir)], out, config=config or None)
+            config["decontaminate"] = {"params": {"index": str(index)}}
+        # A demo crawl is tiny: Beam's in-process runner beats paying multi-process start-up.
+        manifest = run_curate(
+            [str(crawl_dir)], out, config=config or None,
+            pipeline_args=["--direct_running_mode=in_memory", "--direct_num_workers=1"],
+        )
         self.outputs.append(("curated shards", str(out)))
         report = out / "report.html"
         if report.exists():

@@ -115,13 +115,16 @@ def _sample_jit(
     return out, out_lp, done
 
 
-def _pad_prompts(prompts: Sequence[Sequence[int]], pad_id: int) -> tuple[np.ndarray, np.ndarray]:
+def _pad_prompts(
+    prompts: Sequence[Sequence[int]], pad_id: int, max_width: int
+) -> tuple[np.ndarray, np.ndarray]:
     if not prompts:
         raise ValueError("generate: no prompts given")
     if any(len(p) == 0 for p in prompts):
         raise ValueError("generate: every prompt needs at least one token (e.g. BOS)")
     longest = max(len(p) for p in prompts)
-    width = -(-longest // _BUCKET) * _BUCKET
+    # Round up to the bucket, but never past what the context window allows.
+    width = max(longest, min(-(-longest // _BUCKET) * _BUCKET, max_width))
     tokens = np.full((len(prompts), width), pad_id, np.int32)
     segments = np.zeros((len(prompts), width), np.int32)
     for i, p in enumerate(prompts):
@@ -151,12 +154,12 @@ def sample(
         bad = [t for t in p if not 0 <= t < vocab]
         if bad:
             raise ValueError(f"prompt token ids out of range [0, {vocab}): {bad[:5]}")
-    tokens, segments = _pad_prompts(prompt_tokens, pad_id)
-    total = tokens.shape[1] + max_new_tokens
-    if total > model.cfg.max_seq_len:
+    limit = model.cfg.max_seq_len
+    tokens, segments = _pad_prompts(prompt_tokens, pad_id, limit - max_new_tokens)
+    if tokens.shape[1] + max_new_tokens > limit:
         raise ValueError(
-            f"prompt ({tokens.shape[1]} padded) + max_new_tokens ({max_new_tokens}) exceeds "
-            f"max_seq_len {model.cfg.max_seq_len}"
+            f"longest prompt ({tokens.shape[1]}) + max_new_tokens ({max_new_tokens}) exceeds "
+            f"max_seq_len {limit}"
         )
     graphdef, state = nnx.split(model)
     stops = jnp.asarray(list(stop_tokens) or [-1], jnp.int32)

@@ -114,7 +114,14 @@ def build_pipeline(plan: CuratePlan, pipeline: Any) -> dict[str, Any]:
             stage_in, in_labels = current, current_labels
         counts.add(stage_in, f"{stage.name}.in")
         chain[stage.name] = in_labels
-        if not stage.active:
+        if not stage.active and stage.kind == "page":
+            # Pages cannot pass an extractor that does not run: each becomes a reject.
+            rejected = stage_in | f"{stage.name} not run" >> beam.Map(
+                _unextracted, source, stage.status)
+            rejected_parts.append(rejected)
+            counts.add(rejected, f"{stage.name}.rejected")
+            kept = pipeline | f"{stage.name} nothing extracted" >> beam.Create([])
+        elif not stage.active:
             kept = stage_in
         elif stage.kind == "global":
             kept, rejected, report = apply_global_stage(stage_in, stage)
@@ -189,6 +196,16 @@ def build_pipeline(plan: CuratePlan, pipeline: Any) -> dict[str, Any]:
             f=AsSingleton(files), sr=AsSingleton(reports), ch=chain)
     )
     return {"documents": documents, "rejects": rejects, "chain": chain}
+
+
+def _unextracted(page: dict[str, Any], source: str, status: str) -> dict[str, Any]:
+    """The reject of a crawl page when the extract stage is disabled or unavailable."""
+    from afm.schema import make_document, make_reject
+
+    doc = make_document("", url=page.get("url"), source=source,
+                        fetched_at=page.get("fetched_at"))
+    reason = "extract_disabled" if status == "disabled" else "extract_unavailable"
+    return make_reject(doc, "extract", reason, status=status)
 
 
 def _sample_view(rec: dict[str, Any]) -> dict[str, Any]:

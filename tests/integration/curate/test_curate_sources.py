@@ -140,3 +140,19 @@ def test_quality_top_fraction(tmp_path: Path) -> None:
     assert 3 <= len(kept) <= 4 and len(kept) + len(rejected) == 6
     assert {r["reason"] for r in rejected} == {"quality_model_top_fraction"}
     assert min(d["quality_score"] for d in kept) >= max(r["quality_score"] for r in rejected)
+
+
+def test_pages_without_extractor_are_rejected(planted_warc: Path, tmp_path: Path) -> None:
+    """With extraction switched off every crawl page is an extract reject (never a
+    text-less document), and the accounting still holds."""
+    from afm.pipelines.curate import run_curate
+
+    off = {"enabled": False}
+    cfg = {name: off for name in ("extract", "language", "safety", "pii", "dedup", "quality",
+                                  "quality_model", "decontaminate")}
+    manifest = run_curate([str(planted_warc)], tmp_path / "out", config=cfg, pipeline_args=LOCAL)
+    assert manifest["accounting"]["ok"] and manifest["totals"]["kept"] == 0
+    extract = next(f for f in manifest["funnel"] if f["stage"] == "extract")
+    assert extract["dropped"] == manifest["totals"]["in"]
+    assert extract["reasons"] == {"extract_disabled": manifest["totals"]["in"]}
+    assert manifest["outputs"]["documents"] == []

@@ -220,6 +220,16 @@ def test_write_shards_deterministic_and_atomic(tmp_path: Path) -> None:
     assert not list((tmp_path / "a" / ".tmp").iterdir())
 
 
+def test_stale_shards_of_an_earlier_run_removed(tmp_path: Path) -> None:
+    from afm.pipelines.curate import _remove_stale_shards
+
+    for name in ("documents-00000.parquet", "documents-00007.parquet", "rejects-00003.parquet",
+                 "notes.txt"):
+        (tmp_path / name).write_bytes(b"x")
+    _remove_stale_shards(str(tmp_path), {str(tmp_path / "documents-00000.parquet")})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["documents-00000.parquet", "notes.txt"]
+
+
 # ----------------------------------------------------------------------------- accounting
 
 
