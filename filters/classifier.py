@@ -161,7 +161,12 @@ def train_classifier(
             minCount=int(min_count),
             bucket=int(bucket),
             loss="softmax",
-            thread=1,  # one thread: runs are reproducible for a given seed
+            # fastText 0.9.2 initialises its input matrix in ten blocks, one per training
+            # thread, and leaves the blocks of missing threads unset: with fewer than 10
+            # threads most rows start as whatever the allocator returned, which is where
+            # its sporadic "Encountered NaN" and learned-nothing runs on small data come
+            # from (measured: thread=1, bucket 5000 -> 1 run in 3 fails; thread=10 -> 0/20).
+            thread=FASTTEXT_INIT_BLOCKS,
             seed=int(seed),
             verbose=0,
         )
@@ -220,6 +225,9 @@ def train_classifier(
     return report
 
 
+FASTTEXT_INIT_BLOCKS = 10
+
+
 def _learned_nothing(model: Any, check: list[tuple[str, str]]) -> bool:
     """True when the model does no better than always answering the majority class on
     (a sample of) its own training data, which a linear bag-of-n-grams model always beats
@@ -245,10 +253,9 @@ def _train_with_retries(
 ) -> tuple[Any, dict[str, Any]]:
     """``train_supervised`` (+ quantize) -> (model, parameters used).
 
-    fastText's "Encountered NaN" also fires spuriously on small data (the same call with
-    the same seed fails, then succeeds: a race in its loss bookkeeping, seen with this
-    build), so a NaN is retried twice unchanged, then twice with half the learning rate
-    (a truly diverging run). Five failures are a :class:`ClassifierError`. A run that
+    With every initialisation block set (``FASTTEXT_INIT_BLOCKS``) a NaN means a truly
+    diverging run; it is still retried twice unchanged (training with several threads
+    is not bit-reproducible), then twice with half the learning rate. Five failures are a :class:`ClassifierError`. A run that
     "succeeds" but fits its own training sample no better than the majority class
     (``check``; also seen with this build) is retried the same way, and kept (with a
     warning) only if every attempt ends like that."""

@@ -330,14 +330,12 @@ than asked (the summary says how many).
 @click.option("--seed", default=0, show_default=True, type=int)
 def tokenizer_train(inputs: tuple[str, ...], vocab_size: int, out: str, sample_docs: int, seed: int) -> None:
     """Train the tokenizer on a sample of documents."""
-    from afm.model.tokenizer import TokenizerError, train_tokenizer
+    from afm.model.tokenizer import TokenizerError, document_files, train_tokenizer
 
     from afm.console import console, print_summary
-    from afm.io import expand_inputs
 
     try:
-        files = [f for f in expand_inputs(inputs)
-                 if f.endswith((".parquet", ".jsonl", ".json", ".jsonl.gz", ".json.gz"))]
+        files = document_files(inputs)
     except FileNotFoundError as exc:
         raise click.UsageError(str(exc)) from exc
     if not files:

@@ -55,6 +55,15 @@ def iter_texts(inputs: Sequence[str | os.PathLike[str]], text_field: str = "text
                 yield text
 
 
+def document_files(inputs: Sequence[str | os.PathLike[str]]) -> list[str]:
+    """Parquet/JSONL files named by paths, directories or globs (sorted, de-duplicated)."""
+    from afm.io import expand_inputs
+
+    # Not plain .json: pipeline folders hold manifests and stats as .json.
+    suffixes = (".parquet", ".jsonl", ".jsonl.gz")
+    return [f for f in expand_inputs([str(i) for i in inputs]) if f.endswith(suffixes)]
+
+
 def reservoir_sample(texts: Iterable[str], k: int, seed: int) -> tuple[list[str], int]:
     """Uniform sample of ``k`` items (Algorithm R), deterministic for a seed; and the count
     seen. Order of the result follows input order, so training input is stable."""
@@ -101,7 +110,8 @@ def train_tokenizer(
     max_sentence_length: int = 16_384,
     num_threads: int | None = None,
 ) -> Path:
-    """Train the tokenizer on a sample of the documents in ``inputs``; returns ``out_dir``.
+    """Train the tokenizer on a sample of the documents in ``inputs`` (Parquet/JSONL files,
+    directories or globs); returns ``out_dir``.
 
     Writes ``tokenizer.model`` (+ ``.vocab``) and ``tokenizer_meta.json`` (specials,
     training settings, corpus statistics).
@@ -114,9 +124,10 @@ def train_tokenizer(
             f"vocab_size {vocab_size} is too small: byte fallback needs 256 byte pieces plus "
             f"{4 + len(CHAT_TOKENS)} special tokens (use at least {min_vocab})"
         )
-    if not inputs:
-        raise TokenizerError("train_tokenizer: no input files")
-    texts, n_docs = reservoir_sample(iter_texts(inputs, text_field), sample_docs, seed)
+    files = document_files(inputs)
+    if not files:
+        raise TokenizerError(f"train_tokenizer: no .parquet/.jsonl document files in {list(inputs)}")
+    texts, n_docs = reservoir_sample(iter_texts(files, text_field), sample_docs, seed)
     if not texts:
         raise TokenizerError(f"no documents with a non-empty {text_field!r} field in {list(inputs)}")
     lines = list(_lines(texts, max_sentence_length))

@@ -14,6 +14,7 @@ token's attention and every row writes its new token into the same slot.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import flax.struct
@@ -40,6 +41,9 @@ class KVCache:
     segment_ids: int32 [B, max_len], the segment of the token in each slot
     (0 = padding; unwritten slots lie in the future, so the causal rule hides them).
     index: int32 scalar, the next slot to write.
+
+    The caller sizes the cache for prompt + new tokens (``afm.model.sampling`` does):
+    writes past ``max_len`` cannot raise inside ``jit`` (``dynamic_update_slice`` clamps).
     """
 
     k: Array
@@ -210,6 +214,35 @@ class Transformer(nnx.Module):
         return logits, new_cache
 
 
-def init_model(cfg: ModelConfig, seed: int = 0) -> Transformer:
-    """A randomly initialised model (muParam-simple init, see ``afm.model.config``)."""
+@partial(nnx.jit, static_argnums=(0, 1))
+def _create(cfg: ModelConfig, seed: int) -> Transformer:
     return Transformer(cfg, rngs=nnx.Rngs(params=seed))
+
+
+def init_model(cfg: ModelConfig, seed: int = 0) -> Transformer:
+    """A randomly initialised model (muParam-simple init, see ``afm.model.config``).
+
+    Built under ``jit``: one compiled program instead of one per parameter shape (the
+    values equal an eager ``Transformer(cfg, rngs=nnx.Rngs(params=seed))`` up to float
+    rounding)."""
+    return _create(cfg, seed)
+
+
+RUNTIME_FIELDS = frozenset(
+    {"dtype", "remat", "scan_layers", "attention_impl", "max_seq_len", "rope_base", "name", "notes"}
+)
+
+
+def with_config(model: Transformer, **changes: Any) -> Transformer:
+    """The same parameters under other run-time settings: ``dtype``, ``remat``,
+    ``scan_layers``, ``attention_impl``, ``max_seq_len``, ``rope_base`` (e.g. 500k ->
+    6,315,089 for context lengthening). Shapes cannot change. The new model shares the
+    parameter arrays (no copy)."""
+    bad = set(changes) - RUNTIME_FIELDS
+    if bad:
+        raise ValueError(f"with_config: {sorted(bad)} change parameter shapes or dtypes")
+    cfg = model.cfg.replace(**changes)
+    abstract = nnx.eval_shape(lambda: Transformer(cfg, rngs=nnx.Rngs(0)))
+    graphdef, _ = nnx.split(abstract)
+    return nnx.merge(graphdef, nnx.state(model))
+

@@ -23,7 +23,7 @@ with no text). Same inputs + tokenizer -> byte-identical shards.
 @click.option("--tokenizer", "tokenizer_dir", required=True, type=click.Path(exists=True),
               help="Directory from `afm tokenizer train`.")
 @click.option("--output", required=True, type=click.Path(file_okay=False))
-@click.option("--shard-docs", default=50_000, show_default=True, type=int,
+@click.option("--shard-docs", default=20_000, show_default=True, type=int,
               help="Target documents per output shard.")
 @click.option("--num-workers", default=1, show_default=True, type=int,
               help="Local runner worker processes.")

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import apache_beam as beam
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from apache_beam.io.filesystem import CompressionTypes
@@ -127,7 +128,8 @@ class TokenizeFn(beam.DoFn):
                 _SKIP, {"id": doc["id"], "source": doc["source"], "reason": reason}
             )
             return
-        yield {"id": doc["id"], "source": doc["source"], "tokens": tokens}
+        # int32 numpy, not a list of Python ints: 4 bytes a token through the shuffle.
+        yield {"id": doc["id"], "source": doc["source"], "tokens": np.asarray(tokens, np.int32)}
 
 
 class WriteTokenShardFn(beam.DoFn):
@@ -139,13 +141,22 @@ class WriteTokenShardFn(beam.DoFn):
 
     def process(self, element: tuple[int, Iterable[dict[str, Any]]], num_shards: int) -> Iterator[dict[str, Any]]:
         index, rows = element
-        rows = sorted(rows, key=lambda r: (r["id"], r["source"], r["tokens"]))
-        table = pa.Table.from_pydict(
-            {
-                "id": [r["id"] for r in rows],
-                "source": [r["source"] for r in rows],
-                "tokens": [r["tokens"] for r in rows],
-            },
+        rows = sorted(rows, key=lambda r: (r["id"], r["source"], r["tokens"].tobytes()))
+        lengths = np.asarray([len(r["tokens"]) for r in rows], np.int64)
+        if lengths.sum() >= 2**31:
+            raise ValueError(
+                f"shard {index} would hold {int(lengths.sum())} tokens, more than a Parquet "
+                "list<int32> column can index; use a smaller --shard-docs"
+            )
+        offsets = np.zeros(len(rows) + 1, np.int32)
+        np.cumsum(lengths, out=offsets[1:])
+        values = np.concatenate([r["tokens"] for r in rows]) if rows else np.zeros(0, np.int32)
+        table = pa.Table.from_arrays(
+            [
+                pa.array([r["id"] for r in rows], pa.string()),
+                pa.array([r["source"] for r in rows], pa.string()),
+                pa.ListArray.from_arrays(pa.array(offsets), pa.array(values, pa.int32())),
+            ],
             schema=TOKEN_SCHEMA,
         )
         name = shard_name(index, num_shards)
@@ -161,7 +172,7 @@ class WriteTokenShardFn(beam.DoFn):
             s = per_source.setdefault(r["source"], [0, 0])
             s[0] += 1
             s[1] += len(r["tokens"])
-        yield {"shard": name, "documents": len(rows), "tokens": sum(len(r["tokens"]) for r in rows),
+        yield {"shard": name, "documents": len(rows), "tokens": int(lengths.sum()),
                "per_source": per_source}
 
 
@@ -245,7 +256,7 @@ def run_tokenize(
     tokenizer_dir: str | os.PathLike[str],
     output_dir: str | os.PathLike[str],
     *,
-    shard_docs: int = 50_000,
+    shard_docs: int = 20_000,
     runner: str = "DirectRunner",
     num_workers: int = 1,
     pipeline_args: list[str] | None = None,
@@ -260,8 +271,8 @@ def run_tokenize(
 
     from afm.io import expand_inputs
 
-    files = [f for f in expand_inputs(inputs) if f.lower().endswith(
-        (".parquet", ".jsonl", ".jsonl.gz", ".json", ".json.gz"))]
+    # Not plain .json: pipeline folders hold manifests and stats as .json.
+    files = [f for f in expand_inputs(inputs) if f.lower().endswith((".parquet", ".jsonl", ".jsonl.gz"))]
     if not files:
         raise FileNotFoundError(f"no .parquet/.jsonl document shards in {inputs}")
     if shard_docs <= 0:

@@ -134,11 +134,6 @@ def restore_params_only(
     if is_model_checkpoint(path) and layout is not None:
         return restore_model_checkpoint(path, params_like, layout), Path(path)
     directory, step = resolve_init_from(path)
-    manager = ocp.CheckpointManager(directory, item_names=ITEMS, options=ocp.CheckpointManagerOptions(read_only=True))
-    try:
-        out = manager.restore(
-            step, args=ocp.args.Composite(params=ocp.args.StandardRestore(_abstract(params_like)))
-        )
-    finally:
-        manager.close()
-    return out["params"], directory / str(step)
+    step_dir = directory / str(step)
+    params = ocp.StandardCheckpointer().restore(step_dir / "params", _abstract(params_like))
+    return params, step_dir

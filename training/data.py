@@ -52,6 +52,7 @@ class DataConfig:
     shuffle: bool = True
     seed: int = 0
     read_cache_row_groups: int = 8
+    prefetch: int = 2  # batches prepared ahead in a background thread (0: off)
 
 
 class DataError(ValueError):
@@ -312,6 +313,10 @@ def make_pipeline(
     )
     shaped = packed.map(_ShiftAndMask(cfg.attention == "document", cfg.mask_cross_document_loss))
     batched = shaped.batch(per_host, drop_remainder=True)
+    if cfg.prefetch > 0:
+        # A thread assembles the next batches while the device runs the step; the
+        # iterator state still points at the next batch the *trainer* will receive.
+        batched = grain.experimental.ThreadPrefetchIterDataset(batched, prefetch_buffer_size=cfg.prefetch)
     return Pipeline(
         iterator=iter(batched),
         weights=weights,

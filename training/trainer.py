@@ -336,7 +336,9 @@ def train(
                 batch = global_batch({k: host_batch[k] for k in batch_keys}, mesh, bspec)
                 flat, opt_state, metrics_dev = step_fn(flat, opt_state, batch)
                 step += 1
-                save_now = step % cfg.checkpoint.every_steps == 0 or step == stop_at or stop.requested
+                # Read the flag once: a SIGTERM arriving later is handled next step.
+                stopping = stop.requested
+                save_now = step % cfg.checkpoint.every_steps == 0 or step == stop_at or stopping
                 log_now = save_now or step == start + 1 or step % cfg.log_every == 0
                 if log_now:
                     metrics = {k: float(v) for k, v in jax.device_get(metrics_dev).items()}
@@ -358,7 +360,7 @@ def train(
                 if save_now:
                     save(step)
                 progress.update(task, advance=1)
-                if stop.requested:
+                if stopping:
                     console.print(f"[yellow]SIGTERM: checkpoint saved at step {step}, exiting")
                     break
     finally:

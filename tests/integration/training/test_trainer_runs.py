@@ -21,17 +21,22 @@ def test_n_steps_equals_half_plus_resume(tmp_path, token_shards):
 
 
 def _losses(workdir, token_shards, mesh):
-    d, f, t = mesh
+    d, f, t, s = (*mesh, 1)[:4]
     train(
         "tiny-core", workdir, steps=3, data=token_shards, quiet=True,
-        overrides=[f"mesh.data={d}", f"mesh.fsdp={f}", f"mesh.tensor={t}", "log_every=1"],
+        overrides=[f"mesh.data={d}", f"mesh.fsdp={f}", f"mesh.tensor={t}", f"mesh.sequence={s}", "log_every=1"],
     )
     return [r["loss"] for r in read_metrics(workdir)]
 
 
 @pytest.mark.parametrize(
     "mesh",
-    [(2, 2, 2), pytest.param((2, 4, 1), marks=pytest.mark.slow), pytest.param((1, 1, 8), marks=pytest.mark.slow)],
+    [
+        (2, 2, 2),
+        pytest.param((2, 4, 1), marks=pytest.mark.slow),
+        pytest.param((1, 1, 8), marks=pytest.mark.slow),
+        pytest.param((2, 2, 1, 2), marks=pytest.mark.slow),  # + sequence parallelism
+    ],
 )
 def test_same_loss_on_every_mesh(tmp_path, token_shards, mesh):
     """data x fsdp x tensor meshes give the 8x1x1 (pure data parallel) losses."""

@@ -1,4 +1,4 @@
-"""Token shards for the training tests: a small learnable toy language."""
+"""Token shards for the training tests: a small learnable toy language (Markov chain)."""
 
 from __future__ import annotations
 
@@ -9,16 +9,19 @@ import pytest
 from afm.training.data import write_token_shard
 
 
-def make_shards(out: Path, *, docs: int = 120, vocab: int = 512, seed: int = 0) -> list[str]:
-    """Two shards; each document repeats a short random pattern (so loss can fall)."""
+def make_shards(out: Path, *, docs: int = 120, vocab: int = 512, seed: int = 0, branch: int = 4) -> list[str]:
+    """Two shards of documents from a fixed sparse Markov chain (each token has
+    ``branch`` possible successors), so a model's loss falls steadily from ln(vocab)."""
     rng = np.random.default_rng(seed)
+    successors = rng.integers(3, vocab, (vocab, branch))
     paths = []
     for s in range(2):
         rows = []
         for i in range(docs):
-            pattern = rng.integers(3, vocab, int(rng.integers(3, 8)))
-            n = int(rng.integers(5, 120))
-            rows.append({"id": f"s{s}-{i}", "source": ("web", "code", "math")[i % 3], "tokens": np.resize(pattern, n)})
+            tokens = [int(rng.integers(3, vocab))]
+            for _ in range(int(rng.integers(5, 120)) - 1):
+                tokens.append(int(successors[tokens[-1], rng.integers(0, branch)]))
+            rows.append({"id": f"s{s}-{i}", "source": ("web", "code", "math")[i % 3], "tokens": tokens})
         paths.append(write_token_shard(rows, out / f"tokens-{s}.parquet", row_group_size=32))
     return paths
 

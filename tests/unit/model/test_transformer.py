@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from afm.model.config import CONFIGS, flops_per_token, get_config, param_counts
 from afm.model.layers import apply_rope, rope_tables
-from afm.model.transformer import KVCache, Transformer
+from afm.model.transformer import KVCache, Transformer, init_model, with_config
 from flax import nnx
 
 TINY32 = get_config("tiny", dtype="float32")
@@ -27,7 +27,7 @@ def fwd_cache(m: Transformer, tokens, cache):
 
 @pytest.fixture(scope="module")
 def model() -> Transformer:
-    return Transformer(TINY32, rngs=nnx.Rngs(0))
+    return init_model(TINY32, 0)
 
 
 def _tokens(b: int, t: int, seed: int = 0) -> jnp.ndarray:
@@ -119,9 +119,9 @@ def test_segments_isolate_packed_documents(model: Transformer) -> None:
 
 
 @pytest.mark.parametrize("scan", [False, True])
-def test_kv_cache_decoding_equals_full_forward(scan: bool) -> None:
-    cfg = TINY32.replace(scan_layers=scan)
-    m = Transformer(cfg, rngs=nnx.Rngs(0))
+def test_kv_cache_decoding_equals_full_forward(model: Transformer, scan: bool) -> None:
+    m = with_config(model, scan_layers=scan)
+    cfg = m.cfg
     toks = _tokens(2, 10, seed=3)
     full = fwd(m, toks)
     cache = KVCache.create(cfg, batch=2, max_len=16)
@@ -134,31 +134,32 @@ def test_kv_cache_decoding_equals_full_forward(scan: bool) -> None:
     np.testing.assert_allclose(jnp.concatenate(steps, axis=1), full, atol=1e-4)
 
 
-def test_remat_and_scan_keep_the_function_and_its_gradient() -> None:
+def test_remat_and_scan_keep_the_function_and_its_gradient(model: Transformer) -> None:
     toks = _tokens(2, 8, seed=4)
 
-    def loss_and_grad(cfg):
-        m = Transformer(cfg, rngs=nnx.Rngs(0))
+    def loss_and_grad(m):
         return nnx.jit(nnx.value_and_grad(lambda m: m(toks).std()))(m)
 
-    base_loss, base_grad = loss_and_grad(TINY32)
-    for variant in (TINY32.replace(remat="block", scan_layers=True),):
+    base_loss, base_grad = loss_and_grad(model)
+    for variant in (with_config(model, remat="block", scan_layers=True),):
+        assert variant.cfg.scan_layers and variant.cfg.remat == "block"
         loss, grad = loss_and_grad(variant)
         assert float(loss) == pytest.approx(float(base_loss), rel=1e-5)
         for a, b in zip(jax.tree.leaves(base_grad), jax.tree.leaves(grad)):
             np.testing.assert_allclose(a, b, atol=1e-5, rtol=1e-4)
 
 
-def test_bf16_compute_with_f32_params() -> None:
-    cfg = get_config("tiny")
-    m = Transformer(cfg, rngs=nnx.Rngs(0))
+def test_bf16_compute_with_f32_params(model: Transformer) -> None:
+    m = with_config(model, dtype="bfloat16")
     assert m.layers[0].mlp.w_up.dtype == jnp.float32
     h, _ = nnx.jit(lambda m, t: m.features(t))(m, _tokens(1, 4))
     assert h.dtype == jnp.bfloat16
     assert fwd(m, _tokens(1, 4)).dtype == jnp.float32
 
 
-def test_splash_slot_fails_loudly() -> None:
-    m = Transformer(TINY32.replace(attention_impl="splash"), rngs=nnx.Rngs(0))
+def test_splash_slot_fails_loudly(model: Transformer) -> None:
+    m = with_config(model, attention_impl="splash")
     with pytest.raises(NotImplementedError, match="splash"):
         fwd(m, _tokens(1, 4))
+    with pytest.raises(ValueError, match="shapes"):
+        with_config(model, dim=128)

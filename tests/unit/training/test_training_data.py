@@ -105,3 +105,17 @@ def test_bad_inputs_fail_clearly(tmp_path, token_shards):
     pq.write_table(pa.table({"id": ["a"], "text": ["x"]}), tmp_path / "text.parquet")
     with pytest.raises(DataError, match="missing column"):
         make_pipeline(_cfg([str(tmp_path / "text.parquet")]), vocab_size=512)
+
+
+def test_prefetch_keeps_exact_resume(token_shards):
+    cfg = _cfg(token_shards, prefetch=4)
+    p = make_pipeline(cfg, vocab_size=512)
+    for _ in range(3):
+        next(p)
+    state = p.state_json()
+    expected = [next(p) for _ in range(3)]
+    q = make_pipeline(_cfg(token_shards, prefetch=0), vocab_size=512)
+    q.load_state_json(state)
+    for e, got in zip(expected, [next(q) for _ in range(3)]):
+        for k in e:
+            np.testing.assert_array_equal(e[k], got[k])
