@@ -14,6 +14,11 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/python -m pip install -q -c constraints.txt -e ".[all]"
 	@touch $(STAMP)
 
+# Extras the slow tier (HF parity: torch, transformers) and the benchmarks (datatrove) need.
+$(VENV)/.installed-%: $(STAMP)
+	$(BIN)/python -m pip install -q -c constraints.txt -e ".[$*]"
+	@touch $@
+
 venv: $(STAMP)
 
 demo: $(STAMP)
@@ -22,10 +27,10 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(PYTEST_CPU) $(BIN)/python -m pytest -m "not slow" tests
 
-test-all: $(STAMP)
+test-all: $(STAMP) $(VENV)/.installed-hf
 	$(PYTEST_CPU) $(BIN)/python -m pytest tests
 
-bench: $(STAMP)
+bench: $(STAMP) $(VENV)/.installed-bench
 	$(BIN)/afm bench --workdir work/bench
 
 lint: $(STAMP)

@@ -38,12 +38,19 @@ Examples:
   afm bench --list
   afm bench                      # every benchmark (needs ../shared for the real data)
   afm bench extraction dedup --quick
+  afm bench train --config 1b --seq-len 4096   # on a GPU host: tokens/s, MFU, memory
 """)
 @click.argument("names", nargs=-1)
 @click.option("--list", "list_only", is_flag=True, help="List the benchmarks and exit.")
 @click.option("--quick", is_flag=True, help="Smaller inputs: a smoke run, not a measurement.")
 @click.option("--workdir", type=click.Path(path_type=Path), default=Path("work/bench"), show_default=True)
-def bench_command(names: tuple[str, ...], list_only: bool, quick: bool, workdir: Path) -> None:
+@click.option("--config", "model_config", default=None,
+              help="Model config for benchmarks of one model size (train); default: per backend.")
+@click.option("--seq-len", type=int, default=None, help="Sequence length for those benchmarks.")
+def bench_command(
+    names: tuple[str, ...], list_only: bool, quick: bool, workdir: Path,
+    model_config: str | None, seq_len: int | None,
+) -> None:
     """Run benchmarks; every figure is printed next to a baseline measured in the same run."""
     from afm.console import console
 
@@ -55,7 +62,8 @@ def bench_command(names: tuple[str, ...], list_only: bool, quick: bool, workdir:
     unknown = [n for n in names if n not in benches]
     if unknown:
         raise click.UsageError(f"unknown benchmark(s) {unknown}; known: {sorted(benches)}")
-    opts = BenchOptions(quick=quick, shared_dir=find_shared_dir(), workdir=workdir)
+    opts = BenchOptions(quick=quick, shared_dir=find_shared_dir(), workdir=workdir,
+                        model_config=model_config, seq_len=seq_len)
     workdir.mkdir(parents=True, exist_ok=True)
     failures = []
     for name in names or tuple(benches):

@@ -19,6 +19,8 @@ class BenchOptions:
     quick: bool = False  # smaller inputs, for smoke runs
     shared_dir: Path | None = None  # ../shared when present (real benchmark data)
     workdir: Path = Path("work/bench")
+    model_config: str | None = None  # benchmarks of a model size (train): which one
+    seq_len: int | None = None  # ... and at which sequence length
 
 
 @dataclass

@@ -65,6 +65,12 @@ def _convert(value: Any, tp: Any, path: str) -> Any:
             raise ConfigError(f"{path}: expected a mapping, got {value!r}")
         ktp, vtp = args if args else (Any, Any)
         return {_convert(k, ktp, path): _convert(v, vtp, f"{path}.{k}") for k, v in value.items()}
+    if isinstance(value, str) and tp in (int, float):
+        # YAML reads "1e-4" (no dot) and quoted numbers as strings: accept exact numbers.
+        try:
+            value = tp(value) if tp is float else int(value)
+        except ValueError:
+            pass
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"{path}: expected a number, got {value!r}")

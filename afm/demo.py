@@ -179,6 +179,10 @@ def demo_command(workdir: Path, train_steps: int | None) -> None:
     if isinstance(manifest, dict) and "totals" in manifest:
         for key, value in manifest["totals"].items():
             rows.append((f"documents {key}", value))
+        for step in manifest.get("funnel", []):
+            if step.get("dropped"):
+                reasons = ", ".join(f"{r} {n}" for r, n in sorted(step.get("reasons", {}).items()))
+                rows.append((f"dropped by {step['stage']}", f"{step['dropped']} ({reasons})"))
     if results:
         for stage, r in results.items():
             rows.append((f"{stage} loss", f"{r.get('first_loss', float('nan')):.3f} -> {r.get('final_loss', float('nan')):.3f}"))

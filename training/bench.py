@@ -114,9 +114,12 @@ def _train_benchmark(opts: BenchOptions) -> list[Comparison]:
     import jax
 
     if jax.default_backend() == "cpu":
-        model, seq_len, steps = "tiny", 128, (3 if opts.quick else 10)
+        model, seq_len = "tiny", 128
     else:
-        model, seq_len, steps = "1b", 4096, (3 if opts.quick else 10)
+        model, seq_len = "1b", 4096
+    model = opts.model_config or model
+    seq_len = opts.seq_len or seq_len
+    steps = 3 if opts.quick else 10
     ours = bench_train(model, seq_len=seq_len, steps=steps)
     base = bench_train(model, seq_len=seq_len, steps=steps, optimizer="adamw")
     name = f"{model}@{seq_len} on {ours['devices']}x {ours['backend']}"

@@ -52,3 +52,16 @@ def test_bad_configs_name_the_field(data, message):
 def test_missing_file_is_a_clear_error(tmp_path):
     with pytest.raises(ConfigError, match="not found"):
         load_config(Outer, tmp_path / "nope.yaml")
+
+
+@dataclass
+class Numbers:
+    weight_decay: float = 0.1
+    per_n: dict[int, float] = field(default_factory=dict)
+
+
+def test_numbers_yaml_reads_as_strings_are_accepted():
+    cfg = load_config(Numbers, None, overrides=["weight_decay=1e-4", "per_n.2=0.2"])
+    assert cfg.weight_decay == 1e-4 and cfg.per_n == {2: 0.2}
+    with pytest.raises(ConfigError, match="weight_decay"):
+        load_config(Numbers, None, overrides=["weight_decay=tiny"])
