@@ -22,7 +22,7 @@ import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -256,31 +256,49 @@ def _warc_date(value: str | None) -> dt.datetime:
     return parsed.astimezone(dt.UTC)
 
 
-def iter_warc_responses(path: str | Path) -> Iterator[dict[str, Any]]:
-    """Every HTTP response record of a WARC file (gzip per record or plain).
+def _warc_date_or_none(value: str | None) -> dt.datetime | None:
+    """WARC-Date as an aware UTC datetime; None when missing or unparseable (unknown is
+    better than a made-up epoch for a document's ``fetched_at``)."""
+    if not value:
+        return None
+    try:
+        parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return (parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)).astimezone(dt.UTC)
+
+
+def iter_warc_responses(source: str | Path | BinaryIO) -> Iterator[dict[str, Any]]:
+    """Every HTTP response record of a WARC (or ARC) file or binary stream, gzip per
+    record or plain: ours, Common Crawl's, anyone's.
 
     Yields ``{"url", "status", "headers", "body", "fetched_at"}``; ``body`` is the
     payload with chunked transfer and content encodings removed, ``fetched_at`` an aware
-    UTC datetime. Non-HTTP responses (DNS, warcinfo, metadata) are skipped.
+    UTC datetime (None if the record has no valid date). Non-HTTP responses (DNS,
+    warcinfo, metadata) are skipped.
     """
-    with open(path, "rb") as fh:
-        for record in ArchiveIterator(fh, arc2warc=True):
-            if record.rec_type != "response" or record.http_headers is None:
-                continue
-            if record.http_headers.protocol and not record.http_headers.protocol.upper().startswith("HTTP"):
-                continue
-            try:
-                body = record.content_stream().read()
-            except Exception:  # noqa: BLE001 - a corrupt encoding: keep the raw payload
-                body = record.raw_stream.read()
-            try:
-                status = int(record.http_headers.get_statuscode() or 0)
-            except ValueError:
-                status = 0
-            yield {
-                "url": record.rec_headers.get_header("WARC-Target-URI"),
-                "status": status,
-                "headers": {k: v for k, v in record.http_headers.headers},
-                "body": body,
-                "fetched_at": _warc_date(record.rec_headers.get_header("WARC-Date")),
-            }
+    if isinstance(source, (str, Path)):
+        with open(source, "rb") as fh:
+            yield from iter_warc_responses(fh)
+        return
+    for record in ArchiveIterator(source, arc2warc=True):
+        if record.rec_type != "response" or record.http_headers is None:
+            continue
+        protocol = record.http_headers.protocol or ""
+        if protocol and not protocol.upper().startswith("HTTP"):
+            continue
+        try:
+            body = record.content_stream().read()
+        except Exception:  # noqa: BLE001 - a corrupt encoding: keep the raw payload
+            body = record.raw_stream.read()
+        try:
+            status = int(record.http_headers.get_statuscode() or 0)
+        except (TypeError, ValueError):
+            status = 0
+        yield {
+            "url": record.rec_headers.get_header("WARC-Target-URI"),
+            "status": status,
+            "headers": {k: v for k, v in record.http_headers.headers},
+            "body": body,
+            "fetched_at": _warc_date_or_none(record.rec_headers.get_header("WARC-Date")),
+        }

@@ -142,31 +142,11 @@ def _parse_warc_date(value: str | None) -> dt.datetime | None:
 
 def iter_warc_pages(fileobj: Any) -> Iterator[dict[str, Any]]:
     """HTTP response records of a WARC stream (plain or per-record gzip) as page dicts
-    ``{"url","status","headers","body","fetched_at"}``; other record types are skipped.
-    The body is de-chunked and content-decoded (gzip/deflate/br) by warcio."""
-    from warcio.archiveiterator import ArchiveIterator
+    ``{"url","status","headers","body","fetched_at"}``: the crawler's own reader, which
+    also reads Common Crawl's files, so there is one WARC parser in the project."""
+    from afm.crawler.warc import iter_warc_responses
 
-    for record in ArchiveIterator(fileobj, arc2warc=True):  # ARC files (old CC crawls) too
-        if record.rec_type != "response" or record.http_headers is None:
-            continue
-        protocol = record.http_headers.protocol or ""
-        if protocol and not protocol.upper().startswith("HTTP"):
-            continue  # DNS and other non-HTTP responses
-        try:
-            body = record.content_stream().read()
-        except Exception:  # noqa: BLE001 - a broken content encoding: keep the raw payload
-            body = record.raw_stream.read()
-        try:
-            status = int(record.http_headers.get_statuscode() or 0)
-        except (TypeError, ValueError):
-            status = 0
-        yield {
-            "url": record.rec_headers.get_header("WARC-Target-URI"),
-            "status": status,
-            "headers": {k: v for k, v in record.http_headers.headers},
-            "body": body,
-            "fetched_at": _parse_warc_date(record.rec_headers.get_header("WARC-Date")),
-        }
+    return iter_warc_responses(fileobj)
 
 
 def _as_utc(value: Any) -> dt.datetime | None:

@@ -16,3 +16,33 @@ def shared_eval() -> Path:
     if shared is None:
         pytest.skip("../shared/eval is not present (it exists for developers and CI only)")
     return shared / "eval"
+
+
+@pytest.fixture(scope="session")
+def token_shards(tmp_path_factory) -> list[str]:
+    """Two token shards of a toy language (Markov chain) with mixed sources."""
+    from afm.training.synthetic import markov_token_shards
+
+    return markov_token_shards(
+        tmp_path_factory.mktemp("tokens"), shards=2, docs=120, length=(5, 120),
+        sources=("web", "code", "math"), row_group_size=32,
+    )
+
+
+@pytest.fixture(scope="session")
+def markov_token_shards(tmp_path_factory) -> list[str]:
+    """One shard of longer Markov-chain documents (for LR sweeps)."""
+    from afm.training.synthetic import markov_token_shards as make
+
+    return make(tmp_path_factory.mktemp("markov"))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _jax_compilation_cache(tmp_path_factory):
+    """Share compiled programs between tests (identical HLO compiles once per session)."""
+    try:
+        import jax
+    except ImportError:
+        return
+    jax.config.update("jax_compilation_cache_dir", str(tmp_path_factory.mktemp("jax_cache")))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
