@@ -149,9 +149,12 @@ Examples:
 )
 @click.option("--robots", "robots_file", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True)
 @click.option("--agent", required=True, help="Product token to decide for.")
-@click.option("--fallback", default=None, help="Token whose group applies when --agent is not named.")
+@click.option("--fallback", default=None, help="Token whose group applies when neither --agent nor * is named.")
+@click.option("--fallback-first", is_flag=True, help="Prefer the fallback's group over * (Applebot's own order).")
 @click.argument("urls", nargs=-1, required=True)
-def robots_check_command(robots_file: Path, agent: str, fallback: str | None, urls: tuple[str, ...]) -> None:
+def robots_check_command(
+    robots_file: Path, agent: str, fallback: str | None, fallback_first: bool, urls: tuple[str, ...]
+) -> None:
     """Print `allowed URL` or `disallowed URL` per URL, deciding exactly as the crawler does.
 
     URLs are taken as given (not re-encoded); the file is read as a 200 response.
@@ -163,11 +166,11 @@ def robots_check_command(robots_file: Path, agent: str, fallback: str | None, ur
     rules = rules_from_fetch(200, robots_file.read_bytes())
     allowed = 0
     for url in urls:
-        ok = rules.allowed(url, agent, fallback)
+        ok = rules.allowed(url, agent, fallback, fallback_first)
         allowed += ok
         click.echo(f"{'allowed' if ok else 'disallowed'} {url}")
     sys.stdout.flush()
-    delay = rules.crawl_delay(agent, fallback)
+    delay = rules.crawl_delay(agent, fallback, fallback_first)
     print_summary("robots check", {"allowed": allowed, "disallowed": len(urls) - allowed,
                                    "crawl-delay": "-" if delay is None else delay,
                                    "sitemaps": len(rules.sitemaps)})

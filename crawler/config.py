@@ -25,7 +25,8 @@ class CrawlConfig:
     per_host_budget: int = 10_000  # pages scheduled per host
     max_depth: int = 20  # link hops from a seed
     user_agent: str = "afmbot"  # our robots.txt product token
-    fallback_agent: str | None = None  # obeyed when our token is not named (e.g. Googlebot)
+    fallback_agent: str | None = None  # obeyed when neither our token nor * is named
+    fallback_first: bool = False  # fallback group before the * group (Applebot's own order)
     user_agent_header: str = ""  # full User-Agent header; default "<token>/0.1 (+afm)"
     allow_private: bool = False  # allow loopback/private/link-local/metadata addresses
     follow_links: bool = True

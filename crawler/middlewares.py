@@ -50,6 +50,7 @@ class RobotsMiddleware:
         cfg = _cfg(crawler)
         self.agent: str = cfg.user_agent
         self.fallback: str | None = cfg.fallback_agent
+        self.fallback_first: bool = cfg.fallback_first
         self.cache_seconds: float = cfg.robots_cache_seconds
         self.retry_seconds: float = cfg.robots_retry_seconds
         self._rules: dict[str, RobotsRules] = {}
@@ -67,7 +68,7 @@ class RobotsMiddleware:
         rules = self._rules.get(host_key(url))
         if rules is None or rules.expired():
             return None
-        return rules.allowed(url, self.agent, self.fallback)
+        return rules.allowed(url, self.agent, self.fallback, self.fallback_first)
 
     # ---- downloader middleware ----------------------------------------------------------------
     async def process_request(self, request: Request) -> None:
@@ -75,10 +76,10 @@ class RobotsMiddleware:
             return None
         key = host_key(request.url)
         rules = await self._get_rules(key)
-        if not rules.allowed(request.url, self.agent, self.fallback):
+        if not rules.allowed(request.url, self.agent, self.fallback, self.fallback_first):
             self.crawler.stats.inc_value("afm/robots_denied")
             raise RobotsDenied(f"robots.txt disallows {request.url} ({rules.kind})")
-        delay = rules.crawl_delay(self.agent, self.fallback)
+        delay = rules.crawl_delay(self.agent, self.fallback, self.fallback_first)
         if delay:
             self._apply_crawl_delay(request, delay)
         return None

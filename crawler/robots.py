@@ -205,23 +205,33 @@ class RobotsTxt:
         return robots
 
     # ---- decisions ------------------------------------------------------------------
-    def groups_for(self, agent: str, fallback: str | None = None) -> list[Group]:
-        """The groups that apply to ``agent``: its own, else the fallback's, else ``*``.
+    def groups_for(
+        self, agent: str, fallback: str | None = None, fallback_first: bool = False
+    ) -> list[Group]:
+        """The groups that apply to ``agent``: its own, else ``*``, else the fallback's.
 
         RFC 9309 2.2.1: all groups naming the agent are combined; the ``*`` group
         applies only when none does. The fallback token (e.g. ``Googlebot`` for a
-        crawler that promises to obey Google's rules when not named) sits between.
+        crawler that promises to obey Google's rules when not named) applies, as the
+        project's SPEC 1.1 says, only when neither our token nor ``*`` is named.
+        ``fallback_first`` puts it before ``*`` instead, which is what Applebot itself
+        does (Googlebot's rules over the ``*`` group).
         """
-        for token in (agent, fallback):
+        order: list[str | None] = [agent, fallback, "*"] if fallback_first else [agent, "*", fallback]
+        for token in order:
             if not token:
                 continue
-            token = token.lower()
-            found = [g for g in self.groups if token in g.agents]
+            if token == "*":
+                found = [g for g in self.groups if g.is_global]
+            else:
+                found = [g for g in self.groups if token.lower() in g.agents]
             if found:
                 return found
-        return [g for g in self.groups if g.is_global]
+        return []
 
-    def allowed(self, url: str, agent: str, fallback: str | None = None) -> bool:
+    def allowed(
+        self, url: str, agent: str, fallback: str | None = None, fallback_first: bool = False
+    ) -> bool:
         """RFC 9309 2.2.2: the longest matching rule wins; on a tie ``allow`` wins."""
         path = path_of(url)
         if path == "/robots.txt":
@@ -229,7 +239,7 @@ class RobotsTxt:
         if "%" in path:  # %2f and %2F are one octet: compare escapes in one case, as rules are
             path = _PCT.sub(lambda m: "%" + m.group(1).upper(), path)
         best_allow = best_disallow = -1
-        for group in self.groups_for(agent, fallback):
+        for group in self.groups_for(agent, fallback, fallback_first):
             for rule in group.rules:
                 p = rule.priority(path)
                 if rule.allow:
@@ -238,8 +248,11 @@ class RobotsTxt:
                     best_disallow = max(best_disallow, p)
         return not (best_disallow > 0 and best_disallow > best_allow)
 
-    def crawl_delay(self, agent: str, fallback: str | None = None) -> float | None:
-        delays = [g.crawl_delay for g in self.groups_for(agent, fallback) if g.crawl_delay is not None]
+    def crawl_delay(
+        self, agent: str, fallback: str | None = None, fallback_first: bool = False
+    ) -> float | None:
+        groups = self.groups_for(agent, fallback, fallback_first)
+        delays = [g.crawl_delay for g in groups if g.crawl_delay is not None]
         return max(delays) if delays else None
 
 
@@ -301,7 +314,9 @@ class RobotsRules:
     ttl: float = MAX_CACHE_SECONDS
     reason: str = ""
 
-    def allowed(self, url: str, agent: str, fallback: str | None = None) -> bool:
+    def allowed(
+        self, url: str, agent: str, fallback: str | None = None, fallback_first: bool = False
+    ) -> bool:
         if path_of(url) == "/robots.txt":
             return True
         if self.kind == "allow_all":
@@ -309,10 +324,12 @@ class RobotsRules:
         if self.kind == "disallow_all":
             return False
         assert self.robots is not None
-        return self.robots.allowed(url, agent, fallback)
+        return self.robots.allowed(url, agent, fallback, fallback_first)
 
-    def crawl_delay(self, agent: str, fallback: str | None = None) -> float | None:
-        return self.robots.crawl_delay(agent, fallback) if self.robots else None
+    def crawl_delay(
+        self, agent: str, fallback: str | None = None, fallback_first: bool = False
+    ) -> float | None:
+        return self.robots.crawl_delay(agent, fallback, fallback_first) if self.robots else None
 
     @property
     def sitemaps(self) -> list[str]:
@@ -351,7 +368,10 @@ def rules_from_fetch(
     return RobotsRules("allow_all", status=status, ttl=ttl, reason=f"HTTP {status} (redirect limit)")
 
 
-def check_urls(robots_text: str | bytes, agent: str, urls: list[str], fallback: str | None = None) -> list[bool]:
+def check_urls(
+    robots_text: str | bytes, agent: str, urls: list[str], fallback: str | None = None,
+    fallback_first: bool = False,
+) -> list[bool]:
     """Decide ``urls`` against one robots.txt body, exactly as the crawler does."""
     rules = rules_from_fetch(200, robots_text if isinstance(robots_text, bytes) else robots_text.encode("utf-8"))
-    return [rules.allowed(u, agent, fallback) for u in urls]
+    return [rules.allowed(u, agent, fallback, fallback_first) for u in urls]

@@ -46,13 +46,13 @@ def apply_filter(flt: DocumentFilter, doc: Document) -> tuple[Document | None, d
     """
     try:
         decision = flt(doc)
+        out = dict(decision.document if decision.document is not None else doc)
+        if decision.signals:
+            signals = dict(out.get("signals") or {})
+            signals.update({f"{flt.name}.{k}": float(v) for k, v in decision.signals.items()})
+            out["signals"] = signals
+        if decision.keep:
+            return out, None  # type: ignore[return-value]
+        return None, make_reject(out, flt.name, decision.reason or "dropped", **decision.details)  # type: ignore[arg-type]
     except Exception as exc:  # noqa: BLE001 - recorded, never lost
         return None, make_reject(doc, flt.name, f"error:{type(exc).__name__}", message=str(exc)[:500])
-    out = dict(decision.document if decision.document is not None else doc)
-    if decision.signals:
-        signals = dict(out.get("signals") or {})
-        signals.update({f"{flt.name}.{k}": float(v) for k, v in decision.signals.items()})
-        out["signals"] = signals
-    if decision.keep:
-        return out, None  # type: ignore[return-value]
-    return None, make_reject(out, flt.name, decision.reason or "dropped", **decision.details)  # type: ignore[arg-type]

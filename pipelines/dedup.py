@@ -341,7 +341,11 @@ class _ExactGroups(beam.DoFn):
         nodes = sorted(by_node)
         winner = nodes[0]
         yield by_node[winner]
-        dups = [n for n in nodes[1:] if not is_accepted(n)]
+        # A node with the winner's own key is the same record again (same id and text,
+        # e.g. a re-crawl with another score): _Finalize keeps one of those entries, so a
+        # decision against the key would reject the winner too.
+        winner_key = node_to_key(winner)
+        dups = [n for n in nodes[1:] if not is_accepted(n) and node_to_key(n) != winner_key]
         if dups:
             self.groups.inc()
         for node in dups:
@@ -545,9 +549,13 @@ class _Finalize(beam.DoFn):
             return
         rejects = [d for d in joined["decision"] if d[0] != "count"]
         count = sum(d[1] for d in joined["decision"] if d[0] == "count")
-        # Copies with the same key (same id and text) are exact duplicates of the first.
+        # Copies with the same key (same id and text) are exact duplicates of the best one:
+        # highest quality first, then a stable order of the whole record.
         if len(entries) > 1:
-            entries = sorted(entries, key=lambda e: json.dumps(e[0], sort_keys=True, default=str))
+            entries = sorted(entries, key=lambda e: (
+                -(e[0].get("quality_score") if e[0].get("quality_score") is not None else float("-inf")),
+                json.dumps(e[0], sort_keys=True, default=str),
+            ))
         first, row = entries[0]
         if rejects:
             reason, centre, rep = rejects[0]

@@ -61,8 +61,9 @@ STAGES: dict[str, StageSpec] = {
 # The report's order (extract -> language -> safety -> PII -> dedup -> quality ->
 # decontamination). Within "quality" the cheap heuristics run before the classifier: a
 # document dropped by either is dropped, so the order changes only which one is named.
-# Quality stays after dedup: dedup keeps the best document of a cluster, so filtering
-# first would change which copy survives.
+# Quality stays after dedup, as in the report. Dedup keeps the copy with the highest
+# ``quality_score`` when the input already carries one (e.g. re-curating scored shards);
+# on fresh crawl output no score exists yet, so the smallest id wins a cluster.
 SOURCE_STAGES: dict[str, tuple[str, ...]] = {
     "web": ("extract", "language", "safety", "pii", "dedup", "quality", "quality_model",
             "decontaminate"),

@@ -211,3 +211,19 @@ def test_incremental_against_accepted_index(tmp_path) -> None:
 
     with pytest.raises(ValueError, match="other parameters"):
         dedup_records(week2, DedupConfig(index_dir=str(index), num_perm=64))
+
+
+def test_same_record_twice_with_different_scores_keeps_the_better_one():
+    """A re-crawled page (same id, same text) seen with two quality scores: one copy is
+    kept (the better), the other rejected as its exact duplicate; nothing is lost."""
+    from afm.pipelines.dedup import DedupConfig, dedup_records
+
+    from afm.schema import make_document
+
+    text = "the same page crawled twice with the same words in the same order " * 5
+    low = make_document(text, id="x1", quality_score=0.5)
+    high = make_document(text, id="x1", quality_score=0.9)
+    kept, rejected, _ = dedup_records([low, high], DedupConfig())
+    assert [d["quality_score"] for d in kept] == [0.9]
+    assert len(rejected) == 1 and rejected[0]["reason"] == "exact_duplicate"
+    assert rejected[0]["quality_score"] == 0.5

@@ -44,19 +44,26 @@ def test_unreachable_is_retried_sooner_and_cache_capped_at_24h():
     assert rules.expired(rules.fetched_at + 24 * 3600)
 
 
-def test_fallback_token_group_applies_when_ours_is_not_named():
+def test_fallback_token_group_applies_when_neither_ours_nor_star_is_named():
     rules = rules_from_fetch(200, ROBOTS)
-    # Not named, no fallback: the * group.
+    # Not named, but a * group exists: * applies (SPEC 1.1), fallback or not.
     assert not rules.allowed("http://a/page", "afmbot")
     assert rules.allowed("http://a/public/x", "afmbot")
-    # Falling back to Googlebot's group (Applebot-style).
-    assert rules.allowed("http://a/page", "afmbot", fallback="Googlebot")
-    assert not rules.allowed("http://a/google-no", "afmbot", fallback="Googlebot")
-    assert rules.crawl_delay("afmbot") == 1
-    assert rules.crawl_delay("afmbot", "Googlebot") == 3
-    # Our own group, when present, beats the fallback.
+    assert not rules.allowed("http://a/page", "afmbot", fallback="Googlebot")
+    assert rules.crawl_delay("afmbot", "Googlebot") == 1
+    # No * group: the fallback's group applies (Applebot falls back to Googlebot).
+    no_star = rules_from_fetch(200, b"User-agent: Googlebot\nDisallow: /google-no\nCrawl-delay: 3\n")
+    assert not no_star.allowed("http://a/google-no", "afmbot", fallback="Googlebot")
+    assert no_star.allowed("http://a/page", "afmbot", fallback="Googlebot")
+    assert no_star.allowed("http://a/google-no", "afmbot")  # no fallback configured
+    assert no_star.crawl_delay("afmbot", "Googlebot") == 3
+    # fallback_first: Applebot's own order, the fallback's group before *.
+    assert rules.allowed("http://a/page", "afmbot", fallback="Googlebot", fallback_first=True)
+    assert not rules.allowed("http://a/google-no", "afmbot", "Googlebot", fallback_first=True)
+    assert rules.crawl_delay("afmbot", "Googlebot", fallback_first=True) == 3
+    # Our own group, when present, beats both.
     own = rules_from_fetch(200, ROBOTS + b"\nUser-agent: afmbot\nDisallow: /own-no\n")
-    assert own.allowed("http://a/google-no", "afmbot", fallback="Googlebot")
+    assert own.allowed("http://a/google-no", "afmbot", fallback="Googlebot", fallback_first=True)
     assert not own.allowed("http://a/own-no", "AFMBOT", fallback="Googlebot")
     assert own.crawl_delay("afmbot", "Googlebot") is None
 
