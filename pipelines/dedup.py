@@ -64,6 +64,7 @@ from afm.filters.minhash import (
 )
 from apache_beam.metrics import Metrics
 
+from afm.io import atomic_path
 from afm.schema import DOCUMENT_FIELDS, make_reject
 
 STAGE = "dedup"
@@ -285,7 +286,7 @@ def check_index(cfg: DedupConfig, create: bool) -> None:
         raise ValueError(f"dedup index {cfg.index_dir} has parts but no {INDEX_META}")
     elif create:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+        tmp = atomic_path(path)
         tmp.write_text(json.dumps(want, indent=2, sort_keys=True))
         os.replace(tmp, path)
 

@@ -30,6 +30,7 @@ import pyarrow.parquet as pq
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
+from afm.io import atomic_path
 from afm.schema import DOCUMENT_FIELDS, SOURCES, make_document, make_reject, to_table
 
 PAGE, DOC, BAD = "page", "doc", "bad"
@@ -431,15 +432,7 @@ class WriteShards(beam.PTransform):
 def write_json(path: str, data: Any) -> None:
     """JSON through FileSystems, atomically on local disks (temp + rename)."""
     payload = json.dumps(data, indent=2, sort_keys=True, default=str).encode("utf-8")
-    if is_remote(path):
-        with FileSystems.create(path, mime_type="application/json") as fh:
-            fh.write(payload)
-        return
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "wb") as fh:
-        fh.write(payload)
-    os.replace(tmp, path)
+    write_bytes(path, payload, mime_type="application/json")
 
 
 def read_json(path: str) -> Any:
@@ -453,7 +446,7 @@ def write_bytes(path: str, payload: bytes, mime_type: str = "application/octet-s
             fh.write(payload)
         return
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = f"{path}.tmp-{os.getpid()}"
+    tmp = atomic_path(path)  # the project's one temp-name convention (afm/io.py)
     with open(tmp, "wb") as fh:
         fh.write(payload)
     os.replace(tmp, path)

@@ -177,13 +177,9 @@ class WriteTokenShardFn(beam.DoFn):
 
 
 def _write_text(path: str, payload: str) -> None:
-    if "://" not in path:
-        tmp = f"{path}.tmp-{os.getpid()}"
-        Path(tmp).write_text(payload, encoding="utf-8")
-        os.replace(tmp, path)
-        return
-    with FileSystems.create(path) as fh:
-        fh.write(payload.encode("utf-8"))
+    from afm.pipelines.io_beam import write_bytes
+
+    write_bytes(path, payload.encode("utf-8"), mime_type="text/plain")
 
 
 def _write_manifest(infos: list[dict[str, Any]], skipped: list[dict[str, Any]], output: str,
