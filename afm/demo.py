@@ -87,9 +87,8 @@ class DemoRun:
         from afm.pipelines.curate import run_curate
 
         out = self.workdir / "corpus"
-        config: dict[str, Any] = {}
-        if index is not None:
-            config["decontaminate"] = {"params": {"index": str(index)}}
+        # The decontamination index is passed explicitly: curate has no default one.
+        config: dict[str, Any] = {"decontaminate": {"params": {"index": str(index)}}}
         # A demo crawl is tiny: Beam's in-process runner beats paying multi-process start-up.
         manifest = run_curate(
             [str(crawl_dir)], out, config=config or None,
@@ -103,22 +102,19 @@ class DemoRun:
         return out
 
     def tokenizer(self, corpus: Path) -> Path:
-        from afm.io import expand_inputs
         from afm.model.tokenizer import train_tokenizer
 
         out = self.workdir / "tokenizer"
-        shards = [p for p in expand_inputs([str(corpus)]) if p.endswith(".parquet") and "reject" not in p]
-        train_tokenizer(shards, out, vocab_size=512)
+        # The corpus directory itself: readers take its documents-* shards, never rejects.
+        train_tokenizer([str(corpus)], out, vocab_size=512)
         self.outputs.append(("tokenizer", str(out)))
         return out
 
     def tokenize(self, corpus: Path, tokenizer: Path) -> Path:
-        from afm.io import expand_inputs
         from afm.pipelines.tokenize import run_tokenize
 
         out = self.workdir / "tokens"
-        shards = [p for p in expand_inputs([str(corpus)]) if p.endswith(".parquet") and "reject" not in p]
-        run_tokenize(shards, tokenizer, out)
+        run_tokenize([str(corpus)], tokenizer, out)
         self.outputs.append(("token shards", str(out)))
         return out
 

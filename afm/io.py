@@ -1,28 +1,63 @@
-"""Parquet and JSONL I/O for document records, with atomic (temp + rename) writes.
+"""Which files a command reads, and simple whole-file reads and writes of documents.
 
-Readers never see a half-written shard: every writer here writes ``NAME.tmp-<pid>`` and
-renames it into place only after the file is closed.
+:func:`resolve_inputs` is the one place that turns ``--input`` paths, directories and
+globs into files, with the rules that keep rejected or half-written data out of
+training:
+
+* A *dataset directory* (the output of an afm command: it holds ``_SUCCESS``,
+  ``manifest.json``, a staging directory or ``documents-*`` / ``rejects-*`` /
+  ``tokens-*`` files) is read only when its ``_SUCCESS`` marker is there, and then only
+  its ``documents-*`` shards: never ``rejects-*``, token shards or bookkeeping.
+* A rejects file named explicitly is refused (``allow_rejects`` lets ``afm curate``
+  re-curate one on purpose); found through a directory or glob it is skipped.
+* Parquet files found in ordinary directories are skipped when their schema says they
+  hold rejects (``afm.record = reject``), whatever their name.
+* A directory holding WARC files is a crawl: its WARCs are the input, the crawler's own
+  index and state files are bookkeeping.
+
+Every file found but not read is returned with the reason, for the run's manifest.
+Record-level reading lives in :mod:`afm.readers`; this module's :func:`read_records`
+is its strict form for small tools (the first bad record is an error).
 """
 
 from __future__ import annotations
 
-import gzip
-import json
 import os
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from afm.schema import DOCUMENT_SCHEMA, from_table, to_table
+from afm import fs
+from afm.outputs import check_complete, is_dataset_dir
+from afm.readers import WARC_SUFFIXES, Failure, Record, file_format, read_file
+from afm.schema import DOCUMENT_SCHEMA, to_table
+
+DOCUMENT_PREFIX = "documents-"
+REJECT_PREFIX = "rejects-"
+
+
+# Per resolve_inputs call: whether a directory is a dataset directory (checked once).
+_DATASET_CACHE: dict[str, bool] = {}
+
+
+class InputRefused(FileNotFoundError):
+    """An input that must not be read as documents (e.g. a rejects file). A
+    :class:`FileNotFoundError` so every command reports it as cleanly as a missing file."""
+
+
+@dataclass
+class ResolvedInputs:
+    files: list[str]
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, why not read)
 
 
 def atomic_path(path: str | os.PathLike[str]) -> Path:
     """The temporary sibling name a writer uses before renaming into ``path``."""
-    p = Path(path)
-    return p.with_name(f".{p.name}.tmp-{os.getpid()}")
+    return Path(fs.temp_sibling(path))
 
 
 def write_parquet(
@@ -31,7 +66,7 @@ def write_parquet(
     schema: pa.Schema = DOCUMENT_SCHEMA,
     compression: str = "zstd",
 ) -> Path:
-    """Write records as one Parquet file with ``schema``, atomically."""
+    """Write records as one Parquet file with ``schema``, atomically (temp + rename)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = atomic_path(path)
@@ -41,40 +76,143 @@ def write_parquet(
 
 
 def read_records(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
-    """Documents from Parquet, JSONL or JSONL.gz (decided by the suffix)."""
+    """The records of one Parquet / JSONL(.gz) file as they are stored, strictly: the
+    first record that cannot be decoded raises ``ValueError`` naming file and line.
+    Pipelines use :func:`afm.readers.read_file`, which records such failures instead."""
     p = str(path)
-    if p.endswith(".parquet"):
-        pf = pq.ParquetFile(p)
-        for batch in pf.iter_batches(batch_size=1024):
-            yield from from_table(pa.Table.from_batches([batch]))
-    elif p.endswith((".jsonl", ".json", ".jsonl.gz", ".json.gz")):
-        opener = gzip.open if p.endswith(".gz") else open
-        with opener(p, "rt", encoding="utf-8") as fh:
-            for lineno, line in enumerate(fh, 1):
-                line = line.strip()
-                if not line:
-                    continue
-                try:
-                    yield json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise ValueError(f"{p}:{lineno}: not valid JSON ({exc.msg})") from exc
-    else:
+    fmt = file_format(p)
+    if fmt not in ("parquet", "jsonl"):
         raise ValueError(f"{p}: unsupported file type (expected .parquet, .jsonl or .jsonl.gz)")
+    for item in read_file(p):
+        if isinstance(item, Failure):
+            place = item.where.line or item.where.row or item.where.offset
+            raise ValueError(f"{p}:{place}: {item.reason} ({item.error})")
+        if isinstance(item, Record):
+            yield item.value
 
 
 def expand_inputs(patterns: Iterable[str]) -> list[str]:
-    """Files named by paths, directories (searched recursively) and globs, sorted."""
-    import glob
+    """The files :func:`resolve_inputs` reads for ``patterns`` (sorted)."""
+    return resolve_inputs(patterns).files
 
-    out: list[str] = []
+
+def resolve_inputs(patterns: Iterable[str], *, allow_rejects: bool = False,
+                   directories_as_inputs: bool = False) -> ResolvedInputs:
+    """Files to read for paths, directories and globs (see the module docstring).
+
+    ``directories_as_inputs``: a directory is itself one input (a tree of code
+    repositories for ``--source code``). Raises ``FileNotFoundError`` for a path that
+    matches nothing, :class:`~afm.outputs.IncompleteOutput` for a dataset directory
+    without ``_SUCCESS``, :class:`InputRefused` for a rejects file named explicitly and
+    ``ValueError`` for an explicitly named file of no supported format.
+    """
+    found: dict[str, None] = {}
+    skipped: list[tuple[str, str]] = []
+    _DATASET_CACHE.clear()
     for pattern in patterns:
-        if os.path.isdir(pattern):
-            for root, _dirs, files in os.walk(pattern):
-                out.extend(os.path.join(root, f) for f in files if not f.startswith("."))
-        elif any(c in pattern for c in "*?["):
-            out.extend(glob.glob(pattern, recursive=True))
-        elif os.path.exists(pattern):
-            out.append(pattern)
+        pattern = str(pattern)
+        if any(c in pattern for c in "*?["):
+            matches = fs.glob(pattern)
+            if not matches:
+                raise FileNotFoundError(f"input not found: {pattern} (no file matches)")
+            for path in matches:
+                _consider(_absolute(path), False, allow_rejects, found, skipped)
+        elif fs.isdir(pattern):
+            if directories_as_inputs:
+                found[_absolute(pattern)] = None
+            else:
+                _walk(_absolute(pattern), allow_rejects, found, skipped, top=True)
+        elif fs.isfile(pattern):
+            _consider(_absolute(pattern), True, allow_rejects, found, skipped)
         else:
             raise FileNotFoundError(f"input not found: {pattern}")
-    return sorted(set(out))
+    return ResolvedInputs(sorted(found), sorted(set(skipped)))
+
+
+def _absolute(path: str) -> str:
+    return path if fs.is_remote(path) else os.path.abspath(path)
+
+
+def _walk(directory: str, allow_rejects: bool, found: dict[str, None],
+          skipped: list[tuple[str, str]], top: bool = False) -> None:
+    names = fs.list_dir(directory)
+    if is_dataset_dir(directory, names):
+        check_complete(directory, names)
+        for name in names:
+            full = fs.join(directory, name)
+            if name.startswith(DOCUMENT_PREFIX) and file_format(name):
+                found[full] = None
+            elif not name.startswith(".") and name != "_SUCCESS":
+                skipped.append((full, _not_documents_why(name)))
+        return
+    mine: dict[str, None] = {}
+    mine_skipped: list[tuple[str, str]] = []
+    for name in names:
+        if name.startswith((".", "_")):
+            continue  # hidden files, temp files, markers
+        full = fs.join(directory, name)
+        if fs.isdir(full):
+            _walk(full, allow_rejects, mine, mine_skipped)
+        else:
+            _DATASET_CACHE[directory] = False
+            _consider(full, False, allow_rejects, mine, mine_skipped)
+    warcs = [f for f in mine if f.lower().endswith(WARC_SUFFIXES)]
+    if top and warcs:
+        # A crawl directory: its WARCs are the pages; the crawler's index Parquet and
+        # frontier/outcome files are bookkeeping, not documents.
+        mine_skipped += [(f, "crawl bookkeeping (a directory with WARC files is a crawl)")
+                         for f in mine if f not in warcs]
+        mine = dict.fromkeys(warcs)
+    found.update(mine)
+    skipped.extend(mine_skipped)
+
+
+def _consider(path: str, explicit: bool, allow_rejects: bool, found: dict[str, None],
+              skipped: list[tuple[str, str]]) -> None:
+    name = fs.basename(path)
+    fmt = file_format(path)
+    if fmt is None:
+        if explicit:
+            raise ValueError(f"{path}: unsupported input (expected .warc[.gz], .parquet or "
+                             ".jsonl[.gz])")
+        skipped.append((path, "not a supported input format"))
+        return
+    parent = fs.dirname(path)
+    if parent not in _DATASET_CACHE:
+        _DATASET_CACHE[parent] = is_dataset_dir(parent)
+        if _DATASET_CACHE[parent]:
+            check_complete(parent)
+    if _DATASET_CACHE[parent]:
+        if not name.startswith(DOCUMENT_PREFIX):
+            if name.startswith(REJECT_PREFIX) and explicit and allow_rejects:
+                found[path] = None
+            elif explicit:
+                raise InputRefused(f"{path}: {_not_documents_why(name)}; give the dataset "
+                                   "directory or its documents-* files")
+            else:
+                skipped.append((path, _not_documents_why(name)))
+            return
+    elif fmt == "parquet" and not fs.is_remote(path) and _holds_rejects(path):
+        if explicit and allow_rejects:
+            found[path] = None
+        elif explicit:
+            raise InputRefused(f"{path} holds rejected documents (schema afm.record=reject); "
+                               "rejects are never read as documents")
+        else:
+            skipped.append((path, "holds rejected documents (schema afm.record=reject)"))
+        return
+    found[path] = None
+
+
+def _not_documents_why(name: str) -> str:
+    if name.startswith(REJECT_PREFIX):
+        return "rejected documents are never read as documents"
+    return "not a documents-* shard of its dataset"
+
+
+def _holds_rejects(path: str) -> bool:
+    try:
+        meta = pq.read_schema(path).metadata or {}
+    except Exception:  # noqa: BLE001 - an unreadable file is the reader's business
+        return False
+    return meta.get(b"afm.record") == b"reject"

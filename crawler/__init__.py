@@ -7,7 +7,8 @@ Modules, one job each:
 * ``netguard``    refusal of private/loopback/link-local/metadata addresses at connect time.
 * ``middlewares`` Scrapy glue: robots.txt + Crawl-delay, size/bomb/content-type guards, progress.
 * ``spider``      scheduling rules, page handling (meta robots, links, sitemaps), outcomes.
-* ``warc``        rotating WARC writer + Parquet index; ``iter_warc_responses`` reader.
+* ``warc``        rotating WARC writer + Parquet index.
+* ``warc_reader`` a WARC/ARC reader that survives damaged files (every record met once).
 * ``state``       the durable frontier that makes restarts lose nothing.
 * ``config``      ``CrawlConfig`` and its Scrapy settings; ``run`` runs one crawl in-process.
 * ``api``         ``crawl(...)`` for programs (runs ``run`` in a child process).

@@ -9,8 +9,8 @@ fetched_at, content_type) is written atomically. A reader therefore never sees a
 file, and after a crash the durable record of what was fetched is exactly the set of
 closed files: a restart re-fetches the open file's pages and nothing else.
 
-Reading: :func:`iter_warc_responses` yields the HTTP responses of any WARC (ours or
-Common Crawl's) as plain dicts.
+Reading: :mod:`afm.crawler.warc_reader` (every record of any WARC, damaged or not, met
+once); :func:`iter_warc_responses` here yields just its HTTP responses as plain dicts.
 """
 
 from __future__ import annotations
@@ -256,49 +256,16 @@ def _warc_date(value: str | None) -> dt.datetime:
     return parsed.astimezone(dt.UTC)
 
 
-def _warc_date_or_none(value: str | None) -> dt.datetime | None:
-    """WARC-Date as an aware UTC datetime; None when missing or unparseable (unknown is
-    better than a made-up epoch for a document's ``fetched_at``)."""
-    if not value:
-        return None
-    try:
-        parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return (parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)).astimezone(dt.UTC)
-
-
 def iter_warc_responses(source: str | Path | BinaryIO) -> Iterator[dict[str, Any]]:
     """Every HTTP response record of a WARC (or ARC) file or binary stream, gzip per
-    record or plain: ours, Common Crawl's, anyone's.
+    record or plain: ours, Common Crawl's, anyone's, damaged or not.
 
     Yields ``{"url", "status", "headers", "body", "fetched_at"}``; ``body`` is the
     payload with chunked transfer and content encodings removed, ``fetched_at`` an aware
-    UTC datetime (None if the record has no valid date). Non-HTTP responses (DNS,
-    warcinfo, metadata) are skipped.
+    UTC datetime (None if the record has no valid date). Records that are not documents
+    and records that cannot be read are left out: pipelines read through
+    :func:`afm.crawler.warc_reader.read_warc`, which reports those as well.
     """
-    if isinstance(source, (str, Path)):
-        with open(source, "rb") as fh:
-            yield from iter_warc_responses(fh)
-        return
-    for record in ArchiveIterator(source, arc2warc=True):
-        if record.rec_type != "response" or record.http_headers is None:
-            continue
-        protocol = record.http_headers.protocol or ""
-        if protocol and not protocol.upper().startswith("HTTP"):
-            continue
-        try:
-            body = record.content_stream().read()
-        except Exception:  # noqa: BLE001 - a corrupt encoding: keep the raw payload
-            body = record.raw_stream.read()
-        try:
-            status = int(record.http_headers.get_statuscode() or 0)
-        except (TypeError, ValueError):
-            status = 0
-        yield {
-            "url": record.rec_headers.get_header("WARC-Target-URI"),
-            "status": status,
-            "headers": {k: v for k, v in record.http_headers.headers},
-            "body": body,
-            "fetched_at": _warc_date_or_none(record.rec_headers.get_header("WARC-Date")),
-        }
+    from afm.crawler.warc_reader import iter_warc_pages
+
+    yield from iter_warc_pages(str(source) if isinstance(source, Path) else source)

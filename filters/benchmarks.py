@@ -48,12 +48,17 @@ _SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".json.gz", ".parquet", ".csv", ".c
 
 @dataclass(frozen=True)
 class Adapter:
-    """Where the text of a public benchmark format lives (dotted paths; first id found)."""
+    """Where the text of a public benchmark format lives (dotted paths; first id found).
+
+    ``joined``: pairs of fields whose values are joined with a space into one text, for
+    layouts that split one sentence in two (WinoGrande's context + continuation); every
+    value of the first field is joined with every value of the second."""
 
     fields: tuple[str, ...]
     id_fields: tuple[str, ...] = ()
     csv_header: bool = True
     note: str = ""
+    joined: tuple[tuple[str, str], ...] = ()
 
 
 # Field names follow each benchmark's original release and its common Hugging Face copy;
@@ -80,6 +85,46 @@ ADAPTERS: dict[str, Adapter] = {
     ),
     "math": Adapter(("problem", "solution"), ("unique_id",), note="hendrycks/math, MATH-500"),
     "ifeval": Adapter(("prompt",), ("key",), note="google IFEval input_data.jsonl"),
+    # Harness-reformatted layouts (llm-foundry local_data, see ../shared/eval/SOURCES.md).
+    "query-choices": Adapter(("query", "choices"), note="llm-foundry multiple choice "
+                             "(ARC, BoolQ): query + choices"),
+    "winogrande-cont": Adapter(("continuation",), joined=(("context_options", "continuation"),),
+                               note="llm-foundry WinoGrande: each filled context + continuation"),
+    "lambada": Adapter(("text",), note="LAMBADA (OpenAI): the whole passage"),
+    "openbookqa": Adapter(("Question Stem", "Choices", "question_stem", "choices.text"),
+                          ("ID", "id"), note="AllenAI OpenBookQA tsv columns / HF rows"),
+    "triviaqa-context": Adapter(("context", "answer"), note="llm-foundry TriviaQA: question "
+                                "context + answer"),
+}
+
+# The files of ../shared/eval/benchmarks (listed in its SOURCES.md), by file stem:
+# (benchmark name, adapter). A directory holding them needs no benchmarks.yaml.
+KNOWN_FILES: dict[str, tuple[str, str]] = {
+    "arc_challenge-test": ("arc_challenge", "query-choices"),
+    "arc_easy-test": ("arc_easy", "query-choices"),
+    "boolq-validation": ("boolq", "query-choices"),
+    "gsm8k-test": ("gsm8k", "gsm8k"),
+    "humaneval": ("humaneval", "humaneval"),
+    "ifeval-input_data": ("ifeval", "ifeval"),
+    "lambada_openai-test": ("lambada_openai", "lambada"),
+    "math-test": ("math", "math"),
+    "math500-test": ("math500", "math"),
+    "mmlu-dev": ("mmlu_dev", "mmlu"),
+    "mmlu-test": ("mmlu", "mmlu"),
+    "openbookqa-test": ("openbookqa", "openbookqa"),
+    "piqa-validation": ("piqa", "piqa"),
+    "triviaqa-sm_sub-first2000": ("triviaqa", "triviaqa-context"),
+    "winogrande-dev": ("winogrande", "winogrande-cont"),
+}
+
+# Named sets of benchmarks (by name) a user can index in one command (--suite).
+# "report": what the AFM report evaluates its models on, Tables 2-4 and Section 6
+# (MMLU, GSM8K, ARC-Challenge, HellaSwag, WinoGrande, OpenBookQA, MATH, IFEval,
+# HumanEval). HellaSwag is in the set but not in ../shared (see its SOURCES.md): building
+# the suite from there names it as missing. "all": every benchmark found.
+SUITES: dict[str, tuple[str, ...]] = {
+    "report": ("mmlu", "mmlu_dev", "gsm8k", "arc_challenge", "hellaswag", "winogrande",
+               "openbookqa", "math", "math500", "ifeval", "humaneval"),
 }
 
 
@@ -297,6 +342,11 @@ def load_benchmark(spec: BenchmarkSpec, allow_hf: bool = False) -> Benchmark:
         if spec.max_examples is not None and row_no >= spec.max_examples:
             break
         texts = [t for f in fields for t in _resolve(row, f)]
+        for first, second in (adapter.joined if adapter and not spec.fields else ()):
+            heads, tails = _resolve(row, first), _resolve(row, second)
+            joined = [f"{h} {t}" for h in heads for t in tails]
+            if joined:  # the joined sentences replace the separate pieces
+                texts = [t for t in texts if t not in tails] + joined
         if not texts:
             empty_rows += 1  # nothing to match; counted in the index stats
             continue
@@ -359,7 +409,11 @@ def specs_from(source: str | Path) -> list[BenchmarkSpec]:
         )
         if not files:
             raise ValueError(f"{path}: no benchmark files ({', '.join(_SUFFIXES)})")
-        return [BenchmarkSpec(name=_stem(p), path=str(p)) for p in files]
+        specs = []
+        for p in files:
+            name, adapter = KNOWN_FILES.get(_stem(p), (_stem(p), None))
+            specs.append(BenchmarkSpec(name=name, path=str(p), adapter=adapter))
+        return specs
     if not path.exists():
         raise FileNotFoundError(f"benchmarks not found: {path}")
     if path.suffix in (".yaml", ".yml"):
@@ -378,6 +432,21 @@ def specs_from(source: str | Path) -> list[BenchmarkSpec]:
             raise ValueError(f"{path}: benchmark names repeat: {names}")
         return specs
     return [BenchmarkSpec(name=_stem(path), path=str(path))]
+
+
+def select_suite(specs: list[BenchmarkSpec], suite: str) -> tuple[list[BenchmarkSpec], list[str]]:
+    """``(specs in the suite, suite names not found among specs)``."""
+    if suite == "all":
+        return list(specs), []
+    if suite not in SUITES:
+        raise ValueError(f"unknown suite {suite!r}; known: {', '.join(['all', *SUITES])}")
+    wanted = SUITES[suite]
+    chosen = [s for s in specs if s.name in wanted]
+    missing = [n for n in wanted if n not in {s.name for s in specs}]
+    if not chosen:
+        raise ValueError(f"none of suite {suite!r} ({', '.join(wanted)}) is among the "
+                         f"benchmarks found ({', '.join(s.name for s in specs)})")
+    return chosen, missing
 
 
 def shared_benchmark_specs(shared_eval: str | Path) -> list[BenchmarkSpec]:

@@ -14,15 +14,18 @@ RUNNER_CHOICES = ["DirectRunner", "DataflowRunner", "FlinkRunner", "SparkRunner"
 
 EPILOG = """\b
 Examples:
-  afm curate --input crawl/ --output corpus/
+  afm decontam build-index --suite report --benchmarks ../shared/eval/benchmarks --out idx/
+  afm curate --input crawl/ --output corpus/ --decontam-index idx/
   afm curate --input 'cc/*.warc.gz' --output corpus/ --config curate.yaml
-  afm curate --input docs.parquet --output corpus/ --set dedup.params.threshold=0.7
-  afm curate --source code --input repos/ --output code-corpus/
-  afm curate --source math --input crawl/ --output math-corpus/
-  afm curate --input crawl/ --output corpus/ --direct_num_workers=2
+  afm curate --input docs.parquet --output corpus/ --decontam-index idx/ --set dedup.params.threshold=0.7
+  afm curate --input crawl/ --output corpus/ --set decontaminate.enabled=false
+  afm curate --input crawl/ --output corpus/ --decontam-index idx/ --overwrite
+  afm curate --source code --input repos/ --output code-corpus/ --decontam-index idx/
+  afm curate --source math --input crawl/ --output math-corpus/ --decontam-index idx/
+  afm curate --input crawl/ --output corpus/ --decontam-index idx/ --direct_num_workers=2
   afm curate --input gs://b/crawl/ --output gs://b/corpus/ --runner DataflowRunner \\
       --project my-proj --region us-central1 --temp_location gs://b/tmp \\
-      --sdk_container_image us-docker.pkg.dev/my-proj/afm/curate:latest --dry-run
+      --sdk_container_image us-docker.pkg.dev/my-proj/afm/curate:latest --decontam-index idx/ --dry-run
 
 \b
 Extra arguments are Beam pipeline options (--direct_num_workers=N, --project=...,
@@ -49,25 +52,30 @@ Extra arguments are Beam pipeline options (--direct_num_workers=N, --project=...
               help="Stage list to run (default: the config's, else web).")
 @click.option("--dry-run", is_flag=True,
               help="Build the pipeline graph and check the runner options; run nothing.")
+@click.option("--decontam-index", default=None, metavar="DIR",
+              help="Benchmark index from `afm decontam build-index` (the decontaminate "
+                   "stage needs one, unless the config turns the stage off).")
+@click.option("--overwrite", is_flag=True,
+              help="Replace what OUTPUT holds (a finished or an interrupted run); the old "
+                   "output stays until the new run has succeeded.")
 @click.pass_context
 def curate_command(ctx: click.Context, inputs: tuple[str, ...], output: str, config: str | None,
                    overrides: tuple[str, ...], runner: str, source: str | None,
-                   dry_run: bool) -> None:
+                   dry_run: bool, decontam_index: str | None, overwrite: bool) -> None:
     """Curate crawl output into clean Parquet shards with the report's pipeline:
     extract -> language -> safety -> PII -> dedup -> quality -> decontamination.
 
     Writes documents-NNNNN.parquet, rejects-NNNNN.parquet (every dropped document with
-    stage and reason), manifest.json and report.html into OUTPUT, and fails when
-    documents in != kept + rejected.
+    stage and reason), manifest.json, report.html and _SUCCESS (last) into OUTPUT, and
+    fails, promoting nothing, when documents in != kept + rejected.
     """
     import logging
 
-    from afm.pipelines.accounting import AccountingError
     from afm.pipelines.curate import run_curate
     from afm.pipelines.curate_config import load_curate_config
+    from afm.pipelines.usage import user_errors
 
-    from afm.config import ConfigError
-    from afm.console import console, setup_logging
+    from afm.console import setup_logging
 
     setup_logging("WARNING")
     logging.getLogger("apache_beam").setLevel(logging.WARNING)
@@ -75,15 +83,13 @@ def curate_command(ctx: click.Context, inputs: tuple[str, ...], output: str, con
     if beam_args and not beam_args[0].startswith("-"):
         raise click.UsageError(f"unexpected argument {beam_args[0]!r} (Beam options start "
                                "with --)")
-    try:
+    if decontam_index:
+        overrides = (*overrides, f"decontaminate.params.index={decontam_index}")
+    with user_errors():
         cfg = load_curate_config(config, source=source, overrides=overrides)
         result = run_curate(list(inputs), output, config=cfg, runner=runner,
-                            source=cfg.source, pipeline_args=beam_args, dry_run=dry_run)
-    except (ConfigError, FileNotFoundError, ValueError) as exc:
-        raise click.ClickException(str(exc)) from exc
-    except AccountingError as exc:
-        console.print(f"[bold red]{exc}")
-        raise SystemExit(2) from exc
+                            source=cfg.source, pipeline_args=beam_args, dry_run=dry_run,
+                            overwrite=overwrite)
     if dry_run:
         if not result["ok"]:
             raise click.ClickException(

@@ -1,4 +1,9 @@
-"""``afm dedup``: global exact + MinHash LSH de-duplication of document files (Beam)."""
+"""``afm dedup``: global exact + MinHash LSH de-duplication of document files (Beam).
+
+The same engine as ``afm curate`` with one stage: the shared reader (every record kept or
+rejected with a reason), the duplicate-id policy, the dedup stage, and the shared writer
+and output policy (staging, then documents/rejects/manifest/report and ``_SUCCESS``).
+"""
 
 from __future__ import annotations
 
@@ -9,20 +14,22 @@ Examples:
   afm dedup --input corpus/ --output deduped/
   afm dedup --input a.parquet b.jsonl --output out/ --threshold 0.85
   afm dedup --input week2/ --output week2-dedup/ --index corpus-index/ --write-index
-  afm dedup --input big/ --output out/ --direct-num-workers 2
+  afm dedup --input big/ --output out/ --direct-num-workers 2 --overwrite
 
 \b
-Writes OUTPUT/kept/part-*.parquet (documents, dup_cluster set) and
-OUTPUT/rejects/part-*.parquet (reason exact_duplicate | near_duplicate, details with
-duplicate_of and cluster), then prints cluster statistics. With --index, documents are
-also de-duplicated against an accepted corpus's index (see --write-index).
+Writes OUTPUT/documents-NNNNN.parquet (kept documents, dup_cluster set),
+OUTPUT/rejects-NNNNN.parquet (exact_duplicate | near_duplicate with duplicate_of and
+cluster in details; unreadable records; duplicate ids), OUTPUT/manifest.json,
+OUTPUT/report.html and OUTPUT/_SUCCESS, then prints cluster statistics. With --index,
+documents are also de-duplicated against an accepted corpus's index; --write-index adds
+this run's kept documents to it, only once the whole run has succeeded.
 """
 
 
 @click.command("dedup", epilog=EPILOG)
 @click.argument("more_inputs", nargs=-1, metavar="[PATH]...")
 @click.option("--input", "inputs", multiple=True, required=True,
-              help="Parquet / JSONL(.gz) files, directories or globs (records need id, text).")
+              help="Parquet / JSONL(.gz) files, directories or globs (records need text).")
 @click.option("--output", required=True, type=click.Path(file_okay=False), help="Output directory.")
 @click.option("--threshold", default=0.8, show_default=True, type=float, help="Jaccard threshold.")
 @click.option("--ngram", default=5, show_default=True, type=int, help="Words per shingle.")
@@ -34,45 +41,48 @@ also de-duplicated against an accepted corpus's index (see --write-index).
               help="Connected-components rounds.")
 @click.option("--index", "index_dir", type=click.Path(file_okay=False), default=None,
               help="Accepted-corpus index to de-duplicate against (incremental mode).")
-@click.option("--write-index", is_flag=True, help="Add the kept documents to --index.")
-@click.option("--direct-num-workers", default=1, show_default=True, type=int,
+@click.option("--write-index", is_flag=True,
+              help="Add the kept documents to --index (committed after the run succeeds).")
+@click.option("--direct-num-workers", default=1, show_default=True, type=click.IntRange(min=1),
               help="Local runner workers (>1 uses multi-processing).")
-@click.option("--shard-size", default=10000, show_default=True, type=int,
-              help="Max records per output Parquet file.")
-def dedup_command(more_inputs: tuple[str, ...], inputs: tuple[str, ...], output: str, threshold: float, ngram: int, num_perm: int,
-                  seed: int, no_exact: bool, no_verify: bool, max_rounds: int, index_dir: str | None,
-                  write_index: bool, direct_num_workers: int, shard_size: int) -> None:
+@click.option("--shard-mb", default=128.0, show_default=True, type=float,
+              help="Target uncompressed megabytes per output shard.")
+@click.option("--overwrite", is_flag=True,
+              help="Replace what OUTPUT holds (kept until the new run has succeeded).")
+def dedup_command(more_inputs: tuple[str, ...], inputs: tuple[str, ...], output: str,
+                  threshold: float, ngram: int, num_perm: int, seed: int, no_exact: bool,
+                  no_verify: bool, max_rounds: int, index_dir: str | None, write_index: bool,
+                  direct_num_workers: int, shard_mb: float, overwrite: bool) -> None:
     """De-duplicate documents globally: exact content hash, then MinHash LSH clusters."""
-    import time
+    from afm.pipelines.curate import run_curate
+    from afm.pipelines.dedup import DedupConfig, stale_staging, summarize
+    from afm.pipelines.usage import user_errors
 
-    from afm.pipelines.dedup import DedupConfig, run_dedup_files
+    from afm.console import console, print_summary, setup_logging
 
-    from afm.config import print_config
-    from afm.console import console, print_summary
-    from afm.io import expand_inputs
-
-    try:
-        cfg = DedupConfig(threshold=threshold, ngram=ngram, num_perm=num_perm, seed=seed,
-                          exact=not no_exact, verify=not no_verify, max_rounds=max_rounds,
-                          index_dir=index_dir, write_index=write_index)
-        files = expand_inputs(inputs + more_inputs)  # `--input a b` works too
-    except (ValueError, FileNotFoundError) as exc:
-        raise click.UsageError(str(exc)) from exc
-    files = [f for f in files if f.endswith((".parquet", ".jsonl", ".json", ".jsonl.gz", ".json.gz"))]
-    if not files:
-        raise click.UsageError(f"no .parquet / .jsonl inputs found in {list(inputs)}")
-    print_config(cfg, "dedup config")
-    bands, rows = cfg.lsh()
-    console.print(f"{len(files)} input file(s); LSH {bands} bands x {rows} rows")
-    start = time.perf_counter()
-    try:
-        with console.status("de-duplicating (Beam local runner)...", spinner="dots"):
-            stats = run_dedup_files(files, output, cfg, direct_num_workers=direct_num_workers,
-                                    shard_size=shard_size)
-    except ValueError as exc:
-        raise click.ClickException(str(exc)) from exc
-    stats["seconds"] = round(time.perf_counter() - start, 2)
-    print_summary("dedup", stats)
+    setup_logging("WARNING")
+    params = {"threshold": threshold, "ngram": ngram, "num_perm": num_perm, "seed": seed,
+              "exact": not no_exact, "verify": not no_verify, "max_rounds": max_rounds,
+              "index_dir": index_dir, "write_index": write_index}
+    with user_errors():
+        cfg = DedupConfig(**params)
+        bands, rows = cfg.lsh()
+        console.print(f"LSH {bands} bands x {rows} rows")
+        if index_dir and stale_staging(index_dir):
+            console.print(f"[yellow]{index_dir} holds {len(stale_staging(index_dir))} staging "
+                          "director(ies) of runs that never committed; they are ignored and "
+                          "can be deleted")
+        args = ["--direct_running_mode=" + ("multi_processing" if direct_num_workers > 1
+                                           else "in_memory"),
+                f"--direct_num_workers={direct_num_workers}"]
+        manifest = run_curate(
+            list(inputs + more_inputs), output, command="dedup", overwrite=overwrite,
+            config={"stages": ["dedup"], "dedup": {"params": params},
+                    "output": {"shard_target_mb": shard_mb}},
+            pipeline_args=args)
+    stats = summarize(manifest["metrics"], cfg)
+    stats["seconds"] = manifest["elapsed_s"]
+    print_summary("dedup clusters", stats)
 
 
 COMMANDS = [dedup_command]

@@ -19,6 +19,7 @@ Python API (used by ``afm curate`` and ``afm demo``)::
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 import os
 import time
@@ -33,7 +34,7 @@ from afm.config import to_dict
 
 MANIFEST = "manifest.json"
 REPORT = "report.html"
-STATS = "stats.json"
+STATS = ".stats.json"  # hidden: run scratch, never promoted
 
 
 @dataclass
@@ -47,23 +48,21 @@ class CuratePlan:
     output: str
     runner: str
     pipeline_args: list[str] = field(default_factory=list)
-
-    @property
-    def stats_path(self) -> str:
-        from afm.pipelines.io_beam import TMP_DIR, join
-
-        return join(self.output, TMP_DIR, STATS)
+    text_fields: tuple[str, ...] = ()  # build `text` from these record fields (SFT files)
+    command: str = "curate"
 
 
 def plan_curate(inputs: list[str], output: Path | str, *, config: Any = None,
                 runner: str = "DirectRunner", source: str | None = None,
-                pipeline_args: list[str] | None = None) -> CuratePlan:
+                pipeline_args: list[str] | None = None, text_fields: tuple[str, ...] = (),
+                command: str = "curate") -> CuratePlan:
     from afm.pipelines.io_beam import is_remote, resolve_inputs
     from afm.pipelines.runners import RUNNERS
 
     if runner not in RUNNERS:
         raise ValueError(f"unknown runner {runner!r}; expected one of {RUNNERS}")
     cfg = load_curate_config(config, source=source)
+    cfg.check_runnable()
     stages = cfg.resolve()
     if not inputs:
         raise ValueError("no inputs given")
@@ -71,18 +70,25 @@ def plan_curate(inputs: list[str], output: Path | str, *, config: Any = None,
     out = str(output)
     if not is_remote(out):
         out = os.path.abspath(out)
-    return CuratePlan(cfg, stages, files, skipped, out, runner, list(pipeline_args or []))
+    return CuratePlan(cfg, stages, files, skipped, out, runner, list(pipeline_args or []),
+                      tuple(text_fields), command)
 
 
-def build_pipeline(plan: CuratePlan, pipeline: Any) -> dict[str, Any]:
-    """Add the whole curate graph to ``pipeline``; returns a few handles (for tests)."""
+def build_pipeline(plan: CuratePlan, pipeline: Any, staging: str | None = None
+                   ) -> dict[str, Any]:
+    """Add the whole curate graph to ``pipeline``, writing into ``staging`` (the run's
+    staging directory; default ``<output>/.staging-dry-run`` for graph checks). Returns
+    a few handles: the global stage objects (whose ``commit`` runs after success), the
+    stats path, and PCollections for tests."""
     import apache_beam as beam
-    from afm.pipelines.io_beam import FailOncePerBundle, ReadInputs, WriteShards, write_json
+    from afm.pipelines.ids import UniqueIds
+    from afm.pipelines.io_beam import FailOncePerBundle, ReadInputs, WriteShards, join, write_json
     from afm.pipelines.transforms import (
         Counts,
         apply_document_stage,
         apply_global_stage,
         apply_top_fraction_stage,
+        tag_reject,
     )
     from apache_beam.pvalue import AsSingleton
 
@@ -90,23 +96,41 @@ def build_pipeline(plan: CuratePlan, pipeline: Any) -> dict[str, Any]:
 
     cfg = plan.config
     source = cfg.source
+    staging = staging or join(plan.output, ".staging-dry-run")
     faults = set(cfg.debug.fail_once_at)
     marker_dir = cfg.debug.marker_dir
     counts = Counts()
     chain: dict[str, list[str]] = {}
     stage_reports: list[Any] = []
+    global_stages: list[Any] = []
 
     names = [s.name for s in plan.stages]
-    # Without an extract stage (code) crawl pages cannot become documents: read rejects them.
-    read = pipeline | "read" >> ReadInputs(plan.inputs, source, allow_pages="extract" in names)
-    counts.add(read["items"], "read.in")
+    # Without an extract stage (code, dedup, decontam run) crawl pages cannot become
+    # documents: the reader rejects them.
+    read = pipeline | "read" >> ReadInputs(plan.inputs, source, allow_pages="extract" in names,
+                                          text_fields=plan.text_fields)
+    counts.add(read["records"], "read.in")
     counts.add(read["pages"], "read.pages")
     counts.add(read["docs"], "read.docs")
     counts.add(read["rejected"], "read.rejected")
+    counts.add(read["skipped"], "read.not_documents")
     rejected_parts = [read["rejected"]]
+
+    def unique_ids(docs: Any, labels: list[str]) -> tuple[Any, list[str]]:
+        """The duplicate-id policy, right after documents exist (see pipelines/ids.py)."""
+        counts.add(docs, "ids.in")
+        chain["ids"] = labels
+        out = docs | "ids" >> UniqueIds()
+        rejected = out["rejected"] | "ids tag rejects" >> beam.Map(tag_reject, "ids")
+        rejected_parts.append(rejected)
+        counts.add(rejected, "ids.rejected")
+        counts.add(out["kept"], "ids.kept")
+        return out["kept"], ["ids.kept"]
 
     current = read["docs"]
     current_labels = ["read.docs"]
+    if "extract" not in names:
+        current, current_labels = unique_ids(current, current_labels)
     for stage in plan.stages:
         if stage.name == "extract":
             stage_in, in_labels = read["pages"], ["read.pages"]
@@ -124,7 +148,8 @@ def build_pipeline(plan: CuratePlan, pipeline: Any) -> dict[str, Any]:
         elif not stage.active:
             kept = stage_in
         elif stage.kind == "global":
-            kept, rejected, report = apply_global_stage(stage_in, stage)
+            kept, rejected, report, obj = apply_global_stage(stage_in, stage)
+            global_stages.append(obj)
             rejected_parts.append(rejected)
             counts.add(rejected, f"{stage.name}.rejected")
             if report is not None:
@@ -144,7 +169,7 @@ def build_pipeline(plan: CuratePlan, pipeline: Any) -> dict[str, Any]:
         counts.add(kept, f"{stage.name}.kept")
         if stage.name == "extract":
             current = (kept, read["docs"]) | "extracted + documents" >> beam.Flatten()
-            current_labels = ["extract.kept", "read.docs"]
+            current, current_labels = unique_ids(current, ["extract.kept", "read.docs"])
         else:
             current, current_labels = kept, [f"{stage.name}.kept"]
 
@@ -154,12 +179,12 @@ def build_pipeline(plan: CuratePlan, pipeline: Any) -> dict[str, Any]:
     write_fault = marker_dir if "write" in faults else None
     mb = 1024 * 1024
     doc_files = documents | "write documents" >> WriteShards(
-        plan.output, "documents", DOCUMENT_SCHEMA, int(out_cfg.shard_target_mb * mb),
+        staging, "documents", DOCUMENT_SCHEMA, int(out_cfg.shard_target_mb * mb),
         out_cfg.compression, fail_marker_dir=write_fault)
     file_parts = [doc_files]
     if out_cfg.write_rejects:
         file_parts.append(rejects | "write rejects" >> WriteShards(
-            plan.output, "rejects", REJECT_SCHEMA, int(out_cfg.rejects_shard_target_mb * mb),
+            staging, "rejects", REJECT_SCHEMA, int(out_cfg.rejects_shard_target_mb * mb),
             out_cfg.compression, text_chars=out_cfg.reject_text_chars,
             fail_marker_dir=write_fault))
 
@@ -169,6 +194,19 @@ def build_pipeline(plan: CuratePlan, pipeline: Any) -> dict[str, Any]:
         | "reason keys" >> beam.Map(lambda r: (f"reason|{r['rejected_by']}|{r['reason']}", 1))
         | "count reasons" >> beam.CombinePerKey(sum)
         | "reasons" >> beam.combiners.ToDict()
+    )
+    not_documents = (
+        read["skipped"]
+        | "what keys" >> beam.Map(lambda s: (s["what"], 1))
+        | "count what" >> beam.CombinePerKey(sum)
+        | "not documents" >> beam.combiners.ToDict()
+    )
+    unknown_loss = (
+        read["rejected"]
+        | "unknown loss" >> beam.Filter(_unknown_loss)
+        | "unknown loss places" >> beam.Map(
+            lambda r: json.loads(r["details"] or "{}").get("file", "?"))
+        | "unknown loss list" >> beam.combiners.ToList()
     )
     samples = (
         rejects
@@ -184,18 +222,25 @@ def build_pipeline(plan: CuratePlan, pipeline: Any) -> dict[str, Any]:
     else:
         reports = pipeline | "no stage reports" >> beam.Create([])
     reports = reports | "reports" >> beam.combiners.ToDict()
-    stats_path = plan.stats_path
+    stats_path = join(staging, STATS)
     _ = (
         pipeline
         | "stats path" >> beam.Create([stats_path])
         | "write stats" >> beam.Map(
-            lambda path, c, r, s, f, sr, ch: write_json(path, {
+            lambda path, c, r, s, f, sr, nd, ul, ch: write_json(path, {
                 "counts": c, "reasons": r, "samples": s, "files": f, "stage_reports": sr,
-                "chain": ch}),
+                "not_documents": nd, "unknown_loss": ul, "chain": ch}),
             c=AsSingleton(count_dict), r=AsSingleton(reasons), s=AsSingleton(samples),
-            f=AsSingleton(files), sr=AsSingleton(reports), ch=chain)
+            f=AsSingleton(files), sr=AsSingleton(reports), nd=AsSingleton(not_documents),
+            ul=AsSingleton(unknown_loss), ch=chain)
     )
-    return {"documents": documents, "rejects": rejects, "chain": chain}
+    return {"documents": documents, "rejects": rejects, "chain": chain,
+            "global_stages": global_stages, "stats_path": stats_path}
+
+
+def _unknown_loss(reject: dict[str, Any]) -> bool:
+    """A read reject standing for an unknown number of records (e.g. a truncated tail)."""
+    return '"records_lost": "unknown"' in (reject.get("details") or "")
 
 
 def _unextracted(page: dict[str, Any], source: str, status: str) -> dict[str, Any]:
@@ -223,7 +268,7 @@ def dry_run_curate(plan: CuratePlan) -> dict[str, Any]:
     options = build_options(plan.runner, plan.pipeline_args)
     check = check_options(plan.runner, options, plan.inputs, plan.output, submitting=False)
     pipeline = beam.Pipeline(options=options)
-    build_pipeline(plan, pipeline)
+    build_pipeline(plan, pipeline)  # writes nowhere: the graph is only serialised
     proto = pipeline.to_runner_api()  # serialises every DoFn: unpicklable code fails here
     transforms = len(proto.components.transforms)
     return {
@@ -242,49 +287,135 @@ def dry_run_curate(plan: CuratePlan) -> dict[str, Any]:
     }
 
 
-def execute_curate(plan: CuratePlan) -> dict[str, Any]:
-    """Run the pipeline, check the accounting, write manifest.json and report.html."""
+def execute_curate(plan: CuratePlan, output_dir: Any = None) -> dict[str, Any]:
+    """Run the pipeline into a staging directory, check the accounting, and only then
+    promote the shards and write manifest.json, report.html and ``_SUCCESS``
+    (:mod:`afm.outputs`); commit what global stages keep beyond the run (the dedup index)
+    last. ``output_dir``: an :class:`~afm.outputs.OutputDir` claimed before (default: one
+    claimed here, refusing a non-empty output)."""
     import apache_beam as beam
     from afm.pipelines.accounting import AccountingError, check_accounting, print_accounting
-    from afm.pipelines.io_beam import TMP_DIR, join, read_json, write_json
+    from afm.pipelines.io_beam import join, read_json
     from afm.pipelines.report import write_report
     from afm.pipelines.runners import build_options, check_options, make_runner
-    from apache_beam.io.filesystems import FileSystems
+
+    from afm.console import console
+    from afm.outputs import OutputDir
 
     options = build_options(plan.runner, plan.pipeline_args)
     check = check_options(plan.runner, options, plan.inputs, plan.output, submitting=True)
     if not check.ok:
         raise ValueError(f"{plan.runner} options are not valid:\n  - "
                          + "\n  - ".join(check.errors))
+    out = output_dir or OutputDir.prepare(plan.output)
     # Beam's INFO lines (worker start-up, channels) would bury the run's own output.
     logging.getLogger("apache_beam").setLevel(logging.WARNING)
     started = time.time()
-    tmp_dir = join(plan.output, TMP_DIR)
-    if FileSystems.exists(tmp_dir):  # leftovers of a crashed earlier run
-        FileSystems.delete([tmp_dir])
-    pipeline = beam.Pipeline(runner=make_runner(plan.runner), options=options)
-    build_pipeline(plan, pipeline)
-    result = pipeline.run()
-    state = result.wait_until_finish()
-    if str(state) not in ("DONE", "PipelineState.DONE"):
-        raise RuntimeError(f"pipeline ended in state {state}")
-    elapsed = time.time() - started
-    stats = read_json(plan.stats_path)
-    counts = dict(stats["counts"])
-    counts["read.kept"] = counts.get("read.pages", 0) + counts.get("read.docs", 0)
-    stage_status = [("read", "ready")] + [(s.name, s.status) for s in plan.stages]
-    files = sorted(stats["files"], key=lambda f: f["path"])
-    accounting = check_accounting(counts, stage_status, stats["chain"], files,
-                                  rejects_written=plan.config.output.write_rejects,
-                                  reasons=stats["reasons"])
-    _remove_stale_shards(plan.output, {f["path"] for f in files})
-    manifest = {
+    handles: dict[str, Any] = {"global_stages": []}
+    try:
+        pipeline = beam.Pipeline(runner=make_runner(plan.runner), options=options)
+        handles = build_pipeline(plan, pipeline, out.staging)
+        result = pipeline.run()
+        state = result.wait_until_finish()
+        if str(state) not in ("DONE", "PipelineState.DONE"):
+            raise RuntimeError(f"pipeline ended in state {state}")
+        elapsed = time.time() - started
+        stats = read_json(handles["stats_path"])
+        counts = dict(stats["counts"])
+        counts["read.kept"] = counts.get("read.pages", 0) + counts.get("read.docs", 0)
+        stage_status = [("read", "ready")]
+        if not any(s.name == "extract" for s in plan.stages):
+            stage_status.append(("ids", "ready"))  # right after reading
+        for s in plan.stages:
+            stage_status.append((s.name, s.status))
+            if s.name == "extract":
+                stage_status.append(("ids", "ready"))  # once pages became documents
+        files = sorted(stats["files"], key=lambda f: f["path"])
+        accounting = check_accounting(counts, stage_status, stats["chain"], files,
+                                      rejects_written=plan.config.output.write_rejects,
+                                      reasons=stats["reasons"])
+        print_accounting(accounting)
+        if not accounting.ok:
+            raise AccountingError("accounting rule violated (nothing was promoted):\n  - "
+                                  + "\n  - ".join(accounting.problems))
+        for f in files:  # where each shard will be once promoted
+            f["path"] = join(plan.output, f["path"].rsplit("/", 1)[-1])
+        manifest = _manifest(plan, options, accounting, counts, stats, files, elapsed,
+                             out.run_id, _metrics(result))
+        write_report(manifest, stats["samples"], join(out.staging, REPORT))
+        out.promote(manifest)
+    except BaseException:
+        out.abort()
+        for obj in handles["global_stages"]:
+            abort = getattr(obj, "abort", None)
+            if abort is not None:
+                abort()
+        raise
+    for obj in handles["global_stages"]:
+        commit = getattr(obj, "commit", None)
+        if commit is not None:
+            commit()
+    if manifest["decontamination"] == "off":
+        console.print("[bold yellow]decontamination: off (the config turned the stage off); "
+                      "this corpus is NOT checked against benchmarks")
+    if manifest["warnings"]:
+        for warning in manifest["warnings"]:
+            console.print(f"[bold yellow]warning: {warning}")
+    return manifest
+
+
+def _metrics(result: Any) -> dict[str, Any]:
+    """The run's reader and stage counters (informational; the accounting uses exact
+    combiner counts). Empty when the runner cannot report metrics."""
+    from apache_beam.metrics.metric import MetricsFilter
+
+    out: dict[str, Any] = {}
+    try:
+        queried = result.metrics().query(MetricsFilter())
+    except Exception:  # noqa: BLE001 - metrics are optional on some runners
+        return out
+    for c in queried["counters"]:
+        value = c.committed if c.committed is not None else c.attempted
+        key = f"{c.key.metric.namespace}/{c.key.metric.name}"
+        out[key] = out.get(key, 0) + (value or 0)
+    for d in queried["distributions"]:
+        value = d.committed if d.committed is not None else d.attempted
+        if value is not None and value.count:
+            out[f"{d.key.metric.namespace}/{d.key.metric.name}.max"] = value.max
+            out[f"{d.key.metric.namespace}/{d.key.metric.name}.count"] = value.count
+    return dict(sorted(out.items()))
+
+
+def _manifest(plan: CuratePlan, options: Any, accounting: Any, counts: dict[str, int],
+              stats: dict[str, Any], files: list[dict[str, Any]], elapsed: float,
+              run_id: str, metrics: dict[str, Any]) -> dict[str, Any]:
+    from afm.pipelines.io_beam import READ_NAMESPACE, join
+
+    cfg = plan.config
+    notes = {k.split("/", 1)[1][len("note."):]: v for k, v in metrics.items()
+             if k.startswith(f"{READ_NAMESPACE}/note.")}
+    warnings = []
+    if stats.get("unknown_loss"):
+        places = sorted(set(stats["unknown_loss"]))
+        warnings.append(
+            f"{len(stats['unknown_loss'])} damaged stretch(es) of input whose number of "
+            f"records cannot be known (truncated or corrupt tails) in {len(places)} file(s), "
+            f"e.g. {places[0]}; each is one reject in the count, but more records may have "
+            "been lost there")
+    if "decontaminate" in cfg.stage_names():
+        decontam = "off" if cfg.decontamination_off else "on"
+    else:
+        decontam = "not part of this command"
+    return {
+        "run_id": run_id,
         "created_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "runner": plan.runner,
-        "source": plan.config.source,
+        "source": cfg.source,
+        "command": plan.command,
         "pipeline_options": options.get_all_options(drop_default=True),
-        "config": to_dict(plan.config),
+        "config": to_dict(cfg),
         "stages": [s.describe() for s in plan.stages],
+        "decontamination": decontam,
         "inputs": plan.inputs,
         "skipped_inputs": plan.skipped_inputs,
         "output": plan.output,
@@ -297,7 +428,11 @@ def execute_curate(plan: CuratePlan) -> dict[str, Any]:
                    "rejected": accounting.rejected},
         "accounting": {"ok": accounting.ok, "checks": accounting.checks,
                        "problems": accounting.problems},
+        "not_documents": stats.get("not_documents", {}),
+        "read_notes": notes,
+        "warnings": warnings,
         "counts": counts,
+        "metrics": metrics,
         "stage_reports": stats.get("stage_reports", {}),
         "outputs": {
             "documents": [f for f in files if f["kind"] == "documents"],
@@ -308,29 +443,6 @@ def execute_curate(plan: CuratePlan) -> dict[str, Any]:
         "elapsed_s": round(elapsed, 3),
         "docs_per_s": round(accounting.total_in / elapsed, 3) if elapsed > 0 else None,
     }
-    write_report(manifest, stats["samples"], manifest["outputs"]["report"])
-    write_json(manifest["outputs"]["manifest"], manifest)
-    if FileSystems.exists(tmp_dir):
-        FileSystems.delete([tmp_dir])
-    print_accounting(accounting)
-    if not accounting.ok:
-        raise AccountingError("accounting rule violated:\n  - "
-                              + "\n  - ".join(accounting.problems))
-    return manifest
-
-
-def _remove_stale_shards(output: str, keep: set[str]) -> None:
-    """Shards of an earlier run into the same directory that this run did not rewrite."""
-    from afm.pipelines.io_beam import join
-    from apache_beam.io.filesystems import FileSystems
-
-    stale = []
-    for prefix in ("documents", "rejects"):
-        pattern = join(output, f"{prefix}-*.parquet")
-        stale += [m.path for m in FileSystems.match([pattern])[0].metadata_list
-                  if m.path not in keep]
-    if stale:
-        FileSystems.delete(stale)
 
 
 def run_curate(
@@ -339,32 +451,40 @@ def run_curate(
     *,
     config: CurateConfig | str | dict | None = None,
     runner: str = "DirectRunner",
-    source: str = "web",
+    source: str | None = None,
     pipeline_args: list[str] | None = None,
     dry_run: bool = False,
+    overwrite: bool = False,
+    text_fields: tuple[str, ...] = (),
+    command: str = "curate",
+    quiet: bool = False,
 ) -> dict:
     """Curate ``inputs`` (WARC / Parquet / JSONL paths, directories or globs) into
     ``output``; returns the manifest (also written to ``output/manifest.json``).
 
     ``config`` is a :class:`CurateConfig`, a YAML path or a dict; ``source`` picks the
-    web / code / math stage list; ``pipeline_args`` are Beam options
-    (e.g. ``["--direct_num_workers=2"]`` or Dataflow's ``--project ...``). With
-    ``dry_run`` the graph is built and the options are checked, nothing runs.
-    Raises :class:`~afm.pipelines.accounting.AccountingError` when documents in !=
-    kept + rejected.
+    web / code / math stage list (default: the config's); ``pipeline_args`` are Beam
+    options (e.g. ``["--direct_num_workers=2"]`` or Dataflow's ``--project ...``). With
+    ``dry_run`` the graph is built and the options are checked, nothing runs. The output
+    directory must be empty unless ``overwrite`` (it is checked, and must be writable,
+    before anything is computed). Raises
+    :class:`~afm.pipelines.accounting.AccountingError` when documents in != kept +
+    rejected, and then nothing is promoted.
     """
     from afm.config import print_config
     from afm.console import console, print_summary
+    from afm.outputs import OutputDir
 
     plan = plan_curate(inputs, output, config=config, runner=runner, source=source,
-                       pipeline_args=pipeline_args)
-    print_config(plan.config, title=f"curate ({plan.config.source}) config")
-    for stage in plan.stages:
-        color = {"ready": "green", "disabled": "yellow"}.get(stage.status, "red")
-        console.print(f"  stage [bold]{stage.name:<14}[/] [{color}]{stage.status}[/]")
+                       pipeline_args=pipeline_args, text_fields=text_fields, command=command)
+    if not quiet:
+        print_config(plan.config, title=f"{command} ({plan.config.source}) config")
+        for stage in plan.stages:
+            color = {"ready": "green", "disabled": "yellow"}.get(stage.status, "red")
+            console.print(f"  stage [bold]{stage.name:<14}[/] [{color}]{stage.status}[/]")
     if dry_run:
         report = dry_run_curate(plan)
-        print_summary("curate dry run", {
+        print_summary(f"{command} dry run", {
             "runner": plan.runner, "inputs": len(plan.inputs),
             "graph transforms": report["graph_transforms"],
             "option errors": len(report["option_errors"]),
@@ -375,17 +495,21 @@ def run_curate(
         for e in report["option_errors"]:
             console.print(f"[red]error: {e}")
         return report
-    manifest = execute_curate(plan)
-    print_summary("curate", {
-        "runner": plan.runner,
-        "inputs": len(plan.inputs),
-        "documents in": manifest["totals"]["in"],
-        "kept": manifest["totals"]["kept"],
-        "rejected": manifest["totals"]["rejected"],
-        "document shards": len(manifest["outputs"]["documents"]),
-        "seconds": manifest["elapsed_s"],
-        "report": manifest["outputs"]["report"],
-    })
+    out = OutputDir.prepare(plan.output, overwrite=overwrite)
+    manifest = execute_curate(plan, out)
+    if not quiet:
+        print_summary(command, {
+            "runner": plan.runner,
+            "inputs": len(plan.inputs),
+            "documents in": manifest["totals"]["in"],
+            "kept": manifest["totals"]["kept"],
+            "rejected": manifest["totals"]["rejected"],
+            "not documents (e.g. WARC requests)": sum(manifest["not_documents"].values()),
+            "decontamination": manifest["decontamination"],
+            "document shards": len(manifest["outputs"]["documents"]),
+            "seconds": manifest["elapsed_s"],
+            "report": manifest["outputs"]["report"],
+        })
     return manifest
 
 

@@ -27,6 +27,13 @@ from afm.pipelines.stages import (
 
 from afm.config import ConfigError, load_config
 
+DECONTAM_NEEDS_INDEX = """\
+decontamination needs a benchmark index, and none is configured. Build one once:
+    afm decontam build-index --suite report --benchmarks ../shared/eval/benchmarks --out decontam-index/
+then pass it:  --decontam-index decontam-index/   (or --set decontaminate.params.index=...)
+or, to curate without decontamination (the manifest and report then say so):
+    --set decontaminate.enabled=false"""
+
 
 @dataclass
 class StageSettings:
@@ -82,10 +89,18 @@ class CurateConfig:
     decontaminate: StageSettings = field(default_factory=StageSettings)
     output: OutputConfig = field(default_factory=OutputConfig)
     debug: FaultInjection = field(default_factory=FaultInjection)
+    # Run only these stages, in this order (default: the source's whole list). The
+    # reading, duplicate-id and writing steps always run: `afm dedup` is ["dedup"].
+    stages: list[str] = field(default_factory=list)
 
     def stage_names(self) -> tuple[str, ...]:
-        """The stages of this config's source, in run order."""
-        return SOURCE_STAGES[self.source]
+        """The stages of this config's source (or ``stages``), in run order."""
+        return tuple(self.stages) if self.stages else SOURCE_STAGES[self.source]
+
+    @property
+    def decontamination_off(self) -> bool:
+        """The decontamination stage is in the stage list but switched off."""
+        return "decontaminate" in self.stage_names() and not self.decontaminate.enabled
 
     def resolve(self) -> list[ResolvedStage]:
         """Every stage of the source, with its typed config or why it cannot run."""
@@ -96,11 +111,24 @@ class CurateConfig:
             for name in self.stage_names()
         ]
 
+    def check_runnable(self) -> None:
+        """What a run needs beyond a well-formed config: a decontamination index when the
+        stage is on (there is no default: an unchecked corpus must not look checked)."""
+        params = self.decontaminate.params
+        if ("decontaminate" in self.stage_names() and self.decontaminate.enabled
+                and not params.get("index") and not params.get("benchmarks")):
+            raise ConfigError(DECONTAM_NEEDS_INDEX)
+
     def validate(self) -> None:
         if self.output.shard_target_mb <= 0 or self.output.rejects_shard_target_mb <= 0:
             raise ConfigError("output.shard_target_mb must be > 0")
         if self.output.compression not in ("zstd", "snappy", "gzip", "brotli", "lz4", "none"):
             raise ConfigError(f"output.compression: unknown codec {self.output.compression!r}")
+        unknown = [s for s in self.stages if s not in STAGES]
+        if unknown:
+            raise ConfigError(f"stages: unknown {unknown}; known {sorted(STAGES)}")
+        if len(set(self.stages)) != len(self.stages):
+            raise ConfigError(f"stages: a stage is named twice in {self.stages}")
         points = set(self.stage_names()) | {"read", "write"}
         bad = [p for p in self.debug.fail_once_at if p not in points]
         if bad:

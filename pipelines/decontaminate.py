@@ -36,6 +36,7 @@ from afm.schema import make_reject
 
 STAGE = "decontaminate"
 REASON = "benchmark_overlap"
+MIN_THRESHOLD = 2
 log = logging.getLogger(__name__)
 __all__ = [
     "BenchmarkSpec",
@@ -55,17 +56,24 @@ class DecontamConfig:
 
     index: str = ""  # an index built by `afm decontam build-index` (preferred)
     # Without `index`: benchmarks (a directory or YAML, see afm.filters.benchmarks) indexed
-    # on the fly into `cache_dir`; "demo" is the project's own demo-math set.
-    benchmarks: str = "demo"
+    # on the fly into `cache_dir` ("demo" is the project's own demo-math set). There is
+    # no default on purpose: a corpus checked against nothing must never look checked.
+    benchmarks: str = ""
     cache_dir: str = ""  # "" = <system temp>/afm-decontam
-    threshold: int = 1000  # n-grams in >= this many documents are common usage
+    # n-grams in >= this many documents are common usage. At least 2: with 1 every n-gram
+    # found is "common" (it is in the document that contains it) and nothing is dropped.
+    threshold: int = 1000
     batch_docs: int = 256  # documents hashed together (one numpy pass)
     batch_chars: int = 1_000_000  # ... or fewer when they are long
     report_top: int = 20  # n-grams listed per benchmark in the report
 
     def __post_init__(self) -> None:
-        if self.threshold < 1:
-            raise ValueError(f"threshold must be >= 1, got {self.threshold}")
+        if isinstance(self.threshold, bool) or not isinstance(self.threshold, int) \
+                or self.threshold < MIN_THRESHOLD:
+            raise ValueError(
+                f"decontamination threshold must be an integer >= {MIN_THRESHOLD}, got "
+                f"{self.threshold!r} (with 1 every benchmark n-gram counts as common usage "
+                "and nothing is ever dropped)")
         if self.batch_docs < 1 or self.batch_chars < 1:
             raise ValueError("batch_docs and batch_chars must be >= 1")
 
@@ -83,7 +91,9 @@ def resolve_index(cfg: DecontamConfig) -> str:
     from afm.filters.benchmarks import DATA_DIR, specs_from
 
     if not cfg.benchmarks:
-        raise ValueError("decontaminate needs `index` or `benchmarks`")
+        from afm.pipelines.curate_config import DECONTAM_NEEDS_INDEX
+
+        raise ValueError(DECONTAM_NEEDS_INDEX)
     source = DATA_DIR if cfg.benchmarks == "demo" else Path(cfg.benchmarks)
     specs = specs_from(source)
     key = hashlib.sha1(f"{HASH_NAME}:{INDEX_VERSION}".encode())

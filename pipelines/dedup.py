@@ -44,9 +44,11 @@ documents are skipped, so a weekly batch is de-duplicated against everything bef
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import math
 import os
+import shutil
 import struct
 import uuid
 from collections.abc import Iterable, Iterator
@@ -65,13 +67,15 @@ from afm.filters.minhash import (
 from apache_beam.metrics import Metrics
 
 from afm.io import atomic_path
-from afm.schema import DOCUMENT_FIELDS, make_reject
+from afm.schema import make_reject
 
 STAGE = "dedup"
 NAMESPACE = "afm.dedup"
 EXACT, NEAR = "exact_duplicate", "near_duplicate"
 INDEX_META = "_index.json"
 INDEX_GLOB_PREFIX = "part-"
+BATCH_PREFIX = "batch-"  # one committed directory of parts per successful run
+STAGING_PREFIX = ".staging-"  # a run's parts until it has succeeded
 
 _ACCEPTED, _NEW = "0", "1"
 _RANK_WIDTH = 1 + 16  # rank char + 16 hex digits of quality
@@ -184,6 +188,17 @@ def is_accepted(node: str) -> bool:
 # ------------------------------------------------------------------------ 1. sketches
 
 
+def _invalid(doc: Any) -> str:
+    """Why a record cannot be de-duplicated ("" when it can)."""
+    if not isinstance(doc, dict):
+        return f"not a document record: {type(doc).__name__}"
+    if not isinstance(doc.get("id"), str) or not doc["id"]:
+        return f"id is {type(doc.get('id')).__name__}, not a non-empty str"
+    if not isinstance(doc.get("text"), str):
+        return f"text is {type(doc.get('text')).__name__}, not str"
+    return ""
+
+
 class _SketchBatch(beam.DoFn):
     """Batch of documents -> keyed documents (main) + sketches (tagged ``sketch``)."""
 
@@ -203,16 +218,20 @@ class _SketchBatch(beam.DoFn):
 
         valid: list[dict[str, Any]] = []
         for doc in batch:
-            if not isinstance(doc, dict) or not isinstance(doc.get("id"), str) or not doc["id"]:
-                raise ValueError(f"dedup: every document needs a string 'id'; got {str(doc)[:200]!r}")
-            if not isinstance(doc.get("text"), str):
+            # Pipelines coerce documents when reading (afm.coerce); callers of the
+            # transform who pass something else get a reject, never a failed run.
+            problem = _invalid(doc)
+            if problem:
                 self.invalid.inc()
-                text = doc.get("text")
-                fixed = dict(doc, text="" if text is None else str(text))
-                yield beam.pvalue.TaggedOutput(
-                    "invalid",
-                    make_reject(fixed, STAGE, "invalid_document", message=f"text is {type(text).__name__}, not str"),
-                )
+                record = dict(doc) if isinstance(doc, dict) else {}
+                text = record.get("text")
+                record["text"] = text if isinstance(text, str) else ("" if text is None else str(text))
+                if not isinstance(record.get("id"), str) or not record["id"]:
+                    raw = str(doc)[:2000].encode("utf-8", "surrogatepass")
+                    record["id"] = hashlib.sha1(raw).hexdigest()[:20]
+                record["source"] = record.get("source") or "web"
+                yield beam.pvalue.TaggedOutput("invalid", make_reject(record, STAGE, "invalid_document",
+                                                                      message=problem))
                 continue
             valid.append(doc)
         if not valid:
@@ -261,14 +280,27 @@ def _index_schema(cfg: DedupConfig):
 
 
 def index_files(index_dir: str) -> list[str]:
-    """The index's Parquet parts (hidden temp files excluded), sorted."""
+    """The index's committed Parquet parts, sorted: ``part-*.parquet`` at the top (older
+    layout) and in every committed ``batch-*`` directory. Staging directories of runs in
+    progress, failed or killed (``.staging-*``) are never read."""
     if not os.path.isdir(index_dir):
         return []
-    return sorted(
-        os.path.join(index_dir, f)
-        for f in os.listdir(index_dir)
-        if f.startswith(INDEX_GLOB_PREFIX) and f.endswith(".parquet")
-    )
+    out = []
+    for entry in sorted(os.listdir(index_dir)):
+        full = os.path.join(index_dir, entry)
+        if entry.startswith(INDEX_GLOB_PREFIX) and entry.endswith(".parquet"):
+            out.append(full)
+        elif entry.startswith(BATCH_PREFIX) and os.path.isdir(full):
+            out += [os.path.join(full, f) for f in sorted(os.listdir(full))
+                    if f.startswith(INDEX_GLOB_PREFIX) and f.endswith(".parquet")]
+    return out
+
+
+def stale_staging(index_dir: str) -> list[str]:
+    """Staging directories left by runs that never committed (killed or failed)."""
+    if not os.path.isdir(index_dir):
+        return []
+    return sorted(e for e in os.listdir(index_dir) if e.startswith(STAGING_PREFIX))
 
 
 def check_index(cfg: DedupConfig, create: bool) -> None:
@@ -300,10 +332,11 @@ def _read_index_file(path: str) -> Iterator[tuple[bytes, tuple[str, bytes, bytes
 
 
 class _WriteIndexRows(beam.DoFn):
-    """Buffer index rows; write one Parquet part per bundle (temp name + rename)."""
+    """Buffer index rows; write one Parquet part per bundle (temp name + rename) into the
+    run's staging directory, which :meth:`FuzzyDedup.commit` promotes after success."""
 
-    def __init__(self, cfg: DedupConfig, run_id: str):
-        self.cfg, self.run_id = cfg, run_id
+    def __init__(self, cfg: DedupConfig, staging: str):
+        self.cfg, self.staging = cfg, staging
 
     def start_bundle(self) -> None:
         self.rows: list[dict[str, Any]] = []
@@ -317,11 +350,13 @@ class _WriteIndexRows(beam.DoFn):
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        assert self.cfg.index_dir
-        name = f"{INDEX_GLOB_PREFIX}{self.run_id}-{uuid.uuid4().hex[:12]}.parquet"
-        path = os.path.join(self.cfg.index_dir, name)
-        tmp = os.path.join(self.cfg.index_dir, f".{name}.tmp")
+        # Content-named: a retried bundle rewrites the same file instead of adding one.
         self.rows.sort(key=lambda r: r["key"])
+        digest = hashlib.sha1("\0".join(r["key"] for r in self.rows).encode("utf-8", "surrogatepass"))
+        name = f"{INDEX_GLOB_PREFIX}{digest.hexdigest()[:16]}.parquet"
+        os.makedirs(self.staging, exist_ok=True)
+        path = os.path.join(self.staging, name)
+        tmp = os.path.join(self.staging, f".{name}.{uuid.uuid4().hex[:8]}.tmp")
         pq.write_table(pa.Table.from_pylist(self.rows, schema=_index_schema(self.cfg)), tmp, compression="zstd")
         os.replace(tmp, path)
         self.rows = []
@@ -601,6 +636,31 @@ class FuzzyDedup(beam.PTransform):
     def __init__(self, cfg: DedupConfig | None = None):
         super().__init__()
         self.cfg = cfg or DedupConfig()
+        self.run_id = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
+
+    @property
+    def staging(self) -> str | None:
+        """Where this run's index parts wait until :meth:`commit` (None: no index written)."""
+        if not (self.cfg.write_index and self.cfg.index_dir):
+            return None
+        return os.path.join(self.cfg.index_dir, STAGING_PREFIX + self.run_id)
+
+    def commit(self) -> str | None:
+        """Add this run's kept documents to the accepted-corpus index: one atomic rename
+        of the staging directory to ``batch-<run id>``. Call only after the whole run (its
+        output included) has succeeded, so a failed run never grows the index; returns
+        the committed directory (None when nothing was staged)."""
+        staging = self.staging
+        if staging is None or not os.path.isdir(staging):
+            return None
+        final = os.path.join(os.path.dirname(staging), BATCH_PREFIX + self.run_id)
+        os.rename(staging, final)
+        return final
+
+    def abort(self) -> None:
+        """Drop what a failed run staged for the index."""
+        if self.staging:
+            shutil.rmtree(self.staging, ignore_errors=True)
 
     def expand(self, docs):
         cfg = self.cfg
@@ -680,25 +740,12 @@ class FuzzyDedup(beam.PTransform):
             | "Finalize" >> beam.ParDo(_Finalize(cfg.write_index)).with_outputs("rejected", "index", main="kept")
         )
         if cfg.write_index:
-            run_id = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S")
-            _ = final.index | "WriteIndex" >> beam.ParDo(_WriteIndexRows(cfg, run_id))
+            _ = final.index | "WriteIndex" >> beam.ParDo(_WriteIndexRows(cfg, self.staging))
         rejected = (final.rejected, sketched.invalid) | "Rejected" >> beam.Flatten()
         return {"kept": final.kept, "rejected": rejected}
 
 
 # ------------------------------------------------------------------ local convenience
-
-
-def _normalize_input(rec: dict[str, Any]) -> dict[str, Any]:
-    """Any record with ``text`` (and ideally ``id``) -> a full document dict."""
-    from afm.schema import document_id
-
-    doc = {k: rec.get(k) for k in DOCUMENT_FIELDS}
-    if not doc.get("source"):
-        doc["source"] = "web"
-    if not doc.get("id") and isinstance(doc.get("text"), str):
-        doc["id"] = document_id(doc.get("url"), doc["text"])
-    return doc
 
 
 def dedup_records(
@@ -722,16 +769,22 @@ def dedup_records(
     try:
         options = PipelineOptions(pipeline_args or ["--runner=DirectRunner"])
         pipeline = beam.Pipeline(options=options)
+        dedup = FuzzyDedup(cfg)
         out = (
             pipeline
             | "Chunks" >> beam.Create(list(range(len(_Registry.get(token)["in"]))))
             | "Docs" >> beam.FlatMap(_Registry.chunk, token)
-            | "Dedup" >> FuzzyDedup(cfg)
+            | "Dedup" >> dedup
         )
         _ = out["kept"] | "CollectKept" >> beam.Map(_Registry.add, token, "kept")
         _ = out["rejected"] | "CollectRejected" >> beam.Map(_Registry.add, token, "rejected")
-        result = pipeline.run()
-        result.wait_until_finish()
+        try:
+            result = pipeline.run()
+            result.wait_until_finish()
+        except BaseException:
+            dedup.abort()
+            raise
+        dedup.commit()  # the index grows only once the run has succeeded
         store = _Registry.get(token)
         return store["kept"], store["rejected"], read_metrics(result)
     finally:
@@ -791,84 +844,10 @@ def converged_round(metrics: dict[str, Any], max_rounds: int) -> int | None:
     return None
 
 
-# ------------------------------------------------------------------------ file runner
-
-
-class _WriteShards(beam.DoFn):
-    """Write records as ``part-<uuid>.parquet`` files of at most ``shard_size`` rows."""
-
-    def __init__(self, out_dir: str, schema_name: str, shard_size: int):
-        self.out_dir, self.schema_name, self.shard_size = out_dir, schema_name, shard_size
-
-    def start_bundle(self) -> None:
-        self.buffer: list[dict[str, Any]] = []
-
-    def process(self, record: dict[str, Any]) -> None:
-        self.buffer.append(record)
-        if len(self.buffer) >= self.shard_size:
-            self._flush()
-
-    def finish_bundle(self) -> None:
-        self._flush()
-
-    def _flush(self) -> None:
-        if not self.buffer:
-            return
-        from afm import schema
-        from afm.io import write_parquet
-
-        self.buffer.sort(key=lambda r: r["id"])
-        path = os.path.join(self.out_dir, f"part-{uuid.uuid4().hex[:16]}.parquet")
-        write_parquet(self.buffer, path, schema=getattr(schema, self.schema_name))
-        self.buffer = []
-
-
-def _read_input(path: str) -> Iterator[dict[str, Any]]:
-    from afm.io import read_records
-
-    for rec in read_records(path):
-        if not isinstance(rec, dict):
-            raise ValueError(f"{path}: every record must be an object with id and text, got {str(rec)[:100]!r}")
-        yield _normalize_input(rec)
-
-
-def run_dedup_files(
-    files: list[str],
-    output: str,
-    cfg: DedupConfig,
-    direct_num_workers: int = 1,
-    shard_size: int = 10000,
-    extra_args: list[str] | None = None,
-) -> dict[str, Any]:
-    """Read documents from ``files``, de-duplicate, write ``output/{kept,rejects}/part-*``.
-
-    Returns cluster statistics (from the pipeline's metrics)."""
-    from apache_beam.options.pipeline_options import PipelineOptions
-
-    kept_dir, rejects_dir = os.path.join(output, "kept"), os.path.join(output, "rejects")
-    for d in (kept_dir, rejects_dir):
-        if os.path.isdir(d) and any(f.endswith(".parquet") for f in os.listdir(d)):
-            raise ValueError(f"{d} already holds Parquet files; choose an empty --output")
-        os.makedirs(d, exist_ok=True)
-    args = ["--runner=DirectRunner", f"--direct_num_workers={direct_num_workers}"]
-    if direct_num_workers > 1:
-        args.append("--direct_running_mode=multi_processing")
-    pipeline = beam.Pipeline(options=PipelineOptions(args + list(extra_args or [])))
-    out = (
-        pipeline
-        | "Files" >> beam.Create(sorted(files))
-        | "Read" >> beam.FlatMap(_read_input)
-        | "Dedup" >> FuzzyDedup(cfg)
-    )
-    _ = out["kept"] | "WriteKept" >> beam.ParDo(_WriteShards(kept_dir, "DOCUMENT_SCHEMA", shard_size))
-    _ = out["rejected"] | "WriteRejects" >> beam.ParDo(_WriteShards(rejects_dir, "REJECT_SCHEMA", shard_size))
-    result = pipeline.run()
-    result.wait_until_finish()
-    return summarize(read_metrics(result), cfg)
-
-
 def summarize(metrics: dict[str, Any], cfg: DedupConfig) -> dict[str, Any]:
     """The end-of-run cluster statistics of a dedup run."""
+    metrics = {k.split("/", 1)[-1]: v for k, v in metrics.items()
+               if "/" not in k or k.startswith(NAMESPACE + "/")}
     rounds = converged_round(metrics, cfg.max_rounds)
     docs_in = metrics.get("documents_in", 0) + metrics.get("invalid_documents", 0)
     rejected = metrics.get("rejected_exact", 0) + metrics.get("rejected_near", 0)

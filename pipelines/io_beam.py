@@ -1,21 +1,29 @@
-"""Beam I/O for the curate pipeline: read crawl/document files, write Parquet shards.
+"""Beam I/O of every document pipeline: read input files, write Parquet shards.
 
-Reading goes through Beam's ``FileSystems`` so ``gs://``, ``s3://`` and local paths all
-work; each input file is one element (WARC.gz is not splittable), spread over workers
-by a Reshuffle. Every record read becomes exactly one of: a *page* (an HTTP response,
-for extraction), a *document* (already has text), or a *reject* of the ``read`` stage
-(bad record, unreadable file), so nothing read is ever lost without a trace.
+Reading wraps the one input boundary (:mod:`afm.readers` decodes, :mod:`afm.coerce`
+validates): each input file is one element (WARC.gz is not splittable), spread over
+workers by a Reshuffle, and every record met becomes exactly one item:
+
+* ``page``: an HTTP response for the extract stage;
+* ``doc``: a document with every field of the schema's type;
+* ``bad``: a ``read`` reject naming the file, its offset/line/row and the reason
+  (undecodable record, corrupt gzip member, truncated tail, wrong types, ...);
+* ``skip``: a record that is by design not a document (WARC request/metadata records),
+  counted apart.
+
+Pages and documents carry ``_origin`` = (file number, position, place) so that policies
+needing input order (which of two records with one id is kept) are deterministic on any
+runner; the writers drop it with every other key outside the schema.
 
 Writing is deterministic and atomic: a document goes to shard ``hash(id) % N`` where N
 comes from the total size and the target shard size; a shard is sorted by id, written to
-a temporary name under ``.tmp/`` and renamed into place only when complete. A retried
-bundle rewrites the identical file, so retries never duplicate rows nor expose a partial
-shard.
+a temporary name and renamed into the run's staging directory (see
+:mod:`afm.outputs`) only when complete. A retried bundle rewrites the identical file, so
+retries never duplicate rows nor expose a partial shard.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import hashlib
 import json
 import math
@@ -27,43 +35,32 @@ from typing import Any
 import apache_beam as beam
 import pyarrow as pa
 import pyarrow.parquet as pq
+from afm.pipelines.ids import ORIGIN
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
+from apache_beam.metrics import Metrics
 
-from afm.io import atomic_path
-from afm.schema import DOCUMENT_FIELDS, SOURCES, make_document, make_reject, to_table
+from afm import fs
+from afm.coerce import classify, with_text_from
+from afm.io import resolve_inputs as resolve_files
+from afm.readers import Failure, Record, Skipped, Where, file_format, read_file
+from afm.schema import make_document, make_reject, to_table
 
-PAGE, DOC, BAD = "page", "doc", "bad"
-WARC_SUFFIXES = (".warc", ".warc.gz", ".arc.gz")
-PARQUET_SUFFIXES = (".parquet",)
-JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz")
+PAGE, DOC, BAD, SKIP = "page", "doc", "bad", "skip"
 TMP_DIR = ".tmp"
+READ_NAMESPACE = "afm.read"
+is_remote = fs.is_remote
+join = fs.join
 
 
 # ----------------------------------------------------------------------------- inputs
 
 
-def is_remote(path: str) -> bool:
-    return "://" in path
-
-
-def join(base: str, *parts: str) -> str:
-    """Path join that needs no filesystem plugin (so a dry run can name gs:// paths on a
-    machine without Beam's GCP extra)."""
-    if is_remote(base):
-        return "/".join([base.rstrip("/"), *[p.strip("/") for p in parts]])
-    return os.path.join(base, *parts)
-
-
 def input_kind(path: str) -> str:
     """``warc`` | ``parquet`` | ``jsonl`` | ``dir`` (a directory of code repositories)."""
-    low = path.lower()
-    if low.endswith(WARC_SUFFIXES):
-        return "warc"
-    if low.endswith(PARQUET_SUFFIXES):
-        return "parquet"
-    if low.endswith(JSONL_SUFFIXES):
-        return "jsonl"
+    fmt = file_format(path)
+    if fmt is not None:
+        return fmt
     if not is_remote(path) and os.path.isdir(path):
         return "dir"
     raise ValueError(
@@ -73,241 +70,185 @@ def input_kind(path: str) -> str:
 
 
 def resolve_inputs(patterns: list[str], source: str) -> tuple[list[str], list[str]]:
-    """``(inputs, skipped)``: the files named by paths, directories and globs (local or
-    any Beam filesystem), and the files found under a directory or glob that are not a
-    supported input type (listed in the manifest, not read). A file named explicitly must
-    be supported. For ``--source code`` a local directory is one input (a tree of
-    repositories); a directory holding WARC files is a crawl, whose WARCs are the input.
-    Sorted and deduplicated.
-    """
-    from afm.io import expand_inputs
-
-    found: list[str] = []
-    ignored: list[str] = []
-    explicit: set[str] = set()
-    for pattern in patterns:
-        if is_remote(pattern):
-            glob = pattern + "**" if pattern.endswith("/") else pattern
-            try:
-                matches = FileSystems.match([glob])[0].metadata_list
-            except ValueError:
-                # No filesystem plugin here for this scheme (e.g. gs:// without Beam's GCP
-                # extra): keep the pattern; only a dry run gets this far with it (the option
-                # check refuses to submit without the extra).
-                found.append(pattern)
-                explicit.add(pattern)
-                continue
-            if not matches:
-                raise FileNotFoundError(f"input not found: {pattern}")
-            found.extend(m.path for m in matches)
-            if glob == pattern and not any(c in pattern for c in "*?["):
-                explicit.add(pattern)
-        elif source == "code" and os.path.isdir(pattern):
-            found.append(os.path.abspath(pattern))
-        elif os.path.isdir(pattern):
-            files = [os.path.abspath(p) for p in expand_inputs([pattern])]
-            warcs = [f for f in files if f.lower().endswith(WARC_SUFFIXES)]
-            if warcs:
-                # A crawl directory: its WARCs are the pages; the crawler's index Parquet,
-                # frontier/outcome JSONL and summary are bookkeeping, not documents.
-                found.extend(warcs)
-                ignored.extend(sorted(set(files) - set(warcs)))
-            else:
-                found.extend(files)
-        else:
-            if os.path.isfile(pattern):
-                explicit.add(os.path.abspath(pattern))
-            found.extend(os.path.abspath(p) for p in expand_inputs([pattern]))
-    inputs, skipped = [], []
-    for f in sorted(set(found)):
+    """``(inputs, skipped)`` for the curate family of commands: the files named by paths,
+    directories and globs (rules in :mod:`afm.io`: a dataset directory only with its
+    ``_SUCCESS`` marker and only its ``documents-*``; a crawl directory's WARCs), and the
+    files found but not read, each with why. For ``--source code`` a local directory is
+    one input (a tree of repositories). A rejects file named explicitly may be
+    re-curated."""
+    if any(is_remote(p) for p in patterns):
+        remote = [p for p in patterns if is_remote(p)]
         try:
-            input_kind(f)
-            inputs.append(f)
+            FileSystems.match(remote)
         except ValueError:
-            if f in explicit:
-                raise
-            skipped.append(f)
-    if not inputs:
-        raise FileNotFoundError(f"no supported input files in {patterns}")
-    return inputs, sorted(set(skipped) | set(ignored))
+            # No filesystem plugin here for this scheme (e.g. gs:// without Beam's GCP
+            # extra): keep the patterns; only a dry run gets this far with them (the option
+            # check refuses to submit without the extra).
+            local = [p for p in patterns if not is_remote(p)]
+            found = resolve_files(local, allow_rejects=True).files if local else []
+            return sorted(found + remote), []
+    resolved = resolve_files(patterns, allow_rejects=True,
+                             directories_as_inputs=(source == "code"))
+    if not resolved.files:
+        raise FileNotFoundError(f"no supported input files in {list(patterns)}")
+    return resolved.files, [f"{path} ({why})" for path, why in resolved.skipped]
 
 
-def _parse_warc_date(value: str | None) -> dt.datetime | None:
-    if not value:
-        return None
-    try:
-        return dt.datetime.fromisoformat(value.replace("Z", "+00:00")).astimezone(dt.UTC)
-    except ValueError:
-        return None
-
-
-def iter_warc_pages(fileobj: Any) -> Iterator[dict[str, Any]]:
-    """HTTP response records of a WARC stream (plain or per-record gzip) as page dicts
-    ``{"url","status","headers","body","fetched_at"}``: the crawler's own reader, which
-    also reads Common Crawl's files, so there is one WARC parser in the project."""
-    from afm.crawler.warc import iter_warc_responses
-
-    return iter_warc_responses(fileobj)
-
-
-def _as_utc(value: Any) -> dt.datetime | None:
-    if value is None or isinstance(value, dt.datetime):
-        if isinstance(value, dt.datetime) and value.tzinfo is None:
-            return value.replace(tzinfo=dt.UTC)
-        return value
-    if isinstance(value, str):
-        return _parse_warc_date(value)
-    if isinstance(value, (int, float)):
-        return dt.datetime.fromtimestamp(value, tz=dt.UTC)
-    return None
-
-
-def classify_record(rec: dict[str, Any], source: str) -> tuple[str, dict[str, Any]]:
-    """One record of a Parquet/JSONL file -> ``(PAGE|DOC|BAD, payload)``.
-
-    A record with ``text`` is a document; one with ``body``/``html`` and no text is a
-    crawl record (page) for extraction; code-file records (``content`` + ``path``) become
-    code documents; anything else is a ``read`` reject naming what was missing.
-    """
-    if not isinstance(rec, dict):
-        skeleton = make_document("", source=source, id=_content_id(repr(rec)))
-        return BAD, make_reject(skeleton, "read", "not_a_record", value=repr(rec)[:200])
-    text = rec.get("text")
-    if text is None and isinstance(rec.get("content"), str) and rec.get("path"):
-        text = rec["content"]
-        repo = rec.get("repo") or rec.get("repository") or ""
-        rec = {**rec, "url": rec.get("url") or f"{repo}/{rec['path']}".lstrip("/"),
-               "title": rec.get("title") or rec["path"]}
-    if text is None and (rec.get("body") is not None or rec.get("html") is not None):
-        body = rec.get("body") if rec.get("body") is not None else rec.get("html")
-        if isinstance(body, str):
-            body = body.encode("utf-8", "surrogatepass")
-        return PAGE, {
-            "url": rec.get("url"),
-            "status": int(rec.get("status") or 200),
-            "headers": dict(rec.get("headers") or {}),
-            "body": body,
-            "fetched_at": _as_utc(rec.get("fetched_at")),
-        }
-    url = rec.get("url") if isinstance(rec.get("url"), str) else None
-    if not isinstance(text, str):
-        skeleton = make_document("", url=url, source=source,
-                                 id=str(rec.get("id") or _content_id(repr(sorted(rec)))))
-        return BAD, make_reject(skeleton, "read", "missing_text", keys=sorted(rec)[:20])
-    fields = {k: rec[k] for k in DOCUMENT_FIELDS if k in rec and rec[k] is not None}
-    for k in ("id", "url", "source", "text", "fetched_at"):
-        fields.pop(k, None)
-    doc_source = rec.get("source") if rec.get("source") in SOURCES else source
-    doc = make_document(text, url=url, source=doc_source, id=rec.get("id") or None,
-                        fetched_at=_as_utc(rec.get("fetched_at")), **fields)
-    if rec.get("license") is not None:  # code files: the repository licence, for CodeFilter
-        doc["license"] = rec["license"]  # type: ignore[typeddict-unknown-key]
-    return DOC, doc
-
-
-def _content_id(key: str) -> str:
+def content_id(key: str) -> str:
+    """A stable id for a reject that has no document id (from its file and place)."""
     return hashlib.sha1(key.encode("utf-8", "surrogatepass")).hexdigest()[:20]
 
 
-def read_file_items(path: str, source: str, allow_pages: bool = True
-                    ) -> Iterator[tuple[str, dict[str, Any]]]:
-    """Every record of one input file as ``(kind, payload)``; a file that cannot be read
-    (corrupt gzip, truncated WARC, not Parquet) ends with one ``read`` reject naming the
-    file and the error, after the records read before the damage. When the source has no
-    extract stage (``allow_pages=False``) a crawl page is a ``read`` reject too."""
-    for kind, payload in _read_file_items(path, source):
-        if kind == PAGE and not allow_pages:
-            skeleton = make_document("", url=payload.get("url"), source=source,
-                                     fetched_at=payload.get("fetched_at"))
-            yield BAD, make_reject(skeleton, "read", "page_needs_extract",
-                                   detail=f"source {source} has no extract stage")
-        else:
-            yield kind, payload
+def read_reject(where: Where, source: str, reason: str, details: dict[str, Any],
+                url: str | None = None, text: str = "", doc_id: str | None = None
+                ) -> dict[str, Any]:
+    """The ``read`` reject of a record that did not become a document or page."""
+    place = f"{where.file}:{where.offset}:{where.line}:{where.row}"
+    skeleton = make_document(text, url=url if isinstance(url, str) else None, source=source,
+                             id=doc_id or content_id(place))
+    return make_reject(skeleton, "read", reason, **{**where.details(), **details})
 
 
-def _read_file_items(path: str, source: str) -> Iterator[tuple[str, dict[str, Any]]]:
+def classify_record(rec: Any, source: str, where: Where | None = None,
+                    text_fields: tuple[str, ...] = ()) -> tuple[str, dict[str, Any]]:
+    """One decoded Parquet/JSONL record -> ``(PAGE|DOC|BAD, payload)`` (see
+    :func:`afm.coerce.classify` for the rules)."""
+    where = where or Where("<memory>")
+    if text_fields:
+        rec = with_text_from(rec, text_fields)
+    outcome = classify(rec, source)
+    for note in outcome.notes:
+        Metrics.counter(READ_NAMESPACE, f"note.{note}").inc()
+    if outcome.kind == "bad":
+        given = rec.get("id") if isinstance(rec, dict) else None
+        return BAD, read_reject(where, source, outcome.reason, outcome.details,
+                                url=outcome.value.get("url"),
+                                text=outcome.value.get("text") or "",
+                                doc_id=given if isinstance(given, str) and given else None)
+    return (PAGE if outcome.kind == "page" else DOC), outcome.value
+
+
+def read_file_items(path: str, source: str, allow_pages: bool = True, file_no: int = 0,
+                    text_fields: tuple[str, ...] = ()) -> Iterator[tuple[str, Any]]:
+    """Every record of one input file as ``(kind, payload)`` (see the module docstring).
+    Never raises for bad input: every failure is a ``read`` reject."""
     kind = input_kind(path)
-    try:
-        if kind == "warc":
-            with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as fh:
-                for page in iter_warc_pages(fh):
-                    yield PAGE, page
-        elif kind == "parquet" and source == "code" and not is_remote(path) and _is_code_parquet(path):
-            from afm.filters.code import iter_parquet_files
-
-            for rec in iter_parquet_files(path):
-                yield DOC, dict(rec)
-        elif kind == "parquet":
-            with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as fh:
-                pf = pq.ParquetFile(fh)
-                for batch in pf.iter_batches(batch_size=512):
-                    for rec in batch.to_pylist():
-                        for name in ("pii_redactions", "signals"):
-                            if isinstance(rec.get(name), list):
-                                rec[name] = dict(rec[name])
-                        yield classify_record(rec, source)
-        elif kind == "jsonl":
-            with FileSystems.open(path) as fh:  # AUTO: .gz decompressed
-                for lineno, raw in enumerate(iter(fh.readline, b""), 1):
-                    line = raw.strip()
-                    if not line:
-                        continue
-                    try:
-                        rec = json.loads(line)
-                    except json.JSONDecodeError as exc:
-                        skeleton = make_document("", source=source,
-                                                 id=_content_id(f"{path}:{lineno}"))
-                        yield BAD, make_reject(skeleton, "read", "bad_json",
-                                               file=path, line=lineno, error=exc.msg)
-                        continue
-                    yield classify_record(rec, source)
-        elif kind == "dir":
-            yield from _read_code_dir(path, source)
-    except Exception as exc:  # noqa: BLE001 - recorded as a reject, never lost
-        skeleton = make_document("", url=path, source=source, id=_content_id(f"file:{path}"))
-        yield BAD, make_reject(skeleton, "read", "unreadable_file", file=path,
-                               error=f"{type(exc).__name__}: {exc}"[:500])
+    if kind == "dir":
+        items: Iterable[Any] = _code_dir_items(path)
+    elif kind == "parquet" and source == "code" and not is_remote(path) and _is_code_parquet(path):
+        items = _code_parquet_items(path)
+    else:
+        items = read_file(path)
+    for item in items:
+        if isinstance(item, Skipped):
+            Metrics.counter(READ_NAMESPACE, f"skipped.{item.what}").inc()
+            yield SKIP, {"file": path, "what": item.what}
+            continue
+        if isinstance(item, Failure):
+            if item.lost is None:
+                Metrics.counter(READ_NAMESPACE, "unknown_loss").inc()
+            yield BAD, read_reject(item.where, source, item.reason, {
+                "error": item.error[:500],
+                "records_lost": item.lost if item.lost is not None else "unknown",
+                **item.extra}, url=item.url)
+            continue
+        for note in item.notes:
+            Metrics.counter(READ_NAMESPACE, f"note.{note}").inc()
+        if item.kind == "page":
+            out_kind, payload = PAGE, item.value
+        else:
+            out_kind, payload = classify_record(item.value, source, item.where, text_fields)
+        if out_kind == PAGE and not allow_pages:
+            yield BAD, read_reject(item.where, source, "page_needs_extract",
+                                   {"detail": f"source {source} has no extract stage"},
+                                   url=payload.get("url"))
+            continue
+        if out_kind != BAD:
+            payload[ORIGIN] = (file_no, item.where.sort_key(), item.where.describe())
+        yield out_kind, payload
 
 
 def _is_code_parquet(path: str) -> bool:
     """A Parquet of code files (columns path, content, repo)."""
-    return {"path", "content", "repo"} <= set(pq.read_schema(path).names)
+    try:
+        return {"path", "content", "repo"} <= set(pq.read_schema(path).names)
+    except Exception:  # noqa: BLE001 - unreadable: the generic reader reports it
+        return False
 
 
-def _read_code_dir(path: str, source: str) -> Iterator[tuple[str, dict[str, Any]]]:
-    """A directory of cloned repositories, through ``afm.filters.code.iter_repo_files``."""
+def _code_parquet_items(path: str) -> Iterator[Any]:
+    """A Parquet of code files through ``afm.filters.code.iter_parquet_files`` (which
+    finds each repository's licence in the same file); rows that are not code files are
+    counted as skipped, and rows lost to a read error as failures, so the file's row count
+    (from its footer) is always accounted."""
+    from afm.filters.code import iter_parquet_files
+
+    declared = pq.read_metadata(path).num_rows
+    stats: dict[str, int] = {}
+    done = 0
+    try:
+        for done, rec in enumerate(iter_parquet_files(path, stats=stats), 1):  # noqa: B007
+            yield Record(dict(rec), Where(path, row=done - 1))
+    except Exception as exc:  # noqa: BLE001 - recorded below, never lost
+        error = f"{type(exc).__name__}: {exc}"
+    else:
+        error = ""
+    skipped = stats.get("skipped_not_code", 0)
+    for _ in range(skipped):
+        yield Skipped(Where(path, row=None), "not a code file")
+    for i in range(done + skipped, declared):
+        yield Failure(Where(path, row=i), "unreadable_row_group", error or "row not read")
+
+
+def _code_dir_items(path: str) -> Iterator[Any]:
+    """A directory of cloned repositories, through ``afm.filters.code.iter_repo_files``;
+    files it passes over are counted (not code: skipped; too large or unreadable:
+    failures)."""
     from afm.filters.code import iter_repo_files
 
-    for rec in iter_repo_files(path):
-        yield DOC, dict(rec)
+    stats: dict[str, int] = {}
+    for n, rec in enumerate(iter_repo_files(path, stats=stats)):
+        yield Record(dict(rec), Where(path, row=n))
+    for _ in range(stats.get("skipped_not_code", 0)):
+        yield Skipped(Where(path), "not a code file")
+    for why in ("too_large", "unreadable"):
+        for _ in range(stats.get(f"skipped_{why}", 0)):
+            yield Failure(Where(path), f"code_file_{why}", f"a repository file was {why}")
 
 
 class ReadInputs(beam.PTransform):
-    """File paths -> ``items`` (every record, tagged) split into pages / docs / rejected."""
+    """File paths -> ``records`` (every record that counts as a document in: pages, docs
+    and rejects), split into ``pages`` / ``docs`` / ``rejected``; ``skipped`` holds the
+    records that are not documents by design."""
 
-    def __init__(self, files: list[str], source: str, allow_pages: bool = True):
+    def __init__(self, files: list[str], source: str, allow_pages: bool = True,
+                 text_fields: tuple[str, ...] = ()):
         super().__init__()
         self.files = list(files)
         self.source = source
         self.allow_pages = allow_pages
+        self.text_fields = tuple(text_fields)
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> dict[str, beam.PCollection]:
-        source = self.source
+        source, allow, fields = self.source, self.allow_pages, self.text_fields
         items = (
             pbegin
-            | "files" >> beam.Create(self.files)
+            | "files" >> beam.Create(list(enumerate(self.files)))
             | "spread files" >> beam.Reshuffle()
-            | "read records" >> beam.FlatMap(read_file_items, source, self.allow_pages)
+            | "read records" >> beam.FlatMap(
+                lambda nf: read_file_items(nf[1], source, allow, nf[0], fields))
         )
         split = items | "split by kind" >> beam.Partition(
-            lambda item, _n: {PAGE: 0, DOC: 1, BAD: 2}[item[0]], 3
+            lambda item, _n: {PAGE: 0, DOC: 1, BAD: 2, SKIP: 3}[item[0]], 4
         )
         unwrap = lambda item: item[1]  # noqa: E731
+        records = (split[0], split[1], split[2]) | "records" >> beam.Flatten()
         return {
-            "items": items,
+            "records": records,
             "pages": split[0] | "pages" >> beam.Map(unwrap),
             "docs": split[1] | "docs" >> beam.Map(unwrap),
             "rejected": split[2] | "bad records" >> beam.Map(unwrap),
+            "skipped": split[3] | "not documents" >> beam.Map(unwrap),
         }
 
 
@@ -430,23 +371,14 @@ class WriteShards(beam.PTransform):
 
 
 def write_json(path: str, data: Any) -> None:
-    """JSON through FileSystems, atomically on local disks (temp + rename)."""
-    payload = json.dumps(data, indent=2, sort_keys=True, default=str).encode("utf-8")
-    write_bytes(path, payload, mime_type="application/json")
+    """JSON through the path abstraction, atomically on local disks (temp + rename)."""
+    fs.write_bytes(path, json.dumps(data, indent=2, sort_keys=True, default=str).encode("utf-8"))
 
 
 def read_json(path: str) -> Any:
-    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as fh:
-        return json.loads(fh.read().decode("utf-8"))
+    return json.loads(fs.read_bytes(path).decode("utf-8"))
 
 
 def write_bytes(path: str, payload: bytes, mime_type: str = "application/octet-stream") -> None:
-    if is_remote(path):
-        with FileSystems.create(path, mime_type=mime_type) as fh:
-            fh.write(payload)
-        return
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = atomic_path(path)  # the project's one temp-name convention (afm/io.py)
-    with open(tmp, "wb") as fh:
-        fh.write(payload)
-    os.replace(tmp, path)
+    """Kept for callers of the old name: :func:`afm.fs.write_bytes`."""
+    fs.write_bytes(path, payload)

@@ -75,6 +75,24 @@ def render_report(manifest: dict[str, Any], samples: dict[str, list[dict[str, An
             for s in samples[key]
         )
         sample_html.append(f"<h3>{_e(stage)}: {_e(reason)}</h3><ul>{items}</ul>")
+    notices = []
+    decontam = manifest.get("decontamination")
+    if decontam == "off":
+        notices.append('<p class="bad">Decontamination: OFF. The config turned the stage '
+                       "off: this corpus is not checked against any benchmark.</p>")
+    elif decontam == "on":
+        notices.append('<p class="ok">Decontamination: on.</p>')
+    for warning in manifest.get("warnings", []):
+        notices.append(f'<p class="bad">Warning: {_e(warning)}</p>')
+    not_docs = manifest.get("not_documents") or {}
+    if not_docs:
+        listed = ", ".join(f"{_e(k)} {v:,}" for k, v in sorted(not_docs.items()))
+        notices.append(f"<p>Input records that are not documents (not counted above): "
+                       f"{listed}.</p>")
+    notes = manifest.get("read_notes") or {}
+    if notes:
+        listed = ", ".join(f"{_e(k)} {v:,}" for k, v in sorted(notes.items()))
+        notices.append(f"<p>Fields converted, cleared or repaired while reading: {listed}.</p>")
     shards = manifest["outputs"]["documents"]
     total_bytes = sum(f["bytes"] for f in shards)
     config = json.dumps(manifest["config"], indent=2, sort_keys=False)
@@ -88,12 +106,13 @@ td:first-child, th:first-child, td:nth-child(2) {{ text-align: left; }}
 pre {{ white-space: pre-wrap; background: #f6f6f6; padding: 6px; font-size: 12px; }}
 .ok {{ color: #2b8a3e; font-weight: bold; }} .bad {{ color: #c92a2a; font-weight: bold; }}
 </style></head><body>
-<h1>afm curate report</h1>
+<h1>afm {_e(manifest.get('command', 'curate'))} report</h1>
 <p>Source <b>{_e(manifest['source'])}</b>, runner <b>{_e(manifest['runner'])}</b>,
 {len(manifest['inputs'])} input file(s), {manifest['elapsed_s']:.1f} s, created
 {_e(manifest['created_at'])}. Output: <code>{_e(manifest['output'])}</code>
 ({len(shards)} document shard(s), {total_bytes:,} bytes).</p>
 {verdict}
+{''.join(notices)}
 <h2>Funnel</h2>
 <img alt="curate funnel" src="data:image/png;base64,{png}">
 <table><tr><th>stage</th><th>status</th><th>in</th><th>kept</th><th>dropped</th>
@@ -109,7 +128,7 @@ pre {{ white-space: pre-wrap; background: #f6f6f6; padding: 6px; font-size: 12px
 
 def write_report(manifest: dict[str, Any], samples: dict[str, list[dict[str, Any]]],
                  path: str) -> str:
-    from afm.pipelines.io_beam import write_bytes
+    from afm import fs
 
-    write_bytes(path, render_report(manifest, samples).encode("utf-8"), "text/html")
+    fs.write_bytes(path, render_report(manifest, samples).encode("utf-8"))
     return path

@@ -1,22 +1,28 @@
 """The tokenize pipeline: document shards -> Parquet token shards, one document per row.
 
-    files --Reshuffle--> read docs --tokenize (SentencePiece, once per worker)-->
-        key by hash(id) % N --GroupByKey--> sort by id --> tokens-NNNNN-of-MMMMM.parquet
-                                                                   + manifest.json
+    files --Reshuffle--> read (the shared reader: afm.readers + afm.coerce)
+        --> one document per id (pipelines/ids.py) --tokenize (SentencePiece, once per
+        worker)--> key by hash(id) % N --GroupByKey--> sort by id
+        --> tokens-NNNNN-of-MMMMM.parquet + skipped.jsonl + manifest.json + _SUCCESS
 
 Token shard schema (what ``afm.training.data`` reads): ``id`` string, ``source`` string,
 ``tokens`` list<int32>: the document's tokens with NO BOS/EOS (the loader appends the EOS
 that separates packed documents).
 
+Inputs are resolved by :func:`afm.io.resolve_inputs`: given a curate output directory,
+only its ``documents-*`` shards are read (never ``rejects-*``), and only when its
+``_SUCCESS`` marker is there, so a rejected document can never reach training tokens.
+
 Deterministic: N = ceil(documents / shard_docs) from a global count, a document's shard
 is a hash of its id, and every shard is sorted by (id, source, tokens), so the same
 inputs and tokenizer give byte-identical shards with identical names on any runner and
-any number of workers. Files are written to a temporary name and renamed when complete,
-so a retried bundle rewrites the same file and readers never see half a shard.
+any number of workers. Shards are written into the run's staging directory and promoted
+with the manifest and ``_SUCCESS`` only when the run succeeded (:mod:`afm.outputs`).
 
-Documents that cannot be tokenized (no ``text``, empty text, or text that tokenizes to
-nothing) are not lost silently: they are counted in the manifest by reason and listed
-(id, source, reason) in ``skipped.jsonl``.
+Nothing is lost silently: records that cannot be read, duplicate ids, and documents
+that cannot be tokenized (no text, empty text, text that tokenizes to nothing) are
+listed (id, source, reason) in ``skipped.jsonl`` and counted by reason in the manifest,
+and the run checks documents in = tokenized + skipped.
 """
 
 from __future__ import annotations
@@ -47,6 +53,7 @@ TOKEN_SCHEMA = pa.schema(
 )
 MANIFEST = "manifest.json"
 SKIPPED = "skipped.jsonl"
+STATS = ".stats.json"  # hidden: run scratch in the staging directory, never promoted
 _SKIP = "skipped"
 
 
@@ -63,39 +70,11 @@ def shard_name(index: int, num_shards: int) -> str:
     return f"tokens-{index:05d}-of-{num_shards:05d}.parquet"
 
 
-def read_documents(path: str) -> Iterator[dict[str, Any]]:
-    """``id``/``source``/``text`` of every record of a Parquet or JSONL(.gz) file
-    (local or any Beam filesystem). A record without an id gets the SHA-1 of its text."""
-    low = path.lower()
-    if low.endswith(".parquet"):
-        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as fh:
-            pf = pq.ParquetFile(fh)
-            cols = [c for c in ("id", "source", "text") if c in pf.schema_arrow.names]
-            if "text" not in cols:
-                raise ValueError(f"{path}: no 'text' column")
-            for batch in pf.iter_batches(batch_size=1024, columns=cols):
-                yield from (_norm(r) for r in batch.to_pylist())
-    elif low.endswith((".jsonl", ".jsonl.gz", ".json", ".json.gz")):
-        with FileSystems.open(path) as fh:  # compression from the suffix
-            for lineno, line in enumerate(fh, 1):
-                line = line.strip()
-                if not line:
-                    continue
-                try:
-                    rec = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise ValueError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from exc
-                yield _norm(rec)
-    else:
-        raise ValueError(f"{path}: unsupported input (expected .parquet or .jsonl[.gz])")
-
-
-def _norm(rec: dict[str, Any]) -> dict[str, Any]:
-    text = rec.get("text")
-    doc_id = rec.get("id")
-    if not doc_id:
-        doc_id = hashlib.sha1(str(text).encode("utf-8", "surrogatepass")).hexdigest()[:20]
-    return {"id": str(doc_id), "source": str(rec.get("source") or "web"), "text": text}
+def _skip_entry(rec: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A reject of the reader or of the duplicate-id policy, as a skipped.jsonl entry."""
+    reason = rec.get("reason") or "rejected"
+    return {"id": str(rec.get("id")), "source": str(rec.get("source") or "web"),
+            "reason": f"{prefix}{reason}"}
 
 
 class TokenizeFn(beam.DoFn):
@@ -127,6 +106,10 @@ class TokenizeFn(beam.DoFn):
             yield beam.pvalue.TaggedOutput(
                 _SKIP, {"id": doc["id"], "source": doc["source"], "reason": reason}
             )
+            return
+        if not isinstance(doc.get("id"), str):  # the reader guarantees it; be explicit
+            yield beam.pvalue.TaggedOutput(
+                _SKIP, {"id": str(doc.get("id")), "source": doc["source"], "reason": "bad_id"})
             return
         # int32 numpy, not a list of Python ints: 4 bytes a token through the shuffle.
         yield {"id": doc["id"], "source": doc["source"], "tokens": np.asarray(tokens, np.int32)}
@@ -176,16 +159,59 @@ class WriteTokenShardFn(beam.DoFn):
                "per_source": per_source}
 
 
-def _write_text(path: str, payload: str) -> None:
-    from afm.pipelines.io_beam import write_bytes
+def build_pipeline(
+    pipeline: beam.Pipeline,
+    inputs: list[str],
+    tokenizer_model: str,
+    staging: str,
+    *,
+    shard_docs: int,
+) -> str:
+    """Add the tokenize transforms to ``pipeline``, writing shards into ``staging``;
+    returns the path of the run's statistics file (read by :func:`run_tokenize`)."""
+    from afm.pipelines.ids import UniqueIds
+    from afm.pipelines.io_beam import ReadInputs, write_json
 
-    write_bytes(path, payload.encode("utf-8"), mime_type="text/plain")
+    read = pipeline | "read" >> ReadInputs(inputs, "web", allow_pages=False)
+    unique = read["docs"] | "one per id" >> UniqueIds()
+    results = unique["kept"] | "tokenize" >> beam.ParDo(TokenizeFn(tokenizer_model)).with_outputs(
+        _SKIP, main="ok")
+    rows = results.ok
+    skipped = (
+        read["rejected"] | "read rejects" >> beam.Map(_skip_entry, "read:"),
+        unique["rejected"] | "duplicate ids" >> beam.Map(_skip_entry),
+        results[_SKIP],
+    ) | "all skipped" >> beam.Flatten()
+    count = rows | "count" >> beam.combiners.Count.Globally()
+    num_shards = count | "shard count" >> beam.Map(lambda n: max(1, math.ceil(n / shard_docs)))
+    infos = (
+        rows
+        | "key by shard" >> beam.Map(
+            lambda r, n: (shard_of(r["id"], n), r), n=beam.pvalue.AsSingleton(num_shards))
+        | "group shards" >> beam.GroupByKey()
+        | "write shards" >> beam.ParDo(WriteTokenShardFn(staging),
+                                       num_shards=beam.pvalue.AsSingleton(num_shards))
+    )
+    n_in = read["records"] | "count in" >> beam.combiners.Count.Globally()
+    n_not_docs = read["skipped"] | "count not documents" >> beam.combiners.Count.Globally()
+    stats_path = _join(staging, STATS)
+    _ = (
+        pipeline
+        | "stats path" >> beam.Create([stats_path])
+        | "write stats" >> beam.Map(
+            lambda path, i, s, n, nd: write_json(path, {"infos": i, "skipped": s, "in": n,
+                                                        "not_documents": nd}),
+            i=beam.pvalue.AsSingleton(infos | "shard list" >> beam.combiners.ToList()),
+            s=beam.pvalue.AsSingleton(skipped | "skipped list" >> beam.combiners.ToList()),
+            n=beam.pvalue.AsSingleton(n_in), nd=beam.pvalue.AsSingleton(n_not_docs))
+    )
+    return stats_path
 
 
-def _write_manifest(infos: list[dict[str, Any]], skipped: list[dict[str, Any]], output: str,
-                    tokenizer: str, inputs: list[str]) -> None:
-    infos = sorted(infos, key=lambda i: i["shard"])
-    skipped = sorted(skipped, key=lambda s: (s["id"], s["source"], s["reason"]))
+def _manifest(stats: dict[str, Any], tokenizer: str, inputs: list[str],
+              skipped_inputs: list[str]) -> dict[str, Any]:
+    infos = sorted(stats["infos"], key=lambda i: i["shard"])
+    skipped = stats["skipped"]
     sources: dict[str, dict[str, int]] = {}
     for info in infos:
         for src, (docs, toks) in info["per_source"].items():
@@ -195,56 +221,23 @@ def _write_manifest(infos: list[dict[str, Any]], skipped: list[dict[str, Any]], 
     reasons: dict[str, int] = {}
     for s in skipped:
         reasons[s["reason"]] = reasons.get(s["reason"], 0) + 1
-    manifest = {
+    documents = sum(i["documents"] for i in infos)
+    return {
         "format": "afm-token-shards-v1",
         "tokenizer": tokenizer,
         "inputs": inputs,
+        "skipped_inputs": skipped_inputs,
         "shards": [{k: i[k] for k in ("shard", "documents", "tokens")} for i in infos],
-        "documents": sum(i["documents"] for i in infos),
+        "documents_in": stats["in"],
+        "documents": documents,
         "tokens": sum(i["tokens"] for i in infos),
         "skipped": len(skipped),
         "skipped_by_reason": dict(sorted(reasons.items())),
+        "not_documents": stats.get("not_documents", 0),
+        "accounting": {"ok": stats["in"] == documents + len(skipped),
+                       "rule": "documents in = tokenized + skipped"},
         "sources": dict(sorted(sources.items())),
     }
-    _write_text(_join(output, SKIPPED), "".join(json.dumps(s, sort_keys=True) + "\n" for s in skipped))
-    _write_text(_join(output, MANIFEST), json.dumps(manifest, indent=2, sort_keys=True) + "\n")
-
-
-def build_pipeline(
-    pipeline: beam.Pipeline,
-    inputs: list[str],
-    tokenizer_model: str,
-    output: str,
-    *,
-    shard_docs: int,
-    tokenizer_label: str,
-) -> None:
-    """Add the tokenize transforms to ``pipeline``."""
-    docs = (
-        pipeline
-        | "files" >> beam.Create(sorted(inputs))
-        | "spread files" >> beam.Reshuffle()
-        | "read" >> beam.FlatMap(read_documents)
-    )
-    results = docs | "tokenize" >> beam.ParDo(TokenizeFn(tokenizer_model)).with_outputs(_SKIP, main="ok")
-    rows, skipped = results.ok, results[_SKIP]
-    count = rows | "count" >> beam.combiners.Count.Globally()
-    num_shards = count | "shard count" >> beam.Map(lambda n: max(1, math.ceil(n / shard_docs)))
-    infos = (
-        rows
-        | "key by shard" >> beam.Map(
-            lambda r, n: (shard_of(r["id"], n), r), n=beam.pvalue.AsSingleton(num_shards))
-        | "group shards" >> beam.GroupByKey()
-        | "write shards" >> beam.ParDo(WriteTokenShardFn(output), num_shards=beam.pvalue.AsSingleton(num_shards))
-    )
-    skipped_list = skipped | "skipped list" >> beam.combiners.ToList()
-    _ = (
-        infos
-        | "shard list" >> beam.combiners.ToList()
-        | "manifest" >> beam.Map(
-            lambda i, s: _write_manifest(i, s, output, tokenizer_label, sorted(inputs)),
-            s=beam.pvalue.AsSingleton(skipped_list))
-    )
 
 
 def run_tokenize(
@@ -256,40 +249,59 @@ def run_tokenize(
     runner: str = "DirectRunner",
     num_workers: int = 1,
     pipeline_args: list[str] | None = None,
+    overwrite: bool = False,
 ) -> dict[str, Any]:
     """Tokenize every document of ``inputs`` (files, directories or globs of Parquet/JSONL
-    document shards) into ``output_dir``; returns the manifest (statistics).
+    document shards; a curate output directory means its ``documents-*``) into
+    ``output_dir``; returns the manifest (statistics). The output must be empty unless
+    ``overwrite``; it is claimed (and checked writable) before anything is computed.
 
     ``num_workers`` > 1 runs the local runner with that many worker processes.
     """
+    from afm.pipelines.accounting import AccountingError
+    from afm.pipelines.io_beam import read_json
     from afm.pipelines.runners import make_runner
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from afm.io import expand_inputs
+    from afm import fs
+    from afm.io import resolve_inputs
+    from afm.outputs import OutputDir
 
-    # Not plain .json: pipeline folders hold manifests and stats as .json.
-    files = [f for f in expand_inputs(inputs) if f.lower().endswith((".parquet", ".jsonl", ".jsonl.gz"))]
-    if not files:
-        raise FileNotFoundError(f"no .parquet/.jsonl document shards in {inputs}")
     if shard_docs <= 0:
         raise ValueError("shard_docs must be positive")
+    resolved = resolve_inputs(inputs)
+    files = [f for f in resolved.files if f.lower().endswith((".parquet", ".jsonl", ".jsonl.gz",
+                                                               ".ndjson", ".ndjson.gz"))]
+    skipped_inputs = [f"{p} ({why})" for p, why in resolved.skipped]
+    skipped_inputs += [f"{p} (not a document file)" for p in resolved.files if p not in files]
+    if not files:
+        raise FileNotFoundError(f"no .parquet/.jsonl document shards in {list(inputs)}")
     tok_dir = Path(tokenizer_dir)
     model_file = tok_dir / "tokenizer.model" if tok_dir.is_dir() else tok_dir
     if not model_file.is_file():
         raise FileNotFoundError(f"no tokenizer.model in {tokenizer_dir}")
-    out = Path(output_dir)
-    if out.is_dir() and any(out.glob("tokens-*.parquet")):
-        raise FileExistsError(f"{out} already holds token shards; choose an empty --output")
-    out.mkdir(parents=True, exist_ok=True)
+    out = OutputDir.prepare(output_dir, overwrite=overwrite)
 
     args = [f"--runner={runner}", f"--direct_num_workers={num_workers}"]
     if runner == "DirectRunner":
         args.append("--direct_running_mode=" + ("multi_processing" if num_workers > 1 else "in_memory"))
     options = PipelineOptions(args + list(pipeline_args or []))
-    # make_runner avoids Beam's "DirectRunner" name, which may try to fetch the Prism binary.
-    with beam.Pipeline(runner=make_runner(runner), options=options) as p:
-        build_pipeline(
-            p, files, str(model_file.absolute()), str(out.absolute()),
-            shard_docs=shard_docs, tokenizer_label=str(tok_dir),
-        )
-    return json.loads((out / MANIFEST).read_text())
+    try:
+        # make_runner avoids Beam's "DirectRunner" name, which may try to fetch Prism.
+        with beam.Pipeline(runner=make_runner(runner), options=options) as p:
+            stats_path = build_pipeline(p, files, str(model_file.absolute()), out.staging,
+                                        shard_docs=shard_docs)
+        stats = read_json(stats_path)
+        manifest = _manifest(stats, str(tok_dir), files, skipped_inputs)
+        if not manifest["accounting"]["ok"]:
+            raise AccountingError(
+                f"tokenize: {manifest['documents_in']} documents in != {manifest['documents']} "
+                f"tokenized + {manifest['skipped']} skipped (nothing was promoted)")
+        skipped = sorted(stats["skipped"], key=lambda s: (s["id"], s["source"], s["reason"]))
+        fs.write_bytes(out.staged(SKIPPED), "".join(
+            json.dumps(s, sort_keys=True) + "\n" for s in skipped).encode("utf-8"))
+        out.promote(manifest)
+    except BaseException:
+        out.abort()
+        raise
+    return manifest

@@ -13,6 +13,7 @@ from typing import Any
 
 import apache_beam as beam
 from afm.filters.base import apply_filter
+from afm.pipelines.ids import ORIGIN
 from afm.pipelines.stages import ResolvedStage, build_stage_object
 from apache_beam.metrics import Metrics
 
@@ -64,6 +65,7 @@ class ExtractFn(_StageFn):
         doc = decision.document
         if decision.keep and doc is not None and isinstance(doc.get("text"), str):
             doc = dict(doc)
+            doc[ORIGIN] = page.get(ORIGIN)  # input order, for the duplicate-id policy
             if self.source != "web" and doc.get("source") == "web":
                 doc["source"] = self.source
             if decision.signals:
@@ -148,16 +150,19 @@ class _CutFn(beam.DoFn):
 
 
 def apply_global_stage(docs: beam.PCollection, stage: ResolvedStage
-                       ) -> tuple[beam.PCollection, beam.PCollection, beam.PCollection | None]:
+                       ) -> tuple[beam.PCollection, beam.PCollection, beam.PCollection | None,
+                                  Any]:
     """A global stage (a PTransform returning ``{"kept", "rejected"}`` and optionally a
-    one-element ``"report"``); returns kept, rejected, report-or-None."""
-    result = docs | stage.name >> build_stage_object(stage)
+    one-element ``"report"``); returns kept, rejected, report-or-None, and the transform
+    (whose ``commit()``, if it has one, the driver calls once the run has succeeded)."""
+    transform = build_stage_object(stage)
+    result = docs | stage.name >> transform
     if not isinstance(result, dict) or "kept" not in result or "rejected" not in result:
         raise TypeError(f"stage {stage.name}: transform must return {{'kept', 'rejected'}}, "
                         f"got {type(result).__name__}")
     rejected = result["rejected"] | f"{stage.name} tag rejects" >> beam.Map(tag_reject,
                                                                            stage.name)
-    return result["kept"], rejected, result.get("report")
+    return result["kept"], rejected, result.get("report"), transform
 
 
 class Counts:

@@ -22,8 +22,10 @@ LOCAL = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
 
 def _config(tmp: Path, **extra: Any) -> dict[str, Any]:
     cfg: dict[str, Any] = {
-        # A private index cache: the run builds the demo benchmark index itself.
-        "decontaminate": {"params": {"cache_dir": str(tmp / "decontam-cache")}},
+        # The demo benchmark set, named explicitly (there is no default), indexed by the
+        # run itself into a private cache.
+        "decontaminate": {"params": {"benchmarks": "demo",
+                                     "cache_dir": str(tmp / "decontam-cache")}},
         "output": {"shard_target_mb": 1.0},
     }
     cfg.update(extra)
@@ -170,4 +172,5 @@ def test_retried_bundles_leave_no_trace(curated: dict[str, Any], planted_warc: P
     assert len(docs) == len({d["id"] for d in docs}) == manifest["totals"]["kept"]
     assert len(rejects) == len({r["id"] for r in rejects}) == manifest["totals"]["rejected"]
     assert sorted(d["id"] for d in docs) == sorted(d["id"] for d in curated["docs"])
-    assert not list((tmp / "corpus").glob(".tmp*")), "no temporary shard may remain"
+    assert not list((tmp / "corpus").glob(".*")), "no temporary or staging file may remain"
+    assert (tmp / "corpus" / "_SUCCESS").exists()

@@ -98,7 +98,7 @@ def test_dry_run_dataflow(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
     cfg = tmp_path / "c.yaml"
-    cfg.write_text(f"decontaminate: {{params: {{cache_dir: {tmp_path / 'dc'}}}}}\n")
+    cfg.write_text(f"decontaminate: {{params: {{benchmarks: demo, cache_dir: {tmp_path / 'dc'}}}}}\n")
     result = CliRunner().invoke(curate_command, [
         "--input", "gs://afm-bucket/crawl/part-00000.warc.gz",
         "--output", "gs://afm-bucket/corpus", "--config", str(cfg),

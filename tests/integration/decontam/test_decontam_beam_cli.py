@@ -75,12 +75,14 @@ def test_cli_build_index_and_run(tmp_path: Path) -> None:
         "--output", str(tmp_path / "out"), "--threshold", "4",
     ])
     assert res.exit_code == 0, res.output
-    kept = [r for f in sorted((tmp_path / "out" / "kept").glob("*.parquet")) for r in read_records(f)]
-    rejects = [r for f in sorted((tmp_path / "out" / "rejects").glob("*.parquet")) for r in read_records(f)]
+    out = tmp_path / "out"
+    kept = [r for f in sorted(out.glob("documents-*.parquet")) for r in read_records(f)]
+    rejects = [r for f in sorted(out.glob("rejects-*.parquet")) for r in read_records(f)]
     assert len(kept) + len(rejects) == len(docs) + 1
-    assert sorted(r["reason"] for r in rejects) == ["benchmark_overlap"] * 4 + ["invalid_document"]
-    report = json.loads((tmp_path / "out" / "report.json").read_text())
-    bench = report["benchmarks"]["demo-math"]
+    assert sorted(r["reason"] for r in rejects) == ["benchmark_overlap"] * 4 + ["missing_text"]
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["totals"] == {"in": len(docs) + 1, "kept": len(kept), "rejected": 5}
+    bench = manifest["stage_reports"]["decontaminate"]["benchmarks"]["demo-math"]
     assert bench["documents_removed"] == 4 and bench["excused_as_common"][0]["documents"] == 4
 
 
@@ -97,7 +99,7 @@ def test_cli_sft_fields(tmp_path: Path) -> None:
         "--text-field", "prompt", "--text-field", "response", "--output", str(tmp_path / "out"),
     ])
     assert res.exit_code == 0, res.output
-    (rej,) = read_records(tmp_path / "out" / "rejects" / "part-00000.parquet")
+    (rej,) = read_records(tmp_path / "out" / "rejects-00000.parquet")
     assert json.loads(rej["details"])["example_id"] == "5"
 
 

@@ -29,15 +29,25 @@ def test_cli_dedup_jsonl_and_parquet(tmp_path) -> None:
         dedup_command, ["--input", str(jsonl), str(tmp_path / "b.parquet"), "--output", str(out)]
     )
     assert res.exit_code == 0, res.output
-    kept = [r for f in sorted((out / "kept").glob("*.parquet")) for r in from_table(pq.read_table(f))]
-    rejects = [r for f in sorted((out / "rejects").glob("*.parquet")) for r in from_table(pq.read_table(f))]
-    assert pq.read_schema(next((out / "kept").glob("*.parquet"))).names == DOCUMENT_SCHEMA.names
-    assert pq.read_schema(next((out / "rejects").glob("*.parquet"))).names == REJECT_SCHEMA.names
+    kept = [r for f in sorted(out.glob("documents-*.parquet")) for r in from_table(pq.read_table(f))]
+    rejects = [r for f in sorted(out.glob("rejects-*.parquet")) for r in from_table(pq.read_table(f))]
+    assert pq.read_schema(next(out.glob("documents-*.parquet"))).names == DOCUMENT_SCHEMA.names
+    assert pq.read_schema(next(out.glob("rejects-*.parquet"))).names == REJECT_SCHEMA.names
     assert len(kept) == 10 and len(rejects) == 4
     assert {r["reason"] for r in rejects} == {"exact_duplicate"}
     kept_ids = {d["id"] for d in kept}
     assert all(json.loads(r["details"])["duplicate_of"] in kept_ids for r in rejects)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["totals"] == {"in": 14, "kept": 10, "rejected": 4}
+    assert (out / "_SUCCESS").exists() and "clusters" in res.output
 
-    # A second run into the same directory refuses instead of mixing outputs.
+    # A second run into the same directory refuses instead of mixing outputs ...
     again = CliRunner().invoke(dedup_command, ["--input", str(jsonl), "--output", str(out)])
-    assert again.exit_code != 0
+    assert again.exit_code == 1 and "--overwrite" in again.output
+    assert "Traceback" not in again.output
+    # ... unless told to replace it: then only the new run's files remain.
+    again = CliRunner().invoke(dedup_command, ["--input", str(jsonl), "--output", str(out),
+                                               "--overwrite"])
+    assert again.exit_code == 0, again.output
+    assert json.loads((out / "manifest.json").read_text())["totals"]["in"] == 10
+    assert not list(out.glob("rejects-*.parquet"))

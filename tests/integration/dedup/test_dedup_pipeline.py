@@ -184,8 +184,11 @@ def test_incremental_against_accepted_index(tmp_path) -> None:
     cfg = DedupConfig(index_dir=str(index), write_index=True)
     kept1, rejected1, _ = dedup_records(week1, cfg)
     assert len(kept1) == 30 and not rejected1
-    parts = sorted(index.glob("part-*.parquet"))
+    from afm.pipelines.dedup import index_files
+
+    parts = index_files(str(index))  # committed in one batch-* directory per run
     assert len(parts) >= 1 and (index / "_index.json").exists()
+    assert not list(index.glob(".staging-*"))
     assert sum(pq.read_metadata(p).num_rows for p in parts) == 30
 
     fresh = text(rng, 200)

@@ -9,14 +9,15 @@ import json
 from pathlib import Path
 
 import pytest
+from afm.crawler.warc_reader import iter_warc_pages
 from afm.pipelines.accounting import check_accounting
 from afm.pipelines.curate_config import CurateConfig, load_curate_config
 from afm.pipelines.io_beam import (
     BAD,
     DOC,
     PAGE,
+    SKIP,
     classify_record,
-    iter_warc_pages,
     read_file_items,
     resolve_inputs,
     shard_of,
@@ -104,7 +105,7 @@ def test_warc_pages(tmp_path: Path) -> None:
     assert page["body"] == b"<p>hello</p>" and page["fetched_at"].year == 2024
     path = tmp_path / "x.warc.gz"
     path.write_bytes(_warc_bytes())
-    assert [k for k, _ in read_file_items(str(path), "web")] == [PAGE]
+    assert [k for k, _ in read_file_items(str(path), "web")] == [PAGE, SKIP]
 
 
 def test_reads_the_crawlers_warc(tmp_path: Path) -> None:
@@ -119,7 +120,7 @@ def test_reads_the_crawlers_warc(tmp_path: Path) -> None:
     store.close()
     files, _ = resolve_inputs([str(tmp_path / "crawl")], "web")
     assert files and all(f.endswith(".warc.gz") for f in files)
-    ours = [p for f in files for k, p in read_file_items(f, "web")]
+    ours = [p for f in files for k, p in read_file_items(f, "web") if k == PAGE]
     theirs = [p for f in files for p in iter_warc_responses(f)]
     assert [(p["url"], p["status"], p["body"]) for p in ours] == \
         [(p["url"], p["status"], p["body"]) for p in theirs]
@@ -132,8 +133,9 @@ def test_corrupt_file_becomes_a_reject(tmp_path: Path) -> None:
     # the random WARC-Record-ID bytes, and warcio sometimes reads that as a clean end).
     path.write_bytes(b"\x1f\x8b\x08\x00" + b"garbage" * 10)
     items = list(read_file_items(str(path), "web"))
-    assert items[-1][0] == BAD and items[-1][1]["reason"] == "unreadable_file"
-    assert items[-1][1]["id"]
+    assert [k for k, _ in items] == [BAD]
+    assert items[0][1]["reason"] in ("corrupt_gzip", "truncated") and items[0][1]["id"]
+    assert json.loads(items[0][1]["details"])["records_lost"] == "unknown"
 
 
 def test_jsonl_records(tmp_path: Path) -> None:
@@ -167,7 +169,7 @@ def test_resolve_inputs(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("x")
     files, skipped = resolve_inputs([str(tmp_path)], "web")
     assert [Path(f).name for f in files] == ["a.jsonl", "b.parquet"]
-    assert [Path(f).name for f in skipped] == ["notes.txt"]
+    assert [Path(f.split(" (")[0]).name for f in skipped] == ["notes.txt"]
     with pytest.raises(ValueError):
         resolve_inputs([str(tmp_path / "notes.txt")], "web")
     # A crawl directory: only its WARCs are documents (not the index, state, summary).
@@ -220,16 +222,6 @@ def test_write_shards_deterministic_and_atomic(tmp_path: Path) -> None:
     for a, b in zip(first, second):
         assert pq.read_table(a).equals(pq.read_table(b))
     assert not list((tmp_path / "a" / ".tmp").iterdir())
-
-
-def test_stale_shards_of_an_earlier_run_removed(tmp_path: Path) -> None:
-    from afm.pipelines.curate import _remove_stale_shards
-
-    for name in ("documents-00000.parquet", "documents-00007.parquet", "rejects-00003.parquet",
-                 "notes.txt"):
-        (tmp_path / name).write_bytes(b"x")
-    _remove_stale_shards(str(tmp_path), {str(tmp_path / "documents-00000.parquet")})
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["documents-00000.parquet", "notes.txt"]
 
 
 # ----------------------------------------------------------------------------- accounting

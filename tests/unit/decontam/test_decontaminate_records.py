@@ -143,9 +143,24 @@ def test_missing_index_is_a_clear_error(tmp_path: Path) -> None:
         decontaminate_records([], DecontamConfig(index=str(tmp_path / "nope")))
 
 
-def test_default_config_uses_the_demo_set(tmp_path: Path) -> None:
+def test_no_silent_default_benchmarks(tmp_path: Path) -> None:
+    """Issue 13: without an index or named benchmarks, nothing is checked against the demo
+    set pretending to be a decontamination; it is an error that says how to build one."""
+    with pytest.raises(ValueError, match="build-index"):
+        decontaminate_records([], DecontamConfig(cache_dir=str(tmp_path / "cache")))
+
+
+def test_named_benchmarks_are_indexed_on_the_fly(tmp_path: Path) -> None:
     rows = [json.loads(line) for line in open(demo_benchmark_specs()[0].path, encoding="utf-8")]
-    cfg = DecontamConfig(cache_dir=str(tmp_path / "cache"))
+    cfg = DecontamConfig(benchmarks="demo", cache_dir=str(tmp_path / "cache"))
     kept, rejects, _ = decontaminate_records(_docs([rows[0]["question"], FILLER[0]]), cfg)
     assert len(kept) == 1 and len(rejects) == 1
     assert list((tmp_path / "cache").iterdir())  # index cached for the next run
+
+
+@pytest.mark.parametrize("threshold", [1, 0, -5, True, 2.5])
+def test_threshold_below_two_is_an_error(threshold: object) -> None:
+    """Issue 13: ``--threshold 1`` made every n-gram "common usage" (each is in the one
+    document that holds it), silently turning decontamination off."""
+    with pytest.raises(ValueError, match=">= 2"):
+        DecontamConfig(benchmarks="demo", threshold=threshold)  # type: ignore[arg-type]

@@ -12,6 +12,7 @@ from afm.model.tokenizer import Tokenizer, train_tokenizer
 from afm.pipelines.tokenize import TOKEN_SCHEMA, run_tokenize
 
 from afm.io import write_parquet
+from afm.outputs import OutputError
 from afm.schema import make_document
 
 
@@ -37,7 +38,9 @@ def test_token_shards_are_complete_and_correct(inputs, tmp_path: Path) -> None:
     files, tok_dir = inputs
     stats = run_tokenize(files, tok_dir, tmp_path / "out", shard_docs=25)
     assert stats["documents"] == 60 and stats["skipped"] == 2
-    assert stats["skipped_by_reason"] == {"empty_text": 1, "no_text": 1}
+    # A record without text is a reader reject; an empty text cannot be tokenized.
+    assert stats["skipped_by_reason"] == {"empty_text": 1, "read:missing_text": 1}
+    assert stats["documents_in"] == 62 and stats["accounting"]["ok"]
     assert stats["sources"]["code"]["documents"] == 20
     names = sorted(p.name for p in (tmp_path / "out").glob("tokens-*.parquet"))
     assert names == [f"tokens-{i:05d}-of-00003.parquet" for i in range(3)]
@@ -62,7 +65,7 @@ def test_output_is_deterministic_across_workers(inputs, tmp_path: Path) -> None:
     run_tokenize(files, tok_dir, tmp_path / "a", shard_docs=25)
     run_tokenize(list(reversed(files)), tok_dir, tmp_path / "b", shard_docs=25, num_workers=2)
     assert _digest(tmp_path / "a") == _digest(tmp_path / "b")
-    with pytest.raises(FileExistsError):
+    with pytest.raises(OutputError, match="--overwrite"):
         run_tokenize(files, tok_dir, tmp_path / "a", shard_docs=25)
 
 

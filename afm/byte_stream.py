@@ -1,0 +1,235 @@
+"""Raw bytes of an input file as a stream of events, surviving damaged gzip.
+
+Python's ``gzip`` module and warcio stop at the first corrupt byte of a ``.gz`` file and
+everything after it vanishes (usually with a message on stderr and no exception the
+caller sees). Web archives are gzipped *per record* precisely so that a reader can
+start at any member: this module does that. It turns a file into a stream of
+
+* ``bytes``: decompressed data, in order;
+* :class:`MemberStart`: a gzip member begins (its compressed offset: what a CDX index or
+  a reject names as the record's place);
+* :class:`Damage`: bytes that could not be decoded (a corrupt member, garbage between
+  members, a file that ends inside a member), with the compressed offsets it spans.
+
+After a :class:`Damage` the stream resumes at the next gzip member whose first bytes
+decompress cleanly and that the caller's ``is_start`` accepts (a WARC member begins with
+``WARC/``, a JSONL line with ``{``), so one bad record costs one record. Plain files are
+one stream of ``bytes``. The caller decides what a damage means for its records.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import BinaryIO
+
+GZIP_MAGIC = b"\x1f\x8b\x08"  # magic + deflate method: how every gzip member starts
+READ_CHUNK = 1 << 20
+OUT_CHUNK = 1 << 22  # decompressed bytes per step: a bomb cannot allocate more at once
+PROBE_BYTES = 1 << 16  # compressed bytes tried when testing a resync candidate
+_KEEP = 64 << 20  # compressed bytes kept behind the current member for resyncing
+
+
+@dataclass(frozen=True)
+class MemberStart:
+    """A gzip member begins at compressed byte ``offset``."""
+
+    offset: int
+
+
+@dataclass(frozen=True)
+class Damage:
+    """Compressed bytes ``[offset, resumed_at)`` could not be decoded.
+
+    ``resumed_at`` is None when nothing readable follows (a truncated or corrupt tail):
+    then nobody can tell how many records were lost, which readers must say.
+    """
+
+    offset: int
+    resumed_at: int | None
+    reason: str  # corrupt_gzip | truncated | garbage | read_error
+    error: str
+
+    @property
+    def tail(self) -> bool:
+        return self.resumed_at is None
+
+
+Event = bytes | MemberStart | Damage
+
+
+def is_gzip(head: bytes) -> bool:
+    return head.startswith(b"\x1f\x8b")
+
+
+def iter_events(fh: BinaryIO, *, gzip: bool | None = None,
+                is_start: Callable[[bytes], bool] = lambda _b: True) -> Iterator[Event]:
+    """Events of the file ``fh`` (see the module docstring). ``gzip=None`` decides from
+    the first bytes, so a ``.gz`` name on a plain file (or the reverse) is no problem."""
+    reader = _Reader(fh)
+    if gzip is None:
+        reader.fill(2)
+        gzip = is_gzip(bytes(reader.buf[:2]))
+    if not gzip:
+        yield from reader.plain()
+        return
+    yield from _GzipMembers(reader, is_start).events()
+
+
+class _Reader:
+    """A growing window over a binary file: ``buf`` holds file bytes from ``base``."""
+
+    def __init__(self, fh: BinaryIO) -> None:
+        self.fh = fh
+        self.buf = bytearray()
+        self.base = 0
+        self.eof = False
+        self.error: str | None = None
+
+    def fill(self, n: int) -> bool:
+        """Make ``buf`` hold at least ``n`` bytes; False when the file ends first."""
+        while len(self.buf) < n and not self.eof:
+            try:
+                chunk = self.fh.read(READ_CHUNK)
+            except OSError as exc:  # a failing disk or network read: end of what we have
+                self.error = f"{type(exc).__name__}: {exc}"
+                chunk = b""
+            if not chunk:
+                self.eof = True
+            else:
+                self.buf += chunk
+        return len(self.buf) >= n
+
+    def drop_before(self, index: int) -> None:
+        """Forget bytes before ``buf[index]``."""
+        if index > 0:
+            del self.buf[:index]
+            self.base += index
+
+    def plain(self) -> Iterator[Event]:
+        while True:
+            if not self.buf and not self.fill(1):
+                break
+            data = bytes(self.buf)
+            self.drop_before(len(self.buf))
+            yield data
+        if self.error:
+            yield Damage(self.base, None, "read_error", self.error)
+
+
+class _GzipMembers:
+    def __init__(self, reader: _Reader, is_start: Callable[[bytes], bool]) -> None:
+        self.r = reader
+        self.is_start = is_start
+
+    def events(self) -> Iterator[Event]:
+        r = self.r
+        pos = 0  # index in r.buf of the next member
+        while True:
+            r.fill(pos + len(GZIP_MAGIC))
+            if pos >= len(r.buf):
+                break
+            if bytes(r.buf[pos : pos + 3]) != GZIP_MAGIC:
+                if r.eof and not bytes(r.buf[pos:]).strip(b"\x00\r\n\t "):
+                    break  # padding after the last member is harmless
+                start = r.base + pos
+                nxt = self._resync(pos + 1)
+                yield Damage(start, None if nxt is None else r.base + nxt, "garbage",
+                             "bytes that are not a gzip member")
+                if nxt is None:
+                    break
+                pos = nxt
+                continue
+            start_abs = r.base + pos
+            yield MemberStart(start_abs)
+            outcome: list[str] = []
+            end = yield from self._inflate(pos, outcome)
+            if end is not None:  # a complete member
+                pos = end
+                if pos > _KEEP:
+                    r.drop_before(pos)
+                    pos = 0
+                continue
+            reason, error = outcome
+            if reason == "truncated":
+                yield Damage(start_abs, None, "truncated", error)
+                break
+            pos = start_abs - r.base  # the member start is still in the window
+            nxt = self._resync(max(pos, 0) + 1)
+            yield Damage(start_abs, None if nxt is None else r.base + nxt, reason, error)
+            if nxt is None:
+                break
+            pos = nxt
+        if r.error:
+            yield Damage(r.base + len(r.buf), None, "read_error", r.error)
+
+    def _inflate(self, pos: int, outcome: list[str]) -> Iterator[Event]:
+        """Decompress the member at ``buf[pos]``, yielding its data; returns the index
+        just past it, or None with ``outcome = [reason, error]``."""
+        r = self.r
+        d = zlib.decompressobj(31)
+        p = pos
+        pending = b""
+        while True:
+            if pending:
+                data = pending
+            else:
+                if p >= len(r.buf) and not r.fill(p + 1):
+                    try:
+                        tail = d.flush()
+                    except zlib.error:
+                        tail = b""
+                    if tail:
+                        yield tail
+                    outcome += ["truncated", "the file ends inside a gzip member"]
+                    return None
+                data = bytes(r.buf[p : p + READ_CHUNK])
+                p += len(data)
+            try:
+                out = d.decompress(data, OUT_CHUNK)
+            except zlib.error as exc:
+                outcome += ["corrupt_gzip", f"zlib: {exc}"]
+                return None
+            pending = d.unconsumed_tail
+            if out:
+                yield out
+            if d.eof:
+                end = p - len(d.unused_data)
+                return end
+            # Keep the window bounded on huge members (whole-file gzip): resyncing past
+            # damage in such a member is hopeless anyway.
+            if p - pos > 2 * _KEEP and not pending:
+                keep_from = p - _KEEP
+                r.drop_before(keep_from)
+                p -= keep_from
+                pos -= keep_from
+
+    def _resync(self, index: int) -> int | None:
+        """Index of the next member at or after ``buf[index]`` that decompresses cleanly
+        and passes ``is_start``; None when the file has none."""
+        r = self.r
+        while True:
+            r.fill(index + PROBE_BYTES)
+            found = r.buf.find(GZIP_MAGIC, index)
+            if found < 0:
+                if r.eof:
+                    return None
+                keep = max(index, len(r.buf) - len(GZIP_MAGIC))
+                r.drop_before(keep)
+                index = 0
+                continue
+            r.fill(found + PROBE_BYTES)
+            if self._plausible(bytes(r.buf[found : found + PROBE_BYTES])):
+                return found
+            index = found + 1
+
+    def _plausible(self, probe: bytes) -> bool:
+        d = zlib.decompressobj(31)
+        try:
+            out = d.decompress(probe, 4096)
+        except zlib.error:
+            return False
+        if not out and not d.eof:
+            return False
+        return self.is_start(out)
