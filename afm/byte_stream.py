@@ -7,7 +7,10 @@ start at any member: this module does that. It turns a file into a stream of
 
 * ``bytes``: decompressed data, in order;
 * :class:`MemberStart`: a gzip member begins (its compressed offset: what a CDX index or
-  a reject names as the record's place);
+  a reject names as the record's place); :class:`MemberEnd`: it ended cleanly, so its
+  data passed gzip's CRC check (data before a corrupt member's error may be corrupt too,
+  so readers hold a member's records until its end: a damaged member costs its records,
+  never a wrong record);
 * :class:`Damage`: bytes that could not be decoded (a corrupt member, garbage between
   members, a file that ends inside a member), with the compressed offsets it spans.
 
@@ -39,6 +42,14 @@ class MemberStart:
 
 
 @dataclass(frozen=True)
+class MemberEnd:
+    """The member that began last ended cleanly (its CRC and length checked) at
+    compressed byte ``offset``: the data it held can be trusted."""
+
+    offset: int
+
+
+@dataclass(frozen=True)
 class Damage:
     """Compressed bytes ``[offset, resumed_at)`` could not be decoded.
 
@@ -56,7 +67,7 @@ class Damage:
         return self.resumed_at is None
 
 
-Event = bytes | MemberStart | Damage
+Event = bytes | MemberStart | MemberEnd | Damage
 
 
 def is_gzip(head: bytes) -> bool:
@@ -66,11 +77,14 @@ def is_gzip(head: bytes) -> bool:
 def iter_events(fh: BinaryIO, *, gzip: bool | None = None,
                 is_start: Callable[[bytes], bool] = lambda _b: True) -> Iterator[Event]:
     """Events of the file ``fh`` (see the module docstring). ``gzip=None`` decides from
-    the first bytes, so a ``.gz`` name on a plain file (or the reverse) is no problem."""
+    the first bytes (a gzip member that decompresses cleanly), so a gzipped file without
+    a ``.gz`` name is read right; give ``gzip=True`` for ``.gz`` names, whose first member
+    may be the damaged one."""
     reader = _Reader(fh)
     if gzip is None:
-        reader.fill(2)
-        gzip = is_gzip(bytes(reader.buf[:2]))
+        reader.fill(PROBE_BYTES)
+        head = bytes(reader.buf[:PROBE_BYTES])
+        gzip = head.startswith(GZIP_MAGIC) and _GzipMembers(reader, is_start)._plausible(head)
     if not gzip:
         yield from reader.plain()
         return
@@ -146,6 +160,7 @@ class _GzipMembers:
             outcome: list[str] = []
             end = yield from self._inflate(pos, outcome)
             if end is not None:  # a complete member
+                yield MemberEnd(r.base + end)
                 pos = end
                 if pos > _KEEP:
                     r.drop_before(pos)

@@ -71,21 +71,30 @@ def _string(value: Any, name: str, notes: list[str]) -> str | None:
         if changed:
             notes.append(f"{name}:surrogates_repaired")
         return fixed
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+    if isinstance(value, int) and not isinstance(value, bool) or (
+            isinstance(value, float) and math.isfinite(value)):
         notes.append(f"{name}:converted")
         return str(value)
     notes.append(f"{name}:cleared")
     return None
 
 
+def _as_float(value: Any) -> float | None:
+    """A JSON number as a float (None for other types, bools and ints beyond float)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        return float(value)
+    except OverflowError:
+        return None
+
+
 def _float(value: Any, name: str, notes: list[str]) -> float | None:
     """A float32 field: numbers (and numeric strings) in range, else cleared."""
     if value is None:
         return None
-    number: float | None = None
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        number = float(value)
-    elif isinstance(value, str):
+    number = _as_float(value)
+    if isinstance(value, str):
         try:
             number = float(value)
             notes.append(f"{name}:converted")
@@ -134,16 +143,16 @@ def _number_map(value: Any, name: str, notes: list[str], integer: bool) -> dict[
     dropped = False
     for key, item in value.items():
         key = repair_surrogates(str(key))[0]
-        if isinstance(item, bool) or not isinstance(item, (int, float)):
+        number = _as_float(item)
+        if number is None:
             dropped = True
-            continue
-        if integer:
-            if float(item) != int(item) or abs(int(item)) > _INT32:
+        elif integer:
+            if not math.isfinite(number) or not number.is_integer() or abs(number) > _INT32:
                 dropped = True
-                continue
-            out[key] = int(item)
+            else:
+                out[key] = int(number)
         else:
-            out[key] = float(item)
+            out[key] = number
     if dropped:
         notes.append(f"{name}:entries_dropped")
     return out

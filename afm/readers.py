@@ -28,13 +28,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from afm import fs
-from afm.byte_stream import Damage, MemberStart, iter_events
+from afm.byte_stream import Damage, MemberEnd, MemberStart, iter_events
 
 WARC_SUFFIXES = (".warc", ".warc.gz", ".arc", ".arc.gz")
 PARQUET_SUFFIXES = (".parquet",)
 JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz")
 SUPPORTED_SUFFIXES = WARC_SUFFIXES + PARQUET_SUFFIXES + JSONL_SUFFIXES
 MAX_RECORD_BYTES = 256 << 20  # a longer JSONL line / WARC record is rejected, not buffered
+# Records of a gzip member are held until the member's CRC is checked, up to this many
+# bytes (beyond, e.g. a whole-file gzip, they are passed on unverified).
+VERIFY_LOOKAHEAD = 16 << 20
 PARQUET_BATCH_ROWS = 1024
 
 
@@ -158,10 +161,12 @@ def read_jsonl(fh: Any, path: str, max_record_bytes: int = MAX_RECORD_BYTES) -> 
     """One item per non-blank line (plain or gzip, even damaged gzip).
 
     A line that is not JSON is a ``bad_json`` failure; invalid UTF-8 is repaired
-    (U+FFFD, noted) rather than losing the record; a gzip member that cannot be
-    decompressed is one failure whose loss is unknown, and reading resumes at the next
-    member. A truncated gzip tail is a failure, and the partial line before it is part of
-    it (never kept).
+    (U+FFFD, noted) rather than losing the record. In gzip files the lines of a member are
+    held until its CRC is checked: a member that cannot be decompressed is one failure
+    (its lines are untrustworthy; how many it held is unknown), and reading resumes at the
+    next member. A truncated tail is one failure too, and the partial line before it is
+    part of it (never kept); the complete lines before the cut are kept, since a deflate
+    stream's prefix decompresses to exactly the original prefix.
     """
     lineno = 0
     pos = 0  # decompressed offset of the current event's first byte
@@ -169,6 +174,8 @@ def read_jsonl(fh: Any, path: str, max_record_bytes: int = MAX_RECORD_BYTES) -> 
     member = None
     partial = bytearray()
     too_long = False
+    pending: list[Item] = []  # lines of the current gzip member, not yet verified
+    pending_bytes = 0
 
     def where(line: int, start: int) -> Where:
         # gzip: the member's compressed offset (a line's own offset means nothing there)
@@ -181,13 +188,26 @@ def read_jsonl(fh: Any, path: str, max_record_bytes: int = MAX_RECORD_BYTES) -> 
             return None
         return _decode_json_line(line, place)
 
-    for event in iter_events(fh, is_start=_json_start):
+    for event in iter_events(fh, gzip=True if path.lower().endswith(".gz") else None,
+                             is_start=_json_start):
         if isinstance(event, MemberStart):
             member = event.offset
+            continue
+        if isinstance(event, MemberEnd):
+            yield from pending
+            pending.clear()
+            pending_bytes = 0
             continue
         if isinstance(event, Damage):
             what = {"truncated": "the file ends inside a gzip member",
                     "garbage": "bytes that are not gzip data"}.get(event.reason, event.error)
+            if event.reason == "truncated":
+                yield from pending  # a clean prefix: the complete lines are intact
+            elif pending:
+                what += (f"; {len(pending)} line(s) already decompressed from the damaged "
+                         "member were dropped with it (they cannot be verified)")
+            pending.clear()
+            pending_bytes = 0
             if partial.strip():
                 what += f"; a partial line of {len(partial)} bytes was dropped with it"
             yield Failure(Where(path, offset=event.offset, line=lineno + 1), event.reason, what,
@@ -210,12 +230,21 @@ def read_jsonl(fh: Any, path: str, max_record_bytes: int = MAX_RECORD_BYTES) -> 
             lineno += 1
             item = finish(bytes(partial), where(lineno, line_start))
             if item is not None:
-                yield item
+                if member is None:
+                    yield item
+                else:
+                    pending.append(item)
+                    pending_bytes += len(partial) + 1
+                    if pending_bytes > VERIFY_LOOKAHEAD:  # a huge member: cannot wait
+                        yield from pending
+                        pending.clear()
+                        pending_bytes = 0
             partial.clear()
             too_long = False
             start = nl + 1
             line_start = pos + start
         pos += len(event)
+    yield from pending
     if partial.strip() or too_long:
         item = finish(bytes(partial), where(lineno + 1, line_start))
         if item is not None:

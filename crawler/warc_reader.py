@@ -29,8 +29,8 @@ import re
 from collections.abc import Iterator
 from typing import Any, BinaryIO
 
-from afm.byte_stream import Damage, MemberStart, iter_events
-from afm.readers import MAX_RECORD_BYTES, Failure, Item, Record, Skipped, Where
+from afm.byte_stream import Damage, MemberEnd, MemberStart, iter_events
+from afm.readers import MAX_RECORD_BYTES, VERIFY_LOOKAHEAD, Failure, Item, Record, Skipped, Where
 
 MAX_HEADER_BYTES = 1 << 20
 NOT_DOCUMENTS = {"request", "warcinfo", "metadata", "revisit", "conversion", "continuation",
@@ -59,6 +59,8 @@ class _Cursor:
         self.members: list[tuple[int, int]] = []  # (decompressed, compressed) starts
         self.damage: Damage | None = None
         self.ended = False
+        self.gzip = False  # set by the first MemberStart
+        self.verified = 0  # bytes before this offset belong to members that ended cleanly
 
     @property
     def end(self) -> int:
@@ -71,12 +73,27 @@ class _Cursor:
             if event is None:
                 self.ended = True
             elif isinstance(event, MemberStart):
+                self.gzip = True
                 self.members.append((self.end, event.offset))
+            elif isinstance(event, MemberEnd):
+                self.verified = self.end
             elif isinstance(event, Damage):
                 self.damage = event
             else:
                 self.buf += event
         return self.end >= upto
+
+    def verify(self, upto: int) -> bool:
+        """Whether the bytes before ``upto`` passed their gzip members' CRC checks (always,
+        for plain files). Waits for the member to end, up to ``VERIFY_LOOKAHEAD`` bytes
+        (a whole-file gzip cannot be verified record by record); False at a damage."""
+        while self.gzip and self.verified < upto:
+            if self.damage is not None:
+                return False
+            if self.ended or self.end - upto > VERIFY_LOOKAHEAD:
+                return True
+            self.fill(self.end + 1)
+        return True
 
     def take(self, start: int, stop: int) -> bytes:
         return bytes(self.buf[start - self.base : stop - self.base])
@@ -123,7 +140,8 @@ def read_warc(fh: BinaryIO, path: str, max_record_bytes: int = MAX_RECORD_BYTES
               ) -> Iterator[Item]:
     """Every record of a WARC or ARC file (plain or gzip, damaged or not) as items."""
     arc = path.lower().endswith((".arc", ".arc.gz"))
-    events = iter_events(fh, is_start=_arc_start if arc else _warc_start)
+    events = iter_events(fh, gzip=True if path.lower().endswith(".gz") else None,
+                         is_start=_arc_start if arc else _warc_start)
     yield from _Framer(_Cursor(events), path, arc, max_record_bytes).items()
 
 
@@ -183,6 +201,10 @@ class _Framer:
 
     def bad(self, start: int, reason: str, error: str, url: str | None = None
             ) -> tuple[Item, int]:
+        """A record that does not frame. If its gzip member turns out damaged, the damage
+        is the reason (one failure for one member, not a framing error plus a damage)."""
+        if not self.cur.verify(start + 1):
+            return self.cut_short(start)
         return Failure(self.where(start), reason, error, url=url), self.resync(start + 1)
 
     def resync(self, start: int) -> int:
@@ -236,6 +258,8 @@ class _Framer:
         if cur.take(end - 4, end) != b"\r\n\r\n":
             return self.bad(start, "bad_content_length",
                             f"the record does not end where Content-Length {length} says", url)
+        if not cur.verify(end):  # its gzip member turned out corrupt or cut short
+            return self.cut_short(start)
         raw = cur.take(start, end)
         return self.interpret(raw, headers, start), end
 
@@ -263,7 +287,7 @@ class _Framer:
         if (url or "").startswith("dns:") or "text/dns" in ctype:
             return Skipped(where, "dns response")
         http = "application/http" in ctype
-        page, error = _http_page(raw, arc2warc=False)
+        page, error = _http_page(raw)
         if page is None:
             if http:
                 return Failure(where, "bad_http_response", error, url=url)
@@ -292,7 +316,7 @@ class _Framer:
         end = line_end + 1 + length
         if length > self.max_record_bytes:
             return self.skip_large(start, end, url, length)
-        if not cur.fill(end):
+        if not cur.fill(end) or not cur.verify(end):
             return self.cut_short(start)
         where = self.where(start)
         if url.startswith("filedesc:"):
@@ -301,10 +325,10 @@ class _Framer:
             return Skipped(where, "dns response"), end
         content = cur.take(line_end + 1, end)
         date = fields[2] if len(fields) >= 5 else ""
-        raw = (b"WARC/1.0\r\nWARC-Type: response\r\nContent-Type: application/http; "
-               b"msgtype=response\r\nContent-Length: " + str(len(content)).encode()
-               + b"\r\n\r\n" + content + b"\r\n\r\n")
-        page, error = _http_page(raw, arc2warc=False)
+        raw = (b"WARC/1.0\r\nWARC-Type: response\r\nWARC-Target-URI: " + url.encode()
+               + b"\r\nContent-Type: application/http; msgtype=response\r\nContent-Length: "
+               + str(len(content)).encode() + b"\r\n\r\n" + content + b"\r\n\r\n")
+        page, error = _http_page(raw)
         if page is None:
             return Failure(where, "bad_http_response", error, url=url), end
         page["url"] = url
@@ -322,13 +346,13 @@ def _parse_headers(block: bytes) -> dict[str, str]:
     return out
 
 
-def _http_page(raw: bytes, arc2warc: bool) -> tuple[dict[str, Any] | None, str]:
+def _http_page(raw: bytes) -> tuple[dict[str, Any] | None, str]:
     """``({"status", "headers", "body"}, "")`` from one whole WARC record, or
     ``(None, why)`` when it holds no parseable HTTP response."""
     from warcio.archiveiterator import ArchiveIterator
 
     try:
-        record = next(iter(ArchiveIterator(io.BytesIO(raw), arc2warc=arc2warc)))
+        record = next(iter(ArchiveIterator(io.BytesIO(raw))))
         http = record.http_headers
         if http is None:
             return None, "no HTTP headers"
