@@ -135,7 +135,11 @@ def _number_map(value: Any, name: str, notes: list[str], integer: bool) -> dict[
     if value is None:
         return None
     if isinstance(value, list) and all(isinstance(p, (list, tuple)) and len(p) == 2 for p in value):
-        value = dict(value)  # Arrow's map shape: [(key, value), ...]
+        try:
+            value = dict(value)  # Arrow's map shape: [(key, value), ...]
+        except TypeError:  # a key that cannot be a key (a list, a dict)
+            notes.append(f"{name}:cleared")
+            return None
     if not isinstance(value, dict):
         notes.append(f"{name}:cleared")
         return None

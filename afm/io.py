@@ -12,8 +12,8 @@ training:
   re-curate one on purpose); found through a directory or glob it is skipped.
 * Parquet files found in ordinary directories are skipped when their schema says they
   hold rejects (``afm.record = reject``), whatever their name.
-* A directory holding WARC files is a crawl: its WARCs are the input, the crawler's own
-  index and state files are bookkeeping.
+* A crawl directory (WARC files beside the crawler's ``index/``) is read for its WARCs;
+  the crawler's index and state files are bookkeeping.
 
 Every file found but not read is returned with the reason, for the run's manifest.
 Record-level reading lives in :mod:`afm.readers`; this module's :func:`read_records`
@@ -157,10 +157,10 @@ def _walk(directory: str, allow_rejects: bool, found: dict[str, None],
             _DATASET_CACHE[directory] = False
             _consider(full, False, allow_rejects, mine, mine_skipped)
     warcs = [f for f in mine if f.lower().endswith(WARC_SUFFIXES)]
-    if top and warcs:
-        # A crawl directory: its WARCs are the pages; the crawler's index Parquet and
-        # frontier/outcome files are bookkeeping, not documents.
-        mine_skipped += [(f, "crawl bookkeeping (a directory with WARC files is a crawl)")
+    if top and warcs and "index" in names:
+        # The crawler's output (WARCs + an index/ of Parquet + state files): its WARCs
+        # are the pages; the index and frontier/outcome files are bookkeeping.
+        mine_skipped += [(f, "crawl bookkeeping (the crawler's index and state files)")
                          for f in mine if f not in warcs]
         mine = dict.fromkeys(warcs)
     found.update(mine)

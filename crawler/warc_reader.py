@@ -36,6 +36,7 @@ MAX_HEADER_BYTES = 1 << 20
 NOT_DOCUMENTS = {"request", "warcinfo", "metadata", "revisit", "conversion", "continuation",
                  "resource"}
 _WARC_START = re.compile(rb"WARC/\d")
+_WARC_VERSION_LINE = re.compile(rb"WARC/\d\.\d+\r?\n")
 _ARC_HEADER = re.compile(rb"^[a-z]+:\S* \S+ \d{14} \S+ \d+\r?$")
 
 
@@ -127,9 +128,6 @@ class _Cursor:
         keep = [m for m in self.members if m[0] >= self.base]
         self.members = ([m for m in self.members if m[0] < self.base][-1:] + keep)
 
-    def is_member_start(self, at: int) -> bool:
-        return any(m[0] == at for m in self.members)
-
     def file_offset(self, at: int) -> int:
         """The compressed offset of the gzip member holding ``at`` (plain files: ``at``)."""
         starts = [m for m in self.members if m[0] <= at]
@@ -208,8 +206,9 @@ class _Framer:
         return Failure(self.where(start), reason, error, url=url), self.resync(start + 1)
 
     def resync(self, start: int) -> int:
-        """The next offset at or after ``start`` where a record header begins (a line
-        start, a gzip member start, or the point after a damage); the end when none."""
+        """The next offset at or after ``start`` where a record header begins (a
+        ``WARC/x.y`` version line; for ARC, a line shaped like an ARC header); the end of
+        what can be read when none (end of file, or a damage the caller then reports)."""
         cur = self.cur
         at = start
         while True:
@@ -222,8 +221,14 @@ class _Framer:
                     return cur.end
                 if _ARC_HEADER.match(cur.take(hit + 1, line_end)):
                     return hit + 1
-            elif (hit == 0 or cur.is_member_start(hit) or cur.byte(hit - 1) == 0x0A) and \
-                    cur.fill(hit + 6) and _WARC_START.match(cur.take(hit, hit + 6)):
+            else:
+                cur.fill(hit + 16)
+                if not _WARC_VERSION_LINE.match(cur.take(hit, min(hit + 16, cur.end))):
+                    at = hit + 1
+                    cur.drop_before(at - 1)
+                    continue
+                # Not required to start a line: a damaged trailer must not hide the next
+                # record. A version line inside some content is framed and, failing, skipped.
                 return hit
             at = hit + 1
             cur.drop_before(at - 1)

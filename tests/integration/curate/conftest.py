@@ -226,3 +226,20 @@ def planted_pages() -> list[tuple[str, int, str]]:
 @pytest.fixture(scope="session")
 def boilerplate_markers() -> tuple[str, ...]:
     return BOILERPLATE_MARKERS
+
+
+@pytest.fixture(scope="session")
+def warc_writer():
+    """``write_warc(path, [(url, status, html), ...])``: gzip-per-record WARC, one minute
+    between records' WARC-Dates (later records are fetched later)."""
+    return write_warc
+
+
+@pytest.fixture(scope="session")
+def demo_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The decontamination index of the project's demo benchmark set."""
+    from afm.filters.benchmarks import DATA_DIR, build_index
+
+    out = tmp_path_factory.mktemp("demo-index") / "idx"
+    build_index(str(DATA_DIR), out)
+    return out

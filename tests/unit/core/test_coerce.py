@@ -123,3 +123,10 @@ def test_huge_numbers() -> None:
     doc, _ = _doc({"text": "t", "title": 10**400, "quality_score": 10**400, "id": 10**30})
     assert doc["title"] == str(10**400) and doc["quality_score"] is None
     assert doc["id"] == str(10**30)
+
+
+def test_map_given_as_pairs_with_unhashable_keys() -> None:
+    """Found by the property test: [[[], null]] as pii_redactions crashed the reader."""
+    doc, notes = _doc({"text": "t", "pii_redactions": [[[], None]], "signals": [["a", 1]]})
+    assert doc["pii_redactions"] is None and "pii_redactions:cleared" in notes
+    assert doc["signals"] == {"a": 1.0}
