@@ -171,8 +171,10 @@ def test_helpers():
     assert looks_binary(b"\x00\x01\x02\x03" * 100) and not looks_binary(b"<html>hello</html>")
     assert extract_title("<title>A &amp; B</title>") == "A & B"
     assert extract_title("<html><body>no title</body></html>") is None
-    text, n = trim_teaser_lines("Intro.\nRelated: other story\nBody text [VIDEO]\n[button x]Go[/button]\nEnd.")
-    assert text == "Intro.\nEnd." and n == 3
+    body = "The main story goes on for a while, sentence after sentence. " * 5
+    text, n = trim_teaser_lines(f"Intro.\nRelated: other story\n{body}\nBody text [VIDEO]\n"
+                                "[button x]Go[/button]\nEnd.")
+    assert text == f"Intro.\n{body}\nEnd." and n == 3
     assert trim_teaser_lines("The related question is open.")[1] == 0
     assert extract_html(ARTICLE).startswith("For the first time") or "sleeper" in extract_html(ARTICLE)
     assert extract_html(b"") == ""
@@ -188,3 +190,69 @@ def test_real_benchmark_pages_score_well(shared_eval, extractor):
 
     scores = evaluate_extractor(pages, ours)
     assert scores["f1"] > 0.93 and scores["precision"] > 0.9 and scores["recall"] > 0.9
+
+
+# ------------------------------------------------------------------- issue 13 regressions
+
+
+def _story(n: int) -> str:
+    return "".join(f"<p>The river authority said on Tuesday that the flood defences built after "
+                   f"storm number {i} had held, although fields near the old mill were under "
+                   "water for a week and farmers counted the cost of lost winter crops.</p>"
+                   for i in range(n))
+
+
+def test_teaser_rule_never_removes_an_article_in_a_layout_table():
+    """Issue 13: trafilatura renders a layout-table row as one line starting with
+    "Advertisement"; the teaser trimmer dropped that line, i.e. the whole article, and
+    the page became empty_extraction."""
+    html = (f"<html><head><title>Floods</title></head><body><table><tr><td>Advertisement</td>"
+            f"<td>{_story(25)}</td></tr></table></body></html>").encode()
+    d = Extractor()(page(html))
+    assert d.keep, d.reason
+    assert d.signals["text_words"] > 900 and "storm number 24" in d.document["text"]
+
+
+def test_teaser_rule_limits():
+    long_line = "Related stories and " + "more words of a real paragraph " * 10
+    assert trim_teaser_lines(f"{long_line}\nA short line.", max_words=30)[1] == 0
+    # Candidates that hold most of the text: nothing is trimmed.
+    text = "Read more: one\nRead more: two\nRead more: three\nBody."
+    assert trim_teaser_lines(text, max_share=0.5) == (text, 0)
+
+
+def test_length_comparison_runs_on_every_page(monkeypatch):
+    """Issue 13: precision mode kept only an author box of 110-350 words, just above the
+    old 100-word fallback floor, while the balanced pass found the 1,000-3,000-word
+    article. The passes are compared on every page, whatever the primary's length."""
+    box = " ".join(["Jane Doe covers transport and housing for the Gazette."] * 25)  # ~225 words
+    article = " ".join(["The committee approved the harbour plan after a long debate."] * 150)
+    html = f"<html><body><div>{box}</div><div>{article}</div></body></html>"
+    ex = Extractor()
+
+    def passes(self, html, url, precision):
+        return box if precision else article
+
+    monkeypatch.setattr(Extractor, "_trafilatura", passes)
+    text, signals = ex.extract_text(html)
+    assert text == article and signals["fallback_used"] == 1.0
+    # A balanced pass only a little longer does not replace the precision pass.
+    def close(self, html, url, precision):
+        return box if precision else box + " " + box[:400]
+
+    monkeypatch.setattr(Extractor, "_trafilatura", close)
+    assert ex.extract_text(html)[0] == box
+
+
+def test_second_pass_skipped_only_when_it_cannot_win(monkeypatch):
+    calls = []
+
+    def passes(self, html, url, precision):
+        calls.append(precision)
+        return "short primary text of five words" if precision else "x"
+
+    monkeypatch.setattr(Extractor, "_trafilatura", passes)
+    Extractor().extract_text("<p>" + "word " * 10 + "</p>")  # 10 < 4 x 6 words: cannot win
+    assert calls == [True]
+    Extractor().extract_text("<p>" + "word " * 30 + "</p>")  # it could: run it
+    assert calls == [True, True, False]
