@@ -167,11 +167,14 @@ class _GzipMembers:
                     pos = 0
                 continue
             reason, error = outcome
-            if reason == "truncated":
-                yield Damage(start_abs, None, "truncated", error)
-                break
             pos = start_abs - r.base  # the member start is still in the window
             nxt = self._resync(max(pos, 0) + 1)
+            if reason == "truncated":
+                if nxt is None:  # a real truncation: nothing readable follows
+                    yield Damage(start_abs, None, "truncated", error)
+                    break
+                # The member ran into the ones after it: its end is damaged, not missing.
+                reason, error = "corrupt_gzip", "the member does not end where the next begins"
             yield Damage(start_abs, None if nxt is None else r.base + nxt, reason, error)
             if nxt is None:
                 break

@@ -23,7 +23,7 @@ EPILOG = """\b
 Examples:
   afm demo --workdir work/demo        # the whole flow on the bundled demo site
   afm crawl --seeds seeds.txt --out crawl/
-  afm curate --input crawl/ --output corpus/
+  afm curate --input crawl/ --output corpus/ --decontam-index decontam-index/
   afm train --config tiny-core --workdir runs/tiny
 """
 

@@ -92,19 +92,23 @@ def read_records(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
 
 
 def expand_inputs(patterns: Iterable[str]) -> list[str]:
-    """The files :func:`resolve_inputs` reads for ``patterns`` (sorted)."""
-    return resolve_inputs(patterns).files
+    """The files named by ``patterns`` (sorted), whatever their format (callers that read
+    plain text or other formats filter them), with the dataset-directory rules of
+    :func:`resolve_inputs`."""
+    return resolve_inputs(patterns, any_format=True).files
 
 
 def resolve_inputs(patterns: Iterable[str], *, allow_rejects: bool = False,
-                   directories_as_inputs: bool = False) -> ResolvedInputs:
+                   directories_as_inputs: bool = False,
+                   any_format: bool = False) -> ResolvedInputs:
     """Files to read for paths, directories and globs (see the module docstring).
 
     ``directories_as_inputs``: a directory is itself one input (a tree of code
     repositories for ``--source code``). Raises ``FileNotFoundError`` for a path that
     matches nothing, :class:`~afm.outputs.IncompleteOutput` for a dataset directory
     without ``_SUCCESS``, :class:`InputRefused` for a rejects file named explicitly and
-    ``ValueError`` for an explicitly named file of no supported format.
+    ``ValueError`` for an explicitly named file of no supported format (``any_format``:
+    every file is returned, the caller decides what it reads).
     """
     found: dict[str, None] = {}
     skipped: list[tuple[str, str]] = []
@@ -116,14 +120,14 @@ def resolve_inputs(patterns: Iterable[str], *, allow_rejects: bool = False,
             if not matches:
                 raise FileNotFoundError(f"input not found: {pattern} (no file matches)")
             for path in matches:
-                _consider(_absolute(path), False, allow_rejects, found, skipped)
+                _consider(_absolute(path), False, allow_rejects, found, skipped, any_format)
         elif fs.isdir(pattern):
             if directories_as_inputs:
                 found[_absolute(pattern)] = None
             else:
-                _walk(_absolute(pattern), allow_rejects, found, skipped, top=True)
+                _walk(_absolute(pattern), allow_rejects, found, skipped, any_format, top=True)
         elif fs.isfile(pattern):
-            _consider(_absolute(pattern), True, allow_rejects, found, skipped)
+            _consider(_absolute(pattern), True, allow_rejects, found, skipped, any_format)
         else:
             raise FileNotFoundError(f"input not found: {pattern}")
     return ResolvedInputs(sorted(found), sorted(set(skipped)))
@@ -134,7 +138,7 @@ def _absolute(path: str) -> str:
 
 
 def _walk(directory: str, allow_rejects: bool, found: dict[str, None],
-          skipped: list[tuple[str, str]], top: bool = False) -> None:
+          skipped: list[tuple[str, str]], any_format: bool, top: bool = False) -> None:
     names = fs.list_dir(directory)
     if is_dataset_dir(directory, names):
         check_complete(directory, names)
@@ -152,10 +156,10 @@ def _walk(directory: str, allow_rejects: bool, found: dict[str, None],
             continue  # hidden files, temp files, markers
         full = fs.join(directory, name)
         if fs.isdir(full):
-            _walk(full, allow_rejects, mine, mine_skipped)
+            _walk(full, allow_rejects, mine, mine_skipped, any_format)
         else:
             _DATASET_CACHE[directory] = False
-            _consider(full, False, allow_rejects, mine, mine_skipped)
+            _consider(full, False, allow_rejects, mine, mine_skipped, any_format)
     warcs = [f for f in mine if f.lower().endswith(WARC_SUFFIXES)]
     if top and warcs and "index" in names:
         # The crawler's output (WARCs + an index/ of Parquet + state files): its WARCs
@@ -168,10 +172,10 @@ def _walk(directory: str, allow_rejects: bool, found: dict[str, None],
 
 
 def _consider(path: str, explicit: bool, allow_rejects: bool, found: dict[str, None],
-              skipped: list[tuple[str, str]]) -> None:
+              skipped: list[tuple[str, str]], any_format: bool = False) -> None:
     name = fs.basename(path)
     fmt = file_format(path)
-    if fmt is None:
+    if fmt is None and not any_format:
         if explicit:
             raise ValueError(f"{path}: unsupported input (expected .warc[.gz], .parquet or "
                              ".jsonl[.gz])")

@@ -285,6 +285,10 @@ def read_parquet(fh: Any, path: str, columns: list[str] | None = None) -> Iterat
                       lost=None)
         return
     maps = [f.name for f in schema if pa.types.is_map(f.type)]
+    # A footer whose row groups do not add up to its row count contradicts itself: its
+    # per-group counts cannot be trusted to count what a damaged group lost.
+    consistent = sum(meta.row_group(rg).num_rows for rg in range(meta.num_row_groups)) \
+        == meta.num_rows
     row = 0
     for rg in range(meta.num_row_groups):
         declared = meta.row_group(rg).num_rows
@@ -307,7 +311,13 @@ def read_parquet(fh: Any, path: str, columns: list[str] | None = None) -> Iterat
             error = f"{type(exc).__name__}: {exc}"
         if done < declared:
             why = error or f"row group {rg} decoded {done} of its {declared} rows"
-            for i in range(done, declared):
-                yield Failure(Where(path, row=row + i), "unreadable_row_group",
-                              f"row group {rg}: {why}")
+            if not consistent:
+                yield Failure(Where(path, row=row + done), "unreadable_row_group",
+                              f"row group {rg}: {why}; the footer contradicts itself "
+                              f"({meta.num_rows} rows in all), so what was lost is unknown",
+                              lost=None)
+            else:
+                for i in range(done, declared):
+                    yield Failure(Where(path, row=row + i), "unreadable_row_group",
+                                  f"row group {rg}: {why}")
         row += declared
