@@ -82,7 +82,7 @@ def dedup_command(more_inputs: tuple[str, ...], inputs: tuple[str, ...], output:
             pipeline_args=args)
     stats = summarize(manifest["metrics"], cfg)
     stats["seconds"] = manifest["elapsed_s"]
-    print_summary("dedup clusters", stats)
+    print_summary("dedup stage: clusters", stats)
 
 
 COMMANDS = [dedup_command]

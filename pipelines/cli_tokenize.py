@@ -58,7 +58,7 @@ def tokenize_command(inputs: tuple[str, ...], tokenizer_dir: str, output: str, s
     for reason, n in stats["skipped_by_reason"].items():
         summary[f"  skipped: {reason}"] = n
     for src, agg in stats["sources"].items():
-        summary[f"tokens [{src}]"] = agg["tokens"]
+        summary[f"tokens ({src})"] = agg["tokens"]
     summary["seconds"] = round(time.perf_counter() - start, 2)
     print_summary("tokenize", summary)
 

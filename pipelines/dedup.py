@@ -852,7 +852,7 @@ def summarize(metrics: dict[str, Any], cfg: DedupConfig) -> dict[str, Any]:
     docs_in = metrics.get("documents_in", 0) + metrics.get("invalid_documents", 0)
     rejected = metrics.get("rejected_exact", 0) + metrics.get("rejected_near", 0)
     return {
-        "documents in": docs_in,
+        "documents into the dedup stage": docs_in,
         "kept": metrics.get("kept", 0),
         "rejected exact_duplicate": metrics.get("rejected_exact", 0),
         "rejected near_duplicate": metrics.get("rejected_near", 0),

@@ -275,7 +275,12 @@ def run_tokenize(
     skipped_inputs = [f"{p} ({why})" for p, why in resolved.skipped]
     skipped_inputs += [f"{p} (not a document file)" for p in resolved.files if p not in files]
     if not files:
-        raise FileNotFoundError(f"no .parquet/.jsonl document shards in {list(inputs)}")
+        from afm.readers import file_format
+
+        why = "; ".join(f"{p}: {w}" for p, w in resolved.skipped if file_format(p))
+        raise FileNotFoundError(f"no .parquet/.jsonl document shards in {list(inputs)}"
+                                + (f" (not read: {why})" if why else
+                                   " (a finished curate run that kept no document has none)"))
     tok_dir = Path(tokenizer_dir)
     model_file = tok_dir / "tokenizer.model" if tok_dir.is_dir() else tok_dir
     if not model_file.is_file():
