@@ -295,8 +295,35 @@ class FailOncePerBundle(beam.DoFn):
         yield doc
 
 
+def write_shard(final: str, tables: Iterable[pa.Table], schema: pa.Schema,
+                compression: str | None, row_group_size: int | None = None,
+                before_publish: Any = None) -> int:
+    """Write ``tables`` as the Parquet file ``final``: into a hidden temporary file in
+    ``.tmp/`` beside it, renamed into place only when complete (a retried bundle replaces
+    the identical file). Returns the file's size. The one shard writer of every pipeline
+    (documents, rejects, token shards)."""
+    directory = final.rsplit("/", 1)[0] if is_remote(final) else os.path.dirname(final)
+    tmp_dir = join(directory, TMP_DIR)
+    if not is_remote(tmp_dir):
+        os.makedirs(tmp_dir, exist_ok=True)
+    name = final.rsplit("/", 1)[-1]
+    tmp = join(tmp_dir, f"{name}.{uuid.uuid4().hex}")
+    with FileSystems.create(tmp, mime_type="application/octet-stream",
+                            compression_type=CompressionTypes.UNCOMPRESSED) as fh:
+        writer = pq.ParquetWriter(fh, schema, compression=compression)
+        for table in tables:
+            writer.write_table(table, row_group_size=row_group_size)
+        writer.close()
+    if before_publish is not None:
+        before_publish()
+    if FileSystems.exists(final):  # a retried bundle: replace with the identical file
+        FileSystems.delete([final])
+    FileSystems.rename([tmp], [final])
+    return int(FileSystems.match([final])[0].metadata_list[0].size_in_bytes)
+
+
 class WriteShardFn(beam.DoFn):
-    """``(shard_index, records)`` -> one Parquet file, written to a temp name and renamed."""
+    """``(shard_index, records)`` -> one sorted Parquet file (see :func:`write_shard`)."""
 
     ROWS_PER_BATCH = 2048
 
@@ -317,22 +344,13 @@ class WriteShardFn(beam.DoFn):
         if self.text_chars > 0:
             rows = [{**r, "text": (r.get("text") or "")[: self.text_chars]} for r in rows]
         final = join(self.output, f"{self.prefix}-{index:05d}.parquet")
-        tmp_dir = join(self.output, TMP_DIR)
-        if not is_remote(tmp_dir):
-            os.makedirs(tmp_dir, exist_ok=True)
-        tmp = join(tmp_dir, f"{self.prefix}-{index:05d}.{uuid.uuid4().hex}.parquet")
-        with FileSystems.create(tmp, mime_type="application/octet-stream",
-                                compression_type=CompressionTypes.UNCOMPRESSED) as fh:
-            writer = pq.ParquetWriter(fh, self.schema, compression=self.compression)
-            for start in range(0, len(rows), self.ROWS_PER_BATCH):
-                writer.write_table(to_table(rows[start : start + self.ROWS_PER_BATCH], self.schema))
-            writer.close()
+        tables = (to_table(rows[start : start + self.ROWS_PER_BATCH], self.schema)
+                  for start in range(0, len(rows), self.ROWS_PER_BATCH))
+        fault = None
         if self.fail_marker_dir:
-            fail_once("write", f"{self.prefix}-{index}", self.fail_marker_dir)
-        if FileSystems.exists(final):  # a retried bundle: replace with the identical file
-            FileSystems.delete([final])
-        FileSystems.rename([tmp], [final])
-        size = FileSystems.match([final])[0].metadata_list[0].size_in_bytes
+            marker_dir, key = self.fail_marker_dir, f"{self.prefix}-{index}"
+            fault = lambda: fail_once("write", key, marker_dir)  # noqa: E731
+        size = write_shard(final, tables, self.schema, self.compression, before_publish=fault)
         yield {"kind": self.prefix, "path": final, "rows": len(rows), "bytes": size}
 
 

@@ -31,7 +31,6 @@ import hashlib
 import json
 import math
 import os
-import uuid
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -39,7 +38,6 @@ from typing import Any
 import apache_beam as beam
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
@@ -142,14 +140,11 @@ class WriteTokenShardFn(beam.DoFn):
             ],
             schema=TOKEN_SCHEMA,
         )
+        from afm.pipelines.io_beam import write_shard
+
         name = shard_name(index, num_shards)
-        final = _join(self.output, name)
-        tmp = _join(self.output, f".{name}.{uuid.uuid4().hex}.tmp")
-        with FileSystems.create(tmp, compression_type=CompressionTypes.UNCOMPRESSED) as fh:
-            pq.write_table(table, fh, compression="zstd", row_group_size=self.row_group_size)
-        if FileSystems.exists(final):
-            FileSystems.delete([final])
-        FileSystems.rename([tmp], [final])
+        write_shard(_join(self.output, name), [table], TOKEN_SCHEMA, "zstd",
+                    row_group_size=self.row_group_size)
         per_source: dict[str, list[int]] = {}
         for r in rows:
             s = per_source.setdefault(r["source"], [0, 0])
