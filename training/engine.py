@@ -58,14 +58,56 @@ def _with_sharding(tree: Any, shardings: Any) -> Any:
 
 
 @dataclass
+class ModelParts:
+    """The model split for functional steps: structure, flat parameter layout, logical
+    axes, and how to rebuild a ``Transformer`` from a flat parameter dict."""
+
+    config: Any
+    graphdef: Any
+    rest: Any
+    layout: ParamLayout
+    shapes: dict[str, tuple[int, ...]]
+    names: dict[str, tuple[str | None, ...] | None]
+    seed: int
+
+    @classmethod
+    def build(cls, mcfg: Any, seed: int) -> ModelParts:
+        abstract = nnx.eval_shape(lambda: _create(mcfg, seed))
+        graphdef, abs_params, rest = nnx.split(abstract, nnx.Param, ...)
+        flat_abs, layout = flatten_state(abs_params)
+        if jax.tree.leaves(rest):
+            rest = jax.jit(lambda: nnx.split(_create(mcfg, seed), nnx.Param, ...)[2])()
+        shapes = {k: tuple(v.shape) for k, v in flat_abs.items()}
+        return cls(mcfg, graphdef, rest, layout, shapes, logical_axes(abs_params), seed)
+
+    def build_model(self, params: Params) -> Any:
+        """A ``Transformer`` over ``params``' model entries (other keys are ignored)."""
+        return nnx.merge(self.graphdef, self.layout.unflatten({k: params[k] for k in self.layout.keys}), self.rest)
+
+    def init(self, shardings: dict[str, NamedSharding] | None = None) -> Params:
+        """Fresh float32 parameters (muParam-simple init), made directly in ``shardings``."""
+
+        def make() -> Params:
+            _, params, _ = nnx.split(_create(self.config, self.seed), nnx.Param, ...)
+            flat, _ = flatten_state(params)
+            return {k: v.astype(jnp.float32) for k, v in flat.items()}
+
+        return jax.jit(make, out_shardings=shardings)()
+
+
+def _create(mcfg: Any, seed: int) -> Any:
+    from afm.model.transformer import Transformer
+
+    return Transformer(mcfg, rngs=nnx.Rngs(params=seed))
+
+
+@dataclass
 class Engine:
     cfg: TrainConfig
     task: Task
     model_config: Any
     mesh: Mesh
-    graphdef: Any
-    rest: Any
-    layout: ParamLayout
+    parts: ModelParts
     shapes: dict[str, tuple[int, ...]]
     names: dict[str, tuple[str | None, ...] | None]
     shardings: dict[str, NamedSharding]
@@ -78,27 +120,17 @@ class Engine:
     state_shardings: TrainState
     batch_shardings: dict[str, NamedSharding]
     extras: dict[str, ParamSpec]
-    _init_model: Callable[[], Params]
     _train_step: Callable[..., Any]
     _eval_step: Callable[..., Any]
 
     # -- construction ------------------------------------------------------------------------
     @classmethod
     def build(cls, cfg: TrainConfig, mesh: Mesh, task: Task | None = None) -> Engine:
-        from afm.model.transformer import Transformer
-
         task = task or get_task(cfg.task, cfg)
         mcfg = task.configure_model(model_config(cfg))
-
-        def create() -> Transformer:
-            return Transformer(mcfg, rngs=nnx.Rngs(params=cfg.seed))
-
-        abstract = nnx.eval_shape(create)
-        graphdef, abs_params, abs_rest = nnx.split(abstract, nnx.Param, ...)
-        names = logical_axes(abs_params)
-        flat_abs, layout = flatten_state(abs_params)
-        shapes = {k: tuple(v.shape) for k, v in flat_abs.items()}
-        dtypes = {k: jnp.float32 for k in flat_abs}
+        parts = ModelParts.build(mcfg, cfg.seed)
+        shapes, names = dict(parts.shapes), dict(parts.names)
+        dtypes: dict[str, Any] = {k: jnp.float32 for k in shapes}
         extras = task.extra_params(mcfg)
         clash = set(extras) & set(shapes)
         if clash:
@@ -145,39 +177,23 @@ class Engine:
 
         batch_shardings = {k: field_sharding(f.shape) for k, f in fields.items()}
 
-        model_keys = set(layout.keys)
-
-        def build_model(params: Params) -> Transformer:
-            return nnx.merge(graphdef, layout.unflatten({k: params[k] for k in model_keys}), abs_rest)
-
-        rest = abs_rest
-        if jax.tree.leaves(abs_rest):
-            rest = jax.jit(lambda: nnx.split(create(), nnx.Param, ...)[2])()
-
-        def init_model() -> Params:
-            _, params, _ = nnx.split(create(), nnx.Param, ...)
-            flat, _ = flatten_state(params)
-            return {k: v.astype(jnp.float32) for k, v in flat.items()}
-
         train = make_train_step(
-            task, optimizer, build_model, mcfg, microbatches=cfg.microbatches,
+            task, optimizer, parts.build_model, mcfg, microbatches=cfg.microbatches,
             peak_lr=cfg.optimizer.learning_rate, schedule=schedule, seed=cfg.seed,
         )
-        evaluate = make_eval_step(task, build_model, mcfg)
+        evaluate = make_eval_step(task, parts.build_model, mcfg)
         rep = replicated(mesh)
         train_jit = jax.jit(
             train, in_shardings=(state_shardings, batch_shardings, rep),
             out_shardings=(state_shardings, rep), donate_argnums=(0,),
         )
         eval_jit = jax.jit(evaluate, in_shardings=(shardings, batch_shardings), out_shardings=rep)
-        model_shardings = {k: shardings[k] for k in layout.keys}
         return cls(
-            cfg=cfg, task=task, model_config=mcfg, mesh=mesh, graphdef=graphdef, rest=rest,
-            layout=layout, shapes=shapes, names=names, shardings=shardings,
+            cfg=cfg, task=task, model_config=mcfg, mesh=mesh, parts=parts,
+            shapes=shapes, names=names, shardings=shardings,
             trainable=trainable, frozen=frozen, multipliers=multipliers, optimizer=optimizer,
             schedule=schedule, abstract_state=abstract_state, state_shardings=state_shardings,
             batch_shardings=batch_shardings, extras=extras,
-            _init_model=jax.jit(init_model, out_shardings=model_shardings),
             _train_step=train_jit, _eval_step=eval_jit,
         )
 
@@ -185,10 +201,13 @@ class Engine:
     def init_state(self, model_params: Params | None = None) -> TrainState:
         """A fresh state: ``model_params`` (e.g. the previous stage's) or a new init, the
         task's extra parameters from their inits, a fresh optimizer state."""
-        params = dict(model_params) if model_params is not None else self._init_model()
+        layout = self.parts.layout
+        if model_params is None:
+            model_params = self.parts.init({k: self.shardings[k] for k in layout.keys})
+        params = dict(model_params)
         extras = self.extras
         if extras:
-            model_only = {k: params[k] for k in self.layout.keys}
+            model_only = {k: params[k] for k in layout.keys}
             for i, (key, spec) in enumerate(sorted(extras.items())):
                 init = jax.jit(spec.init, out_shardings=self.shardings[key])
                 params[key] = init(jax.random.fold_in(jax.random.key(self.cfg.seed), 1000 + i), model_only)
@@ -200,10 +219,13 @@ class Engine:
     def all_params(self, state: TrainState) -> Params:
         return {**state.params, **state.frozen}
 
+    @property
+    def layout(self) -> ParamLayout:
+        return self.parts.layout
+
     def model(self, state: TrainState) -> Any:
         """The ``Transformer`` with the state's current parameters (shared, not copied)."""
-        params = self.all_params(state)
-        return nnx.merge(self.graphdef, self.layout.unflatten({k: params[k] for k in self.layout.keys}), self.rest)
+        return self.parts.build_model(self.all_params(state))
 
     # -- steps ---------------------------------------------------------------------------------
     def global_batch(self, host_batch: dict[str, np.ndarray]) -> dict[str, jax.Array]:
