@@ -188,3 +188,21 @@ def test_bad_inputs_fail_clearly(tmp_path, token_shards):
         make_loader(_cfg([str(tmp_path / "junk.parquet")]), vocab_size=512)
     with pytest.raises(DataError, match="attention"):
         make_loader(_cfg(token_shards, attention="bidirectional"), vocab_size=512)
+
+
+def test_paths_local_globs_dirs_and_remote_rules(tmp_path, token_shards):
+    from afm.training import fs
+
+    nested = tmp_path / "a" / "b"
+    nested.mkdir(parents=True)
+    (nested / "x.parquet").write_bytes(b"")
+    (tmp_path / "a" / "y.parquet").write_bytes(b"")
+    (tmp_path / "a" / "notes.txt").write_text("")
+    files, missing = fs.expand([str(tmp_path / "a" / "**" / "*.parquet"), str(tmp_path / "gone")], ".parquet")
+    assert [f.split("/")[-1] for f in files] == ["x.parquet", "y.parquet"] and missing == [str(tmp_path / "gone")]
+    assert fs.expand([str(tmp_path / "a")], ".parquet")[0] == files  # a directory is recursive
+    assert fs.is_remote("gs://bucket/x") and not fs.is_remote(str(tmp_path))
+    assert str(fs.as_path("gs://bucket/runs/x")) == "gs://bucket/runs/x"
+    assert fs._split_glob("gs://bucket/tokens/*.parquet") == ("gs://bucket/tokens", "*.parquet")
+    with pytest.raises(ValueError, match="bucket"):
+        fs._split_glob("gs://*/x.parquet")
