@@ -22,8 +22,8 @@ Backends (``resolve_backend`` maps ``auto`` to the right one for the platform):
     segment lengths and offsets (``q_seqlen/q_offsets [B, M]``) and ``PADDING_CAUSAL``:
     jax 0.10.2's public ``jax.nn.dot_product_attention`` only takes one length per row,
     which cannot express several documents. It needs a static upper bound ``M`` on
-    segments per row (``ModelConfig.max_segments``; the loader caps packing at the same
-    number) and a Hopper GPU (jax's own check). With ``max_segments == 0`` packed rows
+    segment runs per row, padding included (``ModelConfig.max_segments``; the trainer sets
+    it to the loader's cap on documents + 1) and a Hopper GPU (jax's own check). With ``max_segments == 0`` packed rows
     fall back to cuDNN with a mask (fused, but a bias the size of the score matrix).
 ``splash`` (TPU)
     ``jax.experimental.pallas.ops.tpu.splash_attention`` with a ``CausalMask`` and

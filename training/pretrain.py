@@ -25,9 +25,10 @@ class PretrainTask(TaskBase):
         return self.config.data.attention == "document"
 
     def configure_model(self, model_config: Any) -> Any:
-        """cuDNN's packed layout needs the loader's cap on documents per row."""
+        """cuDNN's packed layout needs a bound on the segment runs of a row: the loader's
+        cap on documents, plus one run for the padding after them."""
         if self._document and self.config.data.max_segments_per_row > 0:
-            return dataclasses.replace(model_config, max_segments=self.config.data.max_segments_per_row)
+            return dataclasses.replace(model_config, max_segments=self.config.data.max_segments_per_row + 1)
         return model_config
 
     def batch_fields(self) -> dict[str, Field]:

@@ -19,7 +19,7 @@ evaluation hooks, metrics.
 4. **Parameters** -- :meth:`Task.extra_params` adds task-owned tensors next to the
    model's (a reward head, LoRA adapters, a frozen reference or teacher copy), each with
    logical axes and an init; :meth:`Task.is_trainable` says which parameters train.
-   Frozen ones get no gradient, no optimizer state and are not donated.
+   Frozen ones get no gradient and no optimizer state.
 
 The loss gets every parameter (trainable and frozen) as one flat ``{path: array}`` dict
 and a :class:`LossContext` whose :meth:`~LossContext.model` turns the ``model/...``-free
