@@ -71,8 +71,8 @@ def train_command(config, workdir, steps, data, init_from, overrides, profile_st
             config, str(workdir), steps=steps, data=list(data) or None, init_from=init_from,
             overrides=list(overrides), profile_steps=profile_steps,
         )
-    except (TrainingDiverged, DataError, ConfigError) as exc:
-        raise click.ClickException(str(exc)) from exc
+    except (TrainingDiverged, DataError, ConfigError, ValueError, FileNotFoundError) as exc:
+        raise click.ClickException(str(exc)) from exc  # user errors: a message, no traceback
     click.echo(f"params_sha256: {result['params_sha256']}")
 
 

@@ -111,7 +111,7 @@ def test_causal_attention_flops_are_half() -> None:
 @pytest.mark.skipif(jax.device_count() < 8, reason="needs 8 (fake) devices")
 @pytest.mark.parametrize(
     ("shape", "backend"),
-    [((2, 1, 2, 2), "xla"), ((1, 1, 1, 8), "xla"), ((2, 1, 2, 2), "splash")],
+    [((1, 1, 1, 8), "xla"), ((2, 1, 2, 2), "splash")],  # 2x1x2x2 xla: the trainer mesh test
 )
 def test_sequence_parallel_layout_matches_unsharded(shape, backend) -> None:
     """Sequence-sharded activations -> heads over tensor x sequence (all-to-all) -> kernel:
