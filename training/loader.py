@@ -3,8 +3,7 @@
 The global batch of every step is cut into ``L`` *lanes* (``data.lanes``); each lane is
 an independent packing stream that fills ``global_batch / L`` rows per step. A host owns
 a contiguous block of lanes, so the global row order is the same for any number of hosts
-that divides ``L``. A lane is fully described by a few integers, its :data:`STATE
-<LaneState>`::
+that divides ``L``. A lane is fully described by a few integers::
 
     lane id, documents drawn, source and token offset of the document being packed,
     and per source: chunks opened, next row in the open chunk
@@ -17,8 +16,8 @@ mixing; this one has all three).
 
 Per lane and source, the source's chunks (``ShardIndex``: rows of one source in one row
 group) form an endless sequence, reshuffled every epoch; lane ``l`` opens chunk positions
-``l, l + L, l + 2L, ...`` of it, so every row group is decoded once per epoch by exactly one
-lane, and reads its documents in a seeded random order. Which source a lane's next
+``l, l + L, l + 2L, ...`` of it, so every chunk is decoded once per epoch by exactly one
+lane, which reads its documents in a seeded random order. Which source a lane's next
 document comes from is a seeded draw with the stage's mixture weights (weights are over
 documents). Documents are packed with EOS into rows of ``seq_len + 1`` tokens (concat and
 split: no padding, a document may continue in the lane's next row); ``max_segments_per_row``
