@@ -34,6 +34,7 @@ from afm.training.config import TrainConfig, get_train_config
 from afm.training.engine import Engine
 from afm.training.hooks import HookContext, ModelView, build_hooks, run_hooks
 from afm.training.metrics import MetricsWriter, mfu
+from afm.training.optimizer import skipped_updates
 from afm.training.params import params_sha256
 from afm.training.preemption import StopSignal
 from afm.training.sharding import make_mesh
@@ -195,7 +196,8 @@ def train(
     step = start
     t_mark, step_mark = time.perf_counter(), start
     t_begin = time.perf_counter()
-    skipped_total, consecutive_skips = 0.0, 0
+    # the optimizer's running count (restored on resume), so "skipped since the last log" is exact
+    skipped_total, consecutive_skips = float(jax.device_get(skipped_updates(state.opt_state))), 0
     tracing = False
 
     def save(at: int) -> None:
