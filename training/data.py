@@ -15,6 +15,7 @@ one row group at a time when it needs it.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
@@ -54,6 +55,7 @@ class DataConfig:
     max_segments_per_row: int = 64
     prefetch: int = 2  # batches prepared ahead in a background thread (0: off)
     open_files: int = 64  # Parquet file handles kept open per host
+    index_cache: str = ""  # a JSON copy of the shard index (the trainer sets workdir/data-index.json)
 
 
 class DataError(ValueError):
@@ -143,12 +145,21 @@ def _single_source(meta: pq.RowGroupMetaData, column: int) -> str | None:
 
 
 class ShardIndex:
-    """Per source, the chunks of every token shard: all a host keeps about the data."""
+    """Per source, the chunks of every token shard: all a host keeps about the data.
 
-    def __init__(self, files: list[str], open_files: int = 64):
+    With ``cache`` (a JSON path, local or ``gs://``) a host whose shards match the cached
+    list (names and byte sizes) loads the index instead of reading footers and source
+    columns: at scale, start-up then costs one size request per shard, not one read per
+    mixed row group. Any host that builds the index writes the cache (same content).
+    """
+
+    def __init__(self, files: list[str], open_files: int = 64, cache: str = ""):
         self.files = list(files)
         self.handles = ParquetFiles(self.files, open_files)
         self.chunks: dict[str, list[Chunk]] = {}
+        key = [[f, fs.size(f)] for f in self.files] if cache else []
+        if cache and self._load(cache, key):
+            return
         digest = hashlib.sha256()
         for fi, path in enumerate(self.files):
             pf = self.handles.get(fi)
@@ -172,6 +183,23 @@ class ShardIndex:
                 for source, n in sorted(counts.items()):
                     self.chunks.setdefault(str(source), []).append(Chunk(fi, rg, int(n), len(counts) > 1))
         self.fingerprint = digest.hexdigest()[:16]
+        if cache:
+            chunks = {s: [[c.file, c.row_group, c.rows, int(c.mixed)] for c in cs] for s, cs in self.chunks.items()}
+            fs.write_text_atomic(cache, json.dumps({"files": key, "fingerprint": self.fingerprint, "chunks": chunks}))
+
+    def _load(self, cache: str, key: list[list[Any]]) -> bool:
+        path = fs.as_path(cache)
+        if not path.exists():
+            return False
+        try:
+            data = json.loads(path.read_text())
+        except ValueError:
+            return False  # a damaged cache is rebuilt
+        if data.get("files") != key:
+            return False  # shards added, removed or rewritten since
+        self.chunks = {s: [Chunk(f, rg, n, bool(m)) for f, rg, n, m in cs] for s, cs in data["chunks"].items()}
+        self.fingerprint = data["fingerprint"]
+        return True
 
     @property
     def documents(self) -> dict[str, int]:

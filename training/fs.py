@@ -84,6 +84,19 @@ def _split_glob(pattern: str) -> tuple[str, str]:
     return pattern, ""
 
 
+def size(path: str) -> int:
+    """File size in bytes (one metadata request for a remote object)."""
+    return os.path.getsize(path) if not is_remote(path) else int(epath.Path(path).stat().length)
+
+
+def write_text_atomic(path: str, text: str) -> None:
+    """Write under a temporary name, then rename: readers never see half a file."""
+    target = as_path(path)
+    tmp = target.parent / f".{target.name}.tmp-{os.getpid()}"
+    tmp.write_text(text)
+    tmp.replace(target)  # overwrites (rename refuses to)
+
+
 def open_input(path: str) -> Any:
     """A seekable binary file for pyarrow: the OS for local paths, pyarrow's filesystem
     (GCS/S3, ranged reads) for remote ones."""

@@ -226,7 +226,7 @@ class PackedLoader:
             raise DataError(f"global batch {cfg.global_batch_size} does not split over {process_count} hosts")
         self.cfg = cfg
         self.vocab_size = vocab_size
-        self.index = index or ShardIndex(expand_paths(cfg.paths), cfg.open_files)
+        self.index = index or ShardIndex(expand_paths(cfg.paths), cfg.open_files, cfg.index_cache)
         self.files = self.index.files
         self.documents = self.index.documents
         self.weights = mixture_weights(self.documents, cfg.weights)

@@ -46,7 +46,7 @@ class PretrainTask(TaskBase):
         )
 
     def make_eval_input(self, paths: list[str], *, vocab_size: int, process_index: int, process_count: int):
-        cfg = dataclasses.replace(self.config.data, paths=list(paths), prefetch=0)
+        cfg = dataclasses.replace(self.config.data, paths=list(paths), prefetch=0, index_cache="")
         return make_loader(cfg, vocab_size=vocab_size, process_index=process_index, process_count=process_count)
 
     def loss(self, params, batch, ctx: LossContext) -> LossOutput:

@@ -134,6 +134,8 @@ def train(
         raise ValueError(f"steps must be >= 0, got {stop_at}")
     workdir = str(fs.as_path(str(workdir)))
     fs.as_path(workdir).mkdir(parents=True, exist_ok=True)
+    if not cfg.data.index_cache:
+        cfg = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, index_cache=f"{workdir}/data-index.json"))
     is_main = jax.process_index() == 0
     console = _console()
     if is_main and not quiet:

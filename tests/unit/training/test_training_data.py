@@ -40,6 +40,22 @@ def test_index_keeps_chunks_not_documents(tmp_path, token_shards):
     assert offsets.tolist() == [0, 2, 4] and values.tolist() == [5, 6, 5, 6]
 
 
+def test_index_cache_is_used_and_refreshed(tmp_path, token_shards, monkeypatch):
+    import pyarrow.parquet as pq
+
+    cache = str(tmp_path / "index.json")
+    built = ShardIndex(expand_paths(token_shards), cache=cache)
+    monkeypatch.setattr(pq.ParquetFile, "read_row_group", lambda *a, **k: pytest.fail("read despite the cache"))
+    loaded = ShardIndex(expand_paths(token_shards), cache=cache)
+    assert loaded.chunks == built.chunks and loaded.fingerprint == built.fingerprint
+    monkeypatch.undo()
+    extra = write_token_shard([{"id": "z", "source": "web", "tokens": [5, 6, 7]}], tmp_path / "more.parquet")
+    grown = ShardIndex([*expand_paths(token_shards), extra], cache=cache)  # stale cache: rebuilt
+    assert grown.documents["web"] == built.documents["web"] + 1
+    (tmp_path / "index.json").write_text("{not json")
+    assert ShardIndex(expand_paths(token_shards), cache=cache).chunks == built.chunks
+
+
 def test_packing_shift_eos_segments_and_loss_mask(token_shards):
     b = next(make_loader(_cfg(token_shards, seq_len=128), vocab_size=512))
     assert b["inputs"].shape == (4, 128) and b["inputs"].dtype == np.int32
