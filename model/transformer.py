@@ -5,8 +5,11 @@
 Attention masking, one rule for every use:
     query ``t`` may attend to key slot ``s`` iff ``s <= t`` (causal, by slot) AND both
     carry the same segment id.
-Training packs several documents into a row with ``segment_ids`` (one id per document;
-attention never crosses documents) and ``positions`` that restart at 0 per document.
+Training packs several documents into a row with ``segment_ids`` (one id per document,
+contiguous runs; attention never crosses documents) and ``positions`` that restart at 0
+per document. On the full-sequence path the ids go to the attention kernel
+(``afm.model.attention``: XLA, cuDNN or splash); without ``segment_ids`` attention is
+plain causal and no mask is built at all, so the fused kernels take their causal path.
 Decoding keeps keys/values in a :class:`KVCache`; batched prompts of different lengths
 are LEFT-padded with segment id 0 (real tokens use 1), so a pad never enters a real
 token's attention and every row writes its new token into the same slot.
@@ -20,18 +23,14 @@ from typing import Any
 import flax.struct
 import jax
 import jax.numpy as jnp
+from afm.model import remat
+from afm.model.attention import segment_mask
 from afm.model.config import ModelConfig
 from afm.model.layers import Block, RMSNorm, param, rope_tables
+from afm.model.partitioning import constrain
 from flax import nnx
 
 Array = jax.Array
-
-_REMAT_POLICIES = {
-    "dots": jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
-    "block": jax.checkpoint_policies.nothing_saveable,
-    "full": jax.checkpoint_policies.nothing_saveable,
-}
-
 
 @flax.struct.dataclass
 class KVCache:
@@ -70,10 +69,8 @@ class KVCache:
 def attention_mask(
     q_slots: Array, k_slots: Array, q_segments: Array, k_segments: Array
 ) -> Array:
-    """Boolean [B, 1, T, S]: causal by slot AND same segment."""
-    causal = k_slots[None, :] <= q_slots[:, None]  # [T, S]
-    same = q_segments[:, :, None] == k_segments[:, None, :]  # [B, T, S]
-    return (causal[None] & same)[:, None]
+    """Boolean [B, 1, T, S]: causal by slot AND same segment (the decoding-path mask)."""
+    return segment_mask(q_segments, k_segments, q_slots, k_slots)
 
 
 class Transformer(nnx.Module):
@@ -113,25 +110,19 @@ class Transformer(nnx.Module):
         start = cache.index if cache is not None else jnp.zeros((), jnp.int32)
         if positions is None:
             positions = jnp.broadcast_to(start + jnp.arange(t, dtype=jnp.int32), (b, t))
-        q_seg = (
-            jnp.ones((b, t), jnp.int32)
-            if segment_ids is None
-            else jnp.asarray(segment_ids, jnp.int32)
-        )
+        seg = None if segment_ids is None else jnp.asarray(segment_ids, jnp.int32)
 
-        mask: Array | None
-        causal = False
+        # Full sequence: the attention kernel gets the segment ids (or nothing: plain
+        # causal, no mask anywhere). Decoding: an explicit mask over the cache slots.
+        mask: Array | None = None
         if cache is not None:
+            q_seg = jnp.ones((b, t), jnp.int32) if seg is None else seg
             k_seg = jax.lax.dynamic_update_slice(cache.segment_ids, q_seg, (0, start))
             q_slots = start + jnp.arange(t, dtype=jnp.int32)
             mask = attention_mask(q_slots, jnp.arange(cache.max_len, dtype=jnp.int32), q_seg, k_seg)
-        elif segment_ids is not None:
-            slots = jnp.arange(t, dtype=jnp.int32)
-            mask = attention_mask(slots, slots, q_seg, q_seg)
-        else:
-            mask, causal = None, True  # lets cuDNN use its fused causal path
 
         x = jnp.take(self.embed[...], tokens, axis=0).astype(dtype)
+        x = constrain(x, ("batch", "seq", "embed"))
         cos, sin = rope_tables(positions, cfg.head_dim, cfg.rope_base)
 
         graphdef, _ = nnx.split(self.layers[0])
@@ -140,12 +131,11 @@ class Transformer(nnx.Module):
         def block_fn(state: Any, x: Array, kv: tuple[Array, Array] | None):
             block = nnx.merge(graphdef, state)
             kv_cache = None if kv is None else (kv[0], kv[1], start)
-            return block(x, cos, sin, mask=mask, causal=causal, kv_cache=kv_cache)
+            return block(x, cos, sin, segment_ids=seg, mask=mask, kv_cache=kv_cache)
 
-        if cfg.remat != "none":
-            block_fn = jax.checkpoint(
-                block_fn, policy=_REMAT_POLICIES[cfg.remat], prevent_cse=not cfg.scan_layers
-            )
+        policy = remat.jax_policy(cfg.remat)
+        if policy is not None:
+            block_fn = jax.checkpoint(block_fn, policy=policy, prevent_cse=not cfg.scan_layers)
 
         new_k = new_v = None
         if cfg.scan_layers:
@@ -183,7 +173,7 @@ class Transformer(nnx.Module):
             if cache is not None:
                 new_k, new_v = jnp.stack(ks), jnp.stack(vs)
 
-        h = self.final_norm(x)
+        h = constrain(self.final_norm(x), ("batch", "seq", "embed"))
         if cache is None:
             return h, None
         new_cache = KVCache(k=new_k, v=new_v, segment_ids=k_seg, index=start + t)
@@ -229,7 +219,8 @@ def init_model(cfg: ModelConfig, seed: int = 0) -> Transformer:
 
 
 RUNTIME_FIELDS = frozenset(
-    {"dtype", "remat", "scan_layers", "attention_impl", "max_seq_len", "rope_base", "name", "notes"}
+    {"dtype", "remat", "scan_layers", "attention_impl", "max_segments", "max_seq_len",
+     "rope_base", "name", "notes"}
 )
 
 
