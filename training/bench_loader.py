@@ -48,7 +48,7 @@ def write_bench_shards(out: Path, *, shards: int, docs_per_shard: int, seed: int
             },
             schema=TOKEN_SCHEMA,
         )
-        path = out / f"tokens-{s:03d}.parquet"
+        path = out / f"shard-{s:03d}.parquet"
         pq.write_table(table, path, compression="zstd", row_group_size=1024)
         paths.append(str(path))
         total += int(offsets[-1])

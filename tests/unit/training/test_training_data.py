@@ -222,3 +222,33 @@ def test_paths_local_globs_dirs_and_remote_rules(tmp_path, token_shards):
     assert fs._split_glob("gs://bucket/tokens/*.parquet") == ("gs://bucket/tokens", "*.parquet")
     with pytest.raises(ValueError, match="bucket"):
         fs._split_glob("gs://*/x.parquet")
+
+
+def test_tokenize_outputs_are_read_under_the_output_policy(tmp_path):
+    """An afm dataset directory is read only when its run finished, and only its token
+    shards; staging folders of unfinished runs are never trained on."""
+    out = tmp_path / "tokens"
+    out.mkdir()
+    shard = write_token_shard([{"id": "a", "source": "web", "tokens": [1, 2, 3]}],
+                              out / "tokens-00000-of-00001.parquet")
+    (out / "manifest.json").write_text("{}")
+    with pytest.raises(DataError, match="_SUCCESS"):
+        expand_paths([str(out)])
+    (out / "_SUCCESS").write_text('{"files": {"tokens-00000-of-00001.parquet": 1}}')
+    staging = out / ".staging-run2"
+    staging.mkdir()
+    write_token_shard([{"id": "b", "source": "web", "tokens": [4]}], staging / "tokens-00000-of-00001.parquet")
+    assert expand_paths([str(out)]) == [str(shard)]
+    # A plain folder holding that dataset is searched, but never inside a staging folder.
+    assert expand_paths([str(tmp_path)]) == [str(shard)]
+
+    docs = tmp_path / "corpus"
+    docs.mkdir()
+    write_token_shard([{"id": "c", "source": "web", "tokens": [5]}], docs / "documents-00000-of-00001.parquet")
+    (docs / "_SUCCESS").write_text("{}")
+    with pytest.raises(DataError, match="afm tokenize"):
+        expand_paths([str(docs)])
+    # An unfinished dataset met while searching a parent folder is refused too.
+    (out / "_SUCCESS").unlink()
+    with pytest.raises(DataError, match="_SUCCESS"):
+        expand_paths([str(tmp_path / "tok*" / "*.parquet")])
