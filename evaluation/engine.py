@@ -27,9 +27,6 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from flax import nnx
-from jax.sharding import NamedSharding, PartitionSpec
-
 from afm.evaluation.packing import (
     PackedBatch,
     ScoreRequest,
@@ -38,6 +35,8 @@ from afm.evaluation.packing import (
     pack_requests,
     rows_per_bucket,
 )
+from flax import nnx
+from jax.sharding import NamedSharding, PartitionSpec
 
 Array = jax.Array
 ProgressFn = Callable[[int], None]

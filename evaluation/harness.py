@@ -18,19 +18,23 @@ Importing this module registers ``afm`` in lm-eval's model registry.
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from lm_eval.api.model import TemplateLM
-from lm_eval.api.registry import register_model
-from lm_eval.models.utils import handle_stop_sequences, normalize_gen_kwargs, postprocess_generated_text
-from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
-from tqdm import tqdm
-
 from afm.evaluation.engine import Engine
 from afm.evaluation.packing import ScoreRequest
+from lm_eval.api.model import TemplateLM
+from lm_eval.api.registry import register_model
+from lm_eval.models.utils import (
+    handle_stop_sequences,
+    normalize_gen_kwargs,
+    postprocess_generated_text,
+)
+from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
+from tqdm import tqdm
 
 DEFAULT_MAX_GEN_TOKS = 256
 
@@ -106,6 +110,7 @@ class AfmLM(TemplateLM):
         self.add_bos_token = bool(add_bos_token) if not isinstance(add_bos_token, str) else add_bos_token.lower() == "true"
         self.show_progress = show_progress
         self._eos_text = self.tok.id_to_piece(self.tok.eos_id)
+        self.clamped_generation = False
 
     # -- the TemplateLM contract --------------------------------------------------------
     @property
@@ -191,9 +196,15 @@ class AfmLM(TemplateLM):
         kwargs = normalize_gen_kwargs(dict(gen_kwargs), self.max_gen_toks)
         until = handle_stop_sequences(kwargs.pop("until", None), eos=self._eos_text)
         max_gen = int(kwargs.pop("max_gen_toks"))
+        if max_gen >= self.max_length:
+            # lm-eval's hf backend refuses; a small-context checkpoint is still worth a look.
+            clamped = max(1, self.max_length // 2)
+            logging.getLogger(__name__).warning(
+                "max_gen_toks %d does not fit the model's context of %d tokens; generating %d",
+                max_gen, self.max_length, clamped)
+            self.clamped_generation = True
+            max_gen = clamped
         max_ctx = self.max_length - max_gen
-        if max_ctx <= 0:
-            raise ValueError(f"max_gen_toks {max_gen} must be below the model's context {self.max_length}")
         prompts = [self.tok_encode(c)[-max_ctx:] or [self.prefix_token_id] for c in contexts]
         stops = [s for s in until if s]
 

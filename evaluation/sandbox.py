@@ -32,10 +32,8 @@ The verdict is a :class:`RunResult`: ``passed`` only when the program exits 0 in
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
-import resource
 import shutil
 import signal
 import subprocess
@@ -52,8 +50,16 @@ CLONE_NEWUSER = 0x10000000
 # from the working directory). The audit hook is the last thing installed; from then on the
 # program cannot open files for writing outside ``root``, open sockets or start processes.
 _BOOTSTRAP = r'''
-import json, os, sys
+import json, os, sys, resource
 cfg = json.loads(os.environ.pop("AFM_SANDBOX", "{}"))
+if cfg["netns"]:
+    import ctypes
+    flags = 0x40000000 | (0x10000000 if cfg["netns"] == "userns" else 0)
+    if ctypes.CDLL(None, use_errno=True).unshare(flags) != 0:
+        sys.stderr.write("sandbox: could not create a network namespace\n")
+        sys.exit(125)
+for name, value in cfg["limits"]:
+    resource.setrlimit(getattr(resource, name), (value[0], value[1]))
 root = os.path.realpath(cfg["root"])
 source = open(cfg["program"], encoding="utf-8").read()
 code = compile(source, "<program>", "exec")
@@ -150,23 +156,25 @@ class SandboxUnavailable(RuntimeError):
     """The policy requires isolation the kernel does not grant here."""
 
 
-def _libc() -> ctypes.CDLL:
-    return ctypes.CDLL(None, use_errno=True)
-
-
 def _probe_netns() -> str | None:
     """Which way a child can get a network namespace here: 'root', 'userns' or None."""
     candidates = (("root", CLONE_NEWNET), ("userns", CLONE_NEWUSER | CLONE_NEWNET))
     for name, flags in candidates:
         if name == "root" and os.geteuid() != 0:
             continue
-        pid = os.fork()
-        if pid == 0:  # pragma: no cover - child
-            os._exit(0 if _libc().unshare(flags) == 0 else 1)
-        _, status = os.waitpid(pid, 0)
-        if os.waitstatus_to_exitcode(status) == 0:
+        code = f"import ctypes, sys; sys.exit(ctypes.CDLL(None).unshare({flags}) != 0)"
+        try:
+            ok = subprocess.run([_python(), "-I", "-S", "-c", code], capture_output=True,
+                                timeout=30).returncode == 0
+        except (OSError, subprocess.TimeoutExpired):
+            ok = False
+        if ok:
             return name
     return None
+
+
+def _python() -> str:
+    return os.path.realpath(sys.executable)
 
 
 _NETNS_MODE: list[str | None] = []
@@ -190,27 +198,19 @@ def isolation_layers(policy: SandboxPolicy | None = None) -> tuple[str, ...]:
     return tuple(layers)
 
 
-def _preexec(policy: SandboxPolicy, netns: str | None, uid: int | None) -> None:  # pragma: no cover - child
-    """Runs in the child between fork and exec: session, namespaces, limits (the uid is
-    dropped by the bootstrap, after the interpreter has started)."""
-    os.setsid()
-    if netns == "root":
-        _libc().unshare(CLONE_NEWNET)
-    elif netns == "userns":
-        _libc().unshare(CLONE_NEWUSER | CLONE_NEWNET)
+def _limits(policy: SandboxPolicy, uid: int | None) -> list[tuple[str, tuple[int, int]]]:
+    """The rlimits the bootstrap sets before the program runs."""
     nproc = policy.max_processes
     if uid is None:  # the limit counts every process of the user, not just ours
         nproc += _user_process_count()
-    limits = {
-        resource.RLIMIT_CPU: (policy.cpu_s, policy.cpu_s + 1),
-        resource.RLIMIT_AS: (policy.memory_bytes, policy.memory_bytes),
-        resource.RLIMIT_FSIZE: (policy.max_file_bytes, policy.max_file_bytes),
-        resource.RLIMIT_NOFILE: (policy.max_open_files, policy.max_open_files),
-        resource.RLIMIT_CORE: (0, 0),
-        resource.RLIMIT_NPROC: (nproc, nproc),
-    }
-    for what, value in limits.items():
-        resource.setrlimit(what, value)
+    return [
+        ("RLIMIT_CPU", (policy.cpu_s, policy.cpu_s + 1)),
+        ("RLIMIT_AS", (policy.memory_bytes, policy.memory_bytes)),
+        ("RLIMIT_FSIZE", (policy.max_file_bytes, policy.max_file_bytes)),
+        ("RLIMIT_NOFILE", (policy.max_open_files, policy.max_open_files)),
+        ("RLIMIT_CORE", (0, 0)),
+        ("RLIMIT_NPROC", (nproc, nproc)),
+    ]
 
 
 def _user_process_count() -> int:
@@ -229,17 +229,9 @@ def _user_process_count() -> int:
 def _kill_uid(uid: int) -> None:
     """Kill every process of ``uid`` (escapees of the process group included): a helper
     that becomes ``uid`` and signals -1, i.e. everything that uid may signal."""
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - child
-        try:
-            os.setgroups([])
-            os.setgid(uid)
-            os.setuid(uid)
-            os.kill(-1, signal.SIGKILL)
-        except OSError:
-            pass
-        os._exit(0)
-    os.waitpid(pid, 0)
+    code = (f"import os, signal\nos.setgroups([]); os.setgid({uid}); os.setuid({uid})\n"
+            "try:\n    os.kill(-1, signal.SIGKILL)\nexcept OSError:\n    pass\n")
+    subprocess.run([_python(), "-I", "-S", "-c", code], capture_output=True, timeout=30, check=False)
 
 
 def run_python(program: str, policy: SandboxPolicy | None = None) -> RunResult:
@@ -260,17 +252,16 @@ def run_python(program: str, policy: SandboxPolicy | None = None) -> RunResult:
     if uid is not None:
         os.chown(prog, uid, uid)
     cfg = {"root": str(work), "program": str(prog), "guard": policy.audit_guard, "uid": uid,
-           "no_preload": sorted(NO_PRELOAD)}
+           "no_preload": sorted(NO_PRELOAD), "netns": netns, "limits": _limits(policy, uid)}
     env = {"AFM_SANDBOX": json.dumps(cfg),
            "PATH": "/usr/bin:/bin", "HOME": str(work), "TMPDIR": str(work), "LANG": "C.UTF-8"}
     start = time.perf_counter()
     status, rc, out, err = "error", None, "", ""
     try:
         proc = subprocess.Popen(
-            [os.path.realpath(sys.executable), "-I", "-S", "-B", "-c", _BOOTSTRAP],
+            [_python(), "-I", "-S", "-B", "-c", _BOOTSTRAP],
             cwd=work, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, preexec_fn=lambda: _preexec(policy, netns, uid),
-            close_fds=True,
+            stderr=subprocess.PIPE, start_new_session=True, close_fds=True,
         )
         try:
             out_b, err_b = proc.communicate(timeout=policy.timeout_s)
