@@ -67,6 +67,8 @@ def run_eval(spec: EvalSpec, lm: Any = None) -> dict[str, Any]:
 
     from afm.evaluation.suite import BuildContext, build_task_configs
 
+    if not spec.show_progress:
+        quiet_progress_bars()
     started = time.perf_counter()
     lm = lm or build_lm(spec)
     load_s = time.perf_counter() - started
@@ -130,6 +132,17 @@ def run_eval(spec: EvalSpec, lm: Any = None) -> dict[str, Any]:
         results["notes"]["generation"] = (f"some tasks ask for more new tokens than the model's "
                                           f"context of {lm.max_length}; half the context was used")
     return results
+
+
+def quiet_progress_bars() -> None:
+    """lm-eval and ``datasets`` draw tqdm bars per task; the demo and the hook want none."""
+    os.environ["TQDM_DISABLE"] = "1"
+    try:
+        import datasets
+
+        datasets.disable_progress_bars()
+    except ImportError:
+        pass
 
 
 class _QuietCustomDataset:

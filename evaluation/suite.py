@@ -89,6 +89,8 @@ GROUPS: dict[str, tuple[str, ...]] = {
     # Log-likelihood only: fast, works on any checkpoint (the demo and the training hook).
     "afm-tiny": ("arc_easy", "piqa", "winogrande", "lambada_openai"),
     "afm-long-context": ("afm_niah",),
+    # What `afm demo` runs on its own data (prepare_demo_data): every request type once.
+    "afm-demo": ("arc_easy", "piqa", "hellaswag", "gsm8k", "afm_niah"),
     "afm-instruct": ("ifeval",),
 }
 
@@ -324,3 +326,21 @@ def default_data_dir() -> str | None:
     if shared is not None and (shared / "eval" / "benchmarks").is_dir():
         return str(shared / "eval" / "benchmarks")
     return None
+
+
+def prepare_demo_data(out: str | os.PathLike[str]) -> str:
+    """A data directory for ``afm-demo``: the packaged demo items plus the project's
+    ``demo-math`` set as ``gsm8k-test`` (all written for this project)."""
+    import shutil
+    from importlib import resources
+    from pathlib import Path
+
+    target = Path(out)
+    target.mkdir(parents=True, exist_ok=True)
+    demo = resources.files("afm.evaluation").joinpath("data/demo")
+    for name in ("arc_easy-test.jsonl", "piqa-validation.jsonl", "hellaswag-validation.jsonl"):
+        (target / name).write_bytes(demo.joinpath(name).read_bytes())
+    math = resources.files("afm.filters").joinpath("data/benchmarks/demo-math.jsonl")
+    with resources.as_file(math) as src:
+        shutil.copyfile(src, target / "gsm8k-test.jsonl")
+    return str(target)
