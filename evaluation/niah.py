@@ -27,15 +27,25 @@ _WORDS = ("amber", "basil", "cobalt", "dune", "ember", "fjord", "garnet", "harbo
 MAX_GEN = 12
 
 
+def _haystack(n: int) -> list[str]:
+    sentences = [x.strip() + "." for x in FILLER.split(".") if x.strip()]
+    return [sentences[i % len(sentences)] for i in range(n)]
+
+
+def _prompt(n_fill: int, depth: float, needle: str, question: str) -> str:
+    hay = _haystack(n_fill)
+    at = round(n_fill * depth)
+    return " ".join(hay[:at] + [needle] + hay[at:]) + question
+
+
 def make_items(encode: Any, lengths: list[int], depths: list[float], per_cell: int = 2,
                seed: int = 0) -> list[dict[str, Any]]:
-    """Items ``{input, answer, length, depth}``; ``encode(text) -> token ids`` sizes them.
-
-    The filler is cut at a sentence boundary so the needle never splits a sentence;
-    ``length`` is the prompt's real token count (at most the requested one).
-    """
+    """Items ``{input, answer, length, depth, tokens}``; ``encode(text) -> token ids``
+    sizes them. The haystack is whole filler sentences, the needle goes between two of
+    them after ``depth`` of the haystack, and ``tokens`` (the prompt's real token count)
+    is at most ``length``."""
     rng = random.Random(seed)
-    filler_ids = len(encode(FILLER))
+    sentence_ids = max(1, len(encode(FILLER)) // len(_haystack(5)))
     items = []
     for length in lengths:
         for depth in depths:
@@ -45,14 +55,11 @@ def make_items(encode: Any, lengths: list[int], depths: list[float], per_cell: i
                 needle = NEEDLE.format(key=key, value=value)
                 question = QUESTION.format(key=key)
                 budget = length - len(encode(needle)) - len(encode(question)) - 2
-                n_fill = max(0, budget // max(1, filler_ids))
-                before = round(n_fill * depth)
-                text = FILLER * before + needle + " " + FILLER * (n_fill - before)
-                prompt = text.rstrip() + question
-                while n_fill > 0 and len(encode(prompt)) > length:  # tokenizer merges may differ
+                n_fill = max(0, budget // sentence_ids)
+                prompt = _prompt(n_fill, depth, needle, question)
+                while n_fill > 0 and len(encode(prompt)) > length:  # merges across sentences
                     n_fill -= 1
-                    before = round(n_fill * depth)
-                    prompt = (FILLER * before + needle + " " + FILLER * (n_fill - before)).rstrip() + question
+                    prompt = _prompt(n_fill, depth, needle, question)
                 items.append({"input": prompt, "answer": value, "length": length, "depth": depth,
                               "tokens": len(encode(prompt))})
     return items
