@@ -10,6 +10,7 @@ test + check(entry_point)`` in :func:`afm.evaluation.sandbox.run_python`.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -28,14 +29,28 @@ def pass_at_k_estimate(n: int, c: int, k: int) -> float:
     return 1.0 - math.prod(1.0 - k / i for i in range(n - c + 1, n + 1))
 
 
+# Verdicts computed ahead, in parallel, by the filter that sees every problem at once
+# (lm-eval then calls the metric one problem at a time and finds them here).
+_VERDICTS: dict[tuple[str, str], bool] = {}
+WORKERS = max(1, min(8, (os.cpu_count() or 2)))
+
+
 def check_program(program: str, test: str, policy: SandboxPolicy = POLICY) -> bool:
     """Does ``program`` pass ``test`` (which calls ``check(...)``) in the sandbox?"""
+    key = (program, test)
+    if key in _VERDICTS:
+        return _VERDICTS.pop(key)
     return run_python(f"{program}\n\n{test}\n", policy).passed
 
 
-def count_passing(candidates: Sequence[str], test: str, workers: int = 4) -> int:
-    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(candidates)))) as pool:
-        return sum(pool.map(lambda prog: check_program(prog, test), candidates))
+def check_all(pairs: Sequence[tuple[str, str]], workers: int = WORKERS) -> list[bool]:
+    """Sandbox verdicts for many (program, test) pairs, several processes at a time."""
+    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(pairs) or 1))) as pool:
+        return list(pool.map(lambda pt: run_python(f"{pt[0]}\n\n{pt[1]}\n", POLICY).passed, pairs))
+
+
+def count_passing(candidates: Sequence[str], test: str) -> int:
+    return sum(check_program(prog, test) for prog in candidates)
 
 
 def pass_at_1(references: list[str], predictions: list[list[str]], **_: Any) -> float:
@@ -46,9 +61,18 @@ def pass_at_1(references: list[str], predictions: list[list[str]], **_: Any) -> 
     return pass_at_k_estimate(len(candidates), count_passing(candidates, test), 1)
 
 
+def test_program(doc: dict) -> str:
+    """The task's reference: its tests and the call that runs them (``doc_to_target``)."""
+    return f"{doc['test']}\ncheck({doc['entry_point']})"
+
+
 def build_predictions(resps: list[list[str]], docs: list[dict]) -> list[list[str]]:
-    """lm-eval filter: a completion is only the body; the program is prompt + body."""
-    return [[doc["prompt"] + r for r in resp] for resp, doc in zip(resps, docs)]
+    """lm-eval filter: a completion is only the body; the program is prompt + body. Also
+    runs every program in the sandbox now, in parallel, for the metric to pick up."""
+    programs = [[doc["prompt"] + r for r in resp] for resp, doc in zip(resps, docs)]
+    pairs = [(prog, test_program(doc)) for progs, doc in zip(programs, docs) for prog in progs]
+    _VERDICTS.update(zip(pairs, check_all(pairs)))
+    return programs
 
 
 def humaneval_config() -> dict[str, Any]:

@@ -27,10 +27,12 @@ def hf_reference(hf_dir: str, *, batch_size: int = 16, max_length: int | None = 
 def run_tasks(lm: Any, configs: list[dict[str, Any]], *, limit: int | float | None = None,
               gen_kwargs: dict[str, Any] | None = None, seed: int = 1234) -> dict[str, Any]:
     """``simple_evaluate`` with every request logged."""
+    from afm.evaluation.suite import task_manager
     from lm_eval.evaluator import simple_evaluate
 
     return simple_evaluate(model=lm, tasks=configs, limit=limit, log_samples=True,
                            gen_kwargs=gen_kwargs, bootstrap_iters=0, confirm_run_unsafe_code=True,
+                           task_manager=task_manager(),
                            random_seed=seed, numpy_random_seed=seed, torch_random_seed=seed,
                            fewshot_random_seed=seed)
 

@@ -85,6 +85,7 @@ def run_eval(spec: EvalSpec, lm: Any = None) -> dict[str, Any]:
     }
     timing: dict[str, float] = {"load_s": load_s}
     if configs:
+        from afm.evaluation.suite import task_manager
         from lm_eval.evaluator import simple_evaluate
 
         logging.getLogger("lm_eval").setLevel(logging.WARNING)
@@ -93,8 +94,8 @@ def run_eval(spec: EvalSpec, lm: Any = None) -> dict[str, Any]:
         wants_samples = any(c.get("task") == "afm_niah" for c in configs)
         out = simple_evaluate(
             model=lm, tasks=configs, limit=spec.limit, log_samples=wants_samples,
-            bootstrap_iters=1000, confirm_run_unsafe_code=True, random_seed=spec.seed,
-            numpy_random_seed=spec.seed, torch_random_seed=spec.seed, fewshot_random_seed=spec.seed,
+            bootstrap_iters=1000, confirm_run_unsafe_code=True, task_manager=task_manager(),
+            random_seed=spec.seed, numpy_random_seed=spec.seed, torch_random_seed=spec.seed, fewshot_random_seed=spec.seed,
         )
         timing["tasks_s"] = time.perf_counter() - t0
         results["tasks"] = from_lm_eval(out)
