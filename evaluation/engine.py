@@ -75,6 +75,31 @@ def _score_rows(graphdef: Any, state: Any, tokens: Array, positions: Array, segm
     return target_logit - logz, greedy
 
 
+@partial(jax.jit, static_argnames=("graphdef",))
+def _score_shared(graphdef: Any, state: Any, prefix: Array, prefix_seg: Array, owner: Array,
+                  suffix: Array, suffix_seg: Array, targets: Array) -> tuple[Array, Array]:
+    """Score many continuations of few contexts: each context (left-padded ``prefix``) is
+    run once into a KV cache, the cache rows are repeated for their continuations
+    (``owner[c]`` = the prefix row of continuation ``c``), and only the (right-padded)
+    ``suffix`` tokens run per continuation. Per suffix position: log p(target), greedy."""
+    from afm.model.transformer import KVCache
+
+    model = nnx.merge(graphdef, state)
+    width, steps = prefix.shape[1], suffix.shape[1]
+    positions = jnp.maximum(jnp.cumsum(prefix_seg, axis=1) - 1, 0)
+    cache = KVCache.create(model.cfg, prefix.shape[0], width + steps)
+    _, cache = model.features(prefix, positions=positions, segment_ids=prefix_seg, cache=cache)
+    cache = KVCache(k=jnp.take(cache.k, owner, axis=1), v=jnp.take(cache.v, owner, axis=1),
+                    segment_ids=jnp.take(cache.segment_ids, owner, axis=0), index=cache.index)
+    start = jnp.sum(prefix_seg, axis=1)[owner]
+    pos = start[:, None] + jnp.arange(steps, dtype=jnp.int32)[None, :]
+    logits, _ = model(suffix, positions=pos, segment_ids=suffix_seg, cache=cache)
+    logits = logits.astype(jnp.float32)
+    logz = jax.nn.logsumexp(logits, axis=-1)
+    target_logit = jnp.take_along_axis(logits, targets[..., None], axis=-1)[..., 0]
+    return target_logit - logz, jnp.argmax(logits, axis=-1) == targets
+
+
 @partial(jax.jit, static_argnames=("graphdef", "cache_len"))
 def _prefill(graphdef: Any, state: Any, tokens: Array, segments: Array, *, cache_len: int):
     from afm.model.transformer import KVCache
@@ -206,6 +231,89 @@ class Engine:
         self.stats.score_batches += 1
         self.stats.real_tokens += batch.real_tokens
         self.stats.slot_tokens += batch.tokens.size
+
+    def score_shared(self, prefixes: Sequence[Sequence[int]],
+                     items: Sequence[tuple[int, Sequence[int], Sequence[int]]],
+                     progress: ProgressFn | None = None) -> list[tuple[float, bool]]:
+        """Like :meth:`score` for continuations that share a context.
+
+        ``items[i] = (prefix index, suffix inputs, targets)``: the model reads
+        ``prefixes[p] + suffix`` and every suffix position is scored. Each prefix is
+        computed once for all its continuations (multiple-choice items: one context, two to
+        five choices), which is where most of the tokens of such tasks are.
+        """
+        members: dict[int, list[int]] = {}
+        for i, (p, inp, tgt) in enumerate(items):
+            if len(inp) != len(tgt) or not inp:
+                raise ValueError("suffix inputs and targets must be non-empty and of equal length")
+            self.check_length(len(prefixes[p]) + len(inp))
+            members.setdefault(p, []).append(i)
+        suffix_buckets = length_buckets(self.max_length, 16)
+        keyed: dict[tuple[int, int], list[int]] = {}
+        for p, idx in members.items():
+            w = bucket_for(max(1, len(prefixes[p])), self.buckets)
+            s = bucket_for(max(len(items[i][1]) for i in idx), suffix_buckets)
+            keyed.setdefault((w, s), []).append(p)
+        out: list[tuple[float, bool]] = [(0.0, False)] * len(items)
+        start = time.perf_counter()
+        for (w, s), groups in sorted(keyed.items()):
+            n_groups = max(1, self.rows_for[w] * w // (4 * (w + s)))
+            n_groups = -(-n_groups // self.data_width) * self.data_width
+            n_rows = 4 * n_groups
+            batch: list[int] = []
+            rows = 0
+            for p in sorted(groups, key=lambda p: -len(prefixes[p])) + [None]:
+                k = 0 if p is None else len(members[p])
+                if batch and (p is None or len(batch) == n_groups or rows + k > n_rows):
+                    self._score_shared_batch(prefixes, items, members, batch, w, s, n_groups, n_rows, out)
+                    if progress is not None:
+                        progress(rows)
+                    batch, rows = [], 0
+                if p is not None:
+                    if k > n_rows:
+                        raise ValueError(f"{k} continuations of one context exceed the batch of {n_rows}")
+                    batch.append(p)
+                    rows += k
+        self.stats.seconds["score"] += time.perf_counter() - start
+        self.stats.score_requests += len(items)
+        return out
+
+    def _score_shared_batch(self, prefixes: Sequence[Sequence[int]], items: Sequence[tuple[int, Sequence[int], Sequence[int]]],
+                            members: dict[int, list[int]], batch: list[int], w: int, s: int,
+                            n_groups: int, n_rows: int, out: list[tuple[float, bool]]) -> None:
+        prefix = np.zeros((n_groups, w), np.int32)
+        prefix_seg = np.zeros((n_groups, w), np.int32)
+        owner = np.zeros((n_rows,), np.int32)
+        suffix = np.zeros((n_rows, s), np.int32)
+        suffix_seg = np.zeros((n_rows, s), np.int32)
+        targets = np.zeros((n_rows, s), np.int32)
+        where: list[tuple[int, int, int]] = []
+        row = 0
+        for g, p in enumerate(batch):
+            pre = prefixes[p]
+            if pre:
+                prefix[g, w - len(pre):] = pre
+                prefix_seg[g, w - len(pre):] = 1
+            for i in members[p]:
+                _, inp, tgt = items[i]
+                owner[row] = g
+                suffix[row, :len(inp)] = inp
+                suffix_seg[row, :len(inp)] = 1
+                targets[row, :len(tgt)] = tgt
+                where.append((i, row, len(inp)))
+                row += 1
+        self.stats.shapes.add(("score_shared", (n_groups, w, n_rows, s)))
+        put = self._put
+        pre_d, preseg_d = put(prefix, prefix_seg)
+        suf_d, sufseg_d, tgt_d = put(suffix, suffix_seg, targets)
+        owner_d = jax.device_put(owner, NamedSharding(self.mesh, PartitionSpec(("data", "fsdp"))))
+        logp, greedy = _score_shared(self.graphdef, self.state, pre_d, preseg_d, owner_d, suf_d, sufseg_d, tgt_d)
+        logp, greedy = np.asarray(logp), np.asarray(greedy)
+        for i, r, n in where:
+            out[i] = (float(logp[r, :n].astype(np.float64).sum()), bool(greedy[r, :n].all()))
+        self.stats.score_batches += 1
+        self.stats.real_tokens += int(prefix_seg.sum() + suffix_seg.sum())
+        self.stats.slot_tokens += prefix.size + suffix.size
 
     # -- generation -------------------------------------------------------------------
     def generate(

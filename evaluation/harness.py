@@ -59,7 +59,8 @@ class AfmLM(TemplateLM):
     unless ``model`` is given), ``tokenizer`` (directory), ``dtype`` (float32 | bfloat16),
     ``max_length``, ``tokens_per_batch`` (scoring batch size in tokens), ``batch_size``
     (prompts decoded together), ``chunk`` (decode steps between stop checks),
-    ``mesh`` (e.g. ``data=-1`` or ``data=2,tensor=4``).
+    ``mesh`` (``DATAxFSDPxTENSORxSEQUENCE``, e.g. ``2x1x4x1``), ``share_prefix`` (score
+    the continuations of one context on one pass over the context; default true).
     """
 
     backend = "causal"
@@ -77,6 +78,7 @@ class AfmLM(TemplateLM):
         chunk: int = 16,
         mesh: str | None = None,
         add_bos_token: bool = False,
+        share_prefix: bool = True,
         show_progress: bool = True,
         **unused: Any,
     ) -> None:
@@ -109,6 +111,7 @@ class AfmLM(TemplateLM):
                              f"{self.engine.cfg.vocab_size} embedding rows")
         self.add_bos_token = bool(add_bos_token) if not isinstance(add_bos_token, str) else add_bos_token.lower() == "true"
         self.show_progress = show_progress
+        self.share_prefix = share_prefix if not isinstance(share_prefix, str) else share_prefix.lower() == "true"
         self._eos_text = self.tok.id_to_piece(self.tok.eos_id)
         self.clamped_generation = False
 
@@ -146,16 +149,42 @@ class AfmLM(TemplateLM):
     def _loglikelihood_tokens(self, requests: list, disable_tqdm: bool = False, **kwargs: Any
                               ) -> list[tuple[float, bool]]:
         L = self.max_length
-        work = []
-        for _key, context_enc, continuation_enc in requests:
+        by_context: dict[tuple[int, ...], list[int]] = defaultdict(list)
+        for i, (_key, context_enc, continuation_enc) in enumerate(requests):
             if not continuation_enc:
                 raise ValueError("loglikelihood: empty continuation")
             if len(continuation_enc) > L:
                 raise ValueError(f"continuation of {len(continuation_enc)} tokens exceeds max_length {L}")
+            if self.share_prefix and len(context_enc) >= 2 and len(context_enc) + len(continuation_enc) <= L + 1:
+                by_context[tuple(context_enc)].append(i)
+        shared = {i for idx in by_context.values() if len(idx) > 1 for i in idx}
+        packed: list[int] = []
+        work = []
+        for i, (_key, context_enc, continuation_enc) in enumerate(requests):
+            if i in shared:
+                continue
             whole = (list(context_enc) + list(continuation_enc))[-(L + 1):]
             work.append(ScoreRequest(tuple(whole[:-1]), tuple(whole[1:]), len(continuation_enc)))
-        with self._progress(len(work), "afm loglikelihood") as bar:
-            results = self.engine.score(work, progress=None if disable_tqdm else bar.update)
+            packed.append(i)
+        prefixes: list[tuple[int, ...]] = []
+        items: list[tuple[int, tuple[int, ...], tuple[int, ...]]] = []
+        owners: list[int] = []
+        for ctx, idx in by_context.items():
+            if len(idx) < 2:
+                continue
+            prefixes.append(ctx[:-1])
+            for i in idx:
+                cont = tuple(requests[i][2])
+                items.append((len(prefixes) - 1, (ctx[-1],) + cont[:-1], cont))
+                owners.append(i)
+        results: list[tuple[float, bool]] = [(0.0, False)] * len(requests)
+        with self._progress(len(requests), "afm loglikelihood") as bar:
+            update = None if disable_tqdm else bar.update
+            for i, res in zip(packed, self.engine.score(work, progress=update)):
+                results[i] = res
+            if items:
+                for i, res in zip(owners, self.engine.score_shared(prefixes, items, progress=update)):
+                    results[i] = res
         for (key, _c, _t), res in zip(requests, results):
             if key is not None:
                 self.cache_hook.add_partial("loglikelihood", key, res)
@@ -227,16 +256,14 @@ class AfmLM(TemplateLM):
 
 
 def _parse_mesh(spec: str) -> Any:
-    """``"data=2,tensor=4"`` (or ``:``/``;`` separated, as lm-eval splits ``model_args`` on
-    commas) -> a device mesh."""
+    """``"2x1x4x1"`` (data x fsdp x tensor x sequence; ``-1`` = the rest) -> a device mesh.
+    No commas or ``=``: lm-eval splits ``model_args`` on both."""
     from afm.training.sharding import MeshConfig, make_mesh
 
-    fields: dict[str, int] = {}
-    for part in spec.replace(";", ",").replace(":", ",").split(","):
-        if not part.strip():
-            continue
-        name, _, value = part.partition("=")
-        if name.strip() not in ("data", "fsdp", "tensor", "sequence") or not value:
-            raise ValueError(f"mesh: expected data=/fsdp=/tensor=/sequence=, got {part!r}")
-        fields[name.strip()] = int(value)
-    return make_mesh(MeshConfig(**fields))
+    try:
+        sizes = [int(x) for x in spec.lower().split("x")]
+    except ValueError:
+        raise ValueError(f"mesh: expected DATAxFSDPxTENSORxSEQUENCE such as 2x1x4x1, got {spec!r}") from None
+    if len(sizes) != 4:
+        raise ValueError(f"mesh: expected four sizes DATAxFSDPxTENSORxSEQUENCE, got {spec!r}")
+    return make_mesh(MeshConfig(*sizes))

@@ -61,3 +61,31 @@ def test_too_long_requests_are_refused(model) -> None:
     engine = Engine(model)
     with pytest.raises(ValueError, match="exceed"):
         engine.score([ScoreRequest(tuple(range(300)), tuple(range(300)), 1)])
+
+
+def test_shared_context_scoring_equals_packed_scoring(model) -> None:
+    rng = np.random.default_rng(2)
+    prefixes, items, reqs = [], [], []
+    for g in range(12):
+        ctx = rng.integers(4, 512, int(rng.integers(2, 120))).tolist()
+        prefixes.append(tuple(ctx[:-1]))
+        for _ in range(int(rng.integers(2, 5))):
+            cont = rng.integers(4, 512, int(rng.integers(1, 20))).tolist()
+            items.append((g, (ctx[-1], *cont[:-1]), tuple(cont)))
+            whole = ctx + cont
+            reqs.append(ScoreRequest(tuple(whole[:-1]), tuple(whole[1:]), len(cont)))
+    engine = Engine(model, tokens_per_batch=2048)
+    packed, shared = engine.score(reqs), engine.score_shared(prefixes, items)
+    for (a, ga), (b, gb) in zip(packed, shared):
+        assert a == pytest.approx(b, abs=1e-4) and ga == gb
+
+
+def test_a_tensor_parallel_mesh_gives_the_same_scores(model) -> None:
+    from afm.evaluation.harness import _parse_mesh
+
+    reqs = [ScoreRequest(tuple(range(4, 4 + n)), tuple(range(5, 5 + n)), 3) for n in (10, 50, 100)]
+    base = Engine(model).score(reqs)
+    sharded = Engine(model, mesh=_parse_mesh("2x1x4x1")).score(reqs)
+    assert [round(a, 4) for a, _ in base] == [round(b, 4) for b, _ in sharded]
+    with pytest.raises(ValueError, match="DATAxFSDP"):
+        _parse_mesh("data=2")
