@@ -31,6 +31,7 @@ from afm.evaluation.packing import (
     PackedBatch,
     ScoreRequest,
     bucket_for,
+    fit_rows,
     length_buckets,
     pack_requests,
     rows_per_bucket,
@@ -167,6 +168,7 @@ class Engine:
         self.graphdef, state = nnx.split(model)
         self.state = self._place(state)
         self.buckets = length_buckets(self.max_length, smallest_bucket)
+        self.tokens_per_batch = tokens_per_batch
         self.rows_for = rows_per_bucket(self.buckets, tokens_per_batch, self.data_width)
         self.gen_batch = -(-max(1, gen_batch) // self.data_width) * self.data_width
         self.chunk = max(1, chunk)
@@ -212,7 +214,7 @@ class Engine:
             self.check_length(len(r.inputs))
         out: list[tuple[float, bool]] = [(0.0, False)] * len(requests)
         start = time.perf_counter()
-        for batch in pack_requests(requests, self.buckets, self.rows_for):
+        for batch in pack_requests(requests, self.buckets, self.rows_for, min_rows=self.data_width):
             self._score_batch(batch, out)
             if progress is not None:
                 progress(len(batch.placements))
@@ -248,32 +250,26 @@ class Engine:
                 raise ValueError("suffix inputs and targets must be non-empty and of equal length")
             self.check_length(len(prefixes[p]) + len(inp))
             members.setdefault(p, []).append(i)
-        suffix_buckets = length_buckets(self.max_length, 16)
-        keyed: dict[tuple[int, int], list[int]] = {}
+        # Finer buckets than for packed rows: a padded prefix or suffix slot is pure waste here.
+        prefix_buckets = length_buckets(self.max_length, 32)
+        suffix_buckets = length_buckets(self.max_length, 4)
+        keyed: dict[tuple[int, int, int], list[int]] = {}
         for p, idx in members.items():
-            w = bucket_for(max(1, len(prefixes[p])), self.buckets)
+            w = bucket_for(max(1, len(prefixes[p])), prefix_buckets)
             s = bucket_for(max(len(items[i][1]) for i in idx), suffix_buckets)
-            keyed.setdefault((w, s), []).append(p)
+            k = 2 if len(idx) <= 2 else 4 if len(idx) <= 4 else len(idx)  # continuations per context
+            keyed.setdefault((w, s, k), []).append(p)
         out: list[tuple[float, bool]] = [(0.0, False)] * len(items)
         start = time.perf_counter()
-        for (w, s), groups in sorted(keyed.items()):
-            n_groups = max(1, self.rows_for[w] * w // (4 * (w + s)))
+        for (w, s, k), groups in sorted(keyed.items()):
+            n_groups = max(1, self.tokens_per_batch // (w + k * s))
             n_groups = -(-n_groups // self.data_width) * self.data_width
-            n_rows = 4 * n_groups
-            batch: list[int] = []
-            rows = 0
-            for p in sorted(groups, key=lambda p: -len(prefixes[p])) + [None]:
-                k = 0 if p is None else len(members[p])
-                if batch and (p is None or len(batch) == n_groups or rows + k > n_rows):
-                    self._score_shared_batch(prefixes, items, members, batch, w, s, n_groups, n_rows, out)
-                    if progress is not None:
-                        progress(rows)
-                    batch, rows = [], 0
-                if p is not None:
-                    if k > n_rows:
-                        raise ValueError(f"{k} continuations of one context exceed the batch of {n_rows}")
-                    batch.append(p)
-                    rows += k
+            for lo in range(0, len(groups), n_groups):
+                batch = groups[lo:lo + n_groups]
+                g = fit_rows(len(batch), n_groups, self.data_width)
+                self._score_shared_batch(prefixes, items, members, batch, w, s, g, k * g, out)
+                if progress is not None:
+                    progress(sum(len(members[p]) for p in batch))
         self.stats.seconds["score"] += time.perf_counter() - start
         self.stats.score_requests += len(items)
         return out

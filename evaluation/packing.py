@@ -103,11 +103,13 @@ def pack_requests(
     rows_for: dict[int, int],
     *,
     pad_id: int = 0,
+    min_rows: int = 1,
 ) -> Iterator[PackedBatch]:
     """Every request exactly once, in batches of shape ``(rows_for[b], b)``.
 
-    Batches come bucket by bucket (short rows first); the last batch of a bucket is
-    filled up with empty rows so its shape is still the bucket's.
+    Batches come bucket by bucket (short rows first); the last batch of a bucket has the
+    smallest power of two of rows (times ``min_rows``, the data-parallel width) that holds
+    it, so a bucket has a handful of shapes and little padding.
     """
     by_bucket: dict[int, dict[int, int]] = {}
     for i, r in enumerate(requests):
@@ -116,7 +118,18 @@ def pack_requests(
         bins = _first_fit_decreasing(by_bucket[bucket], bucket)
         n_rows = rows_for[bucket]
         for start in range(0, len(bins), n_rows):
-            yield _fill(requests, bins[start:start + n_rows], n_rows, bucket, pad_id)
+            part = bins[start:start + n_rows]
+            rows = n_rows if len(part) == n_rows else fit_rows(len(part), n_rows, min_rows)
+            yield _fill(requests, part, rows, bucket, pad_id)
+
+
+def fit_rows(needed: int, full: int, multiple_of: int) -> int:
+    """Rows for a batch of ``needed`` rows: ``full``, or for a last, partial batch the
+    smallest power of two times ``multiple_of`` that holds it (few shapes, little padding)."""
+    rows = multiple_of
+    while rows < needed and rows < full:
+        rows *= 2
+    return min(max(rows, -(-needed // multiple_of) * multiple_of), full)
 
 
 def _fill(

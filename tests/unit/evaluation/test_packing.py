@@ -38,9 +38,10 @@ def test_every_request_placed_once_without_overlap() -> None:
     rows = rows_per_bucket(buckets, 2048, multiple_of=4)
     seen = []
     shapes = set()
-    for batch in pack_requests(reqs, buckets, rows):
+    for batch in pack_requests(reqs, buckets, rows, min_rows=4):
         shapes.add(batch.shape)
-        assert batch.shape[0] == rows[batch.shape[1]] and batch.shape[0] % 4 == 0
+        full = rows[batch.shape[1]]
+        assert batch.shape[0] % 4 == 0 and (batch.shape[0] == full or batch.shape[0] in (4, 8, 16, 32, 64))
         occupied = np.zeros(batch.shape, bool)
         for i, row, at, n, scored in batch.placements:
             assert not occupied[row, at:at + n].any()
@@ -53,13 +54,14 @@ def test_every_request_placed_once_without_overlap() -> None:
             seen.append(i)
         assert ((batch.segment_ids > 0) == occupied).all()
     assert sorted(seen) == list(range(len(reqs)))
-    assert shapes <= {(rows[b], b) for b in buckets}  # one shape per bucket, whatever the lengths
+    # a handful of shapes per bucket (full batches, and a power of two for the last one)
+    assert len(shapes) <= 2 * len(buckets)
 
 
 def test_short_requests_share_rows() -> None:
     reqs = [ScoreRequest((1, 2, 3), (2, 3, 4), 1) for _ in range(40)]
     batches = list(pack_requests(reqs, (64,), {64: 4}))
-    assert len(batches) == 1
+    assert len(batches) == 1 and batches[0].shape == (2, 64)
     assert batches[0].real_tokens == 120  # 40 x 3 tokens in 2 rows of 64 (21 per row)
 
 
