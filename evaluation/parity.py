@@ -71,10 +71,12 @@ def _texts(x: Any) -> list[str]:
     return [x] if isinstance(x, str) else []
 
 
-def compare_requests(ours: dict[str, list[dict[str, Any]]], ref: dict[str, list[dict[str, Any]]]
-                     ) -> dict[str, dict[str, Any]]:
+def compare_requests(ours: dict[str, list[dict[str, Any]]], ref: dict[str, list[dict[str, Any]]],
+                     tolerance: float = 1e-3) -> dict[str, dict[str, Any]]:
     """Per task: requests compared, the largest |log-likelihood difference|, whether every
-    greedy flag, generated text and per-document metric is identical."""
+    greedy flag and generated text is identical, and every per-document metric equal
+    (within ``tolerance`` for real-valued ones such as LAMBADA's per-item perplexity; a
+    0/1 accuracy that flips differs by 1)."""
     report: dict[str, dict[str, Any]] = {}
     for task in sorted(set(ours) | set(ref)):
         a, b = ours.get(task, []), ref.get(task, [])
@@ -92,12 +94,18 @@ def compare_requests(ours: dict[str, list[dict[str, Any]]], ref: dict[str, list[
             if na:
                 max_diff = max(max_diff, max(abs(x - y) for x, y in zip(na, nb)))
             texts_same &= _texts(ra["resps"]) == _texts(rb["resps"])
-            metrics_same &= ra["metrics"] == rb["metrics"]
+            metrics_same &= _same_metrics(ra["metrics"], rb["metrics"], tolerance)
         else:
             report[task] = {"documents": len(a), "loglikelihoods": n_ll, "max_abs_diff": max_diff,
                             "greedy_flags_identical": flags_same, "texts_identical": texts_same,
                             "metrics_identical": metrics_same}
     return report
+
+
+def _same_metrics(a: dict[str, Any], b: dict[str, Any], tolerance: float) -> bool:
+    if set(a) != set(b):
+        return False
+    return all(abs(float(a[k]) - float(b[k])) <= tolerance * max(1.0, abs(float(b[k]))) for k in a)
 
 
 def _flags(resps: Any) -> list[bool]:

@@ -85,13 +85,13 @@ GROUPS: dict[str, tuple[str, ...]] = {
                      "humaneval"),
     # Everything whose real test data ../shared/eval carries (the rest need --data-dir files).
     "afm-offline": ("arc_challenge", "arc_easy", "lambada_openai", "piqa", "winogrande", "triviaqa",
-                    "boolq", "openbookqa", "mmlu", "gsm8k_cot", "minerva_math", "humaneval", "ifeval"),
+                    "boolq", "openbookqa", "mmlu", "gsm8k_cot", "minerva_math", "humaneval"),
     # Log-likelihood only: fast, works on any checkpoint (the demo and the training hook).
     "afm-tiny": ("arc_easy", "piqa", "winogrande", "lambada_openai"),
     "afm-long-context": ("afm_niah",),
     # What `afm demo` runs on its own data (prepare_demo_data): every request type once.
     "afm-demo": ("arc_easy", "piqa", "hellaswag", "gsm8k", "afm_niah"),
-    "afm-instruct": ("ifeval",),
+    "afm-instruct": ("ifeval",),  # needs NLTK's punkt_tab data (see _check_nltk_for_ifeval)
 }
 
 MMLU_DEFAULT_SUBJECTS = ("abstract_algebra", "college_biology", "high_school_us_history", "marketing")
@@ -251,7 +251,23 @@ def _fewshot(spec: TaskSpec, ctx: BuildContext) -> int:
     return spec.num_fewshot if ctx.num_fewshot is None else ctx.num_fewshot
 
 
+def _check_nltk_for_ifeval() -> None:
+    """lm-eval's IFEval downloads NLTK's ``punkt_tab`` when imported; offline that fails
+    and later scoring breaks. Refuse up front, saying how to provide it."""
+    try:
+        import nltk
+
+        nltk.data.find("tokenizers/punkt_tab")
+    except LookupError:
+        raise SuiteError(
+            "ifeval needs NLTK's punkt_tab data, which is not installed: run "
+            "`python -m nltk.downloader punkt_tab` where the network is reachable (or point "
+            "NLTK_DATA at a folder holding tokenizers/punkt_tab)") from None
+
+
 def _builtin(name: str, spec: TaskSpec, ctx: BuildContext) -> list[dict[str, Any]]:
+    if name == "ifeval":
+        _check_nltk_for_ifeval()
     cfg = lm_eval_yaml(name)
     cfg["num_fewshot"] = _fewshot(spec, ctx)
     if ctx.allow_hub and not ctx.data_dir:

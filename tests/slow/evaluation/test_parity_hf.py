@@ -47,23 +47,30 @@ def _export(ckpt: Path, out: Path) -> str:
     return str(export_hf(ckpt, out, tokenizer_dir=tokenizer_dir()))
 
 
-def _trained_checkpoint(tmp: Path) -> Path:
-    """tiny-core for 40 steps on a Markov-chain corpus, re-saved with a 1024-token window."""
+def _trained_checkpoint(tmp: Path, shared_eval: Path) -> Path:
+    """tiny-core for 40 steps on real text (LAMBADA passages, tokenized with the packaged
+    tokenizer), re-saved with a 1024-token window. Natural text, not a synthetic chain with
+    equiprobable successors: those train the model into exact ties between top tokens,
+    where float rounding alone decides a greedy choice."""
+    from afm.evaluation.local_data import read_file
     from afm.model.checkpoint import load_model, save_params
-    from afm.training.synthetic import markov_token_shards
+    from afm.training.data import write_token_shard
     from afm.training.trainer import train
 
-    shards = markov_token_shards(tmp / "tokens", docs=200)
-    result = train("tiny-core", tmp / "run", steps=40, data=[str(p) for p in shards])
+    tok = Tokenizer.load(tokenizer_dir())
+    texts = [r["text"] for r in read_file(shared_eval / "benchmarks" / "lambada_openai-test.jsonl.gz")[:1500]]
+    rows = [{"id": str(i), "source": "web", "tokens": tok.encode(t)} for i, t in enumerate(texts)]
+    shard = write_token_shard(rows, tmp / "tokens" / "lambada.parquet")
+    result = train("tiny-core", tmp / "run", steps=40, data=[str(shard)])
     model, _ = load_model(result["model_checkpoint"], max_seq_len=MAX_LEN, dtype="float32")
     return save_params(model, tmp / "trained", overwrite=True)
 
 
 @pytest.fixture(scope="module", params=["random-init", "trained"])
-def checkpoints(request, tmp_path_factory):
+def checkpoints(request, tmp_path_factory, shared_eval):
     tmp = tmp_path_factory.mktemp(request.param)
     ckpt = write_tiny_checkpoint(tmp / "ck", seed=0, max_seq_len=MAX_LEN) if request.param == "random-init" \
-        else _trained_checkpoint(tmp)
+        else _trained_checkpoint(tmp, shared_eval)
     return request.param, ckpt, _export(ckpt, tmp / "hf")
 
 
