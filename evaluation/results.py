@@ -56,8 +56,10 @@ def from_lm_eval(out: dict[str, Any]) -> dict[str, dict[str, Any]]:
     n_shot = out.get("n-shot", {})
     n_samples = out.get("n-samples", {})
     hib = out.get("higher_is_better", {})
+    parent = {sub: group for group, subs in out.get("group_subtasks", {}).items() for sub in subs}
     tasks: dict[str, dict[str, Any]] = {}
-    for name, res in out.get("results", {}).items():
+    entries = {**out.get("results", {}), **out.get("groups", {})}  # group aggregates (mmlu, ...)
+    for name, res in entries.items():
         metrics: dict[str, dict[str, float | None]] = {}
         for key, value in res.items():
             if "," not in key or "_stderr," in key or not isinstance(value, (int, float)):
@@ -74,9 +76,30 @@ def from_lm_eval(out: dict[str, Any]) -> dict[str, dict[str, Any]]:
             "samples": samples.get("effective") if isinstance(samples, dict) else None,
             "num_fewshot": n_shot.get(name),
             "group": name in groups,
+            "parent": parent.get(name),
             "higher_is_better": hib.get(name, {}),
         }
     return tasks
+
+
+def add_groups(tasks: dict[str, dict[str, Any]], groups: dict[str, tuple[list[str], str]]) -> None:
+    """Size-weighted mean of each group's members (and the standard error of that mean,
+    members being independent samples); members get ``parent``."""
+    for group, (members, metric) in groups.items():
+        rows = [(tasks[m]["samples"] or 0, tasks[m]["metrics"][metric]) for m in members
+                if m in tasks and metric in tasks[m]["metrics"]]
+        total = sum(n for n, _ in rows)
+        if not total:
+            continue
+        value = sum(n * m["value"] for n, m in rows if m["value"] is not None) / total
+        errs = [(n * m["stderr"]) ** 2 for n, m in rows if m["stderr"] is not None]
+        stderr = math.sqrt(sum(errs)) / total if len(errs) == len(rows) else None
+        for m in members:
+            if m in tasks:
+                tasks[m]["parent"] = group
+        tasks[group] = {"primary": metric, "metrics": {metric: {"value": value, "stderr": stderr}},
+                        "samples": total, "num_fewshot": tasks[members[0]].get("num_fewshot"),
+                        "group": True, "parent": None, "higher_is_better": {}, "members": len(rows)}
 
 
 def _num(x: Any) -> float | None:
@@ -109,12 +132,13 @@ def read_results(path: str | os.PathLike[str]) -> dict[str, Any]:
     return data
 
 
-def headline(results: dict[str, Any]) -> list[tuple[str, str, float | None, float | None]]:
-    """(task, metric, value, stderr) of every task's primary metric, plus perplexity."""
+def headline(results: dict[str, Any], subtasks: bool = False) -> list[tuple[str, str, float | None, float | None]]:
+    """(task, metric, value, stderr) of every task's primary metric (members of a group
+    such as the 57 MMLU subjects only with ``subtasks``), plus perplexity."""
     rows = []
     for task, entry in results.get("tasks", {}).items():
         metric = entry.get("primary")
-        if metric is None:
+        if metric is None or (entry.get("parent") and not subtasks):
             continue
         m = entry["metrics"][metric]
         rows.append((task, metric, m["value"], m.get("stderr")))

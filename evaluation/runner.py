@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from afm.evaluation.results import FORMAT, from_lm_eval
+from afm.evaluation.results import FORMAT, add_groups, from_lm_eval
 
 
 @dataclass
@@ -99,6 +99,7 @@ def run_eval(spec: EvalSpec, lm: Any = None) -> dict[str, Any]:
         )
         timing["tasks_s"] = time.perf_counter() - t0
         results["tasks"] = from_lm_eval(out)
+        add_groups(results["tasks"], ctx.groups)
         if wants_samples and "afm_niah" in out.get("samples", {}):
             from afm.evaluation.niah import grid_from_samples
 
@@ -157,12 +158,6 @@ def eval_docs(configs: list[dict[str, Any]]) -> dict[str, list[Any]]:
     """The documents each task evaluates (from the configs' local datasets), per task."""
     out: dict[str, list[Any]] = {}
     for cfg in configs:
-        if "group" in cfg:
-            docs: list[Any] = []
-            for sub in eval_docs(cfg["task"]).values():
-                docs.extend(sub)
-            out[cfg["group"]] = docs
-            continue
         make = cfg.get("custom_dataset")
         if make is None or cfg.get("task") == "afm_niah":
             continue

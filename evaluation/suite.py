@@ -143,6 +143,10 @@ class BuildContext:
     max_length: int = 2048
     niah: dict[str, Any] = field(default_factory=dict)
     notes: dict[str, str] = field(default_factory=dict)
+    # group name -> (member tasks, metric): aggregated by afm.evaluation.results.add_groups
+    # (lm-eval 0.4.13 passes an inline group's own keys down to its members, so groups are
+    # averaged here instead, weighted by size as lm-eval's own MMLU group is).
+    groups: dict[str, tuple[list[str], str]] = field(default_factory=dict)
 
 
 # Where each task's YAML lives inside lm-eval's task tree. Indexing only these folders
@@ -297,11 +301,9 @@ def _mmlu(name: str, spec: TaskSpec, ctx: BuildContext) -> list[dict[str, Any]]:
             splits = _local_splits(spec, ctx, where=lambda r, s=subject: r.get("subject") == s)
             cfg = _localise(cfg, splits, spec, ctx)
         subtasks.append(cfg)
-    if name != "mmlu":
-        return subtasks
-    return [{"group": "mmlu", "task": subtasks,
-             "aggregate_metric_list": [{"metric": "acc", "aggregation": "mean", "weight_by_size": True}],
-             "metadata": {"version": 2}}]
+    if name == "mmlu":
+        ctx.groups["mmlu"] = ([c["task"] for c in subtasks], "acc,none")
+    return subtasks
 
 
 def _math(name: str, spec: TaskSpec, ctx: BuildContext) -> list[dict[str, Any]]:
@@ -324,12 +326,9 @@ def _math(name: str, spec: TaskSpec, ctx: BuildContext) -> list[dict[str, Any]]:
         subtasks.append(cfg)
     if not subtasks:
         raise SuiteError(f"{name}: no problems of the requested types in {ctx.data_dir}")
-    if name != "minerva_math":
-        return subtasks
-    return [{"group": "minerva_math", "task": subtasks,
-             "aggregate_metric_list": [{"metric": "exact_match", "aggregation": "mean",
-                                        "weight_by_size": True}],
-             "metadata": {"version": 1}}]
+    if name == "minerva_math":
+        ctx.groups["minerva_math"] = ([c["task"] for c in subtasks], "exact_match,none")
+    return subtasks
 
 
 def _humaneval(name: str, spec: TaskSpec, ctx: BuildContext) -> list[dict[str, Any]]:

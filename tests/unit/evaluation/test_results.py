@@ -56,3 +56,17 @@ def test_read_refuses_other_files(tmp_path: Path) -> None:
     for name in ("x.json", "y.json", "missing.json"):
         with pytest.raises(ResultsError):
             read_results(tmp_path / name)
+
+
+def test_groups_are_size_weighted_means_of_their_members() -> None:
+    from afm.evaluation.results import add_groups, headline
+
+    def entry(value: float, n: int) -> dict:
+        return {"primary": "acc,none", "metrics": {"acc,none": {"value": value, "stderr": 0.1}},
+                "samples": n, "num_fewshot": 5, "group": False, "parent": None}
+
+    tasks = {"mmlu_a": entry(1.0, 30), "mmlu_b": entry(0.0, 10)}
+    add_groups(tasks, {"mmlu": (["mmlu_a", "mmlu_b"], "acc,none")})
+    assert tasks["mmlu"]["metrics"]["acc,none"]["value"] == pytest.approx(0.75)
+    assert tasks["mmlu"]["samples"] == 40 and tasks["mmlu_a"]["parent"] == "mmlu"
+    assert [r[0] for r in headline({"tasks": tasks})] == ["mmlu"]  # subjects only on request
