@@ -22,7 +22,7 @@ Examples:
   afm eval --checkpoint ck/ --tokenizer tok/ --tasks afm-offline --decontam-index idx/
   afm eval compare results/core.json results/continued.json
   afm eval tasks --data-dir ../shared/eval/benchmarks
-  afm eval harness -- --model afm --model_args checkpoint=ck,tokenizer=tok --tasks piqa
+  afm eval harness --allow-hub -- run --model afm --model_args checkpoint=ck,tokenizer=tok --tasks piqa
 \b
 Tasks are lm-eval task names (arc_easy, hellaswag, mmlu, mmlu_<subject>, gsm8k_cot,
 minerva_math, humaneval, ifeval, ...) or groups: afm-pretrain (the report's table),
@@ -201,17 +201,21 @@ def tasks_command(data_dir: Path | None) -> None:
 @eval_group.command("harness", context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
                     epilog="""\b
 Examples:
-  afm eval harness -- --model afm --model_args checkpoint=ck,tokenizer=tok --tasks piqa --limit 20
+  afm eval harness --allow-hub -- run --model afm --model_args checkpoint=ck,tokenizer=tok --tasks piqa
   afm eval harness -- ls tasks
 """)
+@click.option("--allow-hub", is_flag=True, help="Let lm-eval's tasks download their data from the hub.")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def harness_command(args: tuple[str, ...]) -> None:
-    """lm-eval's own command line, with ``--model afm`` registered."""
+def harness_command(allow_hub: bool, args: tuple[str, ...]) -> None:
+    """lm-eval's own command line, with ``--model afm`` registered.
+
+    lm-eval's task YAMLs read the Hugging Face hub: offline, use --include_path with your
+    own YAMLs pointing at local files, or ``afm eval`` (which feeds local data itself)."""
     import sys
 
     from afm.evaluation.runner import set_offline
 
-    set_offline(allow_hub=False)
+    set_offline(allow_hub=allow_hub)
     import afm.evaluation.harness  # noqa: F401  (registers --model afm)
     from lm_eval.__main__ import cli_evaluate
 
