@@ -91,3 +91,43 @@ def flatten_metrics(results: dict[str, Any], prefix: str = "eval/") -> dict[str,
         out[f"{prefix}heldout/perplexity"] = float(ppl["perplexity"])
         out[f"{prefix}heldout/bits_per_token"] = float(ppl["bits_per_token"])
     return out
+
+
+class BenchmarkHook:
+    """The trainer's eval-hook protocol (``afm.training.hooks``) over :func:`make_eval_hook`:
+    the trainer decides when (``eval.every_steps``), this decides what (a task group)."""
+
+    name = "bench"
+
+    def __init__(self, inner: EvalHook):
+        self.inner = inner
+
+    def __call__(self, step: int, view: Any) -> dict[str, float]:
+        return self.inner(step, view.model)
+
+
+def benchmarks(context: Any) -> BenchmarkHook:
+    """Factory for ``eval.hooks: ["afm.evaluation.hook:benchmarks"]``. Reads
+    ``eval.options``: ``tokenizer`` (required: the run's tokenizer directory), ``tasks``
+    (default ``[afm-tiny]``), ``limit`` (items per task, default 50), ``data_dir``
+    (default: the bundled/shared local data) and ``tokens_per_batch``::
+
+        eval:
+          every_steps: 500
+          hooks: ["afm.evaluation.hook:benchmarks"]
+          options: {tokenizer: work/tokenizer, tasks: [arc_easy, piqa], limit: 200}
+    """
+    opts = dict(context.options)
+    tokenizer = opts.pop("tokenizer", None)
+    if not tokenizer:
+        raise ValueError("eval hook afm.evaluation.hook:benchmarks needs eval.options.tokenizer "
+                         "(the tokenizer directory the run's data was tokenized with)")
+    known = {"tasks", "limit", "data_dir", "tokens_per_batch"}
+    unknown = sorted(set(opts) - known)
+    if unknown:
+        raise ValueError(f"eval.options: unknown keys for the benchmark hook: {unknown} "
+                         f"(known: tokenizer, {', '.join(sorted(known))})")
+    inner = make_eval_hook(tokenizer, tasks=list(opts.get("tasks", ["afm-tiny"])),
+                           limit=opts.get("limit", 50), data_dir=opts.get("data_dir"),
+                           tokens_per_batch=int(opts.get("tokens_per_batch", 4096)), prefix="")
+    return BenchmarkHook(inner)
