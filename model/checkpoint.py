@@ -94,7 +94,15 @@ def load_model(
 ) -> tuple[Transformer, ModelConfig]:
     """Rebuild the model from ``path``. ``config_overrides`` may change run-time fields
     (``dtype``, ``remat``, ``scan_layers``, ``attention_impl``, ``max_seq_len``,
-    ``rope_base``) but not shapes."""
+    ``rope_base``) but not shapes.
+
+    ``path`` may also be an adapter directory (``afm.model.adapter_io``): its base is
+    loaded (dense or palettized) and the LoRA adapter attached; the config returned is
+    the base's."""
+    from afm.model.adapter_io import is_adapter_dir, load_adapted_model
+
+    if "://" not in os.fspath(path) and is_adapter_dir(path):
+        return load_adapted_model(path, **config_overrides)
     path = _path(path)
     cfg = load_config(path)
     if config_overrides:

@@ -42,6 +42,32 @@ AttentionImpl = Literal["auto", "xla", "cudnn", "splash"]
 
 
 @dataclass(frozen=True)
+class Palettization:
+    """How a quantized model stores its weights (``afm.model.palettize``, report §5.2).
+
+    ``bits`` names every palettized projection with its index width, e.g.
+    ``(("layers/0/attn/wq", 4), ("layers/0/mlp/w_up", 2), ...)``; projections not named
+    stay dense. ``embed_bits`` 8 stores the tied embedding as int8 per row, 0 keeps it
+    dense. Part of the model config so ``Transformer(cfg)`` builds the quantized model
+    itself (hashable: configs are static arguments of compiled functions).
+    """
+
+    bits: tuple[tuple[str, int], ...] = ()
+    group_size: int = 16
+    embed_bits: int = 8
+    lut_dtype: str = "float16"
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Palettization:
+        return cls(
+            bits=tuple((str(p), int(b)) for p, b in data.get("bits", ())),
+            group_size=int(data.get("group_size", 16)),
+            embed_bits=int(data.get("embed_bits", 8)),
+            lut_dtype=str(data.get("lut_dtype", "float16")),
+        )
+
+
+@dataclass(frozen=True)
 class ModelConfig:
     """Every size and numeric choice of one AFM transformer.
 
@@ -77,6 +103,8 @@ class ModelConfig:
     # muParam (simple); see the module docstring.
     base_width: int = 768
     embed_init_std: float = 1.0
+    # Quantized storage (afm.model.palettize); None: dense float parameters.
+    palettization: Palettization | None = None
     notes: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
@@ -129,6 +157,8 @@ class ModelConfig:
         unknown = set(data) - known
         if unknown:
             raise ValueError(f"unknown ModelConfig fields: {sorted(unknown)}")
+        if data.get("palettization") is not None:
+            data = {**data, "palettization": Palettization.from_dict(data["palettization"])}
         return cls(**data)
 
 

@@ -18,6 +18,11 @@ layers.i.mlp.w_down [F, D]         ...mlp.down_proj.weight [D, F]
 final_norm.scale * logit_scale     model.norm.weight  (the muParam logit scale folded in)
 =================================  ================================================
 
+A palettized checkpoint is exported dequantized (safetensors has no palettes), an adapter
+directory merged into its base; :func:`export_peft` writes a LoRA adapter in PEFT's format
+(``adapter_config.json`` + ``adapter_model.safetensors``) for the exported base, so
+``PeftModel.from_pretrained(Qwen3ForCausalLM.from_pretrained(BASE), ADAPTER)`` runs it.
+
 The tokenizer is written as a ``tokenizers`` BPE ``tokenizer.json`` (vocabulary and
 merges derived from the SentencePiece pieces, byte fallback, Metaspace with no dummy
 prefix) with the chat template in ``tokenizer_config.json``, so
@@ -332,12 +337,14 @@ def export_hf(
     """Write ``out_dir`` = config.json + safetensors (+ tokenizer files) from an afm checkpoint."""
     from afm.model.checkpoint import load_model
     from afm.model.tokenizer import Tokenizer
-    from flax import nnx
 
     if dtype not in _DTYPES:
         raise ValueError(f"dtype must be one of {_DTYPES}")
+    from afm.model.palettize import dense_params
+
     model, cfg = load_model(checkpoint)
-    params = nnx.to_pure_dict(nnx.state(model, nnx.Param))
+    params = dense_params(model)
+    cfg = cfg.replace(palettization=None)
     tok = Tokenizer.load(tokenizer_dir) if tokenizer_dir else None
     if tok is not None and tok.vocab_size > cfg.vocab_size:
         raise ValueError(
@@ -370,3 +377,79 @@ def import_hf(hf_dir: str | os.PathLike[str], out_checkpoint: str | os.PathLike[
         (path / "tokenizer").mkdir()
         shutil.copyfile(folder / "tokenizer.model", path / "tokenizer" / "tokenizer.model")
     return path
+
+
+# ------------------------------------------------------------------------- PEFT adapters
+
+# afm LoRA target -> the Qwen3 module PEFT adapts.
+PEFT_MODULES = {
+    "q": "self_attn.q_proj", "k": "self_attn.k_proj", "v": "self_attn.v_proj", "o": "self_attn.o_proj",
+    "gate": "mlp.gate_proj", "up": "mlp.up_proj", "down": "mlp.down_proj",
+}
+
+
+def to_peft_tensors(adapter: Any) -> dict[str, np.ndarray]:
+    """afm ``A [*in, r]``, ``B [r, *out]`` -> PEFT ``lora_A.weight [r, in]``,
+    ``lora_B.weight [out, r]`` (torch Linear layout, flattened in/out axes)."""
+    from afm.model.lora import target_of
+
+    out: dict[str, np.ndarray] = {}
+    for path, (a, b) in adapter.weights.items():
+        target, n_in = target_of(path)
+        layer = int(path.split("/")[1])
+        a, b = np.asarray(a, np.float32), np.asarray(b, np.float32)
+        rank = a.shape[-1]
+        pre = f"base_model.model.model.layers.{layer}.{PEFT_MODULES[target]}."
+        out[pre + "lora_A.weight"] = np.ascontiguousarray(a.reshape(-1, rank).T)
+        out[pre + "lora_B.weight"] = np.ascontiguousarray(b.reshape(rank, -1).T)
+    return out
+
+
+def peft_config(adapter: Any, base_model: str | None) -> dict[str, Any]:
+    """PEFT's ``adapter_config.json`` for an afm adapter (plain LoRA, no dropout, no bias)."""
+    cfg = adapter.config
+    return {
+        "peft_type": "LORA",
+        "task_type": "CAUSAL_LM",
+        "base_model_name_or_path": base_model,
+        "r": cfg.rank,
+        "lora_alpha": cfg.alpha,
+        "target_modules": sorted(PEFT_MODULES[t].split(".")[-1] for t in cfg.targets),
+        "layers_to_transform": None if cfg.layers is None else list(cfg.layers),
+        "lora_dropout": 0.0,
+        "bias": "none",
+        "fan_in_fan_out": False,
+        "use_rslora": False,
+        "use_dora": False,
+        "init_lora_weights": True,
+        "inference_mode": True,
+        "modules_to_save": None,
+    }
+
+
+def export_peft(
+    adapter_dir: str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    *,
+    base_model: str | None = None,
+    dtype: str | None = None,
+) -> Path:
+    """Write an afm adapter in PEFT's format. ``base_model`` (an HF export of the base or
+    a hub id) goes into ``base_model_name_or_path``; ``dtype`` defaults to the adapter's
+    stored 16-bit type."""
+    from afm.model.adapter_io import load_adapter
+
+    adapter, meta = load_adapter(adapter_dir)
+    dtype = dtype or meta.get("dtype", "float16")
+    if dtype not in _DTYPES:
+        raise ValueError(f"dtype must be one of {_DTYPES}")
+    from safetensors.numpy import save_file
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    np_dtype = _np_dtype(dtype)
+    tensors = {k: v.astype(np_dtype) for k, v in to_peft_tensors(adapter).items()}
+    save_file(tensors, str(out / "adapter_model.safetensors"), metadata={"format": "pt"})
+    config = peft_config(adapter, None if base_model is None else os.fspath(base_model))
+    (out / "adapter_config.json").write_text(json.dumps(config, indent=2) + "\n")
+    return out

@@ -23,6 +23,7 @@ import jax.numpy as jnp
 from afm.model import remat
 from afm.model.attention import causal_attention, masked_attention, resolve_backend
 from afm.model.config import ModelConfig
+from afm.model.lora import LoRA
 from afm.model.partitioning import constrain
 from flax import nnx
 
@@ -41,6 +42,19 @@ def param(
     value = init(rngs.params(), shape, dtype)
     # with_partitioning returns a VariableMetadata; Param unwraps it, keeping the axes.
     return nnx.Param(value, eager_sharding=False)
+
+
+def project(x: Array, weight: Any, n_in: int = 1) -> Array:
+    """``x`` contracted with a projection weight over x's last ``n_in`` axes and the
+    weight's first ``n_in`` (``btd,dnh->btnh`` for q, ``btnh,nhd->btd`` for o).
+
+    ``weight`` is a dense ``nnx.Param``, a palettized weight (``afm.model.palettize``,
+    dequantized by ``[...]``) or a LoRA-adapted one (``afm.model.lora``), which adds its
+    low-rank path on the activations instead of materialising ``W + s A B``.
+    """
+    if isinstance(weight, LoRA):
+        return weight(x)
+    return jnp.tensordot(x, weight[...].astype(x.dtype), axes=n_in)
 
 
 def rms_norm(x: Array, scale: Array, eps: float) -> Array:
@@ -118,9 +132,9 @@ class Attention(nnx.Module):
         dt = x.dtype
         heads = ("batch", "seq", "heads", None)
         kv_heads = ("batch", "seq", "kv_heads", None)
-        q = jnp.einsum("btd,dnh->btnh", x, self.wq[...].astype(dt))
-        k = jnp.einsum("btd,dkh->btkh", x, self.wk[...].astype(dt))
-        v = jnp.einsum("btd,dkh->btkh", x, self.wv[...].astype(dt))
+        q = project(x, self.wq)  # btd,dnh->btnh
+        k = project(x, self.wk)  # btd,dkh->btkh
+        v = project(x, self.wv)
         q = remat.tag(constrain(apply_rope(self.q_norm(q), cos, sin), heads), "query")
         k = remat.tag(constrain(apply_rope(self.k_norm(k), cos, sin), kv_heads), "key")
         v = remat.tag(constrain(v, kv_heads), "value")
@@ -140,7 +154,7 @@ class Attention(nnx.Module):
                 backend=resolve_attention_impl(self.cfg), max_segments=self.cfg.max_segments,
             )
         out = remat.tag(constrain(out, heads), "attn_context")
-        y = jnp.einsum("btnh,nhd->btd", out, self.wo[...].astype(dt))
+        y = project(out, self.wo, 2)  # btnh,nhd->btd
         return remat.tag(constrain(y, ("batch", "seq", "embed")), "attn_out"), new_cache
 
 
@@ -154,11 +168,10 @@ class SwiGLU(nnx.Module):
         self.w_down = param(rngs, (f, d), f**-0.5, ("mlp", "embed"), pd)
 
     def __call__(self, x: Array) -> Array:
-        dt = x.dtype
         mlp = ("batch", "seq", "mlp")
-        gate = remat.tag(constrain(x @ self.w_gate[...].astype(dt), mlp), "mlp_gate")
-        up = remat.tag(constrain(x @ self.w_up[...].astype(dt), mlp), "mlp_up")
-        out = (jax.nn.silu(gate) * up) @ self.w_down[...].astype(dt)
+        gate = remat.tag(constrain(project(x, self.w_gate), mlp), "mlp_gate")
+        up = remat.tag(constrain(project(x, self.w_up), mlp), "mlp_up")
+        out = project(jax.nn.silu(gate) * up, self.w_down)
         return remat.tag(constrain(out, ("batch", "seq", "embed")), "mlp_out")
 
 

@@ -89,6 +89,10 @@ class Transformer(nnx.Module):
         )
         self.layers = nnx.List([Block(cfg, rngs=rngs) for _ in range(cfg.n_layers)])
         self.final_norm = RMSNorm(cfg.dim, cfg.norm_eps, param_dtype=cfg.param_dtype, rngs=rngs)
+        if cfg.palettization is not None:  # quantized storage: values come from a checkpoint
+            from afm.model.palettize import palettize_structure
+
+            palettize_structure(self, cfg.palettization)
 
     # -- the forward pass, in two halves ------------------------------------------------
     def features(
@@ -125,27 +129,38 @@ class Transformer(nnx.Module):
         x = constrain(x, ("batch", "seq", "embed"))
         cos, sin = rope_tables(positions, cfg.head_dim, cfg.rope_base)
 
-        graphdef, _ = nnx.split(self.layers[0])
-        layer_states = [nnx.state(layer) for layer in self.layers]
-
-        def block_fn(state: Any, x: Array, kv: tuple[Array, Array] | None):
-            block = nnx.merge(graphdef, state)
-            kv_cache = None if kv is None else (kv[0], kv[1], start)
-            return block(x, cos, sin, segment_ids=seg, mask=mask, kv_cache=kv_cache)
-
+        # Each layer keeps its own structure (a palettized model may give layers different
+        # bit widths, an adapter may target some layers only); the scan needs them equal.
+        split = [nnx.split(layer) for layer in self.layers]
+        graphdefs, layer_states = [g for g, _ in split], [s for _, s in split]
         policy = remat.jax_policy(cfg.remat)
-        if policy is not None:
-            block_fn = jax.checkpoint(block_fn, policy=policy, prevent_cse=not cfg.scan_layers)
+
+        def make_block_fn(graphdef: Any):
+            def block_fn(state: Any, x: Array, kv: tuple[Array, Array] | None):
+                block = nnx.merge(graphdef, state)
+                kv_cache = None if kv is None else (kv[0], kv[1], start)
+                return block(x, cos, sin, segment_ids=seg, mask=mask, kv_cache=kv_cache)
+
+            if policy is not None:
+                return jax.checkpoint(block_fn, policy=policy, prevent_cse=not cfg.scan_layers)
+            return block_fn
 
         new_k = new_v = None
         if cfg.scan_layers:
+            if any(g != graphdefs[0] for g in graphdefs[1:]):
+                raise ValueError("scan_layers needs layers of one structure (e.g. one bit width "
+                                 "for every palettized layer): set scan_layers=False")
+            block_fn = make_block_fn(graphdefs[0])
             # Stack the per-layer parameters along a new leading axis for the scan. Weight
             # matrices are cast to the compute dtype first (the blocks cast them anyway), so
-            # the stacked copy costs half the f32 size; 1-D norm scales stay in f32.
+            # the stacked copy costs half the f32 size; 1-D norm scales and integer
+            # (palettized) storage stay as they are.
             _, treedef = jax.tree.flatten(layer_states[0])
 
             def stack(*xs: Array) -> Array:
-                xs = tuple(x.astype(dtype) if x.ndim >= 2 else x for x in xs)
+                xs = tuple(
+                    x.astype(dtype) if x.ndim >= 2 and jnp.issubdtype(x.dtype, jnp.floating) else x for x in xs
+                )
                 return jnp.stack(xs)
 
             stacked = [
@@ -164,9 +179,9 @@ class Transformer(nnx.Module):
                 new_k, new_v = new_kv
         else:
             ks, vs = [], []
-            for i, state in enumerate(layer_states):
+            for i, (graphdef, state) in enumerate(zip(graphdefs, layer_states, strict=True)):
                 kv = None if cache is None else (cache.k[i], cache.v[i])
-                x, new_kv = block_fn(state, x, kv)
+                x, new_kv = make_block_fn(graphdef)(state, x, kv)
                 if new_kv is not None:
                     ks.append(new_kv[0])
                     vs.append(new_kv[1])

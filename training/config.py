@@ -148,6 +148,35 @@ STAGES.update(
 )
 
 
+# LoRA adapters on a frozen base (report §5; ``afm.training.adapter_task``, ``afm adapter
+# train``). Our choices, not published: AdamW (Appendix A's betas), no weight decay, no
+# muParam multipliers (adapters are low-rank side paths, not width-scaled matrices).
+# ``recovery``: the accuracy-recovery adapter of a quantized base, ~10B tokens (the
+# report's figure, 0.15% of pre-training) of pre- + post-training data; rank 16 (the suite
+# is 8/16/32: --set task_options.rank=8).
+_ADAPTER_OPT = {"name": "adamw", "b1": 0.9, "b2": 0.95, "weight_decay": 0.0, "muparam": False}
+STAGES.update(
+    {
+        "recovery": _stage(
+            name="recovery", task="adapter", task_options={"rank": 16, "alpha": 32},
+            data={"seq_len": 4096, "global_batch_size": 512, "weights": {**CONTINUED_MIX, "instruct": 0.25}},
+            optimizer={**_ADAPTER_OPT, "learning_rate": 1e-4},
+            schedule={"warmup_steps": 100, "final_fraction": 0.1},
+            mesh={"data": 1, "fsdp": -1},
+            total_steps=4_800,  # 10B tokens / (512 x 4096)
+            checkpoint={"every_steps": 500},
+        ),
+        "tiny-recovery": _stage(
+            name="tiny-recovery", task="adapter", task_options={"rank": 16, "alpha": 32},
+            data={"seq_len": 128, "global_batch_size": 8},
+            optimizer={**_ADAPTER_OPT, "learning_rate": 3e-3},
+            schedule={"warmup_steps": 5, "final_fraction": 0.1},
+            total_steps=60, log_every=5, checkpoint={"every_steps": 30, "keep": 1},
+        ),
+    }
+)
+
+
 def get_train_config(
     name_or_file: str | Path | TrainConfig, overrides: list[str] | tuple[str, ...] = ()
 ) -> TrainConfig:

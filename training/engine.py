@@ -69,6 +69,7 @@ class ModelParts:
     shapes: dict[str, tuple[int, ...]]
     names: dict[str, tuple[str | None, ...] | None]
     seed: int
+    dtypes: dict[str, Any]
 
     @classmethod
     def build(cls, mcfg: Any, seed: int) -> ModelParts:
@@ -78,7 +79,9 @@ class ModelParts:
         if jax.tree.leaves(rest):
             rest = jax.jit(lambda: nnx.split(_create(mcfg, seed), nnx.Param, ...)[2])()
         shapes = {k: tuple(v.shape) for k, v in flat_abs.items()}
-        return cls(mcfg, graphdef, rest, layout, shapes, logical_axes(abs_params), seed)
+        # float32 masters; integer storage (a palettized base) keeps its dtype
+        dtypes = {k: v.dtype if not jnp.issubdtype(v.dtype, jnp.floating) else jnp.float32 for k, v in flat_abs.items()}
+        return cls(mcfg, graphdef, rest, layout, shapes, logical_axes(abs_params), seed, dtypes)
 
     def build_model(self, params: Params) -> Any:
         """A ``Transformer`` over ``params``' model entries (other keys are ignored)."""
@@ -90,7 +93,7 @@ class ModelParts:
         def make() -> Params:
             _, params, _ = nnx.split(_create(self.config, self.seed), nnx.Param, ...)
             flat, _ = flatten_state(params)
-            return {k: v.astype(jnp.float32) for k, v in flat.items()}
+            return {k: v.astype(self.dtypes[k]) for k, v in flat.items()}
 
         return jax.jit(make, out_shardings=shardings)()
 
@@ -130,12 +133,12 @@ class Engine:
         mcfg = task.configure_model(model_config(cfg))
         parts = ModelParts.build(mcfg, cfg.seed)
         shapes, names = dict(parts.shapes), dict(parts.names)
-        dtypes: dict[str, Any] = {k: jnp.float32 for k in shapes}
+        dtypes: dict[str, Any] = dict(parts.dtypes)
         extras = task.extra_params(mcfg)
         clash = set(extras) & set(shapes)
         if clash:
             raise ValueError(f"task {task.name!r}: extra parameters reuse model paths {sorted(clash)}")
-        abs_model = {k: jax.ShapeDtypeStruct(s, jnp.float32) for k, s in shapes.items()}
+        abs_model = {k: jax.ShapeDtypeStruct(s, dtypes[k]) for k, s in shapes.items()}
         for key, spec in extras.items():
             out = jax.eval_shape(spec.init, jax.random.key(0), abs_model)
             if tuple(out.shape) != tuple(spec.shape):
@@ -146,6 +149,10 @@ class Engine:
         frozen = sorted(set(shapes) - set(trainable))
         if not trainable:
             raise ValueError(f"task {task.name!r} trains no parameter")
+        stored = [k for k in trainable if not jnp.issubdtype(dtypes[k], jnp.floating)]
+        if stored:
+            raise ValueError(f"task {task.name!r} would train integer storage ({stored[0]}, ...): a palettized "
+                             "model is frozen; train LoRA adapters on it (afm adapter train)")
 
         multipliers = (
             muparam.lr_multipliers(
@@ -177,11 +184,17 @@ class Engine:
 
         batch_shardings = {k: field_sharding(f.shape) for k, f in fields.items()}
 
+        wrap = getattr(task, "wrap_model", None)
+
+        def build_model(params: Params) -> Any:  # the task may wrap the model (LoRA adapters)
+            model = parts.build_model(params)
+            return wrap(model, params) if wrap is not None else model
+
         train = make_train_step(
-            task, optimizer, parts.build_model, mcfg, microbatches=cfg.microbatches,
+            task, optimizer, build_model, mcfg, microbatches=cfg.microbatches,
             peak_lr=cfg.optimizer.learning_rate, schedule=schedule, seed=cfg.seed,
         )
-        evaluate = make_eval_step(task, parts.build_model, mcfg)
+        evaluate = make_eval_step(task, build_model, mcfg)
         rep = replicated(mesh)
         train_jit = jax.jit(
             train, in_shardings=(state_shardings, batch_shardings, rep),
@@ -225,7 +238,10 @@ class Engine:
 
     def model(self, state: TrainState) -> Any:
         """The ``Transformer`` with the state's current parameters (shared, not copied)."""
-        return self.parts.build_model(self.all_params(state))
+        params = self.all_params(state)
+        model = self.parts.build_model(params)
+        wrap = getattr(self.task, "wrap_model", None)
+        return wrap(model, params) if wrap is not None else model
 
     # -- steps ---------------------------------------------------------------------------------
     def global_batch(self, host_batch: dict[str, np.ndarray]) -> dict[str, jax.Array]:

@@ -155,13 +155,22 @@ class TaskBase:
     def is_trainable(self, path: str) -> bool:
         return True
 
+    def wrap_model(self, model: Any, params: dict[str, Array]) -> Any:
+        """The model the loss, eval hooks and exports see, given every parameter: the
+        ``Transformer`` itself, or with the task's own parameters attached (LoRA).
+        Optional: the engine calls it when a task defines it."""
+        return model
+
     def make_eval_input(
         self, paths: list[str], *, vocab_size: int, process_index: int, process_count: int
     ) -> InputSource:
         raise NotImplementedError(f"task {self.name!r} has no held-out input")
 
 
-TASKS: dict[str, str] = {"pretrain": "afm.training.pretrain:PretrainTask"}
+TASKS: dict[str, str] = {
+    "pretrain": "afm.training.pretrain:PretrainTask",
+    "adapter": "afm.training.adapter_task:AdapterTask",
+}
 
 
 def get_task(name: str, config: Any) -> Task:

@@ -296,10 +296,14 @@ def train(
 
         params = engine.all_params(state)
         exported = dataclasses.replace(mcfg, max_segments=0)  # a run-time setting of this run
-        model_dir = str(
-            save_params(engine.layout.unflatten({k: params[k] for k in engine.layout.keys}),
-                        Path(workdir) / "model", exported, overwrite=True)
-        )
+        export = getattr(task, "export", None)  # a task may hand off something else (an adapter)
+        if export is not None:
+            model_dir = str(export(Path(workdir), params, exported, {"steps": step, "stage": cfg.name}))
+        else:
+            model_dir = str(
+                save_params(engine.layout.unflatten({k: params[k] for k in engine.layout.keys}),
+                            Path(workdir) / "model", exported, overwrite=True)
+            )
     sha = params_sha256(gather_params(engine.all_params(state)))
     result = {
         "stage": cfg.name,
