@@ -1,0 +1,169 @@
+"""`afm quantize` and accuracy-recovery adapters on the one trainer, at tiny scale:
+sensitivity-driven 2-bit allocation under a bits-per-weight target, a palettized
+checkpoint that loads and runs, an adapter trained on the frozen quantized base (the base
+bit-identical afterwards, only adapter parameters trained, loss falling), and the CLI."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from afm.model import palettize
+from afm.model.config import Palettization, get_config
+
+TINY = get_config("tiny", dtype="float32")
+
+
+@pytest.fixture(scope="module")
+def base_ckpt(tmp_path_factory):
+    from afm.model.checkpoint import save_params
+    from afm.model.transformer import init_model
+
+    return save_params(init_model(TINY, 0), tmp_path_factory.mktemp("base") / "model")
+
+
+@pytest.fixture(scope="module")
+def quantized(base_ckpt, token_shards, tmp_path_factory):
+    from afm.training.quantize import QuantizeOptions, quantize_checkpoint
+
+    out = tmp_path_factory.mktemp("q") / "q"
+    options = QuantizeOptions(target_bpw=3.4, scope="projections", calibration_rows=8, seq_len=32, batch_rows=8)
+    summary = quantize_checkpoint(base_ckpt, out, list(token_shards), options)
+    return out, summary
+
+
+def test_allocation_reaches_the_target_in_sensitivity_order() -> None:
+    from afm.training.quantize import allocate_low_bits
+
+    paths = palettize.projection_paths(TINY.n_layers)
+    base = Palettization(bits=tuple((p, 4) for p in paths))
+    # w_up of layer 1 is the least sensitive per bit saved, then w_gate of layer 1, ...
+    sens = {p: 1.0 + i for i, p in enumerate(paths)}
+    sens["layers/1/mlp/w_up"], sens["layers/1/mlp/w_gate"] = 0.0, 0.01
+    spec, moved = allocate_low_bits(TINY, base, sens, low_bits=2, target_bpw=3.8, scope="projections")
+    assert moved[:2] == ["layers/1/mlp/w_up", "layers/1/mlp/w_gate"]
+    proj = palettize.summarize_bits(palettize.bits_report(TINY.replace(palettization=spec)))["projection_bpw"]
+    assert proj <= 3.8
+    # one fewer move would miss the target: the greedy stops as soon as it is reached
+    fewer = dict(spec.bits)
+    fewer[moved[-1]] = 4
+    undo = palettize.summarize_bits(palettize.bits_report(
+        TINY.replace(palettization=Palettization(bits=tuple(sorted(fewer.items()))))))["projection_bpw"]
+    assert undo > 3.8
+    with pytest.raises(ValueError, match="below what this model can reach"):
+        allocate_low_bits(TINY, base, sens, low_bits=2, target_bpw=2.0, scope="all")
+
+
+def test_quantize_checkpoint_writes_a_palettized_model(quantized, base_ckpt) -> None:
+    from afm.model.checkpoint import load_model
+
+    out, summary = quantized
+    assert summary["projection_bpw"] <= 3.4 and summary["two_bit_tensors"]
+    written = json.loads((out / "quantization.json").read_text())
+    assert written["bpw"] == pytest.approx(summary["bpw"])
+    assert len(written["sensitivity"]) == 7 * TINY.n_layers
+    # the chosen mix loses more than all-4-bit, which loses more than the dense model
+    loss = summary["loss"]
+    assert loss["dense"] < loss["all_4bit"] < loss["chosen"]
+    model, cfg = load_model(out)
+    assert cfg.palettization is not None and dict(cfg.palettization.bits)[summary["two_bit_tensors"][0]] == 2
+    assert isinstance(model.embed, palettize.Int8Embedding)
+    # the stored indices really are packed: 2-bit tensors hold a quarter byte per weight
+    w = summary["two_bit_tensors"][0]
+    i, sub, attr = w.split("/")[1:]
+    pw = getattr(getattr(model.layers[int(i)], sub), attr)
+    assert pw.indices[...].size * 4 == int(np.prod(pw.shape))
+    with pytest.raises(ValueError, match="already palettized"):
+        from afm.training.quantize import QuantizeOptions, quantize_checkpoint
+
+        quantize_checkpoint(out, out.parent / "again", [], QuantizeOptions())
+
+
+def test_recovery_adapter_trains_on_the_frozen_quantized_base(quantized, token_shards, tmp_path) -> None:
+    """The adapter task on the one engine: only lora/* parameters train, the palettized
+    base (uint8 indices, tables, int8 embedding) comes out bit-identical, the loss falls,
+    and the exported adapter directory reloads onto the base with the run's outputs."""
+    import jax
+    import jax.numpy as jnp
+    from afm.model.checkpoint import load_model
+    from afm.training.config import get_train_config
+    from afm.training.engine import Engine
+    from afm.training.loader import make_loader
+    from afm.training.sharding import MeshConfig, make_mesh
+    from afm.training.task import get_task
+    from afm.training.trainer import train
+
+    qdir, _ = quantized
+    cfg = get_train_config("tiny-recovery", [
+        f"data.paths={list(token_shards)}", "data.seq_len=32", "data.global_batch_size=8", "data.prefetch=0",
+        f"init_from={qdir}", "task_options.rank=4", "task_options.alpha=8", "optimizer.learning_rate=1e-2",
+    ])
+    task = get_task(cfg.task, cfg)
+    engine = Engine.build(cfg, make_mesh(MeshConfig(data=1), jax.devices()[:1]), task=task)
+    assert engine.trainable and all(k.startswith("lora/") for k in engine.trainable)
+    assert any(k.endswith("indices") for k in engine.frozen)
+
+    from afm.training.checkpoint import restore_params_only
+
+    like = {k: engine.abstract_state.frozen[k] for k in engine.layout.keys}
+    base_params, _ = restore_params_only(qdir, like, engine.layout)
+    state = engine.init_state(base_params)
+    before = {k: np.asarray(v) for k, v in state.frozen.items()}
+    loader = make_loader(cfg.data, vocab_size=TINY.vocab_size)
+    batch = next(loader)
+    losses = []
+    for i in range(8):  # one batch repeated: the adapter must fit it
+        state, m = engine.train_step(state, engine.global_batch(batch), i)
+        losses.append(float(m["loss"]))
+    assert losses[-1] < losses[0] - 0.05
+    for k, v in state.frozen.items():
+        assert v.dtype == before[k].dtype, k
+        np.testing.assert_array_equal(np.asarray(v), before[k], err_msg=k)
+    assert before["layers/0/attn/wq/indices"].dtype == np.uint8
+
+    # The trainer run: writes WORKDIR/adapter; loading it gives the engine's model.
+    result = train(cfg, tmp_path / "run", steps=3, quiet=True)
+    adapter_dir = result["model_checkpoint"]
+    meta = json.loads((tmp_path / "run" / "adapter" / "adapter.json").read_text())
+    assert meta["lora"]["rank"] == 4 and meta["base_config"]["palettization"] is not None
+    model, mcfg = load_model(adapter_dir)
+    assert mcfg.palettization is not None
+    toks = jnp.asarray(np.random.RandomState(0).randint(0, 512, (1, 16)), jnp.int32)
+    from flax import nnx
+
+    logits = np.asarray(nnx.jit(lambda m, t: m(t))(model, toks))
+    assert np.isfinite(logits).all()
+
+
+def test_cli_quantize_and_adapter_commands(quantized, base_ckpt, token_shards, tmp_path) -> None:
+    from afm.cli import main
+    from click.testing import CliRunner
+
+    runner = CliRunner()
+    res = runner.invoke(main, ["quantize", "--checkpoint", str(base_ckpt), "--target-bpw", "3.9", "--scope",
+                               "projections", "--calibration", token_shards[0], "--out", str(tmp_path / "q"),
+                               "--rows", "4", "--seq-len", "32"])
+    assert res.exit_code == 0, res.output
+    assert "bits per weight" in res.output and "w_up" in res.output
+    # a bad target is a clean error, not a traceback
+    res = runner.invoke(main, ["quantize", "--checkpoint", str(base_ckpt), "--target-bpw", "1.0",
+                               "--calibration", token_shards[0], "--out", str(tmp_path / "q2"),
+                               "--rows", "4", "--seq-len", "32"])
+    assert res.exit_code != 0 and "below what this model can reach" in res.output
+    assert "Traceback" not in res.output
+
+    res = runner.invoke(main, ["adapter", "train", "--base", str(quantized[0]), "--data", token_shards[0],
+                               "--workdir", str(tmp_path / "ad"), "--rank", "2", "--steps", "2",
+                               "--set", "data.seq_len=32", "--set", "data.global_batch_size=4"])
+    assert res.exit_code == 0, res.output
+    adapter = tmp_path / "ad" / "adapter"
+    res = runner.invoke(main, ["adapter", "info", str(adapter)])
+    assert res.exit_code == 0 and "2 / 4.0" in res.output, res.output
+    res = runner.invoke(main, ["adapter", "merge", "--adapter", str(adapter), "--out", str(tmp_path / "merged")])
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(main, ["adapter", "export", "--adapter", str(adapter), "--out", str(tmp_path / "peft")])
+    assert res.exit_code == 0, res.output
+    assert json.loads((tmp_path / "peft" / "adapter_config.json").read_text())["r"] == 2
+    res = runner.invoke(main, ["adapter", "info", str(tmp_path)])
+    assert res.exit_code != 0 and "not an afm adapter" in res.output
