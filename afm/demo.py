@@ -3,7 +3,10 @@
 It serves the demo site (``afm/demo_site/site.yaml``) on loopback, crawls it politely,
 curates the crawl (extraction, language, safety, PII, dedup, quality,
 decontamination), trains a tokenizer, tokenizes the corpus and runs the three tiny
-pre-training stages, then evaluates the last checkpoint on a tiny task set (``afm eval``).
+pre-training stages, then evaluates the last checkpoint on a tiny task set (``afm eval``),
+and ends with the deployment recipe: the model palettized below 4 bits with an
+accuracy-recovery LoRA adapter, compared with the 16-bit model (``afm quantize``,
+``afm adapter train``, ``afm adapter table``).
 Every output path is printed at the end.
 """
 
@@ -156,6 +159,18 @@ class DemoRun:
         self.outputs += [("eval results", str(out)), ("eval report", str(out.with_suffix(".html")))]
         return results
 
+    def quantize_and_recover(self, checkpoint: Path, tokenizer: Path, tokens: Path) -> dict[str, Any]:
+        from afm.evaluation.suite import prepare_demo_data
+        from afm.training.recovery_demo import run_recovery_demo
+
+        out = run_recovery_demo(checkpoint, tokens, tokenizer, self.workdir / "quantize",
+                                data_dir=prepare_demo_data(self.workdir / "eval" / "data"))
+        self.outputs += [("quantized model", out["quantization"]["output"]),
+                         ("recovery adapter", str(out["adapter"]["model_checkpoint"])),
+                         ("quantization table", out["paths"]["md"])]
+        self.recovery = out
+        return out
+
 
 @click.command("demo", epilog="""\b
 Examples:
@@ -196,6 +211,8 @@ def demo_command(workdir: Path, train_steps: int | None) -> None:
     final = (results or {}).get("tiny-context", {}).get("model_checkpoint")
     if final and tok is not None:
         run.stage("evaluate", "afm.evaluation.runner", lambda: run.evaluate(Path(final), tok, tokens, index))
+        run.stage("quantize + recovery adapter", "afm.training.recovery_demo",
+                  lambda: run.quantize_and_recover(Path(final), tok, tokens))
 
     rows: list[tuple[str, Any]] = list(run.outputs)
     manifest = getattr(run, "manifest", None)
@@ -220,5 +237,10 @@ def demo_command(workdir: Path, train_steps: int | None) -> None:
     if getattr(run, "eval_results", None):
         from afm.evaluation.report import print_results
 
-        print_results(run.eval_results)  # the demo ends with the evaluation of its checkpoint
+        print_results(run.eval_results)  # the evaluation of its checkpoint
+    if getattr(run, "recovery", None):  # and its quantized + recovered versions beside it
+        from afm.console import console
+
+        console.rule("[bold cyan]quantized (palettized) vs 16-bit")
+        click.echo(run.recovery["markdown"])
 

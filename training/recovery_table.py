@@ -55,6 +55,7 @@ def describe(path: str) -> dict[str, Any]:
     cfg = load_config(base)
     summary = palettize.summarize_bits(palettize.bits_report(cfg))
     info.update(bpw=summary["bpw"] if cfg.palettization else 16.0,
+                projection_bpw=summary["projection_bpw"] if cfg.palettization else 16.0,
                 base_mb=summary["megabytes"], quantized=cfg.palettization is not None)
     return info
 
@@ -145,11 +146,11 @@ def _base_of(entry: dict[str, Any]) -> str | None:
 def markdown(table: dict[str, Any]) -> str:
     """The table as Markdown (README-ready)."""
     keys = sorted({k for e in table["entries"] for k in e["scores"]})
-    head = ["model", "bpw", "held-out loss", "Δ loss", "gap recovered", *[f"{k} (% of 16-bit)" for k in keys]]
+    head = ["model", "bpw (all)", "bpw (projections)", "held-out loss", "Δ loss", "gap recovered", *[f"{k} (% of 16-bit)" for k in keys]]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for e in table["entries"]:
         cells = [
-            e["label"], f"{e['bpw']:.2f}", f"{e['heldout_loss']:.4f}", f"{e['heldout_delta']:+.4f}",
+            e["label"], f"{e['bpw']:.2f}", f"{e['projection_bpw']:.2f}", f"{e['heldout_loss']:.4f}", f"{e['heldout_delta']:+.4f}",
             "" if e["recovered"] is None else f"{100 * e['recovered']:.0f}%",
         ]
         for k in keys:

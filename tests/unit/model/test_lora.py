@@ -167,16 +167,17 @@ def test_peft_tensor_layout() -> None:
 
 
 # Logits of the PEFT parity setup (tests/slow/model/test_lora_peft_parity.py): tiny model
-# seed 0, rank-4 adapter random_adapter(seed=7) on every projection, tokens _tokens(11, 1, 8);
-# the values Hugging Face Qwen3 + PEFT computed from our export (float32). Last position,
-# first 6 vocabulary entries.
+# seed 0, rank-4 alpha-8 adapter random_adapter(seed=7) on every projection stored in float16,
+# tokens _tokens(11, 1, 8); the values Hugging Face Qwen3 + PEFT computed from our exports
+# (float32, CPU). Last position, first 6 vocabulary entries.
 PEFT_LOGITS = None
 
 
 def peft_setup():
     model = init_model(TINY32, 0)
     adapter = random_adapter(TINY32, lora.LoraConfig(rank=4, alpha=8), seed=7)
-    return model, adapter, _tokens(11, 1, 8)
+    as_stored = {p: tuple(x.astype(np.float16).astype(np.float32) for x in ab) for p, ab in adapter.weights.items()}
+    return model, lora.Adapter(adapter.config, as_stored), _tokens(11, 1, 8)
 
 
 def test_logits_match_stored_peft_values() -> None:
