@@ -144,7 +144,7 @@ is the report-scale recipe.
 @click.option("--alpha", type=float, default=None, help="LoRA alpha (scale alpha/rank; default 2 x rank).")
 @click.option("--targets", default=None, help="Comma list of q,k,v,o,gate,up,down (default: all).")
 @click.option("--init-adapter", default=None, help="Start from this adapter (e.g. the recovery adapter).")
-@click.option("--steps", type=int, default=None, help="Stop at this step (default: the config's total_steps).")
+@click.option("--steps", type=int, default=None, help="Training steps (sets total_steps; default: the config's).")
 @click.option("--set", "overrides", multiple=True, help="Config override KEY=VALUE (repeatable).")
 def adapter_train(base, data, workdir, config, rank, alpha, targets, init_adapter, steps, overrides) -> None:
     """Train a LoRA adapter on a frozen base."""
@@ -162,6 +162,8 @@ def adapter_train(base, data, workdir, config, rank, alpha, targets, init_adapte
         sets.append(f"task_options.targets=[{targets}]")
     if init_adapter:
         sets.append(f"task_options.init_adapter={init_adapter}")
+    if steps is not None:  # the run's length: the LR schedule ends there too
+        sets.append(f"total_steps={steps}")
     try:
         from afm.training.config import get_train_config
         from afm.training.trainer import train
@@ -295,7 +297,7 @@ the report's Table 10, and each adapter the share of its base's loss gap it reco
 Writes OUT.json, OUT.md (the table) and OUT.png (the plot).
 """)
 @click.option("--model", "models", multiple=True, required=True, help="LABEL=PATH (repeatable; the first is the reference).")
-@click.option("--tokenizer", required=True, help="Tokenizer directory (for the task group).")
+@click.option("--tokenizer", default=None, help="Tokenizer directory (needed for the task group).")
 @click.option("--heldout", multiple=True, required=True, help="Held-out token shards (never the calibration or training ones).")
 @click.option("--tasks", default="afm-tiny", show_default=True, help="Comma list of tasks/groups (afm eval tasks); '' for none.")
 @click.option("--limit", type=int, default=None, help="Items per task.")
@@ -312,6 +314,9 @@ def adapter_table(models, tokenizer, heldout, tasks, limit, data_dir, rows, seq_
         from afm.training.recovery_table import evaluate_entries, markdown, parse_entry, write
 
         entries = [parse_entry(m) for m in models]
+        task_list = [t for t in tasks.split(",") if t.strip()]
+        if task_list and not tokenizer:
+            raise click.UsageError("--tokenizer is needed for the task group (or pass --tasks '')")
         with make_progress() as progress:
             bar = progress.add_task("models", total=len(entries), rate="")
 
@@ -320,7 +325,7 @@ def adapter_table(models, tokenizer, heldout, tasks, limit, data_dir, rows, seq_
 
             table = evaluate_entries(
                 entries, tokenizer=tokenizer, heldout=list(heldout),
-                tasks=[t for t in tasks.split(",") if t.strip()], limit=limit, data_dir=data_dir,
+                tasks=task_list, limit=limit, data_dir=data_dir,
                 rows=rows, seq_len=seq_len, progress=tell,
             )
         paths = write(table, out)

@@ -6,10 +6,11 @@ weight, mixed 4/2-bit by sensitivity, int8 embedding), ``afm adapter train`` (a 
 accuracy-recovery adapter on the frozen quantized base) and ``afm adapter table`` (bits per
 weight, held-out loss and a small task set for the 16-bit, quantized and recovered models).
 
-The demo corpus is tiny: the last shard of its token dataset is held out from calibration
-and adapter training and is what the loss is measured on, but the 16-bit model itself was
-trained on every shard (the demo has nothing else), so the loss is not truly held out for
-the reference; the comparison between the three is still like for like.
+The demo corpus is tiny (one token shard of a few thousand tokens) and the 16-bit model was
+trained on all of it, so the "held-out" loss here is measured on that same shard: nothing
+is held out at demo scale (with two or more shards, the last one is kept out of calibration
+and adapter training). The comparison between the three models is like for like, but it
+shows the mechanics, not a result; the README's table is the measured comparison.
 """
 
 from __future__ import annotations
@@ -36,8 +37,8 @@ def run_recovery_demo(
     *,
     target_bpw: float = 3.7,
     rank: int = 16,
-    steps: int = 60,
-    tasks: tuple[str, ...] = ("arc_easy", "piqa", "hellaswag"),
+    steps: int = 20,
+    tasks: tuple[str, ...] = ("arc_easy", "piqa"),
     data_dir: str | None = None,
 ) -> dict[str, Any]:
     """Quantize ``checkpoint``, train a recovery adapter on it, and measure all three."""
@@ -50,14 +51,15 @@ def run_recovery_demo(
     qdir = workdir / f"q{target_bpw}"
     summary = quantize_checkpoint(
         checkpoint, qdir, train_shards,
-        QuantizeOptions(target_bpw=target_bpw, scope="projections", calibration_rows=16, seq_len=128),
+        QuantizeOptions(target_bpw=target_bpw, scope="projections", calibration_rows=8, seq_len=128),
     )
     result = train("tiny-recovery", workdir / f"recovery-r{rank}", steps=steps, data=train_shards, init_from=qdir,
-                   overrides=[f"task_options.rank={rank}", f"task_options.alpha={2 * rank}"], quiet=True)
+                   overrides=[f"task_options.rank={rank}", f"task_options.alpha={2 * rank}", f"total_steps={steps}"],
+                   quiet=True)
     entries = [Entry("16-bit", str(checkpoint)), Entry(f"{summary['projection_bpw']:.2f} bpw", str(qdir)),
                Entry(f"{summary['projection_bpw']:.2f} bpw + r{rank}", str(result["model_checkpoint"]))]
     table = evaluate_entries(entries, tokenizer=str(tokenizer), heldout=heldout, tasks=list(tasks),
-                             data_dir=data_dir, rows=32, seq_len=128)
+                             data_dir=data_dir, rows=16, seq_len=128)
     paths = write(table, workdir / "table")
     return {"quantization": summary, "adapter": result, "table": table, "markdown": markdown(table),
             "paths": {k: str(v) for k, v in paths.items()}}

@@ -18,6 +18,7 @@ for adapters, the share of the quantization loss gap they recover
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,7 +79,7 @@ def _scores(results: dict[str, Any]) -> tuple[dict[str, float], dict[str, float]
 def evaluate_entries(
     entries: list[Entry],
     *,
-    tokenizer: str,
+    tokenizer: str | None,
     heldout: list[str],
     tasks: list[str],
     limit: int | None = None,
@@ -121,7 +122,7 @@ def normalise(table: dict[str, Any]) -> dict[str, Any]:
     """Add percentages of the reference (first entry) and recovered loss-gap shares."""
     entries = table["entries"]
     ref = entries[0]
-    by_path = {e["path"]: e for e in entries}
+    by_path = {os.path.abspath(e["path"]): e for e in entries}
     for e in entries:
         e["scores_pct"] = {k: (100.0 * v / ref["scores"][k] if ref["scores"].get(k) else None)
                            for k, v in e["scores"].items()}
@@ -140,7 +141,7 @@ def _base_of(entry: dict[str, Any]) -> str | None:
 
     if not is_adapter_dir(entry["path"]):
         return None
-    return resolve_base(entry["path"], read_meta(entry["path"]))
+    return os.path.abspath(resolve_base(entry["path"], read_meta(entry["path"])))
 
 
 def markdown(table: dict[str, Any]) -> str:

@@ -165,5 +165,17 @@ def test_cli_quantize_and_adapter_commands(quantized, base_ckpt, token_shards, t
     res = runner.invoke(main, ["adapter", "export", "--adapter", str(adapter), "--out", str(tmp_path / "peft")])
     assert res.exit_code == 0, res.output
     assert json.loads((tmp_path / "peft" / "adapter_config.json").read_text())["r"] == 2
+    # the Table-10 comparison: reference, quantized base, its adapter (gap recovered)
+    res = runner.invoke(main, ["adapter", "table", "--tasks", "", "--heldout", token_shards[1], "--rows", "4",
+                               "--seq-len", "32", "--out", str(tmp_path / "t10"), "--model", f"ref={base_ckpt}",
+                               "--model", f"q={quantized[0]}", "--model", f"q+r2={adapter}"])
+    assert res.exit_code == 0, res.output
+    table = json.loads((tmp_path / "t10.json").read_text())
+    ref, q, rec = table["entries"]
+    assert ref["bpw"] == 16.0 and q["projection_bpw"] <= 3.4 and rec["adapter_rank"] == 2
+    gap = q["heldout_loss"] - ref["heldout_loss"]
+    if gap > 0:
+        assert rec["recovered"] == pytest.approx((q["heldout_loss"] - rec["heldout_loss"]) / gap)
+    assert (tmp_path / "t10.png").stat().st_size > 0 and "| q+r2 |" in (tmp_path / "t10.md").read_text()
     res = runner.invoke(main, ["adapter", "info", str(tmp_path)])
     assert res.exit_code != 0 and "not an afm adapter" in res.output
