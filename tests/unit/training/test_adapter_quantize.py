@@ -127,8 +127,25 @@ def test_recovery_adapter_trains_on_the_frozen_quantized_base(quantized, token_s
         np.testing.assert_array_equal(np.asarray(v), before[k], err_msg=k)
     assert before["layers/0/attn/wq/indices"].dtype == np.uint8
 
+    # The task hands off an adapter directory (what the trainer writes at the end); the
+    # light CLI commands read it without loading the model.
+    from afm.cli import main
+    from click.testing import CliRunner
+
+    adapter = task.export(tmp_path, engine.all_params(state), engine.parts.config, {"steps": 8})
+    runner = CliRunner()
+    res = runner.invoke(main, ["adapter", "info", str(adapter)])
+    assert res.exit_code == 0 and "4 / 8.0" in res.output, res.output
+    res = runner.invoke(main, ["adapter", "export", "--adapter", str(adapter), "--out", str(tmp_path / "peft")])
+    assert res.exit_code == 0, res.output
+    peft_cfg = json.loads((tmp_path / "peft" / "adapter_config.json").read_text())
+    assert peft_cfg["r"] == 4 and len(peft_cfg["target_modules"]) == 7
+    res = runner.invoke(main, ["adapter", "info", str(tmp_path / "peft")])
+    assert res.exit_code != 0 and "not an afm adapter" in res.output and "Traceback" not in res.output
 
 
+
+@pytest.mark.slow  # ~1-3 minutes: quantize, train, merge, export and table through the CLI
 def test_cli_quantize_and_adapter_commands(quantized, base_ckpt, token_shards, tmp_path) -> None:
     from click.testing import CliRunner
 
