@@ -161,7 +161,10 @@ class TaskBase:
         raise NotImplementedError(f"task {self.name!r} has no held-out input")
 
 
-TASKS: dict[str, str] = {"pretrain": "afm.training.pretrain:PretrainTask"}
+TASKS: dict[str, str] = {
+    "pretrain": "afm.training.pretrain:PretrainTask",
+    "sft": "afm.training.sft:SftTask",
+}
 
 
 def get_task(name: str, config: Any) -> Task:
