@@ -147,7 +147,6 @@ def get_sft_config(name_or_file: str | Path, overrides: list[str] | tuple[str, .
                        base=load_config(TrainConfig, stages[base]) if base else None)
 
 
-__all__ = ["SFT_STAGES", "SftOptions", "SftTask", "get_sft_config", "run_sft"]
 
 
 def run_sft(
@@ -197,3 +196,34 @@ def run_sft(
 
         console.print("[yellow]note: no --init-from: fine-tuning a freshly initialised model")
     return train(cfg, workdir, steps=steps, quiet=quiet)
+
+
+def heldout_metrics(
+    config: str | Path | Any,
+    checkpoint: str | Path,
+    heldout: list[str],
+    *,
+    overrides: list[str] | tuple[str, ...] = (),
+) -> dict[str, float]:
+    """The held-out assistant-token loss and accuracy of any checkpoint (e.g. the base
+    model before SFT, for a before/after comparison), computed exactly as the trainer's
+    ``eval/heldout/*`` (same task, packing and batches; no dropout)."""
+    from afm.training.checkpoint import restore_params_only
+    from afm.training.config import TrainConfig
+    from afm.training.engine import Engine
+    from afm.training.hooks import HeldOutLoss, ModelView
+    from afm.training.sharding import make_mesh
+
+    cfg = config if isinstance(config, TrainConfig) else get_sft_config(config, overrides)
+    cfg = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, paths=list(heldout)))
+    mesh = make_mesh(cfg.mesh)
+    engine = Engine.build(cfg, mesh)
+    abstract = engine.abstract_state
+    like = {k: abstract.params.get(k, abstract.frozen.get(k)) for k in engine.layout.keys}
+    params, _ = restore_params_only(str(checkpoint), like, engine.layout)
+    batches = SftEvalInput(cfg.data, list(heldout), vocab_size=None).batches_needed()
+    hook = HeldOutLoss(engine, list(heldout), max(1, batches))
+    return hook(0, ModelView(None, params, engine.model_config, mesh))
+
+
+__all__ = ["SFT_STAGES", "SftOptions", "SftTask", "get_sft_config", "heldout_metrics", "run_sft"]
