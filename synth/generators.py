@@ -35,6 +35,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from afm.model.chat import tool_call_text
 from afm.synth.cache import ResponseCache
 
 OnResult = Callable[[int, "Generation"], None]
@@ -55,6 +56,7 @@ class GenerationRequest:
     max_tokens: int = 256
     stop: tuple[str, ...] = ()
     seed: int = 0
+    tools: tuple[dict[str, Any], ...] = ()  # function schemas offered (tool-use data)
     tag: str = ""  # which pipeline step asked (statistics only; not part of the key)
 
     def key(self, model: str) -> str:
@@ -62,6 +64,9 @@ class GenerationRequest:
         data = {k: v for k, v in asdict(self).items() if k != "tag"}
         data["messages"] = list(self.messages)
         data["stop"] = list(self.stop)
+        data["tools"] = list(self.tools)
+        if not self.tools:
+            del data["tools"]
         blob = json.dumps({"model": model, **data}, sort_keys=True, ensure_ascii=False)
         return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()
 
@@ -117,7 +122,8 @@ class CheckpointGenerator:
         for (temperature, top_p, max_tokens, seed), members in groups.items():
             rows: list[tuple[int, list[int]]] = []
             for i in members:
-                prompt = tok.encode_chat(list(requests[i].messages), add_generation_prompt=True)[0]
+                prompt = tok.encode_chat(list(requests[i].messages), tools=list(requests[i].tools) or None,
+                                         add_generation_prompt=True)[0]
                 room = limit - max_tokens
                 if room < 1:
                     raise GenerationError(f"max_tokens {max_tokens} leaves no room for a prompt "
@@ -215,6 +221,8 @@ class OpenAIGenerator:
                                 "seed": r.seed, **self.extra_body}
         if r.stop:
             body["stop"] = list(r.stop)
+        if r.tools:
+            body["tools"] = list(r.tools)
         return body
 
     def _one(self, r: GenerationRequest) -> Generation:
@@ -249,7 +257,11 @@ class OpenAIGenerator:
         try:
             data = resp.json()
             choices = sorted(data["choices"], key=lambda c: c.get("index", 0))
-            texts = [c["message"].get("content") or "" for c in choices]
+            # Tool calls come back as structured fields; written the way the chat template
+            # writes them, so every generator's replies read the same.
+            texts = [(c["message"].get("content") or "")
+                     + "".join(tool_call_text(t) for t in c["message"].get("tool_calls") or [])
+                     for c in choices]
             finish = [c.get("finish_reason") or "stop" for c in choices]
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise GenerationError(f"malformed chat completion response ({exc}): {resp.text[:300]}") from None
