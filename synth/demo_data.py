@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import random
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -57,13 +58,17 @@ def _compare(rng: random.Random, a: int, b: int) -> list[dict[str, Any]]:
             {"role": "assistant", "content": f"{big} is larger than {small}. The answer is {big}."}]
 
 
-def _copy(rng: random.Random) -> list[dict[str, Any]]:
-    phrase = " and ".join(rng.sample(WORDS, rng.randint(1, 3)))
+def _copy(rng: random.Random, parity: int | None = None) -> list[dict[str, Any]]:
+    """Repeat a phrase; ``parity`` splits the phrases between training and held-out."""
+    while True:
+        phrase = " and ".join(rng.sample(WORDS, rng.randint(1, 3)))
+        if parity is None or zlib.crc32(phrase.encode()) % 2 == parity:
+            break
     return [{"role": "user", "content": f"Repeat after me: {phrase}"},
             {"role": "assistant", "content": phrase}]
 
 
-def _chat(rng: random.Random, i: int) -> dict[str, Any]:
+def _chat(rng: random.Random, i: int, pair: Any) -> dict[str, Any]:
     if i % 3 == 0:
         city = rng.choice(CITIES)
         temp = rng.randint(-5, 30)
@@ -78,14 +83,13 @@ def _chat(rng: random.Random, i: int) -> dict[str, Any]:
         messages.append({"role": "system", "content": "You are a brief, helpful assistant."})
     for user, reply in rng.sample(SMALL_TALK, 2):
         messages += [{"role": "user", "content": user}, {"role": "assistant", "content": reply}]
-    a, b = rng.randint(10, 99), rng.randint(10, 99)
-    messages += _arith(rng, a, b)
+    messages += _arith(rng, *pair())
     return {"messages": messages}
 
 
 def datasets(seed: int = 0, per_set: int = 200, held_out: bool = False) -> dict[str, list[dict[str, Any]]]:
-    """``{name: [record, ...]}``. The held-out split uses number pairs and phrases drawn
-    from a disjoint stream (pairs whose sum is odd for training, even for held-out), so no
+    """``{name: [record, ...]}``. Training and held-out questions come from disjoint halves
+    (number pairs by the parity of their sum, phrases by the parity of their CRC-32), so no
     held-out question appears in training."""
     rng = random.Random(seed * 2 + int(held_out))
     parity = 0 if held_out else 1
@@ -103,9 +107,9 @@ def datasets(seed: int = 0, per_set: int = 200, held_out: bool = False) -> dict[
         while a == b:
             a, b = pair()
         out["compare"].append({"id": f"compare-{'h' if held_out else 't'}{i}", "messages": _compare(rng, a, b)})
-        out["copy"].append({"id": f"copy-{'h' if held_out else 't'}{i}", "messages": _copy(rng)})
+        out["copy"].append({"id": f"copy-{'h' if held_out else 't'}{i}", "messages": _copy(rng, parity)})
         if i < per_set // 2:
-            out["chat"].append({"id": f"chat-{'h' if held_out else 't'}{i}", **_chat(rng, i)})
+            out["chat"].append({"id": f"chat-{'h' if held_out else 't'}{i}", **_chat(rng, i, pair)})
     return out
 
 
@@ -161,10 +165,11 @@ def write_demo_set(out: str | Path, *, seed: int = 0, per_set: int = 200, held_o
     return files
 
 
-def eval_items(path: str | Path, *, seed: int = 0, n: int = 40) -> Path:
-    """Held-out ``arith`` problems in GSM8K's layout (``question``, ``answer`` with ``#### N``)."""
+def eval_items(path: str | Path, *, seed: int = 0, n: int = 40, task: str = "arith") -> Path:
+    """Held-out ``arith`` or ``compare`` problems in GSM8K's layout (``question``,
+    ``answer`` ending in ``#### N``), for ``afm eval --tasks gsm8k --data-dir``."""
     records = []
-    for rec in datasets(seed, n, held_out=True)["arith"]:
+    for rec in datasets(seed, n, held_out=True)[task]:
         q, a = rec["messages"][0]["content"], rec["messages"][1]["content"]
         value = a.rsplit(" ", 1)[-1].rstrip(".")
         records.append({"question": q, "answer": f"{a}\n#### {value}"})
