@@ -226,38 +226,4 @@ def heldout_metrics(
     return hook(0, ModelView(None, params, engine.model_config, mesh))
 
 
-class BenchmarkHook:
-    """The evaluation package's task groups as a trainer hook (``afm.evaluation.hook``).
-
-    Configure with ``eval.hooks: ["afm.training.sft:benchmark_hook"]`` and
-    ``eval.options: {tokenizer: DIR, tasks: [afm-tiny], limit: 50, data_dir: DIR}``; results
-    are logged as ``eval/bench/<task>/<metric>`` and can drive ``eval.select_metric``. It
-    evaluates the in-memory parameters (no checkpoint round trip), on one host (lm-eval is
-    single-process)."""
-
-    name = "bench"
-
-    def __init__(self, inner: Any):
-        self.inner = inner
-
-    def __call__(self, step: int, view: Any) -> dict[str, float]:
-        return self.inner(step, view.model)
-
-
-def benchmark_hook(context: Any) -> BenchmarkHook:
-    """Hook factory (``eval.hooks``) over ``afm.evaluation.hook.make_eval_hook``."""
-    try:
-        from afm.evaluation.hook import make_eval_hook
-    except ImportError as exc:
-        raise ValueError(f"benchmark evaluation needs the evaluation package and the eval extra ({exc})") from None
-    opts = dict(context.options)
-    if not opts.get("tokenizer"):
-        raise ValueError("eval.options.tokenizer is required for benchmark evaluation during training")
-    inner = make_eval_hook(
-        opts["tokenizer"], tasks=list(opts.get("tasks", ["afm-tiny"])), limit=opts.get("limit", 50),
-        data_dir=opts.get("data_dir"), model_config=context.engine.model_config, prefix="",
-    )
-    return BenchmarkHook(inner)
-
-
-__all__ = ["SFT_STAGES", "SftOptions", "SftTask", "benchmark_hook", "get_sft_config", "heldout_metrics", "run_sft"]
+__all__ = ["SFT_STAGES", "SftOptions", "SftTask", "get_sft_config", "heldout_metrics", "run_sft"]
