@@ -2,9 +2,10 @@
 
 It serves the demo site (``afm/demo_site/site.yaml``) on loopback, crawls it politely,
 curates the crawl (extraction, language, safety, PII, dedup, quality,
-decontamination), trains a tokenizer, tokenizes the corpus and runs the three tiny
-pre-training stages, then evaluates the last checkpoint on a tiny task set (``afm eval``),
-and ends with the deployment recipe: the model palettized below 4 bits with an
+decontamination), trains a tokenizer, tokenizes the corpus, runs the three tiny
+pre-training stages, evaluates the last checkpoint on a tiny task set (``afm eval``),
+then prepares the demo instruction set and fine-tunes on it (SFT), and ends with the
+deployment recipe: the post-trained model palettized below 4 bits with an
 accuracy-recovery LoRA adapter, compared with the 16-bit model (``afm quantize``,
 ``afm adapter train``, ``afm adapter table``).
 Every output path is printed at the end.
@@ -159,6 +160,36 @@ class DemoRun:
         self.outputs += [("eval results", str(out)), ("eval report", str(out.with_suffix(".html")))]
         return results
 
+    def sft(self, tokenizer: Path, index: Path | None, base: Path) -> dict[str, Any]:
+        """The demo instruction set (``afm.synth.demo_data``, Apache-2.0) prepared with
+        the demo tokenizer (PII, dedup, decontamination against the demo benchmark), then a
+        short SFT run from the last pre-training checkpoint."""
+        from afm.synth.demo_data import write_demo_set
+        from afm.synth.prepare import PrepareConfig, prepare_sft
+        from afm.training.sft import heldout_metrics, run_sft
+
+        root = self.workdir / "sft"
+        files = write_demo_set(root / "raw", per_set=60, held_out_per_set=10)
+        prepared: dict[str, list[str]] = {"train": [], "heldout": []}
+        dropped: dict[str, int] = {}
+        for split, named in files.items():
+            for name, path in named.items():
+                out = root / split / name
+                manifest = prepare_sft([path], str(out), PrepareConfig(
+                    name, str(tokenizer), str(index) if index else None, max_tokens=256), progress=False)
+                prepared[split].append(str(out))
+                for stage, c in manifest["stages"].items():
+                    for reason, n in c["reasons"].items():
+                        dropped[f"{stage}/{reason}"] = dropped.get(f"{stage}/{reason}", 0) + n
+        steps = self.train_steps or 30
+        before = heldout_metrics("tiny-sft", base, prepared["heldout"])
+        result = run_sft("tiny-sft", root / "run", data=prepared["train"], heldout=prepared["heldout"],
+                         init_from=str(base), steps=steps, overrides=[f"eval.every_steps={max(steps // 3, 1)}"])
+        self.outputs.append(("SFT data", str(root / "train")))
+        self.outputs.append(("SFT best checkpoint", str(root / "run" / "best")))
+        return {"before": before["loss"], "after": result.get("best_value"), "dropped": dropped,
+                "first_loss": result.get("first_loss"), "final_loss": result.get("final_loss")}
+
     def quantize_and_recover(self, checkpoint: Path, tokenizer: Path, tokens: Path) -> dict[str, Any]:
         from afm.evaluation.suite import prepare_demo_data
         from afm.training.recovery_demo import run_recovery_demo
@@ -211,8 +242,15 @@ def demo_command(workdir: Path, train_steps: int | None) -> None:
     final = (results or {}).get("tiny-context", {}).get("model_checkpoint")
     if final and tok is not None:
         run.stage("evaluate", "afm.evaluation.runner", lambda: run.evaluate(Path(final), tok, tokens, index))
+    sft = None
+    if results and tok:
+        base = Path(results["tiny-context"]["workdir"]) / "model"
+        sft = run.stage("sft", "afm.synth.prepare", lambda: run.sft(tok, index, base))
+    if final and tok is not None:  # the post-trained model when SFT ran, else the pre-trained one
+        best = run.workdir / "sft" / "run" / "best"
+        deployed = best if sft is not None and (best / "config.json").is_file() else Path(final)
         run.stage("quantize + recovery adapter", "afm.training.recovery_demo",
-                  lambda: run.quantize_and_recover(Path(final), tok, tokens))
+                  lambda: run.quantize_and_recover(deployed, tok, tokens))
 
     rows: list[tuple[str, Any]] = list(run.outputs)
     manifest = getattr(run, "manifest", None)
@@ -226,6 +264,9 @@ def demo_command(workdir: Path, train_steps: int | None) -> None:
     if results:
         for stage, r in results.items():
             rows.append((f"{stage} loss", f"{r.get('first_loss', float('nan')):.3f} -> {r.get('final_loss', float('nan')):.3f}"))
+    if sft:
+        rows.append(("SFT held-out assistant loss", f"{sft['before']:.3f} (base) -> {sft['after']:.3f} (best SFT step)"))
+        rows.append(("SFT data dropped", ", ".join(f"{k} {v}" for k, v in sorted(sft["dropped"].items()))))
     for name, seconds in run.timings:
         rows.append((f"time {name}", f"{seconds:.1f} s"))
     rows.append(("total time", f"{time.perf_counter() - start:.1f} s"))

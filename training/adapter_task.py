@@ -35,7 +35,7 @@ from afm.training.task import Field, LossContext, LossOutput, ParamSpec, TaskBas
 
 PREFIX = "lora"
 # ModelConfig fields a run may set on top of the base's (shapes and storage come from the base).
-RUN_TIME = ("dtype", "remat", "attention_impl", "max_seq_len", "rope_base", "scan_layers")
+RUN_TIME = ("dtype", "remat", "attention_impl", "max_seq_len", "rope_base", "scan_layers", "dropout")
 
 
 def lora_config_from_options(options: dict[str, Any]) -> lora.LoraConfig:

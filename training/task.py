@@ -169,6 +169,7 @@ class TaskBase:
 
 TASKS: dict[str, str] = {
     "pretrain": "afm.training.pretrain:PretrainTask",
+    "sft": "afm.training.sft:SftTask",
     "adapter": "afm.training.adapter_task:AdapterTask",
 }
 
