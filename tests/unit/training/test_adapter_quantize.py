@@ -129,8 +129,9 @@ def test_recovery_adapter_trains_on_the_frozen_quantized_base(quantized, token_s
 
     # The task hands off an adapter directory (what the trainer writes at the end); the
     # light CLI commands read it without loading the model.
-    from afm.cli import main
     from click.testing import CliRunner
+
+    from afm.cli import main
 
     adapter = task.export(tmp_path, engine.all_params(state), engine.parts.config, {"steps": 8})
     runner = CliRunner()
