@@ -141,6 +141,20 @@ def test_recovery_adapter_trains_on_the_frozen_quantized_base(quantized, token_s
     assert res.exit_code == 0, res.output
     peft_cfg = json.loads((tmp_path / "peft" / "adapter_config.json").read_text())
     assert peft_cfg["r"] == 4 and len(peft_cfg["target_modules"]) == 7
+    # A feature adapter starts from the recovery adapter (its stored 16-bit values).
+    from afm.model.adapter_io import load_adapter
+
+    feature = get_task("adapter", get_train_config("tiny-recovery", [
+        f"init_from={qdir}", "task_options.rank=4", f"task_options.init_adapter={adapter}"]))
+    specs = feature.extra_params(engine.parts.config)
+    stored, _ = load_adapter(adapter)
+    a0 = np.asarray(specs["lora/layers/1/mlp/w_down/a"].init(jax.random.key(0), None))
+    np.testing.assert_array_equal(a0, stored.weights["layers/1/mlp/w_down"][0])
+    with pytest.raises(ValueError, match="rank"):
+        get_task("adapter", get_train_config("tiny-recovery", [
+            f"init_from={qdir}", "task_options.rank=8", f"task_options.init_adapter={adapter}"])
+                 ).extra_params(engine.parts.config)
+
     res = runner.invoke(main, ["adapter", "info", str(tmp_path / "peft")])
     assert res.exit_code != 0 and "not an afm adapter" in res.output and "Traceback" not in res.output
 
