@@ -38,7 +38,7 @@ def run_recovery_demo(
     target_bpw: float = 3.7,
     rank: int = 16,
     steps: int = 20,
-    tasks: tuple[str, ...] = ("arc_easy", "piqa"),
+    tasks: tuple[str, ...] = ("piqa",),
     data_dir: str | None = None,
 ) -> dict[str, Any]:
     """Quantize ``checkpoint``, train a recovery adapter on it, and measure all three."""
