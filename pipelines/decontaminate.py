@@ -80,22 +80,10 @@ class DecontamConfig:
             raise ValueError("batch_docs and batch_chars must be >= 1")
 
 
-def resolve_index(cfg: DecontamConfig) -> str:
-    """The index directory to use: ``cfg.index``, or one built (once, cached by content)
-    from ``cfg.benchmarks``."""
-    if cfg.index:
-        if not (Path(cfg.index) / "index.json").exists():
-            raise FileNotFoundError(
-                f"decontamination index not found: {cfg.index} "
-                "(build it with `afm decontam build-index`)"
-            )
-        return cfg.index
+def _cache_location(cfg: DecontamConfig) -> tuple[str, Any, list[BenchmarkSpec]]:
+    """Where an index built on the fly from ``cfg.benchmarks`` lives (keyed by content)."""
     from afm.filters.benchmarks import DATA_DIR, specs_from
 
-    if not cfg.benchmarks:
-        from afm.pipelines.curate_config import DECONTAM_NEEDS_INDEX
-
-        raise ValueError(DECONTAM_NEEDS_INDEX)
     source = DATA_DIR if cfg.benchmarks == "demo" else Path(cfg.benchmarks)
     specs = specs_from(source)
     key = hashlib.sha1(f"{HASH_NAME}:{INDEX_VERSION}".encode())
@@ -105,7 +93,39 @@ def resolve_index(cfg: DecontamConfig) -> str:
             st = Path(spec.path).stat()
             key.update(f"{st.st_size}:{st.st_mtime_ns}".encode())
     base = Path(cfg.cache_dir) if cfg.cache_dir else Path(tempfile.gettempdir()) / "afm-decontam"
-    out = base / key.hexdigest()[:16]
+    return str(base / key.hexdigest()[:16]), source, specs
+
+
+def index_location(cfg: DecontamConfig) -> str:
+    """The index directory the workers will open: ``cfg.index``, or where
+    :func:`resolve_index` builds one from ``cfg.benchmarks`` (without building it): by
+    default in this machine's temporary directory, which cluster workers do not see."""
+    if cfg.index:
+        return cfg.index
+    if not cfg.benchmarks:
+        from afm.pipelines.curate_config import DECONTAM_NEEDS_INDEX
+
+        raise ValueError(DECONTAM_NEEDS_INDEX)
+    return _cache_location(cfg)[0]
+
+
+def resolve_index(cfg: DecontamConfig) -> str:
+    """The index directory to use: ``cfg.index`` (local or a URL such as ``gs://``), or
+    one built (once, cached by content) from ``cfg.benchmarks`` into ``cfg.cache_dir``."""
+    if cfg.index:
+        try:
+            found = fs.isfile(fs.join(cfg.index, "index.json"))
+        except Exception:  # noqa: BLE001 - no filesystem for the scheme on this machine
+            return cfg.index  # (the pre-flight check says it could not be checked)
+        if not found:
+            raise FileNotFoundError(
+                f"decontamination index not found: {cfg.index} "
+                "(build it with `afm decontam build-index`)"
+            )
+        return cfg.index
+    location = index_location(cfg)
+    _location, source, specs = _cache_location(cfg)
+    out = Path(location)
     if not (out / "index.json").exists():
         log.info("building the benchmark index of %s into %s", source, out)
         # Build beside, then rename: concurrent runs never see (or mix) a half-built index.

@@ -122,7 +122,9 @@ def stage_paths(stages: list[Any]) -> list[WorkerPath]:
         if stage.name == "decontaminate":
             from afm.pipelines.decontaminate import index_location
 
-            out.append(WorkerPath("decontamination index", index_location(cfg)))
+            # An index named is read; one built from `benchmarks` is made by the launcher.
+            out.append(WorkerPath("decontamination index", index_location(cfg),
+                                  "read" if cfg.index else "write"))
             continue
         for field_name, role in STAGE_PATH_FIELDS.get(stage.name, ()):
             value = getattr(cfg, field_name, None)
