@@ -124,6 +124,9 @@ class PortableCluster:
             script = "set -e\n" + f"mount --bind {shlex.quote(str(venv))} {shlex.quote(str(venv_view))}\n"
             script += "".join(f"mount -t tmpfs -o size=1m afm-hidden {shlex.quote(str(h))}\n"
                               for h in hide)
+            # Proof the mask holds before the service starts: the checkout is gone.
+            script += (f"if [ -e {shlex.quote(str(REPO / 'pyproject.toml'))} ]; then "
+                       "echo 'afm source tree still visible: mask failed' >&2; exit 3; fi\n")
             bin_dir = venv_view / "bin"
         else:
             script = ""

@@ -38,20 +38,30 @@ def _warcs(extraction: Path, out: Path, pages: int = 24) -> tuple[list[Path], st
     from warcio.warcwriter import WARCWriter
 
     truth = json.loads((extraction / "ground-truth.json").read_text(encoding="utf-8"))
-    records = []
+    records, bodies = [], []
     for path in sorted((extraction / "html").glob("*.html.gz"))[:pages]:
         key = path.name.split(".")[0]
         url = truth.get(key, {}).get("url") or f"http://portable.test/{key}"
         records.append((url, gzip.decompress(path.read_bytes())))
+        bodies.append(truth.get(key, {}).get("articleBody") or "")
     records += [(f"http://mirror.portable.test/{i}", body) for i, (_, body) in
                 enumerate(records[:3])]
     question = json.loads(
         (Path(__file__).resolve().parents[3] / "filters/data/benchmarks/demo-math.jsonl")
         .read_text().splitlines()[0])["question"]
-    contaminated_url = "http://homework.portable.test/answers"
-    host_body = records[4][1].decode("utf-8", "replace")
-    planted = host_body.replace("<body", f"<body><p>Homework help: {question}</p><span", 1)
-    records.append((contaminated_url, planted.encode("utf-8")))
+    # One page (not a mirrored one) gets the question inside its article text, where
+    # extraction keeps it: in front of the first words of its ground-truth body.
+    for i in range(3, pages):
+        url, raw = records[i]
+        html = raw.decode("utf-8", "replace")
+        article = bodies[i]
+        at = html.find(article[:30], max(html.find("<body"), 0)) if len(article) >= 30 else -1
+        if at >= 0:
+            records[i] = (url, f"{html[:at]}Homework help: {question} {html[at:]}".encode())
+            contaminated_url = url
+            break
+    else:
+        raise AssertionError("no page of the extraction set has its article text verbatim")
     out.mkdir(parents=True)
     files = [out / f"part-{i}.warc.gz" for i in range(2)]
     handles = [open(f, "wb") for f in files]
@@ -89,7 +99,8 @@ def world(tmp_path_factory, shared_eval) -> dict[str, Any]:
     (shared / "docs").mkdir()
     for i in range(2):
         write_parquet(docs[i::2], shared / "docs" / f"part-{i}.parquet")
-    train_tokenizer([str(shared / "docs")], shared / "tokenizer", vocab_size=512)
+    train_tokenizer([str(shared / "docs")], shared / "tokenizer", vocab_size=512,
+                    sample_docs=400, character_coverage=0.99)
     install_site(base / "afm-site", base / "build")
     (base / "services").mkdir()
     cluster = PortableCluster(base / "services", launcher_tmp, base / "afm-site")
@@ -158,7 +169,12 @@ def test_curate_on_the_portable_runner(world) -> None:
     assert manifest["runner"] == "PortableRunner"
     funnel = {s["stage"]: s for s in manifest["funnel"]}
     assert funnel["quality_model"]["status"] == "ready"
-    assert funnel["decontaminate"]["dropped"] >= 1  # the index was read on the workers
+    # The index was read on the workers: the planted page is dropped, naming the benchmark.
+    assert funnel["decontaminate"]["dropped"] >= 1
+    decontaminated = [r["url"] for f in sorted((shared / "curate-portable").glob("rejects-*"))
+                      for r in pq.read_table(f, columns=["url", "rejected_by"]).to_pylist()
+                      if r["rejected_by"] == "decontaminate"]
+    assert world["contaminated"] in decontaminated
     assert funnel["dedup"]["dropped"] >= 3  # the mirrored pages
     assert manifest["totals"]["kept"] > 0
     _no_tracebacks(world)
