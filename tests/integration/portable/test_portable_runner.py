@@ -146,9 +146,13 @@ def _same_outcome(local: Path, portable: Path) -> dict[str, Any]:
     return manifest
 
 
-def _no_tracebacks(world: dict[str, Any]) -> None:
+def _no_tracebacks(world: dict[str, Any], res: subprocess.CompletedProcess) -> None:
+    """Nothing failed anywhere (a retried bundle would leave its Traceback in the job
+    service's log), and the SDK workers were the pool's, not the launcher's."""
     logs = world["cluster"].log_text()
     assert "Traceback" not in logs, logs[-4000:]
+    assert "Traceback" not in res.stdout + res.stderr, res.stderr[-4000:]
+    assert "Starting worker with command" in logs, logs[-4000:]
 
 
 # ------------------------------------------------------------------------------- tests
@@ -177,7 +181,7 @@ def test_curate_on_the_portable_runner(world) -> None:
     assert world["contaminated"] in decontaminated
     assert funnel["dedup"]["dropped"] >= 3  # the mirrored pages
     assert manifest["totals"]["kept"] > 0
-    _no_tracebacks(world)
+    _no_tracebacks(world, res)
 
 
 def test_dedup_on_the_portable_runner(world) -> None:
@@ -196,7 +200,7 @@ def test_dedup_on_the_portable_runner(world) -> None:
     for name in ("documents_in", "rejected_exact", "rejected_near", "verified_edges",
                  "candidate_edges"):
         assert metrics.get(f"afm.dedup/{name}", 0) > 0, (name, metrics)
-    _no_tracebacks(world)
+    _no_tracebacks(world, res)
 
 
 def test_tokenize_on_the_portable_runner(world) -> None:
@@ -216,4 +220,43 @@ def test_tokenize_on_the_portable_runner(world) -> None:
     assert len(shards) >= 2 and shards == sorted(p.name for p in portable.glob("tokens-*.parquet"))
     for name in shards:
         assert (local / name).read_bytes() == (portable / name).read_bytes(), name
-    _no_tracebacks(world)
+    _no_tracebacks(world, res)
+
+
+@pytest.mark.slow  # curate's decontaminate stage runs the same transform in the normal tier
+def test_decontam_run_on_the_portable_runner(world) -> None:
+    """The counting pass (documents per colliding n-gram, joined back by key) runs across
+    the pool's workers: a rare n-gram drops its document, a common one is excused."""
+    from afm.pipelines.curate import run_curate
+
+    from afm.io import write_parquet
+    from afm.schema import make_document
+
+    shared = world["shared"]
+    rows = [json.loads(line) for line in
+            (Path(__file__).resolve().parents[3] / "filters/data/benchmarks/demo-math.jsonl")
+            .read_text().splitlines()]
+    common = " ".join(rows[9]["question"].split()[:13])
+    texts = [f"Homework help. {rows[0]['question']} Ask a tutor."]
+    texts += [f"{common} (forum post {i})" for i in range(4)]  # held by 4 >= threshold 3
+    texts += [f"Plain page {i} about rivers, bridges and the weather." for i in range(40)]
+    docs = [make_document(t, url=f"https://forum.portable.test/{i}")
+            for i, t in enumerate(texts)]
+    (shared / "forum").mkdir()
+    for i in range(2):
+        write_parquet(docs[i::2], shared / "forum" / f"part-{i}.parquet")
+    index = str(shared / "decontam-index")
+    params = {"index": index, "threshold": 3, "batch_docs": 256}
+    local = shared / "decontam-local"
+    run_curate([str(shared / "forum")], local, command="decontam run", pipeline_args=LOCAL,
+               quiet=True, config={"stages": ["decontaminate"],
+                                   "decontaminate": {"params": params}})
+    res = _launch(world, "decontam", "run", "--index", index, "--input", str(shared / "forum"),
+                  "--output", str(shared / "decontam-portable"), "--threshold", "3")
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    manifest = _same_outcome(local, shared / "decontam-portable")
+    assert manifest["runner"] == "PortableRunner"
+    assert manifest["totals"] == {**manifest["totals"], "in": len(docs), "rejected": 1}
+    report = manifest["stage_reports"]["decontaminate"]["benchmarks"]["demo-math"]
+    assert report["documents_removed"] == 1 and report["excused_ngrams"] >= 1
+    _no_tracebacks(world, res)
