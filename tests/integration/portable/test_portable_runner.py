@@ -1,6 +1,6 @@
 """``afm curate``, ``afm dedup`` and ``afm tokenize`` on Beam's portable runner, with the
 SDK workers in an external worker pool that sees neither the launcher's temporary
-directory nor the source tree (see ``services.py``), against the default local runner.
+directory nor the source tree (see ``afm.pipelines.portable_cluster``), against the default local runner.
 
 What a cluster run must give: exit 0, the accounting rule, exactly the kept and rejected
 documents of a local run, dedup metrics that reach the launcher, byte-identical token
@@ -21,8 +21,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-
-from .services import PortableCluster, install_site
+from afm.pipelines.portable_cluster import PortableCluster, install_site
 
 pytestmark = pytest.mark.timeout(900)
 LOCAL = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]

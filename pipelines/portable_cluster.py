@@ -1,5 +1,7 @@
 """Beam's own job service and an external SDK worker pool, run as a cluster would run them.
 
+For tests and benchmarks run from a checkout (the package is built from it):
+
 * afm is installed non-editable into its own site directory (``pip install --target``),
   so workers import the package as built, with its package data, never the checkout;
 * each service runs inside a private mount namespace (``unshare -m``) in which the
@@ -25,7 +27,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[1]  # the checkout (pipelines/ is afm.pipelines)
 
 
 def free_port() -> int:
@@ -89,6 +91,7 @@ class PortableCluster:
     base: Path
     launcher_tmp: Path
     site: Path
+    mask: bool = True  # hide the launcher's files (False: a benchmark whose data is there)
     masked: bool = False
     job_port: int = 0
     pool_port: int = 0
@@ -101,7 +104,7 @@ class PortableCluster:
                 "--environment_type=EXTERNAL", f"--environment_config=localhost:{self.pool_port}"]
 
     def start(self) -> PortableCluster:
-        self.masked = unshare_permitted()
+        self.masked = self.mask and unshare_permitted()
         self.job_port, self.pool_port = free_port(), free_port()
         self._start("worker-pool", ["-m", "apache_beam.runners.worker.worker_pool_main",
                                     f"--service_port={self.pool_port}"], self.pool_port)
