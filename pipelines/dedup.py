@@ -293,7 +293,7 @@ def dedup_records(
     and bz2-compress every document into the pipeline proto, slower than the dedup
     itself). The ``afm dedup`` command reads and writes sharded Parquet from the workers.
     """
-    from apache_beam.options.pipeline_options import PipelineOptions
+    from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
     if any("multi_processing" in a for a in pipeline_args or ()):
         raise ValueError("dedup_records runs in-process; use run_dedup_files for multi-processing")
@@ -302,8 +302,12 @@ def dedup_records(
         {"in": [docs[i : i + chunk] for i in range(0, len(docs), chunk)], "kept": [], "rejected": []}
     )
     try:
-        options = PipelineOptions(pipeline_args or ["--runner=DirectRunner"])
-        pipeline = beam.Pipeline(options=options)
+        from afm.pipelines.runners import make_runner
+
+        options = PipelineOptions(pipeline_args or [])
+        # The runner object, not Beam's "DirectRunner" name (which may try to fetch Prism).
+        runner = None if options.view_as(StandardOptions).runner else make_runner("DirectRunner")
+        pipeline = beam.Pipeline(runner=runner, options=options)
         dedup = FuzzyDedup(cfg)
         out = (
             pipeline
