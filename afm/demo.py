@@ -2,8 +2,10 @@
 
 It serves the demo site (``afm/demo_site/site.yaml``) on loopback, crawls it politely,
 curates the crawl (extraction, language, safety, PII, dedup, quality,
-decontamination), trains a tokenizer, tokenizes the corpus and runs the three tiny
-pre-training stages. Every output path is printed at the end.
+decontamination), trains a tokenizer, tokenizes the corpus, runs the three tiny
+pre-training stages, evaluates the last checkpoint on a tiny task set (``afm eval``),
+then prepares the demo instruction set and fine-tunes on it (SFT).
+Every output path is printed at the end.
 """
 
 from __future__ import annotations
@@ -132,6 +134,59 @@ class DemoRun:
             self.outputs.append((f"checkpoint {stage}", str(previous)))
         return results
 
+    def evaluate(self, checkpoint: Path, tokenizer: Path, tokens: Path, index: Path | None) -> dict[str, Any]:
+        from afm.evaluation.report import write_report
+        from afm.evaluation.results import write_results
+        from afm.evaluation.runner import EvalSpec, run_eval
+        from afm.evaluation.suite import prepare_demo_data
+
+        spec = EvalSpec(
+            checkpoint=str(checkpoint), tokenizer=str(tokenizer), tasks=["afm-demo"], num_fewshot=0,
+            data_dir=prepare_demo_data(self.workdir / "eval" / "data"),
+            perplexity_data=[str(tokens)], perplexity_max_docs=64,
+            decontam_index=str(index) if index else None,
+            niah={"lengths": [64, 128, 240], "depths": [0.0, 0.5, 1.0], "per_cell": 1}, show_progress=False,
+        )
+        results = run_eval(spec)
+        results["notes"]["perplexity"] = ("the demo's own token shards (seen in training: the demo "
+                                          "corpus is too small to hold a split out)")
+        out = self.workdir / "eval" / "results.json"
+        write_results(results, out)
+        write_report(results, out.with_suffix(".png"), out.with_suffix(".html"))
+        self.eval_results = results
+        self.outputs += [("eval results", str(out)), ("eval report", str(out.with_suffix(".html")))]
+        return results
+
+    def sft(self, tokenizer: Path, index: Path | None, base: Path) -> dict[str, Any]:
+        """The demo instruction set (``afm.synth.demo_data``, Apache-2.0) prepared with
+        the demo tokenizer (PII, dedup, decontamination against the demo benchmark), then a
+        short SFT run from the last pre-training checkpoint."""
+        from afm.synth.demo_data import write_demo_set
+        from afm.synth.prepare import PrepareConfig, prepare_sft
+        from afm.training.sft import heldout_metrics, run_sft
+
+        root = self.workdir / "sft"
+        files = write_demo_set(root / "raw", per_set=60, held_out_per_set=10)
+        prepared: dict[str, list[str]] = {"train": [], "heldout": []}
+        dropped: dict[str, int] = {}
+        for split, named in files.items():
+            for name, path in named.items():
+                out = root / split / name
+                manifest = prepare_sft([path], str(out), PrepareConfig(
+                    name, str(tokenizer), str(index) if index else None, max_tokens=256), progress=False)
+                prepared[split].append(str(out))
+                for stage, c in manifest["stages"].items():
+                    for reason, n in c["reasons"].items():
+                        dropped[f"{stage}/{reason}"] = dropped.get(f"{stage}/{reason}", 0) + n
+        steps = self.train_steps or 30
+        before = heldout_metrics("tiny-sft", base, prepared["heldout"])
+        result = run_sft("tiny-sft", root / "run", data=prepared["train"], heldout=prepared["heldout"],
+                         init_from=str(base), steps=steps, overrides=[f"eval.every_steps={max(steps // 3, 1)}"])
+        self.outputs.append(("SFT data", str(root / "train")))
+        self.outputs.append(("SFT best checkpoint", str(root / "run" / "best")))
+        return {"before": before["loss"], "after": result.get("best_value"), "dropped": dropped,
+                "first_loss": result.get("first_loss"), "final_loss": result.get("final_loss")}
+
 
 @click.command("demo", epilog="""\b
 Examples:
@@ -169,6 +224,13 @@ def demo_command(workdir: Path, train_steps: int | None) -> None:
     tok = run.stage("tokenizer", "afm.model.tokenizer", lambda: run.tokenizer(corpus))
     tokens = run.stage("tokenize", "afm.pipelines.tokenize", lambda: run.tokenize(corpus, tok))
     results = run.stage("train", "afm.training.trainer", lambda: run.train(tokens))
+    final = (results or {}).get("tiny-context", {}).get("model_checkpoint")
+    if final and tok is not None:
+        run.stage("evaluate", "afm.evaluation.runner", lambda: run.evaluate(Path(final), tok, tokens, index))
+    sft = None
+    if results and tok:
+        base = Path(results["tiny-context"]["workdir"]) / "model"
+        sft = run.stage("sft", "afm.synth.prepare", lambda: run.sft(tok, index, base))
 
     rows: list[tuple[str, Any]] = list(run.outputs)
     manifest = getattr(run, "manifest", None)
@@ -182,6 +244,9 @@ def demo_command(workdir: Path, train_steps: int | None) -> None:
     if results:
         for stage, r in results.items():
             rows.append((f"{stage} loss", f"{r.get('first_loss', float('nan')):.3f} -> {r.get('final_loss', float('nan')):.3f}"))
+    if sft:
+        rows.append(("SFT held-out assistant loss", f"{sft['before']:.3f} (base) -> {sft['after']:.3f} (best SFT step)"))
+        rows.append(("SFT data dropped", ", ".join(f"{k} {v}" for k, v in sorted(sft["dropped"].items()))))
     for name, seconds in run.timings:
         rows.append((f"time {name}", f"{seconds:.1f} s"))
     rows.append(("total time", f"{time.perf_counter() - start:.1f} s"))
@@ -190,4 +255,8 @@ def demo_command(workdir: Path, train_steps: int | None) -> None:
     print_summary("afm demo: outputs", rows)
     for label, path in run.outputs:
         click.echo(f"{label}: {path}")
+    if getattr(run, "eval_results", None):
+        from afm.evaluation.report import print_results
+
+        print_results(run.eval_results)  # the demo ends with the evaluation of its checkpoint
 

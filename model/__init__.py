@@ -6,6 +6,10 @@ stays instant and a training host needs only the JAX stack):
 * ``afm.model.config``: ``ModelConfig``, ``CONFIGS``, ``get_config``, ``param_counts``,
   ``flops_per_token`` (and the muParam-simple choices, documented there).
 * ``afm.model.transformer``: ``Transformer(cfg, rngs=...)``, ``KVCache``, ``init_model``.
+* ``afm.model.attention``: the attention kernels (XLA reference, cuDNN, TPU splash) and
+  their sharded layout; ``resolve_backend``.
+* ``afm.model.remat``: named activation save points and remat policies, memory estimates.
+* ``afm.model.partitioning``: logical activation sharding hints (no-ops without a mesh).
 * ``afm.model.sampling``: ``generate`` / ``sample`` (KV cache, greedy/temperature/top-p).
 * ``afm.model.scoring``: ``token_logprobs`` (differentiable), ``score_tokens``.
 * ``afm.model.checkpoint``: ``save_params``, ``load_model``, ``load_params_into``.

@@ -10,20 +10,27 @@ Layout of a checkpoint directory::
 The parameter tree does not depend on ``scan_layers`` or ``remat`` (run-time choices), so
 one checkpoint loads under any of them. ``afm.training`` keeps its own step checkpoints
 (optimizer state and all); this format is the hand-off between stages and to export.
+Paths may be local or on an object store (``gs://``): they go through ``etils.epath``.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
-from pathlib import Path
 from typing import Any
 
 import jax
 from afm.model.config import ModelConfig
 from afm.model.transformer import Transformer
+from etils import epath
 from flax import nnx
+
+Path = epath.Path
+
+
+def _path(path: str | os.PathLike[str]) -> epath.Path:
+    text = os.fspath(path)
+    return epath.Path(text if "://" in text else os.path.abspath(text))
 
 FORMAT = "afm-model-v1"
 
@@ -47,7 +54,7 @@ def save_params(
 ) -> Path:
     """Write ``path/params`` (Orbax) and ``path/config.json``. ``cfg`` is required unless a
     :class:`Transformer` is given. Refuses to overwrite unless ``overwrite``."""
-    path = Path(path).absolute()
+    path = _path(path)
     if cfg is None:
         if not isinstance(model_or_state, Transformer):
             raise ValueError("save_params: pass cfg= when saving a bare state")
@@ -55,7 +62,7 @@ def save_params(
     if path.exists():
         if not overwrite:
             raise FileExistsError(f"checkpoint exists: {path} (pass overwrite=True)")
-        shutil.rmtree(path)
+        path.rmtree()
     path.mkdir(parents=True)
     params = _pure_params(model_or_state)
     ckptr = _checkpointer()
@@ -73,7 +80,7 @@ def _checkpointer() -> Any:
 
 
 def load_config(path: str | os.PathLike[str]) -> ModelConfig:
-    meta_path = Path(path) / "config.json"
+    meta_path = _path(path) / "config.json"
     if not meta_path.is_file():
         raise FileNotFoundError(f"not a model checkpoint (no config.json): {path}")
     meta = json.loads(meta_path.read_text())
@@ -88,7 +95,7 @@ def load_model(
     """Rebuild the model from ``path``. ``config_overrides`` may change run-time fields
     (``dtype``, ``remat``, ``scan_layers``, ``attention_impl``, ``max_seq_len``,
     ``rope_base``) but not shapes."""
-    path = Path(path).absolute()
+    path = _path(path)
     cfg = load_config(path)
     if config_overrides:
         cfg = cfg.replace(**config_overrides)
@@ -105,7 +112,7 @@ def load_params_into(model: Transformer, path: str | os.PathLike[str]) -> Transf
     """Load a checkpoint's parameters into an existing model of the same shapes."""
     target = nnx.to_pure_dict(nnx.state(model, nnx.Param))
     target = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), target)
-    restored = _checkpointer().restore(Path(path).absolute() / "params", target)
+    restored = _checkpointer().restore(_path(path) / "params", target)
     state = nnx.state(model, nnx.Param)
     nnx.replace_by_pure_dict(state, restored)
     nnx.update(model, state)

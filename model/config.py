@@ -38,7 +38,6 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-RematPolicy = Literal["none", "dots", "block", "full"]
 AttentionImpl = Literal["auto", "xla", "cudnn", "splash"]
 
 
@@ -64,13 +63,21 @@ class ModelConfig:
     tie_embeddings: bool = True
     dtype: str = "bfloat16"
     param_dtype: str = "float32"
-    # Activation checkpointing per block: "none" keeps everything, "dots" recomputes all
-    # but the matmul outputs, "block" (alias "full") keeps only each block's input.
-    remat: RematPolicy = "none"
-    # "auto": cuDNN flash attention on GPU, XLA elsewhere. "splash" is the TPU kernel slot.
+    # Activation checkpointing per block: a policy of afm.model.remat ("none", "full",
+    # "dots", "attention", "qkv_attention", "dots_except_mlp" or "save:NAME,...").
+    remat: str = "none"
+    # Attention kernel (afm.model.attention): "auto" = cuDNN on GPU, splash on TPU, XLA
+    # elsewhere; or name one of "xla", "cudnn", "splash".
     attention_impl: AttentionImpl = "auto"
+    # Upper bound on packed documents per row for cuDNN's packed layout (0: unknown, so
+    # packed rows use a masked kernel). The trainer sets it to the loader's cap.
+    max_segments: int = 0
     # Run the blocks under one `lax.scan` (one compiled block: fast compiles for deep models).
     scan_layers: bool = False
+    # Dropout on the embedding and on every attention / MLP output before its residual add,
+    # applied only when the forward pass is given a dropout key (training). The report uses
+    # 0.1 in SFT (§4.2); pre-training runs without it.
+    dropout: float = 0.0
     # muParam (simple); see the module docstring.
     base_width: int = 768
     embed_init_std: float = 1.0
@@ -86,10 +93,16 @@ class ModelConfig:
             raise ValueError(f"{self.name}: head_dim must be even for RoPE, got {self.head_dim}")
         if not self.tie_embeddings:
             raise ValueError("AFM ties input and output embeddings (report §2)")
-        if self.remat not in ("none", "dots", "block", "full"):
-            raise ValueError(f"unknown remat policy {self.remat!r}")
-        if self.attention_impl not in ("auto", "xla", "cudnn", "splash"):
-            raise ValueError(f"unknown attention_impl {self.attention_impl!r}")
+        from afm.model import remat
+        from afm.model.attention import BACKENDS
+
+        remat.validate(self.remat)
+        if self.attention_impl not in BACKENDS:
+            raise ValueError(f"unknown attention_impl {self.attention_impl!r}; choose from {BACKENDS}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"{self.name}: dropout must be in [0, 1), got {self.dropout}")
+        if self.max_segments < 0:
+            raise ValueError(f"{self.name}: max_segments must be >= 0")
         for n in ("vocab_size", "dim", "n_layers", "n_heads", "n_kv_heads", "ffn_dim", "max_seq_len"):
             if getattr(self, n) <= 0:
                 raise ValueError(f"{self.name}: {n} must be positive")
@@ -129,6 +142,11 @@ def _cfg(**kw: Any) -> ModelConfig:
     return ModelConfig(**kw)
 
 
+# Default remat per size (afm.model.remat): the cheapest policy whose estimated memory
+# (remat.estimate_train_memory_gb) fits 80 GB at 4 sequences x 4096 tokens per device, on
+# 1 device up to the 3B on-device model, 8 for the 6.4B teacher, 256 (FSDP) for the server:
+# 1b "none" 41 GB; on-device "dots_except_mlp" 55 GB ("none" 87); teacher 28 GB on 8
+# ("none" 96); server "qkv_attention" 43 GB on 256 ("dots" 120, "none" 190).
 CONFIGS: dict[str, ModelConfig] = {
     # Tests and the demo: trains in seconds on a laptop CPU.
     "tiny": _cfg(
@@ -152,7 +170,7 @@ CONFIGS: dict[str, ModelConfig] = {
     # non-embedding count is closest to the reported 2.58B (2.5865B; embedding 0.151B).
     "afm-on-device": _cfg(
         name="afm-on-device", vocab_size=49_152, dim=3072, n_layers=26, n_heads=24,
-        n_kv_heads=8, head_dim=128, ffn_dim=8064, max_seq_len=4096,
+        n_kv_heads=8, head_dim=128, ffn_dim=8064, max_seq_len=4096, remat="dots_except_mlp",
         notes="Table 1: 2.58B non-embedding, 0.15B embedding (FFN 8064 is our choice)",
     ),
     # The teacher that is pruned into afm-on-device. Pruning learns masks over the FFN
@@ -161,7 +179,7 @@ CONFIGS: dict[str, ModelConfig] = {
     # heads, layers and the 49k vocabulary. FFN 23296 (182 x 128) gives 6.39B in total.
     "afm-teacher-6.4b": _cfg(
         name="afm-teacher-6.4b", vocab_size=49_152, dim=3072, n_layers=26, n_heads=24,
-        n_kv_heads=8, head_dim=128, ffn_dim=23_296, max_seq_len=4096,
+        n_kv_heads=8, head_dim=128, ffn_dim=23_296, max_seq_len=4096, remat="dots_except_mlp",
         notes="our choice: the on-device shape with a 2.9x wider FFN (FFN-only pruning)",
     ),
     # AFM-server's size is not published. Our choice: a ~22B dense model with the 8 KV
@@ -170,7 +188,7 @@ CONFIGS: dict[str, ModelConfig] = {
     "afm-server": _cfg(
         name="afm-server", vocab_size=100_352, dim=6144, n_layers=56, n_heads=48,
         n_kv_heads=8, head_dim=128, ffn_dim=16_384, max_seq_len=4096, scan_layers=True,
-        remat="dots",
+        remat="qkv_attention",
         notes="size unpublished; our documented choice (~21.8B non-embedding, 100k vocab)",
     ),
 }
@@ -218,15 +236,21 @@ def matmul_params(cfg: ModelConfig) -> int:
     return cfg.n_layers * per_layer + cfg.vocab_size * cfg.dim
 
 
-def flops_per_token(cfg: ModelConfig, seq_len: int | None = None) -> float:
-    """Training FLOPs (forward + backward) per token, the PaLM MFU convention:
+def flops_per_token(cfg: ModelConfig, seq_len: int | None = None, *, causal: bool = True) -> float:
+    """Model training FLOPs (forward + backward) per token:
 
-    ``6 * N + 12 * n_layers * n_heads * head_dim * seq_len``
+    ``6 * N + 6 * n_layers * n_heads * head_dim * seq_len``   (causal, the default)
 
-    where ``N`` is :func:`matmul_params` (2 FLOPs per multiply-add, x3 for the backward
-    pass) and the second term is the QK^T and attention-times-V matmuls. The causal mask
-    is not credited (as in PaLM, Appendix B), so MFU figures are comparable with theirs.
-    Forward-only FLOPs (inference) are one third of this.
+    ``N`` is :func:`matmul_params` (2 FLOPs per multiply-add, x3 with the backward pass).
+    The second term is the QK^T and attention-times-V matmuls: ``12 N_h H T`` for full
+    attention, halved because a causal model only needs the lower triangle and the fused
+    kernels compute only that (``causal=False`` gives PaLM's un-halved count). Recomputed
+    activations (remat) and packing's unused cross-document blocks are not credited, so
+    MFU is model FLOPs utilisation, not hardware utilisation. Inference (forward only) is
+    one third.
     """
+    from afm.model.attention import attention_flops_per_token
+
     t = cfg.max_seq_len if seq_len is None else seq_len
-    return 6.0 * matmul_params(cfg) + 12.0 * cfg.n_layers * cfg.n_heads * cfg.head_dim * t
+    attn = attention_flops_per_token(cfg.n_heads, cfg.head_dim, t, causal=causal)
+    return 6.0 * matmul_params(cfg) + cfg.n_layers * attn

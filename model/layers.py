@@ -16,12 +16,14 @@ Conventions (shared with the Hugging Face Qwen3 layout so an export is exact):
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import jax
 import jax.numpy as jnp
+from afm.model import remat
+from afm.model.attention import causal_attention, masked_attention, resolve_backend
 from afm.model.config import ModelConfig
+from afm.model.partitioning import constrain
 from flax import nnx
 
 Array = jax.Array
@@ -74,42 +76,14 @@ def apply_rope(x: Array, cos: Array, sin: Array) -> Array:
     return out.astype(x.dtype)
 
 
-def resolve_attention_impl(cfg: ModelConfig, *, decoding: bool) -> str:
-    """Which kernel ``jax.nn.dot_product_attention`` should use for this call.
+def resolve_attention_impl(cfg: ModelConfig, *, decoding: bool = False) -> str:
+    """The attention kernel this config runs on this platform (``afm.model.attention``).
 
-    * ``auto``: cuDNN flash attention on GPU for the full-sequence (training/prefill)
-      path when the compute dtype is 16-bit and head_dim is a multiple of 8 up to 128;
-      XLA everywhere else, including single-token decoding steps.
-    * ``splash``: the slot for the TPU Pallas splash-attention kernel. It is not wired in
-      this build (it needs a TPU to develop and test against); asking for it fails loudly
-      rather than silently running something else. On TPU use ``xla`` (or ``auto``).
-    """
-    impl = cfg.attention_impl
-    if impl == "splash":
-        raise NotImplementedError(
-            "attention_impl='splash' (TPU Pallas splash attention) is not wired in this "
-            "build; use attention_impl='xla' or 'auto' on TPU"
-        )
-    if impl == "auto":
-        on_gpu = jax.default_backend() == "gpu"
-        ok_dtype = cfg.dtype in ("bfloat16", "float16")
-        ok_head = cfg.head_dim % 8 == 0 and cfg.head_dim <= 128
-        return "cudnn" if (on_gpu and ok_dtype and ok_head and not decoding) else "xla"
-    return impl
-
-
-def attend(
-    q: Array, k: Array, v: Array, *, mask: Array | None, causal: bool, impl: str
-) -> Array:
-    """Scaled dot-product attention, [B, T, N, H] x [B, S, K, H] -> [B, T, N, H].
-
-    Grouped-query attention is handled by the kernel (N a multiple of K). ``mask`` is a
-    boolean [B, 1, T, S] (True = may attend); ``causal`` adds the lower-triangular mask.
-    """
-    scale = 1.0 / math.sqrt(q.shape[-1])
-    return jax.nn.dot_product_attention(
-        q, k, v, mask=mask, is_causal=causal, scale=scale, implementation=impl
-    )
+    Decoding steps with a KV cache always use XLA with an explicit mask (one query token
+    against a partly filled cache is not what the fused kernels are for)."""
+    if decoding:
+        return "xla"
+    return resolve_backend(cfg.attention_impl, dtype=cfg.dtype, head_dim=cfg.head_dim)
 
 
 class Attention(nnx.Module):
@@ -131,19 +105,25 @@ class Attention(nnx.Module):
         cos: Array,
         sin: Array,
         *,
-        mask: Array | None,
-        causal: bool,
+        segment_ids: Array | None = None,
+        mask: Array | None = None,
         kv_cache: tuple[Array, Array, Array] | None = None,
     ) -> tuple[Array, tuple[Array, Array] | None]:
-        """``kv_cache`` = (k_cache, v_cache, write_index): the new keys/values are written
-        at ``write_index`` and attention runs over the whole cache (``mask`` hides the
-        slots a query may not see). Returns the output and the updated (k, v) cache."""
+        """Full sequence (no ``kv_cache``, no ``mask``): causal attention, kept inside
+        documents when ``segment_ids`` are given, on the configured kernel. With
+        ``kv_cache`` = (k_cache, v_cache, write_index) the new keys/values are written at
+        ``write_index`` and attention runs over the whole cache with ``mask`` (boolean
+        [B, 1, T, S]) hiding the slots a query may not see. Returns the output and the
+        updated (k, v) cache."""
         dt = x.dtype
+        heads = ("batch", "seq", "heads", None)
+        kv_heads = ("batch", "seq", "kv_heads", None)
         q = jnp.einsum("btd,dnh->btnh", x, self.wq[...].astype(dt))
         k = jnp.einsum("btd,dkh->btkh", x, self.wk[...].astype(dt))
         v = jnp.einsum("btd,dkh->btkh", x, self.wv[...].astype(dt))
-        q = apply_rope(self.q_norm(q), cos, sin)
-        k = apply_rope(self.k_norm(k), cos, sin)
+        q = remat.tag(constrain(apply_rope(self.q_norm(q), cos, sin), heads), "query")
+        k = remat.tag(constrain(apply_rope(self.k_norm(k), cos, sin), kv_heads), "key")
+        v = remat.tag(constrain(v, kv_heads), "value")
         new_cache = None
         if kv_cache is not None:
             k_cache, v_cache, index = kv_cache
@@ -152,10 +132,16 @@ class Attention(nnx.Module):
             v = jax.lax.dynamic_update_slice(v_cache, v.astype(v_cache.dtype), (zero, index, zero, zero))
             new_cache = (k, v)
             k, v = k.astype(dt), v.astype(dt)
-        impl = resolve_attention_impl(self.cfg, decoding=kv_cache is not None)
-        out = attend(q, k, v, mask=mask, causal=causal, impl=impl)
+        if mask is not None:  # decoding over a cache (or an explicit mask): XLA reference
+            out = masked_attention(q, k, v, mask)
+        else:
+            out = causal_attention(
+                q, k, v, segment_ids=segment_ids,
+                backend=resolve_attention_impl(self.cfg), max_segments=self.cfg.max_segments,
+            )
+        out = remat.tag(constrain(out, heads), "attn_context")
         y = jnp.einsum("btnh,nhd->btd", out, self.wo[...].astype(dt))
-        return y, new_cache
+        return remat.tag(constrain(y, ("batch", "seq", "embed")), "attn_out"), new_cache
 
 
 class SwiGLU(nnx.Module):
@@ -169,9 +155,22 @@ class SwiGLU(nnx.Module):
 
     def __call__(self, x: Array) -> Array:
         dt = x.dtype
-        gate = x @ self.w_gate[...].astype(dt)
-        up = x @ self.w_up[...].astype(dt)
-        return (jax.nn.silu(gate) * up) @ self.w_down[...].astype(dt)
+        mlp = ("batch", "seq", "mlp")
+        gate = remat.tag(constrain(x @ self.w_gate[...].astype(dt), mlp), "mlp_gate")
+        up = remat.tag(constrain(x @ self.w_up[...].astype(dt), mlp), "mlp_up")
+        out = (jax.nn.silu(gate) * up) @ self.w_down[...].astype(dt)
+        return remat.tag(constrain(out, ("batch", "seq", "embed")), "mlp_out")
+
+
+def dropout(x: Array, rate: float, key: Array | None) -> Array:
+    """Inverted dropout: zero each element with probability ``rate`` and scale the rest by
+    ``1 / (1 - rate)``; the identity when ``key`` is None (evaluation) or ``rate`` is 0.
+    The key is explicit (not an ``nnx.Rngs`` stream) so training stays a pure function of
+    (params, batch, step rng) and a remat recomputation draws the same mask."""
+    if key is None or rate <= 0.0:
+        return x
+    keep = jax.random.bernoulli(key, 1.0 - rate, x.shape)
+    return jnp.where(keep, x / (1.0 - rate), jnp.zeros_like(x)).astype(x.dtype)
 
 
 class Block(nnx.Module):
@@ -190,13 +189,17 @@ class Block(nnx.Module):
         cos: Array,
         sin: Array,
         *,
-        mask: Array | None,
-        causal: bool,
+        segment_ids: Array | None = None,
+        mask: Array | None = None,
         kv_cache: tuple[Array, Array, Array] | None = None,
+        dropout_rate: float = 0.0,
+        dropout_key: Array | None = None,
     ) -> tuple[Array, tuple[Array, Array] | None]:
+        """``dropout_key`` (training only) drops each sublayer's output before its add."""
+        keys = (None, None) if dropout_key is None else jax.random.split(dropout_key)
         h, new_cache = self.attn(
-            self.attn_norm(x), cos, sin, mask=mask, causal=causal, kv_cache=kv_cache
+            self.attn_norm(x), cos, sin, segment_ids=segment_ids, mask=mask, kv_cache=kv_cache
         )
-        x = x + h
-        x = x + self.mlp(self.mlp_norm(x))
-        return x, new_cache
+        x = x + dropout(h, dropout_rate, keys[0])
+        x = x + dropout(self.mlp(self.mlp_norm(x)), dropout_rate, keys[1])
+        return constrain(x, ("batch", "seq", "embed")), new_cache

@@ -137,34 +137,38 @@ def train_tokenizer(
         # SentencePiece reads its input from a file most reliably (one sentence a line).
         corpus = Path(tmp) / "corpus.txt"
         corpus.write_text("\n".join(lines) + "\n", encoding="utf-8", errors="surrogatepass")
-        spm.SentencePieceTrainer.train(
-            input=str(corpus),
-            model_prefix=str(out / "tokenizer"),
-            model_type="bpe",
-            vocab_size=vocab_size,
-            hard_vocab_limit=False,
-            split_digits=True,
-            byte_fallback=True,
-            normalization_rule_name="identity",
-            remove_extra_whitespaces=False,
-            add_dummy_prefix=False,
-            allow_whitespace_only_pieces=True,
-            split_by_whitespace=True,
-            character_coverage=character_coverage,
-            max_sentence_length=max_sentence_length,
-            input_sentence_size=0,
-            pad_id=0,
-            bos_id=1,
-            eos_id=2,
-            unk_id=3,
-            pad_piece=PAD,
-            bos_piece=BOS,
-            eos_piece=EOS,
-            unk_piece=UNK,
-            control_symbols=",".join(CHAT_TOKENS),
-            num_threads=num_threads or max(1, min(16, os.cpu_count() or 1)),
-            minloglevel=2,
-        )
+        try:
+            spm.SentencePieceTrainer.train(
+                input=str(corpus),
+                model_prefix=str(out / "tokenizer"),
+                model_type="bpe",
+                vocab_size=vocab_size,
+                hard_vocab_limit=False,
+                split_digits=True,
+                byte_fallback=True,
+                normalization_rule_name="identity",
+                remove_extra_whitespaces=False,
+                add_dummy_prefix=False,
+                allow_whitespace_only_pieces=True,
+                split_by_whitespace=True,
+                character_coverage=character_coverage,
+                max_sentence_length=max_sentence_length,
+                input_sentence_size=0,
+                pad_id=0,
+                bos_id=1,
+                eos_id=2,
+                unk_id=3,
+                pad_piece=PAD,
+                bos_piece=BOS,
+                eos_piece=EOS,
+                unk_piece=UNK,
+                control_symbols=",".join(CHAT_TOKENS),
+                num_threads=num_threads or max(1, min(16, os.cpu_count() or 1)),
+                minloglevel=2,
+            )
+        except RuntimeError as exc:  # SentencePiece's own verdict on the corpus, e.g. too small
+            reason = str(exc).strip().splitlines()[-1]
+            raise TokenizerError(f"SentencePiece could not train on {n_docs} document(s): {reason}") from None
     tok = Tokenizer.load(out)
     meta = {
         "format": "afm-tokenizer-v1",
@@ -260,25 +264,22 @@ class Tokenizer:
         return self.sp.decode([int(i) for i in ids])
 
     def encode_chat(
-        self, messages: Sequence[dict[str, Any]], *, add_generation_prompt: bool = False
+        self,
+        messages: Sequence[dict[str, Any]],
+        *,
+        tools: Sequence[dict[str, Any]] | None = None,
+        add_generation_prompt: bool = False,
     ) -> tuple[list[int], list[bool]]:
-        """The chat template: ``<s>`` then, per message, ``<|role|> content <|end|>``;
-        with ``add_generation_prompt`` a trailing ``<|assistant|>``.
+        """The chat template (``afm.model.chat``): ``<s>`` then, per message,
+        ``<|role|> content <|end|>``; with ``add_generation_prompt`` a trailing
+        ``<|assistant|>``.
 
-        Returns the ids and, per id, whether it belongs to an assistant reply (content and
-        its ``<|end|>``): the tokens an SFT loss trains on.
+        Returns the ids and, per id, whether it belongs to an assistant reply (content,
+        tool calls and its ``<|end|>``): the tokens an SFT loss trains on.
         """
-        ids, mask = [self.bos_id], [False]
-        for m in messages:
-            role, content = m.get("role"), m.get("content")
-            if not isinstance(content, str):
-                raise TokenizerError(f"chat message without string content: {m!r}")
-            body = self.encode(content) + [self.end_id]
-            ids.append(self.role_id(str(role)))
-            mask.append(False)
-            ids.extend(body)
-            mask.extend([role == "assistant"] * len(body))
-        if add_generation_prompt:
-            ids.append(self.role_id("assistant"))
-            mask.append(False)
-        return ids, mask
+        from afm.model.chat import ChatFormatError, encode_chat
+
+        try:
+            return encode_chat(self, messages, tools=tools, add_generation_prompt=add_generation_prompt)
+        except ChatFormatError as exc:
+            raise TokenizerError(str(exc)) from None

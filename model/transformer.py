@@ -5,8 +5,11 @@
 Attention masking, one rule for every use:
     query ``t`` may attend to key slot ``s`` iff ``s <= t`` (causal, by slot) AND both
     carry the same segment id.
-Training packs several documents into a row with ``segment_ids`` (one id per document;
-attention never crosses documents) and ``positions`` that restart at 0 per document.
+Training packs several documents into a row with ``segment_ids`` (one id per document,
+contiguous runs; attention never crosses documents) and ``positions`` that restart at 0
+per document. On the full-sequence path the ids go to the attention kernel
+(``afm.model.attention``: XLA, cuDNN or splash); without ``segment_ids`` attention is
+plain causal and no mask is built at all, so the fused kernels take their causal path.
 Decoding keeps keys/values in a :class:`KVCache`; batched prompts of different lengths
 are LEFT-padded with segment id 0 (real tokens use 1), so a pad never enters a real
 token's attention and every row writes its new token into the same slot.
@@ -20,18 +23,14 @@ from typing import Any
 import flax.struct
 import jax
 import jax.numpy as jnp
+from afm.model import remat
+from afm.model.attention import segment_mask
 from afm.model.config import ModelConfig
-from afm.model.layers import Block, RMSNorm, param, rope_tables
+from afm.model.layers import Block, RMSNorm, dropout, param, rope_tables
+from afm.model.partitioning import constrain
 from flax import nnx
 
 Array = jax.Array
-
-_REMAT_POLICIES = {
-    "dots": jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
-    "block": jax.checkpoint_policies.nothing_saveable,
-    "full": jax.checkpoint_policies.nothing_saveable,
-}
-
 
 @flax.struct.dataclass
 class KVCache:
@@ -70,10 +69,8 @@ class KVCache:
 def attention_mask(
     q_slots: Array, k_slots: Array, q_segments: Array, k_segments: Array
 ) -> Array:
-    """Boolean [B, 1, T, S]: causal by slot AND same segment."""
-    causal = k_slots[None, :] <= q_slots[:, None]  # [T, S]
-    same = q_segments[:, :, None] == k_segments[:, None, :]  # [B, T, S]
-    return (causal[None] & same)[:, None]
+    """Boolean [B, 1, T, S]: causal by slot AND same segment (the decoding-path mask)."""
+    return segment_mask(q_segments, k_segments, q_slots, k_slots)
 
 
 class Transformer(nnx.Module):
@@ -101,10 +98,13 @@ class Transformer(nnx.Module):
         positions: Array | None = None,
         segment_ids: Array | None = None,
         cache: KVCache | None = None,
+        dropout_rng: Array | None = None,
     ) -> tuple[Array, KVCache | None]:
         """Final-norm hidden states [B, T, dim] (compute dtype) and the updated cache.
 
         Reward heads and chunked losses start from here; :meth:`readout` makes logits.
+        ``dropout_rng`` (training only) turns on ``cfg.dropout`` on the embedding and on
+        every sublayer output; without it the pass is deterministic.
         """
         cfg = self.cfg
         dtype = jnp.dtype(cfg.dtype)
@@ -113,39 +113,37 @@ class Transformer(nnx.Module):
         start = cache.index if cache is not None else jnp.zeros((), jnp.int32)
         if positions is None:
             positions = jnp.broadcast_to(start + jnp.arange(t, dtype=jnp.int32), (b, t))
-        q_seg = (
-            jnp.ones((b, t), jnp.int32)
-            if segment_ids is None
-            else jnp.asarray(segment_ids, jnp.int32)
-        )
+        seg = None if segment_ids is None else jnp.asarray(segment_ids, jnp.int32)
 
-        mask: Array | None
-        causal = False
+        # Full sequence: the attention kernel gets the segment ids (or nothing: plain
+        # causal, no mask anywhere). Decoding: an explicit mask over the cache slots.
+        mask: Array | None = None
         if cache is not None:
+            q_seg = jnp.ones((b, t), jnp.int32) if seg is None else seg
             k_seg = jax.lax.dynamic_update_slice(cache.segment_ids, q_seg, (0, start))
             q_slots = start + jnp.arange(t, dtype=jnp.int32)
             mask = attention_mask(q_slots, jnp.arange(cache.max_len, dtype=jnp.int32), q_seg, k_seg)
-        elif segment_ids is not None:
-            slots = jnp.arange(t, dtype=jnp.int32)
-            mask = attention_mask(slots, slots, q_seg, q_seg)
-        else:
-            mask, causal = None, True  # lets cuDNN use its fused causal path
 
+        drop = dropout_rng is not None and cfg.dropout > 0.0
         x = jnp.take(self.embed[...], tokens, axis=0).astype(dtype)
+        if drop:
+            x = dropout(x, cfg.dropout, jax.random.fold_in(dropout_rng, cfg.n_layers))
+        x = constrain(x, ("batch", "seq", "embed"))
         cos, sin = rope_tables(positions, cfg.head_dim, cfg.rope_base)
 
         graphdef, _ = nnx.split(self.layers[0])
         layer_states = [nnx.state(layer) for layer in self.layers]
 
-        def block_fn(state: Any, x: Array, kv: tuple[Array, Array] | None):
+        def block_fn(state: Any, x: Array, kv: tuple[Array, Array] | None, layer: Array | int = 0):
             block = nnx.merge(graphdef, state)
             kv_cache = None if kv is None else (kv[0], kv[1], start)
-            return block(x, cos, sin, mask=mask, causal=causal, kv_cache=kv_cache)
+            key = jax.random.fold_in(dropout_rng, layer) if drop else None
+            return block(x, cos, sin, segment_ids=seg, mask=mask, kv_cache=kv_cache,
+                         dropout_rate=cfg.dropout, dropout_key=key)
 
-        if cfg.remat != "none":
-            block_fn = jax.checkpoint(
-                block_fn, policy=_REMAT_POLICIES[cfg.remat], prevent_cse=not cfg.scan_layers
-            )
+        policy = remat.jax_policy(cfg.remat)
+        if policy is not None:
+            block_fn = jax.checkpoint(block_fn, policy=policy, prevent_cse=not cfg.scan_layers)
 
         new_k = new_v = None
         if cfg.scan_layers:
@@ -163,27 +161,28 @@ class Transformer(nnx.Module):
             ]
 
             def body(x: Array, xs: Any):
-                leaves, kv = xs
+                leaves, kv, layer = xs
                 state = jax.tree.unflatten(treedef, leaves)
-                x, new_kv = block_fn(state, x, kv)
+                x, new_kv = block_fn(state, x, kv, layer)
                 return x, new_kv
 
             kv_xs = None if cache is None else (cache.k, cache.v)
-            x, new_kv = jax.lax.scan(body, x, (stacked, kv_xs))
+            layers = jnp.arange(cfg.n_layers, dtype=jnp.int32)
+            x, new_kv = jax.lax.scan(body, x, (stacked, kv_xs, layers))
             if cache is not None:
                 new_k, new_v = new_kv
         else:
             ks, vs = [], []
             for i, state in enumerate(layer_states):
                 kv = None if cache is None else (cache.k[i], cache.v[i])
-                x, new_kv = block_fn(state, x, kv)
+                x, new_kv = block_fn(state, x, kv, i)
                 if new_kv is not None:
                     ks.append(new_kv[0])
                     vs.append(new_kv[1])
             if cache is not None:
                 new_k, new_v = jnp.stack(ks), jnp.stack(vs)
 
-        h = self.final_norm(x)
+        h = constrain(self.final_norm(x), ("batch", "seq", "embed"))
         if cache is None:
             return h, None
         new_cache = KVCache(k=new_k, v=new_v, segment_ids=k_seg, index=start + t)
@@ -203,10 +202,11 @@ class Transformer(nnx.Module):
         positions: Array | None = None,
         segment_ids: Array | None = None,
         cache: KVCache | None = None,
+        dropout_rng: Array | None = None,
     ) -> Array | tuple[Array, KVCache]:
         """Logits float32 [B, T, V]; with a ``cache``, ``(logits, updated_cache)``."""
         h, new_cache = self.features(
-            tokens, positions=positions, segment_ids=segment_ids, cache=cache
+            tokens, positions=positions, segment_ids=segment_ids, cache=cache, dropout_rng=dropout_rng
         )
         logits = self.readout(h)
         if cache is None:
@@ -229,7 +229,8 @@ def init_model(cfg: ModelConfig, seed: int = 0) -> Transformer:
 
 
 RUNTIME_FIELDS = frozenset(
-    {"dtype", "remat", "scan_layers", "attention_impl", "max_seq_len", "rope_base", "name", "notes"}
+    {"dtype", "remat", "scan_layers", "attention_impl", "max_segments", "max_seq_len",
+     "rope_base", "dropout", "name", "notes"}
 )
 
 

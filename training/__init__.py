@@ -1,2 +1,3 @@
-"""afm.training: the pre-training engine (Grain data, AFM optimizer, muParam, sharding,
-Orbax checkpoints, stages). Entry point: ``afm.training.trainer.train``."""
+"""afm.training: one training engine for every task (pre-training first): streaming loader,
+AFM optimizer, muParam, sharding, Orbax checkpoints with elastic resume, stages.
+Entry point: ``afm.training.trainer.train``; the task protocol: ``afm.training.task``."""

@@ -35,36 +35,44 @@ Examples:
   afm train --config tiny-continued --workdir runs/tiny-cont --init-from runs/tiny-core
   afm train --config core --workdir /mnt/gcs/runs/core --distributed   # every TPU worker
   afm train --config my.yaml --workdir runs/x --steps 100 --set optimizer.name=adamw
+  afm train --config tiny-core --workdir runs/p --data D --profile-steps 5:8   # trace in runs/p/profile
+  afm train --config tiny-core --workdir gs://bucket/runs/core --data 'gs://bucket/tokens/*.parquet'
 \b
-Re-running the same command resumes from the latest checkpoint in WORKDIR. --steps is
-where to stop (the LR schedule always spans the config's total_steps), so 100 steps and
-50 steps + resume to 100 end with the same params_sha256.
+Re-running the same command resumes from the latest checkpoint in WORKDIR, also on a
+different number of hosts (any that divides the run's data lanes). --steps is where to
+stop (the LR schedule always spans the config's total_steps), so 100 steps and 50 steps +
+resume to 100 end with the same params_sha256. SIGTERM on any host saves a checkpoint on
+all hosts and exits cleanly.
 """,
 )
 @click.option("--config", "config", required=True, help="Stage name (core, continued, context-lengthening, tiny-core, tiny-continued, tiny-context) or a YAML file.")
-@click.option("--workdir", required=True, type=click.Path(path_type=Path), help="Run directory: checkpoints/, tb/, metrics.jsonl.")
+@click.option("--workdir", required=True, help="Run directory (local or gs://): checkpoints/, tb/, metrics.jsonl.")
 @click.option("--steps", type=int, default=None, help="Stop at this step (default: the config's total_steps).")
 @click.option("--data", "data", multiple=True, help="Token shard file/dir/glob (repeatable); replaces data.paths.")
-@click.option("--init-from", type=click.Path(path_type=Path), default=None, help="Previous stage's workdir or checkpoint (parameters only).")
+@click.option("--init-from", default=None, help="Previous stage's workdir or checkpoint, local or gs:// (parameters only).")
 @click.option("--set", "overrides", multiple=True, help="Config override KEY=VALUE, e.g. mesh.fsdp=8 (repeatable).")
+@click.option("--profile-steps", default=None, help="START:END: record a JAX profiler trace of these steps (TensorBoard/Perfetto).")
 @click.option("--distributed", is_flag=True, help="jax.distributed.initialize() with auto-detection (TPU VM, SLURM).")
 @click.option("--coordinator", default=None, help="host:port of process 0 for jax.distributed (non-TPU clusters).")
 @click.option("--num-processes", type=int, default=None)
 @click.option("--process-id", type=int, default=None)
-def train_command(config, workdir, steps, data, init_from, overrides, distributed, coordinator, num_processes, process_id) -> None:
+def train_command(config, workdir, steps, data, init_from, overrides, profile_steps, distributed, coordinator, num_processes, process_id) -> None:
     """Pre-train a stage with the AFM recipe (auto-resumes; prints params_sha256)."""
     _maybe_distributed(coordinator, num_processes, process_id, distributed)
+    from afm.training.data import DataError
     from afm.training.trainer import TrainingDiverged, train
 
+    from afm.config import ConfigError
     from afm.console import setup_logging
 
     setup_logging("WARNING")
     try:
         result = train(
-            config, workdir, steps=steps, data=list(data) or None, init_from=init_from, overrides=list(overrides)
+            config, str(workdir), steps=steps, data=list(data) or None, init_from=init_from,
+            overrides=list(overrides), profile_steps=profile_steps,
         )
-    except TrainingDiverged as exc:
-        raise click.ClickException(str(exc)) from exc
+    except (TrainingDiverged, DataError, ConfigError, ValueError, FileNotFoundError) as exc:
+        raise click.ClickException(str(exc)) from exc  # user errors: a message, no traceback
     click.echo(f"params_sha256: {result['params_sha256']}")
 
 
@@ -72,27 +80,31 @@ def train_command(config, workdir, steps, data, init_from, overrides, distribute
     "bench-train",
     epilog="""\b
 Examples:
-  afm bench-train --config 1b --seq-len 4096           # on an H100: tokens/s, MFU, memory
-  afm bench-train --config tiny --seq-len 128 --steps 5  # CPU smoke run
+  afm bench-train --config 1b --seq-len 4096            # on an H100: tokens/s, MFU, memory
+  afm bench-train --config 1b --seq-len 32768 --batch 1 --remat qkv_attention   # 32k shapes
+  afm bench-train --config tiny --seq-len 128 --steps 5   # CPU smoke run
+  afm bench-train --config tiny --seq-len 128 --attention splash   # splash in interpret mode
 """,
 )
 @click.option("--config", "model", default="1b", show_default=True, help="Model config name (afm.model).")
 @click.option("--seq-len", type=int, default=4096, show_default=True)
 @click.option("--batch", type=int, default=None, help="Global batch (default: 4 per device on GPU/TPU, 2 on CPU).")
 @click.option("--steps", type=int, default=10, show_default=True, help="Timed steps (after 2 warm-up steps).")
-@click.option("--remat", default=None, help="Override the model's remat policy (none|dots|block).")
+@click.option("--remat", default=None, help="Override the model's remat policy (afm.model.remat: none, full, dots, attention, qkv_attention, dots_except_mlp, save:NAMES).")
+@click.option("--attention", default=None, help="Attention kernel: auto, xla, cudnn, splash (default: the model's, auto).")
+@click.option("--microbatches", type=int, default=1, show_default=True, help="Gradient accumulation slices of the batch.")
 @click.option("--optimizer", default="afm_rmsprop", show_default=True)
 @click.option("--peak-tflops", type=float, default=989.0, show_default=True, help="Per-device peak (H100 dense bf16: 989).")
 @click.option("--set", "overrides", multiple=True, help="Mesh overrides, e.g. mesh.fsdp=8.")
-def bench_train_command(model, seq_len, batch, steps, remat, optimizer, peak_tflops, overrides) -> None:
-    """Training throughput of one model size: tokens/s, MFU and peak device memory."""
+def bench_train_command(model, seq_len, batch, steps, remat, attention, microbatches, optimizer, peak_tflops, overrides) -> None:
+    """Training throughput of one model size: tokens/s, MFU, peak device memory, attention kernel."""
     from afm.training.bench import bench_train
 
     from afm.console import print_summary
 
     result = bench_train(
-        model, seq_len=seq_len, batch=batch, steps=steps, remat=remat, optimizer=optimizer,
-        peak_tflops=peak_tflops, overrides=list(overrides),
+        model, seq_len=seq_len, batch=batch, steps=steps, remat=remat, attention=attention,
+        microbatches=microbatches, optimizer=optimizer, peak_tflops=peak_tflops, overrides=list(overrides),
     )
     print_summary(f"bench-train {model} seq {seq_len}", result)
 

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from afm.training.data import DataConfig
+from afm.training.hooks import EvalConfig
 from afm.training.optimizer import OptimizerConfig
 from afm.training.schedules import ScheduleConfig
 from afm.training.sharding import MeshConfig
@@ -50,20 +51,28 @@ class TrainConfig:
     """Everything one training run needs; printed at the start of every run."""
 
     name: str = "custom"
+    task: str = "pretrain"  # afm.training.task registry name or "module:Class"
+    task_options: dict[str, Any] = field(default_factory=dict)  # the task's own settings
     model: str = "tiny"  # an afm.model.config name
-    model_overrides: dict[str, Any] = field(default_factory=dict)  # e.g. rope_base
+    model_overrides: dict[str, Any] = field(default_factory=dict)  # e.g. rope_base, remat
     data: DataConfig = field(default_factory=DataConfig)
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
     mesh: MeshConfig = field(default_factory=MeshConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
     total_steps: int = 1000  # the schedule's horizon; `--steps` only says where to stop
+    microbatches: int = 1  # gradient accumulation: the global batch in this many slices
+    loss_chunk: int = 1024  # positions per chunk of float32 logits in the loss
     log_every: int = 10
     seed: int = 0
     init_from: str = ""  # previous stage's workdir or checkpoint step dir
     peak_tflops_per_device: float = 989.0  # H100 SXM dense bf16, for MFU
     next_stage: str = ""  # documentation: which stage continues from this one
     export_model: bool = True  # write workdir/model (afm.model.checkpoint format) at the end
+    profile_steps: str = ""  # "START:END": a jax.profiler trace of these steps (workdir/profile)
+    preemption_check_every: int = 1  # steps between the hosts' agreement on a stop signal
+    log_dir: str = ""  # metrics/TensorBoard when the workdir is remote (default: ./afm-logs/NAME)
 
 
 CORE_MIX = {"web": 0.80, "code": 0.10, "math": 0.05, "licensed": 0.05}

@@ -1,38 +1,32 @@
-"""Grain input pipeline over ``afm tokenize`` shards: mixture, packing, checkpointable.
+"""Token shards: the data config, writing shards, and the per-host index of what is in them.
 
 Token shards are Parquet files with one document per row: ``id`` (string), ``source``
-(string: web, code, math, licensed, synthetic, ...) and ``tokens`` (list<int32>).
+(string: web, code, math, licensed, synthetic, ...) and ``tokens`` (list<int32>), as
+``afm tokenize`` writes them (zstd, 1024 documents per row group).
 
-Pipeline (all Grain, so its iterator state is a small dict saved with every checkpoint
-and a resumed run sees exactly the batches it would have seen)::
-
-    ParquetTokenRows (random access over all shards, per-row-group cache)
-      -> one MapDataset per source: this host's slice -> shuffle -> repeat (reshuffled
-         every epoch)
-      -> MapDataset.mix(sources, stage weights)   (deterministic interleave)
-      -> to_iter_dataset -> doc + EOS
-      -> ConcatThenSplitIterDataset to seq_len + 1 (no padding, documents may split)
-      -> inputs/targets/segment_ids/positions/loss_mask -> batch (per-host batch)
-
-Boundaries: ``attention="document"`` gives the model segment ids and per-document
-positions so attention never crosses a document; ``attention="causal"`` lets it (the
-EOS token is the only separator). ``mask_cross_document_loss`` removes the loss on
-predicting the first token of a document from the previous one's EOS.
+What a host keeps in memory is :class:`ShardIndex`: per source, the list of *chunks*
+``(file, row group, rows of that source)``, built from the Parquet footers. A row group's
+``source`` statistics tell when it holds a single source; only mixed row groups have
+their (dictionary-encoded) ``source`` column read, once, to count rows per source.
+Nothing per document is kept: the streaming loader (``afm.training.loader``) decodes
+one row group at a time when it needs it.
 """
 
 from __future__ import annotations
 
-import glob
+import hashlib
 import json
 import os
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-import grain
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+from afm.training import fs
+
+from afm.outputs import STAGING_PREFIX, IncompleteOutput, check_complete, is_dataset_dir
 
 TOKEN_COLUMNS = ("id", "source", "tokens")
 TOKEN_SCHEMA = pa.schema([("id", pa.string()), ("source", pa.string()), ("tokens", pa.list_(pa.int32()))])
@@ -40,19 +34,30 @@ TOKEN_SCHEMA = pa.schema([("id", pa.string()), ("source", pa.string()), ("tokens
 
 @dataclass
 class DataConfig:
-    """Where the tokens come from and how they become batches."""
+    """Where the tokens come from and how they become batches.
 
-    paths: list[str] = field(default_factory=list)  # files, directories or globs
+    ``lanes`` is the number of independent packing streams the global batch is cut into
+    (0: chosen at the first start, then fixed by the checkpoint). A run can resume on any
+    number of hosts that divides it. ``max_segments_per_row`` caps the documents packed
+    into one row (the rest of the row is padding) so cuDNN's packed attention layout has a
+    static size; 0 = no cap.
+    """
+
+    paths: list[str] = field(default_factory=list)  # files, directories or globs (gs:// too)
     weights: dict[str, float] = field(default_factory=dict)  # per-source mixture weights
     seq_len: int = 4096
     global_batch_size: int = 4096  # sequences per step, over all hosts
     eos_id: int = 2  # SentencePiece's default </s>
+    pad_id: int = 0
     attention: str = "document"  # document | causal
     mask_cross_document_loss: bool = True
     shuffle: bool = True
     seed: int = 0
-    read_cache_row_groups: int = 8
+    lanes: int = 0
+    max_segments_per_row: int = 64
     prefetch: int = 2  # batches prepared ahead in a background thread (0: off)
+    open_files: int = 64  # Parquet file handles kept open per host
+    index_cache: str = ""  # a JSON copy of the shard index (the trainer sets workdir/data-index.json)
 
 
 class DataError(ValueError):
@@ -60,22 +65,55 @@ class DataError(ValueError):
 
 
 def expand_paths(patterns: list[str]) -> list[str]:
-    """Parquet files named by paths, directories (recursive) and globs; sorted, unique."""
+    """Token shards named by paths, directories and globs; sorted, unique.
+
+    A directory written by ``afm tokenize`` is read under the data path's output policy
+    (``afm.outputs``): only when its ``_SUCCESS`` marker says the run finished, and only its
+    ``tokens-*`` shards, so a killed tokenize run is never half-trained on. Any other
+    directory is searched recursively, skipping staging folders of unfinished runs."""
     files: list[str] = []
     for pattern in patterns:
-        if os.path.isdir(pattern):
-            for root, _dirs, names in os.walk(pattern):
-                files += [os.path.join(root, n) for n in names if n.endswith(".parquet")]
-        elif any(c in pattern for c in "*?["):
-            files += [f for f in glob.glob(pattern, recursive=True) if f.endswith(".parquet")]
-        elif os.path.isfile(pattern):
-            files.append(pattern)
-        else:
-            raise DataError(f"token shard not found: {pattern}")
-    files = sorted(set(files))
+        dataset = _token_dataset(pattern)
+        if dataset is not None:
+            files += dataset
+            continue
+        found, missing = fs.expand([pattern], ".parquet")
+        if missing:
+            raise DataError(f"token shard not found: {missing[0]}")
+        checked: dict[str, list[str] | None] = {}
+        for f in found:
+            if f"/{STAGING_PREFIX}" in f.replace(os.sep, "/"):
+                continue
+            parent = str(fs.as_path(f).parent)
+            if parent not in checked:  # a dataset folder met while searching: same policy
+                checked[parent] = _token_dataset(parent)
+            if checked[parent] is None or f in checked[parent]:
+                files.append(f)
     if not files:
         raise DataError(f"no .parquet token shards in {patterns}")
-    return files
+    return sorted(set(files))
+
+
+def _token_dataset(pattern: str) -> list[str] | None:
+    """The shards of an afm dataset directory, or None when ``pattern`` is not one."""
+    if fs.has_glob(pattern):
+        return None
+    path = fs.as_path(pattern)
+    if not path.is_dir():
+        return None
+    names = [p.name for p in path.iterdir()]
+    if not is_dataset_dir(str(path), names):
+        return None
+    try:
+        check_complete(str(path), names, read_bytes=lambda p: fs.as_path(p).read_bytes())
+    except IncompleteOutput as exc:
+        raise DataError(str(exc)) from None
+    shards = sorted(n for n in names if n.startswith("tokens-") and n.endswith(".parquet"))
+    if not shards:
+        kinds = sorted({n.split("-", 1)[0] for n in names if n.endswith(".parquet")})
+        raise DataError(f"{pattern} is an afm dataset without token shards (it holds "
+                        f"{', '.join(kinds) or 'no shards'}); run `afm tokenize` on it first")
+    return [str(path / n) for n in shards]
 
 
 def write_token_shard(rows: list[dict[str, Any]], path: str | os.PathLike[str], row_group_size: int = 1024) -> str:
@@ -90,84 +128,6 @@ def write_token_shard(rows: list[dict[str, Any]], path: str | os.PathLike[str], 
     pq.write_table(table, tmp, row_group_size=row_group_size)
     os.replace(tmp, path)
     return path
-
-
-class ParquetTokenRows:
-    """Random access to the ``tokens`` of every row of a set of Parquet shards.
-
-    Only the Parquet footers and the small ``source`` column are read up front; token
-    lists are read one row group at a time on demand and kept in a small LRU cache, so
-    a shuffled read costs one row-group decode per miss and the memory stays bounded.
-    """
-
-    def __init__(self, files: list[str], cache_row_groups: int = 8):
-        self.files = list(files)
-        self.cache_size = max(1, cache_row_groups)
-        starts: list[int] = []  # global row id where each (file, row group) starts
-        self._groups: list[tuple[int, int]] = []
-        sources: list[np.ndarray] = []
-        total = 0
-        for fi, path in enumerate(self.files):
-            try:
-                pf = pq.ParquetFile(path)
-            except Exception as exc:  # noqa: BLE001 - re-raised with the path
-                raise DataError(f"{path}: not a readable Parquet file ({exc})") from exc
-            names = set(pf.schema_arrow.names)
-            missing = [c for c in ("source", "tokens") if c not in names]
-            if missing:
-                raise DataError(f"{path}: missing column(s) {missing}; token shards need {TOKEN_COLUMNS}")
-            for rg in range(pf.metadata.num_row_groups):
-                starts.append(total)
-                self._groups.append((fi, rg))
-                total += pf.metadata.row_group(rg).num_rows
-            col = pf.read(columns=["source"]).column("source").to_numpy(zero_copy_only=False)
-            sources.append(col.astype(str))
-        self._starts = np.asarray(starts, dtype=np.int64)
-        self.num_rows = total
-        self.sources = np.concatenate(sources) if sources else np.zeros([0], dtype=str)
-        self._cache: OrderedDict[int, list[np.ndarray]] = OrderedDict()
-
-    def __len__(self) -> int:
-        return self.num_rows
-
-    def rows_of_source(self, source: str) -> np.ndarray:
-        return np.flatnonzero(self.sources == source)
-
-    def _row_group(self, g: int) -> list[np.ndarray]:
-        if g in self._cache:
-            self._cache.move_to_end(g)
-            return self._cache[g]
-        fi, rg = self._groups[g]
-        table = pq.ParquetFile(self.files[fi]).read_row_group(rg, columns=["tokens"])
-        col = table.column("tokens").combine_chunks()
-        offsets = col.offsets.to_numpy()
-        values = col.values.to_numpy(zero_copy_only=False).astype(np.int32, copy=False)
-        rows = [values[offsets[i] : offsets[i + 1]] for i in range(len(offsets) - 1)]
-        self._cache[g] = rows
-        if len(self._cache) > self.cache_size:
-            self._cache.popitem(last=False)
-        return rows
-
-    def __getitem__(self, row: int) -> np.ndarray:
-        row = int(row)
-        if not 0 <= row < self.num_rows:
-            raise IndexError(row)
-        g = int(np.searchsorted(self._starts, row, side="right") - 1)
-        return self._row_group(g)[row - int(self._starts[g])]
-
-
-class _SourceView:
-    """A random-access data source over a subset of rows (one mixture component)."""
-
-    def __init__(self, rows: ParquetTokenRows, row_ids: np.ndarray):
-        self.rows = rows
-        self.row_ids = row_ids
-
-    def __len__(self) -> int:
-        return len(self.row_ids)
-
-    def __getitem__(self, i: int) -> np.ndarray:
-        return self.rows[int(self.row_ids[i])]
 
 
 def mixture_weights(present: dict[str, int], weights: dict[str, float]) -> dict[str, float]:
@@ -186,141 +146,119 @@ def mixture_weights(present: dict[str, int], weights: dict[str, float]) -> dict[
     return {s: w / total for s, w in sorted(chosen.items())}
 
 
-class _DocToExample:
-    """Document tokens -> ``{"tokens": tokens + EOS}`` with the ids checked."""
+@dataclass(frozen=True)
+class Chunk:
+    """The rows of one source inside one row group: the unit the loader decodes."""
 
-    def __init__(self, eos_id: int, vocab_size: int | None):
-        self.eos_id = eos_id
-        self.vocab_size = vocab_size
-
-    def __call__(self, tokens: np.ndarray) -> dict[str, np.ndarray]:
-        tokens = np.asarray(tokens, dtype=np.int32)
-        if self.vocab_size is not None and tokens.size and (
-            tokens.max() >= self.vocab_size or tokens.min() < 0
-        ):
-            raise DataError(
-                f"token id out of range [0, {self.vocab_size}): the shards were made with "
-                "a different tokenizer than the model's vocabulary"
-            )
-        if tokens.size == 0 or tokens[-1] != self.eos_id:
-            tokens = np.concatenate([tokens, np.asarray([self.eos_id], np.int32)])
-        return {"tokens": tokens}
+    file: int
+    row_group: int
+    rows: int
+    mixed: bool  # the row group also holds other sources (filter by the source column)
 
 
-class _ShiftAndMask:
-    """A packed row of ``seq_len + 1`` tokens -> model inputs, targets and loss mask."""
+class ParquetFiles:
+    """An LRU of open ``ParquetFile`` handles (footers parsed once, files on any store)."""
 
-    def __init__(self, document_attention: bool, mask_cross_document_loss: bool):
-        self.document_attention = document_attention
-        self.mask_cross = mask_cross_document_loss
+    def __init__(self, files: list[str], capacity: int = 64):
+        self.files = files
+        self.capacity = max(1, capacity)
+        self._open: OrderedDict[int, pq.ParquetFile] = OrderedDict()
 
-    def __call__(self, row: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        tokens = row["tokens"]
-        seg = row["tokens_segment_ids"].astype(np.int32)
-        pos = row["tokens_positions"].astype(np.int32)
-        inputs, targets = tokens[:-1], tokens[1:]
-        in_seg, tgt_seg = seg[:-1], seg[1:]
-        mask = tgt_seg > 0  # padding never scores
-        if self.mask_cross:
-            mask &= in_seg == tgt_seg
-        out = {
-            "inputs": inputs.astype(np.int32),
-            "targets": targets.astype(np.int32),
-            "loss_mask": mask.astype(np.float32),
-        }
-        if self.document_attention:
-            out["segment_ids"] = in_seg
-            out["positions"] = pos[:-1]
-        else:
-            out["segment_ids"] = (in_seg > 0).astype(np.int32)  # only padding is masked
-            out["positions"] = np.arange(len(inputs), dtype=np.int32)
-        return out
+    def get(self, i: int) -> pq.ParquetFile:
+        if i in self._open:
+            self._open.move_to_end(i)
+            return self._open[i]
+        path = self.files[i]
+        try:
+            handle = pq.ParquetFile(fs.open_input(path))
+        except Exception as exc:  # noqa: BLE001 - re-raised with the path
+            raise DataError(f"{path}: not a readable Parquet file ({exc})") from exc
+        self._open[i] = handle
+        if len(self._open) > self.capacity:
+            self._open.popitem(last=False)
+        return handle
 
 
-@dataclass
-class Pipeline:
-    """What the trainer gets: the batch iterator plus what it was built from."""
-
-    iterator: Any  # grain DatasetIterator with get_state / set_state
-    weights: dict[str, float]
-    documents: dict[str, int]
-    files: list[str]
-    per_host_batch: int
-
-    def __iter__(self) -> Pipeline:
-        return self
-
-    def __next__(self) -> dict[str, np.ndarray]:
-        return next(self.iterator)
-
-    def get_state(self) -> dict[str, Any]:
-        return self.iterator.get_state()
-
-    def set_state(self, state: dict[str, Any]) -> None:
-        self.iterator.set_state(state)
-
-    def state_json(self) -> str:
-        return json.dumps(_jsonable(self.get_state()), sort_keys=True)
-
-    def load_state_json(self, text: str) -> None:
-        self.set_state(json.loads(text))
+def _single_source(meta: pq.RowGroupMetaData, column: int) -> str | None:
+    """The row group's only source when its statistics say min == max, else None."""
+    stats = meta.column(column).statistics
+    if stats is None or not stats.has_min_max or stats.min != stats.max:
+        return None
+    value = stats.min
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def _jsonable(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    if isinstance(obj, np.generic):
-        return obj.item()
-    if isinstance(obj, bytes):
-        raise TypeError("grain iterator state holds bytes; cannot store it as JSON")
-    return obj
+class ShardIndex:
+    """Per source, the chunks of every token shard: all a host keeps about the data.
 
+    With ``cache`` (a JSON path, local or ``gs://``) a host whose shards match the cached
+    list (names and byte sizes) loads the index instead of reading footers and source
+    columns: at scale, start-up then costs one size request per shard, not one read per
+    mixed row group. Any host that builds the index writes the cache (same content).
+    """
 
-def make_pipeline(
-    cfg: DataConfig,
-    *,
-    vocab_size: int | None = None,
-    process_index: int = 0,
-    process_count: int = 1,
-) -> Pipeline:
-    """The batch iterator for this host (``process_index`` of ``process_count``)."""
-    if cfg.attention not in ("document", "causal"):
-        raise DataError(f"data.attention must be 'document' or 'causal', got {cfg.attention!r}")
-    if cfg.global_batch_size % process_count:
-        raise DataError(
-            f"global batch {cfg.global_batch_size} does not split over {process_count} hosts"
-        )
-    per_host = cfg.global_batch_size // process_count
-    files = expand_paths(cfg.paths)
-    rows = ParquetTokenRows(files, cfg.read_cache_row_groups)
-    present = {str(s): int(n) for s, n in zip(*np.unique(rows.sources, return_counts=True))}
-    weights = mixture_weights(present, cfg.weights)
-    components = []
-    for i, source in enumerate(weights):
-        ids = rows.rows_of_source(source)[process_index::process_count]
-        if len(ids) == 0:
-            raise DataError(f"source {source!r} has no documents for host {process_index}")
-        ds = grain.MapDataset.source(_SourceView(rows, ids))
-        if cfg.shuffle:
-            ds = ds.shuffle(seed=cfg.seed + 1000 * i)
-        components.append(ds.repeat(None))
-    mixed = grain.MapDataset.mix(components, [weights[s] for s in weights])
-    ds = mixed.map(_DocToExample(cfg.eos_id, vocab_size)).to_iter_dataset()
-    packed = grain.experimental.ConcatThenSplitIterDataset(
-        ds, length_struct={"tokens": cfg.seq_len + 1}
-    )
-    shaped = packed.map(_ShiftAndMask(cfg.attention == "document", cfg.mask_cross_document_loss))
-    batched = shaped.batch(per_host, drop_remainder=True)
-    if cfg.prefetch > 0:
-        # A thread assembles the next batches while the device runs the step; the
-        # iterator state still points at the next batch the *trainer* will receive.
-        batched = grain.experimental.ThreadPrefetchIterDataset(batched, prefetch_buffer_size=cfg.prefetch)
-    return Pipeline(
-        iterator=iter(batched),
-        weights=weights,
-        documents=present,
-        files=files,
-        per_host_batch=per_host,
-    )
+    def __init__(self, files: list[str], open_files: int = 64, cache: str = ""):
+        self.files = list(files)
+        self.handles = ParquetFiles(self.files, open_files)
+        self.chunks: dict[str, list[Chunk]] = {}
+        key = [[f, fs.size(f)] for f in self.files] if cache else []
+        if cache and self._load(cache, key):
+            return
+        digest = hashlib.sha256()
+        for fi, path in enumerate(self.files):
+            pf = self.handles.get(fi)
+            names = pf.schema_arrow.names
+            missing = [c for c in ("source", "tokens") if c not in names]
+            if missing:
+                raise DataError(f"{path}: missing column(s) {missing}; token shards need {TOKEN_COLUMNS}")
+            source_col = names.index("source")
+            digest.update(os.path.basename(path).encode())
+            for rg in range(pf.metadata.num_row_groups):
+                meta = pf.metadata.row_group(rg)
+                digest.update(f"{rg}:{meta.num_rows};".encode())
+                if meta.num_rows == 0:
+                    continue
+                only = _single_source(meta, source_col)
+                if only is not None:
+                    counts = {only: meta.num_rows}
+                else:
+                    column = pf.read_row_group(rg, columns=["source"]).column(0)
+                    counts = dict(Counter(column.to_pylist()))
+                for source, n in sorted(counts.items()):
+                    self.chunks.setdefault(str(source), []).append(Chunk(fi, rg, int(n), len(counts) > 1))
+        self.fingerprint = digest.hexdigest()[:16]
+        if cache:
+            chunks = {s: [[c.file, c.row_group, c.rows, int(c.mixed)] for c in cs] for s, cs in self.chunks.items()}
+            fs.write_text_atomic(cache, json.dumps({"files": key, "fingerprint": self.fingerprint, "chunks": chunks}))
+
+    def _load(self, cache: str, key: list[list[Any]]) -> bool:
+        path = fs.as_path(cache)
+        if not path.exists():
+            return False
+        try:
+            data = json.loads(path.read_text())
+        except ValueError:
+            return False  # a damaged cache is rebuilt
+        if data.get("files") != key:
+            return False  # shards added, removed or rewritten since
+        self.chunks = {s: [Chunk(f, rg, n, bool(m)) for f, rg, n, m in cs] for s, cs in data["chunks"].items()}
+        self.fingerprint = data["fingerprint"]
+        return True
+
+    @property
+    def documents(self) -> dict[str, int]:
+        return {s: sum(c.rows for c in chunks) for s, chunks in sorted(self.chunks.items())}
+
+    def read(self, chunk: Chunk, source: str) -> tuple[np.ndarray, np.ndarray]:
+        """``(offsets, values)`` of the chunk's documents (CSR form: document ``i`` is
+        ``values[offsets[i]:offsets[i + 1]]``), only the rows of ``source``."""
+        pf = self.handles.get(chunk.file)
+        columns = ["tokens", "source"] if chunk.mixed else ["tokens"]
+        table = pf.read_row_group(chunk.row_group, columns=columns)
+        tokens = table.column("tokens").combine_chunks()
+        if chunk.mixed:
+            keep = np.flatnonzero(table.column("source").to_numpy(zero_copy_only=False) == source)
+            tokens = tokens.take(pa.array(keep))
+        offsets = tokens.offsets.to_numpy().astype(np.int64)
+        values = tokens.flatten().to_numpy(zero_copy_only=False)  # respects any slicing
+        return offsets - offsets[0], values.astype(np.int32, copy=False)

@@ -17,40 +17,49 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from afm.training import muparam
-from afm.training.data import DataConfig, make_pipeline
-from afm.training.optimizer import OptimizerConfig, build_optimizer
+from afm.training.config import TrainConfig
+from afm.training.data import DataConfig
+from afm.training.engine import ModelParts
+from afm.training.loader import make_loader
+from afm.training.optimizer import OptimizerConfig, SkipConfig, build_optimizer
+from afm.training.pretrain import PretrainTask
 from afm.training.schedules import warmup_cosine
-from afm.training.sharding import MeshConfig, make_mesh
-from afm.training.trainer import BATCH_KEYS, build_model, loss_and_metrics
+from afm.training.task import LossContext
 
 
 def _sweep_width(mcfg: Any, lrs: list[float], batches: list[dict[str, np.ndarray]], *, use_muparam: bool, seed: int, tail: int) -> dict[float, float]:
-    mesh = make_mesh(MeshConfig(data=1), jax.devices()[:1])
-    parts = build_model(mcfg, seed, mesh)
+    parts = ModelParts.build(mcfg, seed)
+    task = PretrainTask(TrainConfig(data=DataConfig(seq_len=batches[0]["inputs"].shape[1])))
     mult = (
         muparam.lr_multipliers(parts.shapes, parts.names, width=mcfg.dim, base_width=mcfg.base_width)
         if use_muparam
         else {k: 1.0 for k in parts.shapes}
     )
     schedule = warmup_cosine(max(len(batches) // 10, 1), len(batches), 0.1)
-    base_cfg = OptimizerConfig(weight_decay=0.0)
+    base_cfg = OptimizerConfig(weight_decay=0.0, skip=SkipConfig(enabled=False))
+    ctx = LossContext(parts.build_model, mcfg, jax.random.key(0), train=True)
+
+    def loss(p: dict[str, jax.Array], batch: dict[str, jax.Array]) -> jax.Array:
+        out = task.loss(p, batch, ctx)
+        return out.loss[0] / jnp.maximum(out.loss[1], 1.0)
 
     @jax.jit
     def run(flat: dict[str, jax.Array], lr: jax.Array, data: dict[str, jax.Array]) -> jax.Array:
-        # the LR is traced: build_optimizer only multiplies by it
+        # the LR is traced: the optimizer only multiplies by it
         opt = build_optimizer(dataclasses.replace(base_cfg, learning_rate=lr), schedule, mult)  # type: ignore[arg-type]
         state = opt.init(flat)
 
         def body(carry, batch):
             p, s = carry
-            (loss, _), g = jax.value_and_grad(lambda q: loss_and_metrics(parts, q, batch), has_aux=True)(p)
+            value, g = jax.value_and_grad(loss)(p, batch)
             u, s = opt.update(g, s, p)
-            return (optax.apply_updates(p, u), s), loss
+            return (optax.apply_updates(p, u), s), value
 
         _, losses = jax.lax.scan(body, (flat, state), data)
         return losses
 
-    stacked = {k: jnp.asarray(np.stack([b[k] for b in batches])) for k in BATCH_KEYS}
+    keys = task.batch_fields()
+    stacked = {k: jnp.asarray(np.stack([b[k] for b in batches])) for k in keys}
     flat0 = parts.init()
     out = {}
     for lr in lrs:
@@ -74,8 +83,11 @@ def lr_sweep(
     tail: int = 10,
 ) -> dict[int, dict[float, float]]:
     """``{width: {lr: final loss}}``; heads scale with width (head_dim fixed)."""
-    pipe = make_pipeline(DataConfig(paths=data_paths, seq_len=seq_len, global_batch_size=batch, weights={}), vocab_size=base_model.vocab_size)
-    batches = [next(pipe) for _ in range(steps)]
+    loader = make_loader(
+        DataConfig(paths=data_paths, seq_len=seq_len, global_batch_size=batch, weights={}, prefetch=0),
+        vocab_size=base_model.vocab_size,
+    )
+    batches = [next(loader) for _ in range(steps)]
     results: dict[int, dict[float, float]] = {}
     for width in widths:
         heads = max(width // base_model.head_dim, 2)

@@ -38,6 +38,20 @@ LOGICAL_RULES: dict[str, tuple[str, ...]] = {
 }
 
 
+# Activation axes (``afm.model.partitioning``): the batch over data x fsdp, the tokens of a
+# row over ``sequence``, heads / FFN hidden / vocabulary over ``tensor``. The model dimension
+# of activations stays whole (FSDP shards weights, not activations).
+ACTIVATION_RULES: dict[str, tuple[str, ...]] = {
+    "batch": BATCH_AXES,
+    "seq": ("sequence",),
+    "embed": (),
+    "heads": ("tensor",),
+    "kv_heads": ("tensor",),
+    "mlp": ("tensor",),
+    "vocab": ("tensor",),
+}
+
+
 @dataclass
 class MeshConfig:
     """Mesh shape; an axis of -1 (data or fsdp) takes every device the others leave."""

@@ -41,6 +41,6 @@ def markov_token_shards(
             for _ in range(int(rng.integers(*length)) - 1):
                 tokens.append(int(successors[tokens[-1], rng.integers(0, branch)]))
             rows.append({"id": f"s{s}-{i}", "source": sources[i % len(sources)], "tokens": tokens})
-        name = f"tokens-{s}.parquet" if shards > 1 else "markov.parquet"
+        name = f"markov-{s}.parquet" if shards > 1 else "markov.parquet"
         paths.append(write_token_shard(rows, out / name, row_group_size=row_group_size))
     return paths

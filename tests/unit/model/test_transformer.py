@@ -157,9 +157,17 @@ def test_bf16_compute_with_f32_params(model: Transformer) -> None:
     assert fwd(m, _tokens(1, 4)).dtype == jnp.float32
 
 
-def test_splash_slot_fails_loudly(model: Transformer) -> None:
-    m = with_config(model, attention_impl="splash")
-    with pytest.raises(NotImplementedError, match="splash"):
-        fwd(m, _tokens(1, 4))
+def test_every_attention_backend_gives_the_same_model(model: Transformer) -> None:
+    """The model on the splash kernel (Pallas interpret mode on CPU) equals the XLA one,
+    plain causal and with packed documents."""
+    toks = _tokens(2, 16, seed=5)
+    seg = jnp.asarray([[1] * 7 + [2] * 9, [1] * 16])
+    splash = with_config(model, attention_impl="splash")
+    np.testing.assert_allclose(fwd(splash, toks), fwd(model, toks), atol=2e-5)
+    np.testing.assert_allclose(
+        fwd(splash, toks, segment_ids=seg), fwd(model, toks, segment_ids=seg), atol=2e-5
+    )
+    with pytest.raises(ValueError, match="needs a GPU"):
+        fwd(with_config(model, attention_impl="cudnn"), toks)
     with pytest.raises(ValueError, match="shapes"):
         with_config(model, dim=128)

@@ -1,4 +1,4 @@
-"""afm_rmsprop against a plain NumPy transcription of SPEC 3.1, step by step."""
+"""afm_rmsprop against a plain NumPy transcription of SPEC 3.1, step by step; skip-step."""
 
 from __future__ import annotations
 
@@ -6,7 +6,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from afm.training.optimizer import OptimizerConfig, adamw_baseline, afm_rmsprop, build_optimizer
+from afm.training.optimizer import (
+    OptimizerConfig,
+    SkipConfig,
+    adamw_baseline,
+    afm_rmsprop,
+    applied_updates,
+    build_optimizer,
+    skip_on_spikes,
+    skipped_updates,
+)
 from afm.training.schedules import warmup_cosine
 
 
@@ -58,7 +67,7 @@ def test_matches_numpy_transcription_of_spec():
     ref = spec_reference(params, grads_seq, lr=0.05, wd=0.01, sched=lambda s: float(sched(s)), mult=mult)
     for k in params:
         np.testing.assert_allclose(np.asarray(p[k]), ref[k], rtol=2e-5, atol=1e-6)
-    assert int(state.count) == len(grads_seq)
+    assert int(applied_updates(state)) == len(grads_seq)
 
 
 def test_first_update_is_momentum_without_bias_correction():
@@ -101,3 +110,28 @@ def test_schedule_shape():
     assert abs(float(s(0)) - 0.1) < 1e-6
     assert abs(float(s(110)) - 0.005) < 1e-6
     assert abs(float(s(60)) - (0.005 + 0.995 * 0.5)) < 1e-5
+
+
+def test_skip_on_spikes_leaves_params_and_state_untouched():
+    """AXLearn's skip semantics: a non-finite or spiking gradient changes nothing."""
+    cfg = SkipConfig(drop_stddev=3.0, min_count=4, ema_decay=0.9)
+    opt = skip_on_spikes(afm_rmsprop(0.1, lambda s: jnp.float32(1.0), weight_decay=0.0), cfg)
+    p = {"w": jnp.ones((4,))}
+    state = opt.init(p)
+    rng = np.random.default_rng(0)
+    for _ in range(6):  # steady gradients with norm ~1
+        u, state = opt.update({"w": jnp.asarray(rng.normal(0.5, 0.05, 4), jnp.float32)}, state, p)
+        p = optax.apply_updates(p, u)
+    assert int(skipped_updates(state)) == 0 and int(applied_updates(state)) == 6
+    for bad in ({"w": jnp.array([jnp.nan, 0, 0, 0])}, {"w": jnp.full((4,), 1e4)}):
+        u, new_state = opt.update(bad, state, p)
+        assert float(jnp.abs(u["w"]).max()) == 0.0
+        assert int(applied_updates(new_state)) == 6
+        for a, b in zip(jax.tree.leaves(new_state.inner), jax.tree.leaves(state.inner)):
+            np.testing.assert_array_equal(a, b)
+        assert int(skipped_updates(new_state)) == int(skipped_updates(state)) + 1
+    # a fixed drop norm works from the first step
+    fixed = skip_on_spikes(afm_rmsprop(0.1, lambda s: jnp.float32(1.0), weight_decay=0.0),
+                           SkipConfig(drop_norm=10.0, drop_stddev=0.0))
+    u, st = fixed.update({"w": jnp.full((4,), 6.0)}, fixed.init(p), p)
+    assert float(jnp.abs(u["w"]).max()) == 0.0 and int(skipped_updates(st)) == 1
