@@ -49,8 +49,14 @@ def wait_for_port(port: int, proc: subprocess.Popen, log: Path, timeout: float =
                        f"{log.read_text()[-3000:]}")
 
 
-PACKAGE_PARTS = ("pyproject.toml", "README.md", "constraints.txt", "afm", "crawler", "filters",
-                 "pipelines", "model", "training", "deploy")
+def package_parts() -> list[str]:
+    """What a build of the checkout needs: the project files and every package directory
+    that pyproject.toml maps (read from it, so a new package is never left out)."""
+    import tomllib
+
+    meta = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    dirs = meta["tool"]["setuptools"]["package-dir"].values()
+    return ["pyproject.toml", "README.md", "constraints.txt", *sorted({d.split("/")[0] for d in dirs})]
 
 
 def install_site(target: Path, scratch: Path) -> None:
@@ -62,7 +68,7 @@ def install_site(target: Path, scratch: Path) -> None:
     env = {**os.environ, "TMPDIR": str(scratch), "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
     source = scratch / "afm-source"
     source.mkdir(parents=True, exist_ok=True)
-    for part in PACKAGE_PARTS:
+    for part in package_parts():
         src = REPO / part
         if src.is_dir():
             shutil.copytree(src, source / part,
