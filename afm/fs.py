@@ -193,3 +193,47 @@ def temp_sibling(path: str | os.PathLike[str]) -> str:
     """The hidden temporary name a writer uses beside ``path`` before renaming into it."""
     path = str(path)
     return join(dirname(path), f".{basename(path)}.tmp-{os.getpid()}")
+
+
+def localize(path: str, cache_dir: str | None = None, companions: tuple[str, ...] = ()) -> str:
+    """A path on this machine's disk for ``path``, for libraries that need one (memory
+    maps, fastText). A local path is returned as it is; a URL (a file, or a directory
+    prefix) is copied once into ``cache_dir`` (default: ``afm-cache`` in this machine's
+    temporary directory, i.e. the worker's own) under a name derived from the URL and
+    the sizes of its files, so a changed object is fetched again and concurrent workers
+    on one machine share one copy (built beside, then renamed into place).
+    ``companions``: suffixes of sibling files that travel with a file when they exist
+    (a model's ``.json`` metadata)."""
+    import hashlib
+    import tempfile
+    import uuid
+
+    if not is_remote(path):
+        return path
+    is_directory = not isfile(path)
+    sources = list_files(path) if is_directory else [path]
+    extras = [] if is_directory else [path + c for c in companions if isfile(path + c)]
+    if not sources:
+        raise FileNotFoundError(f"{path}: not found")
+    key = hashlib.sha1(path.encode("utf-8"))
+    for src in sources + extras:
+        key.update(f"\0{src}\0{size(src)}".encode())
+    root = cache_dir or os.path.join(tempfile.gettempdir(), "afm-cache")
+    final = os.path.join(root, key.hexdigest()[:16], basename(path.rstrip("/")) or "data")
+    if os.path.exists(final):
+        return final
+    tmp = f"{final}.tmp-{uuid.uuid4().hex[:8]}"
+    prefix = path.rstrip("/") + "/"
+    for src in sources:
+        dest = os.path.join(tmp, src[len(prefix):]) if is_directory else tmp
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        with open_read(src) as fh, open(dest, "wb") as out:
+            shutil.copyfileobj(fh, out, 1 << 20)
+    for src in extras:  # beside the final name, before it appears
+        with open_read(src) as fh, open(final + src[len(path):], "wb") as out:
+            shutil.copyfileobj(fh, out, 1 << 20)
+    try:
+        os.rename(tmp, final)
+    except OSError:  # another worker on this machine finished first: use its copy
+        delete([tmp])
+    return final

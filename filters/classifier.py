@@ -307,7 +307,12 @@ class FastTextClassifier:
         label_neg: str | None = None,
         punctuation: bool | None = None,
     ) -> None:
-        self.path = Path(path)
+        from afm import fs
+
+        # A gs:// / s3:// model is copied to this worker's disk once (fastText needs a file).
+        if fs.is_remote(path) and not fs.isfile(str(path)):
+            raise ClassifierError(f"classifier model not found: {path}")
+        self.path = Path(fs.localize(str(path), companions=(".json",)))
         if not self.path.is_file():
             raise ClassifierError(f"classifier model not found: {self.path}")
         meta_file = metadata_path(self.path)

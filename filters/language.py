@@ -44,7 +44,9 @@ def default_model_path() -> Path:
 
 def load_lid_model(path: str | Path | None = None) -> Any:
     """The fastText language-ID model, loaded once per process and path."""
-    key = str(path or default_model_path())
+    from afm import fs
+
+    key = fs.localize(str(path)) if path else str(default_model_path())  # gs:// -> worker disk
     with _LOCK:
         model = _MODELS.get(key)
         if model is None:

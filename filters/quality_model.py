@@ -39,13 +39,23 @@ from afm.schema import Document
 
 DATA_DIR = Path(__file__).parent / "data" / "quality"
 DEFAULT_MODEL = DATA_DIR / "quality_default.ftz"
+BUILTIN = "builtin"  # the model shipped in the package, found in each worker's own install
+
+
+def resolve_model_path(model_path: str) -> str:
+    """Where a worker finds ``model_path``: ``builtin`` is the shipped model inside this
+    process's installation of afm (never the launcher's checkout, which a cluster worker
+    does not have); local paths and URLs (``gs://``, read through Beam's FileSystems and
+    copied to the worker's disk) are taken as they are."""
+    return str(DEFAULT_MODEL) if model_path == BUILTIN else model_path
 
 
 @dataclass
 class QualityModelConfig:
-    """``model_path=None`` switches the model off (documents pass unscored)."""
+    """``model_path=None`` switches the model off (documents pass unscored); ``builtin``
+    is the model shipped with afm; otherwise a local path or a URL every worker reads."""
 
-    model_path: str | None = str(DEFAULT_MODEL)
+    model_path: str | None = BUILTIN
     threshold: float = 0.5  # drop when quality_score < threshold
     top_fraction: float | None = None  # keep this share of the corpus (global percentile)
 
@@ -76,8 +86,12 @@ class QualityClassifierFilter:
 
     def __init__(self, cfg: QualityModelConfig | None = None) -> None:
         self.cfg = cfg or QualityModelConfig()
-        if self.cfg.model_path is not None and not Path(self.cfg.model_path).is_file():
-            raise FileNotFoundError(f"quality model not found: {self.cfg.model_path}")
+        if self.cfg.model_path is not None:
+            from afm import fs
+
+            path = resolve_model_path(self.cfg.model_path)
+            if not fs.isfile(path):
+                raise FileNotFoundError(f"quality model not found: {self.cfg.model_path}")
         if self.cfg.top_fraction is not None and not 0 < self.cfg.top_fraction <= 1:
             raise ValueError(f"top_fraction must be in (0, 1], got {self.cfg.top_fraction}")
         self._clf: Any = None
@@ -90,7 +104,7 @@ class QualityClassifierFilter:
         if self._clf is None:
             from afm.filters.classifier import FastTextClassifier
 
-            self._clf = FastTextClassifier(self.cfg.model_path)  # type: ignore[arg-type]
+            self._clf = FastTextClassifier(resolve_model_path(self.cfg.model_path))  # type: ignore[arg-type]
         return self._clf
 
     def score_texts(self, texts: Sequence[str]) -> np.ndarray:

@@ -8,9 +8,7 @@ Dataflow flex template's launcher does.
 from __future__ import annotations
 
 import click
-
-RUNNER_CHOICES = ["DirectRunner", "DataflowRunner", "FlinkRunner", "SparkRunner",
-                  "BundleBasedDirectRunner"]
+from afm.pipelines.cli_beam import BEAM_HELP, CONTEXT, finish_dry_run, runner_options
 
 EPILOG = """\b
 Examples:
@@ -25,19 +23,16 @@ Examples:
   afm curate --input crawl/ --output corpus/ --decontam-index idx/ --direct_num_workers=2
   afm curate --input gs://b/crawl/ --output gs://b/corpus/ --runner DataflowRunner \\
       --project my-proj --region us-central1 --temp_location gs://b/tmp \\
-      --sdk_container_image us-docker.pkg.dev/my-proj/afm/curate:latest --decontam-index idx/ --dry-run
+      --sdk_container_image us-docker.pkg.dev/my-proj/afm/curate:latest \\
+      --set decontaminate.params.index=gs://b/decontam-index --dry-run
+  afm curate --input /shared/crawl/ --output /shared/corpus/ --runner PortableRunner \\
+      --job_endpoint=localhost:8099 --environment_type=EXTERNAL \\
+      --environment_config=localhost:50000 --decontam-index /shared/idx/
 
-\b
-Extra arguments are Beam pipeline options (--direct_num_workers=N, --project=...,
---flink_master=HOST:PORT, ...). See deploy/dataflow/README.md for cluster runners.
-"""
+""" + BEAM_HELP
 
 
-@click.command(
-    "curate",
-    epilog=EPILOG,
-    context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
-)
+@click.command("curate", epilog=EPILOG, context_settings=CONTEXT)
 @click.option("--input", "-i", "inputs", multiple=True, required=True,
               help="WARC(.gz) / Parquet / JSONL file, directory or glob (local or gs://...); "
                    "repeatable. For --source code: a directory of cloned repositories or a "
@@ -46,18 +41,16 @@ Extra arguments are Beam pipeline options (--direct_num_workers=N, --project=...
 @click.option("--config", "-c", "config", default=None, help="CurateConfig YAML file.")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
               help="Config override, e.g. quality_model.enabled=false (repeatable).")
-@click.option("--runner", type=click.Choice(RUNNER_CHOICES), default="DirectRunner",
-              show_default=True, help="Beam runner (DirectRunner = local, all cores).")
 @click.option("--source", type=click.Choice(["web", "code", "math"]), default=None,
               help="Stage list to run (default: the config's, else web).")
-@click.option("--dry-run", is_flag=True,
-              help="Build the pipeline graph and check the runner options; run nothing.")
 @click.option("--decontam-index", default=None, metavar="DIR",
               help="Benchmark index from `afm decontam build-index` (the decontaminate "
-                   "stage needs one, unless the config turns the stage off).")
+                   "stage needs one, unless the config turns the stage off); local or "
+                   "gs:// / s3://, read by every worker.")
 @click.option("--overwrite", is_flag=True,
               help="Replace what OUTPUT holds (a finished or an interrupted run); the old "
                    "output stays until the new run has succeeded.")
+@runner_options
 @click.pass_context
 def curate_command(ctx: click.Context, inputs: tuple[str, ...], output: str, config: str | None,
                    overrides: tuple[str, ...], runner: str, source: str | None,
@@ -91,10 +84,7 @@ def curate_command(ctx: click.Context, inputs: tuple[str, ...], output: str, con
                             source=cfg.source, pipeline_args=beam_args, dry_run=dry_run,
                             overwrite=overwrite)
     if dry_run:
-        if not result["ok"]:
-            raise click.ClickException(
-                f"{len(result['option_errors'])} option error(s) for {runner}; see above")
-        click.echo(f"dry run ok: {result['graph_transforms']} transforms, runner {runner}")
+        finish_dry_run(result, runner)
     else:
         click.echo(result["outputs"]["report"])
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
+from afm.pipelines.cli_beam import BEAM_HELP, CONTEXT, runner_options
 
 
 @click.group(
@@ -52,25 +53,28 @@ WinoGrande, OpenBookQA, MATH, MATH-500, IFEval, HumanEval); all = every benchmar
 )
 @click.option("--suite", default="all", show_default=True,
               help="Index only this named set of the benchmarks found (report, all).")
-@click.option("--out", type=click.Path(path_type=Path), required=True, help="Index directory.")
+@click.option("--out", required=True,
+              help="Index directory: local, or gs:// / s3:// (built here, then uploaded), "
+                   "where the workers of a cluster run read it.")
 @click.option("--n", "n_overrides", multiple=True, metavar="NAME=N",
               help="Override a benchmark's n (4..13). Repeatable.")
 @click.option("--allow-hf", is_flag=True,
               help="Allow benchmarks given by hf_dataset (needs `datasets` and network).")
 @click.option("--overwrite", is_flag=True, help="Replace an existing index at --out.")
-def build_index_command(source: str, suite: str, out: Path, n_overrides: tuple[str, ...],
+def build_index_command(source: str, suite: str, out: str, n_overrides: tuple[str, ...],
                         allow_hf: bool, overwrite: bool) -> None:
     """Index every n-gram of the benchmarks (64-bit hashes, memory-mapped arrays)."""
     from afm.filters.benchmarks import DATA_DIR, build_index, select_suite, specs_from
     from afm.pipelines.usage import user_errors
 
+    from afm import fs
     from afm.config import print_config
     from afm.console import console, print_summary, print_table
 
     with user_errors():
         specs = specs_from(DATA_DIR if source == "demo" else source)
         specs, missing = select_suite(specs, suite)
-        if out.exists() and any(out.iterdir()) and not overwrite:
+        if fs.list_dir(out) and not overwrite:
             raise click.ClickException(f"{out} is not empty; pass --overwrite to replace the "
                                        "index there, or choose another --out")
     if missing:
@@ -93,7 +97,10 @@ def build_index_command(source: str, suite: str, out: Path, n_overrides: tuple[s
             spec.n = overrides[spec.name]
     print_config({"benchmarks": [s.__dict__ for s in specs], "out": str(out)}, "decontam build-index")
     try:
-        stats = build_index(specs, out, allow_hf=allow_hf, progress=True)
+        if fs.is_remote(out):
+            stats = _build_and_upload(specs, out, allow_hf)
+        else:
+            stats = build_index(specs, Path(out), allow_hf=allow_hf, progress=True)
     except (ValueError, FileNotFoundError, RuntimeError, OSError) as exc:
         raise click.ClickException(str(exc)) from exc
     print_table(
@@ -124,8 +131,28 @@ def build_index_command(source: str, suite: str, out: Path, n_overrides: tuple[s
     )
 
 
+def _build_and_upload(specs: list, out: str, allow_hf: bool) -> dict:
+    """Build the index in a local temporary directory, then copy it file by file to
+    ``out`` (an object store), ``index.json`` last so a reader never sees half an index."""
+    import tempfile
+
+    from afm.filters.benchmarks import build_index
+
+    from afm import fs
+
+    with tempfile.TemporaryDirectory(prefix="afm-index-") as tmp:
+        stats = build_index(specs, Path(tmp) / "index", allow_hf=allow_hf, progress=True)
+        local = Path(tmp) / "index"
+        fs.delete([out])
+        files = sorted(p for p in local.rglob("*") if p.is_file())
+        for path in sorted(files, key=lambda p: p.name == "index.json"):
+            fs.write_bytes(fs.join(out, str(path.relative_to(local))), path.read_bytes())
+    return stats
+
+
 @decontam_group.command(
     "run",
+    context_settings=CONTEXT,
     epilog="""\b
 Examples:
   afm decontam run --index work/decontam-index --input corpus/ --output work/clean
@@ -136,12 +163,16 @@ Examples:
 Writes OUTPUT/documents-NNNNN.parquet, OUTPUT/rejects-NNNNN.parquet, OUTPUT/manifest.json
 (its stage_reports.decontaminate: per benchmark the documents removed, the top colliding
 n-grams and the n-grams excused as common usage), OUTPUT/report.html and OUTPUT/_SUCCESS.
-""",
+The same Beam transform as curate's decontaminate stage, on any runner; the index may be
+local or on gs:// / s3:// (every worker reads it).
+
+""" + BEAM_HELP,
 )
-@click.option("--index", "index_path", required=True, help="Index built by build-index.")
+@click.option("--index", "index_path", required=True,
+              help="Index built by build-index (a directory, local or gs:// / s3://).")
 @click.option("--input", "inputs", multiple=True, required=True,
               help="Parquet / JSONL(.gz) files, directories or globs. Repeatable.")
-@click.option("--output", type=click.Path(path_type=Path), required=True, help="Output directory.")
+@click.option("--output", required=True, help="Output directory.")
 @click.option("--threshold", type=click.IntRange(min=2), default=1000, show_default=True,
               help="An n-gram held by at least this many documents is common usage (>= 2).")
 @click.option("--text-field", "text_fields", multiple=True,
@@ -149,28 +180,36 @@ n-grams and the n-grams excused as common usage), OUTPUT/report.html and OUTPUT/
 @click.option("--batch-docs", type=click.IntRange(min=1), default=256, show_default=True)
 @click.option("--overwrite", is_flag=True,
               help="Replace what OUTPUT holds (kept until the new run has succeeded).")
-def run_command(index_path: str, inputs: tuple[str, ...], output: Path, threshold: int,
-                text_fields: tuple[str, ...], batch_docs: int, overwrite: bool) -> None:
+@runner_options
+@click.pass_context
+def run_command(ctx: click.Context, index_path: str, inputs: tuple[str, ...], output: str,
+                threshold: int, text_fields: tuple[str, ...], batch_docs: int, overwrite: bool,
+                runner: str, dry_run: bool) -> None:
     """Drop documents that contain benchmark n-grams; write kept, rejects and a report."""
     from afm.filters.ngram_index import NgramIndex
+    from afm.pipelines.cli_beam import finish_dry_run
     from afm.pipelines.curate import run_curate
     from afm.pipelines.decontaminate import DecontamConfig, resolve_index
     from afm.pipelines.usage import user_errors
 
+    from afm import fs
     from afm.console import console, print_summary, print_table, setup_logging
 
     setup_logging("WARNING")
     params = {"index": index_path, "threshold": threshold, "batch_docs": batch_docs}
     with user_errors():
-        index = NgramIndex(resolve_index(DecontamConfig(**params)))
+        index = NgramIndex(fs.localize(resolve_index(DecontamConfig(**params))))
         console.print(
             f"index: {len(index.benchmarks)} benchmarks, {index.num_ngrams:,} n-grams, "
             f"n in {index.sizes}, {index.nbytes / 1e6:.1f} MB (memory-mapped)")
         manifest = run_curate(
             list(inputs), str(output), command="decontam run", overwrite=overwrite,
             config={"stages": ["decontaminate"], "decontaminate": {"params": params}},
-            text_fields=text_fields,
-            pipeline_args=["--direct_running_mode=in_memory", "--direct_num_workers=1"])
+            text_fields=text_fields, runner=runner, pipeline_args=list(ctx.args),
+            dry_run=dry_run, local_workers=1)
+    if dry_run:
+        finish_dry_run(manifest, runner)
+        return
     report = manifest["stage_reports"].get("decontaminate", {})
     rows = []
     for name, b in report.get("benchmarks", {}).items():

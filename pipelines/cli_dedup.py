@@ -8,6 +8,7 @@ and output policy (staging, then documents/rejects/manifest/report and ``_SUCCES
 from __future__ import annotations
 
 import click
+from afm.pipelines.cli_beam import BEAM_HELP, CONTEXT, runner_options, split_beam_args
 
 EPILOG = """\b
 Examples:
@@ -15,6 +16,9 @@ Examples:
   afm dedup --input a.parquet b.jsonl --output out/ --threshold 0.85
   afm dedup --input week2/ --output week2-dedup/ --index corpus-index/ --write-index
   afm dedup --input big/ --output out/ --direct-num-workers 2 --overwrite
+  afm dedup --input gs://b/corpus/ --output gs://b/dedup/ --index gs://b/dedup-index \\
+      --write-index --runner DataflowRunner --project=P --region=us-central1 \\
+      --temp_location=gs://b/tmp --sdk_container_image=IMAGE --dry-run
 
 \b
 Writes OUTPUT/documents-NNNNN.parquet (kept documents, dup_cluster set),
@@ -22,11 +26,13 @@ OUTPUT/rejects-NNNNN.parquet (exact_duplicate | near_duplicate with duplicate_of
 cluster in details; unreadable records; duplicate ids), OUTPUT/manifest.json,
 OUTPUT/report.html and OUTPUT/_SUCCESS, then prints cluster statistics. With --index,
 documents are also de-duplicated against an accepted corpus's index; --write-index adds
-this run's kept documents to it, only once the whole run has succeeded.
-"""
+this run's kept documents to it, only once the whole run has succeeded. The index may
+live on any filesystem the workers read (local, gs://, s3://).
+
+""" + BEAM_HELP
 
 
-@click.command("dedup", epilog=EPILOG)
+@click.command("dedup", epilog=EPILOG, context_settings=CONTEXT)
 @click.argument("more_inputs", nargs=-1, metavar="[PATH]...")
 @click.option("--input", "inputs", multiple=True, required=True,
               help="Parquet / JSONL(.gz) files, directories or globs (records need text).")
@@ -39,21 +45,29 @@ this run's kept documents to it, only once the whole run has succeeded.
 @click.option("--no-verify", is_flag=True, help="Do not verify LSH candidates by signature.")
 @click.option("--max-rounds", default=8, show_default=True, type=int,
               help="Connected-components rounds.")
-@click.option("--index", "index_dir", type=click.Path(file_okay=False), default=None,
+@click.option("--index", "index_dir", default=None,
               help="Accepted-corpus index to de-duplicate against (incremental mode).")
 @click.option("--write-index", is_flag=True,
               help="Add the kept documents to --index (committed after the run succeeds).")
-@click.option("--direct-num-workers", default=1, show_default=True, type=click.IntRange(min=1),
-              help="Local runner workers (>1 uses multi-processing).")
+@click.option("--max-bucket-fanout", default=1000, show_default=True,
+              type=click.IntRange(min=2),
+              help="LSH buckets larger than this are split (no hot bucket on one worker).")
+@click.option("--direct-num-workers", default=1, show_default=True, type=click.IntRange(min=0),
+              help="Local runner worker processes (0 = one per core; the same as Beam's "
+                   "--direct_num_workers=N).")
 @click.option("--shard-mb", default=128.0, show_default=True, type=float,
-              help="Target uncompressed megabytes per output shard.")
+              help="Target uncompressed megabytes per output shard (documents and rejects).")
 @click.option("--overwrite", is_flag=True,
               help="Replace what OUTPUT holds (kept until the new run has succeeded).")
-def dedup_command(more_inputs: tuple[str, ...], inputs: tuple[str, ...], output: str,
+@runner_options
+@click.pass_context
+def dedup_command(ctx: click.Context, more_inputs: tuple[str, ...], inputs: tuple[str, ...], output: str,
                   threshold: float, ngram: int, num_perm: int, seed: int, no_exact: bool,
                   no_verify: bool, max_rounds: int, index_dir: str | None, write_index: bool,
-                  direct_num_workers: int, shard_mb: float, overwrite: bool) -> None:
+                  max_bucket_fanout: int, direct_num_workers: int, shard_mb: float,
+                  overwrite: bool, runner: str, dry_run: bool) -> None:
     """De-duplicate documents globally: exact content hash, then MinHash LSH clusters."""
+    from afm.pipelines.cli_beam import finish_dry_run
     from afm.pipelines.curate import run_curate
     from afm.pipelines.dedup import DedupConfig, stale_staging, summarize
     from afm.pipelines.usage import user_errors
@@ -61,9 +75,11 @@ def dedup_command(more_inputs: tuple[str, ...], inputs: tuple[str, ...], output:
     from afm.console import console, print_summary, setup_logging
 
     setup_logging("WARNING")
+    beam_args, positional = split_beam_args([*more_inputs, *ctx.args])
     params = {"threshold": threshold, "ngram": ngram, "num_perm": num_perm, "seed": seed,
               "exact": not no_exact, "verify": not no_verify, "max_rounds": max_rounds,
-              "index_dir": index_dir, "write_index": write_index}
+              "max_bucket_fanout": max_bucket_fanout, "index_dir": index_dir,
+              "write_index": write_index}
     with user_errors():
         cfg = DedupConfig(**params)
         bands, rows = cfg.lsh()
@@ -72,14 +88,15 @@ def dedup_command(more_inputs: tuple[str, ...], inputs: tuple[str, ...], output:
             console.print(f"[yellow]{index_dir} holds {len(stale_staging(index_dir))} staging "
                           "director(ies) of runs that never committed; they are ignored and "
                           "can be deleted")
-        args = ["--direct_running_mode=" + ("multi_processing" if direct_num_workers > 1
-                                           else "in_memory"),
-                f"--direct_num_workers={direct_num_workers}"]
         manifest = run_curate(
-            list(inputs + more_inputs), output, command="dedup", overwrite=overwrite,
+            list(inputs) + positional, output, command="dedup", overwrite=overwrite,
             config={"stages": ["dedup"], "dedup": {"params": params},
-                    "output": {"shard_target_mb": shard_mb}},
-            pipeline_args=args)
+                    "output": {"shard_target_mb": shard_mb, "rejects_shard_target_mb": shard_mb}},
+            runner=runner, pipeline_args=beam_args, dry_run=dry_run,
+            local_workers=direct_num_workers)
+    if dry_run:
+        finish_dry_run(manifest, runner)
+        return
     stats = summarize(manifest["metrics"], cfg)
     stats["seconds"] = manifest["elapsed_s"]
     print_summary("dedup stage: clusters", stats)

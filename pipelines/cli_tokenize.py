@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import click
+from afm.pipelines.cli_beam import BEAM_HELP, CONTEXT, finish_dry_run, runner_options
 
 EPILOG = """\b
 Examples:
   afm tokenize --input corpus/ --tokenizer work/tok --output tokens/
   afm tokenize --input 'corpus/documents-*.parquet' --tokenizer tok/ --output tokens/ --shard-docs 20000
   afm tokenize --input big/ --tokenizer tok/ --output tokens/ --num-workers 4 --overwrite
+  afm tokenize --input gs://b/corpus/ --tokenizer gs://b/tok/ --output gs://b/tokens/ \\
+      --runner DataflowRunner --project=P --region=us-central1 --temp_location=gs://b/tmp \\
+      --sdk_container_image=IMAGE --dry-run
 
 \b
 A curate output directory (corpus/) is read only when it has its _SUCCESS marker, and
@@ -16,25 +20,28 @@ then only its documents-* shards: rejected documents never become tokens.
 Writes OUTPUT/tokens-NNNNN-of-MMMMM.parquet (id, source, tokens list<int32>; no BOS/EOS),
 OUTPUT/manifest.json (counts per shard and source, skipped by reason),
 OUTPUT/skipped.jsonl (every document not tokenized, with the reason) and OUTPUT/_SUCCESS.
-Same inputs + tokenizer -> byte-identical shards.
-"""
+Same inputs + tokenizer -> byte-identical shards, on any runner.
+
+""" + BEAM_HELP
 
 
-@click.command("tokenize", epilog=EPILOG)
+@click.command("tokenize", epilog=EPILOG, context_settings=CONTEXT)
 @click.option("--input", "inputs", multiple=True, required=True,
               help="Parquet / JSONL document shards, directories or globs.")
-@click.option("--tokenizer", "tokenizer_dir", required=True, type=click.Path(exists=True),
-              help="Directory from `afm tokenizer train`.")
-@click.option("--output", required=True, type=click.Path(file_okay=False))
+@click.option("--tokenizer", "tokenizer_dir", required=True,
+              help="Directory from `afm tokenizer train` (local or gs:// / s3://).")
+@click.option("--output", required=True, help="Output directory (local or gs:// / s3://).")
 @click.option("--shard-docs", default=20_000, show_default=True, type=click.IntRange(min=1),
               help="Target documents per output shard.")
-@click.option("--num-workers", default=1, show_default=True, type=click.IntRange(min=1),
-              help="Local runner worker processes.")
-@click.option("--runner", default="DirectRunner", show_default=True)
+@click.option("--num-workers", default=1, show_default=True, type=click.IntRange(min=0),
+              help="Local runner worker processes (0 = one per core).")
 @click.option("--overwrite", is_flag=True,
               help="Replace what OUTPUT holds (kept until the new run has succeeded).")
-def tokenize_command(inputs: tuple[str, ...], tokenizer_dir: str, output: str, shard_docs: int,
-                     num_workers: int, runner: str, overwrite: bool) -> None:
+@runner_options
+@click.pass_context
+def tokenize_command(ctx: click.Context, inputs: tuple[str, ...], tokenizer_dir: str,
+                     output: str, shard_docs: int, num_workers: int, overwrite: bool,
+                     runner: str, dry_run: bool) -> None:
     """Tokenize documents into deterministic Parquet token shards."""
     import time
 
@@ -45,9 +52,21 @@ def tokenize_command(inputs: tuple[str, ...], tokenizer_dir: str, output: str, s
 
     start = time.perf_counter()
     console.print(f"tokenize: inputs {list(inputs)} -> {output} (tokenizer {tokenizer_dir})")
-    with user_errors(), console.status("tokenizing (Beam)...", spinner="dots"):
+    if dry_run:
+        with user_errors():
+            result = run_tokenize(list(inputs), tokenizer_dir, output, shard_docs=shard_docs,
+                                  runner=runner, num_workers=num_workers,
+                                  pipeline_args=list(ctx.args), dry_run=True)
+        for warning in result["option_warnings"]:
+            console.print(f"[yellow]warning: {warning}")
+        for error in result["option_errors"]:
+            console.print(f"[red]error: {error}")
+        finish_dry_run(result, runner)
+        return
+    with user_errors(), console.status(f"tokenizing (Beam, {runner})...", spinner="dots"):
         stats = run_tokenize(list(inputs), tokenizer_dir, output, shard_docs=shard_docs,
-                             runner=runner, num_workers=num_workers, overwrite=overwrite)
+                             runner=runner, num_workers=num_workers,
+                             pipeline_args=list(ctx.args), overwrite=overwrite)
     summary: dict[str, object] = {
         "documents in": stats["documents_in"],
         "tokenized": stats["documents"],

@@ -50,17 +50,29 @@ class CuratePlan:
     pipeline_args: list[str] = field(default_factory=list)
     text_fields: tuple[str, ...] = ()  # build `text` from these record fields (SFT files)
     command: str = "curate"
+    local_workers: int = 0  # local runner processes unless the Beam options say (0 = cores)
+
+    def worker_paths(self) -> list[Any]:
+        """Every path the pipeline's DoFns open (checked before submission)."""
+        from afm.pipelines.worker_paths import WorkerPath, stage_paths
+
+        paths = [WorkerPath("input", p) for p in self.inputs]
+        paths.append(WorkerPath("output", self.output, "write"))
+        paths += stage_paths(self.stages)
+        if self.config.debug.marker_dir:
+            paths.append(WorkerPath("fault marker directory", self.config.debug.marker_dir,
+                                    "write"))
+        return paths
 
 
 def plan_curate(inputs: list[str], output: Path | str, *, config: Any = None,
                 runner: str = "DirectRunner", source: str | None = None,
                 pipeline_args: list[str] | None = None, text_fields: tuple[str, ...] = (),
-                command: str = "curate") -> CuratePlan:
+                command: str = "curate", local_workers: int = 0) -> CuratePlan:
     from afm.pipelines.io_beam import is_remote, resolve_inputs
-    from afm.pipelines.runners import RUNNERS
+    from afm.pipelines.runners import check_runner_name
 
-    if runner not in RUNNERS:
-        raise ValueError(f"unknown runner {runner!r}; expected one of {RUNNERS}")
+    check_runner_name(runner)
     cfg = load_curate_config(config, source=source)
     cfg.check_runnable()
     stages = cfg.resolve()
@@ -71,7 +83,25 @@ def plan_curate(inputs: list[str], output: Path | str, *, config: Any = None,
     if not is_remote(out):
         out = os.path.abspath(out)
     return CuratePlan(cfg, stages, files, skipped, out, runner, list(pipeline_args or []),
-                      tuple(text_fields), command)
+                      tuple(text_fields), command, local_workers)
+
+
+def preflight(plan: CuratePlan, *, submitting: bool) -> tuple[Any, Any]:
+    """The run's pipeline options and every problem with them or with the paths its
+    workers will open (:mod:`afm.pipelines.worker_paths`), before anything runs."""
+    from afm.pipelines.runners import build_options, check_options
+    from afm.pipelines.worker_paths import check_worker_paths
+
+    options = build_options(plan.runner, plan.pipeline_args, local_workers=plan.local_workers)
+    check = check_options(plan.runner, options, submitting=submitting)
+    check.extend(check_worker_paths(plan.worker_paths(), plan.runner, options))
+    return options, check
+
+
+def refuse_unless_ok(runner: str, check: Any) -> None:
+    """Raise the problems of a pre-flight check as one user error."""
+    if not check.ok:
+        raise ValueError(f"cannot run on {runner}:\n  - " + "\n  - ".join(check.errors))
 
 
 def build_pipeline(plan: CuratePlan, pipeline: Any, staging: str | None = None
@@ -82,7 +112,15 @@ def build_pipeline(plan: CuratePlan, pipeline: Any, staging: str | None = None
     stats path, and PCollections for tests."""
     import apache_beam as beam
     from afm.pipelines.ids import UniqueIds
-    from afm.pipelines.io_beam import FailOncePerBundle, ReadInputs, WriteShards, join, write_json
+    from afm.pipelines.io_beam import (
+        FailOncePerBundle,
+        ReadInputs,
+        WriteShards,
+        join,
+        should_reshuffle,
+        write_json,
+    )
+    from afm.pipelines.packing import pack_record, pack_reject, unpack
     from afm.pipelines.transforms import (
         Counts,
         apply_document_stage,
@@ -107,12 +145,16 @@ def build_pipeline(plan: CuratePlan, pipeline: Any, staging: str | None = None
     names = [s.name for s in plan.stages]
     # Without an extract stage (code, dedup, decontam run) crawl pages cannot become
     # documents: the reader rejects them.
+    spread = should_reshuffle(cfg.read.reshuffle, len(plan.inputs),
+                              cfg.read.reshuffle_below_files)
     read = pipeline | "read" >> ReadInputs(plan.inputs, source, allow_pages="extract" in names,
-                                          text_fields=plan.text_fields)
-    counts.add(read["records"], "read.in")
-    counts.add(read["pages"], "read.pages")
-    counts.add(read["docs"], "read.docs")
-    counts.add(read["rejected"], "read.rejected")
+                                          text_fields=plan.text_fields, reshuffle=spread)
+    # "in" is counted on each part: a Flatten of them would be one more full copy of the
+    # input held by the local runner, only to be counted.
+    for part, label in ((read["pages"], "read.pages"), (read["docs"], "read.docs"),
+                        (read["rejected"], "read.rejected")):
+        counts.add(part, "read.in")
+        counts.add(part, label)
     counts.add(read["skipped"], "read.not_documents")
     rejected_parts = [read["rejected"]]
 
@@ -174,24 +216,34 @@ def build_pipeline(plan: CuratePlan, pipeline: Any, staging: str | None = None
             current, current_labels = kept, [f"{stage.name}.kept"]
 
     documents = current
-    rejects = tuple(rejected_parts) | "all rejects" >> beam.Flatten()
     out_cfg = cfg.output
+    # Packed right where they are made: what the shuffles and the flatten of all
+    # rejects carry is compressed bytes (and a reject's text is already trimmed).
+    chars = out_cfg.reject_text_chars
+    rejects = (
+        tuple(part | f"pack rejects {i}" >> beam.Map(pack_reject, chars)
+              for i, part in enumerate(rejected_parts))
+        | "all rejects" >> beam.Flatten()
+    )
     write_fault = marker_dir if "write" in faults else None
     mb = 1024 * 1024
-    doc_files = documents | "write documents" >> WriteShards(
-        staging, "documents", DOCUMENT_SCHEMA, int(out_cfg.shard_target_mb * mb),
-        out_cfg.compression, fail_marker_dir=write_fault)
+    doc_files = (
+        documents
+        | "pack documents" >> beam.Map(pack_record)
+        | "write documents" >> WriteShards(
+            staging, "documents", DOCUMENT_SCHEMA, int(out_cfg.shard_target_mb * mb),
+            out_cfg.compression, fail_marker_dir=write_fault)
+    )
     file_parts = [doc_files]
     if out_cfg.write_rejects:
         file_parts.append(rejects | "write rejects" >> WriteShards(
             staging, "rejects", REJECT_SCHEMA, int(out_cfg.rejects_shard_target_mb * mb),
-            out_cfg.compression, text_chars=out_cfg.reject_text_chars,
-            fail_marker_dir=write_fault))
+            out_cfg.compression, fail_marker_dir=write_fault))
 
     count_dict = counts.collect(pipeline) | "counts" >> beam.combiners.ToDict()
     reasons = (
         rejects
-        | "reason keys" >> beam.Map(lambda r: (f"reason|{r['rejected_by']}|{r['reason']}", 1))
+        | "reason keys" >> beam.Map(lambda p: (f"reason|{p[2]}", 1))
         | "count reasons" >> beam.CombinePerKey(sum)
         | "reasons" >> beam.combiners.ToDict()
     )
@@ -210,10 +262,11 @@ def build_pipeline(plan: CuratePlan, pipeline: Any, staging: str | None = None
     )
     samples = (
         rejects
-        | "sample keys" >> beam.Map(lambda r: (f"{r['rejected_by']}|{r['reason']}",
-                                               _sample_view(r)))
+        | "sample keys" >> beam.Map(lambda p: (p[2], p))
         | "sample per reason" >> beam.combiners.Top.PerKey(
-            max(1, out_cfg.samples_per_reason), key=lambda r: r["id"], reverse=True)
+            max(1, out_cfg.samples_per_reason), key=lambda p: p[0], reverse=True)
+        | "sample views" >> beam.MapTuple(
+            lambda label, packed: (label, [_sample_view(unpack(p[3])) for p in packed]))
         | "samples" >> beam.combiners.ToDict()
     )
     files = tuple(file_parts) | "all files" >> beam.Flatten() | "files" >> beam.combiners.ToList()
@@ -263,14 +316,14 @@ def _sample_view(rec: dict[str, Any]) -> dict[str, Any]:
 def dry_run_curate(plan: CuratePlan) -> dict[str, Any]:
     """Build the graph and check the options for the chosen runner, without running it."""
     import apache_beam as beam
-    from afm.pipelines.runners import build_options, check_options
 
-    options = build_options(plan.runner, plan.pipeline_args)
-    check = check_options(plan.runner, options, plan.inputs, plan.output, submitting=False)
-    pipeline = beam.Pipeline(options=options)
-    build_pipeline(plan, pipeline)  # writes nowhere: the graph is only serialised
-    proto = pipeline.to_runner_api()  # serialises every DoFn: unpicklable code fails here
-    transforms = len(proto.components.transforms)
+    options, check = preflight(plan, submitting=False)
+    transforms = 0
+    if check.ok:  # (Beam validates some options itself when a pipeline is made)
+        pipeline = beam.Pipeline(options=options)
+        build_pipeline(plan, pipeline)  # writes nowhere: the graph is only serialised
+        proto = pipeline.to_runner_api()  # serialises every DoFn: unpicklable code fails here
+        transforms = len(proto.components.transforms)
     return {
         "dry_run": True,
         "runner": plan.runner,
@@ -287,26 +340,26 @@ def dry_run_curate(plan: CuratePlan) -> dict[str, Any]:
     }
 
 
-def execute_curate(plan: CuratePlan, output_dir: Any = None) -> dict[str, Any]:
+def execute_curate(plan: CuratePlan, output_dir: Any = None, options: Any = None
+                   ) -> dict[str, Any]:
     """Run the pipeline into a staging directory, check the accounting, and only then
     promote the shards and write manifest.json, report.html and ``_SUCCESS``
     (:mod:`afm.outputs`); commit what global stages keep beyond the run (the dedup index)
     last. ``output_dir``: an :class:`~afm.outputs.OutputDir` claimed before (default: one
-    claimed here, refusing a non-empty output)."""
+    claimed here, refusing a non-empty output); ``options``: from :func:`preflight`
+    (default: checked here)."""
     import apache_beam as beam
     from afm.pipelines.accounting import AccountingError, check_accounting, print_accounting
     from afm.pipelines.io_beam import join, read_json
     from afm.pipelines.report import write_report
-    from afm.pipelines.runners import build_options, check_options, make_runner
+    from afm.pipelines.runners import make_runner, run_to_completion
 
     from afm.console import console
     from afm.outputs import OutputDir
 
-    options = build_options(plan.runner, plan.pipeline_args)
-    check = check_options(plan.runner, options, plan.inputs, plan.output, submitting=True)
-    if not check.ok:
-        raise ValueError(f"{plan.runner} options are not valid:\n  - "
-                         + "\n  - ".join(check.errors))
+    if options is None:
+        options, check = preflight(plan, submitting=True)
+        refuse_unless_ok(plan.runner, check)
     out = output_dir or OutputDir.prepare(plan.output)
     # Beam's INFO lines (worker start-up, channels) would bury the run's own output.
     logging.getLogger("apache_beam").setLevel(logging.WARNING)
@@ -315,10 +368,7 @@ def execute_curate(plan: CuratePlan, output_dir: Any = None) -> dict[str, Any]:
     try:
         pipeline = beam.Pipeline(runner=make_runner(plan.runner), options=options)
         handles = build_pipeline(plan, pipeline, out.staging)
-        result = pipeline.run()
-        state = result.wait_until_finish()
-        if str(state) not in ("DONE", "PipelineState.DONE"):
-            raise RuntimeError(f"pipeline ended in state {state}")
+        result = run_to_completion(pipeline)
         elapsed = time.time() - started
         stats = read_json(handles["stats_path"])
         counts = dict(stats["counts"])
@@ -458,6 +508,7 @@ def run_curate(
     text_fields: tuple[str, ...] = (),
     command: str = "curate",
     quiet: bool = False,
+    local_workers: int = 0,
 ) -> dict:
     """Curate ``inputs`` (WARC / Parquet / JSONL paths, directories or globs) into
     ``output``; returns the manifest (also written to ``output/manifest.json``).
@@ -476,7 +527,8 @@ def run_curate(
     from afm.outputs import OutputDir
 
     plan = plan_curate(inputs, output, config=config, runner=runner, source=source,
-                       pipeline_args=pipeline_args, text_fields=text_fields, command=command)
+                       pipeline_args=pipeline_args, text_fields=text_fields, command=command,
+                       local_workers=local_workers)
     if not quiet:
         print_config(plan.config, title=f"{command} ({plan.config.source}) config")
         for stage in plan.stages:
@@ -495,8 +547,12 @@ def run_curate(
         for e in report["option_errors"]:
             console.print(f"[red]error: {e}")
         return report
+    options, check = preflight(plan, submitting=True)
+    for warning in check.warnings:
+        console.print(f"[yellow]warning: {warning}")
+    refuse_unless_ok(plan.runner, check)
     out = OutputDir.prepare(plan.output, overwrite=overwrite)
-    manifest = execute_curate(plan, out)
+    manifest = execute_curate(plan, out, options)
     if not quiet:
         print_summary(command, {
             "runner": plan.runner,

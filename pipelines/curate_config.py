@@ -44,6 +44,17 @@ class StageSettings:
 
 
 @dataclass
+class ReadConfig:
+    """How input is read and spread over workers."""
+
+    # Spread the records read over workers (see afm.pipelines.io_beam.should_reshuffle):
+    # auto = when there are fewer than `reshuffle_below_files` input files, so that one
+    # large WARC is extracted by every worker; always; never.
+    reshuffle: str = "auto"
+    reshuffle_below_files: int = 1000
+
+
+@dataclass
 class OutputConfig:
     """How shards are written."""
 
@@ -53,9 +64,11 @@ class OutputConfig:
     rejects_shard_target_mb: float = 128.0
     compression: str = "zstd"
     write_rejects: bool = True
-    # Rejects keep their full text by default (so any decision can be audited); set a
-    # positive number to keep only that many characters of each rejected text.
-    reject_text_chars: int = 0
+    # Characters of text each reject keeps (0 = all of it). At web scale rejects are most
+    # of the input (9 in 10 crawled pages); their first 1,000 characters are enough to
+    # audit a decision (the details name the rule, n-gram or duplicate), and keep the
+    # rejects at a fraction of the corpus's size. Trimmed before any shuffle.
+    reject_text_chars: int = 1000
     samples_per_reason: int = 3  # sample rejects per (stage, reason) in report.html
 
 
@@ -87,6 +100,7 @@ class CurateConfig:
     quality: StageSettings = field(default_factory=StageSettings)
     quality_model: StageSettings = field(default_factory=StageSettings)
     decontaminate: StageSettings = field(default_factory=StageSettings)
+    read: ReadConfig = field(default_factory=ReadConfig)
     output: OutputConfig = field(default_factory=OutputConfig)
     debug: FaultInjection = field(default_factory=FaultInjection)
     # Run only these stages, in this order (default: the source's whole list). The
@@ -120,6 +134,11 @@ class CurateConfig:
             raise ConfigError(DECONTAM_NEEDS_INDEX)
 
     def validate(self) -> None:
+        if self.read.reshuffle not in ("auto", "always", "never"):
+            raise ConfigError(f"read.reshuffle: expected auto, always or never, got "
+                              f"{self.read.reshuffle!r}")
+        if self.output.reject_text_chars < 0:
+            raise ConfigError("output.reject_text_chars must be >= 0 (0 = the whole text)")
         if self.output.shard_target_mb <= 0 or self.output.rejects_shard_target_mb <= 0:
             raise ConfigError("output.shard_target_mb must be > 0")
         if self.output.compression not in ("zstd", "snappy", "gzip", "brotli", "lz4", "none"):
@@ -170,5 +189,6 @@ def _read_remote_yaml(path: str) -> dict[str, Any]:
     return data
 
 
-__all__ = ["CurateConfig", "FaultInjection", "OutputConfig", "StageSettings", "STAGES",
+__all__ = ["CurateConfig", "FaultInjection", "OutputConfig", "ReadConfig", "StageSettings",
+           "STAGES",
            "load_curate_config"]

@@ -17,14 +17,15 @@ the strongest evidence). Documents in = kept + rejected, always.
 from __future__ import annotations
 
 import hashlib
+import heapq
 import json
 import logging
 import os
 import shutil
 import tempfile
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ import apache_beam as beam
 from afm.filters.benchmarks import BenchmarkSpec, build_index
 from afm.filters.ngram_index import HASH_NAME, INDEX_VERSION, Hit, NgramIndex
 
+from afm import fs
 from afm.schema import make_reject
 
 STAGE = "decontaminate"
@@ -78,22 +80,10 @@ class DecontamConfig:
             raise ValueError("batch_docs and batch_chars must be >= 1")
 
 
-def resolve_index(cfg: DecontamConfig) -> str:
-    """The index directory to use: ``cfg.index``, or one built (once, cached by content)
-    from ``cfg.benchmarks``."""
-    if cfg.index:
-        if not (Path(cfg.index) / "index.json").exists():
-            raise FileNotFoundError(
-                f"decontamination index not found: {cfg.index} "
-                "(build it with `afm decontam build-index`)"
-            )
-        return cfg.index
+def _cache_location(cfg: DecontamConfig) -> tuple[str, Any, list[BenchmarkSpec]]:
+    """Where an index built on the fly from ``cfg.benchmarks`` lives (keyed by content)."""
     from afm.filters.benchmarks import DATA_DIR, specs_from
 
-    if not cfg.benchmarks:
-        from afm.pipelines.curate_config import DECONTAM_NEEDS_INDEX
-
-        raise ValueError(DECONTAM_NEEDS_INDEX)
     source = DATA_DIR if cfg.benchmarks == "demo" else Path(cfg.benchmarks)
     specs = specs_from(source)
     key = hashlib.sha1(f"{HASH_NAME}:{INDEX_VERSION}".encode())
@@ -103,7 +93,39 @@ def resolve_index(cfg: DecontamConfig) -> str:
             st = Path(spec.path).stat()
             key.update(f"{st.st_size}:{st.st_mtime_ns}".encode())
     base = Path(cfg.cache_dir) if cfg.cache_dir else Path(tempfile.gettempdir()) / "afm-decontam"
-    out = base / key.hexdigest()[:16]
+    return str(base / key.hexdigest()[:16]), source, specs
+
+
+def index_location(cfg: DecontamConfig) -> str:
+    """The index directory the workers will open: ``cfg.index``, or where
+    :func:`resolve_index` builds one from ``cfg.benchmarks`` (without building it): by
+    default in this machine's temporary directory, which cluster workers do not see."""
+    if cfg.index:
+        return cfg.index
+    if not cfg.benchmarks:
+        from afm.pipelines.curate_config import DECONTAM_NEEDS_INDEX
+
+        raise ValueError(DECONTAM_NEEDS_INDEX)
+    return _cache_location(cfg)[0]
+
+
+def resolve_index(cfg: DecontamConfig) -> str:
+    """The index directory to use: ``cfg.index`` (local or a URL such as ``gs://``), or
+    one built (once, cached by content) from ``cfg.benchmarks`` into ``cfg.cache_dir``."""
+    if cfg.index:
+        try:
+            found = fs.isfile(fs.join(cfg.index, "index.json"))
+        except Exception:  # noqa: BLE001 - no filesystem for the scheme on this machine
+            return cfg.index  # (the pre-flight check says it could not be checked)
+        if not found:
+            raise FileNotFoundError(
+                f"decontamination index not found: {cfg.index} "
+                "(build it with `afm decontam build-index`)"
+            )
+        return cfg.index
+    location = index_location(cfg)
+    _location, source, specs = _cache_location(cfg)
+    out = Path(location)
     if not (out / "index.json").exists():
         log.info("building the benchmark index of %s into %s", source, out)
         # Build beside, then rename: concurrent runs never see (or mix) a half-built index.
@@ -220,6 +242,63 @@ def decide(
 # ------------------------------------------------------------------------ the report
 
 
+@dataclass
+class BenchmarkSummary:
+    """One benchmark's part of the report, built one n-gram at a time in bounded memory:
+    counts of colliding and excused n-grams, and the ``top`` most frequent of each."""
+
+    top: int
+    colliding: int = 0
+    excused: int = 0
+    top_colliding: list[tuple[int, str, int, str]] = field(default_factory=list)
+    top_excused: list[tuple[int, str, int, str]] = field(default_factory=list)
+
+    def add(self, stat: NgramStat, threshold: int) -> BenchmarkSummary:
+        entry = (-stat.documents, stat.ngram, stat.n, stat.example_id)
+        if stat.documents < threshold:
+            self.colliding += 1
+            self.top_colliding = heapq.nsmallest(self.top, [*self.top_colliding, entry])
+        else:
+            self.excused += 1
+            self.top_excused = heapq.nsmallest(self.top, [*self.top_excused, entry])
+        return self
+
+    def merge(self, other: BenchmarkSummary) -> BenchmarkSummary:
+        self.colliding += other.colliding
+        self.excused += other.excused
+        self.top_colliding = heapq.nsmallest(self.top, self.top_colliding + other.top_colliding)
+        self.top_excused = heapq.nsmallest(self.top, self.top_excused + other.top_excused)
+        return self
+
+    def as_report(self, removed: int) -> dict[str, Any]:
+        return {
+            "documents_removed": int(removed),
+            "colliding_ngrams": self.colliding,
+            "excused_ngrams": self.excused,
+            "top_colliding": [{"ngram": g, "n": n, "documents": -d, "example_id": e}
+                              for d, g, n, e in self.top_colliding],
+            "excused_as_common": [{"ngram": g, "n": n, "documents": -d}
+                                  for d, g, n, _e in self.top_excused],
+        }
+
+
+def assemble_report(summaries: dict[str, BenchmarkSummary], removed_per_benchmark: dict[str, int],
+                    threshold: int, documents_in: int, documents_rejected: int,
+                    invalid: int = 0, top: int = 20) -> dict[str, Any]:
+    """The stage report from per-benchmark summaries (see :func:`build_report`)."""
+    names = sorted(set(summaries) | set(removed_per_benchmark))
+    return {
+        "stage": STAGE,
+        "threshold": threshold,
+        "documents_in": documents_in,
+        "documents_kept": documents_in - documents_rejected,
+        "documents_rejected": documents_rejected,
+        "documents_invalid": invalid,
+        "benchmarks": {name: summaries.get(name, BenchmarkSummary(top)).as_report(
+            removed_per_benchmark.get(name, 0)) for name in names},
+    }
+
+
 def build_report(
     stats: Iterable[NgramStat],
     removed_per_benchmark: dict[str, int],
@@ -231,37 +310,12 @@ def build_report(
 ) -> dict[str, Any]:
     """Per benchmark: documents removed, its most frequent colliding n-grams (those that
     removed documents) and the n-grams excused as common usage."""
-    by_bench: dict[str, list[NgramStat]] = defaultdict(list)
-    for s in stats:
-        for b in s.benchmarks:
-            by_bench[b].append(s)
-    names = sorted(set(by_bench) | set(removed_per_benchmark))
-    per: dict[str, Any] = {}
-    for name in names:
-        items = sorted(by_bench.get(name, []), key=lambda s: (-s.documents, s.ngram))
-        colliding = [s for s in items if s.documents < threshold]
-        excused = [s for s in items if s.documents >= threshold]
-        per[name] = {
-            "documents_removed": int(removed_per_benchmark.get(name, 0)),
-            "colliding_ngrams": len(colliding),
-            "excused_ngrams": len(excused),
-            "top_colliding": [
-                {"ngram": s.ngram, "n": s.n, "documents": s.documents, "example_id": s.example_id}
-                for s in colliding[:top]
-            ],
-            "excused_as_common": [
-                {"ngram": s.ngram, "n": s.n, "documents": s.documents} for s in excused[:top]
-            ],
-        }
-    return {
-        "stage": STAGE,
-        "threshold": threshold,
-        "documents_in": documents_in,
-        "documents_kept": documents_in - documents_rejected,
-        "documents_rejected": documents_rejected,
-        "documents_invalid": invalid,
-        "benchmarks": per,
-    }
+    summaries: dict[str, BenchmarkSummary] = {}
+    for stat in stats:
+        for b in stat.benchmarks:
+            summaries.setdefault(b, BenchmarkSummary(top)).add(stat, threshold)
+    return assemble_report(summaries, removed_per_benchmark, threshold, documents_in,
+                           documents_rejected, invalid, top)
 
 
 def reject_benchmarks(reject: dict[str, Any]) -> list[str]:
@@ -323,18 +377,36 @@ def decontaminate_records(
 
 
 # ------------------------------------------------------------------------- Beam API
+#
+# Pass 2 never gathers anything per n-gram beyond a bounded evidence list: documents
+# holding an n-gram meet its count in a combiner that keeps at most ``threshold - 1``
+# document references (past that the n-gram is common usage and only its count matters),
+# and the verdict reaches each document through a CoGroupByKey on the document's key,
+# whose groups hold one document and its own evidence. A broadcast of every colliding
+# n-gram's count (an ``AsDict`` side input in every worker process) or a join keyed by
+# the n-gram (one list of every document holding "of the united states of", on one
+# worker) would both grow with the corpus.
+
+
+def doc_ref(doc: dict[str, Any]) -> str:
+    """The join key of a document with hits: equal only for the same id and text (which
+    have the same hits, so share one verdict)."""
+    raw = f"{doc.get('id')}\0{doc.get('text')}".encode("utf-8", "surrogatepass")
+    return hashlib.sha1(raw).hexdigest()
 
 
 class _ScanFn(beam.DoFn):
-    """Pass 1 on a batch of documents: clean ones out (main), (doc, hits) to "hits",
-    records without text to "invalid" as rejects."""
+    """Pass 1 on a batch of documents: clean ones out (main), ``(ref, (doc, hits))`` to
+    "hits", records without text to "invalid" as rejects. The index is opened through
+    :func:`afm.fs.localize`: a ``gs://`` / ``s3://`` index is copied to the worker's disk
+    once, then memory-mapped."""
 
     def __init__(self, index_path: str) -> None:
         self.index_path = index_path
         self.index: NgramIndex | None = None
 
     def setup(self) -> None:
-        self.index = NgramIndex(self.index_path)  # memory-mapped: cheap per worker
+        self.index = NgramIndex(fs.localize(self.index_path))  # memory-mapped per worker
 
     def process(self, batch: list[Any]) -> Iterator[Any]:
         assert self.index is not None
@@ -342,52 +414,109 @@ class _ScanFn(beam.DoFn):
             if doc_hits is None:
                 yield beam.pvalue.TaggedOutput("invalid", invalid_reject(doc))
             elif doc_hits:
-                yield beam.pvalue.TaggedOutput("hits", (doc, doc_hits))
+                yield beam.pvalue.TaggedOutput("hits", (doc_ref(doc), (doc, doc_hits)))
             else:
                 yield doc
 
 
-class _NgramStatFn(beam.CombineFn):
-    """Documents per n-gram key, keeping one description of the n-gram."""
-
-    def create_accumulator(self) -> tuple[int, NgramStat | None]:
-        return 0, None
-
-    def add_input(self, acc: tuple[int, NgramStat | None], hit: Hit) -> tuple[int, NgramStat | None]:
-        return acc[0] + 1, acc[1] or NgramStat.from_hit(hit, 0)
-
-    def merge_accumulators(self, accs: Iterable[tuple[int, NgramStat | None]]) -> tuple[int, NgramStat | None]:
-        total, stat = 0, None
-        for count, s in accs:
-            total += count
-            stat = stat or s
-        return total, stat
-
-    def extract_output(self, acc: tuple[int, NgramStat | None]) -> NgramStat | None:
-        count, stat = acc
-        if stat is None:
-            return None
-        return NgramStat(stat.key, stat.n, stat.ngram, stat.benchmark, stat.example_id, stat.also, count)
+# (documents holding the n-gram, its description, references of those documents or
+# None once there are ``threshold`` of them)
+Evidence = tuple[int, NgramStat | None, list[tuple[str, Hit]] | None]
 
 
-class _DecideFn(beam.DoFn):
-    """Pass 2: keep or reject a document that had hits, given corpus-wide counts."""
+class NgramEvidence(beam.CombineFn):
+    """Per n-gram key: how many documents hold it, one description, and which documents
+    (only while fewer than ``threshold``: a common n-gram rejects nothing, so its
+    documents need not be named). Memory per key is bounded by ``threshold``."""
 
     def __init__(self, threshold: int) -> None:
         self.threshold = threshold
 
-    def process(self, item: tuple[dict[str, Any], list[Hit]], counts: dict[int, int]) -> Iterator[Any]:
-        doc, hits = item
-        reject = decide(doc, hits, counts, self.threshold)
-        if reject is None:
-            yield doc
-        else:
-            yield beam.pvalue.TaggedOutput("rejected", reject)
+    def create_accumulator(self) -> Evidence:
+        return 0, None, []
+
+    def add_input(self, acc: Evidence, ref_hit: tuple[str, Hit]) -> Evidence:
+        count, stat, refs = acc
+        count += 1
+        if refs is not None:
+            refs = [*refs, ref_hit] if count < self.threshold else None
+        return count, stat or NgramStat.from_hit(ref_hit[1], 0), refs
+
+    def merge_accumulators(self, accs: Iterable[Evidence]) -> Evidence:
+        count, stat, refs = 0, None, []
+        for c, s, r in accs:
+            count += c
+            stat = stat or s
+            refs = None if (refs is None or r is None or count >= self.threshold) else refs + r
+        return count, stat, refs
+
+    def extract_output(self, acc: Evidence) -> Evidence:
+        count, stat, refs = acc
+        if stat is not None:
+            stat = NgramStat(stat.key, stat.n, stat.ngram, stat.benchmark, stat.example_id,
+                             stat.also, count)
+        return count, stat, refs
 
 
-def _make_report(_: Any, stats: list[NgramStat], removed: dict[str, int], n_in: int,
-                 n_rejected: int, n_invalid: int, threshold: int, top: int) -> dict[str, Any]:
-    return build_report(stats, dict(removed), threshold, n_in, n_rejected, n_invalid, top)
+def _hit_refs(item: tuple[str, tuple[dict[str, Any], list[Hit]]]) -> Iterator[tuple[int, tuple[str, Hit]]]:
+    ref, (_doc, hits) = item
+    for h in hits:
+        yield h.key, (ref, h)
+
+
+def _colliding(element: tuple[int, Evidence], threshold: int) -> Iterator[tuple[str, tuple[int, int]]]:
+    """Evidence against each document holding an n-gram rarer than ``threshold``:
+    ``(ref, (n-gram key, documents holding it))``."""
+    key, (count, _stat, refs) = element
+    if count < threshold and refs:
+        for ref, _hit in refs:
+            yield ref, (key, count)
+
+
+class _DecideFn(beam.DoFn):
+    """Pass 2 for one document with hits: its evidence -> kept, or a reject naming the
+    rarest colliding n-gram."""
+
+    def __init__(self, threshold: int) -> None:
+        self.threshold = threshold
+
+    def process(self, element: tuple[str, dict[str, list]]) -> Iterator[Any]:
+        _ref, joined = element
+        rare = dict(joined["evidence"])
+        for doc, hits in joined["doc"]:
+            # Keys without evidence are common usage (counted at >= threshold).
+            counts = {h.key: rare.get(h.key, self.threshold) for h in hits}
+            reject = decide(doc, hits, counts, self.threshold) if rare else None
+            if reject is None:
+                yield doc
+            else:
+                yield beam.pvalue.TaggedOutput("rejected", reject)
+
+
+class _BenchmarkSummaryFn(beam.CombineFn):
+    def __init__(self, threshold: int, top: int) -> None:
+        self.threshold, self.top = threshold, top
+
+    def create_accumulator(self) -> BenchmarkSummary:
+        return BenchmarkSummary(self.top)
+
+    def add_input(self, acc: BenchmarkSummary, stat: NgramStat) -> BenchmarkSummary:
+        return acc.add(stat, self.threshold)
+
+    def merge_accumulators(self, accs: Iterable[BenchmarkSummary]) -> BenchmarkSummary:
+        out = BenchmarkSummary(self.top)
+        for acc in accs:
+            out.merge(acc)
+        return out
+
+    def extract_output(self, acc: BenchmarkSummary) -> BenchmarkSummary:
+        return acc
+
+
+def _make_report(_: Any, summaries: dict[str, BenchmarkSummary], removed: dict[str, int],
+                 n_in: int, n_rejected: int, n_invalid: int, threshold: int,
+                 top: int) -> dict[str, Any]:
+    return assemble_report(summaries, dict(removed), threshold, n_in, n_rejected, n_invalid, top)
 
 
 class Decontaminate(beam.PTransform):
@@ -409,16 +538,19 @@ class Decontaminate(beam.PTransform):
                 "hits", "invalid", main="clean"
             )
         )
-        stats = (
+        evidence = (
             scanned.hits
-            | "HitsByNgram" >> beam.FlatMap(lambda dh: [(h.key, h) for h in dh[1]])
-            | "DocumentsPerNgram" >> beam.CombinePerKey(_NgramStatFn())
-            | "Stats" >> beam.Values()
+            | "HitsByNgram" >> beam.FlatMap(_hit_refs)
+            | "EvidencePerNgram" >> beam.CombinePerKey(NgramEvidence(cfg.threshold))
         )
-        counts = stats | "Counts" >> beam.Map(lambda s: (s.key, s.documents))
-        decided = scanned.hits | "Decide" >> beam.ParDo(
-            _DecideFn(cfg.threshold), counts=beam.pvalue.AsDict(counts)
-        ).with_outputs("rejected", main="kept")
+        stats = evidence | "Stats" >> beam.Map(lambda kv: kv[1][1])
+        against = evidence | "RareNgramEvidence" >> beam.FlatMap(_colliding, cfg.threshold)
+        decided = (
+            {"doc": scanned.hits, "evidence": against}
+            | "JoinByDocument" >> beam.CoGroupByKey()
+            | "Decide" >> beam.ParDo(_DecideFn(cfg.threshold)).with_outputs("rejected",
+                                                                            main="kept")
+        )
         kept = (scanned.clean, decided.kept) | "Kept" >> beam.Flatten()
         rejected = (scanned.invalid, decided.rejected) | "Rejected" >> beam.Flatten()
 
@@ -427,12 +559,18 @@ class Decontaminate(beam.PTransform):
             | "RejectBenchmarks" >> beam.FlatMap(reject_benchmarks)
             | "RemovedPerBenchmark" >> beam.combiners.Count.PerElement()
         )
+        summaries = (
+            stats
+            | "StatsByBenchmark" >> beam.FlatMap(lambda s: [(b, s) for b in s.benchmarks])
+            | "SummaryPerBenchmark" >> beam.CombinePerKey(
+                _BenchmarkSummaryFn(cfg.threshold, cfg.report_top))
+        )
         report = (
             docs.pipeline
             | "ReportSeed" >> beam.Create([None])
             | "Report" >> beam.Map(
                 _make_report,
-                beam.pvalue.AsList(stats),
+                beam.pvalue.AsDict(summaries),
                 beam.pvalue.AsDict(removed),
                 beam.pvalue.AsSingleton(docs | "CountIn" >> beam.combiners.Count.Globally()),
                 beam.pvalue.AsSingleton(rejected | "CountRejected" >> beam.combiners.Count.Globally()),

@@ -22,6 +22,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 import apache_beam as beam
+from afm.pipelines.packing import pack, unpack
 
 from afm.schema import make_reject
 
@@ -66,9 +67,9 @@ def strip(doc: dict[str, Any]) -> dict[str, Any]:
 
 
 class _PickFn(beam.DoFn):
-    def process(self, element: tuple[str, Iterable[dict[str, Any]]]) -> Iterator[Any]:
-        _id, docs = element
-        kept, rejects = pick(docs)
+    def process(self, element: tuple[str, Iterable[bytes]]) -> Iterator[Any]:
+        _id, packed = element
+        kept, rejects = pick(unpack(p) for p in packed)
         yield kept
         for reject in rejects:
             yield beam.pvalue.TaggedOutput("rejected", reject)
@@ -80,7 +81,7 @@ class UniqueIds(beam.PTransform):
     def expand(self, docs: beam.PCollection) -> dict[str, beam.PCollection]:
         out = (
             docs
-            | "key by id" >> beam.Map(lambda d: (str(d["id"]), d))
+            | "key by id" >> beam.Map(lambda d: (str(d["id"]), pack(d)))
             | "group by id" >> beam.GroupByKey()
             | "one per id" >> beam.ParDo(_PickFn()).with_outputs("rejected", main="kept")
         )

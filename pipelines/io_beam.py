@@ -36,6 +36,7 @@ import apache_beam as beam
 import pyarrow as pa
 import pyarrow.parquet as pq
 from afm.pipelines.ids import ORIGIN
+from afm.pipelines.packing import pack, unpack
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
@@ -216,18 +217,38 @@ def _code_dir_items(path: str) -> Iterator[Any]:
             yield Failure(Where(path), f"code_file_{why}", f"a repository file was {why}")
 
 
+def should_reshuffle(setting: str, files: int, below_files: int) -> bool:
+    """Whether to spread the records read over workers: ``always``, ``never``, or
+    ``auto`` = when there are fewer than ``below_files`` input files (too few to keep a
+    cluster busy one file per worker; above that the shuffle of every raw record, the
+    largest bytes of the run, buys nothing)."""
+    if setting not in ("auto", "always", "never"):
+        raise ValueError(f"reshuffle: expected auto, always or never, got {setting!r}")
+    return setting == "always" or (setting == "auto" and files < below_files)
+
+
 class ReadInputs(beam.PTransform):
-    """File paths -> ``records`` (every record that counts as a document in: pages, docs
-    and rejects), split into ``pages`` / ``docs`` / ``rejected``; ``skipped`` holds the
-    records that are not documents by design."""
+    """File paths -> every record met, split into ``pages`` / ``docs`` / ``rejected``
+    (together: the documents in) and ``skipped`` (records that are not documents by
+    design). No PCollection of all records is made: the local runner would hold a whole
+    copy of the input only to count it, so callers count the parts.
+
+    Files are spread over workers; a file is read by one worker (a WARC.gz cannot be
+    split). With ``reshuffle`` the crawl pages read are then spread too (packed, so the
+    shuffle carries compressed bytes), so that extraction, the expensive step, runs on
+    every worker even when the input is one large WARC. Documents need no such step: the
+    duplicate-id policy right after reading already shuffles them by id. Common Crawl's
+    tens of thousands of files keep every worker busy without it; see
+    :func:`should_reshuffle`."""
 
     def __init__(self, files: list[str], source: str, allow_pages: bool = True,
-                 text_fields: tuple[str, ...] = ()):
+                 text_fields: tuple[str, ...] = (), reshuffle: bool = False):
         super().__init__()
         self.files = list(files)
         self.source = source
         self.allow_pages = allow_pages
         self.text_fields = tuple(text_fields)
+        self.reshuffle = reshuffle
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> dict[str, beam.PCollection]:
         source, allow, fields = self.source, self.allow_pages, self.text_fields
@@ -242,10 +263,13 @@ class ReadInputs(beam.PTransform):
             lambda item, _n: {PAGE: 0, DOC: 1, BAD: 2, SKIP: 3}[item[0]], 4
         )
         unwrap = lambda item: item[1]  # noqa: E731
-        records = (split[0], split[1], split[2]) | "records" >> beam.Flatten()
+        pages = split[0] | "pages" >> beam.Map(unwrap)
+        if self.reshuffle:
+            pages = (pages | "pack pages" >> beam.Map(pack)
+                     | "spread pages" >> beam.Reshuffle()
+                     | "unpack pages" >> beam.Map(unpack))
         return {
-            "records": records,
-            "pages": split[0] | "pages" >> beam.Map(unwrap),
+            "pages": pages,
             "docs": split[1] | "docs" >> beam.Map(unwrap),
             "rejected": split[2] | "bad records" >> beam.Map(unwrap),
             "skipped": split[3] | "not documents" >> beam.Map(unwrap),
@@ -259,11 +283,6 @@ def shard_of(doc_id: str, num_shards: int) -> int:
     """Stable shard index of a document (same id -> same shard on every run and runner)."""
     h = hashlib.blake2b(str(doc_id).encode("utf-8", "surrogatepass"), digest_size=8).digest()
     return int.from_bytes(h, "big") % max(1, num_shards)
-
-
-def record_size(rec: dict[str, Any]) -> int:
-    """Approximate uncompressed bytes of a record (text dominates; 256 for the rest)."""
-    return len(rec.get("text") or "") + len(rec.get("url") or "") + 256
 
 
 def fail_once(point: str, key: str, marker_dir: str) -> None:
@@ -328,23 +347,24 @@ class WriteShardFn(beam.DoFn):
     ROWS_PER_BATCH = 2048
 
     def __init__(self, output: str, prefix: str, schema: pa.Schema, compression: str,
-                 text_chars: int = 0, fail_marker_dir: str | None = None):
+                 fail_marker_dir: str | None = None):
         self.output = output
         self.prefix = prefix
         self.schema = schema
         self.compression = None if compression == "none" else compression
-        self.text_chars = text_chars
         self.fail_marker_dir = fail_marker_dir
 
-    def process(self, element: tuple[int, Iterable[dict[str, Any]]]) -> Iterator[dict[str, Any]]:
-        index, records = element
-        # Deterministic content: the same set of records always gives the same file.
-        rows = sorted(records, key=lambda r: (str(r.get("id")), r.get("url") or "",
-                                              r.get("rejected_by") or "", r.get("text") or ""))
-        if self.text_chars > 0:
-            rows = [{**r, "text": (r.get("text") or "")[: self.text_chars]} for r in rows]
+    def process(self, element: tuple[int, Iterable[tuple[str, bytes]]]
+                ) -> Iterator[dict[str, Any]]:
+        index, packed = element
+        # Deterministic content: sorted by id, then by the packed bytes (a deterministic
+        # function of the record), so the same set of records always gives the same file.
+        # Sorted packed, unpacked one row group at a time: a shard costs its compressed
+        # size in memory, not its Python objects.
+        rows = sorted(packed)
         final = join(self.output, f"{self.prefix}-{index:05d}.parquet")
-        tables = (to_table(rows[start : start + self.ROWS_PER_BATCH], self.schema)
+        tables = (to_table([unpack(blob) for _id, blob in rows[start : start + self.ROWS_PER_BATCH]],
+                           self.schema)
                   for start in range(0, len(rows), self.ROWS_PER_BATCH))
         fault = None
         if self.fail_marker_dir:
@@ -355,36 +375,38 @@ class WriteShardFn(beam.DoFn):
 
 
 class WriteShards(beam.PTransform):
-    """Records -> ``<output>/<prefix>-NNNNN.parquet``; returns one info dict per file.
+    """Packed records (:func:`afm.pipelines.packing.pack_record`) ->
+    ``<output>/<prefix>-NNNNN.parquet``; returns one info dict per file.
 
     The number of shards is ``ceil(total_size / target)``: the total comes from a global
     combine used as a side input, so shard sizes follow the data, not the worker count.
+    Records arrive packed, so what waits for that side input (and the shuffle after it)
+    is compressed bytes, not Python dicts.
     """
 
     def __init__(self, output: str, prefix: str, schema: pa.Schema, target_bytes: int,
-                 compression: str = "zstd", text_chars: int = 0,
-                 fail_marker_dir: str | None = None):
+                 compression: str = "zstd", fail_marker_dir: str | None = None):
         super().__init__()
         self.output = output
         self.prefix = prefix
         self.schema = schema
         self.target_bytes = max(1, int(target_bytes))
         self.compression = compression
-        self.text_chars = text_chars
         self.fail_marker_dir = fail_marker_dir
 
-    def expand(self, records: beam.PCollection) -> beam.PCollection:
+    def expand(self, packed: beam.PCollection) -> beam.PCollection:
         target = self.target_bytes
-        total = records | "size" >> beam.Map(record_size) | "total size" >> beam.CombineGlobally(sum)
+        total = (packed | "size" >> beam.Map(lambda p: p[1])
+                 | "total size" >> beam.CombineGlobally(sum))
         num_shards = total | "shard count" >> beam.Map(lambda t: max(1, math.ceil(t / target)))
         return (
-            records
+            packed
             | "key by shard" >> beam.Map(
-                lambda r, n: (shard_of(r.get("id"), n), r), n=beam.pvalue.AsSingleton(num_shards))
+                lambda p, n: (shard_of(p[0], n), (p[0], p[3])),
+                n=beam.pvalue.AsSingleton(num_shards))
             | "group shards" >> beam.GroupByKey()
             | "write shard" >> beam.ParDo(WriteShardFn(
-                self.output, self.prefix, self.schema, self.compression, self.text_chars,
-                self.fail_marker_dir))
+                self.output, self.prefix, self.schema, self.compression, self.fail_marker_dir))
         )
 
 

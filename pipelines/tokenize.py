@@ -32,7 +32,6 @@ import json
 import math
 import os
 from collections.abc import Iterable, Iterator
-from pathlib import Path
 from typing import Any
 
 import apache_beam as beam
@@ -187,7 +186,12 @@ def build_pipeline(
         | "write shards" >> beam.ParDo(WriteTokenShardFn(staging),
                                        num_shards=beam.pvalue.AsSingleton(num_shards))
     )
-    n_in = read["records"] | "count in" >> beam.combiners.Count.Globally()
+    n_in = (
+        (read["docs"] | "count docs" >> beam.combiners.Count.Globally(),
+         read["rejected"] | "count read rejects" >> beam.combiners.Count.Globally())
+        | "in parts" >> beam.Flatten()
+        | "count in" >> beam.CombineGlobally(sum)
+    )
     n_not_docs = read["skipped"] | "count not documents" >> beam.combiners.Count.Globally()
     stats_path = _join(staging, STATS)
     _ = (
@@ -235,6 +239,17 @@ def _manifest(stats: dict[str, Any], tokenizer: str, inputs: list[str],
     }
 
 
+def _tokenizer_model(tokenizer: str) -> str:
+    """The ``tokenizer.model`` file of a tokenizer directory (or the file itself), local or
+    a URL: workers read it through Beam's FileSystems."""
+    from afm import fs
+
+    path = fs.join(tokenizer, "tokenizer.model") if fs.isdir(tokenizer) else tokenizer
+    if not fs.isfile(path):
+        raise FileNotFoundError(f"no tokenizer.model in {tokenizer}")
+    return path if fs.is_remote(path) else os.path.abspath(path)
+
+
 def run_tokenize(
     inputs: list[str],
     tokenizer_dir: str | os.PathLike[str],
@@ -245,18 +260,27 @@ def run_tokenize(
     num_workers: int = 1,
     pipeline_args: list[str] | None = None,
     overwrite: bool = False,
+    dry_run: bool = False,
 ) -> dict[str, Any]:
     """Tokenize every document of ``inputs`` (files, directories or globs of Parquet/JSONL
     document shards; a curate output directory means its ``documents-*``) into
     ``output_dir``; returns the manifest (statistics). The output must be empty unless
     ``overwrite``; it is claimed (and checked writable) before anything is computed.
 
-    ``num_workers`` > 1 runs the local runner with that many worker processes.
+    ``runner`` and ``pipeline_args`` go through the runner factory
+    (:mod:`afm.pipelines.runners`); ``num_workers`` is the local runner's process count
+    unless the Beam options name one. With ``dry_run`` the graph is built and the options
+    and worker paths are checked; nothing runs (returns the check).
     """
     from afm.pipelines.accounting import AccountingError
     from afm.pipelines.io_beam import read_json
-    from afm.pipelines.runners import make_runner
-    from apache_beam.options.pipeline_options import PipelineOptions
+    from afm.pipelines.runners import (
+        build_options,
+        check_options,
+        make_runner,
+        run_to_completion,
+    )
+    from afm.pipelines.worker_paths import WorkerPath, check_worker_paths
 
     from afm import fs
     from afm.io import resolve_inputs
@@ -276,23 +300,35 @@ def run_tokenize(
         raise FileNotFoundError(f"no .parquet/.jsonl document shards in {list(inputs)}"
                                 + (f" (not read: {why})" if why else
                                    " (a finished curate run that kept no document has none)"))
-    tok_dir = Path(tokenizer_dir)
-    model_file = tok_dir / "tokenizer.model" if tok_dir.is_dir() else tok_dir
-    if not model_file.is_file():
-        raise FileNotFoundError(f"no tokenizer.model in {tokenizer_dir}")
-    out = OutputDir.prepare(output_dir, overwrite=overwrite)
-
-    args = [f"--runner={runner}", f"--direct_num_workers={num_workers}"]
-    if runner == "DirectRunner":
-        args.append("--direct_running_mode=" + ("multi_processing" if num_workers > 1 else "in_memory"))
-    options = PipelineOptions(args + list(pipeline_args or []))
+    model_file = _tokenizer_model(str(tokenizer_dir))
+    output = str(output_dir) if fs.is_remote(str(output_dir)) else os.path.abspath(output_dir)
+    options = build_options(runner, pipeline_args, local_workers=num_workers)
+    check = check_options(runner, options, submitting=not dry_run)
+    paths = [WorkerPath("input", f) for f in files] + [
+        WorkerPath("tokenizer", model_file), WorkerPath("output", output, "write")]
+    check.extend(check_worker_paths(paths, runner, options))
+    if dry_run:
+        transforms = 0
+        if check.ok:  # (Beam validates some options itself when a pipeline is made)
+            pipeline = beam.Pipeline(options=options)
+            build_pipeline(pipeline, files, model_file, fs.join(output, ".staging-dry-run"),
+                           shard_docs=shard_docs)
+            transforms = len(pipeline.to_runner_api().components.transforms)
+        return {"dry_run": True, "runner": runner, "inputs": files, "ok": check.ok,
+                "option_errors": check.errors, "option_warnings": check.warnings,
+                "graph_transforms": transforms}
+    if not check.ok:
+        raise ValueError(f"cannot run on {runner}:\n  - " + "\n  - ".join(check.errors))
+    out = OutputDir.prepare(output, overwrite=overwrite)
     try:
         # make_runner avoids Beam's "DirectRunner" name, which may try to fetch Prism.
-        with beam.Pipeline(runner=make_runner(runner), options=options) as p:
-            stats_path = build_pipeline(p, files, str(model_file.absolute()), out.staging,
-                                        shard_docs=shard_docs)
+        pipeline = beam.Pipeline(runner=make_runner(runner), options=options)
+        stats_path = build_pipeline(pipeline, files, model_file, out.staging,
+                                    shard_docs=shard_docs)
+        run_to_completion(pipeline)
         stats = read_json(stats_path)
-        manifest = _manifest(stats, str(tok_dir), files, skipped_inputs)
+        manifest = _manifest(stats, str(tokenizer_dir), files, skipped_inputs)
+        manifest["runner"] = runner
         if not manifest["accounting"]["ok"]:
             raise AccountingError(
                 f"tokenize: {manifest['documents_in']} documents in != {manifest['documents']} "

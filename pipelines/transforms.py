@@ -188,7 +188,7 @@ class Counts:
         read them with a default of 0). One flatten + one keyed sum keeps the graph small."""
         parts = []
         for pcoll, labels in self._entries.values():
-            parts.append(pcoll | f"count {labels[0]}" >> beam.FlatMap(
+            parts.append(pcoll | f"count {' + '.join(labels)}" >> beam.FlatMap(
                 lambda _, ls: [(x, 1) for x in ls], labels))
         if not parts:
             return pipeline | "no counts" >> beam.Create([])

@@ -97,16 +97,22 @@ def test_dry_run_dataflow(tmp_path: Path) -> None:
     from afm.pipelines.cli_curate import curate_command
     from click.testing import CliRunner
 
-    cfg = tmp_path / "c.yaml"
-    cfg.write_text(f"decontaminate: {{params: {{benchmarks: demo, cache_dir: {tmp_path / 'dc'}}}}}\n")
+    dataflow = ["--runner", "DataflowRunner", "--dry-run", "--project=my-project-123",
+                "--region=us-central1", "--temp_location=gs://afm-bucket/tmp",
+                "--sdk_container_image=us-docker.pkg.dev/my-project-123/afm/curate:1"]
+    io_args = ["--input", "gs://afm-bucket/crawl/part-00000.warc.gz",
+               "--output", "gs://afm-bucket/corpus"]
     result = CliRunner().invoke(curate_command, [
-        "--input", "gs://afm-bucket/crawl/part-00000.warc.gz",
-        "--output", "gs://afm-bucket/corpus", "--config", str(cfg),
-        "--runner", "DataflowRunner", "--dry-run", "--project", "my-project-123",
-        "--region", "us-central1", "--temp_location", "gs://afm-bucket/tmp",
-        "--sdk_container_image", "us-docker.pkg.dev/my-project-123/afm/curate:1"])
+        *io_args, "--decontam-index", "gs://afm-bucket/decontam-index", *dataflow])
     assert result.exit_code == 0, result.output
     assert "dry run ok" in result.output
+    # An index built on the fly lands on this machine's disk, which no Dataflow worker
+    # reads: refused before submission, with the way out.
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"decontaminate: {{params: {{benchmarks: demo, cache_dir: {tmp_path / 'dc'}}}}}\n")
+    result = CliRunner().invoke(curate_command, [*io_args, "--config", str(cfg), *dataflow])
+    assert result.exit_code == 1 and "decontamination index" in result.output
+    assert "gs://" in result.output and "Traceback" not in result.output
 
 
 def test_quality_top_fraction(tmp_path: Path) -> None:

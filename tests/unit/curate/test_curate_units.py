@@ -197,6 +197,7 @@ def test_write_shards_deterministic_and_atomic(tmp_path: Path) -> None:
     import apache_beam as beam
     import pyarrow.parquet as pq
     from afm.pipelines.io_beam import WriteShards
+    from afm.pipelines.packing import pack_record
     from afm.pipelines.runners import build_options, make_runner
 
     from afm.schema import DOCUMENT_SCHEMA
@@ -208,7 +209,7 @@ def test_write_shards_deterministic_and_atomic(tmp_path: Path) -> None:
         options = build_options("DirectRunner", ["--direct_running_mode=in_memory",
                                                  "--direct_num_workers=1"])
         with beam.Pipeline(runner=make_runner("DirectRunner"), options=options) as p:
-            _ = (p | beam.Create(docs)
+            _ = (p | beam.Create(docs) | beam.Map(pack_record)
                  | WriteShards(str(out), "documents", DOCUMENT_SCHEMA, target_bytes=4000))
         return sorted(out.glob("*.parquet"))
 
@@ -270,35 +271,6 @@ def test_direct_defaults_use_every_core() -> None:
     assert direct.direct_running_mode == "multi_processing" and direct.direct_num_workers == 0
     direct = build_options("DirectRunner", ["--direct_num_workers=2"]).view_as(DirectOptions)
     assert direct.direct_num_workers == 2
-
-
-def test_dataflow_options_checked() -> None:
-    from afm.pipelines.runners import build_options, check_options
-
-    opts = build_options("DataflowRunner", [])
-    errors = " ".join(check_options("DataflowRunner", opts, ["/local.warc"], "gs://b/o",
-                                    submitting=False).errors)
-    for needle in ("project", "temp_location", "region", "sdk_container_image", "gs://"):
-        assert needle in errors
-    good = build_options("DataflowRunner", [
-        "--project=my-project-123", "--region=us-central1", "--temp_location=gs://my-bucket/tmp",
-        "--sdk_container_image=us-docker.pkg.dev/my-project-123/afm/curate:1"])
-    check = check_options("DataflowRunner", good, ["gs://my-bucket/in/*.warc.gz"],
-                          "gs://my-bucket/out", submitting=False)
-    assert check.ok, check.errors
-
-
-def test_flink_and_spark_options_checked() -> None:
-    from afm.pipelines.runners import build_options, check_options
-
-    assert not check_options("FlinkRunner", build_options("FlinkRunner"), [], "gs://b/o").ok
-    ok = check_options("FlinkRunner", build_options("FlinkRunner", [
-        "--flink_master=flink:8081", "--environment_type=DOCKER",
-        "--environment_config=afm-curate:1"]), ["gs://b/i"], "gs://b/o")
-    assert ok.ok and not ok.warnings
-    assert not check_options("SparkRunner", build_options("SparkRunner"), [], "gs://b/o").ok
-    assert check_options("SparkRunner", build_options("SparkRunner", [
-        "--spark_master_url=spark://m:7077", "--environment_type=LOOPBACK"]), [], "/o").ok
 
 
 # ----------------------------------------------------------------------------- report
