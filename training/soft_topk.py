@@ -52,6 +52,7 @@ is from the hard one (``hard_gap``) and its entropy, so the end point can be che
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -60,6 +61,7 @@ import numpy as np
 Array = jax.Array
 
 
+@partial(jax.jit, static_argnums=1)
 def soft_top_k(scores: Array, k: int, eps: float | Array) -> Array:
     """The exact optimum of CoDA's soft top-``k`` program over the last axis of ``scores``
     (float32 in [0, 1], summing to ``k``), differentiable in ``scores``.
@@ -76,22 +78,26 @@ def soft_top_k(scores: Array, k: int, eps: float | Array) -> Array:
     if not 0 < k <= n:
         raise ValueError(f"soft_top_k: k must be in [1, {n}], got {k}")
     eps = jnp.asarray(eps, jnp.float32)
-    z = s / eps
-    zs = -jnp.sort(-jax.lax.stop_gradient(z), axis=-1)  # descending
+    s_fixed = jax.lax.stop_gradient(s)
+    z = (s_fixed - jnp.max(s_fixed, axis=-1, keepdims=True)) / eps  # <= 0: order and the choice of m
+    zs = -jnp.sort(-z, axis=-1)  # descending
     tail = jnp.flip(jax.lax.cumlogsumexp(jnp.flip(zs, -1), axis=zs.ndim - 1), -1)  # logsumexp(zs[m:])
     m = jnp.arange(k)
-    tau = tail[..., :k] - jnp.log((k - m).astype(jnp.float32))
-    ok = zs[..., :k] <= tau
+    ok = zs[..., :k] <= tail[..., :k] - jnp.log((k - m).astype(jnp.float32))
     chosen = jnp.argmax(ok, axis=-1)  # the smallest qualifying m (m = k - 1 always does)
     # The saturated units are the top `chosen` in a stable descending order (ties to the
     # lower index, as hard_top_k), the rest are unsaturated.
-    order = jnp.argsort(-jax.lax.stop_gradient(z), axis=-1, stable=True)
+    order = jnp.argsort(-z, axis=-1, stable=True)
     rank = jnp.argsort(order, axis=-1, stable=True)
     unsat = rank >= chosen[..., None]
-    tau = jax.nn.logsumexp(jnp.where(unsat, z, -jnp.inf), axis=-1, keepdims=True) - jnp.log(
+    # The threshold relative to the first unsaturated score (no gradient through the shift):
+    # every exponent stays small, so float32 keeps its precision even for tiny eps.
+    first = jnp.take_along_axis(s_fixed, jnp.take_along_axis(order, chosen[..., None], axis=-1), axis=-1)
+    r = (s - first) / eps
+    tau = jax.nn.logsumexp(jnp.where(unsat, r, -jnp.inf), axis=-1, keepdims=True) - jnp.log(
         (k - chosen).astype(jnp.float32)
     )[..., None]
-    return jnp.where(unsat, jnp.exp(jnp.minimum(z - tau, 0.0)), 1.0)
+    return jnp.where(unsat, jnp.exp(jnp.minimum(r - tau, 0.0)), 1.0)
 
 
 def soft_top_k_coordinate(
@@ -133,6 +139,7 @@ def soft_top_k_coordinate(
     return jnp.exp((s + a + b) / current)
 
 
+@partial(jax.jit, static_argnums=1)
 def hard_top_k(scores: Array, k: int) -> Array:
     """The ``eps -> 0`` limit of :func:`soft_top_k`: 1.0 on the ``k`` largest scores of the
     last axis (ties go to the lower index), 0.0 elsewhere. Exactly ``k`` ones per row."""
