@@ -2,8 +2,10 @@
 
 It serves the demo site (``afm/demo_site/site.yaml``) on loopback, crawls it politely,
 curates the crawl (extraction, language, safety, PII, dedup, quality,
-decontamination), trains a tokenizer, tokenizes the corpus and runs the three tiny
-pre-training stages. Every output path is printed at the end.
+decontamination), trains a tokenizer, tokenizes the corpus, runs the three tiny
+pre-training stages, and the on-device start in miniature: a wider teacher, learned FFN
+pruning, and a student distilled from the teacher's top-1 tokens. Every output path is
+printed at the end.
 """
 
 from __future__ import annotations
@@ -133,6 +135,31 @@ class DemoRun:
         return results
 
 
+    def on_device(self, tokens: Path) -> dict[str, Any]:
+        """Teacher -> Soft-Top-K FFN pruning -> pruned checkpoint -> precomputed top-1
+        targets -> distilled student (report §3.2.1, tiny)."""
+        from afm.training.distill_targets import compute_targets
+        from afm.training.prune_model import apply_pruning, learn_masks
+        from afm.training.trainer import train
+
+        runs = self.workdir / "train"
+        data = [str(tokens)]
+        teacher = train("tiny-teacher-core", runs / "tiny-teacher", steps=self.train_steps, data=data)
+        self.outputs.append(("checkpoint tiny-teacher", str(runs / "tiny-teacher")))
+        prune = learn_masks(str(runs / "tiny-teacher"), 192, "tiny-prune", str(runs / "tiny-prune"),
+                            data=data, steps=self.train_steps, heldout=data)
+        pruned = runs / "tiny-pruned"
+        apply_pruning(str(runs / "tiny-prune"), str(pruned))
+        self.outputs.append(("pruned checkpoint (ffn 576 -> 192)", str(pruned)))
+        targets = self.workdir / "distill-tokens"
+        compute_targets(str(runs / "tiny-teacher"), data, str(targets))
+        self.outputs.append(("teacher top-1 targets", str(targets)))
+        student = train("tiny-distill-core", runs / "tiny-student", steps=self.train_steps,
+                        data=[str(targets)], init_from=pruned)
+        self.outputs.append(("checkpoint tiny-student (pruned + distilled)", str(runs / "tiny-student")))
+        return {"teacher": teacher, "prune": prune, "student": student}
+
+
 @click.command("demo", epilog="""\b
 Examples:
   afm demo                          # everything, into work/demo
@@ -169,6 +196,7 @@ def demo_command(workdir: Path, train_steps: int | None) -> None:
     tok = run.stage("tokenizer", "afm.model.tokenizer", lambda: run.tokenizer(corpus))
     tokens = run.stage("tokenize", "afm.pipelines.tokenize", lambda: run.tokenize(corpus, tok))
     results = run.stage("train", "afm.training.trainer", lambda: run.train(tokens))
+    on_device = run.stage("prune + distill", "afm.training.prune", lambda: run.on_device(tokens))
 
     rows: list[tuple[str, Any]] = list(run.outputs)
     manifest = getattr(run, "manifest", None)
@@ -182,6 +210,11 @@ def demo_command(workdir: Path, train_steps: int | None) -> None:
     if results:
         for stage, r in results.items():
             rows.append((f"{stage} loss", f"{r.get('first_loss', float('nan')):.3f} -> {r.get('final_loss', float('nan')):.3f}"))
+    if on_device:
+        t, p, s = on_device["teacher"], on_device["prune"], on_device["student"]
+        rows.append(("tiny-teacher loss", f"{t.get('first_loss', float('nan')):.3f} -> {t.get('final_loss', float('nan')):.3f}"))
+        rows.append(("tiny-prune held-out loss at the hard mask", f"{p.get('eval/heldout/loss', float('nan')):.3f}"))
+        rows.append(("tiny-student distillation loss", f"{s.get('first_loss', float('nan')):.3f} -> {s.get('final_loss', float('nan')):.3f}"))
     for name, seconds in run.timings:
         rows.append((f"time {name}", f"{seconds:.1f} s"))
     rows.append(("total time", f"{time.perf_counter() - start:.1f} s"))
