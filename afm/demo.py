@@ -3,9 +3,9 @@
 It serves the demo site (``afm/demo_site/site.yaml``) on loopback, crawls it politely,
 curates the crawl (extraction, language, safety, PII, dedup, quality,
 decontamination), trains a tokenizer, tokenizes the corpus, runs the three tiny
-pre-training stages, and the on-device start in miniature: a wider teacher, learned FFN
-pruning, and a student distilled from the teacher's top-1 tokens. Every output path is
-printed at the end.
+pre-training stages, evaluates the last checkpoint on a tiny task set (``afm eval``), and
+runs the on-device start in miniature: a wider teacher, learned FFN pruning, and a student
+distilled from the teacher's top-1 tokens. Every output path is printed at the end.
 """
 
 from __future__ import annotations
@@ -134,6 +134,29 @@ class DemoRun:
             self.outputs.append((f"checkpoint {stage}", str(previous)))
         return results
 
+    def evaluate(self, checkpoint: Path, tokenizer: Path, tokens: Path, index: Path | None) -> dict[str, Any]:
+        from afm.evaluation.report import write_report
+        from afm.evaluation.results import write_results
+        from afm.evaluation.runner import EvalSpec, run_eval
+        from afm.evaluation.suite import prepare_demo_data
+
+        spec = EvalSpec(
+            checkpoint=str(checkpoint), tokenizer=str(tokenizer), tasks=["afm-demo"], num_fewshot=0,
+            data_dir=prepare_demo_data(self.workdir / "eval" / "data"),
+            perplexity_data=[str(tokens)], perplexity_max_docs=64,
+            decontam_index=str(index) if index else None,
+            niah={"lengths": [64, 128, 240], "depths": [0.0, 0.5, 1.0], "per_cell": 1}, show_progress=False,
+        )
+        results = run_eval(spec)
+        results["notes"]["perplexity"] = ("the demo's own token shards (seen in training: the demo "
+                                          "corpus is too small to hold a split out)")
+        out = self.workdir / "eval" / "results.json"
+        write_results(results, out)
+        write_report(results, out.with_suffix(".png"), out.with_suffix(".html"))
+        self.eval_results = results
+        self.outputs += [("eval results", str(out)), ("eval report", str(out.with_suffix(".html")))]
+        return results
+
 
     def on_device(self, tokens: Path) -> dict[str, Any]:
         """Teacher -> Soft-Top-K FFN pruning -> pruned checkpoint -> precomputed top-1
@@ -196,6 +219,9 @@ def demo_command(workdir: Path, train_steps: int | None) -> None:
     tok = run.stage("tokenizer", "afm.model.tokenizer", lambda: run.tokenizer(corpus))
     tokens = run.stage("tokenize", "afm.pipelines.tokenize", lambda: run.tokenize(corpus, tok))
     results = run.stage("train", "afm.training.trainer", lambda: run.train(tokens))
+    final = (results or {}).get("tiny-context", {}).get("model_checkpoint")
+    if final and tok is not None:
+        run.stage("evaluate", "afm.evaluation.runner", lambda: run.evaluate(Path(final), tok, tokens, index))
     on_device = run.stage("prune + distill", "afm.training.prune", lambda: run.on_device(tokens))
 
     rows: list[tuple[str, Any]] = list(run.outputs)
@@ -223,4 +249,8 @@ def demo_command(workdir: Path, train_steps: int | None) -> None:
     print_summary("afm demo: outputs", rows)
     for label, path in run.outputs:
         click.echo(f"{label}: {path}")
+    if getattr(run, "eval_results", None):
+        from afm.evaluation.report import print_results
+
+        print_results(run.eval_results)  # the demo ends with the evaluation of its checkpoint
 

@@ -137,34 +137,38 @@ def train_tokenizer(
         # SentencePiece reads its input from a file most reliably (one sentence a line).
         corpus = Path(tmp) / "corpus.txt"
         corpus.write_text("\n".join(lines) + "\n", encoding="utf-8", errors="surrogatepass")
-        spm.SentencePieceTrainer.train(
-            input=str(corpus),
-            model_prefix=str(out / "tokenizer"),
-            model_type="bpe",
-            vocab_size=vocab_size,
-            hard_vocab_limit=False,
-            split_digits=True,
-            byte_fallback=True,
-            normalization_rule_name="identity",
-            remove_extra_whitespaces=False,
-            add_dummy_prefix=False,
-            allow_whitespace_only_pieces=True,
-            split_by_whitespace=True,
-            character_coverage=character_coverage,
-            max_sentence_length=max_sentence_length,
-            input_sentence_size=0,
-            pad_id=0,
-            bos_id=1,
-            eos_id=2,
-            unk_id=3,
-            pad_piece=PAD,
-            bos_piece=BOS,
-            eos_piece=EOS,
-            unk_piece=UNK,
-            control_symbols=",".join(CHAT_TOKENS),
-            num_threads=num_threads or max(1, min(16, os.cpu_count() or 1)),
-            minloglevel=2,
-        )
+        try:
+            spm.SentencePieceTrainer.train(
+                input=str(corpus),
+                model_prefix=str(out / "tokenizer"),
+                model_type="bpe",
+                vocab_size=vocab_size,
+                hard_vocab_limit=False,
+                split_digits=True,
+                byte_fallback=True,
+                normalization_rule_name="identity",
+                remove_extra_whitespaces=False,
+                add_dummy_prefix=False,
+                allow_whitespace_only_pieces=True,
+                split_by_whitespace=True,
+                character_coverage=character_coverage,
+                max_sentence_length=max_sentence_length,
+                input_sentence_size=0,
+                pad_id=0,
+                bos_id=1,
+                eos_id=2,
+                unk_id=3,
+                pad_piece=PAD,
+                bos_piece=BOS,
+                eos_piece=EOS,
+                unk_piece=UNK,
+                control_symbols=",".join(CHAT_TOKENS),
+                num_threads=num_threads or max(1, min(16, os.cpu_count() or 1)),
+                minloglevel=2,
+            )
+        except RuntimeError as exc:  # SentencePiece's own verdict on the corpus, e.g. too small
+            reason = str(exc).strip().splitlines()[-1]
+            raise TokenizerError(f"SentencePiece could not train on {n_docs} document(s): {reason}") from None
     tok = Tokenizer.load(out)
     meta = {
         "format": "afm-tokenizer-v1",

@@ -119,3 +119,8 @@ def test_training_is_deterministic_and_checks_vocab(corpus: Path, tok_dir: Path,
     empty.write_text(json.dumps({"id": "x", "text": ""}) + "\n")
     with pytest.raises(TokenizerError, match="no documents"):
         train_tokenizer([str(empty)], tmp_path / "none", vocab_size=400)
+    # SentencePiece's own refusals (more characters than pieces) are user errors, not crashes.
+    varied = tmp_path / "varied.jsonl"
+    varied.write_text(json.dumps({"id": "v", "text": "".join(chr(0x4E00 + i) for i in range(300))}) + "\n")
+    with pytest.raises(TokenizerError, match="SentencePiece could not train"):
+        train_tokenizer([str(varied)], tmp_path / "varied", vocab_size=300)

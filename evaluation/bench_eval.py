@@ -1,0 +1,107 @@
+"""``afm bench eval``: requests/s of ``--model afm`` next to ``lm-eval --model hf``.
+
+Same tiny model (random init, exported to the Qwen3 layout for the reference), same
+lm-eval tasks and items, same machine, one after the other. Each backend runs the task
+set twice; the second (warm) pass is timed, so the native backend's one-off compilation
+is reported apart (``cold``). Log-likelihood items: ARC-Easy, PIQA, WinoGrande, BoolQ
+from ``../shared/eval`` when present (else the packaged demo items); generation: GSM8K
+prompts (greedy, 32 new tokens). The reference needs the ``hf`` extra.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import time
+from pathlib import Path
+from typing import Any
+
+from afm.benchutil import BenchOptions, Comparison
+
+GOAL = ">= 3x"
+
+
+class _Timed:
+    """Counts requests and seconds spent inside an LM's request methods."""
+
+    def __init__(self, lm: Any) -> None:
+        self.lm = lm
+        self.calls: dict[str, list[float]] = {}
+        for name in ("loglikelihood", "generate_until"):
+            original = getattr(lm, name)
+
+            def timed(requests: list, *a: Any, _orig: Any = original, _name: str = name, **k: Any) -> Any:
+                start = time.perf_counter()
+                out = _orig(requests, *a, **k)
+                entry = self.calls.setdefault(_name, [0.0, 0.0])
+                entry[0] += len(requests)
+                entry[1] += time.perf_counter() - start
+                return out
+
+            setattr(lm, name, timed)
+
+    def rate(self, name: str) -> float:
+        n, s = self.calls.get(name, [0.0, 0.0])
+        return n / s if s else 0.0
+
+
+def _configs(opts: BenchOptions, work: Path, tok: Any) -> tuple[list[dict], list[dict]]:
+    from afm.evaluation.suite import BuildContext, build_task_configs, prepare_demo_data
+
+    shared = opts.shared_dir / "eval" / "benchmarks" if opts.shared_dir else None
+    if shared is not None and shared.is_dir():
+        data, ll_tasks = str(shared), ["arc_easy", "piqa", "winogrande", "boolq"]
+    else:
+        data, ll_tasks = prepare_demo_data(work / "data"), ["arc_easy", "piqa", "hellaswag"]
+    ctx = BuildContext(data_dir=data, num_fewshot=0, tokenizer=tok, max_length=512)
+    return build_task_configs(ll_tasks, ctx), build_task_configs(["gsm8k"], ctx)
+
+
+def _measure(lm: Any, ll: list[dict], gen: list[dict], limit: int, gen_limit: int) -> dict[str, float]:
+    from afm.evaluation.parity import run_tasks
+
+    timed = _Timed(lm)
+    start = time.perf_counter()
+    run_tasks(lm, ll, limit=limit)
+    run_tasks(lm, gen, limit=gen_limit, gen_kwargs={"max_gen_toks": 32})
+    cold = time.perf_counter() - start
+    timed.calls.clear()
+    run_tasks(lm, ll, limit=limit)
+    run_tasks(lm, gen, limit=gen_limit, gen_kwargs={"max_gen_toks": 32})
+    return {"ll": timed.rate("loglikelihood"), "gen": timed.rate("generate_until"), "cold": cold,
+            "ll_requests": timed.calls.get("loglikelihood", [0])[0]}
+
+
+def bench_eval(opts: BenchOptions) -> list[Comparison]:
+    from afm.evaluation.harness import AfmLM
+    from afm.evaluation.runner import quiet_progress_bars, set_offline
+    from afm.evaluation.tiny import tokenizer_dir, write_tiny_checkpoint
+    from afm.model.tokenizer import Tokenizer
+
+    set_offline(False)
+    quiet_progress_bars()
+    work = opts.workdir / "eval"
+    tok = Tokenizer.load(tokenizer_dir())
+    ckpt = write_tiny_checkpoint(work / "ckpt", seed=0, max_seq_len=512)
+    ll, gen = _configs(opts, work, tok)
+    limit, gen_limit = (40, 8) if opts.quick else (300, 32)
+    ours = _measure(AfmLM(checkpoint=str(ckpt), tokenizer=tok, show_progress=False), ll, gen, limit, gen_limit)
+    ref: dict[str, float] | None = None
+    name = "lm-eval --model hf (torch, float32, batch 32)"
+    if all(importlib.util.find_spec(m) for m in ("torch", "transformers", "accelerate")):
+        from afm.evaluation.parity import hf_reference
+        from afm.model.hf_export import export_hf
+
+        hf_dir = export_hf(ckpt, work / "hf", tokenizer_dir=tokenizer_dir())
+        ref = _measure(hf_reference(str(hf_dir), batch_size=32), ll, gen, limit, gen_limit)
+    else:
+        name = "lm-eval --model hf: not installed (make test-all installs the hf extra)"
+    return [
+        Comparison(f"loglikelihood requests/s ({int(ours['ll_requests'])} requests, warm)", ours["ll"],
+                   ref and ref["ll"], name, "req/s", GOAL),
+        Comparison("generate_until requests/s (GSM8K prompts, 32 tokens, warm)", ours["gen"],
+                   ref and ref["gen"], name, "req/s", GOAL),
+        Comparison("cold run incl. compilation / model load", ours["cold"], ref and ref["cold"], name, "s", ""),
+    ]
+
+
+BENCHMARKS = {"eval": bench_eval}

@@ -1,0 +1,164 @@
+"""Packing scoring requests into fixed-shape rows: the reason the native backend is fast.
+
+A log-likelihood request is a token sequence of which only the last ``n_scored`` targets
+count. Padding every request to the longest one wastes most of a batch on short
+multiple-choice items, and a new shape per batch recompiles. Instead, requests are
+grouped by *bucket* (the smallest row length from a short, fixed list that holds them)
+and packed first-fit-decreasing into rows of that length, each request its own segment
+(attention never crosses segments, positions restart at 0). A batch is always
+``rows_for(bucket)`` rows of ``bucket`` tokens, so there is one compiled program per
+bucket, however many requests and whatever their lengths.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+
+def length_buckets(max_length: int, smallest: int = 64) -> tuple[int, ...]:
+    """Row lengths: powers of two from ``smallest`` up to (and ending at) ``max_length``."""
+    if max_length < 2:
+        raise ValueError(f"max_length must be at least 2, got {max_length}")
+    buckets: list[int] = []
+    size = min(smallest, max_length)
+    while size < max_length:
+        buckets.append(size)
+        size *= 2
+    buckets.append(max_length)
+    return tuple(buckets)
+
+
+def bucket_for(length: int, buckets: Sequence[int]) -> int:
+    for b in buckets:
+        if length <= b:
+            return b
+    raise ValueError(f"sequence of {length} tokens exceeds the largest bucket {buckets[-1]}")
+
+
+@dataclass(frozen=True)
+class ScoreRequest:
+    """``inputs`` are fed to the model; ``targets[t]`` is the token predicted at ``t``.
+
+    Only the last ``n_scored`` positions count (the continuation); the others are context.
+    """
+
+    inputs: tuple[int, ...]
+    targets: tuple[int, ...]
+    n_scored: int
+
+    def __post_init__(self) -> None:
+        if len(self.inputs) != len(self.targets) or not self.inputs:
+            raise ValueError("inputs and targets must be non-empty and of equal length")
+        if not 0 < self.n_scored <= len(self.targets):
+            raise ValueError(f"n_scored {self.n_scored} not in [1, {len(self.targets)}]")
+
+
+@dataclass
+class PackedBatch:
+    """Arrays ``[rows, length]`` plus where each request sits in them.
+
+    ``placements[i] = (request_index, row, start, length, n_scored)``; padding slots have
+    segment id 0 and belong to no request.
+    """
+
+    tokens: np.ndarray
+    targets: np.ndarray
+    positions: np.ndarray
+    segment_ids: np.ndarray
+    placements: list[tuple[int, int, int, int, int]]
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.tokens.shape  # type: ignore[return-value]
+
+    @property
+    def real_tokens(self) -> int:
+        return int((self.segment_ids > 0).sum())
+
+
+def _first_fit_decreasing(lengths: dict[int, int], capacity: int) -> list[list[int]]:
+    """Bins (lists of request indices) of total length <= capacity; longest first."""
+    order = sorted(lengths, key=lambda i: (-lengths[i], i))
+    bins: list[list[int]] = []
+    free: list[int] = []
+    for i in order:
+        n = lengths[i]
+        for b, room in enumerate(free):
+            if n <= room:
+                bins[b].append(i)
+                free[b] -= n
+                break
+        else:
+            bins.append([i])
+            free.append(capacity - n)
+    return bins
+
+
+def pack_requests(
+    requests: Sequence[ScoreRequest],
+    buckets: Sequence[int],
+    rows_for: dict[int, int],
+    *,
+    pad_id: int = 0,
+    min_rows: int = 1,
+) -> Iterator[PackedBatch]:
+    """Every request exactly once, in batches of shape ``(rows_for[b], b)``.
+
+    Batches come bucket by bucket (short rows first); the last batch of a bucket has the
+    smallest power of two of rows (times ``min_rows``, the data-parallel width) that holds
+    it, so a bucket has a handful of shapes and little padding.
+    """
+    by_bucket: dict[int, dict[int, int]] = {}
+    for i, r in enumerate(requests):
+        by_bucket.setdefault(bucket_for(len(r.inputs), buckets), {})[i] = len(r.inputs)
+    for bucket in sorted(by_bucket):
+        bins = _first_fit_decreasing(by_bucket[bucket], bucket)
+        n_rows = rows_for[bucket]
+        for start in range(0, len(bins), n_rows):
+            part = bins[start:start + n_rows]
+            rows = n_rows if len(part) == n_rows else fit_rows(len(part), n_rows, min_rows)
+            yield _fill(requests, part, rows, bucket, pad_id)
+
+
+def fit_rows(needed: int, full: int, multiple_of: int) -> int:
+    """Rows for a batch of ``needed`` rows: ``full``, or for a last, partial batch the
+    smallest power of two times ``multiple_of`` that holds it (few shapes, little padding)."""
+    rows = multiple_of
+    while rows < needed and rows < full:
+        rows *= 2
+    return min(max(rows, -(-needed // multiple_of) * multiple_of), full)
+
+
+def _fill(
+    requests: Sequence[ScoreRequest], bins: list[list[int]], n_rows: int, length: int, pad_id: int
+) -> PackedBatch:
+    tokens = np.full((n_rows, length), pad_id, np.int32)
+    targets = np.zeros((n_rows, length), np.int32)
+    positions = np.zeros((n_rows, length), np.int32)
+    segments = np.zeros((n_rows, length), np.int32)
+    placements = []
+    for row, members in enumerate(bins):
+        at = 0
+        for seg, i in enumerate(members, start=1):
+            r = requests[i]
+            n = len(r.inputs)
+            tokens[row, at:at + n] = r.inputs
+            targets[row, at:at + n] = r.targets
+            positions[row, at:at + n] = np.arange(n)
+            segments[row, at:at + n] = seg
+            placements.append((i, row, at, n, r.n_scored))
+            at += n
+    return PackedBatch(tokens, targets, positions, segments, placements)
+
+
+def rows_per_bucket(buckets: Sequence[int], tokens_per_batch: int, multiple_of: int = 1) -> dict[int, int]:
+    """Rows per batch for each bucket: about ``tokens_per_batch`` tokens, at least one row,
+    rounded up to a multiple of the data-parallel width so every device gets whole rows."""
+    out = {}
+    for b in buckets:
+        rows = max(1, tokens_per_batch // b)
+        out[b] = -(-rows // multiple_of) * multiple_of
+    return out

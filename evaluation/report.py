@@ -1,0 +1,141 @@
+"""Tables on the terminal, and one PNG + one self-contained HTML page per run.
+
+The PNG shows each task's primary metric with its standard error (and, when the run has
+one, the needle-in-a-haystack grid as a heatmap); the HTML page carries the same picture
+inline with every metric, the decontamination coverage and the run's settings, so it can
+be mailed or archived as one file.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+from pathlib import Path
+from typing import Any
+
+from afm.evaluation.results import compare, headline
+
+
+def _fmt(x: float | None, digits: int = 4) -> str:
+    return "" if x is None else f"{x:.{digits}f}"
+
+
+def print_results(results: dict[str, Any]) -> None:
+    from afm.console import print_table
+
+    rows = [[t, m, _fmt(v), _fmt(s), _n(results, t)] for t, m, v, s in headline(results)]
+    print_table("afm eval", ["task", "metric", "value", "stderr", "items"], rows)
+    cov = results.get("decontamination")
+    if cov:
+        print_table("decontamination index coverage",
+                    ["task", "items", "covered", "fraction", "matched benchmarks"],
+                    [[t, c["items"], c["covered"], f"{c['fraction']:.1%}",
+                      ", ".join(c["matched_benchmarks"]) or "-"] for t, c in cov.items()])
+    grid = results.get("long_context")
+    if grid:
+        header = ["length \\ depth"] + [f"{d:.2f}" for d in grid["depths"]]
+        print_table("needle in a haystack (accuracy)", header,
+                    [[n, *[f"{a:.2f}" for a in row]] for n, row in zip(grid["lengths"], grid["accuracy"])])
+
+
+def _n(results: dict[str, Any], task: str) -> str:
+    entry = results.get("tasks", {}).get(task, {})
+    return "" if entry.get("samples") is None else str(entry["samples"])
+
+
+def print_comparison(a: dict[str, Any], b: dict[str, Any], name_a: str, name_b: str) -> list[dict[str, Any]]:
+    from afm.console import print_table
+
+    rows = compare(a, b)
+    table = []
+    for r in rows:
+        mark = "" if r["significant"] is None else ("*" if r["significant"] else "")
+        delta = "" if r["delta"] is None else f"{r['delta']:+.4f}{mark}"
+        table.append([r["task"], r["metric"], _fmt(r["a"]), _fmt(r["b"]), delta])
+    print_table(f"A = {name_a}   B = {name_b}   (* : |B-A| > 2 combined stderr)",
+                ["task", "metric", "A", "B", "B - A"], table)
+    return rows
+
+
+def plot_png(results: dict[str, Any]) -> bytes:
+    """Bar chart of the primary metrics (0..1 scale ones), plus the NIAH heatmap."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    bars = [(t, v, s) for t, m, v, s in headline(results) if v is not None and "perplexity" not in m
+            and "bits" not in m]
+    grid = results.get("long_context")
+    ncols = 2 if grid else 1
+    fig, axes = plt.subplots(1, ncols, figsize=(7 * ncols, max(3.0, 0.35 * len(bars) + 1.5)), squeeze=False)
+    ax = axes[0][0]
+    names = [b[0] for b in bars]
+    ax.barh(names, [b[1] for b in bars], xerr=[b[2] or 0.0 for b in bars], color="#4C72B0", capsize=3)
+    ax.set_xlim(0, 1)
+    ax.invert_yaxis()
+    ax.set_xlabel("score (primary metric)")
+    model = results.get("model", {})
+    ax.set_title(f"{model.get('config', '')}  {Path(str(model.get('checkpoint', ''))).name}")
+    if grid:
+        hx = axes[0][1]
+        im = hx.imshow(grid["accuracy"], vmin=0, vmax=1, cmap="viridis", aspect="auto")
+        hx.set_xticks(range(len(grid["depths"])), [f"{d:.0%}" for d in grid["depths"]])
+        hx.set_yticks(range(len(grid["lengths"])), [str(n) for n in grid["lengths"]])
+        hx.set_xlabel("needle depth")
+        hx.set_ylabel("context tokens")
+        hx.set_title("needle in a haystack")
+        fig.colorbar(im, ax=hx)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def write_report(results: dict[str, Any], png_path: Path, html_path: Path) -> None:
+    png = plot_png(results)
+    png_path.parent.mkdir(parents=True, exist_ok=True)
+    png_path.write_bytes(png)
+    html_path.write_text(render_html(results, png), encoding="utf-8")
+
+
+def _table(header: list[str], rows: list[list[Any]]) -> str:
+    head = "".join(f"<th>{html.escape(str(h))}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in r) + "</tr>" for r in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def render_html(results: dict[str, Any], png: bytes) -> str:
+    metrics = []
+    for task, entry in results.get("tasks", {}).items():
+        for name, m in sorted(entry["metrics"].items()):
+            star = " (primary)" if name == entry.get("primary") else ""
+            metrics.append([task, name + star, _fmt(m["value"]), _fmt(m.get("stderr")),
+                            entry.get("num_fewshot", ""), entry.get("samples", "")])
+    parts = [
+        "<!doctype html><meta charset='utf-8'><title>afm eval</title>",
+        "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;margin:1em 0}"
+        "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}td:first-child{text-align:left}</style>",
+        f"<h1>afm eval: {html.escape(str(results.get('model', {}).get('checkpoint', '')))}</h1>",
+        f"<img alt='scores' src='data:image/png;base64,{base64.b64encode(png).decode()}'>",
+        "<h2>Metrics</h2>", _table(["task", "metric", "value", "stderr", "shots", "items"], metrics),
+    ]
+    ppl = results.get("perplexity")
+    if ppl:
+        rows = [["all", ppl["tokens"], _fmt(ppl["perplexity"], 3), _fmt(ppl["bits_per_token"], 4)]]
+        rows += [[s, v["tokens"], _fmt(v["perplexity"], 3), _fmt(v["bits_per_token"], 4)]
+                 for s, v in ppl.get("by_source", {}).items()]
+        parts += ["<h2>Held-out perplexity</h2>", _table(["source", "tokens", "perplexity", "bits/token"], rows)]
+    cov = results.get("decontamination")
+    if cov:
+        parts += ["<h2>Decontamination index coverage</h2>", _table(
+            ["task", "items", "covered", "fraction"],
+            [[t, c["items"], c["covered"], f"{c['fraction']:.1%}"] for t, c in cov.items()])]
+    if results.get("notes"):
+        parts += ["<h2>Notes</h2><ul>"] + [f"<li><b>{html.escape(t)}</b>: {html.escape(n)}</li>"
+                                             for t, n in results["notes"].items()] + ["</ul>"]
+    settings = {**results.get("settings", {}), **results.get("versions", {})}
+    parts += ["<h2>Settings</h2>", _table(["setting", "value"], [[k, v] for k, v in settings.items()])]
+    return "\n".join(parts)

@@ -1,0 +1,72 @@
+"""Packing: every request exactly once, fixed shapes per bucket, no two requests overlap."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from afm.evaluation.packing import (
+    ScoreRequest,
+    bucket_for,
+    length_buckets,
+    pack_requests,
+    rows_per_bucket,
+)
+
+
+def _requests(n: int, seed: int = 0, longest: int = 300) -> list[ScoreRequest]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        k = int(rng.integers(1, longest))
+        toks = tuple(int(t) for t in rng.integers(4, 100, k))
+        out.append(ScoreRequest(toks, toks[1:] + (1,), int(rng.integers(1, k + 1))))
+    return out
+
+
+def test_buckets_are_powers_of_two_ending_at_the_window() -> None:
+    assert length_buckets(512) == (64, 128, 256, 512)
+    assert length_buckets(300) == (64, 128, 256, 300)
+    assert length_buckets(40) == (40,)
+    assert bucket_for(65, (64, 128)) == 128
+    with pytest.raises(ValueError):
+        bucket_for(129, (64, 128))
+
+
+def test_every_request_placed_once_without_overlap() -> None:
+    reqs = _requests(200)
+    buckets = length_buckets(512)
+    rows = rows_per_bucket(buckets, 2048, multiple_of=4)
+    seen = []
+    shapes = set()
+    for batch in pack_requests(reqs, buckets, rows, min_rows=4):
+        shapes.add(batch.shape)
+        full = rows[batch.shape[1]]
+        assert batch.shape[0] % 4 == 0 and (batch.shape[0] == full or batch.shape[0] in (4, 8, 16, 32, 64))
+        occupied = np.zeros(batch.shape, bool)
+        for i, row, at, n, scored in batch.placements:
+            assert not occupied[row, at:at + n].any()
+            occupied[row, at:at + n] = True
+            assert tuple(batch.tokens[row, at:at + n]) == reqs[i].inputs
+            assert tuple(batch.targets[row, at:at + n]) == reqs[i].targets
+            assert list(batch.positions[row, at:at + n]) == list(range(n))
+            seg = set(batch.segment_ids[row, at:at + n].tolist())
+            assert len(seg) == 1 and seg != {0} and scored == reqs[i].n_scored
+            seen.append(i)
+        assert ((batch.segment_ids > 0) == occupied).all()
+    assert sorted(seen) == list(range(len(reqs)))
+    # a handful of shapes per bucket (full batches, and a power of two for the last one)
+    assert len(shapes) <= 2 * len(buckets)
+
+
+def test_short_requests_share_rows() -> None:
+    reqs = [ScoreRequest((1, 2, 3), (2, 3, 4), 1) for _ in range(40)]
+    batches = list(pack_requests(reqs, (64,), {64: 4}))
+    assert len(batches) == 1 and batches[0].shape == (2, 64)
+    assert batches[0].real_tokens == 120  # 40 x 3 tokens in 2 rows of 64 (21 per row)
+
+
+def test_bad_requests_are_refused() -> None:
+    with pytest.raises(ValueError):
+        ScoreRequest((1, 2), (2,), 1)
+    with pytest.raises(ValueError):
+        ScoreRequest((1, 2), (2, 3), 3)
