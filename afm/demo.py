@@ -157,7 +157,6 @@ class DemoRun:
         self.outputs += [("eval results", str(out)), ("eval report", str(out.with_suffix(".html")))]
         return results
 
-
     def on_device(self, tokens: Path) -> dict[str, Any]:
         """Teacher -> Soft-Top-K FFN pruning -> pruned checkpoint -> precomputed top-1
         targets -> distilled student (report §3.2.1, tiny)."""

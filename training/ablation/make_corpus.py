@@ -1,9 +1,12 @@
 """Real text for the pruning/distillation ablation, as JSONL documents for `afm curate`.
 
-Sources (both offline): the 181 gold article bodies of the extraction benchmark
+Sources (all offline): the 181 gold article bodies of the extraction benchmark
 (``../shared/eval/extraction/ground-truth.json``: news and feature articles, scrapinghub's
-article-extraction-benchmark, MIT) and the 79 topics of the Python reference manual that
-ship with CPython (``pydoc_data.topics``: technical English prose). Each document goes to
+article-extraction-benchmark, MIT), the 79 topics of the Python reference manual that
+ship with CPython (``pydoc_data.topics``), and the docstrings of the CPython standard
+library (one document per module: its module, class and function docstrings of 300+
+characters, modules with 1,000+ characters; tests and IDLE left out), both technical
+English prose written by people (PSF licence). Each document goes to
 ``heldout`` when the first byte of sha1(id) is below 26 (about 10%), else ``train``, so
 the split is fixed and independent of the order of the sources.
 
@@ -27,6 +30,28 @@ def documents(ground_truth: Path):
 
     for name, text in sorted(pydoc_data.topics.topics.items()):
         yield {"id": f"pydoc-{name}", "url": f"python-docs:{name}", "source": "web", "text": text.strip()}
+    yield from stdlib_docstrings()
+
+
+def stdlib_docstrings():
+    import ast
+    import sysconfig
+
+    root = Path(sysconfig.get_paths()["stdlib"])
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if rel.startswith(("test/", "idlelib/", "site-packages/")) or "/test" in rel:
+            continue
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+        except (SyntaxError, UnicodeDecodeError, ValueError):
+            continue
+        parts = [d for node in ast.walk(tree)
+                 if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                 and (d := ast.get_docstring(node)) and len(d) >= 300]
+        text = "\n\n".join(parts)
+        if len(text) >= 1000:
+            yield {"id": f"stdlib-{rel}", "url": f"python-stdlib:{rel}", "source": "web", "text": text}
 
 
 def main(ground_truth: str, out: str) -> None:
