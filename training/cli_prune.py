@@ -7,6 +7,8 @@ targets (``afm train --config on-device-core`` / ``tiny-distill-core``, task ``d
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 _USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, FileNotFoundError, FileExistsError)
@@ -109,6 +111,31 @@ def prune_apply_command(run, out, overwrite) -> None:
     except _user_errors() as exc:
         raise click.ClickException(str(exc)) from exc
     print_summary("prune apply", summary)
+
+
+@prune_group.command("report", epilog="""\b
+Examples:
+  afm prune report --runs work/ablation/runs --eval work/ablation/eval --out training/ablation
+\b
+Reads the runs of training/ablation/run.sh (baseline, prune-only, distill-only, both,
+baseline-1.5x, teacher): their held-out loss curves (metrics.jsonl) and afm eval results
+(EVAL/<run>.json), and writes OUT/ablation.md (the table) and OUT/ablation.png (the curves).
+""")
+@click.option("--runs", required=True, type=click.Path(path_type=Path), help="Directory holding the ablation's run workdirs.")
+@click.option("--eval", "evals", required=True, type=click.Path(path_type=Path), help="Directory of afm eval results (<run>.json).")
+@click.option("--out", required=True, type=click.Path(path_type=Path), help="Where ablation.md and ablation.png go.")
+def prune_report_command(runs, evals, out) -> None:
+    """Table and loss-curve plot of a pruning / distillation ablation."""
+    from afm.console import print_summary
+
+    try:
+        from afm.training.ondevice_report import build_report
+
+        report = build_report(runs, evals, out)
+    except _user_errors() as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(Path(report["table"]).read_text())
+    print_summary("prune report", {"table": report["table"], "plot": report["plot"]})
 
 
 @click.group("distill", epilog="""\b
