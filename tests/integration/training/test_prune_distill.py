@@ -79,7 +79,10 @@ def test_user_errors_are_one_line(flow, token_shards):
     out = _afm("prune", "learn", "--teacher", str(root / "missing"), "--target-ffn-dim", "64", "--workdir",
                str(root / "z"), *data, ok=False)
     assert "not a model checkpoint" in out or "not found" in out
-    out = _afm("distill", "targets", "--teacher", str(teacher), *data, "--out", str(root / "targets"), ok=False)
+    finished = root / "finished-targets"  # a finished dataset, without paying for computing one
+    finished.mkdir()
+    (finished / "_SUCCESS").write_text("")
+    out = _afm("distill", "targets", "--teacher", str(teacher), *data, "--out", str(finished), ok=False)
     assert "already holds a finished run" in out
     out = _afm("train", "--config", "tiny-core", "--workdir", str(root / "w"), *data, "--init-from", str(teacher), ok=False)
     assert "prune" in out
