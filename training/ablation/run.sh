@@ -18,6 +18,7 @@ for s in train heldout; do
 done
 fi
 T=training/ablation
+if [ -z "${SKIP_TRAIN:-}" ]; then  # SKIP_TRAIN=1: only evaluate and report the runs of an earlier run
 # 2. the teacher (3x FFN), trained first
 $AFM train --config $T/teacher.yaml --workdir $A/runs/teacher --data $A/tokens-train
 # 3. its start and its targets: pruning masks -> pruned model; top-1 targets
@@ -31,9 +32,12 @@ $AFM train --config $T/student.yaml --workdir $A/runs/prune-only --data $A/token
 $AFM train --config $T/student-distill.yaml --workdir $A/runs/distill-only --data $A/distill-train
 $AFM train --config $T/student-distill.yaml --workdir $A/runs/both --data $A/distill-train --init-from $A/runs/pruned
 $AFM train --config $T/student.yaml --workdir $A/runs/baseline-1.5x --data $A/tokens-train --set total_steps=750
-# 5. the evaluation task group and held-out perplexity for each, then the table and plot
+fi
+# 5. the evaluation task group and held-out perplexity for each, then the table and plot.
+# --max-length 512: a few items (piqa, lambada) are longer than the 256-token window the
+# models were built with; RoPE scores them at positions past it, the same for every model.
 for r in teacher baseline prune-only distill-only both baseline-1.5x; do
-  $AFM eval --checkpoint $A/runs/$r/model --tokenizer $A/tokenizer --tasks afm-tiny --limit 200 \
+  $AFM eval --checkpoint $A/runs/$r/model --tokenizer $A/tokenizer --tasks afm-tiny --limit 200 --max-length 512 \
     --data-dir ../shared/eval/benchmarks --perplexity-data $A/tokens-heldout --output $A/eval/$r.json
 done
 $AFM prune report --runs $A/runs --eval $A/eval --out training/ablation
