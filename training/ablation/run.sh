@@ -37,7 +37,7 @@ fi
 # --max-length 512: a few items (piqa, lambada) are longer than the 256-token window the
 # models were built with; RoPE scores them at positions past it, the same for every model.
 for r in teacher baseline prune-only distill-only both baseline-1.5x; do
-  $AFM eval --checkpoint $A/runs/$r/model --tokenizer $A/tokenizer --tasks afm-tiny --limit 200 --max-length 512 \
+  $AFM eval --checkpoint $A/runs/$r/model --tokenizer $A/tokenizer --tasks afm-tiny --limit 100 --max-length 512 \
     --data-dir ../shared/eval/benchmarks --perplexity-data $A/tokens-heldout --output $A/eval/$r.json
 done
 $AFM prune report --runs $A/runs --eval $A/eval --out training/ablation
