@@ -17,7 +17,8 @@ import click
 # Areas that contribute commands, in the order of the data flow. In each area every
 # module named ``cli`` or ``cli_*`` exporting ``COMMANDS`` is picked up, so two people
 # working in one area never edit the same registry.
-AREAS = ("afm.crawler", "afm.filters", "afm.pipelines", "afm.model", "afm.training", "afm.evaluation", "afm.deploy")
+AREAS = ("afm.crawler", "afm.filters", "afm.pipelines", "afm.model", "afm.training", "afm.evaluation",
+         "afm.synth", "afm.deploy")
 
 EPILOG = """\b
 Examples:

@@ -3,9 +3,10 @@
 It serves the demo site (``afm/demo_site/site.yaml``) on loopback, crawls it politely,
 curates the crawl (extraction, language, safety, PII, dedup, quality,
 decontamination), trains a tokenizer, tokenizes the corpus, runs the three tiny
-pre-training stages, evaluates the last checkpoint on a tiny task set (``afm eval``), and
-runs the on-device start in miniature: a wider teacher, learned FFN pruning, and a student
-distilled from the teacher's top-1 tokens. Every output path is printed at the end.
+pre-training stages, evaluates the last checkpoint on a tiny task set (``afm eval``),
+prepares the demo instruction set and fine-tunes on it (SFT), and runs the on-device
+start in miniature: a wider teacher, learned FFN pruning, and a student distilled from
+the teacher's top-1 tokens. Every output path is printed at the end.
 """
 
 from __future__ import annotations
@@ -181,6 +182,36 @@ class DemoRun:
         self.outputs.append(("checkpoint tiny-student (pruned + distilled)", str(runs / "tiny-student")))
         return {"teacher": teacher, "prune": prune, "student": student}
 
+    def sft(self, tokenizer: Path, index: Path | None, base: Path) -> dict[str, Any]:
+        """The demo instruction set (``afm.synth.demo_data``, Apache-2.0) prepared with
+        the demo tokenizer (PII, dedup, decontamination against the demo benchmark), then a
+        short SFT run from the last pre-training checkpoint."""
+        from afm.synth.demo_data import write_demo_set
+        from afm.synth.prepare import PrepareConfig, prepare_sft
+        from afm.training.sft import heldout_metrics, run_sft
+
+        root = self.workdir / "sft"
+        files = write_demo_set(root / "raw", per_set=60, held_out_per_set=10)
+        prepared: dict[str, list[str]] = {"train": [], "heldout": []}
+        dropped: dict[str, int] = {}
+        for split, named in files.items():
+            for name, path in named.items():
+                out = root / split / name
+                manifest = prepare_sft([path], str(out), PrepareConfig(
+                    name, str(tokenizer), str(index) if index else None, max_tokens=256), progress=False)
+                prepared[split].append(str(out))
+                for stage, c in manifest["stages"].items():
+                    for reason, n in c["reasons"].items():
+                        dropped[f"{stage}/{reason}"] = dropped.get(f"{stage}/{reason}", 0) + n
+        steps = self.train_steps or 30
+        before = heldout_metrics("tiny-sft", base, prepared["heldout"])
+        result = run_sft("tiny-sft", root / "run", data=prepared["train"], heldout=prepared["heldout"],
+                         init_from=str(base), steps=steps, overrides=[f"eval.every_steps={max(steps // 3, 1)}"])
+        self.outputs.append(("SFT data", str(root / "train")))
+        self.outputs.append(("SFT best checkpoint", str(root / "run" / "best")))
+        return {"before": before["loss"], "after": result.get("best_value"), "dropped": dropped,
+                "first_loss": result.get("first_loss"), "final_loss": result.get("final_loss")}
+
 
 @click.command("demo", epilog="""\b
 Examples:
@@ -222,6 +253,10 @@ def demo_command(workdir: Path, train_steps: int | None) -> None:
     if final and tok is not None:
         run.stage("evaluate", "afm.evaluation.runner", lambda: run.evaluate(Path(final), tok, tokens, index))
     on_device = run.stage("prune + distill", "afm.training.prune", lambda: run.on_device(tokens))
+    sft = None
+    if results and tok:
+        base = Path(results["tiny-context"]["workdir"]) / "model"
+        sft = run.stage("sft", "afm.synth.prepare", lambda: run.sft(tok, index, base))
 
     rows: list[tuple[str, Any]] = list(run.outputs)
     manifest = getattr(run, "manifest", None)
@@ -240,6 +275,9 @@ def demo_command(workdir: Path, train_steps: int | None) -> None:
         rows.append(("tiny-teacher loss", f"{t.get('first_loss', float('nan')):.3f} -> {t.get('final_loss', float('nan')):.3f}"))
         rows.append(("tiny-prune held-out loss at the hard mask", f"{p.get('eval/heldout/loss', float('nan')):.3f}"))
         rows.append(("tiny-student loss (0.9 teacher top-1 + 0.1 label)", f"{s.get('first_loss', float('nan')):.3f} -> {s.get('final_loss', float('nan')):.3f}"))
+    if sft:
+        rows.append(("SFT held-out assistant loss", f"{sft['before']:.3f} (base) -> {sft['after']:.3f} (best SFT step)"))
+        rows.append(("SFT data dropped", ", ".join(f"{k} {v}" for k, v in sorted(sft["dropped"].items()))))
     for name, seconds in run.timings:
         rows.append((f"time {name}", f"{seconds:.1f} s"))
     rows.append(("total time", f"{time.perf_counter() - start:.1f} s"))

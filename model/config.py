@@ -74,6 +74,10 @@ class ModelConfig:
     max_segments: int = 0
     # Run the blocks under one `lax.scan` (one compiled block: fast compiles for deep models).
     scan_layers: bool = False
+    # Dropout on the embedding and on every attention / MLP output before its residual add,
+    # applied only when the forward pass is given a dropout key (training). The report uses
+    # 0.1 in SFT (§4.2); pre-training runs without it.
+    dropout: float = 0.0
     # muParam (simple); see the module docstring.
     base_width: int = 768
     embed_init_std: float = 1.0
@@ -95,6 +99,8 @@ class ModelConfig:
         remat.validate(self.remat)
         if self.attention_impl not in BACKENDS:
             raise ValueError(f"unknown attention_impl {self.attention_impl!r}; choose from {BACKENDS}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"{self.name}: dropout must be in [0, 1), got {self.dropout}")
         if self.max_segments < 0:
             raise ValueError(f"{self.name}: max_segments must be >= 0")
         for n in ("vocab_size", "dim", "n_layers", "n_heads", "n_kv_heads", "ffn_dim", "max_seq_len"):

@@ -290,14 +290,8 @@ def tokenizer_json(tokenizer: Any) -> dict[str, Any]:
     }
 
 
-CHAT_TEMPLATE = (
-    "{{ bos_token }}{% for message in messages %}<|{{ message['role'] }}|>"
-    "{{ message['content'] }}<|end|>{% endfor %}"
-    "{% if add_generation_prompt %}<|assistant|>{% endif %}"
-)
-
-
 def write_tokenizer(tokenizer: Any, out: Path, *, max_len: int) -> None:
+    from afm.model.chat import CHAT_TEMPLATE
     from afm.model.tokenizer import BOS, EOS, PAD, UNK
 
     (out / "tokenizer.json").write_text(json.dumps(tokenizer_json(tokenizer), ensure_ascii=False))

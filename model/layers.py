@@ -162,6 +162,17 @@ class SwiGLU(nnx.Module):
         return remat.tag(constrain(out, ("batch", "seq", "embed")), "mlp_out")
 
 
+def dropout(x: Array, rate: float, key: Array | None) -> Array:
+    """Inverted dropout: zero each element with probability ``rate`` and scale the rest by
+    ``1 / (1 - rate)``; the identity when ``key`` is None (evaluation) or ``rate`` is 0.
+    The key is explicit (not an ``nnx.Rngs`` stream) so training stays a pure function of
+    (params, batch, step rng) and a remat recomputation draws the same mask."""
+    if key is None or rate <= 0.0:
+        return x
+    keep = jax.random.bernoulli(key, 1.0 - rate, x.shape)
+    return jnp.where(keep, x / (1.0 - rate), jnp.zeros_like(x)).astype(x.dtype)
+
+
 class Block(nnx.Module):
     """Pre-norm residual block: x + attn(norm(x)), then + mlp(norm(.))."""
 
@@ -181,10 +192,14 @@ class Block(nnx.Module):
         segment_ids: Array | None = None,
         mask: Array | None = None,
         kv_cache: tuple[Array, Array, Array] | None = None,
+        dropout_rate: float = 0.0,
+        dropout_key: Array | None = None,
     ) -> tuple[Array, tuple[Array, Array] | None]:
+        """``dropout_key`` (training only) drops each sublayer's output before its add."""
+        keys = (None, None) if dropout_key is None else jax.random.split(dropout_key)
         h, new_cache = self.attn(
             self.attn_norm(x), cos, sin, segment_ids=segment_ids, mask=mask, kv_cache=kv_cache
         )
-        x = x + h
-        x = x + self.mlp(self.mlp_norm(x))
+        x = x + dropout(h, dropout_rate, keys[0])
+        x = x + dropout(self.mlp(self.mlp_norm(x)), dropout_rate, keys[1])
         return constrain(x, ("batch", "seq", "embed")), new_cache

@@ -264,25 +264,22 @@ class Tokenizer:
         return self.sp.decode([int(i) for i in ids])
 
     def encode_chat(
-        self, messages: Sequence[dict[str, Any]], *, add_generation_prompt: bool = False
+        self,
+        messages: Sequence[dict[str, Any]],
+        *,
+        tools: Sequence[dict[str, Any]] | None = None,
+        add_generation_prompt: bool = False,
     ) -> tuple[list[int], list[bool]]:
-        """The chat template: ``<s>`` then, per message, ``<|role|> content <|end|>``;
-        with ``add_generation_prompt`` a trailing ``<|assistant|>``.
+        """The chat template (``afm.model.chat``): ``<s>`` then, per message,
+        ``<|role|> content <|end|>``; with ``add_generation_prompt`` a trailing
+        ``<|assistant|>``.
 
-        Returns the ids and, per id, whether it belongs to an assistant reply (content and
-        its ``<|end|>``): the tokens an SFT loss trains on.
+        Returns the ids and, per id, whether it belongs to an assistant reply (content,
+        tool calls and its ``<|end|>``): the tokens an SFT loss trains on.
         """
-        ids, mask = [self.bos_id], [False]
-        for m in messages:
-            role, content = m.get("role"), m.get("content")
-            if not isinstance(content, str):
-                raise TokenizerError(f"chat message without string content: {m!r}")
-            body = self.encode(content) + [self.end_id]
-            ids.append(self.role_id(str(role)))
-            mask.append(False)
-            ids.extend(body)
-            mask.extend([role == "assistant"] * len(body))
-        if add_generation_prompt:
-            ids.append(self.role_id("assistant"))
-            mask.append(False)
-        return ids, mask
+        from afm.model.chat import ChatFormatError, encode_chat
+
+        try:
+            return encode_chat(self, messages, tools=tools, add_generation_prompt=add_generation_prompt)
+        except ChatFormatError as exc:
+            raise TokenizerError(str(exc)) from None

@@ -26,7 +26,7 @@ import jax.numpy as jnp
 from afm.model import remat
 from afm.model.attention import segment_mask
 from afm.model.config import ModelConfig
-from afm.model.layers import Block, RMSNorm, param, rope_tables
+from afm.model.layers import Block, RMSNorm, dropout, param, rope_tables
 from afm.model.partitioning import constrain
 from flax import nnx
 
@@ -98,10 +98,13 @@ class Transformer(nnx.Module):
         positions: Array | None = None,
         segment_ids: Array | None = None,
         cache: KVCache | None = None,
+        dropout_rng: Array | None = None,
     ) -> tuple[Array, KVCache | None]:
         """Final-norm hidden states [B, T, dim] (compute dtype) and the updated cache.
 
         Reward heads and chunked losses start from here; :meth:`readout` makes logits.
+        ``dropout_rng`` (training only) turns on ``cfg.dropout`` on the embedding and on
+        every sublayer output; without it the pass is deterministic.
         """
         cfg = self.cfg
         dtype = jnp.dtype(cfg.dtype)
@@ -121,17 +124,22 @@ class Transformer(nnx.Module):
             q_slots = start + jnp.arange(t, dtype=jnp.int32)
             mask = attention_mask(q_slots, jnp.arange(cache.max_len, dtype=jnp.int32), q_seg, k_seg)
 
+        drop = dropout_rng is not None and cfg.dropout > 0.0
         x = jnp.take(self.embed[...], tokens, axis=0).astype(dtype)
+        if drop:
+            x = dropout(x, cfg.dropout, jax.random.fold_in(dropout_rng, cfg.n_layers))
         x = constrain(x, ("batch", "seq", "embed"))
         cos, sin = rope_tables(positions, cfg.head_dim, cfg.rope_base)
 
         graphdef, _ = nnx.split(self.layers[0])
         layer_states = [nnx.state(layer) for layer in self.layers]
 
-        def block_fn(state: Any, x: Array, kv: tuple[Array, Array] | None):
+        def block_fn(state: Any, x: Array, kv: tuple[Array, Array] | None, layer: Array | int = 0):
             block = nnx.merge(graphdef, state)
             kv_cache = None if kv is None else (kv[0], kv[1], start)
-            return block(x, cos, sin, segment_ids=seg, mask=mask, kv_cache=kv_cache)
+            key = jax.random.fold_in(dropout_rng, layer) if drop else None
+            return block(x, cos, sin, segment_ids=seg, mask=mask, kv_cache=kv_cache,
+                         dropout_rate=cfg.dropout, dropout_key=key)
 
         policy = remat.jax_policy(cfg.remat)
         if policy is not None:
@@ -153,20 +161,21 @@ class Transformer(nnx.Module):
             ]
 
             def body(x: Array, xs: Any):
-                leaves, kv = xs
+                leaves, kv, layer = xs
                 state = jax.tree.unflatten(treedef, leaves)
-                x, new_kv = block_fn(state, x, kv)
+                x, new_kv = block_fn(state, x, kv, layer)
                 return x, new_kv
 
             kv_xs = None if cache is None else (cache.k, cache.v)
-            x, new_kv = jax.lax.scan(body, x, (stacked, kv_xs))
+            layers = jnp.arange(cfg.n_layers, dtype=jnp.int32)
+            x, new_kv = jax.lax.scan(body, x, (stacked, kv_xs, layers))
             if cache is not None:
                 new_k, new_v = new_kv
         else:
             ks, vs = [], []
             for i, state in enumerate(layer_states):
                 kv = None if cache is None else (cache.k[i], cache.v[i])
-                x, new_kv = block_fn(state, x, kv)
+                x, new_kv = block_fn(state, x, kv, i)
                 if new_kv is not None:
                     ks.append(new_kv[0])
                     vs.append(new_kv[1])
@@ -193,10 +202,11 @@ class Transformer(nnx.Module):
         positions: Array | None = None,
         segment_ids: Array | None = None,
         cache: KVCache | None = None,
+        dropout_rng: Array | None = None,
     ) -> Array | tuple[Array, KVCache]:
         """Logits float32 [B, T, V]; with a ``cache``, ``(logits, updated_cache)``."""
         h, new_cache = self.features(
-            tokens, positions=positions, segment_ids=segment_ids, cache=cache
+            tokens, positions=positions, segment_ids=segment_ids, cache=cache, dropout_rng=dropout_rng
         )
         logits = self.readout(h)
         if cache is None:
@@ -220,7 +230,7 @@ def init_model(cfg: ModelConfig, seed: int = 0) -> Transformer:
 
 RUNTIME_FIELDS = frozenset(
     {"dtype", "remat", "scan_layers", "attention_impl", "max_segments", "max_seq_len",
-     "rope_base", "name", "notes"}
+     "rope_base", "dropout", "name", "notes"}
 )
 
 

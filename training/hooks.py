@@ -44,6 +44,10 @@ class EvalConfig:
     heldout_batches: int = 4  # global batches of held-out data per evaluation
     hooks: list[str] = field(default_factory=list)  # "package.module:factory"
     options: dict[str, Any] = field(default_factory=dict)  # for the factories
+    # Best-checkpoint selection (afm.training.selection): a result key such as
+    # "eval/heldout/loss"; every improvement writes workdir/best and best.json.
+    select_metric: str = ""
+    select_mode: str = "max"  # max | min
 
 
 @dataclass(frozen=True)

@@ -173,6 +173,7 @@ TASKS: dict[str, str] = {
     "pretrain": "afm.training.pretrain:PretrainTask",
     "prune": "afm.training.prune:PruneTask",
     "distill": "afm.training.distill:DistillTask",
+    "sft": "afm.training.sft:SftTask",
 }
 
 

@@ -37,6 +37,7 @@ from afm.training.metrics import MetricsWriter, mfu
 from afm.training.optimizer import skipped_updates
 from afm.training.params import params_sha256
 from afm.training.preemption import StopSignal
+from afm.training.selection import BestCheckpoint
 from afm.training.sharding import make_mesh
 
 
@@ -186,6 +187,8 @@ def train(
             console.print(f"frozen: {len(engine.frozen)} tensors (no gradient, no optimizer state)")
 
     hooks = build_hooks(HookContext(cfg, engine, workdir, dict(cfg.eval.options)))
+    selector = (BestCheckpoint(workdir, cfg.eval.select_metric, cfg.eval.select_mode, write=is_main)
+                if cfg.eval.select_metric else None)
     profile = parse_profile_steps(cfg.profile_steps)
     fpt = flops_per_token(mcfg, cfg.data.seq_len)
     tokens_per_step = cfg.data.global_batch_size * cfg.data.seq_len
@@ -219,7 +222,22 @@ def train(
 
     def evaluate(at: int) -> dict[str, float]:
         view = ModelView(engine.model(state), engine.all_params(state), mcfg, mesh)
-        return run_hooks(hooks, at, view)
+        results = run_hooks(hooks, at, view)
+        if selector is not None:
+            selector.update(at, results, export_model)
+        return results
+
+    def export_model(path: str) -> None:
+        """The current model parameters in the ``afm.model.checkpoint`` format (host 0 writes)."""
+        from afm.model.checkpoint import save_params
+
+        params = engine.all_params(state)
+        model_params = {k: params[k] for k in engine.layout.keys}
+        if jax.process_count() > 1:
+            model_params = gather_params(model_params)
+        if is_main:
+            save_params(engine.layout.unflatten(model_params), path,
+                        dataclasses.replace(mcfg, max_segments=0), overwrite=True)
 
     try:
         with StopSignal(cfg.preemption_check_every) as stop, make_progress() as progress:
@@ -319,6 +337,7 @@ def train(
         "attention": backend,
         "skipped_steps": skipped_total,
         "mixture": getattr(source, "weights", {}),
+        **({"best_step": selector.best_step, "best_value": selector.best} if selector else {}),
         **evals,
         **{k: last_metrics[k] for k in ("grad_norm", "update_rms", "lr", "tokens_per_s", "mfu") if k in last_metrics},
     }

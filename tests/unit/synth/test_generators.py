@@ -1,0 +1,166 @@
+"""The OpenAI-compatible client against a local stub server this test starts on loopback:
+answers, retries (503, 429 + Retry-After, dropped connections), refusals, the concurrency
+cap, the rate limit, and the cache that makes an interrupted run resume."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from afm.synth.cache import ResponseCache
+from afm.synth.generators import (
+    CachedGenerator,
+    GenerationError,
+    GenerationRequest,
+    OpenAIGenerator,
+    make_generator,
+    retry_after_seconds,
+)
+
+
+class Stub:
+    """Behaviour of the stub server, changed by each test."""
+
+    def __init__(self) -> None:
+        self.requests: list[dict[str, Any]] = []
+        self.fail: list[int | str] = []  # per incoming request: status to answer, or "drop"
+        self.refuse_word = "FORBIDDEN"
+        self.delay = 0.0
+        self.active = 0
+        self.max_active = 0
+        self.lock = threading.Lock()
+
+
+def handler_for(stub: Stub) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:  # quiet
+            pass
+
+        def do_POST(self) -> None:  # noqa: N802
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            with stub.lock:
+                stub.requests.append(body)
+                action = stub.fail.pop(0) if stub.fail else 200
+                stub.active += 1
+                stub.max_active = max(stub.max_active, stub.active)
+            try:
+                time.sleep(stub.delay)
+                if self.path != "/v1/chat/completions":
+                    return self._send(404, {"error": "no such route"})
+                if action == "drop":
+                    self.connection.close()
+                    return
+                if action != 200:
+                    return self._send(int(action), {"error": "busy"}, {"Retry-After": "0"})
+                prompt = body["messages"][-1]["content"]
+                if stub.refuse_word in prompt:
+                    return self._send(400, {"error": {"message": "content policy"}})
+                choices = [{"index": i, "message": {"role": "assistant", "content": f"echo {prompt} #{i}"},
+                            "finish_reason": "stop"} for i in range(body.get("n", 1))]
+                self._send(200, {"id": "x", "object": "chat.completion", "choices": choices})
+            finally:
+                with stub.lock:
+                    stub.active -= 1
+
+        def _send(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
+            data = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            for k, v in (headers or {}).items():
+                self.send_header(k, v)
+            self.end_headers()
+            self.wfile.write(data)
+
+    return Handler
+
+
+@pytest.fixture()
+def server():
+    stub = Stub()
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler_for(stub))
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield stub, f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def req(text: str, n: int = 1) -> GenerationRequest:
+    return GenerationRequest(messages=({"role": "user", "content": text},), n=n, max_tokens=16, seed=1)
+
+
+def client(url: str, **kw: Any) -> OpenAIGenerator:
+    return OpenAIGenerator(url, "stub-model", api_key="k", backoff_s=0.01, max_backoff_s=0.05, timeout_s=5, **kw)
+
+
+def test_answers_in_request_order_with_n_samples(server) -> None:
+    stub, url = server
+    out = client(url).generate([req("a", n=3), req("b")])
+    assert out[0].texts == ["echo a #0", "echo a #1", "echo a #2"] and out[1].texts == ["echo b #0"]
+    sent = stub.requests[0]
+    assert sent["model"] == "stub-model" and sent["n"] in (1, 3) and sent["max_tokens"] == 16
+
+
+def test_retries_transient_failures(server) -> None:
+    stub, url = server
+    stub.fail = [503, 429, "drop"]
+    gen = client(url, max_concurrency=1)
+    assert gen.generate([req("x")])[0].texts == ["echo x #0"]
+    assert len(stub.requests) == 4 and gen.retries == 3
+
+
+def test_refusal_is_not_retried_and_exhaustion_is_an_error(server) -> None:
+    stub, url = server
+    with pytest.raises(GenerationError, match="refused.*400"):
+        client(url).generate([req("FORBIDDEN words")])
+    assert len(stub.requests) == 1
+    stub.fail = [503] * 10
+    with pytest.raises(GenerationError, match="3 attempts"):
+        client(url, max_retries=2).generate([req("y")])
+
+
+def test_concurrency_cap_and_rate_limit(server) -> None:
+    stub, url = server
+    stub.delay = 0.1
+    client(url, max_concurrency=3).generate([req(str(i)) for i in range(9)])
+    assert stub.max_active == 3
+    stub.delay = 0.0
+    start = time.perf_counter()
+    client(url, max_concurrency=4, requests_per_minute=600).generate([req(str(i)) for i in range(6)])
+    assert time.perf_counter() - start >= 0.4  # 10/s: 5 waits of 0.1 s after the first
+
+
+def test_cache_resumes_an_interrupted_run(server, tmp_path: Path) -> None:
+    stub, url = server
+    requests = [req(f"q{i}") for i in range(6)] + [req("FORBIDDEN")]
+    cache = ResponseCache(tmp_path / "cache.sqlite")
+    gen = CachedGenerator(client(url, max_concurrency=1), cache)
+    with pytest.raises(GenerationError):  # the last request stops the first run
+        gen.generate(requests)
+    assert len(cache) == 6 and len(stub.requests) == 7
+    stub.requests.clear()
+    again = CachedGenerator(client(url), ResponseCache(tmp_path / "cache.sqlite"))
+    out = again.generate(requests[:6] + [req("q6")])
+    assert [r["messages"][0]["content"] for r in stub.requests] == ["q6"]  # only the new one is sent
+    assert [g.cached for g in out] == [True] * 6 + [False]
+    assert out[3].texts == ["echo q3 #0"]
+
+
+def test_specs_and_headers() -> None:
+    assert retry_after_seconds("2") == 2.0 and retry_after_seconds(None) is None
+    assert retry_after_seconds("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0
+    with pytest.raises(ValueError, match="--model"):
+        make_generator("openai:http://127.0.0.1:1/v1")
+    with pytest.raises(ValueError, match="expected checkpoint"):
+        make_generator("nonsense")
+    with pytest.raises(ValueError, match="http"):
+        OpenAIGenerator("localhost:8000", "m")
+    key_a = req("a").key("m1")
+    assert key_a == req("a").key("m1") and key_a != req("a").key("m2")
+    assert key_a != GenerationRequest(messages=({"role": "user", "content": "a"},), max_tokens=16, seed=2).key("m1")
