@@ -34,7 +34,7 @@ $AFM train --config $T/student-distill.yaml --workdir $A/runs/both --data $A/dis
 $AFM train --config $T/student.yaml --workdir $A/runs/baseline-1.5x --data $A/tokens-train --set total_steps=750
 fi
 # 5. the evaluation task group and held-out perplexity for each, then the table and plot.
-# --max-length 512: a few items (piqa, lambada) are longer than the 256-token window the
+# --max-length 512: a few benchmark items are longer than the 256-token window the
 # models were built with; RoPE scores them at positions past it, the same for every model.
 for r in teacher baseline prune-only distill-only both baseline-1.5x; do
   $AFM eval --checkpoint $A/runs/$r/model --tokenizer $A/tokenizer --tasks afm-tiny --limit 100 --max-length 512 \
