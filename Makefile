@@ -27,7 +27,7 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(PYTEST_CPU) $(BIN)/python -m pytest -m "not slow" tests
 
-test-all: $(STAMP) $(VENV)/.installed-hf
+test-all: $(STAMP) $(VENV)/.installed-hf $(VENV)/.installed-reference
 	$(PYTEST_CPU) $(BIN)/python -m pytest tests
 
 bench: $(STAMP) $(VENV)/.installed-bench $(VENV)/.installed-hf

@@ -4,10 +4,11 @@ It serves the demo site (``afm/demo_site/site.yaml``) on loopback, crawls it pol
 curates the crawl (extraction, language, safety, PII, dedup, quality,
 decontamination), trains a tokenizer, tokenizes the corpus, runs the three tiny
 pre-training stages, evaluates the last checkpoint on a tiny task set (``afm eval``),
-then prepares the demo instruction set and fine-tunes on it (SFT), and ends with the
-deployment recipe: the post-trained model palettized below 4 bits with an
-accuracy-recovery LoRA adapter, compared with the 16-bit model (``afm quantize``,
-``afm adapter train``, ``afm adapter table``).
+then prepares the demo instruction set and fine-tunes on it (SFT), runs the on-device
+start in miniature (a wider teacher, learned FFN pruning, and a student distilled from the
+teacher's top-1 tokens), and ends with the deployment recipe: the post-trained model
+palettized below 4 bits with an accuracy-recovery LoRA adapter, compared with the 16-bit
+model (``afm quantize``, ``afm adapter train``, ``afm adapter table``).
 Every output path is printed at the end.
 """
 
@@ -160,6 +161,30 @@ class DemoRun:
         self.outputs += [("eval results", str(out)), ("eval report", str(out.with_suffix(".html")))]
         return results
 
+    def on_device(self, tokens: Path) -> dict[str, Any]:
+        """Teacher -> Soft-Top-K FFN pruning -> pruned checkpoint -> precomputed top-1
+        targets -> distilled student (report §3.2.1, tiny)."""
+        from afm.training.distill_targets import compute_targets
+        from afm.training.prune_model import apply_pruning, learn_masks
+        from afm.training.trainer import train
+
+        runs = self.workdir / "train"
+        data = [str(tokens)]
+        teacher = train("tiny-teacher-core", runs / "tiny-teacher", steps=self.train_steps, data=data)
+        self.outputs.append(("checkpoint tiny-teacher", str(runs / "tiny-teacher")))
+        prune = learn_masks(str(runs / "tiny-teacher"), 192, "tiny-prune", str(runs / "tiny-prune"),
+                            data=data, steps=self.train_steps, heldout=data)
+        pruned = runs / "tiny-pruned"
+        apply_pruning(str(runs / "tiny-prune"), str(pruned))
+        self.outputs.append(("pruned checkpoint (ffn 576 -> 192)", str(pruned)))
+        targets = self.workdir / "distill-tokens"
+        compute_targets(str(runs / "tiny-teacher"), data, str(targets))
+        self.outputs.append(("teacher top-1 targets", str(targets)))
+        student = train("tiny-distill-core", runs / "tiny-student", steps=self.train_steps,
+                        data=[str(targets)], init_from=pruned)
+        self.outputs.append(("checkpoint tiny-student (pruned + distilled)", str(runs / "tiny-student")))
+        return {"teacher": teacher, "prune": prune, "student": student}
+
     def sft(self, tokenizer: Path, index: Path | None, base: Path) -> dict[str, Any]:
         """The demo instruction set (``afm.synth.demo_data``, Apache-2.0) prepared with
         the demo tokenizer (PII, dedup, decontamination against the demo benchmark), then a
@@ -242,6 +267,7 @@ def demo_command(workdir: Path, train_steps: int | None) -> None:
     final = (results or {}).get("tiny-context", {}).get("model_checkpoint")
     if final and tok is not None:
         run.stage("evaluate", "afm.evaluation.runner", lambda: run.evaluate(Path(final), tok, tokens, index))
+    on_device = run.stage("prune + distill", "afm.training.prune", lambda: run.on_device(tokens))
     sft = None
     if results and tok:
         base = Path(results["tiny-context"]["workdir"]) / "model"
@@ -264,6 +290,11 @@ def demo_command(workdir: Path, train_steps: int | None) -> None:
     if results:
         for stage, r in results.items():
             rows.append((f"{stage} loss", f"{r.get('first_loss', float('nan')):.3f} -> {r.get('final_loss', float('nan')):.3f}"))
+    if on_device:
+        t, p, s = on_device["teacher"], on_device["prune"], on_device["student"]
+        rows.append(("tiny-teacher loss", f"{t.get('first_loss', float('nan')):.3f} -> {t.get('final_loss', float('nan')):.3f}"))
+        rows.append(("tiny-prune held-out loss at the hard mask", f"{p.get('eval/heldout/loss', float('nan')):.3f}"))
+        rows.append(("tiny-student loss (0.9 teacher top-1 + 0.1 label)", f"{s.get('first_loss', float('nan')):.3f} -> {s.get('final_loss', float('nan')):.3f}"))
     if sft:
         rows.append(("SFT held-out assistant loss", f"{sft['before']:.3f} (base) -> {sft['after']:.3f} (best SFT step)"))
         rows.append(("SFT data dropped", ", ".join(f"{k} {v}" for k, v in sorted(sft["dropped"].items()))))

@@ -184,6 +184,14 @@ CONFIGS: dict[str, ModelConfig] = {
         head_dim=16, ffn_dim=192, max_seq_len=256,
         notes="tests/demo size; vocab matches a tokenizer trained on the demo corpus",
     ),
+    # The tiny model's teacher for pruning + distillation tests and the demo: tiny with a
+    # 3x wider FFN (576 -> pruned to tiny's 192, about the teacher -> on-device ratio of
+    # 23296 -> 8064), everything else shared, as afm-teacher-6.4b shares afm-on-device's.
+    "tiny-teacher": _cfg(
+        name="tiny-teacher", vocab_size=512, dim=64, n_layers=2, n_heads=4, n_kv_heads=2,
+        head_dim=16, ffn_dim=576, max_seq_len=256,
+        notes="tests/demo: tiny with a 3x FFN, pruned to tiny's 192 (afm.training.prune)",
+    ),
     # The muP proxy width (768): the LR sweep model and CPU/GPU benchmarks.
     "100m": _cfg(
         name="100m", vocab_size=49_152, dim=768, n_layers=12, n_heads=12, n_kv_heads=4,

@@ -161,9 +161,17 @@ def restore_params_only(
 ) -> tuple[dict[str, Any], epath.Path]:
     """The model parameters of a previous stage, resharded: a training workdir, its
     ``checkpoints/`` or a step dir, or an ``afm.model`` checkpoint (``workdir/model``)."""
-    if is_model_checkpoint(path) and layout is not None:
-        return restore_model_checkpoint(path, params_like, layout), fs.as_path(str(path))
-    directory, step = resolve_init_from(path)
-    step_dir = directory / str(step)
-    params = ocp.StandardCheckpointer().restore(step_dir / "params", _abstract(params_like))
+    try:
+        if is_model_checkpoint(path) and layout is not None:
+            return restore_model_checkpoint(path, params_like, layout), fs.as_path(str(path))
+        directory, step = resolve_init_from(path)
+        step_dir = directory / str(step)
+        params = ocp.StandardCheckpointer().restore(step_dir / "params", _abstract(params_like))
+    except ValueError as exc:
+        if "shape" not in str(exc):
+            raise
+        raise ValueError(
+            f"{path}: its parameters do not fit this run's model ({str(exc).split('. ')[0]}). A "
+            "checkpoint of a wider teacher is pruned first (afm prune apply), or train with its model"
+        ) from None
     return {k: params[k] for k in params_like}, step_dir

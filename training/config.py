@@ -176,6 +176,85 @@ STAGES.update(
     }
 )
 
+# -- AFM-on-device: pruned from a 6.4B teacher, then distilled (SPEC 3.2, report §3.2.1) ---
+# The report keeps every hyper-parameter of AFM-server except the batch size, which it does
+# not give for the on-device model; 1024 x 4096 tokens is our choice. Mask learning runs on
+# the core mixture for 188B tokens; core pre-training distils (0.9 teacher top-1 + 0.1 label)
+# for 6.3T tokens; continued pre-training does not distil.
+ON_DEVICE_BATCH = 1024
+PRUNE_HOOKS = {"every_steps": 1000, "hooks": ["afm.training.prune:mask_hook"]}
+STAGES.update(
+    {
+        "teacher-core": _stage(
+            name="teacher-core", model="afm-teacher-6.4b", next_stage="on-device-prune",
+            data={"seq_len": 4096, "global_batch_size": 4096, "weights": CORE_MIX},
+            optimizer={"learning_rate": 0.01, "weight_decay": 3.16e-4},
+            schedule={"warmup_steps": 5000, "final_fraction": 0.005},
+            mesh={"data": 1, "fsdp": -1},
+            total_steps=375_500,  # the server's core recipe: 6.3T tokens / (4096 x 4096)
+            checkpoint={"every_steps": 1000},
+        ),
+        "on-device-prune": _stage(
+            name="on-device-prune", model="afm-teacher-6.4b", task="prune", next_stage="on-device-core",
+            task_options={"target_ffn_dim": 8064, "temperature_start": 0.5, "temperature_end": 0.005},
+            data={"seq_len": 4096, "global_batch_size": ON_DEVICE_BATCH, "weights": CORE_MIX},
+            optimizer={"learning_rate": 0.01, "weight_decay": 0.0},
+            schedule={"warmup_steps": 1000, "final_fraction": 0.005},
+            mesh={"data": 1, "fsdp": -1},
+            total_steps=44_830,  # 188B tokens / (1024 x 4096)
+            checkpoint={"every_steps": 1000}, eval=PRUNE_HOOKS,
+        ),
+        "on-device-core": _stage(
+            name="on-device-core", model="afm-on-device", task="distill", next_stage="on-device-continued",
+            task_options={"teacher_weight": 0.9, "label_weight": 0.1},
+            data={"seq_len": 4096, "global_batch_size": ON_DEVICE_BATCH, "weights": CORE_MIX},
+            optimizer={"learning_rate": 0.01, "weight_decay": 3.16e-4},
+            schedule={"warmup_steps": 5000, "final_fraction": 0.005},
+            mesh={"data": 1, "fsdp": -1},
+            total_steps=1_502_000,  # 6.3T tokens / (1024 x 4096)
+            checkpoint={"every_steps": 1000},
+        ),
+        "on-device-continued": _stage(
+            name="on-device-continued", model="afm-on-device",
+            model_overrides={"max_seq_len": 8192},
+            data={"seq_len": 8192, "global_batch_size": ON_DEVICE_BATCH // 2, "weights": CONTINUED_MIX},
+            optimizer={"learning_rate": 3e-4, "weight_decay": 1e-5},
+            schedule={"warmup_steps": 1000, "final_fraction": 0.001},
+            mesh={"data": 1, "fsdp": -1},
+            total_steps=238_400,  # 1T tokens / (512 x 8192), no distillation (report §3.2.2)
+            checkpoint={"every_steps": 500},
+        ),
+        # The same recipe on tiny models, for tests and the demo.
+        "tiny-teacher-core": _stage(
+            name="tiny-teacher-core", model="tiny-teacher", next_stage="tiny-prune",
+            model_overrides=_TINY_MODEL,
+            data={"seq_len": 64, "global_batch_size": 8, "weights": CORE_MIX},
+            optimizer={"learning_rate": 0.1, "weight_decay": 3.16e-4},
+            schedule={"warmup_steps": 5, "final_fraction": 0.005},
+            total_steps=60, log_every=5, checkpoint={"every_steps": 20, "keep": 2},
+        ),
+        "tiny-prune": _stage(
+            name="tiny-prune", model="tiny-teacher", task="prune", next_stage="tiny-distill-core",
+            model_overrides=_TINY_MODEL,
+            task_options={"target_ffn_dim": 192, "temperature_start": 0.5, "temperature_end": 0.005},
+            data={"seq_len": 64, "global_batch_size": 8, "weights": CORE_MIX},
+            optimizer={"learning_rate": 0.05, "weight_decay": 0.0},
+            schedule={"warmup_steps": 2, "final_fraction": 0.1},
+            total_steps=40, log_every=5, checkpoint={"every_steps": 20, "keep": 2},
+            eval={"every_steps": 10, "hooks": ["afm.training.prune:mask_hook"]},
+        ),
+        "tiny-distill-core": _stage(
+            name="tiny-distill-core", model="tiny", task="distill", next_stage="tiny-continued",
+            model_overrides=_TINY_MODEL,
+            task_options={"teacher_weight": 0.9, "label_weight": 0.1},
+            data={"seq_len": 64, "global_batch_size": 8, "weights": CORE_MIX},
+            optimizer={"learning_rate": 0.1, "weight_decay": 3.16e-4},
+            schedule={"warmup_steps": 5, "final_fraction": 0.005},
+            total_steps=60, log_every=5, checkpoint={"every_steps": 20, "keep": 2},
+        ),
+    }
+)
+
 
 def get_train_config(
     name_or_file: str | Path | TrainConfig, overrides: list[str] | tuple[str, ...] = ()

@@ -58,6 +58,10 @@ class DataConfig:
     prefetch: int = 2  # batches prepared ahead in a background thread (0: off)
     open_files: int = 64  # Parquet file handles kept open per host
     index_cache: str = ""  # a JSON copy of the shard index (the trainer sets workdir/data-index.json)
+    # Per-token integer columns packed beside `tokens` (same length per row, -1 = none),
+    # handed out aligned with `inputs` under their own names: e.g. a teacher's top-1
+    # predictions written by `afm distill targets`.
+    aligned_columns: list[str] = field(default_factory=list)
 
 
 class DataError(ValueError):
@@ -252,13 +256,41 @@ class ShardIndex:
     def read(self, chunk: Chunk, source: str) -> tuple[np.ndarray, np.ndarray]:
         """``(offsets, values)`` of the chunk's documents (CSR form: document ``i`` is
         ``values[offsets[i]:offsets[i + 1]]``), only the rows of ``source``."""
+        offsets, values, _ = self.read_aligned(chunk, source, ())
+        return offsets, values
+
+    def read_aligned(
+        self, chunk: Chunk, source: str, aligned: tuple[str, ...] | list[str]
+    ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+        """:meth:`read` plus per-token ``aligned`` columns (list<int32>, one value per token,
+        sharing the token offsets), checked to have the same length as ``tokens`` per row."""
         pf = self.handles.get(chunk.file)
-        columns = ["tokens", "source"] if chunk.mixed else ["tokens"]
+        path = self.files[chunk.file]
+        missing = [c for c in aligned if c not in pf.schema_arrow.names]
+        if missing:
+            raise DataError(
+                f"{path} has no column {missing[0]!r} (data.aligned_columns); for a teacher's top-1 "
+                "ids, make these shards with `afm distill targets`"
+            )
+        columns = ["tokens", *aligned] + (["source"] if chunk.mixed else [])
         table = pf.read_row_group(chunk.row_group, columns=columns)
-        tokens = table.column("tokens").combine_chunks()
+        keep = None
         if chunk.mixed:
-            keep = np.flatnonzero(table.column("source").to_numpy(zero_copy_only=False) == source)
-            tokens = tokens.take(pa.array(keep))
-        offsets = tokens.offsets.to_numpy().astype(np.int64)
-        values = tokens.flatten().to_numpy(zero_copy_only=False)  # respects any slicing
-        return offsets - offsets[0], values.astype(np.int32, copy=False)
+            keep = pa.array(np.flatnonzero(table.column("source").to_numpy(zero_copy_only=False) == source))
+
+        def csr(name: str) -> tuple[np.ndarray, np.ndarray]:
+            col = table.column(name).combine_chunks()
+            if keep is not None:
+                col = col.take(keep)
+            offsets = col.offsets.to_numpy().astype(np.int64)
+            values = col.flatten().to_numpy(zero_copy_only=False)  # respects any slicing
+            return offsets - offsets[0], values.astype(np.int32, copy=False)
+
+        offsets, values = csr("tokens")
+        extras: dict[str, np.ndarray] = {}
+        for name in aligned:
+            col_offsets, col_values = csr(name)
+            if not np.array_equal(col_offsets, offsets):
+                raise DataError(f"{path}: column {name!r} is not aligned with tokens (row lengths differ)")
+            extras[name] = col_values
+        return offsets, values, extras

@@ -221,7 +221,16 @@ class Engine:
         extras = self.extras
         if extras:
             model_only = {k: params[k] for k in layout.keys}
+            restore = getattr(self.task, "restore_extra_params", None)
+            like = {k: self.abstract_state.frozen.get(k, self.abstract_state.params.get(k)) for k in extras}
+            restored = restore(like) if restore is not None else {}
+            unknown = set(restored) - set(extras)
+            if unknown:
+                raise ValueError(f"task {self.task.name!r} restored unknown parameters {sorted(unknown)[:3]}")
+            params.update(restored)
             for i, (key, spec) in enumerate(sorted(extras.items())):
+                if key in restored:
+                    continue
                 init = jax.jit(spec.init, out_shardings=self.shardings[key])
                 params[key] = init(jax.random.fold_in(jax.random.key(self.cfg.seed), 1000 + i), model_only)
         trainable = {k: params[k] for k in self.trainable}

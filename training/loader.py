@@ -107,10 +107,13 @@ class _OpenChunk:
     offsets: np.ndarray
     values: np.ndarray
     order: np.ndarray  # reading order of the chunk's rows
+    aligned: tuple[np.ndarray, ...] = ()  # data.aligned_columns' values, CSR like `values`
 
-    def doc(self, i: int) -> np.ndarray:
+    def doc(self, i: int) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
+        """The ``i``-th document in reading order and its aligned columns."""
         r = int(self.order[i])
-        return self.values[self.offsets[r] : self.offsets[r + 1]]
+        lo, hi = self.offsets[r], self.offsets[r + 1]
+        return self.values[lo:hi], tuple(a[lo:hi] for a in self.aligned)
 
 
 class _Lane:
@@ -123,10 +126,11 @@ class _Lane:
         self._open: dict[int, _OpenChunk] = {}
         self._draws: tuple[int, np.ndarray] = (-1, np.empty(0))
         self._doc: np.ndarray | None = None
+        self._aligned: tuple[np.ndarray, ...] = ()
         cur = int(self.state[2])
         if cur >= 0:  # resume mid-document: reopen its chunk, find it again
             opened, row = self._counters(cur)
-            self._doc = self._chunk(cur, opened - 1).doc(row - 1)
+            self._doc, self._aligned = self._chunk(cur, opened - 1).doc(row - 1)
 
     def _counters(self, s: int) -> tuple[int, int]:
         return int(self.state[4 + 2 * s]), int(self.state[5 + 2 * s])
@@ -139,7 +143,18 @@ class _Lane:
         ld = self.loader
         position = self.id + ld.lanes * k
         chunk = ld.streams[s].at(position)
-        offsets, values = ld.index.read(chunk, ld.sources[s])
+        aligned: tuple[np.ndarray, ...] = ()
+        if ld.aligned_columns:
+            offsets, values, extra = ld.index.read_aligned(chunk, ld.sources[s], ld.aligned_columns)
+            aligned = tuple(extra[c] for c in ld.aligned_columns)
+            for name, col in zip(ld.aligned_columns, aligned, strict=True):
+                if col.size and ld.vocab_size is not None and (col.max() >= ld.vocab_size or col.min() < -1):
+                    raise DataError(
+                        f"column {name!r} of {ld.index.files[chunk.file]} holds ids outside [-1, "
+                        f"{ld.vocab_size}): made with another vocabulary than the model's"
+                    )
+        else:
+            offsets, values = ld.index.read(chunk, ld.sources[s])
         if values.size and ld.vocab_size is not None and (values.max() >= ld.vocab_size or values.min() < 0):
             raise DataError(
                 f"token id out of range [0, {ld.vocab_size}) in {ld.index.files[chunk.file]}: the "
@@ -150,7 +165,7 @@ class _Lane:
             np.random.default_rng([ld.cfg.seed, 5, s, position]).permutation(n)
             if ld.cfg.shuffle else np.arange(n)
         )
-        opened = _OpenChunk(k, offsets, values, order)
+        opened = _OpenChunk(k, offsets, values, order, aligned)
         self._open[s] = opened
         return opened
 
@@ -169,12 +184,16 @@ class _Lane:
         opened, row = self._counters(s)
         if opened == 0 or row >= len(self._chunk(s, opened - 1).order):
             opened, row = opened + 1, 0
-        self._doc = self._chunk(s, opened - 1).doc(row)
+        self._doc, self._aligned = self._chunk(s, opened - 1).doc(row)
         self.state[4 + 2 * s], self.state[5 + 2 * s] = opened, row + 1
         self.state[2], self.state[3] = s, 0
 
-    def fill(self, tokens: np.ndarray, segments: np.ndarray, positions: np.ndarray) -> None:
-        """Pack the next row (``seq_len + 1`` slots) into the given int32 arrays."""
+    def fill(
+        self, tokens: np.ndarray, segments: np.ndarray, positions: np.ndarray,
+        aligned: tuple[np.ndarray, ...] = (),
+    ) -> None:
+        """Pack the next row (``seq_len + 1`` slots) into the given int32 arrays (and the
+        aligned columns' rows, -1 where no document value exists: padding, appended EOS)."""
         ld = self.loader
         width = tokens.shape[0]
         eos, cap = ld.cfg.eos_id, ld.max_segments
@@ -183,6 +202,8 @@ class _Lane:
             if self._doc is None:
                 if cap and seg == cap:
                     tokens[at:], segments[at:], positions[at:] = ld.cfg.pad_id, 0, 0
+                    for out in aligned:
+                        out[at:] = -1
                     return
                 self._next_doc()
             doc = self._doc
@@ -193,6 +214,9 @@ class _Lane:
             take = min(width - at, length - off)
             real = max(min(take, doc.size - off), 0)
             tokens[at : at + real] = doc[off : off + real]
+            for out, values in zip(aligned, self._aligned, strict=True):
+                out[at : at + real] = values[off : off + real]
+                out[at + real : at + take] = -1
             if real < take:  # reached the appended EOS
                 tokens[at + real] = eos
             seg += 1
@@ -201,7 +225,7 @@ class _Lane:
             at += take
             off += take
             if off == length:
-                self._doc, self.state[2], self.state[3] = None, -1, 0
+                self._doc, self._aligned, self.state[2], self.state[3] = None, (), -1, 0
             else:
                 self.state[3] = off
 
@@ -236,6 +260,10 @@ class PackedLoader:
             _SourceStream(self.index.chunks[s], i, cfg.seed, cfg.shuffle) for i, s in enumerate(self.sources)
         ]
         self.max_segments = cfg.max_segments_per_row if cfg.attention == "document" else 0
+        self.aligned_columns = tuple(cfg.aligned_columns)
+        clash = set(self.aligned_columns) & {"inputs", "targets", "loss_mask", "segment_ids", "positions"}
+        if clash:
+            raise DataError(f"data.aligned_columns may not reuse batch field names: {sorted(clash)}")
         self.lanes = int(state.spec["lanes"]) if state is not None else (
             cfg.lanes or default_lanes(cfg.global_batch_size, process_count)
         )
@@ -300,12 +328,16 @@ class PackedLoader:
         tokens = np.empty((n, width), np.int32)
         segments = np.empty((n, width), np.int32)
         positions = np.empty((n, width), np.int32)
+        aligned = tuple(np.empty((n, width), np.int32) for _ in self.aligned_columns)
         r = 0
         for lane in self._lanes:
             for _ in range(self.rows_per_lane):
-                lane.fill(tokens[r], segments[r], positions[r])
+                lane.fill(tokens[r], segments[r], positions[r], tuple(a[r] for a in aligned))
                 r += 1
-        return self._shape(tokens, segments, positions)
+        batch = self._shape(tokens, segments, positions)
+        for name, values in zip(self.aligned_columns, aligned, strict=True):
+            batch[name] = np.ascontiguousarray(values[:, :-1])  # aligned with `inputs`
+        return batch
 
     def _shape(self, tokens: np.ndarray, seg: np.ndarray, pos: np.ndarray) -> dict[str, np.ndarray]:
         in_seg, tgt_seg = seg[:, :-1], seg[:, 1:]

@@ -82,8 +82,8 @@ def make_train_step(
     """``step(state, batch, step_number) -> (state, metrics)`` (not yet jitted)."""
     fields = task.batch_fields()
 
-    def sums_and_grads(params: Params, frozen: Params, batch: dict[str, Array], rng: Array):
-        ctx = LossContext(build_model, model_config, rng, train=True)
+    def sums_and_grads(params: Params, frozen: Params, batch: dict[str, Array], rng: Array, step: Array):
+        ctx = LossContext(build_model, model_config, rng, train=True, step=step)
 
         def objective(p: Params) -> tuple[Array, LossOutput]:
             out = task.loss({**p, **frozen}, batch, ctx)
@@ -96,18 +96,19 @@ def make_train_step(
         rng = jax.random.fold_in(jax.random.key(seed), step_number)
         batch = _constrain_batch(batch, fields)
         if microbatches == 1:
-            out, grads = sums_and_grads(state.params, state.frozen, batch, rng)
+            out, grads = sums_and_grads(state.params, state.frozen, batch, rng, step_number)
         else:
             parts = split_microbatches(batch, fields, microbatches)
             first = jax.tree.map(lambda x: x[0], parts)
-            shapes = jax.eval_shape(lambda: sums_and_grads(state.params, state.frozen, first, rng))
+            shapes = jax.eval_shape(lambda: sums_and_grads(state.params, state.frozen, first, rng, step_number))
             zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, jnp.float32), shapes)
 
             def body(carry, xs):
                 acc_out, acc_grads = carry
                 mb, i = xs
                 out, grads = sums_and_grads(
-                    state.params, state.frozen, _constrain_batch(mb, fields), jax.random.fold_in(rng, i)
+                    state.params, state.frozen, _constrain_batch(mb, fields), jax.random.fold_in(rng, i),
+                    step_number,
                 )
                 return (_add(acc_out, out), jax.tree.map(jnp.add, acc_grads, grads)), None
 

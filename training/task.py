@@ -95,6 +95,7 @@ class LossContext:
     model_config: Any
     rng: Array  # differs per step and microbatch (dropout, sampling)
     train: bool
+    step: Array | None = None  # the step being trained (int32; annealing); None in evaluation
 
     def model(self, params: dict[str, Array]) -> Any:
         """The ``Transformer`` whose parameters are ``params``' model entries."""
@@ -161,6 +162,13 @@ class TaskBase:
         Optional: the engine calls it when a task defines it."""
         return model
 
+    def restore_extra_params(self, like: dict[str, Any]) -> dict[str, Array]:
+        """Extra parameters read from storage instead of drawn by their ``init`` (a frozen
+        teacher's weights): ``like`` maps each extra path to an abstract array with its
+        dtype and sharding; return arrays for the paths this task restores (the engine
+        calls this once, for a fresh run; a resumed run reads its own checkpoint)."""
+        return {}
+
     def make_eval_input(
         self, paths: list[str], *, vocab_size: int, process_index: int, process_count: int
     ) -> InputSource:
@@ -169,6 +177,8 @@ class TaskBase:
 
 TASKS: dict[str, str] = {
     "pretrain": "afm.training.pretrain:PretrainTask",
+    "prune": "afm.training.prune:PruneTask",
+    "distill": "afm.training.distill:DistillTask",
     "sft": "afm.training.sft:SftTask",
     "adapter": "afm.training.adapter_task:AdapterTask",
 }

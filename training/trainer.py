@@ -209,6 +209,7 @@ def train(
         nonlocal last_saved
         meta = {
             "step": at, "stage": cfg.name, "task": task.name, "model": dataclasses.asdict(mcfg),
+            "task_options": dict(cfg.task_options), "total_steps": cfg.total_steps,
             "seq_len": cfg.data.seq_len, "process_count": jax.process_count(),
         }
         ckpt.save(at, state, gather_data_state(source.state()), meta)
