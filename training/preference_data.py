@@ -57,6 +57,7 @@ class PreferencePair:
     level: int
     chosen_grades: tuple[int, int, int, int]
     rejected_grades: tuple[int, int, int, int]
+    ref_logps: tuple[float, float] | None = None  # a reference model's (chosen, rejected) log-probs
 
 
 @dataclass
@@ -131,9 +132,17 @@ def parse_record(rec: Any, default_id: str) -> PreferencePair:
         rg = _grades(rec.get("rejected_grades"), "rejected_grades")
     except (ValueError, json.JSONDecodeError) as exc:
         raise ValueError(f"bad_grades: {exc}") from None
+    ref = None
+    if rec.get("ref_chosen_logps") is not None or rec.get("ref_rejected_logps") is not None:
+        try:
+            ref = (float(rec["ref_chosen_logps"]), float(rec["ref_rejected_logps"]))
+        except (KeyError, TypeError, ValueError):
+            raise ValueError("bad_ref_logps: ref_chosen_logps and ref_rejected_logps must both be numbers") from None
+        if not all(np.isfinite(ref)) or max(ref) > 0:
+            raise ValueError(f"bad_ref_logps: log-probs must be finite and <= 0, got {ref}")
     rid = rec.get("id")
     return PreferencePair(str(rid) if rid not in (None, "") else default_id, prompt,
-                          responses[0], responses[1], LEVELS.index(level), cg, rg)
+                          responses[0], responses[1], LEVELS.index(level), cg, rg, ref)
 
 
 def preference_files(paths: Sequence[str]) -> list[str]:
@@ -184,6 +193,7 @@ class TokenizedPairs:
     level: np.ndarray
     grades: np.ndarray  # [N, 8]
     ids: list[str]
+    ref_logps: np.ndarray | None = None  # [N, 2] when every pair carries them
 
 
 def encode_response(tokenizer: Any, prompt: list[dict[str, Any]], response: str) -> tuple[list[int], int]:
@@ -199,7 +209,7 @@ def tokenize_pairs(pairs: Sequence[PreferencePair], tokenizer: Any, max_len: int
     reject (a truncated reply would score a different text)."""
     out = TokenizedPairs([], [], np.zeros(0, np.int32), np.zeros(0, np.int32),
                          np.zeros(0, np.int32), np.zeros((0, 8), np.int32), [])
-    cs, rs, lv, gr = [], [], [], []
+    cs, rs, lv, gr, refs = [], [], [], [], []
     for p in pairs:
         c, c0 = encode_response(tokenizer, p.prompt, p.chosen)
         r, r0 = encode_response(tokenizer, p.prompt, p.rejected)
@@ -213,10 +223,13 @@ def tokenize_pairs(pairs: Sequence[PreferencePair], tokenizer: Any, max_len: int
         rs.append(r0)
         lv.append(p.level)
         gr.append([*p.chosen_grades, *p.rejected_grades])
+        refs.append(p.ref_logps)
         out.ids.append(p.id)
     out.chosen_start, out.rejected_start = np.asarray(cs, np.int32), np.asarray(rs, np.int32)
     out.level = np.asarray(lv, np.int32)
     out.grades = np.asarray(gr, np.int32).reshape(-1, 8)
+    if refs and all(r is not None for r in refs):
+        out.ref_logps = np.asarray(refs, np.float32)
     return out
 
 
@@ -239,6 +252,9 @@ def pair_batch(data: TokenizedPairs, index: np.ndarray, seq_len: int, pad_id: in
     out["level"] = data.level[index].astype(np.int32)
     out["grades"] = data.grades[index].astype(np.int32)
     out["weight"] = np.ones(n, np.float32) if weight is None else weight.astype(np.float32)
+    if data.ref_logps is not None:
+        out["ref_chosen_logps"] = data.ref_logps[index, 0]
+        out["ref_rejected_logps"] = data.ref_logps[index, 1]
     return out
 
 
