@@ -50,7 +50,8 @@ def sample_replies(model: Any, tokenizer: Any, prompts: Sequence[list[dict]], n:
         for toks, stop in zip(out.tokens, out.stopped, strict=True):
             tokens += len(toks)
             body = toks[:-1] if stop else toks
-            texts.append(tokenizer.decode(body).strip())
+            # a model's embedding may be padded past the tokenizer's vocabulary: such ids have no text
+            texts.append(tokenizer.decode([t for t in body if t < tokenizer.vocab_size]).strip())
             stopped.append(stop)
     grouped = [texts[i * n : (i + 1) * n] for i in range(len(prompts))]
     flags = [stopped[i * n : (i + 1) * n] for i in range(len(prompts))]
