@@ -229,8 +229,9 @@ def export_policy(workdir: str | Path, config: Any) -> Path:
     from afm.training.sharding import make_mesh
 
     engine = Engine.build(config, make_mesh(config.mesh))
-    like = {k: engine.abstract_state.params[k] for k in engine.layout.keys}
-    params, _ = restore_params_only(str(workdir), like)
+    abstract = engine.abstract_state
+    params, _ = restore_params_only(str(workdir), {**abstract.params, **abstract.frozen})  # whole tree
+    params = {k: params[k] for k in engine.layout.keys}
     out = Path(workdir) / "model"
     save_params(engine.parts.build_model(params), out, engine.model_config, overwrite=True)
     return out
