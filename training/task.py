@@ -181,6 +181,9 @@ TASKS: dict[str, str] = {
     "distill": "afm.training.distill:DistillTask",
     "sft": "afm.training.sft:SftTask",
     "adapter": "afm.training.adapter_task:AdapterTask",
+    "reward_model": "afm.training.reward_model:RewardModelTask",
+    "dpo": "afm.training.dpo:DpoTask",
+    "ipo": "afm.training.dpo:IpoTask",
 }
 
 
