@@ -164,6 +164,7 @@ class TaskBase:
 TASKS: dict[str, str] = {
     "pretrain": "afm.training.pretrain:PretrainTask",
     "sft": "afm.training.sft:SftTask",
+    "mdloo": "afm.training.mdloo:MdlooTask",
 }
 
 
