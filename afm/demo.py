@@ -187,6 +187,24 @@ class DemoRun:
         return {"before": before["loss"], "after": result.get("best_value"), "dropped": dropped,
                 "first_loss": result.get("first_loss"), "final_loss": result.get("final_loss")}
 
+    def mdloo(self, tokenizer: Path, policy: Path) -> dict[str, Any]:
+        """One tiny MDLOO iteration from the SFT model on arithmetic prompts (true task reward)."""
+        import json
+
+        from afm.synth.arith_task import make_problems
+        from afm.training.mdloo import MdlooConfig, run_mdloo
+
+        root = self.workdir / "mdloo"
+        root.mkdir(parents=True, exist_ok=True)
+        prompts = root / "prompts.jsonl"
+        prompts.write_text("".join(json.dumps({"messages": p.messages()}) + "\n" for p in make_problems(8, seed=0)))
+        cfg = MdlooConfig(policy=str(policy), tokenizer=str(tokenizer), prompts=str(prompts), reward="task:arith",
+                          eval_reward="", iterations=1, prompts_per_iteration=2, k=4, steps_per_iteration=1,
+                          max_new_tokens=16, seq_len=192)
+        summary = run_mdloo(cfg, root / "run")
+        self.outputs.append(("MDLOO policy", summary["model"]))
+        return summary["last"]
+
 
 @click.command("demo", epilog="""\b
 Examples:
@@ -231,6 +249,9 @@ def demo_command(workdir: Path, train_steps: int | None) -> None:
     if results and tok:
         base = Path(results["tiny-context"]["workdir"]) / "model"
         sft = run.stage("sft", "afm.synth.prepare", lambda: run.sft(tok, index, base))
+    rl = None
+    if sft and tok:
+        rl = run.stage("mdloo", "afm.training.mdloo", lambda: run.mdloo(tok, run.workdir / "sft" / "run" / "best"))
 
     rows: list[tuple[str, Any]] = list(run.outputs)
     manifest = getattr(run, "manifest", None)
@@ -247,6 +268,9 @@ def demo_command(workdir: Path, train_steps: int | None) -> None:
     if sft:
         rows.append(("SFT held-out assistant loss", f"{sft['before']:.3f} (base) -> {sft['after']:.3f} (best SFT step)"))
         rows.append(("SFT data dropped", ", ".join(f"{k} {v}" for k, v in sorted(sft["dropped"].items()))))
+    if rl:
+        rows.append(("MDLOO iteration", f"reward {rl['reward']:.3f}, KL to SFT {rl['kl_ref']:.4f}, "
+                                        f"{rl['tokens_per_second']:.0f} tok/s sampling"))
     for name, seconds in run.timings:
         rows.append((f"time {name}", f"{seconds:.1f} s"))
     rows.append(("total time", f"{time.perf_counter() - start:.1f} s"))
