@@ -168,3 +168,10 @@ def test_read_prompts_drops_trailing_assistant_and_names_bad_lines(tmp_path: Pat
     bad.write_text('{"prompt": "x"}\nnot json\n')
     with pytest.raises(ValueError, match=":2:"):
         read_prompts(str(bad))
+
+
+@pytest.mark.slow
+def test_tiny_ppo_loop_with_eval(tiny_policy: Path, tmp_path: Path) -> None:
+    """The PPO-clip switch runs the same loop; greedy evaluation at the start and the end."""
+    summary, rows = run_tiny_loop(tiny_policy, tmp_path, "ppo", iterations=2, steps=2, with_eval=True)
+    assert "clipped" in rows[0] and len(summary["eval"]) == 2
