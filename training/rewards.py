@@ -71,9 +71,10 @@ def task_reward(name: str) -> TaskReward:
     return TaskReward(fn, name=name)
 
 
-def load_reward(spec: str) -> RewardFn:
-    """``task:NAME`` (a program-computed reward) or a reward-model checkpoint directory
-    (``afm.training.reward_model.RewardModelScorer``)."""
+def load_reward(spec: str, tokenizer: Any = None) -> RewardFn:
+    """``task:NAME`` (a program-computed reward) or a reward-model directory written by
+    ``afm rm train`` (``afm.training.reward_model.RewardModelScorer``; ``tokenizer``
+    overrides the one its metadata names)."""
     if spec.startswith("task:"):
         return task_reward(spec[len("task:"):])
     try:
@@ -83,7 +84,7 @@ def load_reward(spec: str) -> RewardFn:
             f"reward {spec!r}: reward-model scoring needs afm.training.reward_model, which this "
             "build lacks; use task:NAME"
         ) from exc
-    return RewardModelScorer.load(spec)  # type: ignore[attr-defined,no-any-return]
+    return RewardModelScorer(spec, tokenizer)  # type: ignore[no-any-return]
 
 
 __all__ = ["TASK_REWARDS", "Conversation", "RewardFn", "TaskReward", "load_reward", "task_reward"]
