@@ -30,7 +30,7 @@ test: $(STAMP)
 test-all: $(STAMP) $(VENV)/.installed-hf
 	$(PYTEST_CPU) $(BIN)/python -m pytest tests
 
-bench: $(STAMP) $(VENV)/.installed-bench
+bench: $(STAMP) $(VENV)/.installed-bench $(VENV)/.installed-hf
 	$(BIN)/afm bench --workdir work/bench
 
 lint: $(STAMP)

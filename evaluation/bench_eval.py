@@ -94,7 +94,7 @@ def bench_eval(opts: BenchOptions) -> list[Comparison]:
         hf_dir = export_hf(ckpt, work / "hf", tokenizer_dir=tokenizer_dir())
         ref = _measure(hf_reference(str(hf_dir), batch_size=32), ll, gen, limit, gen_limit)
     else:
-        name = "lm-eval --model hf: not installed (make test-all installs the hf extra)"
+        name = "lm-eval --model hf: not installed (make bench / make test-all install the hf extra)"
     return [
         Comparison(f"loglikelihood requests/s ({int(ours['ll_requests'])} requests, warm)", ours["ll"],
                    ref and ref["ll"], name, "req/s", GOAL),

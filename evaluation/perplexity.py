@@ -20,10 +20,12 @@ from afm.evaluation.packing import ScoreRequest
 def read_token_docs(inputs: list[str], max_docs: int | None = None) -> list[tuple[str, list[int]]]:
     """(source, tokens) per document of Parquet token shards (files, folders or globs)."""
     import pyarrow.parquet as pq
+    from afm.training.data import DataError, expand_paths
 
-    from afm.io import expand_inputs
-
-    files = [f for f in expand_inputs(inputs) if f.endswith(".parquet")]
+    try:  # the trainer's reader: an `afm tokenize` directory gives its tokens-* shards
+        files = expand_paths(list(inputs))
+    except DataError as exc:
+        raise FileNotFoundError(str(exc)) from exc
     if not files:
         raise FileNotFoundError(f"no .parquet token shards in {inputs}")
     docs: list[tuple[str, list[int]]] = []

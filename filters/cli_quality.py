@@ -16,8 +16,9 @@ Examples:
   afm quality filter docs.parquet --output out/ --model my_quality.ftz --threshold 0.7
 
 \b
-Writes OUTPUT/kept.parquet and OUTPUT/rejects.parquet (every dropped document with the
-rule that dropped it). --top-fraction keeps that share of the documents that passed the
+Runs on the curate engine: writes OUTPUT/documents-NNNNN.parquet, OUTPUT/rejects-NNNNN.parquet
+(every dropped document with the stage and rule that dropped it, and every unreadable
+record), OUTPUT/manifest.json, OUTPUT/report.html and OUTPUT/_SUCCESS. --top-fraction keeps that share of the documents that passed the
 heuristics, by a corpus-wide percentile of the model score (two passes).
 --set KEY=VALUE overrides a QualityConfig field (e.g. min_doc_words=100).
 """
@@ -49,8 +50,11 @@ def quality() -> None:
 @click.option("--no-model", is_flag=True, help="Heuristics only.")
 @click.option("--no-heuristics", is_flag=True, help="Model only.")
 @click.option("--threshold", type=float, default=None, help="Drop when the model score is below this.")
-@click.option("--top-fraction", type=float, default=None, help="Keep this share by a global percentile.")
+@click.option("--top-fraction", type=click.FloatRange(0, 1, min_open=True), default=None,
+              help="Keep this share by a global percentile.")
 @click.option("--set", "overrides", multiple=True, help="QualityConfig override KEY=VALUE.")
+@click.option("--overwrite", is_flag=True,
+              help="Replace what OUTPUT holds (kept until the new run has succeeded).")
 def filter_cmd(
     inputs: tuple[str, ...],
     output: str,
@@ -60,84 +64,39 @@ def filter_cmd(
     threshold: float | None,
     top_fraction: float | None,
     overrides: tuple[str, ...],
+    overwrite: bool,
 ) -> None:
-    """Run the quality heuristics and the quality model over documents."""
-    from collections import Counter
-    from pathlib import Path
+    """Run the quality heuristics and the quality model over documents.
 
-    from afm.filters.base import apply_filter
-    from afm.filters.quality import QualityConfig, QualityHeuristicsFilter
-    from afm.filters.quality_model import (
-        QualityClassifierFilter,
-        QualityModelConfig,
-        QualityScoreCut,
-        score_threshold_for_top_fraction,
-    )
+    The two stages run on the curate engine, so the input boundary (damaged files and
+    rows become recorded rejects), the output policy and the accounting are the same as
+    for ``afm curate``, ``afm dedup`` and ``afm decontam run``.
+    """
+    from afm.pipelines.curate import run_curate
+    from afm.pipelines.usage import user_errors
 
-    from afm.config import ConfigError, load_config, print_config
-    from afm.console import print_summary, track
-    from afm.io import expand_inputs, read_records, write_parquet
-    from afm.schema import REJECT_SCHEMA
+    from afm.config import ConfigError, parse_overrides
 
+    if no_model and no_heuristics:
+        raise click.UsageError("--no-model and --no-heuristics together leave nothing to run")
+    if no_model and (model_path or threshold is not None or top_fraction is not None):
+        raise click.UsageError("--model / --threshold / --top-fraction need the model (drop --no-model)")
     try:
-        hcfg = load_config(QualityConfig, None, overrides)
+        heuristics = parse_overrides(overrides)
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from exc
-    mcfg = QualityModelConfig(top_fraction=top_fraction)
+    model: dict[str, object] = {"top_fraction": top_fraction}
     if model_path:
-        mcfg.model_path = model_path
-    if no_model:
-        mcfg.model_path = None
+        model["model_path"] = model_path
     if threshold is not None:
-        mcfg.threshold = threshold
-    if not no_heuristics:
-        print_config(hcfg, "quality heuristics")
-    print_config(mcfg, "quality model")
-    try:
-        files = expand_inputs(inputs)
-        model = QualityClassifierFilter(mcfg)
-    except (FileNotFoundError, ValueError) as exc:
-        raise click.ClickException(str(exc)) from exc
-    heur = None if no_heuristics else QualityHeuristicsFilter(hcfg)
-
-    kept: list[dict] = []
-    rejects: list[dict] = []
-    n_in = 0
-    docs = (rec for f in files for rec in read_records(f))
-    for doc in track(docs, "quality", unit="docs"):
-        n_in += 1
-        if heur is not None:
-            doc, rej = apply_filter(heur, doc)
-            if rej is not None:
-                rejects.append(rej)
-                continue
-        doc, rej = apply_filter(model, doc)  # type: ignore[arg-type]
-        if rej is not None:
-            rejects.append(rej)
-            continue
-        kept.append(doc)  # type: ignore[arg-type]
-    cut = None
-    if top_fraction is not None and mcfg.model_path is not None and kept:
-        cut = score_threshold_for_top_fraction([d["quality_score"] for d in kept], top_fraction)
-        cutter = QualityScoreCut(cut)
-        survivors = []
-        for doc in kept:
-            out, rej = apply_filter(cutter, doc)
-            if rej is not None:
-                rejects.append(rej)
-            else:
-                survivors.append(out)
-        kept = survivors
-    out_dir = Path(output)
-    write_parquet(kept, out_dir / "kept.parquet")
-    write_parquet(rejects, out_dir / "rejects.parquet", schema=REJECT_SCHEMA)
-    reasons = Counter(r["reason"] for r in rejects)
-    rows: dict[str, object] = {"documents in": n_in, "kept": len(kept), "rejected": len(rejects)}
-    if cut is not None:
-        rows["top-fraction score cut"] = cut
-    rows.update({f"  {reason}": n for reason, n in reasons.most_common()})
-    rows["output"] = str(out_dir)
-    print_summary("afm quality filter", rows)
+        model["threshold"] = threshold
+    stages = ([] if no_heuristics else ["quality"]) + ([] if no_model else ["quality_model"])
+    config = {"stages": stages, "quality": {"params": heuristics},
+              "quality_model": {"params": model}}
+    with user_errors():
+        run_curate(list(inputs), output, command="quality filter", overwrite=overwrite,
+                   config=config,
+                   pipeline_args=["--direct_running_mode=in_memory", "--direct_num_workers=1"])
 
 
 @quality.command("label", epilog=LABEL_EPILOG)

@@ -32,13 +32,20 @@ def corpus(tmp_path: Path) -> Path:
     return path
 
 
+def _dataset(out: Path) -> tuple[list[dict], list[dict]]:
+    kept = [r for f in sorted(out.glob("documents-*.parquet")) for r in read_records(f)]
+    rejects = [r for f in sorted(out.glob("rejects-*.parquet")) for r in read_records(f)]
+    return kept, rejects
+
+
 def test_filter_writes_kept_and_rejects(corpus: Path, tmp_path: Path):
     out = tmp_path / "out"
     res = CliRunner().invoke(quality, ["filter", str(corpus), "--output", str(out)])
     assert res.exit_code == 0, res.output
-    kept = list(read_records(out / "kept.parquet"))
-    rejects = list(read_records(out / "rejects.parquet"))
+    kept, rejects = _dataset(out)
     assert len(kept) + len(rejects) == 20  # nothing lost
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["accounting"]["ok"] and (out / "_SUCCESS").exists()
     assert {d["id"] for d in kept} <= {f"p{i}" for i in range(0, 30, 3)}
     assert all(d["quality_score"] is not None for d in kept)
     assert all(r["reason"] for r in rejects)
@@ -49,8 +56,7 @@ def test_filter_top_fraction_and_bad_override(corpus: Path, tmp_path: Path):
     res = CliRunner().invoke(quality, ["filter", str(corpus), "--output", str(out),
                                        "--no-heuristics", "--top-fraction", "0.25"])
     assert res.exit_code == 0, res.output
-    kept = list(read_records(out / "kept.parquet"))
-    rejects = list(read_records(out / "rejects.parquet"))
+    kept, rejects = _dataset(out)
     # top quarter of 20 = 5 documents, more only when scores tie at the cut
     assert len(kept) >= 5 and len(kept) + len(rejects) == 20
     assert min(d["quality_score"] for d in kept) >= max(r["quality_score"] for r in rejects)
@@ -71,3 +77,19 @@ def test_label_trains_from_a_reference_lm(corpus: Path, tmp_path: Path):
     assert len(labels) == 20 and {x["label"] for x in labels} >= {"pos", "neg"}
     res = CliRunner().invoke(quality, ["label", str(corpus), "--out", str(model)])
     assert res.exit_code != 0 and "exactly one of" in res.output
+
+
+def test_filter_records_damaged_lines_and_refuses_a_full_output(corpus: Path, tmp_path: Path):
+    damaged = tmp_path / "damaged.jsonl"
+    damaged.write_text(corpus.read_text() + '{"id": "cut", "text": "trunc\n' + "not json\n")
+    out = tmp_path / "out"
+    res = CliRunner().invoke(quality, ["filter", str(damaged), "--output", str(out), "--no-model"])
+    assert res.exit_code == 0, res.output
+    kept, rejects = _dataset(out)
+    assert len(kept) + len(rejects) == 22  # the two damaged lines are recorded, not lost
+    assert sum(r["rejected_by"] == "read" for r in rejects) == 2, {r["rejected_by"] for r in rejects}
+    res = CliRunner().invoke(quality, ["filter", str(damaged), "--output", str(out), "--no-model"])
+    assert res.exit_code == 1 and "--overwrite" in res.output and "Traceback" not in res.output
+    res = CliRunner().invoke(quality, ["filter", str(damaged), "--output", str(out), "--no-model",
+                                       "--no-heuristics"])
+    assert res.exit_code == 2 and "nothing to run" in res.output
