@@ -7,9 +7,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 
-def plot_rl_curves(metrics_files: Sequence[str], out: str, *, labels: Sequence[str] | None = None,
-                   evals: Sequence[str] | None = None) -> str:
-    """Sampled reward, KL to the reference, KL to pi_k and response length per iteration."""
+def plot_rl_curves(metrics_files: Sequence[str], out: str, *, labels: Sequence[str] | None = None) -> str:
+    """Sampled reward, KL to the reference, KL to pi_k and response length per iteration,
+    and the held-out greedy true reward (from ``summary.json`` beside each metrics file)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -17,7 +17,7 @@ def plot_rl_curves(metrics_files: Sequence[str], out: str, *, labels: Sequence[s
 
     keys = [("reward", "sampled reward"), ("kl_ref", "KL(pi_k || pi_ref)"),
             ("kl_prev", "KL(pi || pi_k) after update"), ("length", "response tokens")]
-    fig, axes = plt.subplots(1, len(keys), figsize=(4 * len(keys), 3.2))
+    fig, axes = plt.subplots(1, len(keys) + 1, figsize=(4 * (len(keys) + 1), 3.2))
     for i, path in enumerate(metrics_files):
         rows = [json.loads(x) for x in Path(path).read_text().splitlines() if x.strip()]
         label = labels[i] if labels else Path(path).parent.name
@@ -25,6 +25,12 @@ def plot_rl_curves(metrics_files: Sequence[str], out: str, *, labels: Sequence[s
             ax.plot([r["iteration"] for r in rows], [r[key] for r in rows], label=label)
             ax.set_title(title)
             ax.set_xlabel("iteration")
+        summary = Path(path).with_name("summary.json")
+        if summary.exists():
+            ev = json.loads(summary.read_text()).get("eval", [])
+            axes[-1].plot([e["iteration"] for e in ev], [e["reward"] for e in ev], marker="o", label=label)
+    axes[-1].set_title("held-out greedy true reward")
+    axes[-1].set_xlabel("iteration")
     axes[0].legend()
     fig.tight_layout()
     Path(out).parent.mkdir(parents=True, exist_ok=True)
