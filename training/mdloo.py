@@ -271,6 +271,16 @@ def run_mdloo(cfg: MdlooConfig, workdir: str | Path, *, progress: bool = True,
     reward = reward_fn or load_reward(cfg.reward)
     true_reward = eval_reward_fn or (load_reward(cfg.eval_reward) if cfg.eval_reward else None)
     prompts = read_prompts(cfg.prompts)
+    # Rows are a fixed shape (one compile): a prompt whose longest response cannot fit is
+    # dropped up front, counted, rather than failing mid-run.
+    fits = [p for p in prompts
+            if len(tok.encode_chat(p, add_generation_prompt=True)[0]) + cfg.max_new_tokens <= cfg.seq_len + 1]
+    if len(fits) < len(prompts) and progress:
+        print(f"{len(prompts) - len(fits)} of {len(prompts)} prompts dropped: prompt + max_new_tokens "
+              f"({cfg.max_new_tokens}) exceeds seq_len + 1 ({cfg.seq_len + 1})", flush=True)
+    if not fits:
+        raise ValueError(f"no prompt fits seq_len {cfg.seq_len} with max_new_tokens {cfg.max_new_tokens}")
+    prompts = fits
     eval_prompts = read_prompts(cfg.eval_prompts, cfg.eval_limit) if cfg.eval_prompts else []
     rng = np.random.default_rng(cfg.seed)
     order: list[int] = []
