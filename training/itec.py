@@ -168,7 +168,11 @@ def run_round(cfg: RoundConfig, *, reward_fn: Any = None, eval_reward_fn: Any = 
     names = [m.name for m in cfg.committee]
     all_scores = np.stack([scores[nm] for nm in names], axis=1)  # [n, M, k]
     flat = all_scores.reshape(n, -1)
-    best = flat.argmax(axis=1)
+    # Ties (common with a coarse task reward) are broken at random, not by committee order,
+    # so the win counts do not favour whichever member is listed first.
+    tie_rng = np.random.default_rng(cfg.seed)
+    best = np.array([tie_rng.choice(np.flatnonzero(row == row.max())) for row in flat])
+    ties = int(sum((row == row.max()).sum() > 1 for row in flat))
     wins: Counter[str] = Counter()
     chosen_true = []
     with (out / "sft.jsonl").open("w", encoding="utf-8") as sft, \
@@ -202,7 +206,7 @@ def run_round(cfg: RoundConfig, *, reward_fn: Any = None, eval_reward_fn: Any = 
         members[nm] = stats
     summary: dict[str, Any] = {
         "name": cfg.name, "prompts": n, "k": k, "members": members,
-        "reranked_mean_reward": float(flat.max(axis=1).mean()),
+        "reranked_mean_reward": float(flat.max(axis=1).mean()), "prompts_with_tied_best": ties,
         "sft_dataset": str(out / "sft.jsonl"), "candidates": str(out / "candidates.jsonl"),
         "config": asdict(cfg),
     }
