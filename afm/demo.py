@@ -200,7 +200,7 @@ class DemoRun:
         prompts.write_text("".join(json.dumps({"messages": p.messages()}) + "\n" for p in make_problems(8, seed=0)))
         cfg = MdlooConfig(policy=str(policy), tokenizer=str(tokenizer), prompts=str(prompts), reward="task:arith",
                           eval_reward="", iterations=1, prompts_per_iteration=2, k=4, steps_per_iteration=1,
-                          max_new_tokens=16, seq_len=192)
+                          max_new_tokens=16, seq_len=240)
         summary = run_mdloo(cfg, root / "run")
         self.outputs.append(("MDLOO policy", summary["model"]))
         return summary["last"]
