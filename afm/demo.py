@@ -187,6 +187,29 @@ class DemoRun:
         return {"before": before["loss"], "after": result.get("best_value"), "dropped": dropped,
                 "first_loss": result.get("first_loss"), "final_loss": result.get("final_loss")}
 
+    def reward_model(self, tokenizer: Path, sft_model: Path) -> dict[str, Any]:
+        """A tiny reward-model step after SFT: arithmetic problems (``afm.synth.arith_task``)
+        with scripted replies graded by the program, a few RM steps from the SFT model, and
+        its held-out pairwise accuracy by preference level."""
+        import random
+
+        from afm.synth.arith_task import corrupted_responses, make_problems, write_preferences
+        from afm.training.reward_model import run_rm
+
+        root = self.workdir / "rm"
+        rng = random.Random(0)
+        for split, seed, n in (("train", 1, 48), ("heldout", 2, 16)):
+            write_preferences(root / f"prefs-{split}.jsonl",
+                              [(p.messages(), corrupted_responses(p, rng)) for p in make_problems(n, seed=seed)],
+                              pairs_per_prompt=3, seed=seed)
+        result = run_rm("tiny-rm", root / "run", data=[str(root / "prefs-train.jsonl")],
+                        heldout=[str(root / "prefs-heldout.jsonl")], tokenizer=str(tokenizer),
+                        init_from=str(sft_model), steps=min(self.train_steps or 10, 10),
+                        overrides=["eval.every_steps=10", "checkpoint.every_steps=10", "data.seq_len=256"],
+                        quiet=True)
+        self.outputs.append(("reward model", result["reward_model"]))
+        return result["heldout"]
+
     def mdloo(self, tokenizer: Path, policy: Path) -> dict[str, Any]:
         """One tiny MDLOO iteration from the SFT model on arithmetic prompts (true task reward)."""
         import json
@@ -249,6 +272,10 @@ def demo_command(workdir: Path, train_steps: int | None) -> None:
     if results and tok:
         base = Path(results["tiny-context"]["workdir"]) / "model"
         sft = run.stage("sft", "afm.synth.prepare", lambda: run.sft(tok, index, base))
+    rm = None
+    if sft and tok:
+        sft_best = run.workdir / "sft" / "run" / "best"
+        rm = run.stage("reward model", "afm.training.reward_model", lambda: run.reward_model(tok, sft_best))
     rl = None
     if sft and tok:
         rl = run.stage("mdloo", "afm.training.mdloo", lambda: run.mdloo(tok, run.workdir / "sft" / "run" / "best"))
@@ -268,6 +295,9 @@ def demo_command(workdir: Path, train_steps: int | None) -> None:
     if sft:
         rows.append(("SFT held-out assistant loss", f"{sft['before']:.3f} (base) -> {sft['after']:.3f} (best SFT step)"))
         rows.append(("SFT data dropped", ", ".join(f"{k} {v}" for k, v in sorted(sft["dropped"].items()))))
+    if rm:
+        rows.append(("RM held-out pairwise accuracy", f"{rm['accuracy']:.3f} over {rm['pairs']} pairs "
+                     f"(significantly better: {rm['accuracy/significantly_better'] or float('nan'):.3f})"))
     if rl:
         rows.append(("MDLOO iteration", f"reward {rl['reward']:.3f}, KL to SFT {rl['kl_ref']:.4f}, "
                                         f"{rl['tokens_per_second']:.0f} tok/s sampling"))

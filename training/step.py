@@ -63,9 +63,14 @@ def _ratio(sums: tuple[Array, Array]) -> Array:
 def batch_checksum(batch: dict[str, Array]) -> Array:
     """A fingerprint of the global batch's tokens (wrapping uint32 arithmetic, exact under
     any sharding), logged so resumed runs can be checked to read the same data."""
-    x = batch["inputs"].astype(jnp.uint32)
-    weights = jnp.arange(1, x.size + 1, dtype=jnp.uint32).reshape(x.shape)
-    return jnp.sum(x * weights, dtype=jnp.uint32)
+    keys = ["inputs"] if "inputs" in batch else sorted(  # pair tasks: every integer field
+        k for k, v in batch.items() if jnp.issubdtype(v.dtype, jnp.integer))
+    total = jnp.zeros((), jnp.uint32)
+    for k in keys:
+        x = batch[k].astype(jnp.uint32)
+        weights = jnp.arange(1, x.size + 1, dtype=jnp.uint32).reshape(x.shape)
+        total = total + jnp.sum(x * weights, dtype=jnp.uint32)
+    return total
 
 
 def make_train_step(

@@ -164,6 +164,9 @@ class TaskBase:
 TASKS: dict[str, str] = {
     "pretrain": "afm.training.pretrain:PretrainTask",
     "sft": "afm.training.sft:SftTask",
+    "reward_model": "afm.training.reward_model:RewardModelTask",
+    "dpo": "afm.training.dpo:DpoTask",
+    "ipo": "afm.training.dpo:IpoTask",
     "mdloo": "afm.training.mdloo:MdlooTask",
 }
 

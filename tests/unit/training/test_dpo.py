@@ -1,0 +1,77 @@
+"""DPO / IPO losses: stored values (checked against TRL's DPOTrainer in the slow tier,
+tests/slow/training/test_trl_parity.py) and the task on the tiny model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from afm.training.dpo import dpo_loss, ipo_loss
+
+# Summed reply log-probs of four pairs, their reply lengths, and the losses TRL 1.16's
+# DPOTrainer._compute_loss gives for them (loss_type "sigmoid" and "ipo", per pair).
+PI_C = [-12.5, -30.25, -7.0, -44.1]
+PI_R = [-14.0, -28.5, -9.75, -40.0]
+REF_C = [-13.0, -29.0, -8.5, -43.0]
+REF_R = [-13.5, -29.5, -9.0, -41.5]
+N_C = [5, 12, 3, 20]
+N_R = [6, 10, 4, 18]
+EXPECTED = {
+    0.1: {"sigmoid": [0.6443966627120972, 0.8119620680809021, 0.5869620442390442, 0.8315733671188354],
+          "ipo": [23.20027732849121, 27.08335304260254, 18.59765625, 26.402469635009766]},
+    0.5: {"sigmoid": [0.4740769863128662, 1.4061501026153564, 0.28115013241767883, 1.5410078763961792],
+          "ipo": [0.6669444441795349, 1.4500173330307007, 0.09765625, 1.2958027124404907]},
+}
+TOK = str(Path(__file__).resolve().parents[2] / "data" / "chat")
+
+
+@pytest.mark.parametrize("beta", sorted(EXPECTED))
+def test_dpo_and_ipo_losses_equal_stored_reference_values(beta):
+    a = [np.asarray(x, np.float32) for x in (PI_C, PI_R, REF_C, REF_R, N_C, N_R)]
+    np.testing.assert_allclose(np.asarray(dpo_loss(*a[:4], beta)), EXPECTED[beta]["sigmoid"], atol=1e-5)
+    np.testing.assert_allclose(np.asarray(ipo_loss(*a, beta)), EXPECTED[beta]["ipo"], atol=1e-5)
+
+
+@pytest.mark.parametrize("kind", ["dpo", "ipo"])
+def test_task_starts_at_reference_and_a_step_prefers_chosen(kind, tmp_path):
+    from afm.synth.arith_task import make_problems
+    from afm.training.config import model_config
+    from afm.training.engine import ModelParts
+    from afm.training.reward_model import get_rm_config, with_options
+    from afm.training.task import LossContext, get_task
+
+    rows = [{"prompt": p.messages(), "chosen": p.solution(), "rejected": f"Answer: {p.answer + 1}",
+             "level": "significantly_better"} for p in make_problems(4, seed=5)]
+    (tmp_path / "p.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    cfg = get_rm_config("tiny-rm", [f"task={kind}", "model_overrides.vocab_size=640", "data.global_batch_size=4",
+                                    "model_overrides.n_layers=1"])
+    cfg = with_options(cfg, tokenizer=TOK, beta=0.5)
+    cfg.data.paths = [str(tmp_path / "p.jsonl")]
+    task = get_task(kind, cfg)
+    batch = {k: jnp.asarray(v) for k, v in next(task.make_input(vocab_size=640, process_index=0,
+                                                                process_count=1)).items()}
+    mcfg = model_config(cfg).replace(dtype="float32")
+    parts = ModelParts.build(mcfg, 0)
+    params = parts.init()
+    params |= {k: s.init(jax.random.key(0), params) for k, s in task.extra_params(mcfg).items()}
+    ctx = LossContext(parts.build_model, mcfg, jax.random.key(0), train=False)
+    out = task.loss(params, batch, ctx)
+    first = float(out.loss[0] / out.loss[1])
+    expected = np.log(2.0) if kind == "dpo" else (1 / (2 * 0.5)) ** 2  # policy == reference
+    assert first == pytest.approx(expected, rel=1e-5)
+
+    def loss_fn(trainable):
+        o = task.loss({**params, **trainable}, batch, ctx)
+        return o.loss[0] / o.loss[1]
+
+    trainable = {k: v for k, v in params.items() if not k.startswith("ref/")}
+    grads = jax.grad(loss_fn)(trainable)
+    assert all(not k.startswith("ref/") for k in grads)
+    stepped = {k: v - 0.05 * grads[k] for k, v in trainable.items()}
+    after = task.loss({**params, **stepped}, batch, ctx)
+    assert float(after.loss[0] / after.loss[1]) < first
+    assert float(after.metrics["reward_accuracy"][0]) == 4.0  # every chosen reply now above the reference
