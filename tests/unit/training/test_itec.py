@@ -59,3 +59,34 @@ def test_committee_spec_parsing() -> None:
         parse_committee("a=x,a=y")
     with pytest.raises(ConfigError):
         parse_committee(" , ")
+
+
+def test_round_reranks_with_a_reward_model_checkpoint(members: list[Member], tmp_path: Path) -> None:
+    """``--rm PATH``: a reward-model directory (``afm rm train`` layout) is loaded as the
+    round's reward through the shared scorer signature."""
+    import jax
+    import numpy as np
+    from afm.model.checkpoint import save_params
+    from afm.model.config import get_config
+    from afm.model.transformer import Transformer
+    from afm.training.reward_model import PREFIX, RewardModelScorer, head_specs
+    from afm.training.rewards import load_reward
+    from flax import nnx
+
+    rm = tmp_path / "rm"
+    cfg = get_config("tiny").replace(vocab_size=640, n_layers=1)
+    save_params(Transformer(cfg, rngs=nnx.Rngs(0)), rm / "model")
+    heads = {k[len(PREFIX):]: np.asarray(s.init(jax.random.key(i), {}))
+             for i, (k, s) in enumerate(head_specs(cfg.dim, 8).items())}
+    heads["reward/w"] = np.asarray(jax.random.normal(jax.random.key(9), (cfg.dim,)))
+    np.savez(rm / "heads.npz", **heads)
+    (rm / "reward_model.json").write_text(json.dumps({"format": "afm-reward-model-1", "tokenizer": str(CHAT),
+                                                      "seq_len": 128}))
+    assert isinstance(load_reward(str(rm)), RewardModelScorer)
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text("".join(json.dumps({"prompt": f"say {w}"}) + "\n" for w in ("hi", "yes")))
+    summary = run_round(RoundConfig(name="r", prompts=str(prompts), tokenizer=str(CHAT), reward=str(rm),
+                                    committee=members, k=2, max_new_tokens=6, out=str(tmp_path / "round")),
+                        progress=False)
+    assert sum(m["wins"] for m in summary["members"].values()) == 2
+    assert np.isfinite(summary["reranked_mean_reward"])
