@@ -250,6 +250,24 @@ class DemoRun:
         self.outputs.append(("reward model", result["reward_model"]))
         return result["heldout"]
 
+    def mdloo(self, tokenizer: Path, policy: Path) -> dict[str, Any]:
+        """One tiny MDLOO iteration from the SFT model on arithmetic prompts (true task reward)."""
+        import json
+
+        from afm.synth.arith_task import make_problems
+        from afm.training.mdloo import MdlooConfig, run_mdloo
+
+        root = self.workdir / "mdloo"
+        root.mkdir(parents=True, exist_ok=True)
+        prompts = root / "prompts.jsonl"
+        prompts.write_text("".join(json.dumps({"messages": p.messages()}) + "\n" for p in make_problems(8, seed=0)))
+        cfg = MdlooConfig(policy=str(policy), tokenizer=str(tokenizer), prompts=str(prompts), reward="task:arith",
+                          eval_reward="", iterations=1, prompts_per_iteration=2, k=4, steps_per_iteration=1,
+                          max_new_tokens=16, seq_len=240)
+        summary = run_mdloo(cfg, root / "run")
+        self.outputs.append(("MDLOO policy", summary["model"]))
+        return summary["last"]
+
 
 @click.command("demo", epilog="""\b
 Examples:
@@ -299,6 +317,9 @@ def demo_command(workdir: Path, train_steps: int | None) -> None:
     if sft and tok:
         sft_best = run.workdir / "sft" / "run" / "best"
         rm = run.stage("reward model", "afm.training.reward_model", lambda: run.reward_model(tok, sft_best))
+    rl = None
+    if sft and tok:
+        rl = run.stage("mdloo", "afm.training.mdloo", lambda: run.mdloo(tok, run.workdir / "sft" / "run" / "best"))
     if final and tok is not None:  # the post-trained model when SFT ran, else the pre-trained one
         best = run.workdir / "sft" / "run" / "best"
         deployed = best if sft is not None and (best / "config.json").is_file() else Path(final)
@@ -328,6 +349,9 @@ def demo_command(workdir: Path, train_steps: int | None) -> None:
     if rm:
         rows.append(("RM held-out pairwise accuracy", f"{rm['accuracy']:.3f} over {rm['pairs']} pairs "
                      f"(significantly better: {rm['accuracy/significantly_better'] or float('nan'):.3f})"))
+    if rl:
+        rows.append(("MDLOO iteration", f"reward {rl['reward']:.3f}, KL to SFT {rl['kl_ref']:.4f}, "
+                                        f"{rl['tokens_per_second']:.0f} tok/s sampling"))
     for name, seconds in run.timings:
         rows.append((f"time {name}", f"{seconds:.1f} s"))
     rows.append(("total time", f"{time.perf_counter() - start:.1f} s"))

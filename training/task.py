@@ -184,6 +184,7 @@ TASKS: dict[str, str] = {
     "reward_model": "afm.training.reward_model:RewardModelTask",
     "dpo": "afm.training.dpo:DpoTask",
     "ipo": "afm.training.dpo:IpoTask",
+    "mdloo": "afm.training.mdloo:MdlooTask",
 }
 
 

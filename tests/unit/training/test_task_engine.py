@@ -94,7 +94,7 @@ def test_registry_and_protocol_errors(token_shards):
     assert isinstance(get_task("pretrain", cfg), Task)
     assert isinstance(get_task("afm.training.pretrain:PretrainTask", cfg), PretrainTask)
     with pytest.raises(ValueError, match="unknown task"):
-        get_task("dpo", cfg)
+        get_task("no-such-task", cfg)
     with pytest.raises(ValueError, match="cannot import"):
         get_task("afm.training.nope:Task", cfg)
     with pytest.raises(TypeError, match="Task protocol"):

@@ -1,0 +1,42 @@
+"""Curves of online-RL runs (``metrics.jsonl`` of ``afm rl mdloo``) as one PNG."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+
+def plot_rl_curves(metrics_files: Sequence[str], out: str, *, labels: Sequence[str] | None = None) -> str:
+    """Sampled reward, KL to the reference, KL to pi_k and response length per iteration,
+    and the held-out greedy true reward (from ``summary.json`` beside each metrics file)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    keys = [("reward", "sampled reward"), ("kl_ref", "KL(pi_k || pi_ref)"),
+            ("kl_prev", "KL(pi || pi_k) after update"), ("length", "response tokens")]
+    fig, axes = plt.subplots(1, len(keys) + 1, figsize=(4 * (len(keys) + 1), 3.2))
+    for i, path in enumerate(metrics_files):
+        rows = [json.loads(x) for x in Path(path).read_text().splitlines() if x.strip()]
+        label = labels[i] if labels else Path(path).parent.name
+        for ax, (key, title) in zip(axes, keys):
+            ax.plot([r["iteration"] for r in rows], [r[key] for r in rows], label=label)
+            ax.set_title(title)
+            ax.set_xlabel("iteration")
+        summary = Path(path).with_name("summary.json")
+        if summary.exists():
+            ev = json.loads(summary.read_text()).get("eval", [])
+            axes[-1].plot([e["iteration"] for e in ev], [e["reward"] for e in ev], marker="o", label=label)
+    axes[-1].set_title("held-out greedy true reward")
+    axes[-1].set_xlabel("iteration")
+    axes[0].legend()
+    fig.tight_layout()
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
+
+
+__all__ = ["plot_rl_curves"]
