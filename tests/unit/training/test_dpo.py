@@ -75,3 +75,31 @@ def test_task_starts_at_reference_and_a_step_prefers_chosen(kind, tmp_path):
     after = task.loss({**params, **stepped}, batch, ctx)
     assert float(after.loss[0] / after.loss[1]) < first
     assert float(after.metrics["reward_accuracy"][0]) == 4.0  # every chosen reply now above the reference
+
+
+def test_afm_dpo_trains_from_a_model_and_exports_the_policy(tmp_path):
+    """The whole command path: pairs on disk -> DPO with a frozen reference copy -> the
+    exported policy loads as an ordinary model, moved away from its start."""
+    from afm.model.checkpoint import load_model, save_params
+    from afm.model.config import get_config
+    from afm.model.transformer import Transformer
+    from afm.synth.arith_task import make_problems
+    from afm.training.dpo import run_preference_optimisation
+    from flax import nnx
+
+    start = tmp_path / "sft-model"
+    save_params(Transformer(get_config("tiny").replace(vocab_size=640, n_layers=1), rngs=nnx.Rngs(0)), start)
+    rows = [{"prompt": p.messages(), "chosen": p.solution(), "rejected": f"Answer: {p.answer + 1}",
+             "level": "better"} for p in make_problems(8, seed=3)]
+    (tmp_path / "p.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    out = run_preference_optimisation(
+        "dpo", "tiny-rm", tmp_path / "dpo", data=[str(tmp_path / "p.jsonl")], tokenizer=TOK,
+        init_from=str(start), beta=0.1, steps=2, quiet=True,
+        overrides=["model_overrides.vocab_size=640", "model_overrides.n_layers=1", "data.global_batch_size=8",
+                   "checkpoint.every_steps=2", "optimizer.learning_rate=1e-2"])
+    policy, _ = load_model(out["model"], dropout=0.0)
+    base, _ = load_model(start, dropout=0.0)
+    tokens = jnp.arange(16, dtype=jnp.int32)[None]
+    assert not np.allclose(np.asarray(policy(tokens)), np.asarray(base(tokens)))
+    exported = {"/".join(map(str, p)) for p, _ in nnx.to_flat_state(nnx.state(policy, nnx.Param))}
+    assert exported and not any(k.startswith("ref") for k in exported)
