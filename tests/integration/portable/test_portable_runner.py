@@ -183,6 +183,7 @@ def test_curate_on_the_portable_runner(world) -> None:
     _no_tracebacks(world, res)
 
 
+@pytest.mark.slow  # heaviest of the three; curate and tokenize keep the portable path in the normal tier
 def test_dedup_on_the_portable_runner(world) -> None:
     from afm.pipelines.curate import run_curate
 

@@ -36,7 +36,8 @@ def test_model_dropout_only_with_a_key() -> None:
     np.testing.assert_array_equal(off(tokens, dropout_rng=jax.random.key(1)), plain)
 
 
-@pytest.mark.parametrize("change", [{"scan_layers": True}, {"remat": "full"}])
+@pytest.mark.parametrize(
+    "change", [pytest.param({"scan_layers": True}, marks=pytest.mark.slow), {"remat": "full"}])
 def test_same_masks_under_scan_and_remat(change: dict) -> None:
     cfg = get_config("tiny", dtype="float32", dropout=0.2)
     model = init_model(cfg)
