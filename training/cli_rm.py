@@ -42,7 +42,11 @@ def rm_group() -> None:
     """The reward model (report §4.3, App. E.1): soft-label Bradley-Terry + grading heads."""
 
 
-@rm_group.command("train")
+@rm_group.command("train", epilog="""\b
+Example:
+  afm rm train --config tiny-rm --workdir runs/rm --init-from runs/sft/best \\
+      --data prefs/train.jsonl --heldout prefs/heldout.jsonl --tokenizer tok/
+""")
 @click.option("--config", default="tiny-rm", show_default=True, help="Stage (rm, tiny-rm) or YAML file.")
 @click.option("--workdir", required=True, help="Run directory; the model is exported to WORKDIR/reward-model.")
 @click.option("--init-from", default=None, help="Start from this model (the SFT run / afm.model checkpoint).")
@@ -66,7 +70,10 @@ def rm_train(config, workdir, init_from, data, heldout, tokenizer, steps, overri
         click.echo(json.dumps(out["heldout"], indent=2))
 
 
-@rm_group.command("eval")
+@rm_group.command("eval", epilog="""\b
+Example:
+  afm rm eval --model runs/rm/reward-model --heldout prefs/heldout.jsonl
+""")
 @click.option("--model", "model_dir", required=True, help="An exported reward model (WORKDIR/reward-model).")
 @click.option("--heldout", multiple=True, required=True, help="Preference data.")
 @click.option("--tokenizer", default=None, help="Tokenizer (default: the one it was trained with).")
@@ -81,7 +88,10 @@ def rm_eval(model_dir, heldout, tokenizer) -> None:
         raise click.ClickException(str(exc)) from exc
 
 
-@rm_group.command("score")
+@rm_group.command("score", epilog="""\b
+Example:
+  afm rm score --model runs/rm/reward-model --input replies.jsonl --output scored.jsonl
+""")
 @click.option("--model", "model_dir", required=True, help="An exported reward model.")
 @click.option("--input", "input_path", required=True, help="JSONL: {prompt, response} (or messages ending with the reply).")
 @click.option("--output", required=True, help="JSONL: the input rows plus reward and gradings.")
@@ -124,7 +134,11 @@ def rm_score(model_dir, input_path, output, tokenizer) -> None:
         click.echo(f"  reject {b}", err=True)
 
 
-@rm_group.command("best-of-n")
+@rm_group.command("best-of-n", epilog="""\b
+Example:
+  afm rm best-of-n --policy runs/sft/best --model runs/rm/reward-model \\
+      --prompts prompts.jsonl --n 8 --output rs/sft.jsonl
+""")
 @click.option("--policy", required=True, help="The policy (afm.model checkpoint) to sample from.")
 @click.option("--model", "model_dir", required=True, help="The reward model that picks the best reply.")
 @click.option("--prompts", "prompts_path", required=True, help="JSONL with a 'prompt' or 'messages' conversation per line.")
