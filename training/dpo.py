@@ -34,6 +34,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from afm.training.losses import token_logprobs
+from afm.training.preference_data import PairTaskInputs
 from afm.training.task import Field, LossContext, LossOutput, ParamSpec, TaskBase
 
 from afm.config import ConfigError, load_config
@@ -69,7 +70,7 @@ class DpoOptions:
     reference: str = "frozen"  # frozen | precomputed
 
 
-class DpoTask(TaskBase):
+class DpoTask(PairTaskInputs, TaskBase):
     """See the module docstring."""
 
     name = "dpo"
@@ -114,22 +115,6 @@ class DpoTask(TaskBase):
                 raise ConfigError(f"{len(missing)} pairs lack ref_chosen_logps/ref_rejected_logps "
                                   "(run add_reference_logps first, or use reference=frozen)")
         return tokenize_pairs(pairs, self.tokenizer, self.config.data.seq_len, read.rejects)
-
-    def make_input(self, *, vocab_size: int, process_index: int, process_count: int, state: Any = None):
-        from afm.training.preference_data import PairLoader
-
-        d = self.config.data
-        return PairLoader(self._pairs(d.paths), seq_len=d.seq_len, global_batch=d.global_batch_size,
-                          pad_id=self.tokenizer.pad_id, seed=d.seed, process_index=process_index,
-                          process_count=process_count, state=state)
-
-    def make_eval_input(self, paths: list[str], *, vocab_size: int, process_index: int, process_count: int):
-        from afm.training.preference_data import PairEvalInput
-
-        d = self.config.data
-        return PairEvalInput(self._pairs(paths), seq_len=d.seq_len, global_batch=d.global_batch_size,
-                             pad_id=self.tokenizer.pad_id, process_index=process_index,
-                             process_count=process_count)
 
     def extra_params(self, model_config: Any) -> dict[str, ParamSpec]:
         if self.options.reference != "frozen":

@@ -340,3 +340,29 @@ class PairEvalInput:
 __all__ = ["GRADES", "LEVELS", "PAIR_FIELDS", "PairEvalInput", "PairLoader", "PreferenceDataError",
            "PreferencePair", "ReadResult", "TokenizedPairs", "encode_response", "pair_batch",
            "parse_record", "preference_files", "read_preferences", "tokenize_pairs"]
+
+
+class PairTaskInputs:
+    """The training and held-out inputs of a task over preference pairs (reward model,
+    DPO, IPO): one definition, so both read, tokenize and batch pairs the same way. The
+    task provides ``config``, ``tokenizer`` and ``_pairs(paths) -> TokenizedPairs``."""
+
+    config: Any
+    tokenizer: Any
+
+    def _pairs(self, paths: Sequence[str]) -> TokenizedPairs:
+        raise NotImplementedError
+
+    def make_input(self, *, vocab_size: int, process_index: int, process_count: int,
+                   state: Any = None) -> PairLoader:
+        d = self.config.data
+        return PairLoader(self._pairs(d.paths), seq_len=d.seq_len, global_batch=d.global_batch_size,
+                          pad_id=self.tokenizer.pad_id, seed=d.seed, process_index=process_index,
+                          process_count=process_count, state=state)
+
+    def make_eval_input(self, paths: list[str], *, vocab_size: int, process_index: int,
+                        process_count: int) -> PairEvalInput:
+        d = self.config.data
+        return PairEvalInput(self._pairs(paths), seq_len=d.seq_len, global_batch=d.global_batch_size,
+                             pad_id=self.tokenizer.pad_id, process_index=process_index,
+                             process_count=process_count)

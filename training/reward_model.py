@@ -38,7 +38,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from afm.training.preference_data import GRADES, LEVELS
+from afm.training.preference_data import GRADES, LEVELS, PairTaskInputs
 from afm.training.task import Field, LossContext, LossOutput, ParamSpec, TaskBase
 
 from afm.config import load_config
@@ -140,7 +140,7 @@ def reward_model_loss(r_c, r_r, u_c, u_r, level, grades, lam: float,
 
 # -- the task -----------------------------------------------------------------------------------
 
-class RewardModelTask(TaskBase):
+class RewardModelTask(PairTaskInputs, TaskBase):
     """See the module docstring."""
 
     name = "reward_model"
@@ -175,22 +175,6 @@ class RewardModelTask(TaskBase):
         data = tokenize_pairs(read.pairs, self.tokenizer, self.config.data.seq_len, read.rejects)
         self.last_read = (len(data.level), read.rejects)
         return data
-
-    def make_input(self, *, vocab_size: int, process_index: int, process_count: int, state: Any = None):
-        from afm.training.preference_data import PairLoader
-
-        d = self.config.data
-        return PairLoader(self._pairs(d.paths), seq_len=d.seq_len, global_batch=d.global_batch_size,
-                          pad_id=self.tokenizer.pad_id, seed=d.seed, process_index=process_index,
-                          process_count=process_count, state=state)
-
-    def make_eval_input(self, paths: list[str], *, vocab_size: int, process_index: int, process_count: int):
-        from afm.training.preference_data import PairEvalInput
-
-        d = self.config.data
-        return PairEvalInput(self._pairs(paths), seq_len=d.seq_len, global_batch=d.global_batch_size,
-                             pad_id=self.tokenizer.pad_id, process_index=process_index,
-                             process_count=process_count)
 
     def extra_params(self, model_config: Any) -> dict[str, ParamSpec]:
         return head_specs(model_config.dim, self.options.head_hidden or model_config.dim)
