@@ -31,20 +31,14 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from afm.model.palettize import PROJECTIONS
 from flax import nnx
 
 Array = jax.Array
 
-# Adapter target name -> (block sub-module, weight attribute, number of input axes).
-TARGETS: dict[str, tuple[str, str, int]] = {
-    "q": ("attn", "wq", 1),
-    "k": ("attn", "wk", 1),
-    "v": ("attn", "wv", 1),
-    "o": ("attn", "wo", 2),
-    "gate": ("mlp", "w_gate", 1),
-    "up": ("mlp", "w_up", 1),
-    "down": ("mlp", "w_down", 1),
-}
+# Adapter target name -> (block sub-module, weight attribute, number of input axes): the
+# block's projections, defined once with palettization.
+TARGETS: dict[str, tuple[str, str, int]] = PROJECTIONS
 ALL_TARGETS: tuple[str, ...] = tuple(TARGETS)
 SUITE_RANKS: tuple[int, ...] = (8, 16, 32)  # the report's suite of recovery adapters
 
