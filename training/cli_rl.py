@@ -77,6 +77,8 @@ def mdloo_command(config_file, workdir, policy, reference, tokenizer, prompts, e
     if summary["eval"]:
         e0, e1 = summary["eval"][0], summary["eval"][-1]
         click.echo(f"held-out greedy true reward {e0['reward']:.3f} -> {e1['reward']:.3f}")
+        if "sampled_reward" in e0:
+            click.echo(f"held-out sampled true reward {e0['sampled_reward']:.3f} -> {e1['sampled_reward']:.3f}")
     click.echo(f"model: {summary['model']}\ncurves: {png}")
 
 

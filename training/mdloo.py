@@ -101,6 +101,7 @@ class MdlooOptions:
     algorithm: str = "mdloo"  # or "ppo"
     gamma: float = 0.1  # weight of KL(pi_theta || pi_theta_k) (eq. 8)
     clip: float = 0.2  # PPO's epsilon
+    temperature: float = 1.0  # the policy is softmax(logits / T), the distribution sampled
 
 
 class MdlooTask(TaskBase):
@@ -135,7 +136,7 @@ class MdlooTask(TaskBase):
     def loss(self, params: dict[str, Any], batch: dict[str, Any], ctx: LossContext) -> LossOutput:
         from afm.training.rollout import token_logprobs_of
 
-        logp = token_logprobs_of(ctx.model(params), batch).sum(axis=-1)
+        logp = token_logprobs_of(ctx.model(params), batch, self.options.temperature).sum(axis=-1)
         opts = self.options
         if opts.algorithm == "ppo":
             terms = ppo_clip_terms(logp, batch["old_logprobs"], batch["advantages"], opts.clip)
@@ -158,7 +159,7 @@ class MdlooConfig:
     reference: str = ""  # pi_ref for the beta penalty (default: the policy's start)
     tokenizer: str = ""
     prompts: str = ""  # JSONL rows with "messages" (the prompt conversation) or "prompt"
-    eval_prompts: str = ""  # held-out prompts scored greedily with eval_reward
+    eval_prompts: str = ""  # held-out prompts scored with eval_reward (greedy and sampled)
     reward: str = "task:arith"  # task:NAME or a reward-model checkpoint
     eval_reward: str = "task:arith"  # the true reward, for reporting
     algorithm: str = "mdloo"  # or "ppo"
@@ -171,10 +172,11 @@ class MdlooConfig:
     clip: float = 0.2  # PPO's epsilon
     learning_rate: float = 1e-4
     max_new_tokens: int = 48
-    temperature: float = 1.0
+    temperature: float = 1.0  # sampling temperature; the policy optimised is softmax(logits / T)
     seq_len: int = 192  # prompt + response rows (a fixed shape: one compile)
     eval_every: int = 5
     eval_limit: int = 64
+    eval_samples: int = 4  # per held-out prompt, at `temperature` (0: greedy only)
     seed: int = 0
     mesh: dict[str, Any] = field(default_factory=lambda: {"data": 1, "fsdp": -1})
 
@@ -210,13 +212,22 @@ def read_prompts(path: str, limit: int | None = None) -> list[list[dict[str, Any
 
 
 def evaluate_policy(model: Any, tokenizer: Any, prompts: list[Any], reward: Any, *,
-                    max_new_tokens: int) -> dict[str, float]:
-    """Greedy responses to ``prompts``: mean true reward and mean response length."""
+                    max_new_tokens: int, samples: int = 0, temperature: float = 1.0,
+                    seed: int = 0) -> dict[str, float]:
+    """The true reward of the policy on held-out ``prompts``: of its greedy response
+    (``reward``, ``length``) and, when ``samples`` > 0, the mean over ``samples`` responses
+    sampled at ``temperature`` per prompt (``sampled_reward``) -- the expected reward RL
+    maximises, which greedy decoding of a small model can hide."""
     from afm.training.rollout import sample_groups
 
     roll = sample_groups(model, tokenizer, prompts, k=1, max_new_tokens=max_new_tokens, temperature=0.0)
     scores = reward(roll.group_prompts(), roll.texts)
-    return {"reward": float(np.mean(scores)), "length": float(np.mean([len(r) for r in roll.response_ids]))}
+    out = {"reward": float(np.mean(scores)), "length": float(np.mean([len(r) for r in roll.response_ids]))}
+    if samples > 0:
+        sampled = sample_groups(model, tokenizer, prompts, k=samples, max_new_tokens=max_new_tokens,
+                                temperature=temperature, seed=seed)
+        out["sampled_reward"] = float(np.mean(reward(sampled.group_prompts(), sampled.texts)))
+    return out
 
 
 def _train_config(cfg: MdlooConfig, model_cfg: Any) -> Any:
@@ -226,7 +237,8 @@ def _train_config(cfg: MdlooConfig, model_cfg: Any) -> Any:
     steps = cfg.iterations * cfg.steps_per_iteration
     return load_config(TrainConfig, {
         "name": f"rl-{cfg.algorithm}", "task": "mdloo",
-        "task_options": {"algorithm": cfg.algorithm, "gamma": cfg.gamma, "clip": cfg.clip},
+        "task_options": {"algorithm": cfg.algorithm, "gamma": cfg.gamma, "clip": cfg.clip,
+                         "temperature": cfg.temperature},
         "model": "tiny", "model_overrides": overrides,
         "data": {"seq_len": cfg.seq_len, "global_batch_size": cfg.prompts_per_iteration * cfg.k},
         "optimizer": {"name": "adamw", "learning_rate": cfg.learning_rate, "weight_decay": 0.0,
@@ -253,6 +265,8 @@ def run_mdloo(cfg: MdlooConfig, workdir: str | Path, *, progress: bool = True,
 
     if cfg.algorithm not in ALGORITHMS:
         raise ValueError(f"algorithm must be one of {ALGORITHMS}")
+    if not cfg.temperature > 0:
+        raise ValueError("temperature must be > 0: online RL samples its policy (0 would be greedy)")
     for name in ("policy", "tokenizer", "prompts"):
         if not getattr(cfg, name):
             raise ValueError(f"MDLOO needs {name}")
@@ -290,11 +304,15 @@ def run_mdloo(cfg: MdlooConfig, workdir: str | Path, *, progress: bool = True,
 
     def run_eval(iteration: int) -> None:
         if eval_prompts and true_reward is not None:
+            # The same sampling seed at every evaluation: differences are the policy's.
             result = evaluate_policy(engine.model(state), tok, eval_prompts, true_reward,
-                                     max_new_tokens=cfg.max_new_tokens)
+                                     max_new_tokens=cfg.max_new_tokens, samples=cfg.eval_samples,
+                                     temperature=cfg.temperature, seed=cfg.seed + 1)
             evals.append({"iteration": iteration, **result})
             if progress:
-                print(f"  eval @ {iteration}: greedy true reward {result['reward']:.3f}, "
+                sampled = (f", sampled ({cfg.eval_samples}/prompt, T={cfg.temperature:g}) "
+                           f"{result['sampled_reward']:.3f}" if "sampled_reward" in result else "")
+                print(f"  eval @ {iteration}: greedy true reward {result['reward']:.3f}{sampled}, "
                       f"length {result['length']:.1f}", flush=True)
 
     run_eval(0)
@@ -311,8 +329,8 @@ def run_mdloo(cfg: MdlooConfig, workdir: str | Path, *, progress: bool = True,
                                  temperature=cfg.temperature, seed=cfg.seed * 100_003 + it)
             packed = pack_responses([p for p in roll.prompt_ids for _ in range(k)], roll.response_ids,
                                     pad_id=tok.pad_id, width=cfg.seq_len)
-            old_tok = response_logprobs(policy, packed)
-            ref_tok = response_logprobs(ref_model, packed)
+            old_tok = response_logprobs(policy, packed, cfg.temperature)
+            ref_tok = response_logprobs(ref_model, packed, cfg.temperature)
             scores = np.asarray(reward(roll.group_prompts(), roll.texts), np.float32)
             rewards = kl_penalised_reward(scores, old_tok, ref_tok, packed["response_mask"], cfg.beta)
             adv = loo_advantage(rewards, k).astype(np.float32)
@@ -331,6 +349,8 @@ def run_mdloo(cfg: MdlooConfig, workdir: str | Path, *, progress: bool = True,
                 "iteration": it, "reward": float(scores.mean()), "reward_kl_penalised": float(rewards.mean()),
                 "kl_ref": float(((old_tok - ref_tok) * packed["response_mask"]).sum(-1).mean()),
                 "kl_prev": last.get("kl_prev", float("nan")), "ratio": last.get("ratio", float("nan")),
+                # 1 when the sampler's policy and the loss's agree (same params, same temperature)
+                "ratio_first_step": first.get("ratio", float("nan")),
                 "objective": -last["loss"], "grad_norm": first.get("grad_norm", float("nan")),
                 "length": float(lengths.mean()), "stopped": float(roll.stopped.mean()),
                 "adv_mean": float(adv.mean()), "adv_std": float(adv.std()),

@@ -9,7 +9,7 @@ from pathlib import Path
 
 def plot_rl_curves(metrics_files: Sequence[str], out: str, *, labels: Sequence[str] | None = None) -> str:
     """Sampled reward, KL to the reference, KL to pi_k and response length per iteration,
-    and the held-out greedy true reward (from ``summary.json`` beside each metrics file)."""
+    and the held-out true reward (greedy, and sampled when logged) (from ``summary.json`` beside each metrics file)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -28,8 +28,14 @@ def plot_rl_curves(metrics_files: Sequence[str], out: str, *, labels: Sequence[s
         summary = Path(path).with_name("summary.json")
         if summary.exists():
             ev = json.loads(summary.read_text()).get("eval", [])
-            axes[-1].plot([e["iteration"] for e in ev], [e["reward"] for e in ev], marker="o", label=label)
-    axes[-1].set_title("held-out greedy true reward")
+            line, = axes[-1].plot([e["iteration"] for e in ev], [e["reward"] for e in ev], marker="o",
+                                  label=f"{label} greedy")
+            sampled = [e for e in ev if "sampled_reward" in e]
+            if sampled:
+                axes[-1].plot([e["iteration"] for e in sampled], [e["sampled_reward"] for e in sampled],
+                              marker="s", linestyle="--", color=line.get_color(), label=f"{label} sampled")
+    axes[-1].set_title("held-out true reward")
+    axes[-1].legend(fontsize=7)
     axes[-1].set_xlabel("iteration")
     axes[0].legend()
     fig.tight_layout()

@@ -115,28 +115,34 @@ def pack_responses(
             "positions": pos}
 
 
-def token_logprobs_of(model: Any, batch: dict[str, Any]) -> jax.Array:
-    """log pi(target | prefix) per position [B, T] (float32), masked to the response."""
+def token_logprobs_of(model: Any, batch: dict[str, Any], temperature: float = 1.0) -> jax.Array:
+    """log pi(target | prefix) per position [B, T] (float32), masked to the response.
+
+    ``temperature`` != 1 scores the *tempered* policy softmax(logits / T), the distribution
+    the sampler draws from at that temperature: RL that samples at T must score (and
+    optimise) the same distribution, or its ratios and KL terms are off-policy."""
     logits = model(batch["inputs"], positions=batch["positions"], segment_ids=batch["segment_ids"])
     if isinstance(logits, tuple):
         logits = logits[0]
-    logp = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
+    logp = jax.nn.log_softmax(logits.astype(jnp.float32) / temperature, axis=-1)
     picked = jnp.take_along_axis(logp, batch["targets"][..., None], axis=-1)[..., 0]
     return picked * batch["response_mask"]
 
 
-def response_logprobs(model: Any, batch: dict[str, np.ndarray]) -> np.ndarray:
-    """Per-token log-probs of the responses under ``model`` [B, T] (0 off the response)."""
+def response_logprobs(model: Any, batch: dict[str, np.ndarray], temperature: float = 1.0) -> np.ndarray:
+    """Per-token log-probs of the responses under ``model`` [B, T] (0 off the response),
+    of the policy tempered by ``temperature`` (see :func:`token_logprobs_of`)."""
     from flax import nnx
 
     graphdef, state = nnx.split(model)
-    return np.asarray(_logprobs_jit(graphdef, state, {k: jnp.asarray(v) for k, v in batch.items()}))
+    return np.asarray(_logprobs_jit(graphdef, state, {k: jnp.asarray(v) for k, v in batch.items()},
+                                    jnp.float32(temperature)))
 
 
-def _logprobs_impl(graphdef: Any, state: Any, batch: dict[str, jax.Array]) -> jax.Array:
+def _logprobs_impl(graphdef: Any, state: Any, batch: dict[str, jax.Array], temperature: jax.Array) -> jax.Array:
     from flax import nnx
 
-    return token_logprobs_of(nnx.merge(graphdef, state), batch)
+    return token_logprobs_of(nnx.merge(graphdef, state), batch, temperature)
 
 
 _logprobs_jit = jax.jit(_logprobs_impl, static_argnums=0)

@@ -131,6 +131,23 @@ def test_rollout_logprobs_match_teacher_forcing(tiny_policy: Path) -> None:
         np.testing.assert_allclose(row, sampled, atol=2e-4)
 
 
+def test_held_out_evaluation_reports_greedy_and_sampled_reward(tiny_policy: Path) -> None:
+    """Near-zero temperature sampling is greedy decoding, so the two held-out rewards agree;
+    at T=1 the sampled reward averages different responses (what RL maximises)."""
+    from afm.model.checkpoint import load_model
+    from afm.model.tokenizer import Tokenizer
+    from afm.training.mdloo import evaluate_policy
+
+    model, _ = load_model(tiny_policy)
+    tok = Tokenizer.load(CHAT)
+    prompts = [[{"role": "user", "content": "What is 2+3?"}], [{"role": "user", "content": "hi there"}]]
+    reward = TaskReward(lambda p, r: float(len(r)))
+    cold = evaluate_policy(model, tok, prompts, reward, max_new_tokens=6, samples=3, temperature=1e-6)
+    assert cold["sampled_reward"] == pytest.approx(cold["reward"])
+    greedy_only = evaluate_policy(model, tok, prompts, reward, max_new_tokens=6, samples=0)
+    assert "sampled_reward" not in greedy_only and greedy_only["reward"] == cold["reward"]
+
+
 def run_tiny_loop(policy: Path, workdir: Path, algorithm: str, *, iterations: int = 2, steps: int = 1,
                   with_eval: bool = False) -> tuple[dict, list[dict]]:
     """A few iterations on a random tiny policy with a reward it can move (shorter is better)."""
@@ -141,15 +158,17 @@ def run_tiny_loop(policy: Path, workdir: Path, algorithm: str, *, iterations: in
     cfg = MdlooConfig(policy=str(policy), tokenizer=str(CHAT), prompts=str(prompts),
                       eval_prompts=str(prompts) if with_eval else "", algorithm=algorithm, iterations=iterations,
                       prompts_per_iteration=2, k=4, steps_per_iteration=steps, max_new_tokens=8, seq_len=64,
-                      eval_every=0, learning_rate=1e-3)
+                      eval_every=0, learning_rate=1e-3, temperature=0.7)
     summary = run_mdloo(cfg, workdir / algorithm, progress=False, reward_fn=reward, eval_reward_fn=reward)
     rows = [json.loads(x) for x in (workdir / algorithm / "metrics.jsonl").read_text().splitlines()]
     assert len(rows) == iterations
     for row in rows:
         assert np.isfinite([row["reward"], row["kl_ref"], row["kl_prev"], row["adv_std"]]).all()
         assert abs(row["adv_mean"]) < 1e-5  # LOO advantages sum to zero per prompt
-    # The policy equals the reference at the start (up to the sharded forward's rounding).
+    # The policy equals the reference at the start (up to the sharded forward's rounding),
+    # and the loss scores the tempered policy the sampler drew from: ratio 1 before a step.
     assert rows[0]["kl_ref"] == pytest.approx(0.0, abs=1e-2)
+    assert rows[0]["ratio_first_step"] == pytest.approx(1.0, abs=1e-2)
     assert (workdir / algorithm / "model" / "config.json").exists()
     return summary, rows
 
