@@ -41,7 +41,8 @@ WORKDIR/summary.json, WORKDIR/model and WORKDIR/curves.png.
 @click.option("--reference", default=None, help="pi_ref (default: the start policy).")
 @click.option("--tokenizer", default=None)
 @click.option("--prompts", default=None, help="JSONL of prompts ('messages' or 'prompt').")
-@click.option("--eval-prompts", default=None, help="Held-out prompts scored greedily with --eval-reward.")
+@click.option("--eval-prompts", default=None,
+              help="Held-out prompts scored with --eval-reward (greedy, and eval_samples sampled replies each).")
 @click.option("--reward", default=None, help="task:NAME (a program's reward), e.g. task:arith.")
 @click.option("--rm", "rm", default=None, help="A reward-model checkpoint (afm rm train) as the reward.")
 @click.option("--eval-reward", default=None, help="The true reward for reporting (default task:arith).")

@@ -26,7 +26,11 @@ def task_reward_of(model: Any, tok: Any, problems: list, *, greedy: bool = True,
 
 
 def run(workdir: str | Path, tokenizer: str, *, sft_steps: int = 80, rm_steps: int = 60, dpo_steps: int = 30,
-        prompts: int = 160, samples: int = 4, vocab: int = 640) -> dict[str, Any]:
+        prompts: int = 160, samples: int = 4, vocab: int = 640, sft_model: str | None = None) -> dict[str, Any]:
+    """SFT (or ``sft_model``, an existing SFT checkpoint, e.g. the one online RL starts
+    from, so every member of a later iTeC round shares its start) -> preference data from its
+    samples -> reward model and DPO member, both initialised from the SFT model."""
+    from afm.model.checkpoint import load_config as load_model_config
     from afm.model.checkpoint import load_model
     from afm.model.tokenizer import Tokenizer
     from afm.synth.arith_task import (
@@ -44,17 +48,23 @@ def run(workdir: str | Path, tokenizer: str, *, sft_steps: int = 80, rm_steps: i
     root = Path(workdir)
     root.mkdir(parents=True, exist_ok=True)
     tok = Tokenizer.load(tokenizer)
-    ov = [f"model_overrides.vocab_size={vocab}"]
     results: dict[str, Any] = {}
-    # 1. SFT on reference solutions (a different seed from every prompt used later)
-    write_sft(root / "sft.jsonl", make_problems(400, seed=100))
-    write_sft(root / "sft-heldout.jsonl", make_problems(40, seed=101))
-    for name in ("sft", "sft-heldout"):
-        prepare_sft([str(root / f"{name}.jsonl")], str(root / "prepared" / name), PrepareConfig("arith", tokenizer),
-                    overwrite=True, progress=False)
-    run_sft("tiny-sft", root / "sft", data=[str(root / "prepared" / "sft")],
-            heldout=[str(root / "prepared" / "sft-heldout")], steps=sft_steps, overrides=ov, quiet=True)
-    sft_model = root / "sft" / "best"
+    if sft_model is None:
+        # 1. SFT on reference solutions (a different seed from every prompt used later)
+        ov = [f"model_overrides.vocab_size={vocab}"]
+        write_sft(root / "sft.jsonl", make_problems(400, seed=100))
+        write_sft(root / "sft-heldout.jsonl", make_problems(40, seed=101))
+        for name in ("sft", "sft-heldout"):
+            prepare_sft([str(root / f"{name}.jsonl")], str(root / "prepared" / name),
+                        PrepareConfig("arith", tokenizer), overwrite=True, progress=False)
+        run_sft("tiny-sft", root / "sft", data=[str(root / "prepared" / "sft")],
+                heldout=[str(root / "prepared" / "sft-heldout")], steps=sft_steps, overrides=ov, quiet=True)
+        sft_model = str(root / "sft" / "best")
+    else:
+        # The RM and DPO runs take the start's shape (tiny-rm is the tiny model plus overrides).
+        shape = load_model_config(sft_model)
+        ov = [f"model_overrides.{k}={getattr(shape, k)}"
+              for k in ("vocab_size", "dim", "n_layers", "n_heads", "n_kv_heads", "head_dim", "ffn_dim")]
     policy, _ = load_model(sft_model, dropout=0.0)
     # 2. preference data: sampled replies (+ scripted variants) on train / held-out prompts
     rng = random.Random(0)
@@ -90,8 +100,9 @@ if __name__ == "__main__":
     ap.add_argument("--workdir", required=True)
     ap.add_argument("--tokenizer", required=True)
     ap.add_argument("--sft-steps", type=int, default=80)
+    ap.add_argument("--sft", default=None, help="start from this SFT checkpoint instead of training one")
     ap.add_argument("--rm-steps", type=int, default=60)
     ap.add_argument("--dpo-steps", type=int, default=30)
     a = ap.parse_args()
     print(json.dumps(run(a.workdir, a.tokenizer, sft_steps=a.sft_steps, rm_steps=a.rm_steps,
-                         dpo_steps=a.dpo_steps), indent=2))
+                         dpo_steps=a.dpo_steps, sft_model=a.sft), indent=2))
