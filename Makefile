@@ -5,6 +5,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTEST_CPU := XLA_FLAGS=--xla_force_host_platform_device_count=8 JAX_PLATFORMS=cpu
+# Test processes (pytest-xdist). XLA compiles on one thread, so two workers keep two cores
+# busy; --dist loadfile keeps a module's tests (and its module-scoped fixtures) together.
+TEST_WORKERS ?= 2
+PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadfile
 
 .PHONY: demo test test-all bench lint venv clean
 
@@ -25,10 +29,10 @@ demo: $(STAMP)
 	$(BIN)/afm demo --workdir work/demo
 
 test: $(STAMP)
-	$(PYTEST_CPU) $(BIN)/python -m pytest -m "not slow" tests
+	$(PYTEST_CPU) $(BIN)/python -m pytest $(PYTEST_PARALLEL) -m "not slow" tests
 
 test-all: $(STAMP) $(VENV)/.installed-hf $(VENV)/.installed-reference
-	$(PYTEST_CPU) $(BIN)/python -m pytest tests
+	$(PYTEST_CPU) $(BIN)/python -m pytest $(PYTEST_PARALLEL) tests
 
 bench: $(STAMP) $(VENV)/.installed-bench $(VENV)/.installed-hf
 	$(BIN)/afm bench --workdir work/bench

@@ -103,6 +103,8 @@ if __name__ == "__main__":
     ap.add_argument("--sft", default=None, help="start from this SFT checkpoint instead of training one")
     ap.add_argument("--rm-steps", type=int, default=60)
     ap.add_argument("--dpo-steps", type=int, default=30)
+    ap.add_argument("--prompts", type=int, default=160, help="training prompts for preference data (half as many held out)")
     a = ap.parse_args()
     print(json.dumps(run(a.workdir, a.tokenizer, sft_steps=a.sft_steps, rm_steps=a.rm_steps,
-                         dpo_steps=a.dpo_steps, sft_model=a.sft), indent=2))
+                         dpo_steps=a.dpo_steps, sft_model=a.sft,
+                         prompts=a.prompts), indent=2))

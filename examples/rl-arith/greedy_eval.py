@@ -1,36 +1,57 @@
-"""Greedy true task reward of checkpoints on the 64 test problems ``afm.training.rlhf_arith``
-reports on (``make_problems(64, seed=300)``, 64 new tokens), with how many replies have the
-correct answer and how many the ``Answer: N`` format -- the reward's two largest terms.
+"""True task reward of checkpoints on the arithmetic test problems (``make_problems(N,
+seed=300)``: a seed no training, preference or RL prompt uses; ``afm.training.rlhf_arith``
+reports on the first 64), greedy and, with ``--samples S``, over S replies sampled at
+``--temperature`` per problem; with how many replies have the correct answer and how many
+the ``Answer: N`` format -- the reward's two largest terms.
 
-Run: ``python examples/rl-arith/greedy_eval.py sft=W/sft/best dpo=W/dpo/model ...``.
+Run: ``python examples/rl-arith/greedy_eval.py [--n 256 --samples 4] sft=W/sft/best dpo=W/dpo/model ...``.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 
 import numpy as np
 
 
-def main(specs: list[str]) -> None:
+def _summary(problems: list, replies: list[str]) -> dict:
+    from afm.synth.arith_task import grade_response
+
+    grades = [grade_response(p.messages(), r) for p, r in zip(problems, replies, strict=True)]
+    return {"reward": round(float(np.mean([g.utility for g in grades])), 4),
+            "correct": round(float(np.mean([g.correct for g in grades])), 4),
+            "format_ok": round(float(np.mean([g.format_ok for g in grades])), 4), "replies": len(grades)}
+
+
+def main() -> None:
     from afm.model.checkpoint import load_model
     from afm.model.tokenizer import Tokenizer
-    from afm.synth.arith_task import grade_response, make_problems
-    from afm.training.rejection_sampling import sample_replies
+    from afm.synth.arith_task import make_problems
+    from afm.training.rollout import sample_groups
 
-    tok = Tokenizer.load("tests/data/chat")
-    test = make_problems(64, seed=300)
-    for spec in specs:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("models", nargs="+", help="NAME=CHECKPOINT")
+    ap.add_argument("--n", type=int, default=64, help="test problems")
+    ap.add_argument("--samples", type=int, default=0, help="sampled replies per problem (0: greedy only)")
+    ap.add_argument("--temperature", type=float, default=1.0)
+    ap.add_argument("--max-new-tokens", type=int, default=64)
+    ap.add_argument("--tokenizer", default="tests/data/chat")
+    a = ap.parse_args()
+    tok = Tokenizer.load(a.tokenizer)
+    test = make_problems(a.n, seed=300)
+    prompts = [p.messages() for p in test]
+    for spec in a.models:
         name, path = spec.split("=", 1)
         model, _ = load_model(path, dropout=0.0)
-        replies, _, _ = sample_replies(model, tok, [p.messages() for p in test], 1, max_new_tokens=64,
-                                       temperature=1e-6)
-        grades = [grade_response(p.messages(), r[0]) for p, r in zip(test, replies, strict=True)]
-        print(name, json.dumps({"greedy_reward": round(float(np.mean([g.utility for g in grades])), 4),
-                                "correct": sum(g.correct for g in grades),
-                                "format_ok": sum(g.format_ok for g in grades), "of": len(test)}), flush=True)
+        greedy = sample_groups(model, tok, prompts, k=1, max_new_tokens=a.max_new_tokens, temperature=0.0)
+        row = {"greedy": _summary(test, greedy.texts)}
+        if a.samples:
+            roll = sample_groups(model, tok, prompts, k=a.samples, max_new_tokens=a.max_new_tokens,
+                                 temperature=a.temperature, seed=11)
+            row[f"sampled_T{a.temperature:g}"] = _summary([p for p in test for _ in range(a.samples)], roll.texts)
+        print(name, json.dumps(row), flush=True)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    main()

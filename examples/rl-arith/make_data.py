@@ -7,7 +7,7 @@ Writes under OUT (default ``work/rl/data``):
   solutions as chat rows, input of ``afm sft prepare``;
 * ``rl_prompts.jsonl`` (400, seed 2): prompts online RL samples from;
 * ``eval_prompts.jsonl`` (256, seed 3): held-out prompts the true reward is reported on;
-* ``itec_prompts.jsonl`` (64, seed 4): prompts of the iTeC round.
+* ``itec_prompts.jsonl`` (256, seed 4): prompts of the iTeC round.
 
 Run: ``python examples/rl-arith/make_data.py [OUT]``.
 """
@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 SETS = {"train": (1500, 0), "heldout": (100, 1), "rl_prompts": (400, 2), "eval_prompts": (256, 3),
-        "itec_prompts": (64, 4)}
+        "itec_prompts": (256, 4)}
 
 
 def main(out: str = "work/rl/data") -> None:

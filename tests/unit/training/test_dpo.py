@@ -59,7 +59,8 @@ def test_task_starts_at_reference_and_a_step_prefers_chosen(kind, tmp_path):
     params = parts.init()
     params |= {k: s.init(jax.random.key(0), params) for k, s in task.extra_params(mcfg).items()}
     ctx = LossContext(parts.build_model, mcfg, jax.random.key(0), train=False)
-    out = task.loss(params, batch, ctx)
+    loss_of = jax.jit(lambda p: task.loss(p, batch, ctx))  # op-by-op dispatch is minutes on CPU
+    out = loss_of(params)
     first = float(out.loss[0] / out.loss[1])
     expected = np.log(2.0) if kind == "dpo" else (1 / (2 * 0.5)) ** 2  # policy == reference
     assert first == pytest.approx(expected, rel=1e-5)
@@ -69,10 +70,10 @@ def test_task_starts_at_reference_and_a_step_prefers_chosen(kind, tmp_path):
         return o.loss[0] / o.loss[1]
 
     trainable = {k: v for k, v in params.items() if not k.startswith("ref/")}
-    grads = jax.grad(loss_fn)(trainable)
+    grads = jax.jit(jax.grad(loss_fn))(trainable)
     assert all(not k.startswith("ref/") for k in grads)
     stepped = {k: v - 0.05 * grads[k] for k, v in trainable.items()}
-    after = task.loss({**params, **stepped}, batch, ctx)
+    after = loss_of({**params, **stepped})
     assert float(after.loss[0] / after.loss[1]) < first
     assert float(after.metrics["reward_accuracy"][0]) == 4.0  # every chosen reply now above the reference
 
