@@ -129,7 +129,9 @@ def _print_round(summary: dict) -> None:
 
     rows = []
     for name, s in summary["members"].items():
-        extra = f", true reward {s['mean_true_reward']:.3f}" if "mean_true_reward" in s else ""
+        extra = (f", true reward: samples {s['mean_true_reward']:.3f}, own best-of-K "
+                 f"{s['best_of_k_true_reward']:.3f}, greedy {s['greedy_true_reward']:.3f}"
+                 if "mean_true_reward" in s else "")
         rows.append((f"member {name}", f"won {s['wins']} ({s['win_rate']:.0%}), reward {s['mean_reward']:.3f}{extra}"))
     rows.append(("reranked set reward", f"{summary['reranked_mean_reward']:.3f}"))
     if "reranked_true_reward" in summary:

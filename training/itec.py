@@ -151,6 +151,7 @@ def run_round(cfg: RoundConfig, *, reward_fn: Any = None, eval_reward_fn: Any = 
     texts: dict[str, list[str]] = {}
     scores: dict[str, np.ndarray] = {}
     true: dict[str, np.ndarray] = {}
+    greedy_true: dict[str, float] = {}
     speed: dict[str, float] = {}
     for i, m in enumerate(cfg.committee):
         model, _ = load_model(m.checkpoint)
@@ -160,6 +161,9 @@ def run_round(cfg: RoundConfig, *, reward_fn: Any = None, eval_reward_fn: Any = 
         scores[m.name] = np.asarray(reward(roll.group_prompts(), roll.texts), np.float32).reshape(n, k)
         if truth is not None:
             true[m.name] = np.asarray(truth(roll.group_prompts(), roll.texts), np.float32).reshape(n, k)
+            # The member alone at its most likely: one greedy reply per prompt.
+            greedy = sample_groups(model, tok, prompts, k=1, max_new_tokens=cfg.max_new_tokens, temperature=0.0)
+            greedy_true[m.name] = float(np.mean(truth(greedy.group_prompts(), greedy.texts)))
         speed[m.name] = roll.tokens_per_second
         if progress:
             print(f"member {m.name}: {n * k} responses, mean reward {scores[m.name].mean():.3f}, "
@@ -201,6 +205,7 @@ def run_round(cfg: RoundConfig, *, reward_fn: Any = None, eval_reward_fn: Any = 
         if truth is not None:
             t = true[nm]
             stats["mean_true_reward"] = float(t.mean())
+            stats["greedy_true_reward"] = greedy_true[nm]
             # The member alone, reranked by the same reward (its own best-of-K).
             stats["best_of_k_true_reward"] = float(t[np.arange(n), scores[nm].argmax(1)].mean())
         members[nm] = stats

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from afm.training.itec import Member, RoundConfig, export_pairs, parse_committee, run_round
 from afm.training.rewards import TaskReward
@@ -47,6 +48,7 @@ def test_round_reranks_per_prompt_and_records_wins(members: list[Member], tmp_pa
         assert row["messages"][-1]["content"] in {c["response"] for c in cands if c["prompt_index"] == p}
     for m in summary["members"].values():
         assert summary["reranked_true_reward"] >= m["best_of_k_true_reward"] >= m["mean_true_reward"] - 1e-6
+        assert np.isfinite(m["greedy_true_reward"])  # the member alone, greedy
     counts = export_pairs(tmp_path / "round" / "candidates.jsonl", prompts, tmp_path / "pairs.jsonl", per_prompt=2)
     pairs = [json.loads(x) for x in (tmp_path / "pairs.jsonl").read_text().splitlines()]
     assert counts["pairs"] == len(pairs) and all(p["member_a"] != p["member_b"] for p in pairs)
