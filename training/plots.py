@@ -22,7 +22,13 @@ def plot_rl_curves(metrics_files: Sequence[str], out: str, *, labels: Sequence[s
         rows = [json.loads(x) for x in Path(path).read_text().splitlines() if x.strip()]
         label = labels[i] if labels else Path(path).parent.name
         for ax, (key, title) in zip(axes, keys):
-            ax.plot([r["iteration"] for r in rows], [r[key] for r in rows], label=label)
+            xs, ys = [r["iteration"] for r in rows], [r[key] for r in rows]
+            line, = ax.plot(xs, ys, linewidth=0.8, alpha=0.5)
+            # Per-iteration values are noisy (n x K samples): a 10-iteration running mean on top.
+            width = min(10, len(ys))
+            smooth = [sum(ys[max(0, i - width + 1):i + 1]) / len(ys[max(0, i - width + 1):i + 1])
+                      for i in range(len(ys))]
+            ax.plot(xs, smooth, color=line.get_color(), linewidth=2, label=label)
             ax.set_title(title)
             ax.set_xlabel("iteration")
         summary = Path(path).with_name("summary.json")
