@@ -18,6 +18,7 @@ import io
 import json
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,11 +27,33 @@ from afm.benchutil import BenchOptions, Comparison
 DATATROVE_VERSION = "0.10.1"
 
 
-def build_corpus(shared: Path, workdir: Path, quick: bool) -> tuple[list[Path], int]:
-    """WARC files of real pages + cross-file duplicates; returns (files, documents)."""
+def write_html_warcs(records: list[tuple[str, bytes]], files: list[Path],
+                     file_of: Callable[[int], int] | None = None) -> None:
+    """HTTP 200 HTML ``response`` records (url, body) into gzip WARC ``files``; record ``i``
+    goes to ``files[file_of(i)]`` (default: round robin)."""
     from warcio.statusandheaders import StatusAndHeaders
     from warcio.warcwriter import WARCWriter
 
+    pick = file_of or (lambda i: i % len(files))
+    handles = [open(f, "wb") for f in files]
+    try:
+        writers = [WARCWriter(h, gzip=True) for h in handles]
+        for i, (url, body) in enumerate(records):
+            headers = StatusAndHeaders("200 OK", [("Content-Type", "text/html; charset=utf-8")],
+                                       protocol="HTTP/1.1")
+            w = writers[pick(i)]
+            # The payload type Common Crawl records carry: without it datatrove's reader
+            # sniffs the bytes with libmagic and silently skips many real HTML pages.
+            w.write_record(w.create_warc_record(
+                url, "response", payload=io.BytesIO(body), http_headers=headers,
+                warc_headers_dict={"WARC-Identified-Payload-Type": "text/html"}))
+    finally:
+        for h in handles:
+            h.close()
+
+
+def build_corpus(shared: Path, workdir: Path, quick: bool) -> tuple[list[Path], int]:
+    """WARC files of real pages + cross-file duplicates; returns (files, documents)."""
     src = shared / "eval" / "extraction"
     truth = json.loads((src / "ground-truth.json").read_text(encoding="utf-8"))
     pages = []
@@ -48,21 +71,8 @@ def build_corpus(shared: Path, workdir: Path, quick: bool) -> tuple[list[Path], 
     out_dir.mkdir(parents=True)
     files = [out_dir / f"part-{i:02d}.warc.gz" for i in range(n_files)]
     records = pages + dups
-    handles = [open(f, "wb") for f in files]
-    try:
-        writers = [WARCWriter(h, gzip=True) for h in handles]
-        for i, (url, body) in enumerate(records):
-            headers = StatusAndHeaders("200 OK", [("Content-Type", "text/html; charset=utf-8")],
-                                       protocol="HTTP/1.1")
-            w = writers[(i * 7 + 3) % n_files]  # copies land in other files than originals
-            # The payload type Common Crawl records carry: without it datatrove's reader
-            # sniffs the bytes with libmagic and silently skips many real HTML pages.
-            w.write_record(w.create_warc_record(
-                url, "response", payload=io.BytesIO(body), http_headers=headers,
-                warc_headers_dict={"WARC-Identified-Payload-Type": "text/html"}))
-    finally:
-        for h in handles:
-            h.close()
+    # copies land in other files than their originals
+    write_html_warcs(records, files, file_of=lambda i: (i * 7 + 3) % n_files)
     return files, len(records)
 
 

@@ -11,7 +11,6 @@ start-up, not the data.
 from __future__ import annotations
 
 import gzip
-import io
 import json
 import os
 import subprocess
@@ -33,8 +32,7 @@ LOCAL = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
 def _warcs(extraction: Path, out: Path, pages: int = 24) -> tuple[list[Path], str]:
     """Real article pages in two gzip WARCs, plus three copies under other URLs and one
     page that quotes a question of the demo benchmark. Returns (files, that page's URL)."""
-    from warcio.statusandheaders import StatusAndHeaders
-    from warcio.warcwriter import WARCWriter
+    from afm.pipelines.bench_curate import write_html_warcs
 
     truth = json.loads((extraction / "ground-truth.json").read_text(encoding="utf-8"))
     records, bodies = [], []
@@ -63,18 +61,7 @@ def _warcs(extraction: Path, out: Path, pages: int = 24) -> tuple[list[Path], st
         raise AssertionError("no page of the extraction set has its article text verbatim")
     out.mkdir(parents=True)
     files = [out / f"part-{i}.warc.gz" for i in range(2)]
-    handles = [open(f, "wb") for f in files]
-    try:
-        writers = [WARCWriter(h, gzip=True) for h in handles]
-        for i, (url, body) in enumerate(records):
-            headers = StatusAndHeaders("200 OK", [("Content-Type", "text/html; charset=utf-8")],
-                                       protocol="HTTP/1.1")
-            w = writers[i % 2]
-            w.write_record(w.create_warc_record(url, "response", payload=io.BytesIO(body),
-                                                http_headers=headers))
-    finally:
-        for h in handles:
-            h.close()
+    write_html_warcs(records, files)
     return files, contaminated_url
 
 
