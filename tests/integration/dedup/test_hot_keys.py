@@ -16,6 +16,8 @@ from afm.pipelines.dedup import DedupConfig, dedup_records
 from afm.pipelines.dedup_steps import BucketStars, Representative
 from apache_beam.testing.util import assert_that, equal_to
 
+from tests.integration.dedup.test_connected_components import union_find_assignments
+
 
 def _sketch(i: int) -> tuple[str, bytes, bytes]:
     return (f"n{i:08d}", b"bands", b"sig")
@@ -41,18 +43,10 @@ def test_exact_duplicates_combine_to_the_smallest_node_and_a_count() -> None:
 
 
 def _connected_to(edges: list[tuple[str, str]], root: str) -> set[str]:
-    parent: dict[str, str] = {}
-
-    def find(x: str) -> str:
-        while parent.setdefault(x, x) != x:
-            x = parent[x]
-        return x
-
-    for u, v in edges:
-        a, b = find(u), find(v)
-        if a != b:
-            parent[max(a, b)] = min(a, b)
-    return {n for n in parent if find(n) == find(root)}
+    """Every node in ``root``'s component (the union-find reference of the components test)."""
+    assignments = dict(union_find_assignments(edges))
+    rep = assignments.get(root, root)
+    return {rep} | {n for n, r in assignments.items() if r == rep}
 
 
 def test_a_huge_lsh_bucket_becomes_a_star_of_bounded_fan_out() -> None:
