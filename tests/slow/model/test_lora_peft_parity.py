@@ -14,7 +14,6 @@ import pytest
 from afm.model import lora
 from afm.model.adapter_io import save_adapter
 from afm.model.checkpoint import load_model, save_params
-from afm.model.config import get_config
 from afm.model.hf_export import export_hf, export_peft
 from afm.model.transformer import init_model
 
@@ -24,18 +23,8 @@ torch = pytest.importorskip("torch", reason="PEFT parity needs torch (pip instal
 transformers = pytest.importorskip("transformers", reason="PEFT parity needs transformers (pip install 'afm[hf]')")
 peft = pytest.importorskip("peft", reason="PEFT parity needs peft (pip install 'afm[hf]')")
 
-TINY32 = get_config("tiny", dtype="float32")
-
-
-def random_adapter(cfg, config: lora.LoraConfig, seed: int, b_scale: float = 0.05) -> lora.Adapter:
-    """Same construction as tests/unit/model/test_lora.py::random_adapter."""
-    rng = np.random.RandomState(seed)
-    weights = {}
-    for path, parts in lora.adapter_shapes(cfg, config).items():
-        a = rng.uniform(-0.1, 0.1, parts["a"][0]).astype(np.float32)
-        b = (b_scale * rng.standard_normal(parts["b"][0])).astype(np.float32)
-        weights[path] = (a, b)
-    return lora.Adapter(config, weights)
+# The adapter the stored values in test_lora.py were made with: one construction for both.
+from tests.unit.model.test_lora import TINY32, random_adapter  # noqa: E402
 
 
 @pytest.mark.parametrize("targets", [lora.ALL_TARGETS, ("q", "v", "down")])
