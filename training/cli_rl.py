@@ -136,6 +136,9 @@ def _print_round(summary: dict) -> None:
     rows.append(("reranked set reward", f"{summary['reranked_mean_reward']:.3f}"))
     if "reranked_true_reward" in summary:
         rows.append(("reranked set true reward", f"{summary['reranked_true_reward']:.3f}"))
+        m = summary["smallest_set_margin"]
+        rows.append(("set minus closest member", f"{m['mean']:+.3f} +- {m['stderr']:.3f} (paired s.e.; "
+                                                 f"{m['member']}, {m['against'].replace('_', ' ')})"))
     rows.append(("SFT dataset", summary["sft_dataset"]))
     print_summary(f"iTeC round {summary['name']}", rows)
 
@@ -163,8 +166,8 @@ def pairs_command(round_dir, out, per_prompt, annotate, seed) -> None:
     except _user_errors() as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(f"{counts.get('pairs', 0)} pairs -> {out}" +
-               (f" ({counts['skipped_single_member']} prompts skipped: one member only)"
-                if counts.get("skipped_single_member") else ""))
+               (f" ({counts['skipped_no_distinct_reply']} pair draws skipped: no other member replied differently)"
+                if counts.get("skipped_no_distinct_reply") else ""))
 
 
 @itec_group.command("run", epilog="""\b

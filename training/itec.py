@@ -128,6 +128,14 @@ def train_missing_members(cfg: RoundConfig, *, progress: bool = True) -> list[st
     return trained
 
 
+def paired_margin(set_reward: np.ndarray, member_reward: np.ndarray) -> dict[str, float]:
+    """Mean per-prompt difference (reranked set minus a member alone) and its standard
+    error: both are scored on the same prompts, so the paired error is the honest one."""
+    d = np.asarray(set_reward, np.float64) - np.asarray(member_reward, np.float64)
+    se = float(d.std(ddof=1) / np.sqrt(d.size)) if d.size > 1 else float("nan")
+    return {"mean": float(d.mean()), "stderr": se}
+
+
 def run_round(cfg: RoundConfig, *, reward_fn: Any = None, eval_reward_fn: Any = None,
               progress: bool = True) -> dict[str, Any]:
     """Sample, rerank per prompt, write the distilled SFT set; see the module docstring."""
@@ -151,7 +159,7 @@ def run_round(cfg: RoundConfig, *, reward_fn: Any = None, eval_reward_fn: Any = 
     texts: dict[str, list[str]] = {}
     scores: dict[str, np.ndarray] = {}
     true: dict[str, np.ndarray] = {}
-    greedy_true: dict[str, float] = {}
+    greedy_true: dict[str, np.ndarray] = {}
     speed: dict[str, float] = {}
     for i, m in enumerate(cfg.committee):
         model, _ = load_model(m.checkpoint)
@@ -163,7 +171,7 @@ def run_round(cfg: RoundConfig, *, reward_fn: Any = None, eval_reward_fn: Any = 
             true[m.name] = np.asarray(truth(roll.group_prompts(), roll.texts), np.float32).reshape(n, k)
             # The member alone at its most likely: one greedy reply per prompt.
             greedy = sample_groups(model, tok, prompts, k=1, max_new_tokens=cfg.max_new_tokens, temperature=0.0)
-            greedy_true[m.name] = float(np.mean(truth(greedy.group_prompts(), greedy.texts)))
+            greedy_true[m.name] = np.asarray(truth(greedy.group_prompts(), greedy.texts), np.float32)
         speed[m.name] = roll.tokens_per_second
         if progress:
             print(f"member {m.name}: {n * k} responses, mean reward {scores[m.name].mean():.3f}, "
@@ -204,10 +212,14 @@ def run_round(cfg: RoundConfig, *, reward_fn: Any = None, eval_reward_fn: Any = 
                                  "mean_reward": float(scores[nm].mean()), "tokens_per_second": speed[nm]}
         if truth is not None:
             t = true[nm]
+            # The member alone, three ways: greedy, a sample, its own best-of-K by the same reward.
+            alone = {"greedy": greedy_true[nm], "mean_of_samples": t.mean(axis=1),
+                     "own_best_of_k": t[np.arange(n), scores[nm].argmax(1)]}
             stats["mean_true_reward"] = float(t.mean())
-            stats["greedy_true_reward"] = greedy_true[nm]
-            # The member alone, reranked by the same reward (its own best-of-K).
-            stats["best_of_k_true_reward"] = float(t[np.arange(n), scores[nm].argmax(1)].mean())
+            stats["greedy_true_reward"] = float(alone["greedy"].mean())
+            stats["best_of_k_true_reward"] = float(alone["own_best_of_k"].mean())
+            stats["set_margin"] = {way: paired_margin(np.asarray(chosen_true), per_prompt)
+                                   for way, per_prompt in alone.items()}
         members[nm] = stats
     summary: dict[str, Any] = {
         "name": cfg.name, "prompts": n, "k": k, "members": members,
@@ -217,6 +229,10 @@ def run_round(cfg: RoundConfig, *, reward_fn: Any = None, eval_reward_fn: Any = 
     }
     if truth is not None:
         summary["reranked_true_reward"] = float(np.mean(chosen_true))
+        # Does the reranked set beat each member alone, and by how much at the closest?
+        margins = [(nm, way, m) for nm in names for way, m in members[nm]["set_margin"].items()]
+        nm, way, m = min(margins, key=lambda x: x[2]["mean"])
+        summary["smallest_set_margin"] = {"member": nm, "against": way, **m}
     (out / "round.json").write_text(json.dumps(summary, indent=2))
     return summary
 
@@ -253,7 +269,7 @@ def export_pairs(candidates: str | Path, prompts_path: str | Path, out: str | Pa
                 a = rng.choice(rows[: max(1, len(rows) // 2)])
                 others = [r for r in rows if r["member"] != a["member"] and r["response"] != a["response"]]
                 if not others:
-                    counts["skipped_single_member"] += 1
+                    counts["skipped_no_distinct_reply"] += 1
                     continue
                 b = rng.choice(others)
                 if grader is not None:
@@ -268,5 +284,5 @@ def export_pairs(candidates: str | Path, prompts_path: str | Path, out: str | Pa
     return dict(counts)
 
 
-__all__ = ["Member", "MemberTrain", "RoundConfig", "export_pairs", "load_round", "parse_committee",
+__all__ = ["Member", "MemberTrain", "RoundConfig", "export_pairs", "load_round", "paired_margin", "parse_committee",
            "run_round", "train_missing_members"]

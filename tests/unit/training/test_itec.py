@@ -49,9 +49,22 @@ def test_round_reranks_per_prompt_and_records_wins(members: list[Member], tmp_pa
     for m in summary["members"].values():
         assert summary["reranked_true_reward"] >= m["best_of_k_true_reward"] >= m["mean_true_reward"] - 1e-6
         assert np.isfinite(m["greedy_true_reward"])  # the member alone, greedy
+        margin = m["set_margin"]["own_best_of_k"]
+        assert margin["mean"] == pytest.approx(summary["reranked_true_reward"] - m["best_of_k_true_reward"], abs=1e-5)
+    closest = summary["smallest_set_margin"]
+    assert closest["mean"] == min(w["mean"] for m in summary["members"].values() for w in m["set_margin"].values())
     counts = export_pairs(tmp_path / "round" / "candidates.jsonl", prompts, tmp_path / "pairs.jsonl", per_prompt=2)
     pairs = [json.loads(x) for x in (tmp_path / "pairs.jsonl").read_text().splitlines()]
     assert counts["pairs"] == len(pairs) and all(p["member_a"] != p["member_b"] for p in pairs)
+
+
+def test_paired_margin_is_the_mean_difference_with_its_paired_error() -> None:
+    from afm.training.itec import paired_margin
+
+    a, b = np.array([1.0, 1.0, 0.0, 1.0]), np.array([0.0, 1.0, 0.0, 0.0])
+    m = paired_margin(a, b)
+    assert m["mean"] == pytest.approx(0.5)
+    assert m["stderr"] == pytest.approx(np.std([1, 0, 0, 1], ddof=1) / 2)
 
 
 def test_committee_spec_parsing() -> None:

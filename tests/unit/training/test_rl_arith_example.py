@@ -1,0 +1,71 @@
+"""The arithmetic RL example (examples/rl-arith, README "afm rl mdloo, afm itec"): its configs
+load with the loaders the commands use, and its data sets keep measured problems out of
+everything trained on."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "rl-arith"
+
+
+def _make_data_module():
+    spec = importlib.util.spec_from_file_location("rl_arith_make_data", EXAMPLE / "make_data.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("name", ["mdloo.yaml", "ppo.yaml"])
+def test_online_rl_configs_load(name):
+    from afm.training.mdloo import MdlooConfig
+
+    from afm.config import load_config
+
+    cfg = load_config(MdlooConfig, yaml.safe_load((EXAMPLE / name).read_text()))
+    assert cfg.algorithm == name.split(".")[0]
+    assert cfg.eval_reward == "task:arith"
+
+
+def test_round_config_loads_and_names_the_refreshed_reward_model():
+    from afm.training.itec import load_round
+
+    cfg = load_round(EXAMPLE / "round.yaml")
+    assert {m.name for m in cfg.committee} == {"sft", "dpo", "mdloo", "ppo"}
+    assert cfg.reward.startswith("work/rl/rm/")
+
+
+def test_reward_model_config_is_the_larger_base_shape():
+    from afm.training.reward_model import get_rm_config
+
+    cfg = get_rm_config(EXAMPLE / "rm.yaml")
+    assert cfg.task == "reward_model"
+    assert (cfg.model_overrides["dim"], cfg.model_overrides["n_layers"]) == (128, 4)
+    assert cfg.eval.select_metric == "eval/heldout/accuracy"
+
+
+def test_data_sets_are_disjoint_where_it_matters(tmp_path):
+    """The reward model's base is fine-tuned on 30k reference solutions: none of their
+    questions may be one the round, the RM's held-out pairs or the test problems score."""
+    from afm.synth.arith_task import make_problems
+
+    module = _make_data_module()
+    seed = module.SETS["rm_base"][1]
+    module.SETS = {**module.SETS, "rm_base": (4000, seed)}
+    module.main(str(tmp_path))
+    base = {json.loads(line)["messages"][0]["content"].split("\n")[0]
+            for line in (tmp_path / "rm_base.jsonl").read_text().splitlines()}
+    measured = {p.question for p in make_problems(module.TEST_MAX, seed=module.TEST_SEED)}
+    for name in module.MEASURED_ON:
+        measured |= {p.question for p in make_problems(*module.SETS[name])}
+    drawn = {p.question for p in make_problems(4000, seed=seed)}
+    assert drawn & measured, "the check needs overlap to remove (the problem space is small)"
+    assert not base & measured
+    assert base == drawn - measured
+    trained = set().union(*(module._questions(tmp_path / f"{name}.jsonl") for name in module.TRAINED_ON))
+    assert not module._questions(tmp_path / "itec_prompts_1k.jsonl") & trained
