@@ -194,6 +194,7 @@ class TokenizedPairs:
     grades: np.ndarray  # [N, 8]
     ids: list[str]
     ref_logps: np.ndarray | None = None  # [N, 2] when every pair carries them
+    rejects: list[dict[str, Any]] = field(default_factory=list)  # read or tokenize rejects: where, reason
 
 
 def encode_response(tokenizer: Any, prompt: list[dict[str, Any]], response: str) -> tuple[list[int], int]:
@@ -230,7 +231,24 @@ def tokenize_pairs(pairs: Sequence[PreferencePair], tokenizer: Any, max_len: int
     out.grades = np.asarray(gr, np.int32).reshape(-1, 8)
     if refs and all(r is not None for r in refs):
         out.ref_logps = np.asarray(refs, np.float32)
+    out.rejects = list(rejects) if rejects is not None else []
     return out
+
+
+def report_rejects(data: TokenizedPairs, paths: Sequence[str], role: str, seq_len: int) -> None:
+    """Say on the console how many records a task's pair input lost and why: a pair too
+    long for ``data.seq_len`` is dropped (a truncated reply would score a different text),
+    and a run must not lose a fifth of its data silently."""
+    if not data.rejects:
+        return
+    from afm.console import console
+
+    reasons = Counter(r["reason"].split(":", 1)[0] for r in data.rejects)
+    total = len(data.level) + len(data.rejects)
+    hint = f"; raise data.seq_len (now {seq_len})" if reasons.get("too_long") else ""
+    console.print(f"[yellow]{role} pairs ({', '.join(map(str, paths))}): {len(data.rejects):,} of {total:,} "
+                  f"records rejected ({', '.join(f'{k} {v:,}' for k, v in reasons.most_common())}){hint}",
+                  markup=True, highlight=False)
 
 
 def pair_batch(data: TokenizedPairs, index: np.ndarray, seq_len: int, pad_id: int,
@@ -339,7 +357,7 @@ class PairEvalInput:
 
 __all__ = ["GRADES", "LEVELS", "PAIR_FIELDS", "PairEvalInput", "PairLoader", "PreferenceDataError",
            "PreferencePair", "ReadResult", "TokenizedPairs", "encode_response", "pair_batch",
-           "parse_record", "preference_files", "read_preferences", "tokenize_pairs"]
+           "parse_record", "preference_files", "read_preferences", "report_rejects", "tokenize_pairs"]
 
 
 class PairTaskInputs:
@@ -356,13 +374,20 @@ class PairTaskInputs:
     def make_input(self, *, vocab_size: int, process_index: int, process_count: int,
                    state: Any = None) -> PairLoader:
         d = self.config.data
-        return PairLoader(self._pairs(d.paths), seq_len=d.seq_len, global_batch=d.global_batch_size,
+        data = self._pairs(d.paths)
+        if process_index == 0:
+            report_rejects(data, d.paths, "training", d.seq_len)
+        return PairLoader(data, seq_len=d.seq_len, global_batch=d.global_batch_size,
                           pad_id=self.tokenizer.pad_id, seed=d.seed, process_index=process_index,
                           process_count=process_count, state=state)
 
     def make_eval_input(self, paths: list[str], *, vocab_size: int, process_index: int,
                         process_count: int) -> PairEvalInput:
         d = self.config.data
-        return PairEvalInput(self._pairs(paths), seq_len=d.seq_len, global_batch=d.global_batch_size,
+        data = self._pairs(paths)
+        if process_index == 0 and not getattr(self, "_reported_eval", False):  # once, not every evaluation
+            report_rejects(data, paths, "held-out", d.seq_len)
+            self._reported_eval = True
+        return PairEvalInput(data, seq_len=d.seq_len, global_batch=d.global_batch_size,
                              pad_id=self.tokenizer.pad_id, process_index=process_index,
                              process_count=process_count)

@@ -311,7 +311,7 @@ class RewardModelScorer:
 
 def pairwise_accuracy(scorer: RewardModelScorer, paths: Sequence[str]) -> dict[str, Any]:
     """Held-out pairwise accuracy of a scorer, overall and by preference level."""
-    from afm.training.preference_data import read_preferences
+    from afm.training.preference_data import encode_response, read_preferences
 
     read = read_preferences(list(paths))
     pairs = read.pairs
@@ -319,7 +319,12 @@ def pairwise_accuracy(scorer: RewardModelScorer, paths: Sequence[str]) -> dict[s
     r_r = scorer([p.prompt for p in pairs], [p.rejected for p in pairs])
     levels = np.asarray([p.level for p in pairs])
     correct = r_c > r_r
+    # Longer than the scorer's window: scored with the conversation's start cut off (training
+    # drops such pairs as too_long), so say how many there are.
+    longest = [max(len(encode_response(scorer.tokenizer, p.prompt, p.chosen)[0]),
+                   len(encode_response(scorer.tokenizer, p.prompt, p.rejected)[0])) for p in pairs]
     out: dict[str, Any] = {"pairs": len(pairs), "rejects": len(read.rejects),
+                           "truncated_pairs": int(sum(n > scorer.max_len for n in longest)),
                            "accuracy": float(correct.mean()) if pairs else float("nan")}
     for i, level in enumerate(LEVELS):
         at = levels == i

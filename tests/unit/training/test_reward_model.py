@@ -82,6 +82,38 @@ def test_too_long_pairs_are_rejected_and_batches_mark_the_reply(tmp_path):
     assert ev.batches_needed() == 1 and next(ev)["weight"].tolist() == [1, 0, 0, 0]
 
 
+def test_a_task_input_says_how_many_pairs_it_dropped(tmp_path):
+    """A run must not lose pairs silently: the too_long rejects of a task's input are
+    counted on the console with the setting to change (once for the held-out set)."""
+    from afm.model.tokenizer import Tokenizer
+    from afm.training.preference_data import PairTaskInputs
+
+    from afm.console import console
+
+    tok = Tokenizer.load(TOK)
+    (tmp_path / "p.jsonl").write_text(json.dumps(GOOD) + "\n" + json.dumps({**GOOD, "chosen": "word " * 200}) + "\n")
+
+    class Inputs(PairTaskInputs):
+        tokenizer = tok
+
+        class config:  # noqa: N801 - the shape of a TrainConfig this mixin reads
+            class data:  # noqa: N801
+                paths, seq_len, global_batch_size, seed = [str(tmp_path / "p.jsonl")], 64, 2, 0
+
+        def _pairs(self, paths):
+            read = read_preferences(list(paths))
+            return tokenize_pairs(read.pairs, tok, 64, read.rejects)
+
+    task = Inputs()
+    with console.capture() as cap:
+        task.make_input(vocab_size=600, process_index=0, process_count=1)
+        for _ in range(2):
+            task.make_eval_input([str(tmp_path / "p.jsonl")], vocab_size=600, process_index=0, process_count=1)
+    text = " ".join(cap.get().split())  # the console wraps long lines
+    assert text.count("records rejected") == 2 and text.index("training pairs") < text.index("held-out pairs")
+    assert "1 of 2 records rejected (too_long 1); raise data.seq_len (now 64)" in text
+
+
 def test_last_token_with_right_and_left_padding_and_packing():
     right = jnp.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [0, 0, 0, 0, 0]])
     left = jnp.array([[0, 0, 1, 1, 1], [0, 1, 1, 1, 1]])
