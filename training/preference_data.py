@@ -67,7 +67,12 @@ class ReadResult:
 
     @property
     def reasons(self) -> Counter:
-        return Counter(r["reason"].split(":", 1)[0] for r in self.rejects)
+        return reject_reasons(self.rejects)
+
+
+def reject_reasons(rejects: Sequence[dict[str, Any]]) -> Counter:
+    """How many rejects of each kind (the reason up to its first colon)."""
+    return Counter(r["reason"].split(":", 1)[0] for r in rejects)
 
 
 def _grades(value: Any, name: str) -> tuple[int, int, int, int]:
@@ -243,7 +248,7 @@ def report_rejects(data: TokenizedPairs, paths: Sequence[str], role: str, seq_le
         return
     from afm.console import console
 
-    reasons = Counter(r["reason"].split(":", 1)[0] for r in data.rejects)
+    reasons = reject_reasons(data.rejects)
     total = len(data.level) + len(data.rejects)
     hint = f"; raise data.seq_len (now {seq_len})" if reasons.get("too_long") else ""
     console.print(f"[yellow]{role} pairs ({', '.join(map(str, paths))}): {len(data.rejects):,} of {total:,} "
@@ -357,7 +362,7 @@ class PairEvalInput:
 
 __all__ = ["GRADES", "LEVELS", "PAIR_FIELDS", "PairEvalInput", "PairLoader", "PreferenceDataError",
            "PreferencePair", "ReadResult", "TokenizedPairs", "encode_response", "pair_batch",
-           "parse_record", "preference_files", "read_preferences", "report_rejects", "tokenize_pairs"]
+           "parse_record", "preference_files", "read_preferences", "reject_reasons", "report_rejects", "tokenize_pairs"]
 
 
 class PairTaskInputs:
@@ -371,12 +376,23 @@ class PairTaskInputs:
     def _pairs(self, paths: Sequence[str]) -> TokenizedPairs:
         raise NotImplementedError
 
+    def _tokenized(self, paths: Sequence[str], role: str, process_index: int) -> TokenizedPairs:
+        """``_pairs(paths)`` read and tokenized once per run (every evaluation asks again for
+        the held-out set), its rejects said once on the console."""
+        cache: dict[tuple[str, ...], TokenizedPairs] = self.__dict__.setdefault("_tokenized_pairs", {})
+        said: set[tuple[str, tuple[str, ...]]] = self.__dict__.setdefault("_rejects_said", set())
+        key = tuple(map(str, paths))
+        if key not in cache:
+            cache[key] = self._pairs(list(paths))
+        if process_index == 0 and (role, key) not in said:
+            report_rejects(cache[key], paths, role, self.config.data.seq_len)
+            said.add((role, key))
+        return cache[key]
+
     def make_input(self, *, vocab_size: int, process_index: int, process_count: int,
                    state: Any = None) -> PairLoader:
         d = self.config.data
-        data = self._pairs(d.paths)
-        if process_index == 0:
-            report_rejects(data, d.paths, "training", d.seq_len)
+        data = self._tokenized(d.paths, "training", process_index)
         return PairLoader(data, seq_len=d.seq_len, global_batch=d.global_batch_size,
                           pad_id=self.tokenizer.pad_id, seed=d.seed, process_index=process_index,
                           process_count=process_count, state=state)
@@ -384,10 +400,7 @@ class PairTaskInputs:
     def make_eval_input(self, paths: list[str], *, vocab_size: int, process_index: int,
                         process_count: int) -> PairEvalInput:
         d = self.config.data
-        data = self._pairs(paths)
-        if process_index == 0 and not getattr(self, "_reported_eval", False):  # once, not every evaluation
-            report_rejects(data, paths, "held-out", d.seq_len)
-            self._reported_eval = True
+        data = self._tokenized(paths, "held-out", process_index)
         return PairEvalInput(data, seq_len=d.seq_len, global_batch=d.global_batch_size,
                              pad_id=self.tokenizer.pad_id, process_index=process_index,
                              process_count=process_count)

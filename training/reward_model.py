@@ -172,9 +172,7 @@ class RewardModelTask(PairTaskInputs, TaskBase):
         from afm.training.preference_data import read_preferences, tokenize_pairs
 
         read = read_preferences(paths)
-        data = tokenize_pairs(read.pairs, self.tokenizer, self.config.data.seq_len, read.rejects)
-        self.last_read = (len(data.level), read.rejects)
-        return data
+        return tokenize_pairs(read.pairs, self.tokenizer, self.config.data.seq_len, read.rejects)
 
     def extra_params(self, model_config: Any) -> dict[str, ParamSpec]:
         return head_specs(model_config.dim, self.options.head_hidden or model_config.dim)
