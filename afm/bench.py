@@ -11,7 +11,7 @@ from afm.benchutil import BenchFn, BenchOptions, Comparison, find_shared_dir
 
 
 def discover() -> dict[str, BenchFn]:
-    """Every ``BENCHMARKS`` dict of the areas' ``bench`` / ``bench_*`` modules."""
+    """Every ``BENCHMARKS`` dict of the modules in the areas' ``bench`` folders."""
     from afm.cli import area_modules
 
     found: dict[str, BenchFn] = {}

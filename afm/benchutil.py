@@ -1,6 +1,6 @@
 """Benchmark helpers: every benchmark prints ours next to a baseline from the same run.
 
-Area modules ``afm.<area>.bench`` export ``BENCHMARKS: dict[str, Callable[[BenchOptions],
+Modules in the areas' ``bench`` folders (``afm.<area>.bench.*``) export ``BENCHMARKS: dict[str, Callable[[BenchOptions],
 list[Comparison]]]``; ``afm bench`` runs them and prints one table per benchmark.
 """
 

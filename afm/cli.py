@@ -1,10 +1,11 @@
 """The ``afm`` command: one subcommand per capability.
 
-Each area of the project (crawler, filters, pipelines, model, training) owns a light
-``cli`` module that exports ``COMMANDS``, a list of click commands/groups; this entry
-point collects them. Area ``cli`` modules import only click at top level and their heavy
-libraries (Scrapy, Beam, JAX) inside the command bodies, so ``afm --help`` is instant and
-a training host without Beam still gets every command it can run.
+Each area of the project (crawler, filters, pipelines, model, training, evaluation, synth,
+deploy) has a ``commands`` folder whose modules export ``COMMANDS``, a list of click
+commands/groups; this entry point collects them. Command modules import only click at
+top level and their heavy libraries (Scrapy, Beam, JAX) inside the command bodies, so
+``afm --help`` is instant and a training host without Beam still gets every command it
+can run. Benchmarks are found the same way in each area's ``bench`` folder.
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ import pkgutil
 import click
 
 # Areas that contribute commands, in the order of the data flow. In each area every
-# module named ``cli`` or ``cli_*`` exporting ``COMMANDS`` is picked up, so two people
-# working in one area never edit the same registry.
+# module of its ``commands`` folder exporting ``COMMANDS`` is picked up (and every module
+# of its ``bench`` folder exporting ``BENCHMARKS``), so two people working in one area
+# never edit the same registry.
 AREAS = ("afm.crawler", "afm.filters", "afm.pipelines", "afm.model", "afm.training", "afm.evaluation",
          "afm.synth", "afm.deploy")
 
@@ -29,20 +31,26 @@ Examples:
 """
 
 
-def area_modules(prefix: str) -> list[str]:
-    """Modules ``<area>.<prefix>`` and ``<area>.<prefix>_*`` of every area, sorted."""
+def area_modules(folder: str) -> list[str]:
+    """The modules of every area's ``folder`` subpackage (``commands`` or ``bench``), in
+    area order, sorted within an area."""
     names: list[str] = []
     for area in AREAS:
-        package = importlib.import_module(area)
+        try:
+            package = importlib.import_module(f"{area}.{folder}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{area}.{folder}":
+                raise
+            continue
         for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda i: i.name):
-            if info.name == prefix or info.name.startswith(prefix + "_"):
-                names.append(f"{area}.{info.name}")
+            if not info.ispkg and not info.name.startswith("_"):
+                names.append(f"{area}.{folder}.{info.name}")
     return names
 
 
 def collect_commands() -> list[click.Command]:
     commands: list[click.Command] = []
-    for name in area_modules("cli"):
+    for name in area_modules("commands"):
         module = importlib.import_module(name)
         commands.extend(getattr(module, "COMMANDS", []))
     return commands

@@ -90,7 +90,7 @@ class DemoRun:
         return out
 
     def curate(self, crawl_dir: Path, index: Path | None) -> Path:
-        from afm.pipelines.curate import run_curate
+        from afm.pipelines.curate.pipeline import run_curate
 
         out = self.workdir / "corpus"
         # The decontamination index is passed explicitly: curate has no default one.
@@ -125,7 +125,7 @@ class DemoRun:
         return out
 
     def train(self, tokens: Path) -> dict[str, Any]:
-        from afm.training.trainer import train
+        from afm.training.core.trainer import train
 
         data = [str(tokens)]
         results = {}
@@ -164,9 +164,9 @@ class DemoRun:
     def on_device(self, tokens: Path) -> dict[str, Any]:
         """Teacher -> Soft-Top-K FFN pruning -> pruned checkpoint -> precomputed top-1
         targets -> distilled student (report §3.2.1, tiny)."""
-        from afm.training.distill_targets import compute_targets
-        from afm.training.prune_model import apply_pruning, learn_masks
-        from afm.training.trainer import train
+        from afm.training.compress.distill_targets import compute_targets
+        from afm.training.compress.pruning import apply_pruning, learn_masks
+        from afm.training.core.trainer import train
 
         runs = self.workdir / "train"
         data = [str(tokens)]
@@ -191,7 +191,7 @@ class DemoRun:
         short SFT run from the last pre-training checkpoint."""
         from afm.synth.demo_data import write_demo_set
         from afm.synth.prepare import PrepareConfig, prepare_sft
-        from afm.training.sft import heldout_metrics, run_sft
+        from afm.training.tasks.sft import heldout_metrics, run_sft
 
         root = self.workdir / "sft"
         files = write_demo_set(root / "raw", per_set=60, held_out_per_set=10)
@@ -217,7 +217,7 @@ class DemoRun:
 
     def quantize_and_recover(self, checkpoint: Path, tokenizer: Path, tokens: Path) -> dict[str, Any]:
         from afm.evaluation.suite import prepare_demo_data
-        from afm.training.recovery_demo import run_recovery_demo
+        from afm.training.studies.recovery_demo import run_recovery_demo
 
         out = run_recovery_demo(checkpoint, tokens, tokenizer, self.workdir / "quantize",
                                 data_dir=prepare_demo_data(self.workdir / "eval" / "data"))
@@ -234,7 +234,7 @@ class DemoRun:
         import random
 
         from afm.synth.arith_task import corrupted_responses, make_problems, write_preferences
-        from afm.training.reward_model import run_rm
+        from afm.training.tasks.reward_model import run_rm
 
         root = self.workdir / "rm"
         rng = random.Random(0)
@@ -255,7 +255,7 @@ class DemoRun:
         import json
 
         from afm.synth.arith_task import make_problems
-        from afm.training.mdloo import MdlooConfig, run_mdloo
+        from afm.training.tasks.mdloo import MdlooConfig, run_mdloo
 
         root = self.workdir / "mdloo"
         root.mkdir(parents=True, exist_ok=True)
@@ -301,14 +301,14 @@ def demo_command(workdir: Path, train_steps: int | None) -> None:
         console.print("demo site: " + ", ".join(f"{h}={sites.base_url(h)}" for h in sites_spec))
         crawl_dir = run.stage("crawl", "afm.crawler.api", lambda: run.crawl(sites))
     index = run.stage("decontamination index", "afm.pipelines.decontaminate", run.decontam_index)
-    corpus = run.stage("curate", "afm.pipelines.curate", lambda: run.curate(crawl_dir, index))
+    corpus = run.stage("curate", "afm.pipelines.curate.pipeline", lambda: run.curate(crawl_dir, index))
     tok = run.stage("tokenizer", "afm.model.tokenizer", lambda: run.tokenizer(corpus))
     tokens = run.stage("tokenize", "afm.pipelines.tokenize", lambda: run.tokenize(corpus, tok))
-    results = run.stage("train", "afm.training.trainer", lambda: run.train(tokens))
+    results = run.stage("train", "afm.training.core.trainer", lambda: run.train(tokens))
     final = (results or {}).get("tiny-context", {}).get("model_checkpoint")
     if final and tok is not None:
         run.stage("evaluate", "afm.evaluation.runner", lambda: run.evaluate(Path(final), tok, tokens, index))
-    on_device = run.stage("prune + distill", "afm.training.prune", lambda: run.on_device(tokens))
+    on_device = run.stage("prune + distill", "afm.training.tasks.prune", lambda: run.on_device(tokens))
     sft = None
     if results and tok:
         base = Path(results["tiny-context"]["workdir"]) / "model"
@@ -316,14 +316,14 @@ def demo_command(workdir: Path, train_steps: int | None) -> None:
     rm = None
     if sft and tok:
         sft_best = run.workdir / "sft" / "run" / "best"
-        rm = run.stage("reward model", "afm.training.reward_model", lambda: run.reward_model(tok, sft_best))
+        rm = run.stage("reward model", "afm.training.tasks.reward_model", lambda: run.reward_model(tok, sft_best))
     rl = None
     if sft and tok:
-        rl = run.stage("mdloo", "afm.training.mdloo", lambda: run.mdloo(tok, run.workdir / "sft" / "run" / "best"))
+        rl = run.stage("mdloo", "afm.training.tasks.mdloo", lambda: run.mdloo(tok, run.workdir / "sft" / "run" / "best"))
     if final and tok is not None:  # the post-trained model when SFT ran, else the pre-trained one
         best = run.workdir / "sft" / "run" / "best"
         deployed = best if sft is not None and (best / "config.json").is_file() else Path(final)
-        run.stage("quantize + recovery adapter", "afm.training.recovery_demo",
+        run.stage("quantize + recovery adapter", "afm.training.studies.recovery_demo",
                   lambda: run.quantize_and_recover(deployed, tok, tokens))
 
     rows: list[tuple[str, Any]] = list(run.outputs)

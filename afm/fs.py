@@ -1,10 +1,17 @@
-"""One path abstraction for every reader and writer of the data path.
+"""The one filesystem layer: every reader and writer of the project, local or remote.
 
-Local paths go through ``os`` (no Beam needed, so a training host can read documents);
-URLs (``gs://``, ``s3://``, ``hdfs://``...) go through Apache Beam's ``FileSystems``,
-imported only when such a path is met. Every reader and writer calls these functions
-instead of ``open``/``os`` directly, so moving the whole data path onto Beam's
-filesystems (or any other store) is a change to this module alone.
+Local paths (and ``file://`` URLs) go straight to ``os``. Every other URL (``gs://``,
+``s3://``, ``hdfs://``, ...) is remote and goes through one backend, chosen once per
+process by what the host has installed:
+
+* Apache Beam's ``FileSystems`` where Beam is installed (curation hosts and their
+  workers: the pipeline options' credentials and filesystem settings apply);
+* ``etils.epath`` otherwise (training hosts: it comes with Orbax, which takes its paths).
+
+So a training host reads token shards from GCS without Beam, and a Beam worker opens the
+same URLs as the launcher. Orbax wants ``epath`` paths: :func:`as_path` gives them.
+Parquet bytes are read through :func:`open_input` (pyarrow's own GCS/S3 clients with
+ranged reads, so a row group costs one request, not a download).
 
 Directories on object stores are prefixes: :func:`list_files` lists every object under
 one, :func:`rename` of a directory renames every object below it.
@@ -18,10 +25,23 @@ import shutil
 from collections.abc import Iterable
 from typing import Any, BinaryIO
 
+LOCAL_SCHEME = "file://"
+
 
 def is_remote(path: str | os.PathLike[str]) -> bool:
-    """True for URLs (``scheme://...``) that need a Beam filesystem."""
-    return "://" in str(path)
+    """True for URLs (``scheme://...``) other than ``file://``."""
+    text = str(path)
+    return "://" in text and not text.startswith(LOCAL_SCHEME)
+
+
+def local(path: str | os.PathLike[str]) -> str:
+    """A local path without its ``file://`` scheme (other paths unchanged)."""
+    text = os.fspath(path)
+    return text[len(LOCAL_SCHEME):] if text.startswith(LOCAL_SCHEME) else text
+
+
+def has_glob(pattern: str) -> bool:
+    return any(c in pattern for c in "*?[")
 
 
 def join(base: str | os.PathLike[str], *parts: str) -> str:
@@ -30,84 +50,188 @@ def join(base: str | os.PathLike[str], *parts: str) -> str:
     base = str(base)
     if is_remote(base):
         return "/".join([base.rstrip("/"), *[p.strip("/") for p in parts]])
-    return os.path.join(base, *parts)
+    return os.path.join(local(base), *parts)
 
 
 def basename(path: str) -> str:
-    return path.rstrip("/").rsplit("/", 1)[-1] if is_remote(path) else os.path.basename(path)
+    return path.rstrip("/").rsplit("/", 1)[-1] if is_remote(path) else os.path.basename(local(path))
 
 
 def dirname(path: str) -> str:
     if is_remote(path):
         return path.rstrip("/").rsplit("/", 1)[0]
-    return os.path.dirname(os.path.abspath(path))
+    return os.path.dirname(os.path.abspath(local(path)))
 
 
-def _beam() -> Any:
-    try:
+# -- the remote backend ------------------------------------------------------------------------
+
+
+class _BeamBackend:
+    """Remote files through ``apache_beam.io.filesystems.FileSystems``."""
+
+    def __init__(self) -> None:
+        from apache_beam.io.filesystem import CompressionTypes
         from apache_beam.io.filesystems import FileSystems
-    except ImportError as exc:  # pragma: no cover - only without the curate extra
-        raise RuntimeError("reading or writing URLs (gs://, s3://, ...) needs Apache Beam: "
-                           "pip install 'afm[curate]'") from exc
-    return FileSystems
+
+        self.fs, self.raw = FileSystems, CompressionTypes.UNCOMPRESSED
+
+    def open_read(self, path: str) -> BinaryIO:
+        return self.fs.open(path, compression_type=self.raw)
+
+    def open_write(self, path: str) -> BinaryIO:
+        return self.fs.create(path, mime_type="application/octet-stream", compression_type=self.raw)
+
+    def exists(self, path: str) -> bool:
+        return bool(self.fs.exists(path))
+
+    def match(self, pattern: str) -> list[str]:
+        try:
+            return [m.path for m in self.fs.match([pattern])[0].metadata_list]
+        except Exception:  # noqa: BLE001 - an empty or absent prefix matches nothing
+            return []
+
+    def size(self, path: str) -> int:
+        return int(self.fs.match([path])[0].metadata_list[0].size_in_bytes)
+
+    def rename(self, sources: list[str], targets: list[str]) -> None:
+        self.fs.rename(sources, targets)
+
+    def delete(self, paths: list[str]) -> None:
+        self.fs.delete(paths)
+
+
+class _EpathBackend:
+    """Remote files through ``etils.epath`` (hosts without Beam)."""
+
+    def __init__(self) -> None:
+        from etils import epath
+
+        self.Path = epath.Path
+
+    def open_read(self, path: str) -> BinaryIO:
+        return self.Path(path).open("rb")
+
+    def open_write(self, path: str) -> BinaryIO:
+        return self.Path(path).open("wb")
+
+    def exists(self, path: str) -> bool:
+        return self.Path(path).exists()
+
+    def match(self, pattern: str) -> list[str]:
+        root, rest = _split_glob(pattern)
+        if rest in ("**", ""):
+            base = self.Path(root)
+            return [str(p) for p in base.rglob("*") if not p.is_dir()] if base.is_dir() else []
+        return [str(p) for p in self.Path(root).glob(rest)]
+
+    def size(self, path: str) -> int:
+        return int(self.Path(path).stat().length)
+
+    def rename(self, sources: list[str], targets: list[str]) -> None:
+        for src, dst in zip(sources, targets, strict=True):
+            self.Path(src).rename(dst)
+
+    def delete(self, paths: list[str]) -> None:
+        for p in paths:
+            self.Path(p).unlink(missing_ok=True)
+
+
+_BACKEND: Any = None
+
+
+def _remote() -> Any:
+    """The process's remote backend (see the module docstring)."""
+    global _BACKEND
+    if _BACKEND is None:
+        for backend in (_BeamBackend, _EpathBackend):
+            try:
+                _BACKEND = backend()
+                break
+            except ImportError:
+                continue
+        else:
+            raise RuntimeError("reading or writing URLs (gs://, s3://, ...) needs Apache Beam "
+                               "(pip install 'afm[curate]') or etils (pip install 'afm[train]')")
+    return _BACKEND
+
+
+def _split_glob(pattern: str) -> tuple[str, str]:
+    """``gs://b/sub/*.parquet`` -> (``gs://b/sub``, ``*.parquet``): the longest prefix
+    without wildcards is the directory to glob from."""
+    parts = pattern.split("/")
+    for i, part in enumerate(parts):
+        if has_glob(part):
+            if i <= 2:
+                raise ValueError(f"glob needs a bucket before the wildcard: {pattern}")
+            return "/".join(parts[:i]), "/".join(parts[i:])
+    return pattern, ""
+
+
+# -- files -----------------------------------------------------------------------------------
 
 
 def open_read(path: str) -> BinaryIO:
     """The file's raw bytes (never decompressed: readers decide what a suffix means)."""
     if is_remote(path):
-        from apache_beam.io.filesystem import CompressionTypes
-
-        return _beam().open(path, compression_type=CompressionTypes.UNCOMPRESSED)
-    return open(path, "rb")  # noqa: SIM115 - the caller closes it
+        return _remote().open_read(path)
+    return open(local(path), "rb")  # noqa: SIM115 - the caller closes it
 
 
 def open_write(path: str) -> BinaryIO:
     """A new file for writing raw bytes (parent directories created)."""
     if is_remote(path):
-        from apache_beam.io.filesystem import CompressionTypes
-
-        return _beam().create(path, mime_type="application/octet-stream",
-                              compression_type=CompressionTypes.UNCOMPRESSED)
+        return _remote().open_write(path)
+    path = local(path)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     return open(path, "wb")  # noqa: SIM115 - the caller closes it
 
 
+def open_input(path: str) -> Any:
+    """A seekable binary source for pyarrow: the path itself when local, pyarrow's own
+    filesystem (GCS/S3/HDFS, ranged reads) when remote."""
+    if not is_remote(path):
+        return local(path)
+    import pyarrow.fs as pafs
+
+    filesystem, inner = pafs.FileSystem.from_uri(path)
+    return filesystem.open_input_file(inner)
+
+
 def exists(path: str) -> bool:
     if is_remote(path):
-        return bool(_beam().exists(path)) or bool(list_files(path))
-    return os.path.exists(path)
+        return _remote().exists(path) or bool(list_files(path))
+    return os.path.exists(local(path))
 
 
 def isdir(path: str) -> bool:
     """A local directory, or a remote prefix that holds objects."""
     if is_remote(path):
         return bool(list_files(path))
-    return os.path.isdir(path)
+    return os.path.isdir(local(path))
 
 
 def isfile(path: str) -> bool:
     if is_remote(path):
-        return bool(_beam().exists(path)) and not path.endswith("/")
-    return os.path.isfile(path)
+        return _remote().exists(path) and not path.endswith("/")
+    return os.path.isfile(local(path))
 
 
 def size(path: str) -> int:
+    """File size in bytes (one metadata request for a remote object)."""
     if is_remote(path):
-        return int(_beam().match([path])[0].metadata_list[0].size_in_bytes)
-    return os.path.getsize(path)
+        return _remote().size(path)
+    return os.path.getsize(local(path))
 
 
 def list_files(directory: str, recursive: bool = True) -> list[str]:
     """Every file below ``directory`` (sorted; hidden names included: callers filter)."""
     if is_remote(directory):
         prefix = directory.rstrip("/") + "/"
-        try:
-            found = [m.path for m in _beam().match([prefix + "**"])[0].metadata_list]
-        except Exception:  # noqa: BLE001 - an empty or absent prefix matches nothing
-            return []
+        found = _remote().match(prefix + "**")
         if not recursive:
             found = [p for p in found if "/" not in p[len(prefix):]]
         return sorted(found)
+    directory = local(directory)
     if not os.path.isdir(directory):
         return []
     if not recursive:
@@ -124,35 +248,53 @@ def list_dir(directory: str) -> list[str]:
     if is_remote(directory):
         prefix = directory.rstrip("/") + "/"
         return sorted({p[len(prefix):].split("/", 1)[0] for p in list_files(directory)})
+    directory = local(directory)
     return sorted(os.listdir(directory)) if os.path.isdir(directory) else []
 
 
 def glob(pattern: str) -> list[str]:
-    """Files matching a glob (``**`` recursive), sorted."""
+    """Files matching a glob (``**`` recursive locally), sorted."""
     if is_remote(pattern):
-        try:
-            return sorted(m.path for m in _beam().match([pattern])[0].metadata_list)
-        except Exception:  # noqa: BLE001 - nothing matched
-            return []
-    return sorted(p for p in _glob.glob(pattern, recursive=True) if os.path.isfile(p))
+        return sorted(_remote().match(pattern))
+    return sorted(p for p in _glob.glob(local(pattern), recursive=True) if os.path.isfile(p))
+
+
+def expand(patterns: Iterable[str], suffix: str) -> tuple[list[str], list[str]]:
+    """Files ending in ``suffix`` named by paths, directories (recursive) or globs, sorted
+    and unique (local ones absolute), and the patterns that named nothing that exists."""
+    files: list[str] = []
+    missing: list[str] = []
+    for pattern in patterns:
+        pattern = str(pattern)
+        if has_glob(pattern):
+            found = [f for f in glob(pattern) if f.endswith(suffix)]
+        elif isdir(pattern):
+            found = [f for f in list_files(pattern) if f.endswith(suffix)]
+        elif isfile(pattern):
+            found = [pattern]
+        else:
+            missing.append(pattern)
+            continue
+        files += [f if is_remote(f) else os.path.abspath(local(f)) for f in found]
+    return sorted(set(files)), missing
 
 
 def mkdirs(path: str) -> None:
     if not is_remote(path):  # object stores have no directories
-        os.makedirs(path, exist_ok=True)
+        os.makedirs(local(path), exist_ok=True)
 
 
 def rename(src: str, dst: str) -> None:
     """Move a file or a directory (on object stores: every object below the prefix)."""
     if is_remote(src):
-        fs = _beam()
         if isfile(src):
-            fs.rename([src], [dst])
+            _remote().rename([src], [dst])
             return
         srcs = list_files(src)
         prefix = src.rstrip("/") + "/"
-        fs.rename(srcs, [join(dst, s[len(prefix):]) for s in srcs])
+        _remote().rename(srcs, [join(dst, s[len(prefix):]) for s in srcs])
         return
+    src, dst = local(src), local(dst)
     os.makedirs(os.path.dirname(os.path.abspath(dst)), exist_ok=True)
     os.replace(src, dst)
 
@@ -163,11 +305,19 @@ def delete(paths: Iterable[str]) -> None:
         if is_remote(path):
             targets = [path] if isfile(path) else list_files(path)
             if targets:
-                _beam().delete(targets)
-        elif os.path.isdir(path) and not os.path.islink(path):
+                _remote().delete(targets)
+            continue
+        path = local(path)
+        if os.path.isdir(path) and not os.path.islink(path):
             shutil.rmtree(path, ignore_errors=True)
         elif os.path.lexists(path):
             os.remove(path)
+
+
+def temp_sibling(path: str | os.PathLike[str]) -> str:
+    """The hidden temporary name a writer uses beside ``path`` before renaming into it."""
+    path = str(path)
+    return join(dirname(path), f".{basename(path)}.tmp-{os.getpid()}")
 
 
 def write_bytes(path: str, payload: bytes) -> None:
@@ -177,6 +327,7 @@ def write_bytes(path: str, payload: bytes) -> None:
         with open_write(path) as fh:
             fh.write(payload)
         return
+    path = local(path)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     tmp = temp_sibling(path)
     with open(tmp, "wb") as fh:
@@ -184,15 +335,23 @@ def write_bytes(path: str, payload: bytes) -> None:
     os.replace(tmp, path)
 
 
+def write_text_atomic(path: str, text: str) -> None:
+    """Write text under a temporary name, then rename: readers never see half a file."""
+    write_bytes(str(path), text.encode("utf-8"))
+
+
 def read_bytes(path: str) -> bytes:
     with open_read(path) as fh:
         return fh.read()
 
 
-def temp_sibling(path: str | os.PathLike[str]) -> str:
-    """The hidden temporary name a writer uses beside ``path`` before renaming into it."""
-    path = str(path)
-    return join(dirname(path), f".{basename(path)}.tmp-{os.getpid()}")
+def as_path(path: str | os.PathLike[str]) -> Any:
+    """An ``etils.epath.Path`` (what Orbax takes); local paths made absolute, so Orbax and
+    every host agree on them."""
+    from etils import epath
+
+    text = os.fspath(path)
+    return epath.Path(text if is_remote(text) else os.path.abspath(local(text)))
 
 
 def localize(path: str, cache_dir: str | None = None, companions: tuple[str, ...] = ()) -> str:
@@ -209,7 +368,7 @@ def localize(path: str, cache_dir: str | None = None, companions: tuple[str, ...
     import uuid
 
     if not is_remote(path):
-        return path
+        return local(path)
     is_directory = not isfile(path)
     sources = list_files(path) if is_directory else [path]
     extras = [] if is_directory else [path + c for c in companions if isfile(path + c)]

@@ -9,7 +9,7 @@ fetched_at, content_type) is written atomically. A reader therefore never sees a
 file, and after a crash the durable record of what was fetched is exactly the set of
 closed files: a restart re-fetches the open file's pages and nothing else.
 
-Reading: :mod:`afm.crawler.warc_reader` (every record of any WARC, damaged or not, met
+Reading: :mod:`afm.readers.warc` (every record of any WARC, damaged or not, met
 once); :func:`iter_warc_responses` here yields just its HTTP responses as plain dicts.
 """
 
@@ -264,8 +264,8 @@ def iter_warc_responses(source: str | Path | BinaryIO) -> Iterator[dict[str, Any
     payload with chunked transfer and content encodings removed, ``fetched_at`` an aware
     UTC datetime (None if the record has no valid date). Records that are not documents
     and records that cannot be read are left out: pipelines read through
-    :func:`afm.crawler.warc_reader.read_warc`, which reports those as well.
+    :func:`afm.readers.warc.read_warc`, which reports those as well.
     """
-    from afm.crawler.warc_reader import iter_warc_pages
+    from afm.readers.warc import iter_warc_pages
 
     yield from iter_warc_pages(str(source) if isinstance(source, Path) else source)

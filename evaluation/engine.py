@@ -12,7 +12,7 @@ Two jobs:
   string may span tokens. Rows that hit a stop token or string are frozen.
 
 Both run on a device mesh: the batch is split over the ``data``/``fsdp`` axes and the
-parameters are placed with the training sharding rules (``afm.training.sharding``), so
+parameters are placed with the training sharding rules (``afm.model.sharding``), so
 a model trained on a mesh is evaluated on the same mesh.
 """
 
@@ -159,7 +159,7 @@ class Engine:
         smallest_bucket: int = 64,
         max_length: int | None = None,
     ) -> None:
-        from afm.training.sharding import MeshConfig, make_mesh
+        from afm.model.sharding import MeshConfig, make_mesh
 
         self.cfg = model.cfg
         self.max_length = int(max_length or model.cfg.max_seq_len)
@@ -189,8 +189,8 @@ class Engine:
 
     def _place(self, state: Any) -> Any:
         """Parameters sharded by the training rules; other state replicated."""
-        from afm.training.params import flatten_state, logical_axes
-        from afm.training.sharding import param_shardings
+        from afm.model.params import flatten_state, logical_axes
+        from afm.model.sharding import param_shardings
 
         names = logical_axes(state)
         flat, layout = flatten_state(state)

@@ -258,7 +258,7 @@ class AfmLM(TemplateLM):
 def _parse_mesh(spec: str) -> Any:
     """``"2x1x4x1"`` (data x fsdp x tensor x sequence; ``-1`` = the rest) -> a device mesh.
     No commas or ``=``: lm-eval splits ``model_args`` on both."""
-    from afm.training.sharding import MeshConfig, make_mesh
+    from afm.model.sharding import MeshConfig, make_mesh
 
     try:
         sizes = [int(x) for x in spec.lower().split("x")]

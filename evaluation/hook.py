@@ -94,7 +94,7 @@ def flatten_metrics(results: dict[str, Any], prefix: str = "eval/") -> dict[str,
 
 
 class BenchmarkHook:
-    """The trainer's eval-hook protocol (``afm.training.hooks``) over :func:`make_eval_hook`:
+    """The trainer's eval-hook protocol (``afm.training.core.hooks``) over :func:`make_eval_hook`:
     the trainer decides when (``eval.every_steps``), this decides what (a task group)."""
 
     name = "bench"

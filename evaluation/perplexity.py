@@ -20,7 +20,7 @@ from afm.evaluation.packing import ScoreRequest
 def read_token_docs(inputs: list[str], max_docs: int | None = None) -> list[tuple[str, list[int]]]:
     """(source, tokens) per document of Parquet token shards (files, folders or globs)."""
     import pyarrow.parquet as pq
-    from afm.training.data import DataError, expand_paths
+    from afm.training.data.shards import DataError, expand_paths
 
     try:  # the trainer's reader: an `afm tokenize` directory gives its tokens-* shards
         files = expand_paths(list(inputs))

@@ -190,7 +190,7 @@ CONFIGS: dict[str, ModelConfig] = {
     "tiny-teacher": _cfg(
         name="tiny-teacher", vocab_size=512, dim=64, n_layers=2, n_heads=4, n_kv_heads=2,
         head_dim=16, ffn_dim=576, max_seq_len=256,
-        notes="tests/demo: tiny with a 3x FFN, pruned to tiny's 192 (afm.training.prune)",
+        notes="tests/demo: tiny with a 3x FFN, pruned to tiny's 192 (afm.training.tasks.prune)",
     ),
     # The muP proxy width (768): the LR sweep model and CPU/GPU benchmarks.
     "100m": _cfg(

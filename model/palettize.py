@@ -5,7 +5,7 @@ table (LUT) of ``2**bits`` float16 values found by k-means. A group is 16 consec
 output channels (coremltools' ``granularity="per_grouped_channel", group_size=16`` on a
 ``[out, in]`` weight: 16 rows there, 16 columns in our ``[in, out]`` layout), so one LUT
 serves ``16 x fan_in`` weights (the report's "block size up to 100k"). ``bits`` is 4 by
-default and 2 for the layers the sensitivity analysis pushes down (``afm.training.quantize``).
+default and 2 for the layers the sensitivity analysis pushes down (``afm.training.compress.quantize``).
 The tied embedding is stored as int8 with one symmetric float16 scale per vocabulary row
 (per output channel of the readout).
 

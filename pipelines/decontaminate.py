@@ -103,7 +103,7 @@ def index_location(cfg: DecontamConfig) -> str:
     if cfg.index:
         return cfg.index
     if not cfg.benchmarks:
-        from afm.pipelines.curate_config import DECONTAM_NEEDS_INDEX
+        from afm.pipelines.curate.config import DECONTAM_NEEDS_INDEX
 
         raise ValueError(DECONTAM_NEEDS_INDEX)
     return _cache_location(cfg)[0]

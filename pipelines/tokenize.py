@@ -1,11 +1,11 @@
 """The tokenize pipeline: document shards -> Parquet token shards, one document per row.
 
     files --Reshuffle--> read (the shared reader: afm.readers + afm.coerce)
-        --> one document per id (pipelines/ids.py) --tokenize (SentencePiece, once per
+        --> one document per id (pipelines/beam/ids.py) --tokenize (SentencePiece, once per
         worker)--> key by hash(id) % N --GroupByKey--> sort by id
         --> tokens-NNNNN-of-MMMMM.parquet + skipped.jsonl + manifest.json + _SUCCESS
 
-Token shard schema (what ``afm.training.data`` reads): ``id`` string, ``source`` string,
+Token shard schema (what ``afm.training.data.shards`` reads): ``id`` string, ``source`` string,
 ``tokens`` list<int32>: the document's tokens with NO BOS/EOS (the loader appends the EOS
 that separates packed documents).
 
@@ -139,7 +139,7 @@ class WriteTokenShardFn(beam.DoFn):
             ],
             schema=TOKEN_SCHEMA,
         )
-        from afm.pipelines.io_beam import write_shard
+        from afm.pipelines.beam.io import write_shard
 
         name = shard_name(index, num_shards)
         write_shard(_join(self.output, name), [table], TOKEN_SCHEMA, "zstd",
@@ -163,8 +163,8 @@ def build_pipeline(
 ) -> str:
     """Add the tokenize transforms to ``pipeline``, writing shards into ``staging``;
     returns the path of the run's statistics file (read by :func:`run_tokenize`)."""
-    from afm.pipelines.ids import UniqueIds
-    from afm.pipelines.io_beam import ReadInputs, write_json
+    from afm.pipelines.beam.ids import UniqueIds
+    from afm.pipelines.beam.io import ReadInputs, write_json
 
     read = pipeline | "read" >> ReadInputs(inputs, "web", allow_pages=False)
     unique = read["docs"] | "one per id" >> UniqueIds()
@@ -268,19 +268,19 @@ def run_tokenize(
     ``overwrite``; it is claimed (and checked writable) before anything is computed.
 
     ``runner`` and ``pipeline_args`` go through the runner factory
-    (:mod:`afm.pipelines.runners`); ``num_workers`` is the local runner's process count
+    (:mod:`afm.pipelines.beam.runners`); ``num_workers`` is the local runner's process count
     unless the Beam options name one. With ``dry_run`` the graph is built and the options
     and worker paths are checked; nothing runs (returns the check).
     """
-    from afm.pipelines.accounting import AccountingError
-    from afm.pipelines.io_beam import read_json
-    from afm.pipelines.runners import (
+    from afm.pipelines.beam.accounting import AccountingError
+    from afm.pipelines.beam.io import read_json
+    from afm.pipelines.beam.runners import (
         build_options,
         check_options,
         make_runner,
         run_to_completion,
     )
-    from afm.pipelines.worker_paths import WorkerPath, check_worker_paths
+    from afm.pipelines.beam.worker_paths import WorkerPath, check_worker_paths
 
     from afm import fs
     from afm.io import resolve_inputs

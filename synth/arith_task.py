@@ -18,7 +18,7 @@ truth rather than against another model's opinion.
   preference level (negligibly / slightly / better / significantly better) from the
   difference of their utilities, plus both responses' gradings: one preference record.
 * :func:`write_preferences` -- preference JSONL (the format of
-  ``afm.training.preference_data``) from responses sampled for each prompt.
+  ``afm.training.data.preferences``) from responses sampled for each prompt.
 
 Grading classes (report App. E.1): for instruction following, truthfulness and
 harmlessness 0 = major issue, 1 = minor issue, 2 = no issue; for verbosity 0 = too
@@ -273,7 +273,7 @@ def grade_pair(prompt: str | Sequence[dict[str, Any]], response_a: str, response
 
 def preference_record(prompt: Sequence[dict[str, Any]], response_a: str, response_b: str,
                       *, record_id: str = "", config: GraderConfig = GraderConfig()) -> dict[str, Any]:
-    """One preference row (``afm.training.preference_data`` format) graded by the script."""
+    """One preference row (``afm.training.data.preferences`` format) graded by the script."""
     verdict = grade_pair(prompt, response_a, response_b, config)
     responses = (response_a, response_b)
     c, r = verdict.chosen, 1 - verdict.chosen

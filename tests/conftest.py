@@ -21,7 +21,7 @@ def shared_eval() -> Path:
 @pytest.fixture(scope="session")
 def token_shards(tmp_path_factory) -> list[str]:
     """Two token shards of a toy language (Markov chain) with mixed sources."""
-    from afm.training.synthetic import markov_token_shards
+    from afm.training.data.synthetic import markov_token_shards
 
     return markov_token_shards(
         tmp_path_factory.mktemp("tokens"), shards=2, docs=120, length=(5, 120),
@@ -32,7 +32,7 @@ def token_shards(tmp_path_factory) -> list[str]:
 @pytest.fixture(scope="session")
 def markov_token_shards(tmp_path_factory) -> list[str]:
     """One shard of longer Markov-chain documents (for LR sweeps)."""
-    from afm.training.synthetic import markov_token_shards as make
+    from afm.training.data.synthetic import markov_token_shards as make
 
     return make(tmp_path_factory.mktemp("markov"))
 

@@ -17,4 +17,4 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 # The training extra pins the JAX stack; jax[tpu] pulls the matching libtpu.
 "$VENV/bin/python" -m pip install -q -e "$AFM_HOME[train]" "jax[tpu]==${JAX_VERSION}"
-"$VENV/bin/python" -c "import jax, afm.training.trainer; print(\"jax\", jax.__version__, \"ready\")"
+"$VENV/bin/python" -c "import jax, afm.training.core.trainer; print(\"jax\", jax.__version__, \"ready\")"

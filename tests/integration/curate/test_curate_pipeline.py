@@ -41,7 +41,7 @@ def _rows(files: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def curated(planted_warc: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    from afm.pipelines.curate import run_curate
+    from afm.pipelines.curate.pipeline import run_curate
 
     tmp = tmp_path_factory.mktemp("curate")
     out = tmp / "corpus"
@@ -155,7 +155,7 @@ def test_retried_bundles_leave_no_trace(curated: dict[str, Any], planted_warc: P
     """Fault injection: every bundle of the language stage, the dedup output and the shard
     writer fails on its first attempt (after the temp shard is written, for the writer).
     Beam's bundle-based local runner retries each; the result must equal the clean run."""
-    from afm.pipelines.curate import run_curate
+    from afm.pipelines.curate.pipeline import run_curate
 
     tmp = tmp_path_factory.mktemp("faults")
     markers = tmp / "markers"

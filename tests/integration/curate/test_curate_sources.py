@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from afm.pipelines.stages import probe_module
+from afm.pipelines.curate.stages import probe_module
 
 LOCAL = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
 MIT = ("MIT License\n\nCopyright (c) 2024 Example\n\nPermission is hereby granted, free of "
@@ -39,7 +39,7 @@ def _ids(files: list[dict]) -> list[dict]:
 def test_code_source(tmp_path: Path) -> None:
     if probe_module("afm.filters.code", "CodeFilter", "iter_repo_files"):
         pytest.skip("afm.filters.code is not installed")
-    from afm.pipelines.curate import run_curate
+    from afm.pipelines.curate.pipeline import run_curate
 
     repos = tmp_path / "repos"
     licensed = repos / "licensed"
@@ -65,7 +65,7 @@ def test_code_source(tmp_path: Path) -> None:
 def test_math_source(tmp_path: Path) -> None:
     if probe_module("afm.filters.math", "MathFilter"):
         pytest.skip("afm.filters.math is not installed")
-    from afm.pipelines.curate import run_curate
+    from afm.pipelines.curate.pipeline import run_curate
 
     docs = [
         {"url": "http://m.test/1", "text": (
@@ -94,7 +94,7 @@ def test_math_source(tmp_path: Path) -> None:
 
 def test_dry_run_dataflow(tmp_path: Path) -> None:
     """A complete Dataflow submission, checked and its graph built, nothing submitted."""
-    from afm.pipelines.cli_curate import curate_command
+    from afm.pipelines.commands.curate import curate_command
     from click.testing import CliRunner
 
     dataflow = ["--runner", "DataflowRunner", "--dry-run", "--project=my-project-123",
@@ -119,7 +119,7 @@ def test_quality_top_fraction(tmp_path: Path) -> None:
     """``quality_model.params.top_fraction``: a corpus-wide cut keeps the best-scored half."""
     if probe_module("afm.filters.quality_model", "QualityScoreCut"):
         pytest.skip("afm.filters.quality_model is not installed")
-    from afm.pipelines.curate import run_curate
+    from afm.pipelines.curate.pipeline import run_curate
 
     texts = [
         "The committee reviewed the budget in detail and agreed to fund the new library "
@@ -151,7 +151,7 @@ def test_quality_top_fraction(tmp_path: Path) -> None:
 def test_pages_without_extractor_are_rejected(planted_warc: Path, tmp_path: Path) -> None:
     """With extraction switched off every crawl page is an extract reject (never a
     text-less document), and the accounting still holds."""
-    from afm.pipelines.curate import run_curate
+    from afm.pipelines.curate.pipeline import run_curate
 
     off = {"enabled": False}
     cfg = {name: off for name in ("extract", "language", "safety", "pii", "dedup", "quality",

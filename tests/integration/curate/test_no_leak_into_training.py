@@ -13,9 +13,9 @@ import json
 from pathlib import Path
 
 import pyarrow.parquet as pq
-from afm.model.cli_model import tokenizer_group
-from afm.pipelines.cli_curate import curate_command
-from afm.pipelines.cli_tokenize import tokenize_command
+from afm.model.commands.model import tokenizer_group
+from afm.pipelines.commands.curate import curate_command
+from afm.pipelines.commands.tokenize import tokenize_command
 from click.testing import CliRunner
 
 LOCAL = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from afm.pipelines.cli_curate import curate_command
+from afm.pipelines.commands.curate import curate_command
 from click.testing import CliRunner
 
 from afm.io import expand_inputs
@@ -39,7 +39,7 @@ def _ids(out: Path) -> set[str]:
 def test_rerun_crash_keeps_the_previous_output_whole(tmp_path: Path) -> None:
     """Observed: a crash mid-run into a directory holding an earlier run left run-2
     document shards beside run-1 rejects, manifest and report, with no marker."""
-    from afm.pipelines.curate import run_curate
+    from afm.pipelines.curate.pipeline import run_curate
 
     out = tmp_path / "corpus"
     run_curate([str(_docs(tmp_path / "a.jsonl", 5, "a"))], out, config=ONLY_PII,
@@ -96,7 +96,7 @@ def test_kill_9_leaves_nothing_readable_and_is_named(tmp_path: Path) -> None:
 
 def test_unwritable_output_fails_before_computing(tmp_path: Path, monkeypatch) -> None:
     """Observed: a read-only output directory failed only after all the computing."""
-    import afm.pipelines.curate as curate
+    import afm.pipelines.curate.pipeline as curate
 
     def never(*_a, **_k):  # pragma: no cover - reaching it is the failure
         raise AssertionError("the pipeline ran although the output cannot be written")

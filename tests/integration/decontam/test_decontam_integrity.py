@@ -9,7 +9,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from afm.filters.benchmarks import DATA_DIR, SUITES, build_index
-from afm.pipelines.cli_decontam import decontam_group
+from afm.pipelines.commands.decontam import decontam_group
 from click.testing import CliRunner
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 
 import apache_beam as beam
-from afm.pipelines.dedup import NAMESPACE, ConnectedComponents
+from afm.pipelines.dedup.pipeline import NAMESPACE, ConnectedComponents
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.testing.util import assert_that, equal_to
 

@@ -8,8 +8,8 @@ import random
 from pathlib import Path
 
 import pytest
-from afm.pipelines.cli_dedup import dedup_command
-from afm.pipelines.dedup import index_files
+from afm.pipelines.commands.dedup import dedup_command
+from afm.pipelines.dedup.pipeline import index_files
 from click.testing import CliRunner
 
 LOCAL = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
@@ -28,7 +28,7 @@ def test_failed_run_leaves_the_index_unchanged(tmp_path: Path) -> None:
     """Observed: `afm dedup --index IDX --write-index` that failed (exit 1) had already
     added its rows; the next batch with the same texts then lost every document as an
     exact duplicate of documents that were never accepted."""
-    from afm.pipelines.curate import run_curate
+    from afm.pipelines.curate.pipeline import run_curate
 
     index = tmp_path / "index"
     src = _batch(tmp_path / "week.jsonl", "w")

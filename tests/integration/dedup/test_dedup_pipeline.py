@@ -8,7 +8,7 @@ import random
 import pyarrow.parquet as pq
 import pytest
 from afm.filters.minhash import shingle_jaccard
-from afm.pipelines.dedup import DedupConfig, dedup_records
+from afm.pipelines.dedup.pipeline import DedupConfig, dedup_records
 
 from afm.schema import DOCUMENT_SCHEMA, REJECT_SCHEMA, make_document
 
@@ -184,7 +184,7 @@ def test_incremental_against_accepted_index(tmp_path) -> None:
     cfg = DedupConfig(index_dir=str(index), write_index=True)
     kept1, rejected1, _ = dedup_records(week1, cfg)
     assert len(kept1) == 30 and not rejected1
-    from afm.pipelines.dedup import index_files
+    from afm.pipelines.dedup.pipeline import index_files
 
     parts = index_files(str(index))  # committed in one batch-* directory per run
     assert len(parts) >= 1 and (index / "_index.json").exists()
@@ -219,7 +219,7 @@ def test_incremental_against_accepted_index(tmp_path) -> None:
 def test_same_record_twice_with_different_scores_keeps_the_better_one():
     """A re-crawled page (same id, same text) seen with two quality scores: one copy is
     kept (the better), the other rejected as its exact duplicate; nothing is lost."""
-    from afm.pipelines.dedup import DedupConfig, dedup_records
+    from afm.pipelines.dedup.pipeline import DedupConfig, dedup_records
 
     from afm.schema import make_document
 

@@ -11,9 +11,9 @@ import math
 from collections import Counter
 
 import apache_beam as beam
-from afm.pipelines.bench_hotkey import check_result, corpus
-from afm.pipelines.dedup import DedupConfig, dedup_records
-from afm.pipelines.dedup_steps import BucketStars, Representative
+from afm.pipelines.bench.hotkey import check_result, corpus
+from afm.pipelines.dedup.pipeline import DedupConfig, dedup_records
+from afm.pipelines.dedup.steps import BucketStars, Representative
 from apache_beam.testing.util import assert_that, equal_to
 
 from tests.integration.dedup.test_connected_components import union_find_assignments

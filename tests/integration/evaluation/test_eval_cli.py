@@ -18,7 +18,7 @@ def setup(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("eval-cli")
     ckpt = write_tiny_checkpoint(tmp / "ck", seed=0, max_seq_len=256)
     data = prepare_demo_data(tmp / "data")
-    from afm.training.synthetic import markov_token_shards
+    from afm.training.data.synthetic import markov_token_shards
 
     shards = markov_token_shards(tmp / "heldout", docs=20, length=(10, 300))
     return tmp, ckpt, data, shards

@@ -9,7 +9,7 @@ from flax import nnx
 
 
 def test_hook_returns_metrics_every_k_steps(tmp_path) -> None:
-    from afm.training.synthetic import markov_token_shards
+    from afm.training.data.synthetic import markov_token_shards
 
     shards = markov_token_shards(tmp_path / "heldout", docs=8, length=(10, 100))
     hook = make_eval_hook(tokenizer_dir(), tasks=["arc_easy", "piqa"], limit=4, every=10,
@@ -29,9 +29,9 @@ def test_trainer_runs_a_task_group_as_its_eval_hook(tmp_path) -> None:
     """``eval.hooks: [afm.evaluation.hook:benchmarks]`` logs benchmark metrics during training."""
     import json
 
-    from afm.training.metrics import read_metrics
-    from afm.training.synthetic import markov_token_shards
-    from afm.training.trainer import train
+    from afm.training.core.metrics import read_metrics
+    from afm.training.core.trainer import train
+    from afm.training.data.synthetic import markov_token_shards
 
     shards = [str(p) for p in markov_token_shards(tmp_path / "tokens", docs=40, length=(10, 100))]
     options = {"tokenizer": str(tokenizer_dir()), "tasks": ["arc_easy"], "limit": 4,

@@ -1,6 +1,6 @@
 """``afm curate``, ``afm dedup`` and ``afm tokenize`` on Beam's portable runner, with the
 SDK workers in an external worker pool that sees neither the launcher's temporary
-directory nor the source tree (see ``afm.pipelines.portable_cluster``), against the default local runner.
+directory nor the source tree (see ``afm.pipelines.beam.portable_cluster``), against the default local runner.
 
 What a cluster run must give: exit 0, the accounting rule, exactly the kept and rejected
 documents of a local run, dedup metrics that reach the launcher, byte-identical token
@@ -20,7 +20,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-from afm.pipelines.portable_cluster import PortableCluster, install_site
+from afm.pipelines.beam.portable_cluster import PortableCluster, install_site
 
 pytestmark = pytest.mark.timeout(900)
 LOCAL = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
@@ -32,7 +32,7 @@ LOCAL = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
 def _warcs(extraction: Path, out: Path, pages: int = 24) -> tuple[list[Path], str]:
     """Real article pages in two gzip WARCs, plus three copies under other URLs and one
     page that quotes a question of the demo benchmark. Returns (files, that page's URL)."""
-    from afm.pipelines.bench_curate import write_html_warcs
+    from afm.pipelines.bench.curate import write_html_warcs
 
     truth = json.loads((extraction / "ground-truth.json").read_text(encoding="utf-8"))
     records, bodies = [], []
@@ -71,7 +71,7 @@ def world(tmp_path_factory, shared_eval) -> dict[str, Any]:
     and the running services."""
     from afm.filters.benchmarks import DATA_DIR, build_index, specs_from
     from afm.model.tokenizer import train_tokenizer
-    from afm.pipelines.bench_dedup import synthetic_corpus
+    from afm.pipelines.bench.dedup import synthetic_corpus
 
     from afm.io import write_parquet
 
@@ -145,7 +145,7 @@ def _no_tracebacks(world: dict[str, Any], res: subprocess.CompletedProcess) -> N
 
 
 def test_curate_on_the_portable_runner(world) -> None:
-    from afm.pipelines.curate import run_curate
+    from afm.pipelines.curate.pipeline import run_curate
 
     shared = world["shared"]
     index = str(shared / "decontam-index")
@@ -172,7 +172,7 @@ def test_curate_on_the_portable_runner(world) -> None:
 
 @pytest.mark.slow  # heaviest of the three; curate and tokenize keep the portable path in the normal tier
 def test_dedup_on_the_portable_runner(world) -> None:
-    from afm.pipelines.curate import run_curate
+    from afm.pipelines.curate.pipeline import run_curate
 
     shared = world["shared"]
     local = shared / "dedup-local"
@@ -214,7 +214,7 @@ def test_tokenize_on_the_portable_runner(world) -> None:
 def test_decontam_run_on_the_portable_runner(world) -> None:
     """The counting pass (documents per colliding n-gram, joined back by key) runs across
     the pool's workers: a rare n-gram drops its document, a common one is excused."""
-    from afm.pipelines.curate import run_curate
+    from afm.pipelines.curate.pipeline import run_curate
 
     from afm.io import write_parquet
     from afm.schema import make_document

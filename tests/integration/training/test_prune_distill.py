@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from afm.training.metrics import read_metrics
+from afm.training.core.metrics import read_metrics
 from click.testing import CliRunner
 
 from afm.cli import main

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 from afm.synth.demo_data import write_demo_set
 from afm.synth.prepare import PrepareConfig, prepare_sft
-from afm.training.sft import SftTask, get_sft_config, run_sft
-from afm.training.sft_data import SftLoader
-from afm.training.task import LossContext
+from afm.training.core.task import LossContext
+from afm.training.data.conversations import SftLoader
+from afm.training.tasks.sft import SftTask, get_sft_config, run_sft
 
 TOK = str(Path(__file__).resolve().parents[2] / "data" / "chat")
 OVERRIDES = ["model_overrides.vocab_size=640", "eval.every_steps=10", "checkpoint.every_steps=10"]
@@ -58,8 +58,8 @@ def test_loss_counts_assistant_tokens_only_and_dropout_trains_only(sft_data) -> 
     cfg.data.paths = train
     task = SftTask(cfg)
     batch = next(SftLoader(cfg.data, vocab_size=640))
-    from afm.training.config import model_config
-    from afm.training.engine import ModelParts
+    from afm.training.core.config import model_config
+    from afm.training.core.engine import ModelParts
 
     mcfg = task.configure_model(model_config(cfg))
     assert mcfg.dropout == 0.1

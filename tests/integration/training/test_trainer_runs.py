@@ -10,9 +10,9 @@ import types
 import jax
 import numpy as np
 import pytest
-from afm.training.hooks import ModelView
-from afm.training.metrics import read_metrics
-from afm.training.trainer import TrainingDiverged, train
+from afm.training.core.hooks import ModelView
+from afm.training.core.metrics import read_metrics
+from afm.training.core.trainer import TrainingDiverged, train
 
 pytestmark = pytest.mark.skipif(jax.device_count() < 8, reason="needs XLA_FLAGS=--xla_force_host_platform_device_count=8")
 
@@ -96,7 +96,7 @@ def test_eval_hooks_and_profile(tmp_path, token_shards, monkeypatch):
 
 
 def test_cli_prints_params_sha(tmp_path, token_shards):
-    from afm.training.cli_train import train_command
+    from afm.training.commands.train import train_command
     from click.testing import CliRunner
 
     args = ["--config", "tiny-core", "--workdir", str(tmp_path / "cli"), "--steps", "1", "--set", "checkpoint.async_save=false"]

@@ -5,7 +5,7 @@ TRL computes the advantage inline in ``RLOOTrainer._generate_and_score_completio
 is no function to call. So this test takes that method's source, cuts out the block from
 "Include the KL penalty in the reward" through the ``nan_to_num`` of the advantages, and
 runs *that code* on fixed log-probs, masks and scores, then compares it with
-``afm.training.mdloo.kl_penalised_reward`` + ``loo_advantage`` within 1e-5. If a TRL upgrade
+``afm.training.tasks.mdloo.kl_penalised_reward`` + ``loo_advantage`` within 1e-5. If a TRL upgrade
 moves the markers the test fails loudly rather than comparing against nothing.
 
 ``python tests/slow/training/test_rloo_trl_parity.py`` rewrites the stored values the fast
@@ -64,7 +64,7 @@ def trl_advantages(case: dict) -> np.ndarray:
 
 @pytest.mark.slow
 def test_rloo_advantage_equals_trl() -> None:
-    from afm.training.mdloo import kl_penalised_reward, loo_advantage
+    from afm.training.tasks.mdloo import kl_penalised_reward, loo_advantage
 
     case = make_case()
     expected = trl_advantages(case)

@@ -15,7 +15,7 @@ TOK = str(Path(__file__).resolve().parents[2] / "data" / "chat")
 
 def test_reward_model_learns_the_graders_preferences(tmp_path):
     from afm.synth.arith_task import corrupted_responses, make_problems, write_preferences
-    from afm.training.reward_model import run_rm
+    from afm.training.tasks.reward_model import run_rm
 
     rng = random.Random(0)
     for split, seed, n in (("train", 1, 120), ("heldout", 2, 40)):

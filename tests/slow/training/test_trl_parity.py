@@ -18,7 +18,7 @@ import pytest
 torch = pytest.importorskip("torch")
 trl = pytest.importorskip("trl")
 
-from afm.training.dpo import dpo_loss, ipo_loss  # noqa: E402
+from afm.training.tasks.dpo import dpo_loss, ipo_loss  # noqa: E402
 
 from tests.unit.training.test_dpo import EXPECTED, N_C, N_R, PI_C, PI_R, REF_C, REF_R  # noqa: E402
 

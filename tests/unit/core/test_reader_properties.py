@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from afm.pipelines.io_beam import BAD, DOC, PAGE, SKIP, read_file_items
+from afm.pipelines.beam.io import BAD, DOC, PAGE, SKIP, read_file_items
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

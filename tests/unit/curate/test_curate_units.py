@@ -9,10 +9,8 @@ import json
 from pathlib import Path
 
 import pytest
-from afm.crawler.warc_reader import iter_warc_pages
-from afm.pipelines.accounting import check_accounting
-from afm.pipelines.curate_config import CurateConfig, load_curate_config
-from afm.pipelines.io_beam import (
+from afm.pipelines.beam.accounting import check_accounting
+from afm.pipelines.beam.io import (
     BAD,
     DOC,
     PAGE,
@@ -22,9 +20,11 @@ from afm.pipelines.io_beam import (
     resolve_inputs,
     shard_of,
 )
-from afm.pipelines.stages import SOURCE_STAGES, probe_module, resolve_stage
+from afm.pipelines.curate.config import CurateConfig, load_curate_config
+from afm.pipelines.curate.stages import SOURCE_STAGES, probe_module, resolve_stage
 
 from afm.config import ConfigError
+from afm.readers.warc import iter_warc_pages
 from afm.schema import make_document
 
 # ----------------------------------------------------------------------------- config
@@ -196,9 +196,9 @@ def test_shard_of_is_stable() -> None:
 def test_write_shards_deterministic_and_atomic(tmp_path: Path) -> None:
     import apache_beam as beam
     import pyarrow.parquet as pq
-    from afm.pipelines.io_beam import WriteShards
-    from afm.pipelines.packing import pack_record
-    from afm.pipelines.runners import build_options, make_runner
+    from afm.pipelines.beam.io import WriteShards
+    from afm.pipelines.beam.packing import pack_record
+    from afm.pipelines.beam.runners import build_options, make_runner
 
     from afm.schema import DOCUMENT_SCHEMA
 
@@ -264,7 +264,7 @@ def test_accounting_checks_written_rows() -> None:
 
 
 def test_direct_defaults_use_every_core() -> None:
-    from afm.pipelines.runners import build_options
+    from afm.pipelines.beam.runners import build_options
     from apache_beam.options.pipeline_options import DirectOptions
 
     direct = build_options("DirectRunner").view_as(DirectOptions)
@@ -277,7 +277,7 @@ def test_direct_defaults_use_every_core() -> None:
 
 
 def test_report_html() -> None:
-    from afm.pipelines.report import render_report
+    from afm.pipelines.curate.report import render_report
 
     manifest = {
         "source": "web", "runner": "DirectRunner", "inputs": ["a"], "elapsed_s": 1.0,
@@ -297,7 +297,7 @@ def test_report_html() -> None:
 
 
 def test_cli_help_has_examples() -> None:
-    from afm.pipelines.cli_curate import curate_command
+    from afm.pipelines.commands.curate import curate_command
     from click.testing import CliRunner
 
     result = CliRunner().invoke(curate_command, ["--help"])

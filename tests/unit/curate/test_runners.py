@@ -6,8 +6,8 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from afm.pipelines.runners import RunnerError, build_options, check_options
-from afm.pipelines.worker_paths import WorkerPath, check_worker_paths
+from afm.pipelines.beam.runners import RunnerError, build_options, check_options
+from afm.pipelines.beam.worker_paths import WorkerPath, check_worker_paths
 from click.testing import CliRunner
 
 PORTABLE = ["--job_endpoint=localhost:8099", "--environment_type=EXTERNAL",
@@ -90,8 +90,8 @@ def test_launcher_temp_paths_fail_for_cluster_workers(tmp_path: Path) -> None:
 def test_dry_runs_report_problems_without_a_traceback(tmp_path: Path, monkeypatch) -> None:
     """(The launcher's temp directory is made a private one, so that tmp_path stands for
     storage the workers share.)"""
-    from afm.pipelines.cli_curate import curate_command
-    from afm.pipelines.cli_dedup import dedup_command
+    from afm.pipelines.commands.curate import curate_command
+    from afm.pipelines.commands.dedup import dedup_command
 
     from afm.io import write_parquet
     from afm.schema import make_document

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from afm.pipelines.dedup import (
+from afm.pipelines.dedup.pipeline import (
     DedupConfig,
     doc_key,
     key_to_id,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from afm.evaluation.perplexity import read_token_docs
-from afm.training.data import write_token_shard
+from afm.training.data.shards import write_token_shard
 
 
 def test_reads_a_tokenize_directory_and_refuses_an_unfinished_one(tmp_path):

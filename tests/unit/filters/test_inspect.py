@@ -6,7 +6,7 @@ import gzip
 import json
 
 import pytest
-from afm.filters.cli_inspect import extract_cmd, inspect_cmd, inspect_page
+from afm.filters.commands.inspect import extract_cmd, inspect_cmd, inspect_page
 from afm.filters.registry import FilterSetupError, config_class, web_filters
 from click.testing import CliRunner
 

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from afm.filters.cli_quality import quality
+from afm.filters.commands.quality import quality
 from afm.filters.quality_model import DEFAULT_MODEL
 from click.testing import CliRunner
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 from afm.model.tokenizer import train_tokenizer
-from afm.pipelines.cli_tokenize import tokenize_command
+from afm.pipelines.commands.tokenize import tokenize_command
 from click.testing import CliRunner
 
 

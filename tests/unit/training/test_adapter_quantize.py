@@ -18,7 +18,7 @@ TINY = get_config("tiny", dtype="float32")
 @pytest.fixture(scope="module")
 def base_ckpt(token_shards, tmp_path_factory):
     """A tiny model trained a little (a random one is indifferent to quantization noise)."""
-    from afm.training.trainer import train
+    from afm.training.core.trainer import train
 
     result = train("tiny-core", tmp_path_factory.mktemp("base"), steps=20, data=list(token_shards), quiet=True,
                    overrides=["data.seq_len=32", "data.global_batch_size=8", "data.prefetch=0",
@@ -28,7 +28,7 @@ def base_ckpt(token_shards, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def quantized(base_ckpt, token_shards, tmp_path_factory):
-    from afm.training.quantize import QuantizeOptions, quantize_checkpoint
+    from afm.training.compress.quantize import QuantizeOptions, quantize_checkpoint
 
     out = tmp_path_factory.mktemp("q") / "q"
     options = QuantizeOptions(target_bpw=3.4, scope="projections", calibration_rows=8, seq_len=32, batch_rows=8)
@@ -37,7 +37,7 @@ def quantized(base_ckpt, token_shards, tmp_path_factory):
 
 
 def test_allocation_reaches_the_target_in_sensitivity_order() -> None:
-    from afm.training.quantize import allocate_low_bits
+    from afm.training.compress.quantize import allocate_low_bits
 
     paths = palettize.projection_paths(TINY.n_layers)
     base = Palettization(bits=tuple((p, 4) for p in paths))
@@ -68,7 +68,7 @@ def test_quantize_checkpoint_writes_a_palettized_model(quantized, base_ckpt) -> 
     assert len(written["sensitivity"]) == 7 * TINY.n_layers
     # What calibration measured for the chosen mix is what the written checkpoint computes
     # (the checkpoint holds exactly the palettes that were scored).
-    from afm.training.quantize import RowsLoss, token_rows
+    from afm.training.compress.quantize import RowsLoss, token_rows
 
     rows = token_rows(list(summary["calibration"]["inputs"]), summary["calibration"]["rows"],
                       summary["calibration"]["seq_len"])
@@ -83,7 +83,7 @@ def test_quantize_checkpoint_writes_a_palettized_model(quantized, base_ckpt) -> 
     pw = getattr(getattr(model.layers[int(i)], sub), attr)
     assert pw.indices[...].size * 4 == int(np.prod(pw.shape))
     with pytest.raises(ValueError, match="already palettized"):
-        from afm.training.quantize import QuantizeOptions, quantize_checkpoint
+        from afm.training.compress.quantize import QuantizeOptions, quantize_checkpoint
 
         quantize_checkpoint(out, out.parent / "again", [], QuantizeOptions())
 
@@ -93,11 +93,11 @@ def test_recovery_adapter_trains_on_the_frozen_quantized_base(quantized, token_s
     base (uint8 indices, tables, int8 embedding) comes out bit-identical, the loss falls,
     and its loss falls on a batch it is fitted to."""
     import jax
-    from afm.training.config import get_train_config
-    from afm.training.engine import Engine
-    from afm.training.loader import make_loader
-    from afm.training.sharding import MeshConfig, make_mesh
-    from afm.training.task import get_task
+    from afm.model.sharding import MeshConfig, make_mesh
+    from afm.training.core.config import get_train_config
+    from afm.training.core.engine import Engine
+    from afm.training.core.task import get_task
+    from afm.training.data.loader import make_loader
 
     qdir, _ = quantized
     cfg = get_train_config("tiny-recovery", [
@@ -109,7 +109,7 @@ def test_recovery_adapter_trains_on_the_frozen_quantized_base(quantized, token_s
     assert engine.trainable and all(k.startswith("lora/") for k in engine.trainable)
     assert any(k.endswith("indices") for k in engine.frozen)
 
-    from afm.training.checkpoint import restore_params_only
+    from afm.training.core.checkpoint import restore_params_only
 
     like = {k: engine.abstract_state.frozen[k] for k in engine.layout.keys}
     base_params, _ = restore_params_only(qdir, like, engine.layout)

@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from afm.training.optimizer import (
+from afm.training.core.optimizer import (
     OptimizerConfig,
     SkipConfig,
     adamw_baseline,
@@ -16,7 +16,7 @@ from afm.training.optimizer import (
     skip_on_spikes,
     skipped_updates,
 )
-from afm.training.schedules import warmup_cosine
+from afm.training.core.schedules import warmup_cosine
 
 
 def spec_reference(params, grads_seq, *, lr, wd, sched, mult, b1=0.95, b2=0.95, eps2=1e-30):

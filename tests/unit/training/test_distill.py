@@ -8,13 +8,13 @@ import jax.numpy as jnp
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from afm.training.config import get_train_config, model_config
-from afm.training.data import DataConfig, DataError, write_token_shard
-from afm.training.distill import DistillTask
-from afm.training.distill_targets import compute_targets
-from afm.training.engine import Engine, ModelParts
-from afm.training.loader import make_loader
-from afm.training.sharding import MeshConfig, make_mesh
+from afm.model.sharding import MeshConfig, make_mesh
+from afm.training.compress.distill_targets import compute_targets
+from afm.training.core.config import get_train_config, model_config
+from afm.training.core.engine import Engine, ModelParts
+from afm.training.data.loader import make_loader
+from afm.training.data.shards import DataConfig, DataError, write_token_shard
+from afm.training.tasks.distill import DistillTask
 
 from afm.config import ConfigError
 from afm.outputs import OutputError
@@ -91,7 +91,7 @@ def test_distillation_loss_equals_a_numpy_transcription(target_shards, weights, 
     assert (top1 >= 0).mean() > 0.8  # only appended EOS slots have no teacher token
     jparams = {k: jnp.asarray(v) for k, v in params.items()}
     gbatch = engine.global_batch(batch)
-    from afm.training.task import LossContext
+    from afm.training.core.task import LossContext
 
     def loss(p, b, train):
         ctx = LossContext(engine.parts.build_model, engine.model_config, jax.random.key(0), train, jnp.asarray(0))

@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from afm.training.dpo import dpo_loss, ipo_loss
+from afm.training.tasks.dpo import dpo_loss, ipo_loss
 
 # Summed reply log-probs of four pairs, their reply lengths, and the losses TRL 1.16's
 # DPOTrainer._compute_loss gives for them (loss_type "sigmoid" and "ipo", per pair).
@@ -39,10 +39,10 @@ def test_dpo_and_ipo_losses_equal_stored_reference_values(beta):
 @pytest.mark.parametrize("kind", ["dpo", "ipo"])
 def test_task_starts_at_reference_and_a_step_prefers_chosen(kind, tmp_path):
     from afm.synth.arith_task import make_problems
-    from afm.training.config import model_config
-    from afm.training.engine import ModelParts
-    from afm.training.reward_model import get_rm_config, with_options
-    from afm.training.task import LossContext, get_task
+    from afm.training.core.config import model_config
+    from afm.training.core.engine import ModelParts
+    from afm.training.core.task import LossContext, get_task
+    from afm.training.tasks.reward_model import get_rm_config, with_options
 
     rows = [{"prompt": p.messages(), "chosen": p.solution(), "rejected": f"Answer: {p.answer + 1}",
              "level": "significantly_better"} for p in make_problems(4, seed=5)]
@@ -85,7 +85,7 @@ def test_afm_dpo_trains_from_a_model_and_exports_the_policy(tmp_path):
     from afm.model.config import get_config
     from afm.model.transformer import Transformer
     from afm.synth.arith_task import make_problems
-    from afm.training.dpo import run_preference_optimisation
+    from afm.training.tasks.dpo import run_preference_optimisation
     from flax import nnx
 
     start = tmp_path / "sft-model"

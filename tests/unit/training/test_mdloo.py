@@ -11,7 +11,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from afm.training.mdloo import (
+from afm.training.rl.rewards import TaskReward
+from afm.training.tasks.mdloo import (
     MdlooConfig,
     kl_penalised_reward,
     loo_advantage,
@@ -20,7 +21,6 @@ from afm.training.mdloo import (
     read_prompts,
     run_mdloo,
 )
-from afm.training.rewards import TaskReward
 
 CHAT = Path(__file__).resolve().parents[2] / "data" / "chat"
 STORED = Path(__file__).resolve().parent / "data" / "rloo_trl_expected.json"
@@ -116,7 +116,7 @@ def test_rollout_logprobs_match_teacher_forcing(tiny_policy: Path) -> None:
     on the packed rows (the loop's pi_theta_k), and the mask covers exactly the responses."""
     from afm.model.checkpoint import load_model
     from afm.model.tokenizer import Tokenizer
-    from afm.training.rollout import pack_responses, response_logprobs, sample_groups
+    from afm.training.rl.rollout import pack_responses, response_logprobs, sample_groups
 
     model, _ = load_model(tiny_policy)
     tok = Tokenizer.load(CHAT)
@@ -136,7 +136,7 @@ def test_held_out_evaluation_reports_greedy_and_sampled_reward(tiny_policy: Path
     at T=1 the sampled reward averages different responses (what RL maximises)."""
     from afm.model.checkpoint import load_model
     from afm.model.tokenizer import Tokenizer
-    from afm.training.mdloo import evaluate_policy
+    from afm.training.tasks.mdloo import evaluate_policy
 
     model, _ = load_model(tiny_policy)
     tok = Tokenizer.load(CHAT)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import jax
 import pytest
-from afm.training import muparam
-from afm.training.config import STAGES, get_train_config
-from afm.training.sharding import MeshConfig, logical_to_spec, make_mesh
+from afm.model.sharding import MeshConfig, logical_to_spec, make_mesh
+from afm.training.core import muparam
+from afm.training.core.config import STAGES, get_train_config
 
 
 def test_hidden_layers_scaled_embeddings_and_norms_not():

@@ -8,13 +8,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from afm.training.config import get_train_config, model_config
-from afm.training.engine import Engine, ModelParts
-from afm.training.loader import make_loader
-from afm.training.prune import PruneTask, score_key
-from afm.training.prune_model import pruned_params
-from afm.training.sharding import MeshConfig, make_mesh
-from afm.training.task import LossContext
+from afm.model.sharding import MeshConfig, make_mesh
+from afm.training.compress.pruning import pruned_params
+from afm.training.core.config import get_train_config, model_config
+from afm.training.core.engine import Engine, ModelParts
+from afm.training.core.task import LossContext
+from afm.training.data.loader import make_loader
+from afm.training.tasks.prune import PruneTask, score_key
 
 from afm.config import ConfigError
 

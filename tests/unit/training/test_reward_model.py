@@ -11,14 +11,14 @@ import jax.numpy as jnp
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from afm.training.preference_data import (
+from afm.training.data.preferences import (
     LEVELS,
     PairEvalInput,
     PairLoader,
     read_preferences,
     tokenize_pairs,
 )
-from afm.training.reward_model import (
+from afm.training.tasks.reward_model import (
     SOFT_LABELS,
     apply_heads,
     head_specs,
@@ -86,7 +86,7 @@ def test_a_task_input_says_how_many_pairs_it_dropped(tmp_path):
     """A run must not lose pairs silently: the too_long rejects of a task's input are
     counted on the console with the setting to change (once for the held-out set)."""
     from afm.model.tokenizer import Tokenizer
-    from afm.training.preference_data import PairTaskInputs
+    from afm.training.data.preferences import PairTaskInputs
 
     from afm.console import console
 
@@ -127,7 +127,7 @@ def test_last_token_with_right_and_left_padding_and_packing():
     # sees the same tokens at the same positions with the padding masked out
     from afm.model.config import get_config
     from afm.model.transformer import Transformer
-    from afm.training.reward_model import gather_last
+    from afm.training.tasks.reward_model import gather_last
     from flax import nnx
 
     cfg = get_config("tiny").replace(vocab_size=64, dtype="float32")

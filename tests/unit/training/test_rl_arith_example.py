@@ -1,4 +1,4 @@
-"""The arithmetic RL example (examples/rl-arith, README "afm rl mdloo, afm itec"): its configs
+"""The arithmetic RL example (experiments/rl-arith, README "afm rl mdloo, afm itec"): its configs
 load with the loaders the commands use, and its data sets keep measured problems out of
 everything trained on."""
 
@@ -23,7 +23,7 @@ def _make_data_module():
 
 @pytest.mark.parametrize("name", ["mdloo.yaml", "ppo.yaml"])
 def test_online_rl_configs_load(name):
-    from afm.training.mdloo import MdlooConfig
+    from afm.training.tasks.mdloo import MdlooConfig
 
     from afm.config import load_config
 
@@ -33,7 +33,7 @@ def test_online_rl_configs_load(name):
 
 
 def test_round_config_loads_and_names_the_refreshed_reward_model():
-    from afm.training.itec import load_round
+    from afm.training.rl.itec import load_round
 
     cfg = load_round(EXAMPLE / "round.yaml")
     assert {m.name for m in cfg.committee} == {"sft", "dpo", "mdloo", "ppo"}
@@ -41,7 +41,7 @@ def test_round_config_loads_and_names_the_refreshed_reward_model():
 
 
 def test_reward_model_config_is_the_larger_base_shape():
-    from afm.training.reward_model import get_rm_config
+    from afm.training.tasks.reward_model import get_rm_config
 
     cfg = get_rm_config(EXAMPLE / "rm.yaml")
     assert cfg.task == "reward_model"

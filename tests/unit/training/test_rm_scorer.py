@@ -18,7 +18,7 @@ def exported(tmp_path_factory):
     from afm.model.checkpoint import save_params
     from afm.model.config import get_config
     from afm.model.transformer import Transformer
-    from afm.training.reward_model import PREFIX, head_specs
+    from afm.training.tasks.reward_model import PREFIX, head_specs
     from flax import nnx
 
     root = tmp_path_factory.mktemp("rm") / "reward-model"
@@ -36,7 +36,7 @@ def exported(tmp_path_factory):
 
 def test_scorer_signature_and_batch_independence(exported):
     from afm.synth.arith_task import make_problems
-    from afm.training.reward_model import RewardModelScorer
+    from afm.training.tasks.reward_model import RewardModelScorer
 
     root, _ = exported
     scorer = RewardModelScorer(root, TOK, batch_size=4)
@@ -57,7 +57,7 @@ def test_scorer_signature_and_batch_independence(exported):
 def test_best_of_n_keeps_the_scorers_best_reply(exported, tmp_path):
     from afm.model.tokenizer import Tokenizer
     from afm.synth.arith_task import make_problems
-    from afm.training.rejection_sampling import best_of_n, write_sft_rows
+    from afm.training.rl.rejection_sampling import best_of_n, write_sft_rows
 
     _, model = exported
     tok = Tokenizer.load(TOK)

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from afm.training.selection import BestCheckpoint, SelectionError
+from afm.training.core.selection import BestCheckpoint, SelectionError
 
 
 def test_keeps_the_best_by_mode(tmp_path: Path) -> None:

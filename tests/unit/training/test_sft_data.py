@@ -10,9 +10,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from afm.training.data import DataConfig, DataError
-from afm.training.loader import LoaderState
-from afm.training.sft_data import SftEvalInput, SftLoader
+from afm.training.data.conversations import SftEvalInput, SftLoader
+from afm.training.data.loader import LoaderState
+from afm.training.data.shards import DataConfig, DataError
 
 SCHEMA = pa.schema([("id", pa.string()), ("source", pa.string()), ("tokens", pa.list_(pa.int32())),
                     ("loss_mask", pa.list_(pa.int8())), ("messages", pa.string())])

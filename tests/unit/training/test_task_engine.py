@@ -7,12 +7,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from afm.training.config import get_train_config
-from afm.training.engine import Engine
-from afm.training.loader import make_loader
-from afm.training.pretrain import PretrainTask
-from afm.training.sharding import MeshConfig, make_mesh
-from afm.training.task import ParamSpec, Task, get_task
+from afm.model.sharding import MeshConfig, make_mesh
+from afm.training.core.config import get_train_config
+from afm.training.core.engine import Engine
+from afm.training.core.task import ParamSpec, Task, get_task
+from afm.training.data.loader import make_loader
+from afm.training.tasks.pretrain import PretrainTask
 
 
 def _cfg(token_shards, *extra):
@@ -92,7 +92,7 @@ def test_task_trains_only_its_own_parameters(token_shards):
 def test_registry_and_protocol_errors(token_shards):
     cfg = _cfg(token_shards)
     assert isinstance(get_task("pretrain", cfg), Task)
-    assert isinstance(get_task("afm.training.pretrain:PretrainTask", cfg), PretrainTask)
+    assert isinstance(get_task("afm.training.tasks.pretrain:PretrainTask", cfg), PretrainTask)
     with pytest.raises(ValueError, match="unknown task"):
         get_task("no-such-task", cfg)
     with pytest.raises(ValueError, match="cannot import"):

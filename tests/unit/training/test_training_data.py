@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from afm.training.data import (
+from afm.training.data.loader import LoaderState, default_lanes, make_loader
+from afm.training.data.shards import (
     DataConfig,
     DataError,
     ShardIndex,
@@ -12,7 +13,6 @@ from afm.training.data import (
     mixture_weights,
     write_token_shard,
 )
-from afm.training.loader import LoaderState, default_lanes, make_loader
 
 
 def _cfg(paths, **kw):
@@ -156,7 +156,7 @@ def test_mixture_weights_follow_config(token_shards, monkeypatch):
     }
     assert mixture_weights({"web": 30, "code": 10}, {}) == {"code": 0.25, "web": 0.75}
     # realised document draws follow the weights
-    from afm.training import loader as loader_module
+    from afm.training.data import loader as loader_module
 
     drawn: list[int] = []
     original = loader_module._Lane._draw_source
@@ -207,7 +207,7 @@ def test_bad_inputs_fail_clearly(tmp_path, token_shards):
 
 
 def test_paths_local_globs_dirs_and_remote_rules(tmp_path, token_shards):
-    from afm.training import fs
+    from afm import fs
 
     nested = tmp_path / "a" / "b"
     nested.mkdir(parents=True)

@@ -1,0 +1,1 @@
+"""The crawler's benchmarks (each module exports ``BENCHMARKS``)."""

@@ -1,0 +1,1 @@
+"""The crawler's commands (each module exports ``COMMANDS``; light imports only)."""

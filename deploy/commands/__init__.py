@@ -1,0 +1,1 @@
+"""Deployment commands (each module exports ``COMMANDS``; light imports only)."""

@@ -1,0 +1,1 @@
+"""The evaluation area's benchmarks (each module exports ``BENCHMARKS``)."""

@@ -1,0 +1,110 @@
+"""A tiny end-to-end RLHF run on the verifiable arithmetic task (``afm.synth.arith_task``):
+SFT -> sampled replies graded by the script -> reward model (held-out accuracy by level)
+-> DPO member (true task reward before/after on held-out prompts).
+
+Run: ``python experiments/rl-arith/rlhf_arith.py --workdir runs/rlhf-arith --tokenizer tests/data/chat``.
+Everything is small enough for a CPU; numbers go to ``WORKDIR/results.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def task_reward_of(model: Any, tok: Any, problems: list, *, greedy: bool = True, max_new_tokens: int = 64) -> float:
+    from afm.synth.arith_task import task_reward
+    from afm.training.rl.rejection_sampling import sample_replies
+
+    replies, _, _ = sample_replies(model, tok, [p.messages() for p in problems], 1, max_new_tokens=max_new_tokens,
+                                   temperature=1e-6 if greedy else 1.0)
+    return float(np.mean([task_reward(p.messages(), r[0]) for p, r in zip(problems, replies, strict=True)]))
+
+
+def run(workdir: str | Path, tokenizer: str, *, sft_steps: int = 80, rm_steps: int = 60, dpo_steps: int = 30,
+        prompts: int = 160, samples: int = 4, vocab: int = 640, sft_model: str | None = None) -> dict[str, Any]:
+    """SFT (or ``sft_model``, an existing SFT checkpoint, e.g. the one online RL starts
+    from, so every member of a later iTeC round shares its start) -> preference data from its
+    samples -> reward model and DPO member, both initialised from the SFT model."""
+    from afm.model.checkpoint import load_config as load_model_config
+    from afm.model.checkpoint import load_model
+    from afm.model.tokenizer import Tokenizer
+    from afm.synth.arith_task import (
+        corrupted_responses,
+        make_problems,
+        write_preferences,
+        write_sft,
+    )
+    from afm.synth.prepare import PrepareConfig, prepare_sft
+    from afm.training.rl.rejection_sampling import sample_replies
+    from afm.training.tasks.dpo import run_preference_optimisation
+    from afm.training.tasks.reward_model import run_rm
+    from afm.training.tasks.sft import run_sft
+
+    root = Path(workdir)
+    root.mkdir(parents=True, exist_ok=True)
+    tok = Tokenizer.load(tokenizer)
+    results: dict[str, Any] = {}
+    if sft_model is None:
+        # 1. SFT on reference solutions (a different seed from every prompt used later)
+        ov = [f"model_overrides.vocab_size={vocab}"]
+        write_sft(root / "sft.jsonl", make_problems(400, seed=100))
+        write_sft(root / "sft-heldout.jsonl", make_problems(40, seed=101))
+        for name in ("sft", "sft-heldout"):
+            prepare_sft([str(root / f"{name}.jsonl")], str(root / "prepared" / name),
+                        PrepareConfig("arith", tokenizer), overwrite=True, progress=False)
+        run_sft("tiny-sft", root / "sft", data=[str(root / "prepared" / "sft")],
+                heldout=[str(root / "prepared" / "sft-heldout")], steps=sft_steps, overrides=ov, quiet=True)
+        sft_model = str(root / "sft" / "best")
+    else:
+        # The RM and DPO runs take the start's shape (tiny-rm is the tiny model plus overrides).
+        shape = load_model_config(sft_model)
+        ov = [f"model_overrides.{k}={getattr(shape, k)}"
+              for k in ("vocab_size", "dim", "n_layers", "n_heads", "n_kv_heads", "head_dim", "ffn_dim")]
+    policy, _ = load_model(sft_model, dropout=0.0)
+    # 2. preference data: sampled replies (+ scripted variants) on train / held-out prompts
+    rng = random.Random(0)
+    splits = {"train": make_problems(prompts, seed=200), "heldout": make_problems(prompts // 2, seed=201)}
+    for split, problems in splits.items():
+        replies, _, _ = sample_replies(policy, tok, [p.messages() for p in problems], samples, max_new_tokens=64,
+                                       temperature=1.0, seed=7)
+        pool = [(p.messages(), rs + corrupted_responses(p, rng)[:3]) for p, rs in zip(problems, replies, strict=True)]
+        s = write_preferences(root / f"prefs-{split}.jsonl", pool, pairs_per_prompt=4, seed=1)
+        results[f"prefs/{split}"] = {"pairs": s.pairs, "levels": s.levels}
+    # 3. reward model
+    rm = run_rm("tiny-rm", root / "rm", data=[str(root / "prefs-train.jsonl")],
+                heldout=[str(root / "prefs-heldout.jsonl")], tokenizer=tokenizer, init_from=str(sft_model),
+                steps=rm_steps, overrides=ov, quiet=True)
+    results["rm/heldout"] = rm["heldout"]
+    # 4. DPO member from the SFT model on the same preference pairs
+    run_preference_optimisation("dpo", "tiny-rm", root / "dpo", data=[str(root / "prefs-train.jsonl")],
+                                tokenizer=tokenizer, init_from=str(sft_model),
+                                heldout=[str(root / "prefs-heldout.jsonl")], beta=0.1, steps=dpo_steps,
+                                overrides=[*ov, "optimizer.learning_rate=3e-4"], quiet=True)
+    dpo, _ = load_model(root / "dpo" / "model", dropout=0.0)
+    test = make_problems(64, seed=300)
+    results["task_reward/sft"] = task_reward_of(policy, tok, test)
+    results["task_reward/dpo"] = task_reward_of(dpo, tok, test)
+    (root / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    return results
+
+
+if __name__ == "__main__":
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--workdir", required=True)
+    ap.add_argument("--tokenizer", required=True)
+    ap.add_argument("--sft-steps", type=int, default=80)
+    ap.add_argument("--sft", default=None, help="start from this SFT checkpoint instead of training one")
+    ap.add_argument("--rm-steps", type=int, default=60)
+    ap.add_argument("--dpo-steps", type=int, default=30)
+    ap.add_argument("--prompts", type=int, default=160, help="training prompts for preference data (half as many held out)")
+    a = ap.parse_args()
+    print(json.dumps(run(a.workdir, a.tokenizer, sft_steps=a.sft_steps, rm_steps=a.rm_steps,
+                         dpo_steps=a.dpo_steps, sft_model=a.sft,
+                         prompts=a.prompts), indent=2))

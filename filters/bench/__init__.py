@@ -1,0 +1,1 @@
+"""The filters' benchmarks (each module exports ``BENCHMARKS``)."""

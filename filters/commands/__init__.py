@@ -1,0 +1,1 @@
+"""The filters' commands (each module exports ``COMMANDS``; light imports only)."""

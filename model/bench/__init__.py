@@ -1,0 +1,1 @@
+"""The model area's benchmarks (each module exports ``BENCHMARKS``)."""

@@ -1,0 +1,1 @@
+"""The model area's commands (each module exports ``COMMANDS``; light imports only)."""

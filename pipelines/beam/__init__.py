@@ -1,0 +1,1 @@
+"""Beam plumbing shared by every document pipeline: runners, reading and writing shards, the duplicate-id rule, joins and connected components for hot keys, packed shuffles, accounting, stage wrappers, worker path checks, a local portable cluster."""

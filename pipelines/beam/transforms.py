@@ -1,0 +1,196 @@
+"""The Beam wrappers around the stages: per-page extraction, per-document filters, global
+stages, and the labelled counting behind the accounting rule.
+
+Filters live in ``afm.filters`` and know nothing about Beam; here each is built once per
+worker (``DoFn.setup``, so fastText models load once) and applied with
+``afm.filters.base.apply_filter``, which turns a filter crash into a recorded reject.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import apache_beam as beam
+from afm.filters.base import apply_filter
+from afm.pipelines.beam.ids import ORIGIN
+from afm.pipelines.curate.stages import ResolvedStage, build_stage_object
+from apache_beam.metrics import Metrics
+
+from afm.schema import make_document, make_reject
+
+REJECTED = "rejected"
+
+
+def tag_reject(rec: dict[str, Any], stage: str) -> dict[str, Any]:
+    """Make ``rejected_by`` the pipeline stage (the funnel's unit); a filter that names
+    itself differently keeps its name as the reason's prefix."""
+    out = dict(rec)
+    by = out.get("rejected_by")
+    reason = out.get("reason") or "dropped"
+    if by and by != stage:
+        reason = f"{by}:{reason}"
+    out["rejected_by"] = stage
+    out["reason"] = reason
+    return out
+
+
+class _StageFn(beam.DoFn):
+    def __init__(self, stage: ResolvedStage, source: str):
+        self.stage = stage
+        self.source = source
+        self.kept_counter = Metrics.counter("curate", f"{stage.name}.kept")
+        self.rejected_counter = Metrics.counter("curate", f"{stage.name}.rejected")
+
+    def setup(self) -> None:
+        self.impl = build_stage_object(self.stage)
+
+    def _reject(self, rec: dict[str, Any]) -> beam.pvalue.TaggedOutput:
+        self.rejected_counter.inc()
+        return beam.pvalue.TaggedOutput(REJECTED, tag_reject(rec, self.stage.name))
+
+
+class ExtractFn(_StageFn):
+    """Crawl page -> document (kept) or reject (the extractor checks status, content type
+    and size before parsing any HTML: cheap checks first)."""
+
+    def process(self, page: dict[str, Any]) -> Iterator[Any]:
+        url = page.get("url")
+        try:
+            decision = self.impl(page)
+        except Exception as exc:  # noqa: BLE001 - recorded, never lost
+            yield self._reject(make_reject(self._skeleton(page), "extract",
+                                           f"error:{type(exc).__name__}", message=str(exc)[:500]))
+            return
+        doc = decision.document
+        if decision.keep and doc is not None and isinstance(doc.get("text"), str):
+            doc = dict(doc)
+            doc[ORIGIN] = page.get(ORIGIN)  # input order, for the duplicate-id policy
+            if self.source != "web" and doc.get("source") == "web":
+                doc["source"] = self.source
+            if decision.signals:
+                signals = dict(doc.get("signals") or {})
+                signals.update({f"extract.{k}": float(v) for k, v in decision.signals.items()})
+                doc["signals"] = signals
+            self.kept_counter.inc()
+            yield doc
+            return
+        skeleton = dict(doc) if doc is not None and doc.get("id") else self._skeleton(page)
+        if decision.signals:
+            skeleton["signals"] = {f"extract.{k}": float(v) for k, v in decision.signals.items()}
+        reason = decision.reason or ("no_text" if decision.keep else "dropped")
+        yield self._reject(make_reject(skeleton, "extract", reason,
+                                       **{"url": url, **decision.details}))
+
+    def _skeleton(self, page: dict[str, Any]) -> dict[str, Any]:
+        """The document record of a page that yielded no text (so its reject has an id)."""
+        return make_document("", url=page.get("url"), source=self.source,
+                             fetched_at=page.get("fetched_at"))
+
+
+class FilterFn(_StageFn):
+    """One per-document filter: kept document, or a reject with the filter's reason."""
+
+    def process(self, doc: dict[str, Any]) -> Iterator[Any]:
+        kept, rejected = apply_filter(self.impl, doc)
+        if rejected is not None:
+            yield self._reject(rejected)
+        else:
+            self.kept_counter.inc()
+            yield kept
+
+
+def apply_document_stage(docs: beam.PCollection, stage: ResolvedStage, source: str
+                         ) -> tuple[beam.PCollection, beam.PCollection]:
+    fn_cls = ExtractFn if stage.kind == "page" else FilterFn
+    out = docs | stage.name >> beam.ParDo(fn_cls(stage, source)).with_outputs(REJECTED,
+                                                                               main="kept")
+    return out.kept, out[REJECTED]
+
+
+def apply_top_fraction_stage(docs: beam.PCollection, stage: ResolvedStage, source: str
+                             ) -> tuple[beam.PCollection, beam.PCollection]:
+    """The quality classifier with a corpus-wide cut (``top_fraction``): pass 1 scores
+    every document (``quality_score``), a global approximate-quantile combine finds the
+    score that keeps the top fraction (memory bounded, whatever the corpus size), pass 2
+    drops documents below it (``QualityScoreCut``, no re-scoring)."""
+    from afm.filters.quality_model import QualityScoreCut
+
+    fraction = float(stage.config.top_fraction)
+    scored, score_errors = apply_document_stage(docs, stage, source)
+    resolution = 1000
+    quantiles = (
+        scored
+        | f"{stage.name} scores" >> beam.Map(lambda d: float(d.get("quality_score") or 0.0))
+        | f"{stage.name} quantiles" >> beam.ApproximateQuantiles.Globally(resolution + 1)
+    )
+    threshold = quantiles | f"{stage.name} cut" >> beam.Map(
+        lambda q: q[min(len(q) - 1, max(0, round((1.0 - fraction) * (len(q) - 1))))]
+        if q else float("-inf"))
+    cut = scored | f"{stage.name} top fraction" >> beam.ParDo(
+        _CutFn(stage.name), beam.pvalue.AsSingleton(threshold)
+    ).with_outputs(REJECTED, main="kept")
+    rejected = (score_errors, cut[REJECTED]) | f"{stage.name} rejects" >> beam.Flatten()
+    _ = QualityScoreCut  # imported here so a missing module fails at graph build time
+    return cut.kept, rejected
+
+
+class _CutFn(beam.DoFn):
+    def __init__(self, stage_name: str):
+        self.stage_name = stage_name
+
+    def process(self, doc: dict[str, Any], threshold: float) -> Iterator[Any]:
+        from afm.filters.quality_model import QualityScoreCut
+
+        kept, rejected = apply_filter(QualityScoreCut(threshold), doc)
+        if rejected is not None:
+            yield beam.pvalue.TaggedOutput(REJECTED, tag_reject(rejected, self.stage_name))
+        else:
+            yield kept
+
+
+def apply_global_stage(docs: beam.PCollection, stage: ResolvedStage
+                       ) -> tuple[beam.PCollection, beam.PCollection, beam.PCollection | None,
+                                  Any]:
+    """A global stage (a PTransform returning ``{"kept", "rejected"}`` and optionally a
+    one-element ``"report"``); returns kept, rejected, report-or-None, and the transform
+    (whose ``commit()``, if it has one, the driver calls once the run has succeeded)."""
+    transform = build_stage_object(stage)
+    result = docs | stage.name >> transform
+    if not isinstance(result, dict) or "kept" not in result or "rejected" not in result:
+        raise TypeError(f"stage {stage.name}: transform must return {{'kept', 'rejected'}}, "
+                        f"got {type(result).__name__}")
+    rejected = result["rejected"] | f"{stage.name} tag rejects" >> beam.Map(tag_reject,
+                                                                           stage.name)
+    return result["kept"], rejected, result.get("report"), transform
+
+
+class Counts:
+    """Labelled exact counts of PCollections (one count per distinct PCollection).
+
+    Counted with combiners rather than metrics: a retried bundle's output is discarded
+    by the runner with its partial counts, and every runner supports combiners, while
+    committed-metric support varies between runners.
+    """
+
+    def __init__(self) -> None:
+        self._entries: dict[int, tuple[beam.PCollection, list[str]]] = {}
+
+    def add(self, pcoll: beam.PCollection, label: str) -> None:
+        entry = self._entries.setdefault(id(pcoll), (pcoll, []))
+        entry[1].append(label)
+
+    def labels(self) -> list[str]:
+        return [label for _, labels in self._entries.values() for label in labels]
+
+    def collect(self, pipeline: beam.Pipeline) -> beam.PCollection:
+        """One PCollection of ``(label, count)`` (labels of empty PCollections are absent:
+        read them with a default of 0). One flatten + one keyed sum keeps the graph small."""
+        parts = []
+        for pcoll, labels in self._entries.values():
+            parts.append(pcoll | f"count {' + '.join(labels)}" >> beam.FlatMap(
+                lambda _, ls: [(x, 1) for x in ls], labels))
+        if not parts:
+            return pipeline | "no counts" >> beam.Create([])
+        return (tuple(parts) | "all counts" >> beam.Flatten()
+                | "sum counts" >> beam.CombinePerKey(sum))

@@ -1,0 +1,1 @@
+"""The data pipelines' benchmarks (each module exports ``BENCHMARKS``) and the capacity model."""

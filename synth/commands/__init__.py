@@ -1,0 +1,1 @@
+"""The post-training data commands (each module exports ``COMMANDS``; light imports only)."""

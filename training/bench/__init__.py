@@ -1,0 +1,1 @@
+"""The training area's benchmarks (each module exports ``BENCHMARKS``)."""

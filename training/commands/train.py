@@ -1,0 +1,138 @@
+"""``afm train``, ``afm bench-train`` and ``afm train-compare`` (light imports only)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+
+def _maybe_distributed(coordinator: str | None, num_processes: int | None, process_id: int | None, auto: bool) -> None:
+    """Join a multi-host JAX job before anything touches the backend.
+
+    On TPU VMs / SLURM / GKE ``jax.distributed.initialize()`` discovers everything
+    (``--distributed``); elsewhere pass the coordinator and this process's rank.
+    """
+    if not (auto or coordinator):
+        return
+    import jax
+
+    if coordinator:
+        if num_processes is None or process_id is None:
+            raise click.UsageError("--coordinator needs --num-processes and --process-id")
+        jax.distributed.initialize(
+            coordinator_address=coordinator, num_processes=num_processes, process_id=process_id
+        )
+    else:
+        jax.distributed.initialize()
+
+
+@click.command(
+    "train",
+    epilog="""\b
+Examples:
+  afm train --config tiny-core --workdir runs/tiny-core --data 'corpus/tokens/*.parquet'
+  afm train --config tiny-continued --workdir runs/tiny-cont --init-from runs/tiny-core
+  afm train --config core --workdir /mnt/gcs/runs/core --distributed   # every TPU worker
+  afm train --config my.yaml --workdir runs/x --steps 100 --set optimizer.name=adamw
+  afm train --config tiny-core --workdir runs/p --data D --profile-steps 5:8   # trace in runs/p/profile
+  afm train --config tiny-core --workdir gs://bucket/runs/core --data 'gs://bucket/tokens/*.parquet'
+\b
+Re-running the same command resumes from the latest checkpoint in WORKDIR, also on a
+different number of hosts (any that divides the run's data lanes). --steps is where to
+stop (the LR schedule always spans the config's total_steps), so 100 steps and 50 steps +
+resume to 100 end with the same params_sha256. SIGTERM on any host saves a checkpoint on
+all hosts and exits cleanly.
+""",
+)
+@click.option("--config", "config", required=True, help="Stage name (core, continued, context-lengthening, tiny-core, tiny-continued, tiny-context) or a YAML file.")
+@click.option("--workdir", required=True, help="Run directory (local or gs://): checkpoints/, tb/, metrics.jsonl.")
+@click.option("--steps", type=int, default=None, help="Stop at this step (default: the config's total_steps).")
+@click.option("--data", "data", multiple=True, help="Token shard file/dir/glob (repeatable); replaces data.paths.")
+@click.option("--init-from", default=None, help="Previous stage's workdir or checkpoint, local or gs:// (parameters only).")
+@click.option("--set", "overrides", multiple=True, help="Config override KEY=VALUE, e.g. mesh.fsdp=8 (repeatable).")
+@click.option("--profile-steps", default=None, help="START:END: record a JAX profiler trace of these steps (TensorBoard/Perfetto).")
+@click.option("--distributed", is_flag=True, help="jax.distributed.initialize() with auto-detection (TPU VM, SLURM).")
+@click.option("--coordinator", default=None, help="host:port of process 0 for jax.distributed (non-TPU clusters).")
+@click.option("--num-processes", type=int, default=None)
+@click.option("--process-id", type=int, default=None)
+def train_command(config, workdir, steps, data, init_from, overrides, profile_steps, distributed, coordinator, num_processes, process_id) -> None:
+    """Pre-train a stage with the AFM recipe (auto-resumes; prints params_sha256)."""
+    _maybe_distributed(coordinator, num_processes, process_id, distributed)
+    from afm.training.core.trainer import TrainingDiverged, train
+    from afm.training.data.shards import DataError
+
+    from afm.config import ConfigError
+    from afm.console import setup_logging
+
+    setup_logging("WARNING")
+    try:
+        result = train(
+            config, str(workdir), steps=steps, data=list(data) or None, init_from=init_from,
+            overrides=list(overrides), profile_steps=profile_steps,
+        )
+    except (TrainingDiverged, DataError, ConfigError, ValueError, FileNotFoundError) as exc:
+        raise click.ClickException(str(exc)) from exc  # user errors: a message, no traceback
+    click.echo(f"params_sha256: {result['params_sha256']}")
+
+
+@click.command(
+    "bench-train",
+    epilog="""\b
+Examples:
+  afm bench-train --config 1b --seq-len 4096            # on an H100: tokens/s, MFU, memory
+  afm bench-train --config 1b --seq-len 32768 --batch 1 --remat qkv_attention   # 32k shapes
+  afm bench-train --config tiny --seq-len 128 --steps 5   # CPU smoke run
+  afm bench-train --config tiny --seq-len 128 --attention splash   # splash in interpret mode
+""",
+)
+@click.option("--config", "model", default="1b", show_default=True, help="Model config name (afm.model).")
+@click.option("--seq-len", type=int, default=4096, show_default=True)
+@click.option("--batch", type=int, default=None, help="Global batch (default: 4 per device on GPU/TPU, 2 on CPU).")
+@click.option("--steps", type=int, default=10, show_default=True, help="Timed steps (after 2 warm-up steps).")
+@click.option("--remat", default=None, help="Override the model's remat policy (afm.model.remat: none, full, dots, attention, qkv_attention, dots_except_mlp, save:NAMES).")
+@click.option("--attention", default=None, help="Attention kernel: auto, xla, cudnn, splash (default: the model's, auto).")
+@click.option("--microbatches", type=int, default=1, show_default=True, help="Gradient accumulation slices of the batch.")
+@click.option("--optimizer", default="afm_rmsprop", show_default=True)
+@click.option("--peak-tflops", type=float, default=989.0, show_default=True, help="Per-device peak (H100 dense bf16: 989).")
+@click.option("--set", "overrides", multiple=True, help="Mesh overrides, e.g. mesh.fsdp=8.")
+def bench_train_command(model, seq_len, batch, steps, remat, attention, microbatches, optimizer, peak_tflops, overrides) -> None:
+    """Training throughput of one model size: tokens/s, MFU, peak device memory, attention kernel."""
+    from afm.training.bench.train import bench_train
+
+    from afm.console import print_summary
+
+    result = bench_train(
+        model, seq_len=seq_len, batch=batch, steps=steps, remat=remat, attention=attention,
+        microbatches=microbatches, optimizer=optimizer, peak_tflops=peak_tflops, overrides=list(overrides),
+    )
+    print_summary(f"bench-train {model} seq {seq_len}", result)
+
+
+@click.command(
+    "train-compare",
+    epilog="""\b
+Examples:
+  afm train-compare --config tiny-core --data 'work/demo/tokens/*.parquet' --steps 60 --out runs/cmp
+\b
+Trains the same config twice on the same data and steps, once with the AFM optimizer
+and once with Appendix A's AdamW, and writes loss curves to OUT/optimizer_comparison.png.
+""",
+)
+@click.option("--config", "config", default="tiny-core", show_default=True)
+@click.option("--data", "data", multiple=True, required=True)
+@click.option("--steps", type=int, default=None)
+@click.option("--out", type=click.Path(path_type=Path), required=True)
+@click.option("--adamw-lr", type=float, default=None, help="AdamW peak LR (default: the config's LR).")
+@click.option("--set", "overrides", multiple=True)
+def train_compare_command(config, data, steps, out, adamw_lr, overrides) -> None:
+    """AFM optimizer vs the AdamW baseline: same data, same steps, one plot."""
+    from afm.training.studies.optimizer_comparison import compare_optimizers
+
+    from afm.console import print_summary
+
+    summary = compare_optimizers(config, list(data), out, steps=steps, adamw_lr=adamw_lr, overrides=list(overrides))
+    print_summary("optimizer comparison", summary)
+
+
+COMMANDS = [train_command, bench_train_command, train_compare_command]

@@ -1,0 +1,1 @@
+"""The training engine: the task protocol, the compiled run, the step, the loop and what the loop needs (config and stage registry, optimizer, schedules, muParam, losses, checkpoints, preemption, hooks, metrics, best-checkpoint selection)."""

@@ -1,0 +1,287 @@
+"""Everything compiled for a run: parameters and their shardings, the optimizer, the steps.
+
+``Engine.build(cfg, mesh)`` turns a :class:`~afm.training.core.config.TrainConfig` and a task
+into:
+
+* the model built abstractly (no memory), its parameters as a flat ``{path: array}``
+  dict plus the task's extra parameters, each with a sharding from its logical axes;
+* the trainable / frozen split (``task.is_trainable``), muParam LR multipliers for the
+  trainable ones, and the optimizer over exactly those;
+* the jitted train step (``afm.training.core.step``, microbatch accumulation, skip-step) and
+  eval step, traced under the activation sharding rules so the model's ``constrain``
+  hints map onto this mesh.
+
+The trainer (``afm.training.core.trainer``) and the throughput benchmark both use it, so the
+benchmark times the exact step a run executes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from afm.model.params import ParamLayout, flatten_state, logical_axes
+from afm.model.partitioning import activation_sharding
+from afm.model.sharding import ACTIVATION_RULES, batch_spec, param_shardings, replicated
+from afm.training.core import muparam
+from afm.training.core.config import TrainConfig, model_config
+from afm.training.core.optimizer import build_optimizer
+from afm.training.core.schedules import make_schedule
+from afm.training.core.step import TrainState, make_eval_step, make_train_step
+from afm.training.core.task import Field, LossOutput, ParamSpec, Task, get_task
+from flax import nnx
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+Params = dict[str, jax.Array]
+
+
+def _opt_shardings(abstract_opt: Any, shardings: dict[str, NamedSharding], mesh: Mesh) -> Any:
+    """Optimizer moments take their parameter's sharding; counters are replicated."""
+
+    def pick(path: tuple[Any, ...], leaf: Any) -> NamedSharding:
+        for key in reversed(path):
+            name = getattr(key, "key", None)
+            if isinstance(name, str) and name in shardings:
+                return shardings[name]
+        return replicated(mesh)
+
+    return jax.tree_util.tree_map_with_path(pick, abstract_opt)
+
+
+def _with_sharding(tree: Any, shardings: Any) -> Any:
+    return jax.tree.map(lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s), tree, shardings)
+
+
+@dataclass
+class ModelParts:
+    """The model split for functional steps: structure, flat parameter layout, logical
+    axes, and how to rebuild a ``Transformer`` from a flat parameter dict."""
+
+    config: Any
+    graphdef: Any
+    rest: Any
+    layout: ParamLayout
+    shapes: dict[str, tuple[int, ...]]
+    names: dict[str, tuple[str | None, ...] | None]
+    seed: int
+    dtypes: dict[str, Any]
+
+    @classmethod
+    def build(cls, mcfg: Any, seed: int) -> ModelParts:
+        abstract = nnx.eval_shape(lambda: _create(mcfg, seed))
+        graphdef, abs_params, rest = nnx.split(abstract, nnx.Param, ...)
+        flat_abs, layout = flatten_state(abs_params)
+        if jax.tree.leaves(rest):
+            rest = jax.jit(lambda: nnx.split(_create(mcfg, seed), nnx.Param, ...)[2])()
+        shapes = {k: tuple(v.shape) for k, v in flat_abs.items()}
+        # float32 masters; integer storage (a palettized base) keeps its dtype
+        dtypes = {k: v.dtype if not jnp.issubdtype(v.dtype, jnp.floating) else jnp.float32 for k, v in flat_abs.items()}
+        return cls(mcfg, graphdef, rest, layout, shapes, logical_axes(abs_params), seed, dtypes)
+
+    def build_model(self, params: Params) -> Any:
+        """A ``Transformer`` over ``params``' model entries (other keys are ignored)."""
+        return nnx.merge(self.graphdef, self.layout.unflatten({k: params[k] for k in self.layout.keys}), self.rest)
+
+    def init(self, shardings: dict[str, NamedSharding] | None = None) -> Params:
+        """Fresh float32 parameters (muParam-simple init), made directly in ``shardings``."""
+
+        def make() -> Params:
+            _, params, _ = nnx.split(_create(self.config, self.seed), nnx.Param, ...)
+            flat, _ = flatten_state(params)
+            return {k: v.astype(self.dtypes[k]) for k, v in flat.items()}
+
+        return jax.jit(make, out_shardings=shardings)()
+
+
+def _create(mcfg: Any, seed: int) -> Any:
+    from afm.model.transformer import Transformer
+
+    return Transformer(mcfg, rngs=nnx.Rngs(params=seed))
+
+
+@dataclass
+class Engine:
+    cfg: TrainConfig
+    task: Task
+    model_config: Any
+    mesh: Mesh
+    parts: ModelParts
+    shapes: dict[str, tuple[int, ...]]
+    names: dict[str, tuple[str | None, ...] | None]
+    shardings: dict[str, NamedSharding]
+    trainable: list[str]
+    frozen: list[str]
+    multipliers: dict[str, float]
+    optimizer: optax.GradientTransformation
+    schedule: Callable[[jax.Array], jax.Array]
+    abstract_state: TrainState
+    state_shardings: TrainState
+    batch_shardings: dict[str, NamedSharding]
+    extras: dict[str, ParamSpec]
+    _train_step: Callable[..., Any]
+    _eval_step: Callable[..., Any]
+
+    # -- construction ------------------------------------------------------------------------
+    @classmethod
+    def build(cls, cfg: TrainConfig, mesh: Mesh, task: Task | None = None) -> Engine:
+        task = task or get_task(cfg.task, cfg)
+        mcfg = task.configure_model(model_config(cfg))
+        parts = ModelParts.build(mcfg, cfg.seed)
+        shapes, names = dict(parts.shapes), dict(parts.names)
+        dtypes: dict[str, Any] = dict(parts.dtypes)
+        extras = task.extra_params(mcfg)
+        clash = set(extras) & set(shapes)
+        if clash:
+            raise ValueError(f"task {task.name!r}: extra parameters reuse model paths {sorted(clash)}")
+        abs_model = {k: jax.ShapeDtypeStruct(s, dtypes[k]) for k, s in shapes.items()}
+        for key, spec in extras.items():
+            out = jax.eval_shape(spec.init, jax.random.key(0), abs_model)
+            if tuple(out.shape) != tuple(spec.shape):
+                raise ValueError(f"task param {key}: init gives {out.shape}, spec says {spec.shape}")
+            shapes[key], names[key], dtypes[key] = tuple(spec.shape), tuple(spec.axes), out.dtype
+        shardings = param_shardings(shapes, names, mesh)
+        trainable = sorted(k for k in shapes if (extras[k].trainable if k in extras else task.is_trainable(k)))
+        frozen = sorted(set(shapes) - set(trainable))
+        if not trainable:
+            raise ValueError(f"task {task.name!r} trains no parameter")
+        stored = [k for k in trainable if not jnp.issubdtype(dtypes[k], jnp.floating)]
+        if stored:
+            raise ValueError(f"task {task.name!r} would train integer storage ({stored[0]}, ...): a palettized "
+                             "model is frozen; train LoRA adapters on it (afm adapter train)")
+
+        multipliers = (
+            muparam.lr_multipliers(
+                {k: shapes[k] for k in trainable}, names, width=mcfg.dim, base_width=mcfg.base_width
+            )
+            if cfg.optimizer.muparam
+            else {k: 1.0 for k in trainable}
+        )
+        schedule = make_schedule(cfg.schedule, cfg.total_steps)
+        optimizer = build_optimizer(cfg.optimizer, schedule, multipliers)
+
+        def abstract_params(keys: list[str]) -> Params:
+            return {k: jax.ShapeDtypeStruct(shapes[k], dtypes[k], sharding=shardings[k]) for k in keys}
+
+        abs_train, abs_frozen = abstract_params(trainable), abstract_params(frozen)
+        abs_opt = jax.eval_shape(optimizer.init, abs_train)
+        opt_shardings = _opt_shardings(abs_opt, shardings, mesh)
+        state_shardings = TrainState(
+            {k: shardings[k] for k in trainable}, {k: shardings[k] for k in frozen}, opt_shardings
+        )
+        abstract_state = TrainState(abs_train, abs_frozen, _with_sharding(abs_opt, opt_shardings))
+
+        fields = task.batch_fields()
+        seq_spec = batch_spec(mesh, cfg.data.seq_len)
+
+        def field_sharding(shape: tuple[str | int, ...]) -> NamedSharding:
+            dims = [seq_spec[0] if d == "batch" else seq_spec[1] if d == "seq" else None for d in shape]
+            return NamedSharding(mesh, PartitionSpec(*dims))
+
+        batch_shardings = {k: field_sharding(f.shape) for k, f in fields.items()}
+
+        wrap = getattr(task, "wrap_model", None)
+
+        def build_model(params: Params) -> Any:  # the task may wrap the model (LoRA adapters)
+            model = parts.build_model(params)
+            return wrap(model, params) if wrap is not None else model
+
+        train = make_train_step(
+            task, optimizer, build_model, mcfg, microbatches=cfg.microbatches,
+            peak_lr=cfg.optimizer.learning_rate, schedule=schedule, seed=cfg.seed,
+        )
+        evaluate = make_eval_step(task, build_model, mcfg)
+        rep = replicated(mesh)
+        train_jit = jax.jit(
+            train, in_shardings=(state_shardings, batch_shardings, rep),
+            out_shardings=(state_shardings, rep), donate_argnums=(0,),
+        )
+        eval_jit = jax.jit(evaluate, in_shardings=(shardings, batch_shardings), out_shardings=rep)
+        return cls(
+            cfg=cfg, task=task, model_config=mcfg, mesh=mesh, parts=parts,
+            shapes=shapes, names=names, shardings=shardings,
+            trainable=trainable, frozen=frozen, multipliers=multipliers, optimizer=optimizer,
+            schedule=schedule, abstract_state=abstract_state, state_shardings=state_shardings,
+            batch_shardings=batch_shardings, extras=extras,
+            _train_step=train_jit, _eval_step=eval_jit,
+        )
+
+    # -- state ---------------------------------------------------------------------------------
+    def init_state(self, model_params: Params | None = None) -> TrainState:
+        """A fresh state: ``model_params`` (e.g. the previous stage's) or a new init, the
+        task's extra parameters from their inits, a fresh optimizer state."""
+        layout = self.parts.layout
+        if model_params is None:
+            model_params = self.parts.init({k: self.shardings[k] for k in layout.keys})
+        params = dict(model_params)
+        extras = self.extras
+        if extras:
+            model_only = {k: params[k] for k in layout.keys}
+            restore = getattr(self.task, "restore_extra_params", None)
+            like = {k: self.abstract_state.frozen.get(k, self.abstract_state.params.get(k)) for k in extras}
+            restored = restore(like) if restore is not None else {}
+            unknown = set(restored) - set(extras)
+            if unknown:
+                raise ValueError(f"task {self.task.name!r} restored unknown parameters {sorted(unknown)[:3]}")
+            params.update(restored)
+            for i, (key, spec) in enumerate(sorted(extras.items())):
+                if key in restored:
+                    continue
+                init = jax.jit(spec.init, out_shardings=self.shardings[key])
+                params[key] = init(jax.random.fold_in(jax.random.key(self.cfg.seed), 1000 + i), model_only)
+        trainable = {k: params[k] for k in self.trainable}
+        frozen = {k: params[k] for k in self.frozen}
+        opt_state = jax.jit(self.optimizer.init, out_shardings=self.state_shardings.opt_state)(trainable)
+        return TrainState(trainable, frozen, opt_state)
+
+    def all_params(self, state: TrainState) -> Params:
+        return {**state.params, **state.frozen}
+
+    @property
+    def layout(self) -> ParamLayout:
+        return self.parts.layout
+
+    def model(self, state: TrainState) -> Any:
+        """The ``Transformer`` with the state's current parameters (shared, not copied)."""
+        params = self.all_params(state)
+        model = self.parts.build_model(params)
+        wrap = getattr(self.task, "wrap_model", None)
+        return wrap(model, params) if wrap is not None else model
+
+    # -- steps ---------------------------------------------------------------------------------
+    def global_batch(self, host_batch: dict[str, np.ndarray]) -> dict[str, jax.Array]:
+        """This host's rows -> global arrays (``make_array_from_process_local_data``)."""
+        missing = set(self.batch_shardings) - set(host_batch)
+        if missing:
+            raise ValueError(f"batch lacks fields {sorted(missing)} the task {self.task.name!r} needs")
+        return {
+            k: jax.make_array_from_process_local_data(s, np.asarray(host_batch[k]))
+            for k, s in self.batch_shardings.items()
+        }
+
+    def train_step(self, state: TrainState, batch: dict[str, jax.Array], step: int) -> tuple[TrainState, dict[str, jax.Array]]:
+        with activation_sharding(self.mesh, ACTIVATION_RULES):
+            return self._train_step(state, batch, jnp.asarray(step, jnp.int32))
+
+    def eval_sums(self, params: Params, batch: dict[str, jax.Array]) -> LossOutput:
+        """The task's loss sums on ``batch`` for ``params`` (every parameter)."""
+        with activation_sharding(self.mesh, ACTIVATION_RULES):
+            return self._eval_step(params, batch)
+
+    def batch_shape(self, field: Field) -> tuple[int, ...]:
+        """A field's global shape for this run (``batch`` = global batch, ``seq`` = seq_len)."""
+        sizes = {"batch": self.cfg.data.global_batch_size, "seq": self.cfg.data.seq_len}
+        return tuple(sizes[d] if isinstance(d, str) else int(d) for d in field.shape)
+
+    def lower_train_step(self) -> Any:
+        """The lowered train step on abstract inputs (memory analysis, HLO dumps)."""
+        batch = {
+            k: jax.ShapeDtypeStruct(self.batch_shape(f), np.dtype(f.dtype), sharding=self.batch_shardings[k])
+            for k, f in self.task.batch_fields().items()
+        }
+        with activation_sharding(self.mesh, ACTIVATION_RULES):
+            return self._train_step.lower(self.abstract_state, batch, jax.ShapeDtypeStruct((), jnp.int32))

@@ -1,0 +1,204 @@
+"""One trainer, many tasks: what a *task* is and how the engine uses it.
+
+Pre-training, distillation, SFT, reward modelling, DPO/IPO/MDLOO and LoRA fine-tuning
+differ in four things only, so a task is an object with these four answers and the
+engine (``afm.training.core.engine`` / ``trainer``) does everything else: sharding, microbatch
+accumulation, the optimizer, skip-steps, checkpoints, elastic resume, preemption,
+evaluation hooks, metrics.
+
+1. **Batch spec** -- :meth:`Task.batch_fields`: the arrays a step receives, their dtype
+   and symbolic shape (``"batch"`` is split over the data axes, ``"seq"`` over the
+   sequence axis). :meth:`Task.make_input` builds the host-side iterator that yields them
+   and whose :class:`~afm.training.data.loader.LoaderState` (a JSON spec plus an ``int64``
+   array keyed by lane/host in column 0) goes into every checkpoint.
+2. **Loss** -- :meth:`Task.loss` returns *sums and weights*, never means
+   (:class:`LossOutput`): the engine adds them over microbatches and hosts and divides
+   once, so gradient accumulation equals one large batch whatever the loss normalises
+   over (tokens for LM losses, pairs for DPO/reward models, sequences for MDLOO).
+3. **Metrics** -- more ``(sum, weight)`` pairs in the same output, reported as ratios.
+4. **Parameters** -- :meth:`Task.extra_params` adds task-owned tensors next to the
+   model's (a reward head, LoRA adapters, a frozen reference or teacher copy), each with
+   logical axes and an init; :meth:`Task.is_trainable` says which parameters train.
+   Frozen ones get no gradient and no optimizer state.
+
+The loss gets every parameter (trainable and frozen) as one flat ``{path: array}`` dict
+and a :class:`LossContext` whose :meth:`~LossContext.model` turns the ``model/...``-free
+model paths into a ``Transformer``; a task may rewrite parameters first (LoRA:
+``W + A @ B``) or build a second model from frozen copies (a reference or teacher).
+
+How the planned tasks map onto this (the next issues build them):
+
+======================  ======================================================================
+task                    batch / loss / parameters
+======================  ======================================================================
+pretrain (this module)  packed tokens; next-token cross-entropy (chunked); all trainable
+distillation            + ``teacher_targets`` (the teacher's top-1 ids, precomputed or from a
+                        frozen ``teacher/...`` copy); CE against them
+SFT                     chat-formatted rows with ``loss_mask`` on assistant turns; dropout
+                        from ``ctx.rng``; CE
+reward model            ``chosen``/``rejected`` token pairs; ``extra_params`` adds a scalar
+                        ``reward_head``; Bradley-Terry loss, weight = pairs
+DPO / IPO / MDLOO       pairs or k samples per prompt + ``ref_logprobs`` (precomputed, or a
+                        frozen ``ref/...`` copy via ``extra_params`` init = copy of the model)
+LoRA                    ``extra_params`` = adapters (trainable); ``is_trainable`` false for
+                        the base model; ``loss`` applies ``W + scale * A @ B`` then delegates
+======================  ======================================================================
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+import jax
+import numpy as np
+
+Array = jax.Array
+Sums = tuple[Array, Array]  # (sum, weight)
+
+
+@dataclass(frozen=True)
+class Field:
+    """One array of a batch: numpy dtype and symbolic shape (``"batch"``, ``"seq"`` or ints)."""
+
+    dtype: str
+    shape: tuple[str | int, ...] = ("batch", "seq")
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """A parameter a task adds: shape, logical axes (for sharding and muParam), an init
+    ``(rng, model_params) -> array`` and whether it trains."""
+
+    shape: tuple[int, ...]
+    axes: tuple[str | None, ...]
+    init: Callable[[Array, dict[str, Array]], Array]
+    trainable: bool = True
+
+
+@jax.tree_util.register_dataclass
+@dataclass
+class LossOutput:
+    """``loss`` and every metric as ``(sum, weight)``; the reported value is sum / weight."""
+
+    loss: Sums
+    metrics: dict[str, Sums] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LossContext:
+    """What a loss may use besides parameters and the batch."""
+
+    build_model: Callable[[dict[str, Array]], Any]
+    model_config: Any
+    rng: Array  # differs per step and microbatch (dropout, sampling)
+    train: bool
+    step: Array | None = None  # the step being trained (int32; annealing); None in evaluation
+
+    def model(self, params: dict[str, Array]) -> Any:
+        """The ``Transformer`` whose parameters are ``params``' model entries."""
+        return self.build_model(params)
+
+
+@runtime_checkable
+class InputSource(Protocol):
+    """A host's batch iterator with a checkpointable position."""
+
+    def __next__(self) -> dict[str, np.ndarray]: ...
+
+    def state(self) -> Any: ...
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class Task(Protocol):
+    """See the module docstring. :class:`TaskBase` gives the defaults."""
+
+    name: str
+
+    def configure_model(self, model_config: Any) -> Any: ...
+
+    def batch_fields(self) -> dict[str, Field]: ...
+
+    def make_input(
+        self, *, vocab_size: int, process_index: int, process_count: int, state: Any = None
+    ) -> InputSource: ...
+
+    def make_eval_input(
+        self, paths: list[str], *, vocab_size: int, process_index: int, process_count: int
+    ) -> InputSource: ...
+
+    def extra_params(self, model_config: Any) -> dict[str, ParamSpec]: ...
+
+    def is_trainable(self, path: str) -> bool: ...
+
+    def loss(self, params: dict[str, Array], batch: dict[str, Array], ctx: LossContext) -> LossOutput: ...
+
+
+class TaskBase:
+    """Defaults: no extra parameters, everything trains, the model config unchanged.
+    Subclasses set ``name`` and implement ``batch_fields``, ``make_input`` and ``loss``."""
+
+    name = "task"
+
+    def __init__(self, config: Any):
+        self.config = config  # the run's TrainConfig
+
+    def configure_model(self, model_config: Any) -> Any:
+        return model_config
+
+    def extra_params(self, model_config: Any) -> dict[str, ParamSpec]:
+        return {}
+
+    def is_trainable(self, path: str) -> bool:
+        return True
+
+    def wrap_model(self, model: Any, params: dict[str, Array]) -> Any:
+        """The model the loss, eval hooks and exports see, given every parameter: the
+        ``Transformer`` itself, or with the task's own parameters attached (LoRA).
+        Optional: the engine calls it when a task defines it."""
+        return model
+
+    def restore_extra_params(self, like: dict[str, Any]) -> dict[str, Array]:
+        """Extra parameters read from storage instead of drawn by their ``init`` (a frozen
+        teacher's weights): ``like`` maps each extra path to an abstract array with its
+        dtype and sharding; return arrays for the paths this task restores (the engine
+        calls this once, for a fresh run; a resumed run reads its own checkpoint)."""
+        return {}
+
+    def make_eval_input(
+        self, paths: list[str], *, vocab_size: int, process_index: int, process_count: int
+    ) -> InputSource:
+        raise NotImplementedError(f"task {self.name!r} has no held-out input")
+
+
+TASKS: dict[str, str] = {
+    "pretrain": "afm.training.tasks.pretrain:PretrainTask",
+    "prune": "afm.training.tasks.prune:PruneTask",
+    "distill": "afm.training.tasks.distill:DistillTask",
+    "sft": "afm.training.tasks.sft:SftTask",
+    "adapter": "afm.training.tasks.adapter:AdapterTask",
+    "reward_model": "afm.training.tasks.reward_model:RewardModelTask",
+    "dpo": "afm.training.tasks.dpo:DpoTask",
+    "ipo": "afm.training.tasks.dpo:IpoTask",
+    "mdloo": "afm.training.tasks.mdloo:MdlooTask",
+}
+
+
+def get_task(name: str, config: Any) -> Task:
+    """A task by registered name or ``package.module:Class`` import path."""
+    target = TASKS.get(name, name)
+    if ":" not in target:
+        raise ValueError(f"unknown task {name!r}; registered: {sorted(TASKS)} (or give module:Class)")
+    module, attr = target.split(":", 1)
+    try:
+        cls = getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"task {name!r}: cannot import {target} ({exc})") from exc
+    task = cls(config)
+    if not isinstance(task, Task):
+        raise TypeError(f"{target} does not implement the Task protocol (afm.training.core.task)")
+    return task

@@ -1,0 +1,418 @@
+"""The streaming token loader: mixture, packing, exact and elastic resume.
+
+The global batch of every step is cut into ``L`` *lanes* (``data.lanes``); each lane is
+an independent packing stream that fills ``global_batch / L`` rows per step. A host owns
+a contiguous block of lanes, so the global row order is the same for any number of hosts
+that divides ``L``. A lane is fully described by a few integers::
+
+    lane id, documents drawn, source and token offset of the document being packed,
+    and per source: chunks opened, next row in the open chunk
+
+which makes the iterator state of a whole run an ``int64 [L, 4 + 2 S]`` array. Every
+checkpoint stores it (all hosts' lanes, gathered); a run resumed on a different number of
+hosts hands each host its lanes, and the remaining sample sequence is exactly the one the
+old hosts would have produced (MaxText's elastic Grain iterator has no Parquet, packing or
+mixing; this one has all three).
+
+Per lane and source, the source's chunks (``ShardIndex``: rows of one source in one row
+group) form an endless sequence, reshuffled every epoch; lane ``l`` opens chunk positions
+``l, l + L, l + 2L, ...`` of it, so every chunk is decoded once per epoch by exactly one
+lane, which reads its documents in a seeded random order. Which source a lane's next
+document comes from is a seeded draw with the stage's mixture weights (weights are over
+documents). Documents are packed with EOS into rows of ``seq_len + 1`` tokens (concat and
+split: no padding, a document may continue in the lane's next row); ``max_segments_per_row``
+caps the documents in a row (the rest is padding, loss-masked). Positions restart at 0 at
+every document and at every row start.
+
+Shuffle quality: documents are shuffled within a row group and row groups across the
+epoch; each step's rows come from ``L x sources`` open row groups. ``afm tokenize`` sorts
+shards by a hash of the document id, so a row group is already a random sample.
+
+Memory per host: one decoded row group per (lane, source) it owns. Throughput: decoding
+is pyarrow's; packing is a few numpy slices per document (``afm bench loader``).
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from afm.training.data.shards import (
+    Chunk,
+    DataConfig,
+    DataError,
+    ShardIndex,
+    expand_paths,
+    mixture_weights,
+)
+
+STATE_VERSION = 1
+_FIXED = ("lane", "docs", "cur_source", "tok_off")
+_DRAW_BLOCK = 1024  # mixture draws generated per RNG call
+
+
+@dataclass
+class LoaderState:
+    """The iterator position: a spec of what it was built from, and lanes' integers."""
+
+    spec: dict[str, Any]
+    lanes: np.ndarray  # int64 [lanes held, 4 + 2 * n_sources], column 0 = lane id
+
+    @staticmethod
+    def merge(states: list[LoaderState]) -> LoaderState:
+        """One state from every host's (e.g. after an all-gather), rows sorted by lane."""
+        lanes = np.concatenate([s.lanes for s in states])
+        return LoaderState(states[0].spec, lanes[np.argsort(lanes[:, 0], kind="stable")])
+
+
+def default_lanes(global_batch: int, process_count: int) -> int:
+    """The largest divisor of the global batch that is a multiple of the host count and at
+    most ``max(64, 8 x hosts)``: enough streams for a well-mixed batch, few enough open
+    row groups per host, and room to resume on fewer hosts (any divisor of the lanes)."""
+    cap = max(64, 8 * process_count)
+    best = 0
+    for lanes in range(process_count, min(global_batch, cap) + 1, process_count):
+        if global_batch % lanes == 0:
+            best = lanes
+    if best == 0:
+        raise DataError(f"global batch {global_batch} does not split over {process_count} hosts")
+    return best
+
+
+class _SourceStream:
+    """One source's chunks as an endless sequence of epochs, each in a seeded order."""
+
+    def __init__(self, chunks: list[Chunk], source_i: int, seed: int, shuffle: bool):
+        self.chunks = chunks
+        self.source_i = source_i
+        self.seed = seed
+        self.shuffle = shuffle
+        self._epoch = -1
+        self._order = np.arange(len(chunks))
+
+    def at(self, position: int) -> Chunk:
+        epoch, k = divmod(position, len(self.chunks))
+        if self.shuffle and epoch != self._epoch:
+            rng = np.random.default_rng([self.seed, 3, self.source_i, epoch])
+            self._order, self._epoch = rng.permutation(len(self.chunks)), epoch
+        return self.chunks[int(self._order[k])]
+
+
+@dataclass
+class _OpenChunk:
+    k: int  # the lane's k-th chunk of its source
+    offsets: np.ndarray
+    values: np.ndarray
+    order: np.ndarray  # reading order of the chunk's rows
+    aligned: tuple[np.ndarray, ...] = ()  # data.aligned_columns' values, CSR like `values`
+
+    def doc(self, i: int) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
+        """The ``i``-th document in reading order and its aligned columns."""
+        r = int(self.order[i])
+        lo, hi = self.offsets[r], self.offsets[r + 1]
+        return self.values[lo:hi], tuple(a[lo:hi] for a in self.aligned)
+
+
+class _Lane:
+    """One packing stream; its state is a handful of integers (see the module docstring)."""
+
+    def __init__(self, loader: PackedLoader, state: np.ndarray):
+        self.loader = loader
+        self.state = state.copy()
+        self.id = int(state[0])
+        self._open: dict[int, _OpenChunk] = {}
+        self._draws: tuple[int, np.ndarray] = (-1, np.empty(0))
+        self._doc: np.ndarray | None = None
+        self._aligned: tuple[np.ndarray, ...] = ()
+        cur = int(self.state[2])
+        if cur >= 0:  # resume mid-document: reopen its chunk, find it again
+            opened, row = self._counters(cur)
+            self._doc, self._aligned = self._chunk(cur, opened - 1).doc(row - 1)
+
+    def _counters(self, s: int) -> tuple[int, int]:
+        return int(self.state[4 + 2 * s]), int(self.state[5 + 2 * s])
+
+    def _chunk(self, s: int, k: int) -> _OpenChunk:
+        """The lane's ``k``-th chunk of source ``s`` (cached while it is the open one)."""
+        cached = self._open.get(s)
+        if cached is not None and cached.k == k:
+            return cached
+        ld = self.loader
+        position = self.id + ld.lanes * k
+        chunk = ld.streams[s].at(position)
+        aligned: tuple[np.ndarray, ...] = ()
+        if ld.aligned_columns:
+            offsets, values, extra = ld.index.read_aligned(chunk, ld.sources[s], ld.aligned_columns)
+            aligned = tuple(extra[c] for c in ld.aligned_columns)
+            for name, col in zip(ld.aligned_columns, aligned, strict=True):
+                if col.size and ld.vocab_size is not None and (col.max() >= ld.vocab_size or col.min() < -1):
+                    raise DataError(
+                        f"column {name!r} of {ld.index.files[chunk.file]} holds ids outside [-1, "
+                        f"{ld.vocab_size}): made with another vocabulary than the model's"
+                    )
+        else:
+            offsets, values = ld.index.read(chunk, ld.sources[s])
+        if values.size and ld.vocab_size is not None and (values.max() >= ld.vocab_size or values.min() < 0):
+            raise DataError(
+                f"token id out of range [0, {ld.vocab_size}) in {ld.index.files[chunk.file]}: the "
+                "shards were made with a different tokenizer than the model's vocabulary"
+            )
+        n = len(offsets) - 1
+        order = (
+            np.random.default_rng([ld.cfg.seed, 5, s, position]).permutation(n)
+            if ld.cfg.shuffle else np.arange(n)
+        )
+        opened = _OpenChunk(k, offsets, values, order, aligned)
+        self._open[s] = opened
+        return opened
+
+    def _draw_source(self) -> int:
+        n = int(self.state[1])
+        block, weights = n // _DRAW_BLOCK, self.loader.cdf
+        if self._draws[0] != block:
+            rng = np.random.default_rng([self.loader.cfg.seed, 11, self.id, block])
+            self._draws = (block, rng.random(_DRAW_BLOCK))
+        u = self._draws[1][n % _DRAW_BLOCK]
+        self.state[1] = n + 1
+        return min(int(np.searchsorted(weights, u, side="right")), len(weights) - 1)
+
+    def _next_doc(self) -> None:
+        s = self._draw_source()
+        opened, row = self._counters(s)
+        if opened == 0 or row >= len(self._chunk(s, opened - 1).order):
+            opened, row = opened + 1, 0
+        self._doc, self._aligned = self._chunk(s, opened - 1).doc(row)
+        self.state[4 + 2 * s], self.state[5 + 2 * s] = opened, row + 1
+        self.state[2], self.state[3] = s, 0
+
+    def fill(
+        self, tokens: np.ndarray, segments: np.ndarray, positions: np.ndarray,
+        aligned: tuple[np.ndarray, ...] = (),
+    ) -> None:
+        """Pack the next row (``seq_len + 1`` slots) into the given int32 arrays (and the
+        aligned columns' rows, -1 where no document value exists: padding, appended EOS)."""
+        ld = self.loader
+        width = tokens.shape[0]
+        eos, cap = ld.cfg.eos_id, ld.max_segments
+        at, seg = 0, 0
+        while at < width:
+            if self._doc is None:
+                if cap and seg == cap:
+                    tokens[at:], segments[at:], positions[at:] = ld.cfg.pad_id, 0, 0
+                    for out in aligned:
+                        out[at:] = -1
+                    return
+                self._next_doc()
+            doc = self._doc
+            assert doc is not None
+            closes = doc.size == 0 or doc[-1] != eos
+            length = doc.size + closes  # the document plus its EOS
+            off = int(self.state[3])
+            take = min(width - at, length - off)
+            real = max(min(take, doc.size - off), 0)
+            tokens[at : at + real] = doc[off : off + real]
+            for out, values in zip(aligned, self._aligned, strict=True):
+                out[at : at + real] = values[off : off + real]
+                out[at + real : at + take] = -1
+            if real < take:  # reached the appended EOS
+                tokens[at + real] = eos
+            seg += 1
+            segments[at : at + take] = seg
+            positions[at : at + take] = np.arange(take, dtype=np.int32)
+            at += take
+            off += take
+            if off == length:
+                self._doc, self._aligned, self.state[2], self.state[3] = None, (), -1, 0
+            else:
+                self.state[3] = off
+
+
+class PackedLoader:
+    """This host's batches: ``inputs, targets, loss_mask, segment_ids, positions``
+    (``[rows, seq_len]``), from its lanes; see the module docstring."""
+
+    def __init__(
+        self,
+        cfg: DataConfig,
+        *,
+        vocab_size: int | None = None,
+        process_index: int = 0,
+        process_count: int = 1,
+        state: LoaderState | None = None,
+        index: ShardIndex | None = None,
+    ):
+        if cfg.attention not in ("document", "causal"):
+            raise DataError(f"data.attention must be 'document' or 'causal', got {cfg.attention!r}")
+        if cfg.global_batch_size % process_count:
+            raise DataError(f"global batch {cfg.global_batch_size} does not split over {process_count} hosts")
+        self.cfg = cfg
+        self.vocab_size = vocab_size
+        self.index = index or ShardIndex(expand_paths(cfg.paths), cfg.open_files, cfg.index_cache)
+        self.files = self.index.files
+        self.documents = self.index.documents
+        self.weights = mixture_weights(self.documents, cfg.weights)
+        self.sources = list(self.weights)
+        self.cdf = np.cumsum([self.weights[s] for s in self.sources])
+        self.streams = [
+            _SourceStream(self.index.chunks[s], i, cfg.seed, cfg.shuffle) for i, s in enumerate(self.sources)
+        ]
+        self.max_segments = cfg.max_segments_per_row if cfg.attention == "document" else 0
+        self.aligned_columns = tuple(cfg.aligned_columns)
+        clash = set(self.aligned_columns) & {"inputs", "targets", "loss_mask", "segment_ids", "positions"}
+        if clash:
+            raise DataError(f"data.aligned_columns may not reuse batch field names: {sorted(clash)}")
+        self.lanes = int(state.spec["lanes"]) if state is not None else (
+            cfg.lanes or default_lanes(cfg.global_batch_size, process_count)
+        )
+        self._check_shape(process_count)
+        self.rows_per_lane = cfg.global_batch_size // self.lanes
+        self.per_host_batch = cfg.global_batch_size // process_count
+        per_host = self.lanes // process_count
+        mine = range(process_index * per_host, (process_index + 1) * per_host)
+        self.spec = {
+            "version": STATE_VERSION, "lanes": self.lanes, "seq_len": cfg.seq_len, "seed": cfg.seed,
+            "sources": self.sources, "fingerprint": self.index.fingerprint,
+            "max_segments": self.max_segments, "eos_id": cfg.eos_id,
+        }
+        rows = self._initial_rows(mine) if state is None else self._resume_rows(state, mine)
+        self._lanes = [_Lane(self, row) for row in rows]
+        self._queue: queue.Queue | None = None
+        self._state = self._snapshot()
+
+    # -- construction -------------------------------------------------------------------
+    def _check_shape(self, process_count: int) -> None:
+        g, lanes = self.cfg.global_batch_size, self.lanes
+        if g % lanes or lanes % process_count:
+            raise DataError(
+                f"data.lanes={lanes} must divide the global batch ({g}) and be a multiple of the "
+                f"number of hosts ({process_count}); a resumed run keeps its checkpoint's lanes"
+            )
+
+    def _width(self) -> int:
+        return len(_FIXED) + 2 * len(self.sources)
+
+    def _initial_rows(self, mine: range) -> list[np.ndarray]:
+        rows = []
+        for lane in mine:
+            row = np.zeros(self._width(), np.int64)
+            row[0], row[2] = lane, -1
+            rows.append(row)
+        return rows
+
+    def _resume_rows(self, state: LoaderState, mine: range) -> list[np.ndarray]:
+        old = state.spec
+        for key in ("version", "seq_len", "seed", "sources", "max_segments", "eos_id"):
+            if old.get(key) != self.spec[key]:
+                raise DataError(
+                    f"data state does not match this run: {key} was {old.get(key)!r}, now "
+                    f"{self.spec[key]!r} (resume with the checkpoint's data settings)"
+                )
+        if old.get("fingerprint") != self.spec["fingerprint"]:
+            raise DataError(
+                "the token shards differ from the ones this checkpoint was reading (file names or "
+                "row groups changed); resuming would not continue the same sample sequence"
+            )
+        by_lane = {int(r[0]): r for r in state.lanes}
+        missing = [lane for lane in mine if lane not in by_lane]
+        if missing:
+            raise DataError(f"data state lacks lanes {missing[:5]} (an incomplete checkpoint?)")
+        return [by_lane[lane].astype(np.int64) for lane in mine]
+
+    # -- iteration ------------------------------------------------------------------------
+    def _produce(self) -> dict[str, np.ndarray]:
+        width = self.cfg.seq_len + 1
+        n = len(self._lanes) * self.rows_per_lane
+        tokens = np.empty((n, width), np.int32)
+        segments = np.empty((n, width), np.int32)
+        positions = np.empty((n, width), np.int32)
+        aligned = tuple(np.empty((n, width), np.int32) for _ in self.aligned_columns)
+        r = 0
+        for lane in self._lanes:
+            for _ in range(self.rows_per_lane):
+                lane.fill(tokens[r], segments[r], positions[r], tuple(a[r] for a in aligned))
+                r += 1
+        batch = self._shape(tokens, segments, positions)
+        for name, values in zip(self.aligned_columns, aligned, strict=True):
+            batch[name] = np.ascontiguousarray(values[:, :-1])  # aligned with `inputs`
+        return batch
+
+    def _shape(self, tokens: np.ndarray, seg: np.ndarray, pos: np.ndarray) -> dict[str, np.ndarray]:
+        in_seg, tgt_seg = seg[:, :-1], seg[:, 1:]
+        mask = tgt_seg > 0  # padding never scores
+        if self.cfg.mask_cross_document_loss:
+            mask &= in_seg == tgt_seg
+        out = {"inputs": tokens[:, :-1], "targets": tokens[:, 1:], "loss_mask": mask.astype(np.float32)}
+        if self.cfg.attention == "document":
+            out["segment_ids"], out["positions"] = in_seg, pos[:, :-1]
+        else:
+            out["segment_ids"] = (in_seg > 0).astype(np.int32)
+            out["positions"] = np.broadcast_to(np.arange(self.cfg.seq_len, dtype=np.int32), in_seg.shape).copy()
+        return {k: np.ascontiguousarray(v) for k, v in out.items()}
+
+    def _snapshot(self) -> LoaderState:
+        return LoaderState(dict(self.spec), np.stack([lane.state for lane in self._lanes]))
+
+    def _worker(self, q: queue.Queue, stop: threading.Event) -> None:
+        try:
+            while not stop.is_set():
+                item = (self._produce(), self._snapshot())
+                while not stop.is_set():
+                    try:
+                        q.put(item, timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+        except BaseException as exc:  # noqa: BLE001 - handed to the consumer thread
+            q.put((exc, None))
+
+    def close(self) -> None:
+        """Stop the prefetch thread (the loader cannot be iterated afterwards)."""
+        if self._queue is not None:
+            self._stop.set()
+            self._thread.join(timeout=10)
+            self._queue = None
+
+    def __iter__(self) -> PackedLoader:
+        return self
+
+    def __next__(self) -> dict[str, np.ndarray]:
+        if self.cfg.prefetch <= 0:
+            batch = self._produce()
+            self._state = self._snapshot()
+            return batch
+        if self._queue is None:
+            self._queue, self._stop = queue.Queue(maxsize=self.cfg.prefetch), threading.Event()
+            self._thread = threading.Thread(target=self._worker, args=(self._queue, self._stop), daemon=True)
+            self._thread.start()
+        batch, state = self._queue.get()
+        if isinstance(batch, BaseException):
+            raise batch
+        self._state = state
+        return batch
+
+    def state(self) -> LoaderState:
+        """Where this host is: the state after the last batch handed out."""
+        return LoaderState(dict(self._state.spec), self._state.lanes.copy())
+
+    def padding_fraction(self, batch: dict[str, np.ndarray]) -> float:
+        return float(1.0 - np.mean(batch["segment_ids"] > 0))
+
+
+def make_loader(
+    cfg: DataConfig,
+    *,
+    vocab_size: int | None = None,
+    process_index: int = 0,
+    process_count: int = 1,
+    state: LoaderState | None = None,
+) -> PackedLoader:
+    """The batch iterator for this host (``process_index`` of ``process_count``)."""
+    return PackedLoader(
+        cfg, vocab_size=vocab_size, process_index=process_index, process_count=process_count, state=state
+    )
+
+
+__all__ = ["LoaderState", "PackedLoader", "default_lanes", "make_loader"]

@@ -1,0 +1,296 @@
+"""Token shards: the data config, writing shards, and the per-host index of what is in them.
+
+Token shards are Parquet files with one document per row: ``id`` (string), ``source``
+(string: web, code, math, licensed, synthetic, ...) and ``tokens`` (list<int32>), as
+``afm tokenize`` writes them (zstd, 1024 documents per row group).
+
+What a host keeps in memory is :class:`ShardIndex`: per source, the list of *chunks*
+``(file, row group, rows of that source)``, built from the Parquet footers. A row group's
+``source`` statistics tell when it holds a single source; only mixed row groups have
+their (dictionary-encoded) ``source`` column read, once, to count rows per source.
+Nothing per document is kept: the streaming loader (``afm.training.data.loader``) decodes
+one row group at a time when it needs it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections import Counter, OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from afm import fs
+from afm.outputs import STAGING_PREFIX, IncompleteOutput, check_complete, is_dataset_dir
+
+TOKEN_COLUMNS = ("id", "source", "tokens")
+TOKEN_SCHEMA = pa.schema([("id", pa.string()), ("source", pa.string()), ("tokens", pa.list_(pa.int32()))])
+
+
+@dataclass
+class DataConfig:
+    """Where the tokens come from and how they become batches.
+
+    ``lanes`` is the number of independent packing streams the global batch is cut into
+    (0: chosen at the first start, then fixed by the checkpoint). A run can resume on any
+    number of hosts that divides it. ``max_segments_per_row`` caps the documents packed
+    into one row (the rest of the row is padding) so cuDNN's packed attention layout has a
+    static size; 0 = no cap.
+    """
+
+    paths: list[str] = field(default_factory=list)  # files, directories or globs (gs:// too)
+    weights: dict[str, float] = field(default_factory=dict)  # per-source mixture weights
+    seq_len: int = 4096
+    global_batch_size: int = 4096  # sequences per step, over all hosts
+    eos_id: int = 2  # SentencePiece's default </s>
+    pad_id: int = 0
+    attention: str = "document"  # document | causal
+    mask_cross_document_loss: bool = True
+    shuffle: bool = True
+    seed: int = 0
+    lanes: int = 0
+    max_segments_per_row: int = 64
+    prefetch: int = 2  # batches prepared ahead in a background thread (0: off)
+    open_files: int = 64  # Parquet file handles kept open per host
+    index_cache: str = ""  # a JSON copy of the shard index (the trainer sets workdir/data-index.json)
+    # Per-token integer columns packed beside `tokens` (same length per row, -1 = none),
+    # handed out aligned with `inputs` under their own names: e.g. a teacher's top-1
+    # predictions written by `afm distill targets`.
+    aligned_columns: list[str] = field(default_factory=list)
+
+
+class DataError(ValueError):
+    """Token shards are missing, malformed or do not match the config."""
+
+
+def expand_paths(patterns: list[str]) -> list[str]:
+    """Token shards named by paths, directories and globs; sorted, unique.
+
+    A directory written by ``afm tokenize`` is read under the data path's output policy
+    (``afm.outputs``): only when its ``_SUCCESS`` marker says the run finished, and only its
+    ``tokens-*`` shards, so a killed tokenize run is never half-trained on. Any other
+    directory is searched recursively, skipping staging folders of unfinished runs."""
+    files: list[str] = []
+    for pattern in patterns:
+        dataset = _token_dataset(pattern)
+        if dataset is not None:
+            files += dataset
+            continue
+        found, missing = fs.expand([pattern], ".parquet")
+        if missing:
+            raise DataError(f"token shard not found: {missing[0]}")
+        checked: dict[str, list[str] | None] = {}
+        for f in found:
+            if f"/{STAGING_PREFIX}" in f.replace(os.sep, "/"):
+                continue
+            parent = str(fs.as_path(f).parent)
+            if parent not in checked:  # a dataset folder met while searching: same policy
+                checked[parent] = _token_dataset(parent)
+            if checked[parent] is None or f in checked[parent]:
+                files.append(f)
+    if not files:
+        raise DataError(f"no .parquet token shards in {patterns}")
+    return sorted(set(files))
+
+
+def _token_dataset(pattern: str) -> list[str] | None:
+    """The shards of an afm dataset directory, or None when ``pattern`` is not one."""
+    if fs.has_glob(pattern):
+        return None
+    path = fs.as_path(pattern)
+    if not path.is_dir():
+        return None
+    names = [p.name for p in path.iterdir()]
+    if not is_dataset_dir(str(path), names):
+        return None
+    try:
+        check_complete(str(path), names, read_bytes=lambda p: fs.as_path(p).read_bytes())
+    except IncompleteOutput as exc:
+        raise DataError(str(exc)) from None
+    shards = sorted(n for n in names if n.startswith("tokens-") and n.endswith(".parquet"))
+    if not shards:
+        kinds = sorted({n.split("-", 1)[0] for n in names if n.endswith(".parquet")})
+        raise DataError(f"{pattern} is an afm dataset without token shards (it holds "
+                        f"{', '.join(kinds) or 'no shards'}); run `afm tokenize` on it first")
+    return [str(path / n) for n in shards]
+
+
+def write_token_shard(rows: list[dict[str, Any]], path: str | os.PathLike[str], row_group_size: int = 1024) -> str:
+    """Write ``{"id", "source", "tokens"}`` rows as a token shard (temp file + rename)."""
+    path = os.fspath(path)
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    tmp = os.path.join(os.path.dirname(path) or ".", f".{os.path.basename(path)}.tmp-{os.getpid()}")
+    table = pa.Table.from_pylist(
+        [{"id": str(r["id"]), "source": str(r["source"]), "tokens": [int(t) for t in r["tokens"]]} for r in rows],
+        schema=TOKEN_SCHEMA,
+    )
+    pq.write_table(table, tmp, row_group_size=row_group_size)
+    os.replace(tmp, path)
+    return path
+
+
+def mixture_weights(present: dict[str, int], weights: dict[str, float]) -> dict[str, float]:
+    """Normalised weights of the sources present in the shards.
+
+    A source the stage gives no weight is left out (with weights configured), a weight
+    for a source that is absent is dropped; with no weights configured (or none for the
+    present sources) the natural proportions by document count are used.
+    """
+    chosen = {s: float(weights[s]) for s in present if weights.get(s, 0.0) > 0}
+    if not chosen:
+        chosen = {s: float(n) for s, n in present.items() if n > 0}
+    total = sum(chosen.values())
+    if total <= 0:
+        raise DataError("the token shards contain no documents")
+    return {s: w / total for s, w in sorted(chosen.items())}
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """The rows of one source inside one row group: the unit the loader decodes."""
+
+    file: int
+    row_group: int
+    rows: int
+    mixed: bool  # the row group also holds other sources (filter by the source column)
+
+
+class ParquetFiles:
+    """An LRU of open ``ParquetFile`` handles (footers parsed once, files on any store)."""
+
+    def __init__(self, files: list[str], capacity: int = 64):
+        self.files = files
+        self.capacity = max(1, capacity)
+        self._open: OrderedDict[int, pq.ParquetFile] = OrderedDict()
+
+    def get(self, i: int) -> pq.ParquetFile:
+        if i in self._open:
+            self._open.move_to_end(i)
+            return self._open[i]
+        path = self.files[i]
+        try:
+            handle = pq.ParquetFile(fs.open_input(path))
+        except Exception as exc:  # noqa: BLE001 - re-raised with the path
+            raise DataError(f"{path}: not a readable Parquet file ({exc})") from exc
+        self._open[i] = handle
+        if len(self._open) > self.capacity:
+            self._open.popitem(last=False)
+        return handle
+
+
+def _single_source(meta: pq.RowGroupMetaData, column: int) -> str | None:
+    """The row group's only source when its statistics say min == max, else None."""
+    stats = meta.column(column).statistics
+    if stats is None or not stats.has_min_max or stats.min != stats.max:
+        return None
+    value = stats.min
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+class ShardIndex:
+    """Per source, the chunks of every token shard: all a host keeps about the data.
+
+    With ``cache`` (a JSON path, local or ``gs://``) a host whose shards match the cached
+    list (names and byte sizes) loads the index instead of reading footers and source
+    columns: at scale, start-up then costs one size request per shard, not one read per
+    mixed row group. Any host that builds the index writes the cache (same content).
+    """
+
+    def __init__(self, files: list[str], open_files: int = 64, cache: str = ""):
+        self.files = list(files)
+        self.handles = ParquetFiles(self.files, open_files)
+        self.chunks: dict[str, list[Chunk]] = {}
+        key = [[f, fs.size(f)] for f in self.files] if cache else []
+        if cache and self._load(cache, key):
+            return
+        digest = hashlib.sha256()
+        for fi, path in enumerate(self.files):
+            pf = self.handles.get(fi)
+            names = pf.schema_arrow.names
+            missing = [c for c in ("source", "tokens") if c not in names]
+            if missing:
+                raise DataError(f"{path}: missing column(s) {missing}; token shards need {TOKEN_COLUMNS}")
+            source_col = names.index("source")
+            digest.update(os.path.basename(path).encode())
+            for rg in range(pf.metadata.num_row_groups):
+                meta = pf.metadata.row_group(rg)
+                digest.update(f"{rg}:{meta.num_rows};".encode())
+                if meta.num_rows == 0:
+                    continue
+                only = _single_source(meta, source_col)
+                if only is not None:
+                    counts = {only: meta.num_rows}
+                else:
+                    column = pf.read_row_group(rg, columns=["source"]).column(0)
+                    counts = dict(Counter(column.to_pylist()))
+                for source, n in sorted(counts.items()):
+                    self.chunks.setdefault(str(source), []).append(Chunk(fi, rg, int(n), len(counts) > 1))
+        self.fingerprint = digest.hexdigest()[:16]
+        if cache:
+            chunks = {s: [[c.file, c.row_group, c.rows, int(c.mixed)] for c in cs] for s, cs in self.chunks.items()}
+            fs.write_text_atomic(cache, json.dumps({"files": key, "fingerprint": self.fingerprint, "chunks": chunks}))
+
+    def _load(self, cache: str, key: list[list[Any]]) -> bool:
+        path = fs.as_path(cache)
+        if not path.exists():
+            return False
+        try:
+            data = json.loads(path.read_text())
+        except ValueError:
+            return False  # a damaged cache is rebuilt
+        if data.get("files") != key:
+            return False  # shards added, removed or rewritten since
+        self.chunks = {s: [Chunk(f, rg, n, bool(m)) for f, rg, n, m in cs] for s, cs in data["chunks"].items()}
+        self.fingerprint = data["fingerprint"]
+        return True
+
+    @property
+    def documents(self) -> dict[str, int]:
+        return {s: sum(c.rows for c in chunks) for s, chunks in sorted(self.chunks.items())}
+
+    def read(self, chunk: Chunk, source: str) -> tuple[np.ndarray, np.ndarray]:
+        """``(offsets, values)`` of the chunk's documents (CSR form: document ``i`` is
+        ``values[offsets[i]:offsets[i + 1]]``), only the rows of ``source``."""
+        offsets, values, _ = self.read_aligned(chunk, source, ())
+        return offsets, values
+
+    def read_aligned(
+        self, chunk: Chunk, source: str, aligned: tuple[str, ...] | list[str]
+    ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+        """:meth:`read` plus per-token ``aligned`` columns (list<int32>, one value per token,
+        sharing the token offsets), checked to have the same length as ``tokens`` per row."""
+        pf = self.handles.get(chunk.file)
+        path = self.files[chunk.file]
+        missing = [c for c in aligned if c not in pf.schema_arrow.names]
+        if missing:
+            raise DataError(
+                f"{path} has no column {missing[0]!r} (data.aligned_columns); for a teacher's top-1 "
+                "ids, make these shards with `afm distill targets`"
+            )
+        columns = ["tokens", *aligned] + (["source"] if chunk.mixed else [])
+        table = pf.read_row_group(chunk.row_group, columns=columns)
+        keep = None
+        if chunk.mixed:
+            keep = pa.array(np.flatnonzero(table.column("source").to_numpy(zero_copy_only=False) == source))
+
+        def csr(name: str) -> tuple[np.ndarray, np.ndarray]:
+            col = table.column(name).combine_chunks()
+            if keep is not None:
+                col = col.take(keep)
+            offsets = col.offsets.to_numpy().astype(np.int64)
+            values = col.flatten().to_numpy(zero_copy_only=False)  # respects any slicing
+            return offsets - offsets[0], values.astype(np.int32, copy=False)
+
+        offsets, values = csr("tokens")
+        extras: dict[str, np.ndarray] = {}
+        for name in aligned:
+            col_offsets, col_values = csr(name)
+            if not np.array_equal(col_offsets, offsets):
+                raise DataError(f"{path}: column {name!r} is not aligned with tokens (row lengths differ)")
+            extras[name] = col_values
+        return offsets, values, extras

@@ -1,0 +1,1 @@
+"""Online RL and committee pieces: rollouts, rewards, rejection sampling, iTeC rounds."""

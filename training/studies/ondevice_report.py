@@ -1,0 +1,113 @@
+"""The pruning / distillation ablation as a table and a plot (``afm prune report``).
+
+Reads the runs of a Table-6-style ablation (``experiments/on-device-ablation/run.sh``): each run's
+``metrics.jsonl`` (the trainer's held-out loss every ``eval.every_steps``) and, when
+present, its ``afm eval`` results file (the task group's accuracies and the held-out
+per-token NLL over whole documents). Writes ``ablation.md`` (the table) and
+``ablation.png`` (held-out loss against training step, one curve per student, the
+teacher's final loss as a line).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from afm.training.core.metrics import read_metrics
+
+# run directory -> (label, start, targets, relative compute), in the order of Table 6
+RUNS = {
+    "baseline": ("Baseline", "scratch", "labels", "1x"),
+    "prune-only": ("Prune", "pruned teacher", "labels", "1x"),
+    "distill-only": ("Distill", "scratch", "0.9 top-1 + 0.1 label", "1x"),
+    "both": ("Both", "pruned teacher", "0.9 top-1 + 0.1 label", "1x"),
+    "baseline-1.5x": ("Baseline 1.5x", "scratch", "labels", "1.5x"),
+    "teacher": ("Teacher (3x FFN)", "scratch", "labels", "-"),
+}
+LOSS = "eval/heldout/loss"
+ACCURACY = "eval/heldout/accuracy"
+
+
+def heldout_curve(run: Path, key: str = LOSS) -> list[tuple[int, float]]:
+    """``(step, value)`` of every evaluation of a run: the held-out label loss (``key=LOSS``,
+    for distilled runs too: their evaluation scores the labels) or next-token accuracy."""
+    return [(int(r["step"]), float(r[key])) for r in read_metrics(run) if key in r]
+
+
+def eval_summary(path: Path) -> dict[str, float]:
+    """Primary metric per task and the held-out NLL per token of an ``afm eval`` file."""
+    if not path.is_file():
+        return {}
+    data = json.loads(path.read_text())
+    out: dict[str, float] = {}
+    for task, entry in data.get("tasks", {}).items():
+        metric = entry.get("primary")
+        if metric and not entry.get("parent") and not entry.get("group"):
+            out[task] = float(entry["metrics"][metric]["value"])
+    if data.get("perplexity"):
+        out["nll"] = float(data["perplexity"]["nll"])
+    return out
+
+
+def build_report(runs: Path, evals: Path, out: Path) -> dict[str, Any]:
+    """Write ``out/ablation.md`` and ``out/ablation.png``; returns the table rows."""
+    rows, curves, accuracy, tasks = [], {}, {}, []
+    for name, (label, start, targets, compute) in RUNS.items():
+        run = runs / name
+        if not (run / "metrics.jsonl").exists():
+            continue
+        curve = heldout_curve(run)
+        curves[name] = curve
+        accuracy[name] = heldout_curve(run, ACCURACY)
+        ev = eval_summary(evals / f"{name}.json")
+        tasks += [t for t in ev if t != "nll" and t not in tasks]
+        rows.append({"run": label, "dir": name, "start": start, "targets": targets, "compute": compute,
+                     "steps": curve[-1][0] if curve else None, "heldout_loss": curve[-1][1] if curve else None,
+                     "heldout_accuracy": accuracy[name][-1][1] if accuracy[name] else None, **ev})
+    if not rows:
+        raise FileNotFoundError(f"no ablation runs (metrics.jsonl) under {runs}")
+    out.mkdir(parents=True, exist_ok=True)
+    head = ["run", "start", "targets", "compute", "steps", "held-out loss", "held-out top-1 acc", "held-out NLL/token", *tasks, "task mean"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        accs = [r[t] for t in tasks if t in r]
+        mean = sum(accs) / len(accs) if accs else None
+        cells = [r["run"], r["start"], r["targets"], r["compute"], str(r["steps"]), _fmt(r["heldout_loss"]),
+                 _fmt(r["heldout_accuracy"]), _fmt(r.get("nll")), *[_fmt(r.get(t), 3) for t in tasks], _fmt(mean, 3)]
+        lines.append("| " + " | ".join(cells) + " |")
+    (out / "ablation.md").write_text("\n".join(lines) + "\n")
+    _plot({"held-out loss (nats/token)": curves, "held-out next-token accuracy": accuracy}, out / "ablation.png")
+    return {"rows": rows, "table": str(out / "ablation.md"), "plot": str(out / "ablation.png")}
+
+
+def _fmt(x: float | None, digits: int = 4) -> str:
+    return "-" if x is None else f"{x:.{digits}f}"
+
+
+def _plot(panels: dict[str, dict[str, list[tuple[int, float]]]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4.2))
+    for ax, (ylabel, curves) in zip(axes, panels.items(), strict=True):
+        for name, curve in curves.items():
+            if name == "teacher" or not curve:
+                continue
+            steps, values = zip(*curve, strict=True)
+            ax.plot(steps, values, marker=".", label=RUNS[name][0])
+        if curves.get("teacher"):
+            ax.axhline(curves["teacher"][-1][1], color="grey", linestyle="--", label="teacher (final)")
+        ax.set_xlabel("training step (16 x 128 tokens)")
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle("Students of one size: scratch / pruned start x labels / top-1 distillation")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+__all__ = ["build_report", "eval_summary", "heldout_curve"]

@@ -1,0 +1,273 @@
+"""DPO and IPO (report §4.3: members of the iTeC committee) as tasks of the one trainer.
+
+Per pair, with summed reply log-probs ``pi_c, pi_r`` (the policy) and ``ref_c, ref_r``
+(the reference)::
+
+    DPO:  -log s(beta * ((pi_c - ref_c) - (pi_r - ref_r)))                  (Rafailov et al.)
+    IPO:  ((pi_c - ref_c) / n_c - (pi_r - ref_r) / n_r - 1 / (2 beta))^2   (Azar et al., eq. 17)
+
+IPO's log-ratios are averaged over the reply's tokens (``n``), as TRL's ``DPOTrainer``
+does (its authors confirmed the paper's results use this form); the parity tests check
+both against TRL on the same log-probs.
+
+The reference (``task_options.reference``):
+
+* ``frozen`` (default) -- a frozen copy of the starting model (``ref/<path>`` extra
+  parameters initialised from the model, no gradient, no optimizer state);
+* ``precomputed`` -- ``ref_chosen_logps`` / ``ref_rejected_logps`` columns of the
+  preference records (written by :func:`add_reference_logps`), so no second model is held
+  in memory during training.
+
+Batches are the preference pairs of ``afm.training.data.preferences``; the loss is a sum
+over pairs with weight = pairs. Metrics: the implicit reward accuracy
+(``beta * log-ratio`` of chosen above rejected), margins, and both log-ratios.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from afm.training.core.losses import token_logprobs
+from afm.training.core.task import Field, LossContext, LossOutput, ParamSpec, TaskBase
+from afm.training.data.preferences import PairTaskInputs
+
+from afm.config import ConfigError, load_config
+
+REF = "ref/"
+
+
+def dpo_loss(pi_c, pi_r, ref_c, ref_r, beta: float):
+    """Per-pair DPO loss from summed log-probs."""
+    delta = (pi_c - ref_c) - (pi_r - ref_r)
+    return -jax.nn.log_sigmoid(beta * delta)
+
+
+def ipo_loss(pi_c, pi_r, ref_c, ref_r, n_c, n_r, beta: float):
+    """Per-pair IPO loss; ``n_c`` / ``n_r`` are the replies' token counts."""
+    delta = (pi_c - ref_c) / jnp.maximum(n_c, 1.0) - (pi_r - ref_r) / jnp.maximum(n_r, 1.0)
+    return (delta - 1.0 / (2.0 * beta)) ** 2
+
+
+def sequence_logps(model: Any, tokens, segments, response, *, logit_scale: float, chunk: int):
+    """Summed log-probs of the reply tokens of each row ([B]) and their count ([B])."""
+    positions = jnp.maximum(jnp.cumsum(segments != 0, axis=-1) - 1, 0).astype(jnp.int32)
+    hidden, _ = model.features(tokens[:, :-1], positions=positions[:, :-1], segment_ids=segments[:, :-1])
+    scores = token_logprobs(hidden, model.embed[...], tokens[:, 1:], logit_scale=logit_scale, chunk=chunk)
+    mask = response[:, 1:].astype(jnp.float32)
+    return jnp.sum(scores.logprob * mask, axis=-1), jnp.sum(mask, axis=-1)
+
+
+@dataclass
+class DpoOptions:
+    tokenizer: str = ""
+    beta: float = 0.1
+    reference: str = "frozen"  # frozen | precomputed
+
+
+class DpoTask(PairTaskInputs, TaskBase):
+    """See the module docstring."""
+
+    name = "dpo"
+    kind = "dpo"
+
+    def __init__(self, config: Any):
+        super().__init__(config)
+        self.options = load_config(DpoOptions, dict(config.task_options or {}))
+        if self.options.reference not in ("frozen", "precomputed"):
+            raise ConfigError(f"task_options.reference must be frozen or precomputed, not {self.options.reference!r}")
+        if self.options.beta <= 0:
+            raise ConfigError("task_options.beta must be > 0")
+        self._tokenizer = None
+
+    @property
+    def tokenizer(self) -> Any:
+        if self._tokenizer is None:
+            from afm.model.tokenizer import Tokenizer
+
+            if not self.options.tokenizer:
+                raise ConfigError(f"the {self.name} task needs task_options.tokenizer (a tokenizer directory)")
+            self._tokenizer = Tokenizer.load(self.options.tokenizer)
+        return self._tokenizer
+
+    def batch_fields(self) -> dict[str, Field]:
+        from afm.training.tasks.reward_model import RewardModelTask
+
+        fields = RewardModelTask.batch_fields(self)  # type: ignore[arg-type]
+        if self.options.reference == "precomputed":
+            fields |= {"ref_chosen_logps": Field("float32", ("batch",)),
+                       "ref_rejected_logps": Field("float32", ("batch",))}
+        return fields
+
+    def _pairs(self, paths: list[str]) -> Any:
+        from afm.training.data.preferences import read_preferences, tokenize_pairs
+
+        read = read_preferences(paths)
+        pairs = read.pairs
+        if self.options.reference == "precomputed":
+            missing = [p.id for p in pairs if p.ref_logps is None]
+            if missing:
+                raise ConfigError(f"{len(missing)} pairs lack ref_chosen_logps/ref_rejected_logps "
+                                  "(run add_reference_logps first, or use reference=frozen)")
+        return tokenize_pairs(pairs, self.tokenizer, self.config.data.seq_len, read.rejects)
+
+    def extra_params(self, model_config: Any) -> dict[str, ParamSpec]:
+        if self.options.reference != "frozen":
+            return {}
+        from afm.training.core.engine import ModelParts
+
+        parts = ModelParts.build(model_config, 0)
+        return {REF + k: ParamSpec(tuple(shape), tuple(parts.names.get(k) or (None,) * len(shape)),
+                                   (lambda rng, model, k=k: model[k]), trainable=False)
+                for k, shape in parts.shapes.items()}
+
+    def loss(self, params: dict[str, Any], batch: dict[str, Any], ctx: LossContext) -> LossOutput:
+        b = batch["chosen"].shape[0]
+        tokens = jnp.concatenate([batch["chosen"], batch["rejected"]])
+        segments = jnp.concatenate([batch["chosen_segments"], batch["rejected_segments"]])
+        response = jnp.concatenate([batch["chosen_response"], batch["rejected_response"]])
+        kw = {"logit_scale": ctx.model_config.logit_scale, "chunk": self.config.loss_chunk}
+        policy = {k: v for k, v in params.items() if not k.startswith(REF)}
+        logps, counts = sequence_logps(ctx.model(policy), tokens, segments, response, **kw)
+        if self.options.reference == "frozen":
+            ref_params = {k[len(REF):]: jax.lax.stop_gradient(v) for k, v in params.items() if k.startswith(REF)}
+            ref, _ = sequence_logps(ctx.model(ref_params), tokens, segments, response, **kw)
+            ref_c, ref_r = ref[:b], ref[b:]
+        else:
+            ref_c, ref_r = batch["ref_chosen_logps"], batch["ref_rejected_logps"]
+        pi_c, pi_r, n_c, n_r = logps[:b], logps[b:], counts[:b], counts[b:]
+        beta = self.options.beta
+        if self.kind == "ipo":
+            per_pair = ipo_loss(pi_c, pi_r, ref_c, ref_r, n_c, n_r, beta)
+        else:
+            per_pair = dpo_loss(pi_c, pi_r, ref_c, ref_r, beta)
+        w = batch["weight"]
+        pairs = jnp.sum(w)
+        chosen_ratio, rejected_ratio = pi_c - ref_c, pi_r - ref_r
+        metrics = {
+            "reward_accuracy": (jnp.sum((chosen_ratio > rejected_ratio) * w), pairs),
+            "reward_margin": (jnp.sum(beta * (chosen_ratio - rejected_ratio) * w), pairs),
+            "chosen_logratio": (jnp.sum(chosen_ratio * w), pairs),
+            "rejected_logratio": (jnp.sum(rejected_ratio * w), pairs),
+        }
+        return LossOutput(loss=(jnp.sum(per_pair * w), pairs), metrics=metrics)
+
+
+class IpoTask(DpoTask):
+    name = "ipo"
+    kind = "ipo"
+
+
+# -- the run ---------------------------------------------------------------------------------
+
+def get_dpo_config(name_or_file: str | Path, kind: str = "dpo", overrides: Sequence[str] = ()) -> Any:
+    """The reward-model stages' optimizer and data settings with the dpo/ipo task (a
+    smaller LR: the policy starts from SFT and must stay near it)."""
+    from afm.training.tasks.reward_model import get_rm_config
+
+    cfg = get_rm_config(name_or_file, ["task=" + kind, *overrides])
+    return cfg
+
+
+def run_preference_optimisation(kind: str, config: str | Path, workdir: str | Path, *, data: Sequence[str],
+                                tokenizer: str, init_from: str | None, heldout: Sequence[str] = (),
+                                beta: float | None = None, reference: str | None = None,
+                                steps: int | None = None, overrides: Sequence[str] = (),
+                                quiet: bool = False) -> dict[str, Any]:
+    """``afm dpo train`` / ``afm ipo``: train, export the policy to ``workdir/model``."""
+    import dataclasses
+
+    from afm.training.core.trainer import train
+    from afm.training.data.preferences import read_preferences
+    from afm.training.tasks.reward_model import with_options
+
+    if kind not in ("dpo", "ipo"):
+        raise ConfigError(f"unknown preference optimisation {kind!r} (dpo or ipo)")
+    cfg = get_dpo_config(config, kind, overrides)
+    cfg = with_options(cfg, tokenizer=str(tokenizer), beta=beta, reference=reference)
+    ev = dataclasses.replace(cfg.eval, select_metric="eval/heldout/reward_accuracy", select_mode="max")
+    if heldout:
+        n = len(read_preferences(list(heldout)).pairs)
+        ev = dataclasses.replace(ev, heldout=list(heldout),
+                                 heldout_batches=max(1, -(-n // cfg.data.global_batch_size)))
+    else:
+        ev = dataclasses.replace(ev, select_metric="")
+    cfg = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, paths=list(data)), eval=ev,
+                              init_from=str(init_from) if init_from else cfg.init_from)
+    if not cfg.init_from:
+        raise ConfigError(f"{kind} starts from a fine-tuned model: pass --init-from (an SFT run or model)")
+    summary = train(cfg, workdir, steps=steps, quiet=quiet)
+    summary["model"] = str(export_policy(workdir, cfg))
+    return summary
+
+
+def export_policy(workdir: str | Path, config: Any) -> Path:
+    """The trained policy (without the reference copy) as an ``afm.model`` checkpoint."""
+    from afm.model.checkpoint import save_params
+    from afm.model.sharding import make_mesh
+    from afm.training.core.checkpoint import restore_params_only
+    from afm.training.core.engine import Engine
+
+    engine = Engine.build(config, make_mesh(config.mesh))
+    abstract = engine.abstract_state
+    params, _ = restore_params_only(str(workdir), {**abstract.params, **abstract.frozen})  # whole tree
+    params = {k: params[k] for k in engine.layout.keys}
+    out = Path(workdir) / "model"
+    save_params(engine.parts.build_model(params), out, engine.model_config, overwrite=True)
+    return out
+
+
+def add_reference_logps(paths: Sequence[str], out: str | Path, model_dir: str | Path, tokenizer: Any,
+                        *, batch_size: int = 8) -> int:
+    """Preference JSONL with ``ref_chosen_logps`` / ``ref_rejected_logps`` from the model at
+    ``model_dir`` (the reference), for ``reference: precomputed``."""
+    import json
+
+    from afm.model.checkpoint import load_model
+    from afm.model.tokenizer import Tokenizer
+    from afm.training.data.preferences import encode_response, read_preferences
+
+    tok = Tokenizer.load(tokenizer) if isinstance(tokenizer, (str, Path)) else tokenizer
+    model, mcfg = load_model(model_dir, dtype="float32")
+    pairs = read_preferences(list(paths)).pairs
+
+    @jax.jit
+    def logps(tokens, segments, response):
+        return sequence_logps(model, tokens, segments, response, logit_scale=mcfg.logit_scale, chunk=1024)[0]
+
+    def score(seqs: list[tuple[list[int], int]]) -> np.ndarray:
+        out_ = np.zeros(len(seqs), np.float32)
+        for at in range(0, len(seqs), batch_size):
+            chunk = seqs[at : at + batch_size]
+            width = -(-max(len(s) for s, _ in chunk) // 16) * 16
+            t = np.full((batch_size, width), tok.pad_id, np.int32)
+            g = np.zeros((batch_size, width), np.int32)
+            r = np.zeros((batch_size, width), np.float32)
+            for i, (ids, start) in enumerate(chunk):
+                t[i, : len(ids)], g[i, : len(ids)], r[i, start : len(ids)] = ids, 1, 1.0
+            out_[at : at + len(chunk)] = np.asarray(logps(t, g, r))[: len(chunk)]
+        return out_
+
+    chosen = score([encode_response(tok, p.prompt, p.chosen) for p in pairs])
+    rejected = score([encode_response(tok, p.prompt, p.rejected) for p in pairs])
+    from afm.training.data.preferences import GRADES, LEVELS
+
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    with open(out, "w", encoding="utf-8") as fh:
+        for p, c, r in zip(pairs, chosen, rejected, strict=True):
+            row = {"id": p.id, "prompt": p.prompt, "chosen": p.chosen, "rejected": p.rejected,
+                   "level": LEVELS[p.level],
+                   "chosen_grades": {g: v for g, v in zip(GRADES, p.chosen_grades, strict=True) if v >= 0},
+                   "rejected_grades": {g: v for g, v in zip(GRADES, p.rejected_grades, strict=True) if v >= 0},
+                   "ref_chosen_logps": float(c), "ref_rejected_logps": float(r)}
+            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+    return len(pairs)
+
+
+__all__ = ["DpoOptions", "DpoTask", "IpoTask", "add_reference_logps", "dpo_loss", "export_policy",
+           "get_dpo_config", "ipo_loss", "run_preference_optimisation", "sequence_logps"]

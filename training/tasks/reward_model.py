@@ -1,0 +1,426 @@
+"""The reward model (report §4.3, App. E.1) as a task of the one trainer, and its scorer.
+
+Architecture: the transformer's final-norm hidden state at the *last non-padding token*
+of prompt + reply -> one linear head (the reward r) and four MLP heads (3-class logits
+for instruction following, verbosity, truthfulness, harmlessness). The heads are the
+task's extra parameters (``rm/...``); the whole transformer trains too.
+
+Loss (eq. 3-5), per pair, with ``d = r(chosen) - r(rejected)`` and p_level =
+0.95 / 0.85 / 0.75 / 0.65 for significantly / better / slightly / negligibly better::
+
+    L_rank = -p log s(d) - (1 - p) log s(-d)
+    L_regu = sum over the 4 gradings of CE(u(chosen), z_c) + CE(u(rejected), z_r)
+    L      = L_rank + lambda * L_regu
+
+A missing grading (-1) adds no term. Returned as sums over pairs with weight = pairs.
+Metrics: pairwise accuracy (r_c > r_r) overall and per preference level, the mean
+margin, and each head's accuracy, so ``eval/heldout/accuracy/<level>`` is the held-out
+accuracy by preference level.
+
+Task options (``task_options``): ``tokenizer`` (a directory, required), ``lam``
+(lambda, default 0.1), ``levels_p`` (the four targets), ``head_hidden`` (MLP width,
+default: the model width), ``heldout`` is the trainer's ``eval.heldout``.
+
+The exported reward model (``afm rm train`` writes ``workdir/reward-model``) is an
+``afm.model`` checkpoint in ``model/`` plus ``heads.npz`` and ``reward_model.json``;
+:class:`RewardModelScorer` loads it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from afm.training.core.task import Field, LossContext, LossOutput, ParamSpec, TaskBase
+from afm.training.data.preferences import GRADES, LEVELS, PairTaskInputs
+
+from afm.config import load_config
+
+SOFT_LABELS = (0.65, 0.75, 0.85, 0.95)  # negligibly, slightly, better, significantly (report)
+PREFIX = "rm/"
+
+
+@dataclass
+class RewardModelOptions:
+    tokenizer: str = ""
+    lam: float = 0.1
+    levels_p: tuple[float, float, float, float] = SOFT_LABELS
+    head_hidden: int = 0  # 0: the model width
+
+
+# -- the pieces, each testable on its own ------------------------------------------------------
+
+def last_token_index(segment_ids: jax.Array) -> jax.Array:
+    """Per row, the index of the last non-padding slot (segment id != 0), for left- or
+    right-padded rows; 0 for an all-padding row."""
+    real = segment_ids != 0
+    t = segment_ids.shape[-1]
+    from_end = jnp.argmax(real[..., ::-1], axis=-1)
+    return jnp.where(real.any(-1), t - 1 - from_end, 0)
+
+
+def segment_last_index(segment_ids: jax.Array, max_segments: int) -> tuple[jax.Array, jax.Array]:
+    """For packed rows: the index of the last token of segments 1..max_segments per row
+    ([B, S]) and whether that segment is present ([B, S])."""
+    t = segment_ids.shape[-1]
+    seg = jnp.arange(1, max_segments + 1)[None, :, None]  # [1, S, 1]
+    hit = segment_ids[:, None, :] == seg  # [B, S, T]
+    pos = jnp.where(hit, jnp.arange(t)[None, None, :], -1)
+    last = pos.max(-1)
+    return jnp.maximum(last, 0), last >= 0
+
+
+def gather_last(hidden: jax.Array, index: jax.Array) -> jax.Array:
+    """``hidden`` [B, T, D] at ``index`` [B] -> [B, D] float32."""
+    return jnp.take_along_axis(hidden, index[:, None, None], axis=1)[:, 0].astype(jnp.float32)
+
+
+def head_specs(dim: int, hidden: int) -> dict[str, ParamSpec]:
+    """The linear reward head and the four MLP heads."""
+
+    def zeros(shape):
+        return lambda rng, _: jnp.zeros(shape, jnp.float32)
+
+    def normal(shape, scale):
+        return lambda rng, _: scale * jax.random.normal(rng, shape, jnp.float32)
+
+    specs = {
+        f"{PREFIX}reward/w": ParamSpec((dim,), (None,), zeros((dim,))),
+        f"{PREFIX}reward/b": ParamSpec((), (), zeros(())),
+    }
+    for g in GRADES:
+        specs |= {
+            f"{PREFIX}{g}/w1": ParamSpec((dim, hidden), (None, None), normal((dim, hidden), dim ** -0.5)),
+            f"{PREFIX}{g}/b1": ParamSpec((hidden,), (None,), zeros((hidden,))),
+            f"{PREFIX}{g}/w2": ParamSpec((hidden, 3), (None, None), normal((hidden, 3), hidden ** -0.5)),
+            f"{PREFIX}{g}/b2": ParamSpec((3,), (None,), zeros((3,))),
+        }
+    return specs
+
+
+def apply_heads(heads: dict[str, jax.Array], features: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Reward [B] and grading logits [B, 4, 3] from last-token features [B, D]."""
+    reward = features @ heads[f"{PREFIX}reward/w"] + heads[f"{PREFIX}reward/b"]
+    logits = []
+    for g in GRADES:
+        h = jax.nn.gelu(features @ heads[f"{PREFIX}{g}/w1"] + heads[f"{PREFIX}{g}/b1"])
+        logits.append(h @ heads[f"{PREFIX}{g}/w2"] + heads[f"{PREFIX}{g}/b2"])
+    return reward, jnp.stack(logits, axis=1)
+
+
+def soft_label_ranking_loss(r_chosen: jax.Array, r_rejected: jax.Array, p: jax.Array) -> jax.Array:
+    """Eq. 3 per pair: ``-p log s(d) - (1-p) log s(-d)``, ``d = r_c - r_r``."""
+    d = r_chosen - r_rejected
+    return -p * jax.nn.log_sigmoid(d) - (1.0 - p) * jax.nn.log_sigmoid(-d)
+
+
+def grading_loss(logits: jax.Array, labels: jax.Array) -> jax.Array:
+    """Sum over the heads of the cross-entropy of logits [B, 4, 3] against labels [B, 4]
+    (-1: no label, no term) -> [B]."""
+    logp = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
+    picked = jnp.take_along_axis(logp, jnp.maximum(labels, 0)[..., None], axis=-1)[..., 0]
+    return -jnp.sum(jnp.where(labels >= 0, picked, 0.0), axis=-1)
+
+
+def reward_model_loss(r_c, r_r, u_c, u_r, level, grades, lam: float,
+                      levels_p: Sequence[float] = SOFT_LABELS) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Eq. 5 per pair: (total, ranking, regularisation)."""
+    p = jnp.asarray(levels_p, jnp.float32)[level]
+    rank = soft_label_ranking_loss(r_c, r_r, p)
+    regu = grading_loss(u_c, grades[:, :4]) + grading_loss(u_r, grades[:, 4:])
+    return rank + lam * regu, rank, regu
+
+
+# -- the task -----------------------------------------------------------------------------------
+
+class RewardModelTask(PairTaskInputs, TaskBase):
+    """See the module docstring."""
+
+    name = "reward_model"
+
+    def __init__(self, config: Any):
+        super().__init__(config)
+        self.options = load_config(RewardModelOptions, dict(config.task_options or {}))
+        self._tokenizer = None
+
+    @property
+    def tokenizer(self) -> Any:
+        if self._tokenizer is None:
+            from afm.model.tokenizer import Tokenizer
+
+            if not self.options.tokenizer:
+                from afm.config import ConfigError
+
+                raise ConfigError("the reward_model task needs task_options.tokenizer (a tokenizer directory)")
+            self._tokenizer = Tokenizer.load(self.options.tokenizer)
+        return self._tokenizer
+
+    def batch_fields(self) -> dict[str, Field]:
+        seq = {k: Field("int32") for k in ("chosen", "chosen_segments", "rejected", "rejected_segments")}
+        seq |= {k: Field("float32") for k in ("chosen_response", "rejected_response")}
+        return {**seq, "level": Field("int32", ("batch",)), "grades": Field("int32", ("batch", 8)),
+                "weight": Field("float32", ("batch",))}
+
+    def _pairs(self, paths: list[str]) -> Any:
+        from afm.training.data.preferences import read_preferences, tokenize_pairs
+
+        read = read_preferences(paths)
+        return tokenize_pairs(read.pairs, self.tokenizer, self.config.data.seq_len, read.rejects)
+
+    def extra_params(self, model_config: Any) -> dict[str, ParamSpec]:
+        return head_specs(model_config.dim, self.options.head_hidden or model_config.dim)
+
+    def score(self, params: dict[str, Any], tokens, segments, ctx: LossContext, train: bool):
+        """Rewards [B] and grading logits [B, 4, 3] of right- or left-padded rows."""
+        model = ctx.model(params)
+        positions = jnp.maximum(jnp.cumsum(segments != 0, axis=-1) - 1, 0).astype(jnp.int32)
+        hidden, _ = model.features(tokens, positions=positions, segment_ids=segments,
+                                   dropout_rng=ctx.rng if train else None)
+        feats = gather_last(hidden, last_token_index(segments))
+        return apply_heads({k: v for k, v in params.items() if k.startswith(PREFIX)}, feats)
+
+    def loss(self, params: dict[str, Any], batch: dict[str, Any], ctx: LossContext) -> LossOutput:
+        b = batch["chosen"].shape[0]
+        tokens = jnp.concatenate([batch["chosen"], batch["rejected"]])
+        segments = jnp.concatenate([batch["chosen_segments"], batch["rejected_segments"]])
+        reward, logits = self.score(params, tokens, segments, ctx, ctx.train)
+        r_c, r_r, u_c, u_r = reward[:b], reward[b:], logits[:b], logits[b:]
+        total, rank, regu = reward_model_loss(r_c, r_r, u_c, u_r, batch["level"], batch["grades"],
+                                              self.options.lam, self.options.levels_p)
+        w = batch["weight"]
+        pairs = jnp.sum(w)
+        correct = (r_c > r_r).astype(jnp.float32) * w
+        metrics = {"accuracy": (jnp.sum(correct), pairs), "ranking_loss": (jnp.sum(rank * w), pairs),
+                   "grading_loss": (jnp.sum(regu * w), pairs), "margin": (jnp.sum((r_c - r_r) * w), pairs)}
+        for i, level in enumerate(LEVELS):
+            at = (batch["level"] == i).astype(jnp.float32) * w
+            metrics[f"accuracy/{level}"] = (jnp.sum(correct * at), jnp.sum(at))
+        for j, g in enumerate(GRADES):
+            for u, labels in ((u_c, batch["grades"][:, j]), (u_r, batch["grades"][:, 4 + j])):
+                has = (labels >= 0).astype(jnp.float32) * w
+                hit = (jnp.argmax(u[:, j], -1) == labels).astype(jnp.float32)
+                key = f"head_accuracy/{g}"
+                s, n = metrics.get(key, (0.0, 0.0))
+                metrics[key] = (s + jnp.sum(hit * has), n + jnp.sum(has))
+        return LossOutput(loss=(jnp.sum(total * w), pairs), metrics=metrics)
+
+
+# -- export and scoring --------------------------------------------------------------------------
+
+def export_reward_model(workdir: str | Path, out: str | Path | None = None, *, config: Any = None) -> Path:
+    """The latest trainer checkpoint of an RM run -> ``out`` (default
+    ``workdir/reward-model``): ``model/`` + ``heads.npz`` + ``reward_model.json``."""
+    from afm.model.checkpoint import save_params
+    from afm.model.sharding import make_mesh
+    from afm.training.core.checkpoint import restore_params_only
+    from afm.training.core.engine import Engine
+
+    mesh = make_mesh(config.mesh)
+    engine = Engine.build(config, mesh)
+    abstract = engine.abstract_state
+    like = {**abstract.params, **abstract.frozen}
+    params, _ = restore_params_only(str(workdir), like)
+    out = Path(out) if out else Path(workdir) / "reward-model"
+    out.mkdir(parents=True, exist_ok=True)
+    model = engine.parts.build_model({k: params[k] for k in engine.layout.keys})
+    save_params(model, out / "model", engine.model_config, overwrite=True)
+    heads = {k[len(PREFIX):]: np.asarray(jax.device_get(v)) for k, v in params.items() if k.startswith(PREFIX)}
+    np.savez(out / "heads.npz", **heads)
+    opts = engine.task.options
+    meta = {"format": "afm-reward-model-1", "tokenizer": opts.tokenizer, "lam": opts.lam,
+            "levels_p": list(opts.levels_p), "gradings": list(GRADES), "seq_len": config.data.seq_len}
+    (out / "reward_model.json").write_text(json.dumps(meta, indent=2) + "\n")
+    return out
+
+
+class RewardModelScorer:
+    """A trained reward model as a function: ``scorer(prompts, responses)`` -> float32 [N],
+    the reward of each (conversation, reply) pair. Rows are right-padded to a length bucket
+    and scored ``batch_size`` at a time with a jitted forward."""
+
+    def __init__(self, checkpoint: str | Path, tokenizer: Any = None, *, batch_size: int = 16,
+                 max_len: int | None = None):
+        from afm.model.checkpoint import load_model
+        from afm.model.tokenizer import Tokenizer
+
+        root = Path(checkpoint)
+        meta_path = root / "reward_model.json"
+        if not meta_path.is_file():
+            raise FileNotFoundError(f"not a reward model (no reward_model.json): {root}")
+        self.meta = json.loads(meta_path.read_text())
+        if tokenizer is None:
+            tokenizer = self.meta.get("tokenizer")
+        self.tokenizer = Tokenizer.load(tokenizer) if isinstance(tokenizer, (str, Path)) else tokenizer
+        # float32 compute: a reward must not depend on the padding bucket it was scored in
+        self.model, self.model_config = load_model(root / "model", dropout=0.0, dtype="float32")
+        with np.load(root / "heads.npz") as z:
+            self.heads = {PREFIX + k: jnp.asarray(z[k]) for k in z.files}
+        self.batch_size = batch_size
+        self.max_len = max_len or int(self.meta.get("seq_len") or self.model_config.max_seq_len)
+        model = self.model
+
+        @jax.jit
+        def forward(heads, tokens, segments):
+            positions = jnp.maximum(jnp.cumsum(segments != 0, axis=-1) - 1, 0).astype(jnp.int32)
+            hidden, _ = model.features(tokens, positions=positions, segment_ids=segments)
+            reward, logits = apply_heads(heads, gather_last(hidden, last_token_index(segments)))
+            return reward, logits
+
+        self._forward = forward
+
+    def encode(self, prompt: list[dict], response: str) -> list[int]:
+        from afm.training.data.preferences import encode_response
+
+        ids, _ = encode_response(self.tokenizer, list(prompt), response)
+        if len(ids) > self.max_len:  # keep the end: the last token is what is scored
+            ids = ids[-self.max_len:]
+        return ids
+
+    def score_with_gradings(self, prompts: Sequence[list[dict]], responses: Sequence[str]):
+        if len(prompts) != len(responses):
+            raise ValueError(f"{len(prompts)} prompts but {len(responses)} responses")
+        rewards = np.zeros(len(prompts), np.float32)
+        grades = np.zeros((len(prompts), len(GRADES)), np.int32)
+        encoded = [self.encode(p, r) for p, r in zip(prompts, responses, strict=True)]
+        for at in range(0, len(encoded), self.batch_size):
+            chunk = encoded[at : at + self.batch_size]
+            longest = max(len(x) for x in chunk)
+            width = min(self.max_len, -(-longest // 16) * 16)
+            tokens = np.zeros((self.batch_size, width), np.int32) + self.tokenizer.pad_id
+            segments = np.zeros((self.batch_size, width), np.int32)
+            for i, ids in enumerate(chunk):
+                tokens[i, : len(ids)] = ids
+                segments[i, : len(ids)] = 1
+            reward, logits = self._forward(self.heads, tokens, segments)
+            rewards[at : at + len(chunk)] = np.asarray(reward)[: len(chunk)]
+            grades[at : at + len(chunk)] = np.asarray(jnp.argmax(logits, -1))[: len(chunk)]
+        return rewards, grades
+
+    def __call__(self, prompts: Sequence[list[dict]], responses: Sequence[str]) -> np.ndarray:
+        return self.score_with_gradings(prompts, responses)[0]
+
+
+def pairwise_accuracy(scorer: RewardModelScorer, paths: Sequence[str]) -> dict[str, Any]:
+    """Held-out pairwise accuracy of a scorer, overall and by preference level."""
+    from afm.training.data.preferences import encode_response, read_preferences
+
+    read = read_preferences(list(paths))
+    pairs = read.pairs
+    r_c = scorer([p.prompt for p in pairs], [p.chosen for p in pairs])
+    r_r = scorer([p.prompt for p in pairs], [p.rejected for p in pairs])
+    levels = np.asarray([p.level for p in pairs])
+    correct = r_c > r_r
+    # Longer than the scorer's window: scored with the conversation's start cut off (training
+    # drops such pairs as too_long), so say how many there are.
+    longest = [max(len(encode_response(scorer.tokenizer, p.prompt, p.chosen)[0]),
+                   len(encode_response(scorer.tokenizer, p.prompt, p.rejected)[0])) for p in pairs]
+    out: dict[str, Any] = {"pairs": len(pairs), "rejects": len(read.rejects),
+                           "truncated_pairs": int(sum(n > scorer.max_len for n in longest)),
+                           "accuracy": float(correct.mean()) if pairs else float("nan")}
+    for i, level in enumerate(LEVELS):
+        at = levels == i
+        out[f"accuracy/{level}"] = float(correct[at].mean()) if at.any() else None
+        out[f"pairs/{level}"] = int(at.sum())
+    return out
+
+
+# -- stages and the run ---------------------------------------------------------------------
+
+_RM_COMMON: dict[str, Any] = {
+    "task": "reward_model",
+    "optimizer": {"name": "adamw", "weight_decay": 0.0, "b1": 0.9, "b2": 0.95, "eps": 1e-8,
+                  "muparam": False},
+    "schedule": {"kind": "constant", "warmup_steps": 20},
+    "data": {"attention": "document", "max_segments_per_row": 0},
+    "eval": {"select_metric": "eval/heldout/accuracy", "select_mode": "max"},
+}
+
+RM_STAGES: dict[str, dict[str, Any]] = {
+    "rm": {**_RM_COMMON, "name": "rm", "model": "afm-server",
+           "optimizer": {**_RM_COMMON["optimizer"], "learning_rate": 2e-6},
+           "data": {**_RM_COMMON["data"], "seq_len": 4096, "global_batch_size": 256},
+           "mesh": {"data": 1, "fsdp": -1}, "total_steps": 2000,
+           "checkpoint": {"every_steps": 250}, "eval": {**_RM_COMMON["eval"], "every_steps": 250}},
+    # tests and the demo: the tiny model, seconds on a CPU
+    "tiny-rm": {**_RM_COMMON, "name": "tiny-rm", "model": "tiny", "model_overrides": {"base_width": 64},
+                "optimizer": {**_RM_COMMON["optimizer"], "learning_rate": 1e-3},
+                "schedule": {"kind": "constant", "warmup_steps": 5},
+                "data": {**_RM_COMMON["data"], "seq_len": 128, "global_batch_size": 8},
+                "total_steps": 40, "log_every": 10, "checkpoint": {"every_steps": 20, "keep": 2},
+                "eval": {**_RM_COMMON["eval"], "every_steps": 20}},
+}
+
+
+def get_rm_config(name_or_file: str | Path, overrides: Sequence[str] = ()) -> Any:
+    """A reward-model stage (:data:`RM_STAGES`) or a YAML file (``base:`` a stage)."""
+    from afm.training.core.config import TrainConfig
+
+    from afm.config import ConfigError
+
+    key = str(name_or_file)
+    if key in RM_STAGES:
+        return load_config(TrainConfig, RM_STAGES[key], list(overrides))
+    path = Path(key)
+    if not path.exists():
+        raise ConfigError(f"unknown reward-model config {key!r}: not a stage ({', '.join(RM_STAGES)}) nor a file")
+    import yaml
+
+    data = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: top level must be a mapping")
+    base = data.pop("base", None)
+    if base is not None and base not in RM_STAGES:
+        raise ConfigError(f"{path}: base {base!r} is not a reward-model stage ({', '.join(RM_STAGES)})")
+    data.setdefault("task", "reward_model")
+    return load_config(TrainConfig, data, list(overrides),
+                       base=load_config(TrainConfig, RM_STAGES[base]) if base else None)
+
+
+def with_options(config: Any, **options: Any) -> Any:
+    """``config`` with ``task_options`` updated (``None`` values leave an option alone)."""
+    extra = {k: v for k, v in options.items() if v is not None}
+    return dataclasses.replace(config, task_options={**dict(config.task_options or {}), **extra})
+
+
+def run_rm(config: str | Path | Any, workdir: str | Path, *, data: Sequence[str], tokenizer: str,
+           heldout: Sequence[str] = (), init_from: str | None = None, steps: int | None = None,
+           overrides: Sequence[str] = (), quiet: bool = False) -> dict[str, Any]:
+    """``afm rm train``: train the reward-model task, export ``workdir/reward-model`` and
+    measure its held-out accuracy by preference level."""
+    from afm.training.core.config import TrainConfig
+    from afm.training.core.trainer import train
+    from afm.training.data.preferences import read_preferences
+
+    cfg = config if isinstance(config, TrainConfig) else get_rm_config(config, overrides)
+    cfg = with_options(cfg, tokenizer=str(tokenizer))
+    ev = cfg.eval
+    if heldout:
+        n = len(read_preferences(list(heldout)).pairs)
+        ev = dataclasses.replace(ev, heldout=list(heldout),
+                                 heldout_batches=max(1, -(-n // cfg.data.global_batch_size)))
+    elif ev.select_metric.startswith("eval/heldout/"):
+        ev = dataclasses.replace(ev, select_metric="")
+    changes: dict[str, Any] = {"data": dataclasses.replace(cfg.data, paths=list(data)), "eval": ev}
+    if init_from:
+        changes["init_from"] = str(init_from)
+    cfg = dataclasses.replace(cfg, **changes)
+    summary = train(cfg, workdir, steps=steps, quiet=quiet)
+    out = export_reward_model(workdir, config=cfg)
+    summary["reward_model"] = str(out)
+    if heldout:
+        scorer = RewardModelScorer(out, tokenizer)
+        summary["heldout"] = pairwise_accuracy(scorer, list(heldout))
+        (Path(workdir) / "rm-eval.json").write_text(json.dumps(summary["heldout"], indent=2) + "\n")
+    return summary
+
+
+__all__ = ["SOFT_LABELS", "RewardModelOptions", "RewardModelScorer", "RewardModelTask", "apply_heads",
+           "RM_STAGES", "export_reward_model", "get_rm_config", "run_rm", "with_options", "gather_last", "grading_loss", "head_specs", "last_token_index",
+           "pairwise_accuracy", "reward_model_loss", "segment_last_index", "soft_label_ranking_loss"]

@@ -1,0 +1,229 @@
+"""Supervised fine-tuning (report §4.2, SPEC 4) as a task of the one trainer.
+
+The task: packed conversations from ``afm.training.data.conversations`` (loss on assistant tokens
+only), next-token cross-entropy averaged over those tokens, every parameter trains,
+dropout (``task_options.dropout``, 0.1 by default, as the report) on the embedding and
+every sublayer output, drawn from the step's ``ctx.rng``.
+
+The SFT stages (:data:`SFT_STAGES`) are the report's hyper-parameters on top of it: a
+constant learning rate (5e-6 for AFM-server, 2e-5 for AFM-on-device) after a short
+warm-up, and the mixture of named datasets as ``data.weights``. Selecting the best
+checkpoint by evaluation is the trainer's (``eval.select_metric``,
+``afm.training.core.selection``); ``run_sft`` sets it up with the held-out assistant-token
+loss unless another metric is chosen.
+
+Optimizer: the report gives only the LR and dropout for SFT. We fine-tune with AdamW
+(Appendix A's baseline settings, decoupled weight decay 0) and without muParam's
+per-tensor multipliers, so the LR is the absolute step size the report quotes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from afm.training.core.losses import cross_entropy_sums, token_logprobs
+from afm.training.core.task import Field, LossContext, LossOutput, TaskBase
+from afm.training.data.conversations import SftEvalInput, SftLoader
+
+from afm.config import ConfigError, load_config
+
+
+@dataclass
+class SftOptions:
+    """``task_options`` of the SFT task."""
+
+    dropout: float = 0.1  # report §4.2
+
+
+class SftTask(TaskBase):
+    """See the module docstring."""
+
+    name = "sft"
+
+    def __init__(self, config: Any):
+        super().__init__(config)
+        self.options = load_config(SftOptions, dict(config.task_options or {}))
+
+    def configure_model(self, model_config: Any) -> Any:
+        changes: dict[str, Any] = {"dropout": self.options.dropout}
+        if self.config.data.max_segments_per_row > 0:
+            changes["max_segments"] = self.config.data.max_segments_per_row + 1
+        return dataclasses.replace(model_config, **changes)
+
+    def batch_fields(self) -> dict[str, Field]:
+        return {
+            "inputs": Field("int32"), "targets": Field("int32"), "loss_mask": Field("float32"),
+            "segment_ids": Field("int32"), "positions": Field("int32"),
+        }
+
+    def make_input(self, *, vocab_size: int, process_index: int, process_count: int, state: Any = None):
+        return SftLoader(self.config.data, vocab_size=vocab_size, process_index=process_index,
+                         process_count=process_count, state=state)
+
+    def make_eval_input(self, paths: list[str], *, vocab_size: int, process_index: int, process_count: int):
+        return SftEvalInput(self.config.data, paths, vocab_size=vocab_size,
+                            process_index=process_index, process_count=process_count)
+
+    def loss(self, params: dict[str, Any], batch: dict[str, Any], ctx: LossContext) -> LossOutput:
+        model = ctx.model(params)
+        hidden, _ = model.features(
+            batch["inputs"], positions=batch["positions"], segment_ids=batch["segment_ids"],
+            dropout_rng=ctx.rng if ctx.train else None,
+        )
+        scores = token_logprobs(
+            hidden, model.embed[...], batch["targets"],
+            logit_scale=ctx.model_config.logit_scale, chunk=self.config.loss_chunk,
+        )
+        sums = cross_entropy_sums(scores, batch["loss_mask"])
+        return LossOutput(loss=sums["loss"], metrics={"accuracy": sums["accuracy"]})
+
+
+# -- stages ---------------------------------------------------------------------------------
+
+_SFT_COMMON: dict[str, Any] = {
+    "task": "sft",
+    "task_options": {"dropout": 0.1},
+    "optimizer": {"name": "adamw", "weight_decay": 0.0, "b1": 0.9, "b2": 0.95, "eps": 1e-8,
+                  "muparam": False},
+    "schedule": {"kind": "constant", "warmup_steps": 100},
+    "data": {"attention": "document", "max_segments_per_row": 64},
+    "eval": {"select_metric": "eval/heldout/loss", "select_mode": "min"},
+}
+
+SFT_STAGES: dict[str, dict[str, Any]] = {
+    "sft": {**_SFT_COMMON, "name": "sft", "model": "afm-server",
+            "optimizer": {**_SFT_COMMON["optimizer"], "learning_rate": 5e-6},
+            "data": {**_SFT_COMMON["data"], "seq_len": 4096, "global_batch_size": 512},
+            "mesh": {"data": 1, "fsdp": -1}, "total_steps": 10_000,
+            "checkpoint": {"every_steps": 500}, "eval": {**_SFT_COMMON["eval"], "every_steps": 500}},
+    "sft-on-device": {**_SFT_COMMON, "name": "sft-on-device", "model": "afm-on-device",
+                      "optimizer": {**_SFT_COMMON["optimizer"], "learning_rate": 2e-5},
+                      "data": {**_SFT_COMMON["data"], "seq_len": 4096, "global_batch_size": 512},
+                      "mesh": {"data": 1, "fsdp": -1}, "total_steps": 10_000,
+                      "checkpoint": {"every_steps": 500},
+                      "eval": {**_SFT_COMMON["eval"], "every_steps": 500}},
+    # Tests and the demo: the tiny model, seconds on a CPU. A tiny model fine-tunes at a
+    # larger LR than the report's (it is far from the 3B/server regime).
+    "tiny-sft": {**_SFT_COMMON, "name": "tiny-sft", "model": "tiny",
+                 "model_overrides": {"base_width": 64},
+                 "optimizer": {**_SFT_COMMON["optimizer"], "learning_rate": 3e-3},
+                 "schedule": {"kind": "constant", "warmup_steps": 5},
+                 "data": {**_SFT_COMMON["data"], "seq_len": 256, "global_batch_size": 8,
+                          "max_segments_per_row": 16},
+                 "total_steps": 40, "log_every": 5,
+                 "checkpoint": {"every_steps": 20, "keep": 2},
+                 "eval": {**_SFT_COMMON["eval"], "every_steps": 10}},
+}
+
+
+def get_sft_config(name_or_file: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Any:
+    """An SFT stage (:data:`SFT_STAGES`) or a YAML file (``base:`` may name an SFT stage or
+    any training stage), plus ``key=value`` overrides."""
+    from afm.training.core.config import STAGES, TrainConfig
+
+    key = str(name_or_file)
+    if key in SFT_STAGES:
+        return load_config(TrainConfig, SFT_STAGES[key], overrides)
+    path = Path(key)
+    if not path.exists():
+        if key in STAGES:
+            raise ConfigError(f"{key!r} is a pre-training stage; SFT stages: {', '.join(SFT_STAGES)}")
+        raise ConfigError(f"unknown SFT config {key!r}: not an SFT stage ({', '.join(SFT_STAGES)}) nor a file")
+    import yaml
+
+    data = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: top level must be a mapping")
+    base = data.pop("base", None)
+    stages = {**STAGES, **SFT_STAGES}
+    if base is not None and base not in stages:
+        raise ConfigError(f"{path}: base {base!r} is not a stage ({', '.join(stages)})")
+    if base not in SFT_STAGES:
+        data.setdefault("task", "sft")
+    return load_config(TrainConfig, data, overrides,
+                       base=load_config(TrainConfig, stages[base]) if base else None)
+
+
+
+
+def run_sft(
+    config: str | Path | Any,
+    workdir: str | Path,
+    *,
+    data: list[str] | None = None,
+    heldout: list[str] | None = None,
+    init_from: str | None = None,
+    steps: int | None = None,
+    overrides: list[str] | tuple[str, ...] = (),
+    quiet: bool = False,
+) -> dict[str, Any]:
+    """``afm sft``: resolve the SFT config, add the held-out evaluation, train.
+
+    ``data`` / ``heldout`` replace ``data.paths`` / ``eval.heldout`` (prepared SFT
+    datasets). The held-out loss then covers every held-out conversation (its batch count
+    is computed here), and the default selection metric ``eval/heldout/loss`` keeps the
+    best checkpoint in ``workdir/best``. Without held-out data and with no other
+    evaluation hook, selection is turned off (there is nothing to select by).
+    """
+    from afm.training.core.config import TrainConfig
+    from afm.training.core.trainer import train
+
+    cfg = config if isinstance(config, TrainConfig) else get_sft_config(config, overrides)
+    if isinstance(config, TrainConfig) and overrides:
+        cfg = load_config(TrainConfig, {}, overrides, base=cfg)
+    changes: dict[str, Any] = {}
+    if data:
+        changes["data"] = dataclasses.replace(cfg.data, paths=list(data))
+    if init_from:
+        changes["init_from"] = str(init_from)
+    ev = cfg.eval
+    if heldout:
+        ev = dataclasses.replace(ev, heldout=list(heldout))
+    if ev.heldout:
+        needed = SftEvalInput(changes.get("data", cfg.data), list(ev.heldout), vocab_size=None).batches_needed()
+        ev = dataclasses.replace(ev, heldout_batches=max(1, needed))
+    if ev.select_metric.startswith("eval/heldout/") and not ev.heldout:
+        ev = dataclasses.replace(ev, select_metric="")
+    changes["eval"] = ev
+    cfg = dataclasses.replace(cfg, **changes)
+    if cfg.task != "sft":
+        raise ConfigError(f"afm sft runs the sft task; the config says task={cfg.task!r}")
+    if not cfg.init_from and not quiet:
+        from afm.console import console
+
+        console.print("[yellow]note: no --init-from: fine-tuning a freshly initialised model")
+    return train(cfg, workdir, steps=steps, quiet=quiet)
+
+
+def heldout_metrics(
+    config: str | Path | Any,
+    checkpoint: str | Path,
+    heldout: list[str],
+    *,
+    overrides: list[str] | tuple[str, ...] = (),
+) -> dict[str, float]:
+    """The held-out assistant-token loss and accuracy of any checkpoint (e.g. the base
+    model before SFT, for a before/after comparison), computed exactly as the trainer's
+    ``eval/heldout/*`` (same task, packing and batches; no dropout)."""
+    from afm.model.sharding import make_mesh
+    from afm.training.core.checkpoint import restore_params_only
+    from afm.training.core.config import TrainConfig
+    from afm.training.core.engine import Engine
+    from afm.training.core.hooks import HeldOutLoss, ModelView
+
+    cfg = config if isinstance(config, TrainConfig) else get_sft_config(config, overrides)
+    cfg = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, paths=list(heldout)))
+    mesh = make_mesh(cfg.mesh)
+    engine = Engine.build(cfg, mesh)
+    abstract = engine.abstract_state
+    like = {k: abstract.params.get(k, abstract.frozen.get(k)) for k in engine.layout.keys}
+    params, _ = restore_params_only(str(checkpoint), like, engine.layout)
+    batches = SftEvalInput(cfg.data, list(heldout), vocab_size=None).batches_needed()
+    hook = HeldOutLoss(engine, list(heldout), max(1, batches))
+    return hook(0, ModelView(None, params, engine.model_config, mesh))
+
+
+__all__ = ["SFT_STAGES", "SftOptions", "SftTask", "get_sft_config", "heldout_metrics", "run_sft"]
