@@ -47,7 +47,8 @@ Example:
   afm rm train --config tiny-rm --workdir runs/rm --init-from runs/sft/best \\
       --data prefs/train.jsonl --heldout prefs/heldout.jsonl --tokenizer tok/
 """)
-@click.option("--config", default="tiny-rm", show_default=True, help="Stage (rm, tiny-rm) or YAML file.")
+@click.option("--config", default="tiny-rm", show_default=True,
+              help="A stage (rm, tiny-rm: afm train --list-configs) or YAML file.")
 @click.option("--workdir", required=True, help="Run directory; the model is exported to WORKDIR/reward-model.")
 @click.option("--init-from", default=None, help="Start from this model (the SFT run / afm.model checkpoint).")
 @click.option("--data", multiple=True, required=True, help="Preference file/dir/glob, repeatable.")
@@ -180,10 +181,11 @@ def rm_best_of_n(policy, model_dir, prompts_path, n, max_new_tokens, temperature
 def _po_command(kind: str) -> click.Command:
     @click.command(kind, epilog=f"""\b
 Example:
-  afm {kind} --config tiny-rm --workdir runs/{kind} --init-from runs/sft/best \\
+  afm {kind} --config tiny-{kind} --workdir runs/{kind} --init-from runs/sft/best \\
       --data prefs/train.jsonl --heldout prefs/heldout.jsonl --tokenizer tok/ --beta 0.1
 """)
-    @click.option("--config", default="tiny-rm", show_default=True, help="Stage (rm, tiny-rm) or YAML file.")
+    @click.option("--config", default=f"tiny-{kind}", show_default=True,
+                  help=f"A stage ({kind}, tiny-{kind}: afm train --list-configs) or YAML file; runs the {kind} task.")
     @click.option("--workdir", required=True)
     @click.option("--init-from", required=True, help="The SFT model (also the reference).")
     @click.option("--data", multiple=True, required=True)

@@ -31,7 +31,9 @@ def _maybe_distributed(coordinator: str | None, num_processes: int | None, proce
     "train",
     epilog="""\b
 Examples:
+  afm train --list-configs                       # every named stage, of every task
   afm train --config tiny-core --workdir runs/tiny-core --data 'corpus/tokens/*.parquet'
+  afm train --config tiny-sft --workdir runs/sft --data sft/chat --init-from runs/tiny-ctx
   afm train --config tiny-continued --workdir runs/tiny-cont --init-from runs/tiny-core
   afm train --config core --workdir /mnt/gcs/runs/core --distributed   # every TPU worker
   afm train --config my.yaml --workdir runs/x --steps 100 --set optimizer.name=adamw
@@ -45,8 +47,10 @@ resume to 100 end with the same params_sha256. SIGTERM on any host saves a check
 all hosts and exits cleanly.
 """,
 )
-@click.option("--config", "config", required=True, help="Stage name (core, continued, context-lengthening, tiny-core, tiny-continued, tiny-context) or a YAML file.")
-@click.option("--workdir", required=True, help="Run directory (local or gs://): checkpoints/, tb/, metrics.jsonl.")
+@click.option("--config", "config", default=None,
+              help="A named stage of any task (afm train --list-configs) or a YAML file (may say base: STAGE).")
+@click.option("--workdir", default=None, help="Run directory (local or gs://): checkpoints/, tb/, metrics.jsonl.")
+@click.option("--list-configs", is_flag=True, help="List every named stage (task, model, what it is) and exit.")
 @click.option("--steps", type=int, default=None, help="Stop at this step (default: the config's total_steps).")
 @click.option("--data", "data", multiple=True, help="Token shard file/dir/glob (repeatable); replaces data.paths.")
 @click.option("--init-from", default=None, help="Previous stage's workdir or checkpoint, local or gs:// (parameters only).")
@@ -56,8 +60,14 @@ all hosts and exits cleanly.
 @click.option("--coordinator", default=None, help="host:port of process 0 for jax.distributed (non-TPU clusters).")
 @click.option("--num-processes", type=int, default=None)
 @click.option("--process-id", type=int, default=None)
-def train_command(config, workdir, steps, data, init_from, overrides, profile_steps, distributed, coordinator, num_processes, process_id) -> None:
-    """Pre-train a stage with the AFM recipe (auto-resumes; prints params_sha256)."""
+def train_command(config, workdir, list_configs, steps, data, init_from, overrides, profile_steps, distributed,
+                  coordinator, num_processes, process_id) -> None:
+    """Train a stage of any task with the AFM recipe (auto-resumes; prints params_sha256)."""
+    if list_configs:
+        _print_configs()
+        return
+    if not config or not workdir:
+        raise click.UsageError("afm train needs --config and --workdir (or --list-configs)")
     _maybe_distributed(coordinator, num_processes, process_id, distributed)
     from afm.training.core.trainer import TrainingDiverged, train
     from afm.training.data.shards import DataError
@@ -74,6 +84,20 @@ def train_command(config, workdir, steps, data, init_from, overrides, profile_st
     except (TrainingDiverged, DataError, ConfigError, ValueError, FileNotFoundError) as exc:
         raise click.ClickException(str(exc)) from exc  # user errors: a message, no traceback
     click.echo(f"params_sha256: {result['params_sha256']}")
+
+
+def _print_configs() -> None:
+    """One line per stage, grouped by table (plain text: it is read and grepped)."""
+    from afm.training.core.config import list_configs
+
+    configs = list_configs()
+    width = max(len(c["name"]) for c in configs)
+    table = ""
+    for c in configs:
+        if c["table"] != table:
+            table = c["table"]
+            click.echo(f"{'' if table == configs[0]['table'] else chr(10)}# afm/training/configs/{table}")
+        click.echo(f"{c['name']:<{width}}  {c['task']:<12}  {c['model']:<16}  {c['description']}")
 
 
 @click.command(

@@ -23,7 +23,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from afm.training.tasks.sft import get_sft_config, run_sft
+from afm.training.core.config import get_train_config
+from afm.training.tasks.sft import run_sft
 
 
 def base_weights(cfg: Any) -> dict[str, float]:
@@ -78,7 +79,7 @@ def sweep(
     out.mkdir(parents=True, exist_ok=True)
     if not jax.config.jax_compilation_cache_dir:  # the runs compile the same step
         jax.config.update("jax_compilation_cache_dir", str(out / ".jax-cache"))
-    cfg = get_sft_config(config, overrides)
+    cfg = get_train_config(config, overrides, task="sft")
     if data:
         cfg = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, paths=list(data)))
     # Selection writes checkpoints; a sweep only compares end-of-run metrics.

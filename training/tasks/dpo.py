@@ -165,15 +165,6 @@ class IpoTask(DpoTask):
 
 # -- the run ---------------------------------------------------------------------------------
 
-def get_dpo_config(name_or_file: str | Path, kind: str = "dpo", overrides: Sequence[str] = ()) -> Any:
-    """The reward-model stages' optimizer and data settings with the dpo/ipo task (a
-    smaller LR: the policy starts from SFT and must stay near it)."""
-    from afm.training.tasks.reward_model import get_rm_config
-
-    cfg = get_rm_config(name_or_file, ["task=" + kind, *overrides])
-    return cfg
-
-
 def run_preference_optimisation(kind: str, config: str | Path, workdir: str | Path, *, data: Sequence[str],
                                 tokenizer: str, init_from: str | None, heldout: Sequence[str] = (),
                                 beta: float | None = None, reference: str | None = None,
@@ -182,13 +173,14 @@ def run_preference_optimisation(kind: str, config: str | Path, workdir: str | Pa
     """``afm dpo train`` / ``afm ipo``: train, export the policy to ``workdir/model``."""
     import dataclasses
 
+    from afm.training.core.config import get_train_config
     from afm.training.core.trainer import train
     from afm.training.data.preferences import read_preferences
     from afm.training.tasks.reward_model import with_options
 
     if kind not in ("dpo", "ipo"):
         raise ConfigError(f"unknown preference optimisation {kind!r} (dpo or ipo)")
-    cfg = get_dpo_config(config, kind, overrides)
+    cfg = get_train_config(config, [*overrides, f"task={kind}"])  # a reward-model stage works too
     cfg = with_options(cfg, tokenizer=str(tokenizer), beta=beta, reference=reference)
     ev = dataclasses.replace(cfg.eval, select_metric="eval/heldout/reward_accuracy", select_mode="max")
     if heldout:
@@ -270,4 +262,4 @@ def add_reference_logps(paths: Sequence[str], out: str | Path, model_dir: str | 
 
 
 __all__ = ["DpoOptions", "DpoTask", "IpoTask", "add_reference_logps", "dpo_loss", "export_policy",
-           "get_dpo_config", "ipo_loss", "run_preference_optimisation", "sequence_logps"]
+           "ipo_loss", "run_preference_optimisation", "sequence_logps"]

@@ -331,57 +331,7 @@ def pairwise_accuracy(scorer: RewardModelScorer, paths: Sequence[str]) -> dict[s
     return out
 
 
-# -- stages and the run ---------------------------------------------------------------------
-
-_RM_COMMON: dict[str, Any] = {
-    "task": "reward_model",
-    "optimizer": {"name": "adamw", "weight_decay": 0.0, "b1": 0.9, "b2": 0.95, "eps": 1e-8,
-                  "muparam": False},
-    "schedule": {"kind": "constant", "warmup_steps": 20},
-    "data": {"attention": "document", "max_segments_per_row": 0},
-    "eval": {"select_metric": "eval/heldout/accuracy", "select_mode": "max"},
-}
-
-RM_STAGES: dict[str, dict[str, Any]] = {
-    "rm": {**_RM_COMMON, "name": "rm", "model": "afm-server",
-           "optimizer": {**_RM_COMMON["optimizer"], "learning_rate": 2e-6},
-           "data": {**_RM_COMMON["data"], "seq_len": 4096, "global_batch_size": 256},
-           "mesh": {"data": 1, "fsdp": -1}, "total_steps": 2000,
-           "checkpoint": {"every_steps": 250}, "eval": {**_RM_COMMON["eval"], "every_steps": 250}},
-    # tests and the demo: the tiny model, seconds on a CPU
-    "tiny-rm": {**_RM_COMMON, "name": "tiny-rm", "model": "tiny", "model_overrides": {"base_width": 64},
-                "optimizer": {**_RM_COMMON["optimizer"], "learning_rate": 1e-3},
-                "schedule": {"kind": "constant", "warmup_steps": 5},
-                "data": {**_RM_COMMON["data"], "seq_len": 128, "global_batch_size": 8},
-                "total_steps": 40, "log_every": 10, "checkpoint": {"every_steps": 20, "keep": 2},
-                "eval": {**_RM_COMMON["eval"], "every_steps": 20}},
-}
-
-
-def get_rm_config(name_or_file: str | Path, overrides: Sequence[str] = ()) -> Any:
-    """A reward-model stage (:data:`RM_STAGES`) or a YAML file (``base:`` a stage)."""
-    from afm.training.core.config import TrainConfig
-
-    from afm.config import ConfigError
-
-    key = str(name_or_file)
-    if key in RM_STAGES:
-        return load_config(TrainConfig, RM_STAGES[key], list(overrides))
-    path = Path(key)
-    if not path.exists():
-        raise ConfigError(f"unknown reward-model config {key!r}: not a stage ({', '.join(RM_STAGES)}) nor a file")
-    import yaml
-
-    data = yaml.safe_load(path.read_text()) or {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: top level must be a mapping")
-    base = data.pop("base", None)
-    if base is not None and base not in RM_STAGES:
-        raise ConfigError(f"{path}: base {base!r} is not a reward-model stage ({', '.join(RM_STAGES)})")
-    data.setdefault("task", "reward_model")
-    return load_config(TrainConfig, data, list(overrides),
-                       base=load_config(TrainConfig, RM_STAGES[base]) if base else None)
-
+# -- the run ---------------------------------------------------------------------------------
 
 def with_options(config: Any, **options: Any) -> Any:
     """``config`` with ``task_options`` updated (``None`` values leave an option alone)."""
@@ -394,11 +344,11 @@ def run_rm(config: str | Path | Any, workdir: str | Path, *, data: Sequence[str]
            overrides: Sequence[str] = (), quiet: bool = False) -> dict[str, Any]:
     """``afm rm train``: train the reward-model task, export ``workdir/reward-model`` and
     measure its held-out accuracy by preference level."""
-    from afm.training.core.config import TrainConfig
+    from afm.training.core.config import TrainConfig, get_train_config
     from afm.training.core.trainer import train
     from afm.training.data.preferences import read_preferences
 
-    cfg = config if isinstance(config, TrainConfig) else get_rm_config(config, overrides)
+    cfg = config if isinstance(config, TrainConfig) else get_train_config(config, overrides, task="reward_model")
     cfg = with_options(cfg, tokenizer=str(tokenizer))
     ev = cfg.eval
     if heldout:
@@ -422,5 +372,5 @@ def run_rm(config: str | Path | Any, workdir: str | Path, *, data: Sequence[str]
 
 
 __all__ = ["SOFT_LABELS", "RewardModelOptions", "RewardModelScorer", "RewardModelTask", "apply_heads",
-           "RM_STAGES", "export_reward_model", "get_rm_config", "run_rm", "with_options", "gather_last", "grading_loss", "head_specs", "last_token_index",
+           "export_reward_model", "run_rm", "with_options", "gather_last", "grading_loss", "head_specs", "last_token_index",
            "pairwise_accuracy", "reward_model_loss", "segment_last_index", "soft_label_ranking_loss"]

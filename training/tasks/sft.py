@@ -5,9 +5,10 @@ only), next-token cross-entropy averaged over those tokens, every parameter trai
 dropout (``task_options.dropout``, 0.1 by default, as the report) on the embedding and
 every sublayer output, drawn from the step's ``ctx.rng``.
 
-The SFT stages (:data:`SFT_STAGES`) are the report's hyper-parameters on top of it: a
-constant learning rate (5e-6 for AFM-server, 2e-5 for AFM-on-device) after a short
-warm-up, and the mixture of named datasets as ``data.weights``. Selecting the best
+The SFT stages (``sft``, ``sft-on-device``, ``tiny-sft`` in ``configs/sft.yaml``) are the
+report's hyper-parameters on top of it: a constant learning rate (5e-6 for AFM-server,
+2e-5 for AFM-on-device) after a short warm-up, and the mixture of named datasets as
+``data.weights``. Selecting the best
 checkpoint by evaluation is the trainer's (``eval.select_metric``,
 ``afm.training.core.selection``); ``run_sft`` sets it up with the held-out assistant-token
 loss unless another metric is chosen.
@@ -81,74 +82,6 @@ class SftTask(TaskBase):
         return LossOutput(loss=sums["loss"], metrics={"accuracy": sums["accuracy"]})
 
 
-# -- stages ---------------------------------------------------------------------------------
-
-_SFT_COMMON: dict[str, Any] = {
-    "task": "sft",
-    "task_options": {"dropout": 0.1},
-    "optimizer": {"name": "adamw", "weight_decay": 0.0, "b1": 0.9, "b2": 0.95, "eps": 1e-8,
-                  "muparam": False},
-    "schedule": {"kind": "constant", "warmup_steps": 100},
-    "data": {"attention": "document", "max_segments_per_row": 64},
-    "eval": {"select_metric": "eval/heldout/loss", "select_mode": "min"},
-}
-
-SFT_STAGES: dict[str, dict[str, Any]] = {
-    "sft": {**_SFT_COMMON, "name": "sft", "model": "afm-server",
-            "optimizer": {**_SFT_COMMON["optimizer"], "learning_rate": 5e-6},
-            "data": {**_SFT_COMMON["data"], "seq_len": 4096, "global_batch_size": 512},
-            "mesh": {"data": 1, "fsdp": -1}, "total_steps": 10_000,
-            "checkpoint": {"every_steps": 500}, "eval": {**_SFT_COMMON["eval"], "every_steps": 500}},
-    "sft-on-device": {**_SFT_COMMON, "name": "sft-on-device", "model": "afm-on-device",
-                      "optimizer": {**_SFT_COMMON["optimizer"], "learning_rate": 2e-5},
-                      "data": {**_SFT_COMMON["data"], "seq_len": 4096, "global_batch_size": 512},
-                      "mesh": {"data": 1, "fsdp": -1}, "total_steps": 10_000,
-                      "checkpoint": {"every_steps": 500},
-                      "eval": {**_SFT_COMMON["eval"], "every_steps": 500}},
-    # Tests and the demo: the tiny model, seconds on a CPU. A tiny model fine-tunes at a
-    # larger LR than the report's (it is far from the 3B/server regime).
-    "tiny-sft": {**_SFT_COMMON, "name": "tiny-sft", "model": "tiny",
-                 "model_overrides": {"base_width": 64},
-                 "optimizer": {**_SFT_COMMON["optimizer"], "learning_rate": 3e-3},
-                 "schedule": {"kind": "constant", "warmup_steps": 5},
-                 "data": {**_SFT_COMMON["data"], "seq_len": 256, "global_batch_size": 8,
-                          "max_segments_per_row": 16},
-                 "total_steps": 40, "log_every": 5,
-                 "checkpoint": {"every_steps": 20, "keep": 2},
-                 "eval": {**_SFT_COMMON["eval"], "every_steps": 10}},
-}
-
-
-def get_sft_config(name_or_file: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Any:
-    """An SFT stage (:data:`SFT_STAGES`) or a YAML file (``base:`` may name an SFT stage or
-    any training stage), plus ``key=value`` overrides."""
-    from afm.training.core.config import STAGES, TrainConfig
-
-    key = str(name_or_file)
-    if key in SFT_STAGES:
-        return load_config(TrainConfig, SFT_STAGES[key], overrides)
-    path = Path(key)
-    if not path.exists():
-        if key in STAGES:
-            raise ConfigError(f"{key!r} is a pre-training stage; SFT stages: {', '.join(SFT_STAGES)}")
-        raise ConfigError(f"unknown SFT config {key!r}: not an SFT stage ({', '.join(SFT_STAGES)}) nor a file")
-    import yaml
-
-    data = yaml.safe_load(path.read_text()) or {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: top level must be a mapping")
-    base = data.pop("base", None)
-    stages = {**STAGES, **SFT_STAGES}
-    if base is not None and base not in stages:
-        raise ConfigError(f"{path}: base {base!r} is not a stage ({', '.join(stages)})")
-    if base not in SFT_STAGES:
-        data.setdefault("task", "sft")
-    return load_config(TrainConfig, data, overrides,
-                       base=load_config(TrainConfig, stages[base]) if base else None)
-
-
-
-
 def run_sft(
     config: str | Path | Any,
     workdir: str | Path,
@@ -168,10 +101,10 @@ def run_sft(
     best checkpoint in ``workdir/best``. Without held-out data and with no other
     evaluation hook, selection is turned off (there is nothing to select by).
     """
-    from afm.training.core.config import TrainConfig
+    from afm.training.core.config import TrainConfig, get_train_config
     from afm.training.core.trainer import train
 
-    cfg = config if isinstance(config, TrainConfig) else get_sft_config(config, overrides)
+    cfg = config if isinstance(config, TrainConfig) else get_train_config(config, overrides, task="sft")
     if isinstance(config, TrainConfig) and overrides:
         cfg = load_config(TrainConfig, {}, overrides, base=cfg)
     changes: dict[str, Any] = {}
@@ -210,11 +143,11 @@ def heldout_metrics(
     ``eval/heldout/*`` (same task, packing and batches; no dropout)."""
     from afm.model.sharding import make_mesh
     from afm.training.core.checkpoint import restore_params_only
-    from afm.training.core.config import TrainConfig
+    from afm.training.core.config import TrainConfig, get_train_config
     from afm.training.core.engine import Engine
     from afm.training.core.hooks import HeldOutLoss, ModelView
 
-    cfg = config if isinstance(config, TrainConfig) else get_sft_config(config, overrides)
+    cfg = config if isinstance(config, TrainConfig) else get_train_config(config, overrides, task="sft")
     cfg = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, paths=list(heldout)))
     mesh = make_mesh(cfg.mesh)
     engine = Engine.build(cfg, mesh)
@@ -226,4 +159,4 @@ def heldout_metrics(
     return hook(0, ModelView(None, params, engine.model_config, mesh))
 
 
-__all__ = ["SFT_STAGES", "SftOptions", "SftTask", "get_sft_config", "heldout_metrics", "run_sft"]
+__all__ = ["SftOptions", "SftTask", "heldout_metrics", "run_sft"]

@@ -13,9 +13,10 @@ import numpy as np
 import pytest
 from afm.synth.demo_data import write_demo_set
 from afm.synth.prepare import PrepareConfig, prepare_sft
+from afm.training.core.config import get_train_config
 from afm.training.core.task import LossContext
 from afm.training.data.conversations import SftLoader
-from afm.training.tasks.sft import SftTask, get_sft_config, run_sft
+from afm.training.tasks.sft import SftTask, run_sft
 
 TOK = str(Path(__file__).resolve().parents[2] / "data" / "chat")
 OVERRIDES = ["model_overrides.vocab_size=640", "eval.every_steps=10", "checkpoint.every_steps=10"]
@@ -54,7 +55,7 @@ def test_sft_lowers_heldout_loss_keeps_best_and_resumes(sft_data, tmp_path: Path
 
 def test_loss_counts_assistant_tokens_only_and_dropout_trains_only(sft_data) -> None:
     train, _ = sft_data
-    cfg = get_sft_config("tiny-sft", ["model_overrides.vocab_size=640", "data.global_batch_size=2"])
+    cfg = get_train_config("tiny-sft", ["model_overrides.vocab_size=640", "data.global_batch_size=2"])
     cfg.data.paths = train
     task = SftTask(cfg)
     batch = next(SftLoader(cfg.data, vocab_size=640))
@@ -78,3 +79,22 @@ def test_loss_counts_assistant_tokens_only_and_dropout_trains_only(sft_data) -> 
     train_ctx = LossContext(parts.build_model, mcfg, jax.random.key(0), train=True)
     dropped = task.loss(params, {k: jnp.asarray(v) for k, v in batch.items()}, train_ctx)
     assert float(dropped.loss[0]) != float(base.loss[0])
+
+
+def test_afm_train_runs_an_sft_stage_by_name(sft_data, tmp_path: Path) -> None:
+    """The one registry: `afm train --config tiny-sft` is the SFT task (packed
+    conversations, assistant-only loss), not an unknown stage."""
+    from click.testing import CliRunner
+
+    from afm.cli import main
+
+    train, _ = sft_data
+    args = ["train", "--config", "tiny-sft", "--workdir", str(tmp_path / "run"), "--steps", "2",
+            "--set", "model_overrides.vocab_size=640"]
+    for path in train:
+        args += ["--data", path]
+    out = CliRunner().invoke(main, args)
+    assert out.exit_code == 0, out.output
+    assert "params_sha256: " in out.output
+    meta = json.loads((tmp_path / "run" / "checkpoints" / "2" / "meta" / "metadata").read_text())
+    assert meta["task"] == "sft" and meta["stage"] == "tiny-sft"

@@ -48,7 +48,7 @@ def test_wheel_holds_every_subpackage_and_no_experiments(wheel: Path) -> None:
     assert not missing, f"subpackages missing from the wheel (add them to pyproject.toml): {missing}"
     assert not [n for n in names if n.startswith("experiments/") or "/experiments/" in n]
     # Package data travels: stage tables, the demo site, the shipped classifier models.
-    assert any(n.startswith("afm/training/core/configs/") and n.endswith(".yaml") for n in names)
+    assert any(n.startswith("afm/training/configs/") and n.endswith(".yaml") for n in names)
     assert "afm/demo_site/site.yaml" in names
 
 

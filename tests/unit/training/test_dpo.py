@@ -39,15 +39,15 @@ def test_dpo_and_ipo_losses_equal_stored_reference_values(beta):
 @pytest.mark.parametrize("kind", ["dpo", "ipo"])
 def test_task_starts_at_reference_and_a_step_prefers_chosen(kind, tmp_path):
     from afm.synth.arith_task import make_problems
-    from afm.training.core.config import model_config
+    from afm.training.core.config import get_train_config, model_config
     from afm.training.core.engine import ModelParts
     from afm.training.core.task import LossContext, get_task
-    from afm.training.tasks.reward_model import get_rm_config, with_options
+    from afm.training.tasks.reward_model import with_options
 
     rows = [{"prompt": p.messages(), "chosen": p.solution(), "rejected": f"Answer: {p.answer + 1}",
              "level": "significantly_better"} for p in make_problems(4, seed=5)]
     (tmp_path / "p.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    cfg = get_rm_config("tiny-rm", [f"task={kind}", "model_overrides.vocab_size=640", "data.global_batch_size=4",
+    cfg = get_train_config("tiny-rm", [f"task={kind}", "model_overrides.vocab_size=640", "data.global_batch_size=4",
                                     "model_overrides.n_layers=1"])
     cfg = with_options(cfg, tokenizer=TOK, beta=0.5)
     cfg.data.paths = [str(tmp_path / "p.jsonl")]

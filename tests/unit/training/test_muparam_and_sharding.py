@@ -6,7 +6,8 @@ import jax
 import pytest
 from afm.model.sharding import MeshConfig, logical_to_spec, make_mesh
 from afm.training.core import muparam
-from afm.training.core.config import STAGES, get_train_config
+from afm.training.core.config import get_train_config
+from afm.training.core.stages import stages
 
 
 def test_hidden_layers_scaled_embeddings_and_norms_not():
@@ -51,7 +52,7 @@ def test_stage_configs_match_spec():
     assert (cont.schedule.warmup_steps, cont.schedule.final_fraction) == (1000, 0.001)
     ctx = get_train_config("context-lengthening")
     assert ctx.data.seq_len == 32768 and ctx.model_overrides["rope_base"] == 6_315_089
-    assert {"tiny-core", "tiny-continued", "tiny-context"} <= set(STAGES)
+    assert {"tiny-core", "tiny-continued", "tiny-context"} <= set(stages())
     over = get_train_config("tiny-core", ["optimizer.name=adamw", "mesh.tensor=2"])
     assert over.optimizer.name == "adamw" and over.mesh.tensor == 2
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "rl-arith"
+EXAMPLE = Path(__file__).resolve().parents[3] / "experiments" / "rl-arith"
 
 
 def _make_data_module():
@@ -41,9 +41,9 @@ def test_round_config_loads_and_names_the_refreshed_reward_model():
 
 
 def test_reward_model_config_is_the_larger_base_shape():
-    from afm.training.tasks.reward_model import get_rm_config
+    from afm.training.core.config import get_train_config
 
-    cfg = get_rm_config(EXAMPLE / "rm.yaml")
+    cfg = get_train_config(EXAMPLE / "rm.yaml", task="reward_model")
     assert cfg.task == "reward_model"
     assert (cfg.model_overrides["dim"], cfg.model_overrides["n_layers"]) == (128, 4)
     assert cfg.eval.select_metric == "eval/heldout/accuracy"
