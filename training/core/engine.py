@@ -17,6 +17,7 @@ benchmark times the exact step a run executes.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +31,7 @@ from afm.model.partitioning import activation_sharding
 from afm.model.sharding import ACTIVATION_RULES, batch_spec, param_shardings, replicated
 from afm.training.core import muparam
 from afm.training.core.config import TrainConfig, model_config
+from afm.training.core.hooks import ModelView
 from afm.training.core.optimizer import build_optimizer
 from afm.training.core.schedules import make_schedule
 from afm.training.core.step import TrainState, make_eval_step, make_train_step
@@ -83,6 +85,11 @@ class ModelParts:
         dtypes = {k: v.dtype if not jnp.issubdtype(v.dtype, jnp.floating) else jnp.float32 for k, v in flat_abs.items()}
         return cls(mcfg, graphdef, rest, layout, shapes, logical_axes(abs_params), seed, dtypes)
 
+    @staticmethod
+    def layout_of(mcfg: Any) -> ParamLayout:
+        """The flat parameter layout of a model config (traced once per config)."""
+        return _layout(mcfg)
+
     def build_model(self, params: Params) -> Any:
         """A ``Transformer`` over ``params``' model entries (other keys are ignored)."""
         return nnx.merge(self.graphdef, self.layout.unflatten({k: params[k] for k in self.layout.keys}), self.rest)
@@ -96,6 +103,12 @@ class ModelParts:
             return {k: v.astype(self.dtypes[k]) for k, v in flat.items()}
 
         return jax.jit(make, out_shardings=shardings)()
+
+
+@functools.lru_cache(maxsize=16)
+def _layout(mcfg: Any) -> ParamLayout:
+    abstract = nnx.eval_shape(lambda: _create(mcfg, 0))
+    return flatten_state(nnx.split(abstract, nnx.Param, ...)[1])[1]
 
 
 def _create(mcfg: Any, seed: int) -> Any:
@@ -125,6 +138,7 @@ class Engine:
     extras: dict[str, ParamSpec]
     _train_step: Callable[..., Any]
     _eval_step: Callable[..., Any]
+    build_model: Callable[[Params], Any]  # flat parameters -> the (task-wrapped) model
 
     # -- construction ------------------------------------------------------------------------
     @classmethod
@@ -184,11 +198,8 @@ class Engine:
 
         batch_shardings = {k: field_sharding(f.shape) for k, f in fields.items()}
 
-        wrap = getattr(task, "wrap_model", None)
-
         def build_model(params: Params) -> Any:  # the task may wrap the model (LoRA adapters)
-            model = parts.build_model(params)
-            return wrap(model, params) if wrap is not None else model
+            return task.wrap_model(parts.build_model(params), params)
 
         train = make_train_step(
             task, optimizer, build_model, mcfg, microbatches=cfg.microbatches,
@@ -207,7 +218,7 @@ class Engine:
             trainable=trainable, frozen=frozen, multipliers=multipliers, optimizer=optimizer,
             schedule=schedule, abstract_state=abstract_state, state_shardings=state_shardings,
             batch_shardings=batch_shardings, extras=extras,
-            _train_step=train_jit, _eval_step=eval_jit,
+            _train_step=train_jit, _eval_step=eval_jit, build_model=build_model,
         )
 
     # -- state ---------------------------------------------------------------------------------
@@ -221,9 +232,8 @@ class Engine:
         extras = self.extras
         if extras:
             model_only = {k: params[k] for k in layout.keys}
-            restore = getattr(self.task, "restore_extra_params", None)
             like = {k: self.abstract_state.frozen.get(k, self.abstract_state.params.get(k)) for k in extras}
-            restored = restore(like) if restore is not None else {}
+            restored = self.task.restore_extra_params(like)
             unknown = set(restored) - set(extras)
             if unknown:
                 raise ValueError(f"task {self.task.name!r} restored unknown parameters {sorted(unknown)[:3]}")
@@ -247,10 +257,33 @@ class Engine:
 
     def model(self, state: TrainState) -> Any:
         """The ``Transformer`` with the state's current parameters (shared, not copied)."""
-        params = self.all_params(state)
-        model = self.parts.build_model(params)
-        wrap = getattr(self.task, "wrap_model", None)
-        return wrap(model, params) if wrap is not None else model
+        return self.build_model(self.all_params(state))
+
+    def view(self, state: TrainState) -> ModelView:
+        """What hooks and ``task.before_step`` see: every current parameter, and the model
+        over them (built when first asked for)."""
+        return ModelView(self.all_params(state), self.model_config, self.mesh, self.build_model)
+
+    def abstract_params(self, keys: Any = None) -> Params:
+        """Abstract arrays (shape, dtype, sharding) of ``keys`` (default: every parameter)."""
+        every = {**self.abstract_state.params, **self.abstract_state.frozen}
+        return every if keys is None else {k: every[k] for k in keys}
+
+    @classmethod
+    def from_checkpoint(cls, cfg: TrainConfig, checkpoint: str, mesh: Mesh | None = None, *,
+                        whole_run: bool = False) -> tuple[Engine, Params]:
+        """The run's engine and a checkpoint's parameters read into its shardings: the one
+        way to put a trained model back on devices for a run's task. ``checkpoint`` is any
+        checkpoint ``restore_params_only`` reads (a run's workdir or step directory, or an
+        ``afm.model`` checkpoint); ``whole_run``: every parameter of the run (task extras
+        included: a reward head, adapters), else the model's own."""
+        from afm.model.sharding import make_mesh
+        from afm.training.core.checkpoint import restore_params_only
+
+        engine = cls.build(cfg, mesh if mesh is not None else make_mesh(cfg.mesh))
+        like = engine.abstract_params(None if whole_run else engine.layout.keys)
+        params, _ = restore_params_only(str(checkpoint), like, None if whole_run else engine.layout)
+        return engine, params
 
     # -- steps ---------------------------------------------------------------------------------
     def global_batch(self, host_batch: dict[str, np.ndarray]) -> dict[str, jax.Array]:

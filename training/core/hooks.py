@@ -28,7 +28,9 @@ the trainer knowing about them::
 
 from __future__ import annotations
 
+import functools
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -52,12 +54,20 @@ class EvalConfig:
 
 @dataclass(frozen=True)
 class ModelView:
-    """What a hook sees: the current model and parameters (shared, not copied)."""
+    """What a hook sees: the current parameters (shared, not copied) and the model over
+    them, built on first use. ``build_model(params)`` builds the (task-wrapped) model over
+    any flat parameter dict: a task's frozen copy, for instance."""
 
-    model: Any
     params: dict[str, jax.Array]
     model_config: Any
     mesh: Any
+    build_model: Callable[[dict[str, jax.Array]], Any] | None = None
+
+    @functools.cached_property
+    def model(self) -> Any:
+        if self.build_model is None:
+            raise ValueError("this view has parameters only (no model builder)")
+        return self.build_model(self.params)
 
 
 @runtime_checkable

@@ -50,10 +50,12 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import jax
 import numpy as np
+from afm.training.core.hooks import ModelView
 
 Array = jax.Array
 Sums = tuple[Array, Array]  # (sum, weight)
@@ -110,16 +112,34 @@ class InputSource(Protocol):
 
     def state(self) -> Any: ...
 
+    def describe(self) -> dict[str, Any]: ...  # for the run's log: "lanes", "mixture" when it has them
+
     def close(self) -> None: ...
 
 
 @runtime_checkable
 class Task(Protocol):
-    """See the module docstring. :class:`TaskBase` gives the defaults."""
+    """Every hook the engine and the loop call; :class:`TaskBase` gives the defaults.
+
+    Model: :meth:`configure_model`, :meth:`extra_params` (+ :meth:`restore_extra_params`),
+    :meth:`is_trainable`, :meth:`wrap_model`. Data: :meth:`batch_fields`,
+    :meth:`make_input`, :meth:`make_eval_input`, and :meth:`before_step`, the loop's hook
+    before a step draws its batch (online RL samples its rollouts there). Objective:
+    :meth:`loss`. Hand-off: :meth:`export` (what a finished run, and its best checkpoint,
+    leaves behind)."""
 
     name: str
+    artifact: str  # the name of what export() writes in the workdir at the end ("model", ...)
 
     def configure_model(self, model_config: Any) -> Any: ...
+
+    def extra_params(self, model_config: Any) -> dict[str, ParamSpec]: ...
+
+    def restore_extra_params(self, like: dict[str, Any]) -> dict[str, Array]: ...
+
+    def is_trainable(self, path: str) -> bool: ...
+
+    def wrap_model(self, model: Any, params: dict[str, Array]) -> Any: ...
 
     def batch_fields(self) -> dict[str, Field]: ...
 
@@ -131,36 +151,31 @@ class Task(Protocol):
         self, paths: list[str], *, vocab_size: int, process_index: int, process_count: int
     ) -> InputSource: ...
 
-    def extra_params(self, model_config: Any) -> dict[str, ParamSpec]: ...
-
-    def is_trainable(self, path: str) -> bool: ...
+    def before_step(self, step: int, view: ModelView) -> dict[str, float]: ...
 
     def loss(self, params: dict[str, Array], batch: dict[str, Array], ctx: LossContext) -> LossOutput: ...
 
+    def export(self, directory: Path, params: dict[str, Any], model_config: Any, info: dict[str, Any]) -> Path: ...
+
 
 class TaskBase:
-    """Defaults: no extra parameters, everything trains, the model config unchanged.
-    Subclasses set ``name`` and implement ``batch_fields``, ``make_input`` and ``loss``."""
+    """Defaults for every hook but ``batch_fields``, ``make_input`` and ``loss``: no extra
+    parameters, everything trains, the model config and the model unchanged, nothing
+    before a step, the model's parameters as the hand-off."""
 
     name = "task"
+    artifact = "model"
 
     def __init__(self, config: Any):
         self.config = config  # the run's TrainConfig
 
     def configure_model(self, model_config: Any) -> Any:
+        """The model config this task trains (e.g. dropout on, a segment cap)."""
         return model_config
 
     def extra_params(self, model_config: Any) -> dict[str, ParamSpec]:
+        """Task-owned tensors next to the model's (heads, adapters, frozen copies)."""
         return {}
-
-    def is_trainable(self, path: str) -> bool:
-        return True
-
-    def wrap_model(self, model: Any, params: dict[str, Array]) -> Any:
-        """The model the loss, eval hooks and exports see, given every parameter: the
-        ``Transformer`` itself, or with the task's own parameters attached (LoRA).
-        Optional: the engine calls it when a task defines it."""
-        return model
 
     def restore_extra_params(self, like: dict[str, Any]) -> dict[str, Array]:
         """Extra parameters read from storage instead of drawn by their ``init`` (a frozen
@@ -169,10 +184,43 @@ class TaskBase:
         calls this once, for a fresh run; a resumed run reads its own checkpoint)."""
         return {}
 
+    def is_trainable(self, path: str) -> bool:
+        """Whether a model parameter trains (extras say so in their ``ParamSpec``)."""
+        return True
+
+    def wrap_model(self, model: Any, params: dict[str, Array]) -> Any:
+        """The model the loss, eval hooks and exports see, given every parameter: the
+        ``Transformer`` itself, or with the task's own parameters attached (LoRA)."""
+        return model
+
     def make_eval_input(
         self, paths: list[str], *, vocab_size: int, process_index: int, process_count: int
     ) -> InputSource:
         raise NotImplementedError(f"task {self.name!r} has no held-out input")
+
+    def before_step(self, step: int, view: ModelView) -> dict[str, float]:
+        """Called by the loop before step ``step`` (0-based: the number of steps done)
+        draws its batch, with the current model; returns metrics to log with that step.
+        Online RL samples its rollouts here; other tasks do nothing."""
+        return {}
+
+    def export(self, directory: Path, params: dict[str, Any], model_config: Any, info: dict[str, Any]) -> Path:
+        """Write what this run hands on, from every parameter of the run, to ``directory``
+        (the trainer calls it at the end with ``workdir/<artifact>`` and for every new best
+        checkpoint with ``workdir/best``): by default the model's own parameters as an
+        ``afm.model`` checkpoint (task extras such as a frozen reference are left out)."""
+        from afm.model.checkpoint import save_params
+
+        return Path(save_params(self.model_params(params, model_config), directory, model_config,
+                                overwrite=True))
+
+    @staticmethod
+    def model_params(params: dict[str, Any], model_config: Any) -> Any:
+        """The model's own entries of a run's flat parameters, as the model's nested state."""
+        from afm.training.core.engine import ModelParts
+
+        layout = ModelParts.layout_of(model_config)
+        return layout.unflatten({k: params[k] for k in layout.keys})
 
 
 TASKS: dict[str, str] = {

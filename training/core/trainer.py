@@ -34,7 +34,7 @@ from afm.training.core import muparam
 from afm.training.core.checkpoint import Checkpointer, gather_data_state, restore_params_only
 from afm.training.core.config import TrainConfig, get_train_config
 from afm.training.core.engine import Engine
-from afm.training.core.hooks import HookContext, ModelView, build_hooks, run_hooks
+from afm.training.core.hooks import HookContext, build_hooks, run_hooks
 from afm.training.core.metrics import MetricsWriter, mfu
 from afm.training.core.optimizer import skipped_updates
 from afm.training.core.preemption import StopSignal
@@ -181,7 +181,7 @@ def train(
         console.print(
             f"mesh {dict(mesh.shape)}, {jax.device_count()} devices, {jax.process_count()} host(s); "
             f"task {task.name}; attention {backend}; remat {mcfg.remat}; "
-            f"microbatches {cfg.microbatches}; data lanes {getattr(source, 'lanes', '-')}"
+            f"microbatches {cfg.microbatches}; data {source.describe().get('lanes', '-')} lanes"
         )
         for k, v in muparam.describe(engine.multipliers, engine.shapes).items():
             console.print(f"muParam {k}: {v}")
@@ -223,23 +223,21 @@ def train(
         raise TrainingDiverged(f"{cfg.name}: {why} at step {at}; last good checkpoint: {where}")
 
     def evaluate(at: int) -> dict[str, float]:
-        view = ModelView(engine.model(state), engine.all_params(state), mcfg, mesh)
-        results = run_hooks(hooks, at, view)
+        results = run_hooks(hooks, at, engine.view(state))
         if selector is not None:
-            selector.update(at, results, export_model)
+            selector.update(at, results, lambda path: export(path, at))
         return results
 
-    def export_model(path: str) -> None:
-        """The current model parameters in the ``afm.model.checkpoint`` format (host 0 writes)."""
-        from afm.model.checkpoint import save_params
-
+    def export(path: str | Path, at: int) -> str:
+        """What the task hands on (``task.export``), from the current parameters; host 0
+        writes (parameters gathered first when there are several hosts)."""
         params = engine.all_params(state)
-        model_params = {k: params[k] for k in engine.layout.keys}
         if jax.process_count() > 1:
-            model_params = gather_params(model_params)
-        if is_main:
-            save_params(engine.layout.unflatten(model_params), path,
-                        dataclasses.replace(mcfg, max_segments=0), overwrite=True)
+            params = gather_params(params)
+        if not is_main:
+            return str(path)
+        exported = dataclasses.replace(mcfg, max_segments=0)  # a run-time setting of this run
+        return str(task.export(Path(path), params, exported, {"steps": at, "stage": cfg.name}))
 
     try:
         with StopSignal(cfg.preemption_check_every) as stop, make_progress() as progress:
@@ -248,6 +246,7 @@ def train(
                 if profile and step + 1 == profile[0] and is_main:
                     jax.profiler.start_trace(str(_log_dir(cfg, workdir) / "profile"))
                     tracing = True
+                step_metrics = task.before_step(step, engine.view(state))  # rollouts, for online RL
                 batch = engine.global_batch(next(source))
                 state, metrics_dev = engine.train_step(state, batch, step)
                 step += 1
@@ -261,7 +260,8 @@ def train(
                     (cfg.eval.every_steps and step % cfg.eval.every_steps == 0)
                     or (cfg.eval.at_end and step == stop_at)
                 )
-                log_now = save_now or eval_now or step == start + 1 or step % cfg.log_every == 0
+                log_now = (save_now or eval_now or bool(step_metrics) or step == start + 1
+                           or step % cfg.log_every == 0)
                 if log_now:
                     metrics = {k: float(v) for k, v in jax.device_get(metrics_dev).items()}
                     # Skips are counted by the optimizer; between two logged steps "all
@@ -281,7 +281,7 @@ def train(
                     now = time.perf_counter()
                     tps = tokens_per_step * (step - step_mark) / max(now - t_mark, 1e-9)
                     t_mark, step_mark = now, step
-                    metrics |= {
+                    metrics |= step_metrics | {
                         "tokens_per_s": tps,
                         "mfu": mfu(tps, fpt, jax.device_count(), cfg.peak_tflops_per_device),
                         "skipped_steps": skipped_total,
@@ -311,20 +311,9 @@ def train(
         source.close()
 
     model_dir = ""
-    # Single-host, local only: save_params rewrites the directory from every process.
+    # Single-host, local only: the exporters rewrite the directory from every process.
     if cfg.export_model and jax.process_count() == 1 and not fs.is_remote(workdir):
-        from afm.model.checkpoint import save_params
-
-        params = engine.all_params(state)
-        exported = dataclasses.replace(mcfg, max_segments=0)  # a run-time setting of this run
-        export = getattr(task, "export", None)  # a task may hand off something else (an adapter)
-        if export is not None:
-            model_dir = str(export(Path(workdir), params, exported, {"steps": step, "stage": cfg.name}))
-        else:
-            model_dir = str(
-                save_params(engine.layout.unflatten({k: params[k] for k in engine.layout.keys}),
-                            Path(workdir) / "model", exported, overwrite=True)
-            )
+        model_dir = export(Path(workdir) / task.artifact, step)
     sha = params_sha256(gather_params(engine.all_params(state)))
     result = {
         "stage": cfg.name,
@@ -342,7 +331,7 @@ def train(
         "preempted": bool(stop.stopping),
         "attention": backend,
         "skipped_steps": skipped_total,
-        "mixture": getattr(source, "weights", {}),
+        "mixture": source.describe().get("mixture", {}),
         **({"best_step": selector.best_step, "best_value": selector.best} if selector else {}),
         **evals,
         **{k: last_metrics[k] for k in ("grad_norm", "update_rms", "lr", "tokens_per_s", "mfu") if k in last_metrics},

@@ -289,6 +289,9 @@ class SftLoader:
     def state(self) -> LoaderState:
         return LoaderState(dict(self.spec), np.stack([lane.state for lane in self._lanes]))
 
+    def describe(self) -> dict[str, Any]:
+        return {"lanes": self.lanes, "mixture": dict(self.weights)}
+
     def close(self) -> None:
         """Nothing runs in the background."""
 
@@ -340,6 +343,9 @@ class SftEvalInput:
 
     def state(self) -> Any:
         return None
+
+    def describe(self) -> dict[str, Any]:
+        return {"conversations": self.conversations}
 
     def close(self) -> None:
         """Nothing to release."""

@@ -397,6 +397,9 @@ class PackedLoader:
         """Where this host is: the state after the last batch handed out."""
         return LoaderState(dict(self._state.spec), self._state.lanes.copy())
 
+    def describe(self) -> dict[str, Any]:
+        return {"lanes": self.lanes, "mixture": dict(self.weights)}
+
     def padding_fraction(self, batch: dict[str, np.ndarray]) -> float:
         return float(1.0 - np.mean(batch["segment_ids"] > 0))
 

@@ -325,6 +325,9 @@ class PairLoader:
         return LoaderState({"kind": "pairs", "pairs": len(self.data.level), "seed": self.seed},
                            np.asarray([[0, self.epoch, self.pos, 0]], np.int64))
 
+    def describe(self) -> dict[str, Any]:
+        return {"lanes": 1, "pairs": len(self.data.level)}
+
     def close(self) -> None:
         pass
 
@@ -355,6 +358,9 @@ class PairEvalInput:
 
     def state(self) -> LoaderState:
         return LoaderState({"kind": "pairs-eval"}, np.asarray([[0, self.at, 0, 0]], np.int64))
+
+    def describe(self) -> dict[str, Any]:
+        return {"pairs": len(self.data.level)}
 
     def close(self) -> None:
         pass

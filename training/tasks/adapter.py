@@ -25,6 +25,7 @@ e.g. the recovery adapter; same rank and targets), ``inner`` and ``inner_options
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Any
 
 import jax
@@ -54,6 +55,7 @@ class AdapterTask(TaskBase):
     """LoRA on a frozen base around an inner task (see the module docstring)."""
 
     name = "adapter"
+    artifact = "adapter"
 
     def __init__(self, config: Any):
         super().__init__(config)
@@ -137,9 +139,7 @@ class AdapterTask(TaskBase):
         return False  # every model parameter is the frozen base
 
     def wrap_model(self, model: Any, params: dict[str, jax.Array]) -> Any:
-        inner_wrap = getattr(self.inner, "wrap_model", None)
-        if inner_wrap is not None:
-            model = inner_wrap(model, params)
+        model = self.inner.wrap_model(model, params)
         weights = {p: (params[self._keys(p)[0]], params[self._keys(p)[1]])
                    for p in self.lora.weight_paths(model.cfg.n_layers)}
         return lora.attach(model, lora.Adapter(self.lora, weights))
@@ -152,16 +152,16 @@ class AdapterTask(TaskBase):
             weights[p] = (a, b)
         return lora.Adapter(self.lora, weights, dict(meta or {}))
 
-    def export(self, workdir: Any, params: dict[str, Any], model_config: Any, info: dict[str, Any]) -> Any:
-        """A finished run hands off ``workdir/adapter`` (``afm.model.adapter_io``), not a
-        copy of the base."""
+    def export(self, directory: Path, params: dict[str, Any], model_config: Any, info: dict[str, Any]) -> Path:
+        """A run hands off the adapter (``afm.model.adapter_io``; ``workdir/adapter`` at the
+        end), not a copy of the base."""
         from afm.model.adapter_io import save_adapter
 
         meta = {"task": self.inner.name, "data": list(self.config.data.paths),
                 "weights": dict(self.config.data.weights), "seq_len": self.config.data.seq_len,
                 "init_adapter": self.init_adapter, **info}
-        return save_adapter(self.adapter_from(params, meta), workdir / "adapter", base=self.config.init_from,
-                            base_config=self.base_config, overwrite=True)
+        return Path(save_adapter(self.adapter_from(params, meta), directory, base=self.config.init_from,
+                                 base_config=self.base_config, overwrite=True))
 
     # -- everything else is the inner task's ---------------------------------------------------
     def batch_fields(self) -> dict[str, Field]:
@@ -174,6 +174,9 @@ class AdapterTask(TaskBase):
     def make_eval_input(self, paths: list[str], *, vocab_size: int, process_index: int, process_count: int):
         return self.inner.make_eval_input(paths, vocab_size=vocab_size, process_index=process_index,
                                           process_count=process_count)
+
+    def before_step(self, step: int, view: Any) -> dict[str, float]:
+        return self.inner.before_step(step, view)
 
     def loss(self, params: dict[str, jax.Array], batch: dict[str, jax.Array], ctx: LossContext) -> LossOutput:
         return self.inner.loss(params, batch, ctx)

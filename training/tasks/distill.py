@@ -230,6 +230,9 @@ class _WithoutTeacher:
     def state(self) -> Any:
         return self.source.state()
 
+    def describe(self) -> dict[str, Any]:
+        return self.source.describe()
+
     def close(self) -> None:
         self.source.close()
 

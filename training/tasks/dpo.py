@@ -194,24 +194,8 @@ def run_preference_optimisation(kind: str, config: str | Path, workdir: str | Pa
     if not cfg.init_from:
         raise ConfigError(f"{kind} starts from a fine-tuned model: pass --init-from (an SFT run or model)")
     summary = train(cfg, workdir, steps=steps, quiet=quiet)
-    summary["model"] = str(export_policy(workdir, cfg))
+    summary["model"] = summary["model_checkpoint"] or str(Path(workdir) / "model")  # the policy, no reference
     return summary
-
-
-def export_policy(workdir: str | Path, config: Any) -> Path:
-    """The trained policy (without the reference copy) as an ``afm.model`` checkpoint."""
-    from afm.model.checkpoint import save_params
-    from afm.model.sharding import make_mesh
-    from afm.training.core.checkpoint import restore_params_only
-    from afm.training.core.engine import Engine
-
-    engine = Engine.build(config, make_mesh(config.mesh))
-    abstract = engine.abstract_state
-    params, _ = restore_params_only(str(workdir), {**abstract.params, **abstract.frozen})  # whole tree
-    params = {k: params[k] for k in engine.layout.keys}
-    out = Path(workdir) / "model"
-    save_params(engine.parts.build_model(params), out, engine.model_config, overwrite=True)
-    return out
 
 
 def add_reference_logps(paths: Sequence[str], out: str | Path, model_dir: str | Path, tokenizer: Any,
@@ -261,5 +245,4 @@ def add_reference_logps(paths: Sequence[str], out: str | Path, model_dir: str | 
     return len(pairs)
 
 
-__all__ = ["DpoOptions", "DpoTask", "IpoTask", "add_reference_logps", "dpo_loss", "export_policy",
-           "ipo_loss", "run_preference_optimisation", "sequence_logps"]
+__all__ = ["DpoOptions", "DpoTask", "IpoTask", "add_reference_logps", "dpo_loss", "ipo_loss", "run_preference_optimisation", "sequence_logps"]

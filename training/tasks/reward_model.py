@@ -144,6 +144,7 @@ class RewardModelTask(PairTaskInputs, TaskBase):
     """See the module docstring."""
 
     name = "reward_model"
+    artifact = "reward-model"
 
     def __init__(self, config: Any):
         super().__init__(config)
@@ -212,33 +213,26 @@ class RewardModelTask(PairTaskInputs, TaskBase):
         return LossOutput(loss=(jnp.sum(total * w), pairs), metrics=metrics)
 
 
+    def export(self, directory: Path, params: dict[str, Any], model_config: Any, info: dict[str, Any]) -> Path:
+        """The reward model (``workdir/reward-model`` at the end, ``workdir/best`` for the
+        best evaluation): ``model/`` (``afm.model`` format) + ``heads.npz`` +
+        ``reward_model.json``, what :class:`RewardModelScorer` loads."""
+        from afm.model.checkpoint import save_params
+
+        out = Path(directory)
+        out.mkdir(parents=True, exist_ok=True)
+        save_params(self.model_params(params, model_config), out / "model", model_config, overwrite=True)
+        heads = {k[len(PREFIX):]: np.asarray(jax.device_get(v)) for k, v in params.items() if k.startswith(PREFIX)}
+        np.savez(out / "heads.npz", **heads)
+        opts = self.options
+        meta = {"format": "afm-reward-model-1", "tokenizer": opts.tokenizer, "lam": opts.lam,
+                "levels_p": list(opts.levels_p), "gradings": list(GRADES), "seq_len": self.config.data.seq_len,
+                **info}
+        (out / "reward_model.json").write_text(json.dumps(meta, indent=2) + "\n")
+        return out
+
+
 # -- export and scoring --------------------------------------------------------------------------
-
-def export_reward_model(workdir: str | Path, out: str | Path | None = None, *, config: Any = None) -> Path:
-    """The latest trainer checkpoint of an RM run -> ``out`` (default
-    ``workdir/reward-model``): ``model/`` + ``heads.npz`` + ``reward_model.json``."""
-    from afm.model.checkpoint import save_params
-    from afm.model.sharding import make_mesh
-    from afm.training.core.checkpoint import restore_params_only
-    from afm.training.core.engine import Engine
-
-    mesh = make_mesh(config.mesh)
-    engine = Engine.build(config, mesh)
-    abstract = engine.abstract_state
-    like = {**abstract.params, **abstract.frozen}
-    params, _ = restore_params_only(str(workdir), like)
-    out = Path(out) if out else Path(workdir) / "reward-model"
-    out.mkdir(parents=True, exist_ok=True)
-    model = engine.parts.build_model({k: params[k] for k in engine.layout.keys})
-    save_params(model, out / "model", engine.model_config, overwrite=True)
-    heads = {k[len(PREFIX):]: np.asarray(jax.device_get(v)) for k, v in params.items() if k.startswith(PREFIX)}
-    np.savez(out / "heads.npz", **heads)
-    opts = engine.task.options
-    meta = {"format": "afm-reward-model-1", "tokenizer": opts.tokenizer, "lam": opts.lam,
-            "levels_p": list(opts.levels_p), "gradings": list(GRADES), "seq_len": config.data.seq_len}
-    (out / "reward_model.json").write_text(json.dumps(meta, indent=2) + "\n")
-    return out
-
 
 class RewardModelScorer:
     """A trained reward model as a function: ``scorer(prompts, responses)`` -> float32 [N],
@@ -362,7 +356,7 @@ def run_rm(config: str | Path | Any, workdir: str | Path, *, data: Sequence[str]
         changes["init_from"] = str(init_from)
     cfg = dataclasses.replace(cfg, **changes)
     summary = train(cfg, workdir, steps=steps, quiet=quiet)
-    out = export_reward_model(workdir, config=cfg)
+    out = summary["model_checkpoint"] or str(Path(workdir) / RewardModelTask.artifact)
     summary["reward_model"] = str(out)
     if heldout:
         scorer = RewardModelScorer(out, tokenizer)
@@ -372,5 +366,5 @@ def run_rm(config: str | Path | Any, workdir: str | Path, *, data: Sequence[str]
 
 
 __all__ = ["SOFT_LABELS", "RewardModelOptions", "RewardModelScorer", "RewardModelTask", "apply_heads",
-           "export_reward_model", "run_rm", "with_options", "gather_last", "grading_loss", "head_specs", "last_token_index",
+           "run_rm", "with_options", "gather_last", "grading_loss", "head_specs", "last_token_index",
            "pairwise_accuracy", "reward_model_loss", "segment_last_index", "soft_label_ranking_loss"]

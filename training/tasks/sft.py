@@ -156,7 +156,7 @@ def heldout_metrics(
     params, _ = restore_params_only(str(checkpoint), like, engine.layout)
     batches = SftEvalInput(cfg.data, list(heldout), vocab_size=None).batches_needed()
     hook = HeldOutLoss(engine, list(heldout), max(1, batches))
-    return hook(0, ModelView(None, params, engine.model_config, mesh))
+    return hook(0, ModelView(params, engine.model_config, mesh))
 
 
 __all__ = ["SftOptions", "SftTask", "heldout_metrics", "run_sft"]
