@@ -68,12 +68,10 @@ class EngineStats:
 def _score_rows(graphdef: Any, state: Any, tokens: Array, positions: Array, segments: Array,
                 targets: Array) -> tuple[Array, Array]:
     """Per position: log p(target) (float32) and whether target is the argmax."""
-    model = nnx.merge(graphdef, state)
-    logits = model(tokens, positions=positions, segment_ids=segments).astype(jnp.float32)
-    logz = jax.nn.logsumexp(logits, axis=-1)
-    target_logit = jnp.take_along_axis(logits, targets[..., None], axis=-1)[..., 0]
-    greedy = jnp.argmax(logits, axis=-1) == targets
-    return target_logit - logz, greedy
+    from afm.model.scoring import score
+
+    scores, _ = score(nnx.merge(graphdef, state), tokens, targets, positions=positions, segment_ids=segments)
+    return scores.logprob, scores.correct
 
 
 @partial(jax.jit, static_argnames=("graphdef",))
@@ -83,6 +81,7 @@ def _score_shared(graphdef: Any, state: Any, prefix: Array, prefix_seg: Array, o
     run once into a KV cache, the cache rows are repeated for their continuations
     (``owner[c]`` = the prefix row of continuation ``c``), and only the (right-padded)
     ``suffix`` tokens run per continuation. Per suffix position: log p(target), greedy."""
+    from afm.model.scoring import score
     from afm.model.transformer import KVCache
 
     model = nnx.merge(graphdef, state)
@@ -94,11 +93,8 @@ def _score_shared(graphdef: Any, state: Any, prefix: Array, prefix_seg: Array, o
                     segment_ids=jnp.take(cache.segment_ids, owner, axis=0), index=cache.index)
     start = jnp.sum(prefix_seg, axis=1)[owner]
     pos = start[:, None] + jnp.arange(steps, dtype=jnp.int32)[None, :]
-    logits, _ = model(suffix, positions=pos, segment_ids=suffix_seg, cache=cache)
-    logits = logits.astype(jnp.float32)
-    logz = jax.nn.logsumexp(logits, axis=-1)
-    target_logit = jnp.take_along_axis(logits, targets[..., None], axis=-1)[..., 0]
-    return target_logit - logz, jnp.argmax(logits, axis=-1) == targets
+    scores, _ = score(model, suffix, targets, positions=pos, segment_ids=suffix_seg, cache=cache)
+    return scores.logprob, scores.correct
 
 
 @partial(jax.jit, static_argnames=("graphdef", "cache_len"))
@@ -108,8 +104,9 @@ def _prefill(graphdef: Any, state: Any, tokens: Array, segments: Array, *, cache
     model = nnx.merge(graphdef, state)
     positions = jnp.maximum(jnp.cumsum(segments, axis=1) - 1, 0)
     cache = KVCache.create(model.cfg, tokens.shape[0], cache_len)
-    logits, cache = model(tokens, positions=positions, segment_ids=segments, cache=cache)
-    return logits[:, -1].astype(jnp.float32), cache, positions[:, -1] + 1
+    hidden, cache = model.features(tokens, positions=positions, segment_ids=segments, cache=cache)
+    last = model.readout(hidden[:, -1:])[:, 0]  # the prompt's last position only: no [B, T, V]
+    return last.astype(jnp.float32), cache, positions[:, -1] + 1
 
 
 @partial(jax.jit, static_argnames=("graphdef", "steps", "greedy"), donate_argnames=("cache",))

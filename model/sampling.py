@@ -81,8 +81,8 @@ def _sample_jit(
     b, p = tokens.shape
     positions = jnp.maximum(jnp.cumsum(segments, axis=1) - 1, 0)
     cache = KVCache.create(model.cfg, b, p + max_new_tokens)
-    logits, cache = model(tokens, positions=positions, segment_ids=segments, cache=cache)
-    last = logits[:, -1]
+    hidden, cache = model.features(tokens, positions=positions, segment_ids=segments, cache=cache)
+    last = model.readout(hidden[:, -1:])[:, 0]  # the prompt's last position only: no [B, T, V]
     next_pos = positions[:, -1] + 1
 
     out = jnp.zeros((b, max_new_tokens), jnp.int32)

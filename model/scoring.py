@@ -1,31 +1,162 @@
-"""Log-probabilities of given tokens under the model (checks, evaluation, DPO-style losses)."""
+"""The one log-probability function: token scores through the tied readout, in chunks.
+
+Every consumer of ``log p(target_t | prefix)`` goes through :func:`token_logprobs` (from
+final-norm features) or :func:`score` (from a model and token rows): the training losses
+(pre-training, distillation, SFT), DPO/IPO's sequence log-probs, MDLOO's ratios and its
+rollouts' log-probs under the policy and the reference, quantization's calibration loss,
+``afm score`` and the evaluation engine's log-likelihoods.
+
+At AFM's sizes the full logits do not fit: 4096 tokens x 100k vocabulary x 4 bytes is
+1.6 GB per sequence, times the batch, plus their gradient. The readout walks the sequence
+in chunks under ``lax.scan``; each chunk's logits are rematerialised in the backward pass
+(``jax.checkpoint``), so at most one chunk of ``[B, chunk, V]`` float32 logits is alive
+(the cost: the readout matmul runs once more in the backward pass, about ``2 V d`` FLOPs
+per token, which MFU does not credit).
+
+The chunk loop runs over the *unsharded* part of the sequence axis: under sequence
+parallelism the tokens are first split into the mesh's sequence shards, then chunked
+inside each, so no chunk boundary crosses devices.
+
+A ``temperature`` scores the tempered distribution ``softmax(logits / T)``: the one a
+sampler at ``T`` draws from, which online RL must score to stay on-policy.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from afm.model.transformer import Transformer
+from afm.model import partitioning
+from afm.model.partitioning import constrain
 from flax import nnx
 
 Array = jax.Array
 
 
-def token_logprobs(model: Transformer, tokens: Array, segment_ids: Array | None = None) -> Array:
-    """float32 [B, T-1]: log p(tokens[:, t+1] | tokens[:, :t+1]). Differentiable."""
-    logits = model(tokens[:, :-1], segment_ids=None if segment_ids is None else segment_ids[:, :-1])
-    logp = jax.nn.log_softmax(logits, axis=-1)
-    return jnp.take_along_axis(logp, tokens[:, 1:, None], axis=-1)[..., 0]
+@jax.tree_util.register_dataclass
+@dataclass(frozen=True)
+class TokenScores:
+    """Per position (and per target, when several are scored): ``logprob`` of the target,
+    whether the target is the ``argmax``, the ``logsumexp`` of the logits (a z-loss) and,
+    when asked for, the ``entropy`` of the predicted distribution."""
+
+    logprob: Array  # float32 [B, T] (or [B, T, K] for K targets per position)
+    correct: Array  # bool, shaped like logprob
+    logz: Array  # float32 [B, T]
+    entropy: Array | None = None  # float32 [B, T]
+
+
+def _chunk_size(t: int, requested: int) -> int:
+    """The largest divisor of ``t`` that is at most ``requested``."""
+    size = max(1, min(requested, t))
+    while t % size:
+        size -= 1
+    return size
+
+
+def _chunked_readout(hidden: Array, table: Array, xs: tuple[Array, ...], fn, *, logit_scale: float, chunk: int):
+    """Run ``fn(logits [B, S, C, V] float32, *xs_chunk) -> tuple of [B, S, C, ...]`` over
+    sequence chunks under ``lax.scan`` with the logits rematerialised in the backward
+    pass; ``xs`` are per-position arrays ``[B, T, ...]``. Returns the outputs as
+    ``[B, T, ...]``. The one chunk loop behind every readout-based quantity."""
+    b, t, d = hidden.shape
+    shards = partitioning.shards("seq")
+    if t % shards:
+        shards = 1
+    per_shard = t // shards
+    size = _chunk_size(per_shard, chunk)
+    n = per_shard // size
+    table = table.astype(hidden.dtype)
+
+    def split(x: Array) -> Array:  # [B, T, ...] -> [n, B, shards, size, ...]
+        return jnp.moveaxis(x.reshape(b, shards, n, size, *x.shape[2:]), 2, 0)
+
+    @jax.checkpoint
+    def score_chunk(h_c: Array, *x_c: Array) -> tuple[Array, ...]:
+        logits = jnp.einsum("bscd,vd->bscv", h_c, table, preferred_element_type=jnp.float32)
+        logits = constrain(logits * logit_scale, ("batch", "seq", None, "vocab"))
+        return fn(logits, *x_c)
+
+    def body(carry: None, c: tuple[Array, ...]) -> tuple[None, tuple[Array, ...]]:
+        return carry, score_chunk(*c)
+
+    _, outs = jax.lax.scan(body, None, (split(hidden), *(split(x) for x in xs)))
+
+    def back(x: Array) -> Array:  # [n, B, shards, size, ...] -> [B, T, ...]
+        return jnp.moveaxis(x, 0, 2).reshape(b, t, *x.shape[4:])
+
+    return tuple(back(o) for o in outs)
+
+
+def token_logprobs(
+    hidden: Array, table: Array, targets: Array, *, logit_scale: float, chunk: int = 1024,
+    temperature: float = 1.0, entropy: bool = False,
+) -> TokenScores:
+    """Scores of ``targets`` under ``softmax((hidden @ table.T) * logit_scale / temperature)``.
+
+    ``hidden`` [B, T, D] are the final-norm features (compute dtype), ``table`` [V, D] the
+    tied embedding (cast to the compute dtype once). ``targets`` is [B, T], or [B, T, K]
+    to score K targets per position from one readout (distillation scores the label and
+    the teacher's token together). Logits are float32 per chunk only.
+    """
+    if targets.ndim not in (2, 3):
+        raise ValueError(f"targets must be [B, T] or [B, T, K], got shape {targets.shape}")
+    many = targets.ndim == 3
+    y = targets if many else targets[..., None]
+
+    def fn(logits: Array, y_c: Array) -> tuple[Array, ...]:
+        logz = jax.nn.logsumexp(logits, axis=-1)
+        target = jnp.take_along_axis(logits, y_c, axis=-1)
+        correct = jnp.argmax(logits, axis=-1)[..., None] == y_c
+        out = (target - logz[..., None], correct, logz)
+        if entropy:  # H = logz - E_p[logit]
+            p = jnp.exp(logits - logz[..., None])
+            out += (logz - jnp.sum(p * logits, axis=-1),)
+        return out
+
+    outs = _chunked_readout(hidden, table, (y,), fn, logit_scale=logit_scale / temperature, chunk=chunk)
+    logprob, correct, logz = outs[:3]
+    if not many:
+        logprob, correct = logprob[..., 0], correct[..., 0]
+    return TokenScores(logprob, correct, logz, outs[3] if entropy else None)
+
+
+def token_argmax(hidden: Array, table: Array, *, logit_scale: float, chunk: int = 1024) -> Array:
+    """The most likely next token per position, int32 [B, T] (a teacher's top-1 ids), with
+    the same chunked readout: never float32 ``[B, T, V]``. Ties go to the lower id."""
+    (top,) = _chunked_readout(
+        jax.lax.stop_gradient(hidden), jax.lax.stop_gradient(table), (),
+        lambda logits: (jnp.argmax(logits, axis=-1).astype(jnp.int32),),
+        logit_scale=logit_scale, chunk=chunk,
+    )
+    return top
+
+
+def score(
+    model: Any, inputs: Array, targets: Array, *, positions: Array | None = None,
+    segment_ids: Array | None = None, cache: Any = None, dropout_rng: Array | None = None,
+    temperature: float = 1.0, chunk: int = 1024, entropy: bool = False,
+) -> tuple[TokenScores, Any]:
+    """The model's scores of ``targets`` given ``inputs`` (teacher-forced, one forward):
+    :func:`token_logprobs` on the model's features, and the updated KV cache when one is
+    given (``None`` otherwise). Differentiable; jit it in the caller."""
+    hidden, new_cache = model.features(inputs, positions=positions, segment_ids=segment_ids, cache=cache,
+                                       dropout_rng=dropout_rng)
+    scores = token_logprobs(hidden, model.embed[...], targets, logit_scale=model.cfg.logit_scale,
+                            chunk=chunk, temperature=temperature, entropy=entropy)
+    return scores, new_cache
 
 
 @nnx.jit
-def _score(model: Transformer, tokens: Array) -> Array:
-    return token_logprobs(model, tokens)
+def _score_ids(model: Any, tokens: Array) -> Array:
+    return score(model, tokens[:, :-1], tokens[:, 1:])[0].logprob
 
 
-def score_tokens(model: Transformer, ids: Sequence[int]) -> list[float]:
+def score_tokens(model: Any, ids: Sequence[int]) -> list[float]:
     """Per-token log-probabilities of ``ids[1:]`` (each given everything before it)."""
     ids = [int(i) for i in ids]
     if len(ids) < 2:
@@ -35,5 +166,8 @@ def score_tokens(model: Transformer, ids: Sequence[int]) -> list[float]:
         raise ValueError(f"token ids out of range [0, {model.cfg.vocab_size}): {bad[:5]}")
     if len(ids) > model.cfg.max_seq_len:
         raise ValueError(f"{len(ids)} tokens exceed max_seq_len {model.cfg.max_seq_len}")
-    out = _score(model, jnp.asarray([ids], jnp.int32))
+    out = _score_ids(model, jnp.asarray([ids], jnp.int32))
     return [float(x) for x in np.asarray(out[0])]
+
+
+__all__ = ["TokenScores", "score", "score_tokens", "token_argmax", "token_logprobs"]

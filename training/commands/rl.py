@@ -31,7 +31,11 @@ Examples:
 Each iteration samples K responses for each of n prompts (batched, KV cache), scores
 them with the reward minus beta * log(pi/pi_ref), takes the leave-one-out advantage and
 runs a few optimiser steps of MDLOO (KL(pi || pi_k) trust region, weight gamma) or PPO-clip.
-Writes WORKDIR/metrics.jsonl (reward, both KLs, length, advantage stats per iteration),
+A run of the one trainer (task mdloo, stage tiny-mdloo underneath): checkpoints every
+iteration, and re-running the same command resumes (also after SIGTERM mid-iteration);
+--iterations says where to stop, so 2 iterations then a rerun to 4 end with the same
+params_sha256 as 4 at once. Writes WORKDIR/metrics.jsonl (per step; the rollout's reward,
+both KLs, length and advantage statistics on each iteration's first step),
 WORKDIR/summary.json, WORKDIR/model and WORKDIR/curves.png.
 """)
 @click.option("--config", "config_file", default=None, type=click.Path(exists=True, dir_okay=False),
@@ -80,7 +84,10 @@ def mdloo_command(config_file, workdir, policy, reference, tokenizer, prompts, e
         click.echo(f"held-out greedy true reward {e0['reward']:.3f} -> {e1['reward']:.3f}")
         if "sampled_reward" in e0:
             click.echo(f"held-out sampled true reward {e0['sampled_reward']:.3f} -> {e1['sampled_reward']:.3f}")
+    if summary["preempted"]:
+        click.echo(f"stopped at iteration {summary['iterations']} (signal): rerun the command to resume")
     click.echo(f"model: {summary['model']}\ncurves: {png}")
+    click.echo(f"params_sha256: {summary['params_sha256']}")
 
 
 @click.group("itec")

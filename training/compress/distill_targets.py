@@ -33,7 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from afm.training.core.losses import token_argmax
+from afm.model.scoring import token_argmax
 from afm.training.data.shards import TOKEN_SCHEMA, DataError, expand_paths
 
 from afm import fs

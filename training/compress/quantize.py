@@ -100,7 +100,7 @@ class RowsLoss:
 
     def __init__(self, model: Any, rows: np.ndarray, batch_rows: int):
         from afm.model.params import flatten_state
-        from afm.training.core.losses import token_logprobs
+        from afm.model.scoring import token_logprobs
         from flax import nnx
 
         self.graphdef, state = nnx.split(model)

@@ -1,6 +1,6 @@
 """Orbax checkpoints of a training run: parameters, optimizer state, data position, meta.
 
-One step directory holds five items:
+One step directory holds five or six items:
 
 * ``params``      flat ``{path: float32 array}``, trainable and frozen (sharded save and
                   restore into any mesh, so a run resumes on another device count);
@@ -11,7 +11,9 @@ One step directory holds five items:
                   divides the lanes picks its rows on resume;
 * ``data_spec``   what those lanes were reading (JSON: lanes, seq_len, sources, seed,
                   shard fingerprint), checked on resume;
-* ``meta``        step, stage, model config (JSON).
+* ``meta``        step, stage, model config (JSON);
+* ``data_arrays`` (when the input has any) batches an input generated and cannot re-read:
+                  online RL's rollout batch of the iteration under way.
 
 Paths go through ``etils.epath`` (``gs://`` works). Saves are asynchronous: the step
 loop continues while arrays are written; ``wait`` blocks until the last is durable.
@@ -31,7 +33,7 @@ from etils import epath
 
 from afm import fs
 
-ITEMS = ("params", "opt_state", "data_lanes", "data_spec", "meta")
+ITEMS = ("params", "opt_state", "data_lanes", "data_spec", "meta", "data_arrays")
 
 
 def _leaves_dict(tree: Any) -> dict[str, Any]:
@@ -51,7 +53,7 @@ def gather_data_state(local: LoaderState) -> LoaderState:
     from jax.experimental import multihost_utils
 
     gathered = np.asarray(multihost_utils.process_allgather(local.lanes, tiled=True))
-    return LoaderState.merge([LoaderState(local.spec, gathered)])
+    return LoaderState.merge([LoaderState(local.spec, gathered, local.arrays)])
 
 
 class Checkpointer:
@@ -80,6 +82,8 @@ class Checkpointer:
                 data_lanes=ocp.args.StandardSave({"lanes": np.asarray(data.lanes, np.int64)}),
                 data_spec=ocp.args.JsonSave(data.spec),
                 meta=ocp.args.JsonSave(meta),
+                **({"data_arrays": ocp.args.StandardSave({k: np.asarray(v) for k, v in data.arrays.items()})}
+                   if data.arrays else {}),
             ),
             force=True,
         )
@@ -88,6 +92,7 @@ class Checkpointer:
         """Restore ``step`` into the shardings/dtypes of the (abstract) state ``like``."""
         leaves_like, treedef = jax.tree.flatten(like.opt_state)
         params_like = {**like.params, **like.frozen}
+        has_arrays = (self.step_dir(step) / "data_arrays").exists()
         out = self.manager.restore(
             step,
             args=ocp.args.Composite(
@@ -96,6 +101,7 @@ class Checkpointer:
                 data_lanes=ocp.args.StandardRestore(),
                 data_spec=ocp.args.JsonRestore(),
                 meta=ocp.args.JsonRestore(),
+                **({"data_arrays": ocp.args.StandardRestore()} if has_arrays else {}),
             ),
         )
         params = out["params"]
@@ -105,7 +111,8 @@ class Checkpointer:
             {k: params[k] for k in like.frozen},
             jax.tree.unflatten(treedef, leaves),
         )
-        data = LoaderState(dict(out["data_spec"]), np.asarray(out["data_lanes"]["lanes"], np.int64))
+        arrays = {k: np.asarray(v) for k, v in out["data_arrays"].items()} if has_arrays else {}
+        data = LoaderState(dict(out["data_spec"]), np.asarray(out["data_lanes"]["lanes"], np.int64), arrays)
         return state, data, dict(out["meta"])
 
     def wait(self) -> None:

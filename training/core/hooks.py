@@ -42,6 +42,7 @@ import numpy as np
 class EvalConfig:
     every_steps: int = 0  # 0: only at the end (when at_end)
     at_end: bool = True
+    at_start: bool = False  # also before the first step of a fresh run (the starting point)
     heldout: list[str] = field(default_factory=list)  # token shards for the held-out loss
     heldout_batches: int = 4  # global batches of held-out data per evaluation
     hooks: list[str] = field(default_factory=list)  # "package.module:factory"

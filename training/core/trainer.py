@@ -39,6 +39,7 @@ from afm.training.core.metrics import MetricsWriter, mfu
 from afm.training.core.optimizer import skipped_updates
 from afm.training.core.preemption import StopSignal
 from afm.training.core.selection import BestCheckpoint
+from afm.training.core.task import Task
 
 from afm import fs
 
@@ -85,8 +86,6 @@ def _resolve_config(config: str | TrainConfig, data, init_from, overrides, profi
         cfg = dataclasses.replace(cfg, init_from=str(init_from))
     if profile_steps is not None:
         cfg = dataclasses.replace(cfg, profile_steps=profile_steps)
-    if not cfg.data.paths:
-        raise ValueError(f"{cfg.name}: no token shards given (set data.paths or pass --data)")
     parse_profile_steps(cfg.profile_steps)
     return cfg
 
@@ -120,8 +119,12 @@ def train(
     overrides: list[str] | tuple[str, ...] = (),
     profile_steps: str | None = None,
     quiet: bool = False,
+    task: Task | None = None,
 ) -> dict[str, Any]:
     """Train (or resume) a run in ``workdir`` up to ``steps`` (default: ``total_steps``).
+
+    ``task``: the run's task object, when the caller made it (e.g. with a reward already
+    in memory); by default the config's ``task`` is built.
 
     ``data`` (token shard paths/globs) and ``init_from`` (previous stage's workdir or
     checkpoint) override the config. Returns ``first_loss``, ``final_loss``, ``steps``,
@@ -145,7 +148,7 @@ def train(
         print_config(cfg, f"train: {cfg.name}")
 
     mesh = make_mesh(cfg.mesh)
-    engine = Engine.build(cfg, mesh)
+    engine = Engine.build(cfg, mesh, task)
     mcfg = engine.model_config
     _check_shapes(cfg, mesh, mcfg)
     task = engine.task
@@ -239,6 +242,9 @@ def train(
         exported = dataclasses.replace(mcfg, max_segments=0)  # a run-time setting of this run
         return str(task.export(Path(path), params, exported, {"steps": at, "stage": cfg.name}))
 
+    if hooks and cfg.eval.at_start and start == 0:  # the starting point, for before/after
+        evals = evaluate(0)
+        writer.write(0, evals)
     try:
         with StopSignal(cfg.preemption_check_every) as stop, make_progress() as progress:
             bar = progress.add_task(f"train {cfg.name}", total=max(stop_at - start, 0), rate="")

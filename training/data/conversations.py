@@ -223,6 +223,8 @@ class SftLoader:
         process_count: int = 1,
         state: LoaderState | None = None,
     ):
+        if not cfg.paths:
+            raise DataError("no training data given (set data.paths or pass --data)")
         if cfg.global_batch_size % process_count:
             raise DataError(f"global batch {cfg.global_batch_size} does not split over {process_count} hosts")
         self.cfg = cfg

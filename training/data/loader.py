@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -56,16 +56,21 @@ _DRAW_BLOCK = 1024  # mixture draws generated per RNG call
 
 @dataclass
 class LoaderState:
-    """The iterator position: a spec of what it was built from, and lanes' integers."""
+    """The iterator position: a spec of what it was built from, and lanes' integers.
+
+    ``arrays``: data an input generated itself and cannot re-read (online RL's rollout
+    batch of the current iteration), the same on every host; checkpointed beside the
+    lanes so a run stopped mid-iteration resumes on the very same batch."""
 
     spec: dict[str, Any]
     lanes: np.ndarray  # int64 [lanes held, 4 + 2 * n_sources], column 0 = lane id
+    arrays: dict[str, np.ndarray] = field(default_factory=dict)
 
     @staticmethod
     def merge(states: list[LoaderState]) -> LoaderState:
         """One state from every host's (e.g. after an all-gather), rows sorted by lane."""
         lanes = np.concatenate([s.lanes for s in states])
-        return LoaderState(states[0].spec, lanes[np.argsort(lanes[:, 0], kind="stable")])
+        return LoaderState(states[0].spec, lanes[np.argsort(lanes[:, 0], kind="stable")], states[0].arrays)
 
 
 def default_lanes(global_batch: int, process_count: int) -> int:
@@ -246,6 +251,8 @@ class PackedLoader:
     ):
         if cfg.attention not in ("document", "causal"):
             raise DataError(f"data.attention must be 'document' or 'causal', got {cfg.attention!r}")
+        if not cfg.paths and index is None:
+            raise DataError("no training data given (set data.paths or pass --data)")
         if cfg.global_batch_size % process_count:
             raise DataError(f"global batch {cfg.global_batch_size} does not split over {process_count} hosts")
         self.cfg = cfg

@@ -153,6 +153,8 @@ def parse_record(rec: Any, default_id: str) -> PreferencePair:
 def preference_files(paths: Sequence[str]) -> list[str]:
     from afm import fs
 
+    if not paths:
+        raise PreferenceDataError("no preference data given (set data.paths or pass --data)")
     chosen_files: set[str] = set()
     for pattern in paths:
         found = set()

@@ -115,23 +115,22 @@ def pack_responses(
             "positions": pos}
 
 
-def token_logprobs_of(model: Any, batch: dict[str, Any], temperature: float = 1.0) -> jax.Array:
-    """log pi(target | prefix) per position [B, T] (float32), masked to the response.
+def response_logprobs_of(model: Any, batch: dict[str, Any], temperature: float = 1.0, chunk: int = 1024) -> jax.Array:
+    """log pi(target | prefix) per position [B, T] (float32), 0 off the response: the one
+    chunked scoring function (``afm.model.scoring.score``, never float32 ``[B, T, V]``).
 
     ``temperature`` != 1 scores the *tempered* policy softmax(logits / T), the distribution
     the sampler draws from at that temperature: RL that samples at T must score (and
     optimise) the same distribution, or its ratios and KL terms are off-policy."""
-    logits = model(batch["inputs"], positions=batch["positions"], segment_ids=batch["segment_ids"])
-    if isinstance(logits, tuple):
-        logits = logits[0]
-    logp = jax.nn.log_softmax(logits.astype(jnp.float32) / temperature, axis=-1)
-    picked = jnp.take_along_axis(logp, batch["targets"][..., None], axis=-1)[..., 0]
-    return picked * batch["response_mask"]
+    from afm.model.scoring import score
+
+    scores, _ = score(model, batch["inputs"], batch["targets"], positions=batch["positions"],
+                      segment_ids=batch["segment_ids"], temperature=temperature, chunk=chunk)
+    return scores.logprob * batch["response_mask"]
 
 
 def response_logprobs(model: Any, batch: dict[str, np.ndarray], temperature: float = 1.0) -> np.ndarray:
-    """Per-token log-probs of the responses under ``model`` [B, T] (0 off the response),
-    of the policy tempered by ``temperature`` (see :func:`token_logprobs_of`)."""
+    """:func:`response_logprobs_of` for a model outside a run (host arrays in and out)."""
     from flax import nnx
 
     graphdef, state = nnx.split(model)
@@ -142,10 +141,10 @@ def response_logprobs(model: Any, batch: dict[str, np.ndarray], temperature: flo
 def _logprobs_impl(graphdef: Any, state: Any, batch: dict[str, jax.Array], temperature: jax.Array) -> jax.Array:
     from flax import nnx
 
-    return token_logprobs_of(nnx.merge(graphdef, state), batch, temperature)
+    return response_logprobs_of(nnx.merge(graphdef, state), batch, temperature)
 
 
 _logprobs_jit = jax.jit(_logprobs_impl, static_argnums=0)
 
 
-__all__ = ["Rollout", "pack_responses", "response_logprobs", "sample_groups", "token_logprobs_of"]
+__all__ = ["Rollout", "pack_responses", "response_logprobs", "response_logprobs_of", "sample_groups"]

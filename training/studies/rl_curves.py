@@ -6,6 +6,9 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
+from afm.training.core.metrics import read_metrics
+from afm.training.tasks.mdloo import iteration_rows
+
 
 def plot_rl_curves(metrics_files: Sequence[str], out: str, *, labels: Sequence[str] | None = None) -> str:
     """Sampled reward, KL to the reference, KL to pi_k and response length per iteration,
@@ -19,7 +22,9 @@ def plot_rl_curves(metrics_files: Sequence[str], out: str, *, labels: Sequence[s
             ("kl_prev", "KL(pi || pi_k) after update"), ("length", "response tokens")]
     fig, axes = plt.subplots(1, len(keys) + 1, figsize=(4 * (len(keys) + 1), 3.2))
     for i, path in enumerate(metrics_files):
-        rows = [json.loads(x) for x in Path(path).read_text().splitlines() if x.strip()]
+        summary = Path(path).with_name("summary.json")
+        spi = json.loads(summary.read_text())["config"]["steps_per_iteration"] if summary.exists() else 1
+        rows = iteration_rows(read_metrics(Path(path).parent), spi)
         label = labels[i] if labels else Path(path).parent.name
         for ax, (key, title) in zip(axes, keys):
             xs, ys = [r["iteration"] for r in rows], [r[key] for r in rows]
@@ -31,7 +36,6 @@ def plot_rl_curves(metrics_files: Sequence[str], out: str, *, labels: Sequence[s
             ax.plot(xs, smooth, color=line.get_color(), linewidth=2, label=label)
             ax.set_title(title)
             ax.set_xlabel("iteration")
-        summary = Path(path).with_name("summary.json")
         if summary.exists():
             ev = json.loads(summary.read_text()).get("eval", [])
             line, = axes[-1].plot([e["iteration"] for e in ev], [e["reward"] for e in ev], marker="o",

@@ -44,7 +44,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import pyarrow.parquet as pq
-from afm.training.core.losses import token_argmax, token_logprobs
+from afm.model.scoring import token_argmax, token_logprobs
 from afm.training.core.task import Field, LossContext, LossOutput, ParamSpec
 from afm.training.data.shards import expand_paths
 from afm.training.tasks.pretrain import PretrainTask

@@ -33,7 +33,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from afm.training.core.losses import token_logprobs
+from afm.model.scoring import token_logprobs
 from afm.training.core.task import Field, LossContext, LossOutput, ParamSpec, TaskBase
 from afm.training.data.preferences import PairTaskInputs
 

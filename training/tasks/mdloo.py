@@ -1,32 +1,42 @@
 """MDLOO: online RL with a leave-one-out advantage and a mirror-descent KL trust region
-(report §4.3.3 and App. E.2; SPEC 4), with PPO-clip as a switch for comparison.
+(report §4.3.3 and App. E.2; SPEC 4), with PPO-clip as a switch for comparison, as a task
+of the one trainer.
 
-Iteration ``k`` (:func:`run_mdloo`):
+Iteration ``k`` is ``steps_per_iteration`` trainer steps. Before the first of them the
+loop calls the task's ``before_step`` hook with the current policy, which
 
-1. sample ``K`` responses for each of ``n`` prompts from :math:`\\pi_{\\theta_k}` with the
-   batched KV-cache sampler (``afm.training.rl.rollout``);
-2. score them: :math:`R = r - \\beta \\log(\\pi_{\\theta_k}/\\pi_{ref})`, the log-ratio summed
+1. samples ``K`` responses for each of ``n`` prompts from :math:`\\pi_{\\theta_k}` with the
+   batched KV-cache sampler (``afm.training.rl.rollout``), the prompts and the sampling
+   key a function of (seed, k) only;
+2. scores them: :math:`R = r - \\beta \\log(\\pi_{\\theta_k}/\\pi_{ref})`, the log-ratio summed
    over the response's tokens (:func:`kl_penalised_reward`), where ``r`` is any
-   :class:`~afm.training.rl.rewards.RewardFn` (a reward model or a task's program);
-3. the LOO advantage :math:`\\hat A_i = R_i - \\frac{1}{K-1}\\sum_{j\\ne i} R_j` (eq. 7,
-   :func:`loo_advantage`);
-4. a few optimiser steps on the collected batch, maximising eq. 8 with its expectations
-   replaced by the ``nK`` samples (:func:`mdloo_terms`): per response
-   :math:`\\rho_i \\hat A_i - \\gamma\\, \\rho_i \\log \\rho_i` with
-   :math:`\\rho_i = \\pi_\\theta(y_i|x)/\\pi_{\\theta_k}(y_i|x)`. The first term's gradient is
-   eq. 9's first term; :math:`\\mathbb E_{y\\sim\\pi_{\\theta_k}}[\\rho\\log\\rho] =
-   D_{KL}(\\pi_\\theta\\|\\pi_{\\theta_k})`, so the second is an unbiased sample estimate of the
-   trust-region KL whose gradient is eq. 9's second term. The response is one action (the
-   report's bandit setting), so ratios are of whole-sequence probabilities.
+   :class:`~afm.training.rl.rewards.RewardFn` (a reward model or a task's program) and
+   :math:`\\pi_{ref}` a frozen copy of the start policy (``ref/...`` parameters, or
+   ``task_options.reference``);
+3. takes the LOO advantage :math:`\\hat A_i = R_i - \\frac{1}{K-1}\\sum_{j\\ne i} R_j` (eq. 7,
+   :func:`loo_advantage`) and hands the batch to the run's input (:class:`RolloutInput`);
 
-With ``algorithm: ppo`` step 4 uses the clipped surrogate
+then each step maximises eq. 8 with its expectations replaced by the ``nK`` samples
+(:func:`mdloo_terms`): per response :math:`\\rho_i \\hat A_i - \\gamma\\, \\rho_i \\log \\rho_i`
+with :math:`\\rho_i = \\pi_\\theta(y_i|x)/\\pi_{\\theta_k}(y_i|x)`. The first term's gradient is
+eq. 9's first term; :math:`\\mathbb E_{y\\sim\\pi_{\\theta_k}}[\\rho\\log\\rho] =
+D_{KL}(\\pi_\\theta\\|\\pi_{\\theta_k})`, so the second is an unbiased sample estimate of the
+trust-region KL whose gradient is eq. 9's second term. The response is one action (the
+report's bandit setting), so ratios are of whole-sequence probabilities. With
+``algorithm: ppo`` the step uses the clipped surrogate
 :math:`\\min(\\rho A, \\mathrm{clip}(\\rho, 1-\\epsilon, 1+\\epsilon) A)` instead (TRL's RLOO
 loss), with the same rollouts, rewards and advantages.
 
-The optimisation is a task of the one trainer (:class:`MdlooTask`: batch spec, loss as
-sums and weights, metrics); the loop builds the trainer's :class:`~afm.training.core.engine.Engine`
-once, with ``n * K`` as the global batch, and calls its train step ``steps_per_iteration``
-times per iteration, so sharding, the optimiser and skip-steps are the trainer's.
+Because the rollout is a hook of the loop, online RL has what every task has:
+checkpoints (the iteration's batch is part of the input's state, so a run stopped
+mid-iteration resumes on the very same batch), auto-resume, preemption, the metrics
+writer (one row per step; the iteration's rollout statistics on its first step), the
+divergence checks and evaluation hooks (:func:`policy_reward_hook`: the held-out true
+reward of greedy and sampled replies). N iterations, or N/2 and a resumed run to N, end
+with the same ``params_sha256``.
+
+:class:`MdlooConfig` is the flat config of ``afm rl mdloo``; :func:`run_mdloo` maps it onto
+a trainer config (stage ``tiny-mdloo`` of ``configs/rl.yaml`` underneath) and trains.
 """
 
 from __future__ import annotations
@@ -41,11 +51,14 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from afm.training.core.task import Field, LossContext, LossOutput, TaskBase
+from afm.training.core.hooks import HookContext, ModelView
+from afm.training.core.task import Field, LossContext, LossOutput, ParamSpec, TaskBase
+from afm.training.data.loader import LoaderState
 
-from afm.config import load_config
+from afm.config import ConfigError, load_config
 
 ALGORITHMS = ("mdloo", "ppo")
+REF = "ref/"
 
 
 # -- the equations ---------------------------------------------------------------------------
@@ -102,27 +115,117 @@ class MdlooOptions:
     gamma: float = 0.1  # weight of KL(pi_theta || pi_theta_k) (eq. 8)
     clip: float = 0.2  # PPO's epsilon
     temperature: float = 1.0  # the policy is softmax(logits / T), the distribution sampled
+    beta: float = 0.05  # KL(pi || pi_ref) penalty in the reward
+    tokenizer: str = ""
+    prompts: str = ""  # JSONL rows with "messages" (the prompt conversation) or "prompt"
+    reward: str = "task:arith"  # task:NAME or a reward-model directory
+    reference: str = ""  # pi_ref checkpoint (default: a frozen copy of the start policy)
+    prompts_per_iteration: int = 8  # n
+    k: int = 4  # responses per prompt
+    steps_per_iteration: int = 4  # optimiser steps on each collected batch
+    max_new_tokens: int = 48
+    # held-out evaluation (policy_reward_hook)
+    eval_prompts: str = ""
+    eval_reward: str = "task:arith"  # the true reward, for reporting
+    eval_limit: int = 64
+    eval_samples: int = 4  # per held-out prompt, at `temperature` (0: greedy only)
+
+
+class RolloutInput:
+    """The run's input: the batch of the iteration under way (set by ``before_step``),
+    this host's rows of it at every step of the iteration. Its state carries the batch
+    itself (``LoaderState.arrays``): it cannot be re-read, only re-sampled from the policy
+    at the iteration's start, which a resumed run mid-iteration no longer has."""
+
+    KIND = "rollout"
+
+    def __init__(self, *, global_batch: int, process_index: int, process_count: int, state: Any = None):
+        if global_batch % process_count:
+            raise ConfigError(f"the rollout batch ({global_batch} responses) does not split over {process_count} hosts")
+        self.per_host, self.offset = global_batch // process_count, process_index * (global_batch // process_count)
+        self.iteration, self.batch = -1, {}
+        if state is not None:
+            if state.spec.get("kind") != self.KIND:
+                raise ConfigError(f"checkpoint's data state is {state.spec.get('kind')!r}, not a rollout (another task?)")
+            self.iteration, self.batch = int(state.spec["iteration"]), dict(state.arrays)
+
+    def set(self, iteration: int, batch: dict[str, np.ndarray]) -> None:
+        self.iteration, self.batch = iteration, batch
+
+    def __next__(self) -> dict[str, np.ndarray]:
+        if not self.batch:
+            raise RuntimeError("no rollout batch: MDLOO's before_step samples it before the first step")
+        return {k: v[self.offset:self.offset + self.per_host] for k, v in self.batch.items()}
+
+    def state(self) -> LoaderState:
+        return LoaderState({"kind": self.KIND, "version": 1, "iteration": self.iteration},
+                           np.zeros((1, 4), np.int64), dict(self.batch))
+
+    def describe(self) -> dict[str, Any]:
+        return {"lanes": 1, "iteration": self.iteration}
+
+    def close(self) -> None:
+        """Nothing runs in the background."""
 
 
 class MdlooTask(TaskBase):
-    """The policy update of one iteration on a collected batch (see the module docstring).
+    """The policy update on each iteration's rollouts (see the module docstring).
 
     Batch: prompt + response rows (``inputs``/``targets``/``response_mask``/``segment_ids``/
     ``positions``) and per response ``old_logprobs`` (sequence log-prob under
-    pi_theta_k) and ``advantages``. Loss: minus the summed objective, weight = responses."""
+    pi_theta_k) and ``advantages``. Loss: minus the summed objective, weight = responses.
+    ``reward_fn`` / ``eval_reward_fn`` may be set to a reward already in memory (a reward
+    model, a test's program) before the run starts; else ``task_options`` name them."""
 
     name = "mdloo"
 
     def __init__(self, config: Any):
         super().__init__(config)
         self.options = load_config(MdlooOptions, dict(config.task_options or {}))
-        if self.options.algorithm not in ALGORITHMS:
-            raise ValueError(f"task_options.algorithm must be one of {ALGORITHMS}, got {self.options.algorithm!r}")
+        opts = self.options
+        if opts.algorithm not in ALGORITHMS:
+            raise ConfigError(f"task_options.algorithm must be one of {ALGORITHMS}, got {opts.algorithm!r}")
+        if not opts.temperature > 0:
+            raise ConfigError("task_options.temperature must be > 0: online RL samples its policy (0 would be greedy)")
+        if opts.k < 2:
+            raise ConfigError("task_options.k must be >= 2: the leave-one-out advantage needs two responses per prompt")
+        if opts.steps_per_iteration < 1 or opts.prompts_per_iteration < 1:
+            raise ConfigError("task_options.steps_per_iteration and prompts_per_iteration must be >= 1")
+        if opts.prompts_per_iteration * opts.k != config.data.global_batch_size:
+            raise ConfigError(f"data.global_batch_size ({config.data.global_batch_size}) must be "
+                              f"prompts_per_iteration x k ({opts.prompts_per_iteration} x {opts.k})")
+        self.reward_fn: Any = None
+        self.eval_reward_fn: Any = None
+        self._source: RolloutInput | None = None
+        self._tokenizer: Any = None
+        self._prompts: list[Any] | None = None
+        self._logprobs: Any = None
 
+    # -- model ---------------------------------------------------------------------------------
     def configure_model(self, model_config: Any) -> Any:
         # No dropout: the ratio pi_theta / pi_theta_k must be 1 before the first step.
         return dataclasses.replace(model_config, dropout=0.0)
 
+    def extra_params(self, model_config: Any) -> dict[str, ParamSpec]:
+        """pi_ref: a frozen copy of the start policy (or of ``task_options.reference``)."""
+        from afm.training.core.engine import ModelParts
+
+        parts = ModelParts.build(model_config, 0)
+        return {REF + k: ParamSpec(tuple(shape), tuple(parts.names.get(k) or (None,) * len(shape)),
+                                   (lambda rng, model, k=k: model[k]), trainable=False)
+                for k, shape in parts.shapes.items()}
+
+    def restore_extra_params(self, like: dict[str, Any]) -> dict[str, jax.Array]:
+        if not self.options.reference:
+            return {}
+        from afm.training.core.checkpoint import restore_params_only
+        from afm.training.core.engine import ModelParts
+
+        layout = ModelParts.layout_of(self.configure_model(_model_config_of(self.config)))
+        params, _ = restore_params_only(self.options.reference, {k[len(REF):]: v for k, v in like.items()}, layout)
+        return {REF + k: v for k, v in params.items()}
+
+    # -- data ----------------------------------------------------------------------------------
     def batch_fields(self) -> dict[str, Field]:
         return {
             "inputs": Field("int32"), "targets": Field("int32"), "response_mask": Field("float32"),
@@ -131,12 +234,112 @@ class MdlooTask(TaskBase):
         }
 
     def make_input(self, *, vocab_size: int, process_index: int, process_count: int, state: Any = None):
-        raise NotImplementedError("MDLOO batches come from rollouts: run it with `afm rl mdloo` (run_mdloo)")
+        self._source = RolloutInput(global_batch=self.config.data.global_batch_size, process_index=process_index,
+                                    process_count=process_count, state=state)
+        return self._source
 
+    @property
+    def tokenizer(self) -> Any:
+        if self._tokenizer is None:
+            from afm.model.tokenizer import Tokenizer
+
+            if not self.options.tokenizer:
+                raise ConfigError("the mdloo task needs task_options.tokenizer (a tokenizer directory)")
+            self._tokenizer = Tokenizer.load(self.options.tokenizer)
+        return self._tokenizer
+
+    @property
+    def prompts(self) -> list[Any]:
+        """The training prompts that fit a row with their longest response (rows have one
+        shape, one compile); the others are dropped once, and counted."""
+        if self._prompts is None:
+            opts, seq_len = self.options, self.config.data.seq_len
+            if not opts.prompts:
+                raise ConfigError("the mdloo task needs task_options.prompts (a JSONL of prompts)")
+            prompts = read_prompts(opts.prompts)
+            fits = [p for p in prompts if len(self.tokenizer.encode_chat(p, add_generation_prompt=True)[0])
+                    + opts.max_new_tokens <= seq_len + 1]
+            if len(fits) < len(prompts) and jax.process_index() == 0:
+                from afm.console import console
+
+                console.print(f"[yellow]{len(prompts) - len(fits)} of {len(prompts)} prompts dropped: prompt + "
+                              f"max_new_tokens ({opts.max_new_tokens}) exceeds data.seq_len + 1 ({seq_len + 1})")
+            if not fits:
+                raise ConfigError(f"no prompt fits data.seq_len {seq_len} with max_new_tokens {opts.max_new_tokens}")
+            self._prompts = fits
+        return self._prompts
+
+    def iteration_prompts(self, iteration: int) -> list[Any]:
+        """The ``n`` prompts of an iteration: seeded epochs of shuffled prompts, a function of
+        (seed, iteration) only, so a resumed run draws what an uninterrupted one would."""
+        prompts, n = self.prompts, self.options.prompts_per_iteration
+        picked = []
+        for position in range(iteration * n, (iteration + 1) * n):
+            epoch, i = divmod(position, len(prompts))
+            order = np.random.default_rng([self.config.seed, 17, epoch]).permutation(len(prompts))
+            picked.append(prompts[int(order[i])])
+        return picked
+
+    def reward(self) -> Any:
+        if self.reward_fn is None:
+            from afm.training.rl.rewards import load_reward
+
+            self.reward_fn = load_reward(self.options.reward, self.tokenizer)
+        return self.reward_fn
+
+    # -- the rollout, before the first step of an iteration -------------------------------------------
+    def before_step(self, step: int, view: ModelView) -> dict[str, float]:
+        opts = self.options
+        if step % opts.steps_per_iteration:
+            return {}
+        from afm.training.rl.rollout import pack_responses, sample_groups
+
+        iteration = step // opts.steps_per_iteration
+        tok, k = self.tokenizer, opts.k
+        roll = sample_groups(view.model, tok, self.iteration_prompts(iteration), k=k,
+                             max_new_tokens=opts.max_new_tokens, temperature=opts.temperature,
+                             seed=self.config.seed * 100_003 + iteration)
+        packed = pack_responses([p for p in roll.prompt_ids for _ in range(k)], roll.response_ids,
+                                pad_id=tok.pad_id, width=self.config.data.seq_len)
+        policy, ref = self._response_logprobs(view, packed)
+        scores = np.asarray(self.reward()(roll.group_prompts(), roll.texts), np.float32)
+        mask = packed["response_mask"]
+        rewards = kl_penalised_reward(scores, policy, ref, mask, opts.beta)
+        adv = loo_advantage(rewards, k).astype(np.float32)
+        assert self._source is not None, "make_input runs before the first step"
+        self._source.set(iteration, {**packed, "old_logprobs": policy.sum(-1).astype(np.float32), "advantages": adv})
+        lengths = np.array([len(r) for r in roll.response_ids])
+        return {
+            "iteration": iteration, "reward": float(scores.mean()), "reward_kl_penalised": float(rewards.mean()),
+            "kl_ref": float(((policy - ref) * mask).sum(-1).mean()), "length": float(lengths.mean()),
+            "stopped": float(roll.stopped.mean()), "adv_mean": float(adv.mean()), "adv_std": float(adv.std()),
+            "adv_min": float(adv.min()), "adv_max": float(adv.max()), "rollout_tokens_per_s": roll.tokens_per_second,
+        }
+
+    def _response_logprobs(self, view: ModelView, packed: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """Per-token log-probs of the responses under pi_theta_k and pi_ref ([N, T] each),
+        teacher-forced through the one chunked scoring function, jitted once per run."""
+        from afm.training.rl.rollout import response_logprobs_of
+
+        if self._logprobs is None:
+            build, temperature, chunk = view.build_model, self.options.temperature, self.config.loss_chunk
+
+            def both(params: dict[str, jax.Array], batch: dict[str, jax.Array]) -> tuple[jax.Array, jax.Array]:
+                ref = {k[len(REF):]: v for k, v in params.items() if k.startswith(REF)}
+                return (response_logprobs_of(build(params), batch, temperature, chunk),
+                        response_logprobs_of(build(ref), batch, temperature, chunk))
+
+            self._logprobs = jax.jit(both)
+        policy, ref = self._logprobs(view.params, {k: jnp.asarray(v) for k, v in packed.items()})
+        return np.asarray(policy), np.asarray(ref)
+
+    # -- the objective ---------------------------------------------------------------------------
     def loss(self, params: dict[str, Any], batch: dict[str, Any], ctx: LossContext) -> LossOutput:
-        from afm.training.rl.rollout import token_logprobs_of
+        from afm.training.rl.rollout import response_logprobs_of
 
-        logp = token_logprobs_of(ctx.model(params), batch, self.options.temperature).sum(axis=-1)
+        policy = {k: v for k, v in params.items() if not k.startswith(REF)}
+        logp = response_logprobs_of(ctx.model(policy), batch, self.options.temperature,
+                                    self.config.loss_chunk).sum(axis=-1)
         opts = self.options
         if opts.algorithm == "ppo":
             terms = ppo_clip_terms(logp, batch["old_logprobs"], batch["advantages"], opts.clip)
@@ -145,40 +348,51 @@ class MdlooTask(TaskBase):
         valid = (batch["response_mask"].sum(axis=-1) > 0).astype(jnp.float32)
         n = valid.sum()
         metrics = {k: ((v * valid).sum(), n) for k, v in terms.items() if k != "objective"}
+        metrics["objective"] = ((terms["objective"] * valid).sum(), n)
         return LossOutput(loss=(-(terms["objective"] * valid).sum(), n), metrics=metrics)
 
 
-# -- the loop --------------------------------------------------------------------------------
+def _model_config_of(config: Any) -> Any:
+    from afm.training.core.config import model_config
+
+    return model_config(config)
 
 
-@dataclass
-class MdlooConfig:
-    """One online-RL run (``afm rl mdloo --config FILE`` or flags)."""
+class PolicyRewardHook:
+    """The true reward of the policy on held-out prompts, as a trainer eval hook
+    (``eval/policy/reward``, ``.../sampled_reward``, ``.../length``): the same prompts and
+    sampling seed at every evaluation, so differences are the policy's."""
 
-    policy: str = ""  # the start (SFT) model checkpoint (afm.model format, e.g. RUN/best)
-    reference: str = ""  # pi_ref for the beta penalty (default: the policy's start)
-    tokenizer: str = ""
-    prompts: str = ""  # JSONL rows with "messages" (the prompt conversation) or "prompt"
-    eval_prompts: str = ""  # held-out prompts scored with eval_reward (greedy and sampled)
-    reward: str = "task:arith"  # task:NAME or a reward-model checkpoint
-    eval_reward: str = "task:arith"  # the true reward, for reporting
-    algorithm: str = "mdloo"  # or "ppo"
-    iterations: int = 20
-    prompts_per_iteration: int = 8  # n
-    k: int = 4  # responses per prompt
-    steps_per_iteration: int = 4  # optimiser steps on each collected batch
-    beta: float = 0.05  # KL(pi || pi_ref) penalty in the reward
-    gamma: float = 0.1  # KL(pi_theta || pi_theta_k) trust region (MDLOO)
-    clip: float = 0.2  # PPO's epsilon
-    learning_rate: float = 1e-4
-    max_new_tokens: int = 48
-    temperature: float = 1.0  # sampling temperature; the policy optimised is softmax(logits / T)
-    seq_len: int = 192  # prompt + response rows (a fixed shape: one compile)
-    eval_every: int = 5
-    eval_limit: int = 64
-    eval_samples: int = 4  # per held-out prompt, at `temperature` (0: greedy only)
-    seed: int = 0
-    mesh: dict[str, Any] = field(default_factory=lambda: {"data": 1, "fsdp": -1})
+    name = "policy"
+
+    def __init__(self, task: MdlooTask):
+        opts = task.options
+        self.task = task
+        self.prompts = read_prompts(opts.eval_prompts, opts.eval_limit)
+        self.reward = task.eval_reward_fn
+        if self.reward is None:
+            from afm.training.rl.rewards import load_reward
+
+            self.reward = load_reward(opts.eval_reward, task.tokenizer)
+
+    def __call__(self, step: int, view: ModelView) -> dict[str, float]:
+        opts = self.task.options
+        return evaluate_policy(view.model, self.task.tokenizer, self.prompts, self.reward,
+                               max_new_tokens=opts.max_new_tokens, samples=opts.eval_samples,
+                               temperature=opts.temperature, seed=self.task.config.seed + 1)
+
+
+def policy_reward_hook(context: HookContext) -> PolicyRewardHook:
+    """``eval.hooks: ["afm.training.tasks.mdloo:policy_reward_hook"]`` (an MDLOO run's)."""
+    task = context.engine.task
+    if not isinstance(task, MdlooTask):
+        raise ConfigError("policy_reward_hook evaluates an mdloo run's policy (task: mdloo)")
+    if not task.options.eval_prompts:
+        raise ConfigError("policy_reward_hook needs task_options.eval_prompts")
+    return PolicyRewardHook(task)
+
+
+# -- prompts and held-out reward ------------------------------------------------------------
 
 
 def read_prompts(path: str, limit: int | None = None) -> list[list[dict[str, Any]]]:
@@ -230,156 +444,121 @@ def evaluate_policy(model: Any, tokenizer: Any, prompts: list[Any], reward: Any,
     return out
 
 
-def _train_config(cfg: MdlooConfig, model_cfg: Any) -> Any:
-    from afm.training.core.config import TrainConfig
+# -- afm rl mdloo ---------------------------------------------------------------------------
 
-    overrides = {f.name: getattr(model_cfg, f.name) for f in dataclasses.fields(model_cfg)}
-    steps = cfg.iterations * cfg.steps_per_iteration
-    return load_config(TrainConfig, {
-        "name": f"rl-{cfg.algorithm}", "task": "mdloo",
-        "task_options": {"algorithm": cfg.algorithm, "gamma": cfg.gamma, "clip": cfg.clip,
-                         "temperature": cfg.temperature},
-        "model": "tiny", "model_overrides": overrides,
+
+@dataclass
+class MdlooConfig:
+    """One online-RL run (``afm rl mdloo --config FILE`` or flags): a flat view of the
+    trainer config :func:`train_config` builds (stage ``tiny-mdloo`` underneath)."""
+
+    policy: str = ""  # the start (SFT) model checkpoint (afm.model format, e.g. RUN/best)
+    reference: str = ""  # pi_ref for the beta penalty (default: the policy's start)
+    tokenizer: str = ""
+    prompts: str = ""  # JSONL rows with "messages" (the prompt conversation) or "prompt"
+    eval_prompts: str = ""  # held-out prompts scored with eval_reward (greedy and sampled)
+    reward: str = "task:arith"  # task:NAME or a reward-model checkpoint
+    eval_reward: str = "task:arith"  # the true reward, for reporting
+    algorithm: str = "mdloo"  # or "ppo"
+    iterations: int = 20
+    prompts_per_iteration: int = 8  # n
+    k: int = 4  # responses per prompt
+    steps_per_iteration: int = 4  # optimiser steps on each collected batch
+    beta: float = 0.05  # KL(pi || pi_ref) penalty in the reward
+    gamma: float = 0.1  # KL(pi_theta || pi_theta_k) trust region (MDLOO)
+    clip: float = 0.2  # PPO's epsilon
+    learning_rate: float = 1e-4
+    max_new_tokens: int = 48
+    temperature: float = 1.0  # sampling temperature; the policy optimised is softmax(logits / T)
+    seq_len: int = 192  # prompt + response rows (a fixed shape: one compile)
+    eval_every: int = 5  # iterations between held-out evaluations (0: start and end only)
+    eval_limit: int = 64
+    eval_samples: int = 4  # per held-out prompt, at `temperature` (0: greedy only)
+    checkpoint_every: int = 1  # iterations between checkpoints
+    seed: int = 0
+    mesh: dict[str, Any] = field(default_factory=lambda: {"data": 1, "fsdp": -1})
+
+
+def train_config(cfg: MdlooConfig) -> Any:
+    """The trainer config of an ``afm rl mdloo`` run: stage ``tiny-mdloo`` with the policy's
+    model, the task's options, ``n x K`` rows per step and a step count of
+    ``iterations x steps_per_iteration``."""
+    from afm.model.checkpoint import load_config as load_model_config
+    from afm.training.core.config import TrainConfig
+    from afm.training.core.stages import merge, stage_settings
+
+    for name in ("policy", "tokenizer", "prompts"):
+        if not getattr(cfg, name):
+            raise ConfigError(f"MDLOO needs {name}")
+    if cfg.algorithm not in ALGORITHMS:
+        raise ConfigError(f"algorithm must be one of {ALGORITHMS}")
+    model = load_model_config(cfg.policy)
+    spi = cfg.steps_per_iteration
+    options = {name: getattr(cfg, name) for name in (
+        "algorithm", "gamma", "clip", "temperature", "beta", "tokenizer", "prompts", "reward", "reference",
+        "prompts_per_iteration", "k", "steps_per_iteration", "max_new_tokens", "eval_prompts", "eval_reward",
+        "eval_limit", "eval_samples")}
+    evaluate = bool(cfg.eval_prompts and cfg.eval_reward)
+    settings = {
+        "name": f"rl-{cfg.algorithm}", "init_from": str(cfg.policy), "task_options": options,
+        "model_overrides": {f.name: getattr(model, f.name) for f in dataclasses.fields(model)},
         "data": {"seq_len": cfg.seq_len, "global_batch_size": cfg.prompts_per_iteration * cfg.k},
-        "optimizer": {"name": "adamw", "learning_rate": cfg.learning_rate, "weight_decay": 0.0,
-                      "b1": 0.9, "b2": 0.95, "eps": 1e-8, "muparam": False},
-        "schedule": {"kind": "constant", "warmup_steps": 0}, "mesh": cfg.mesh,
-        "total_steps": max(steps, 1), "seed": cfg.seed,
-    })
+        "optimizer": {"learning_rate": cfg.learning_rate}, "mesh": cfg.mesh,
+        "total_steps": max(cfg.iterations * spi, 1), "seed": cfg.seed, "log_every": spi,
+        "checkpoint": {"every_steps": max(cfg.checkpoint_every, 1) * spi},
+        "eval": {"hooks": ["afm.training.tasks.mdloo:policy_reward_hook"] if evaluate else [],
+                 "every_steps": cfg.eval_every * spi, "at_start": evaluate, "at_end": evaluate},
+    }
+    return load_config(TrainConfig, merge(stage_settings("tiny-mdloo"), settings))
+
+
+OPTIMISATION_KEYS = ("kl_prev", "ratio", "objective", "pg", "clipped")
+
+
+def iteration_rows(rows: list[dict[str, Any]], steps_per_iteration: int) -> list[dict[str, Any]]:
+    """One row per iteration from a run's logged steps (``read_metrics``): the rollout's
+    statistics (logged on the iteration's first step, with ``ratio_first_step``, which is 1
+    when the sampler's and the loss's policies agree) and the optimisation terms of its
+    last step (``kl_prev`` after the updates so far, ``ratio``, ``objective``)."""
+    by_step = {int(r["step"]): r for r in rows}
+    out = []
+    for row in rows:
+        if "iteration" not in row:
+            continue
+        last = by_step.get((int(row["iteration"]) + 1) * steps_per_iteration, row)
+        out.append({**row, "iteration": int(row["iteration"]), "ratio_first_step": row.get("ratio", float("nan")),
+                    **{k: last[k] for k in OPTIMISATION_KEYS if k in last}})
+    return out
 
 
 def run_mdloo(cfg: MdlooConfig, workdir: str | Path, *, progress: bool = True,
               reward_fn: Any = None, eval_reward_fn: Any = None) -> dict[str, Any]:
-    """Run ``cfg.iterations`` iterations; write ``metrics.jsonl``, ``summary.json`` and the
-    final policy (``model/``, afm.model format) under ``workdir``. ``reward_fn`` /
-    ``eval_reward_fn`` (a :class:`~afm.training.rl.rewards.RewardFn`) replace ``cfg.reward`` /
-    ``cfg.eval_reward`` when given (a reward model already in memory, tests)."""
-    from afm.model.checkpoint import load_config as load_model_config
-    from afm.model.checkpoint import load_model, save_params
-    from afm.model.sharding import make_mesh
-    from afm.model.tokenizer import Tokenizer
-    from afm.training.core.checkpoint import restore_params_only
-    from afm.training.core.engine import Engine
-    from afm.training.rl.rewards import load_reward
-    from afm.training.rl.rollout import pack_responses, response_logprobs, sample_groups
+    """Train (or resume, in ``workdir``) ``cfg.iterations`` iterations on the one trainer;
+    write ``summary.json`` beside the trainer's ``metrics.jsonl``, checkpoints and
+    ``model/``. ``reward_fn`` / ``eval_reward_fn`` (a :class:`~afm.training.rl.rewards.RewardFn`)
+    replace ``cfg.reward`` / ``cfg.eval_reward`` (a reward model already in memory, tests)."""
+    from afm.training.core.metrics import read_metrics
+    from afm.training.core.trainer import train
 
-    if cfg.algorithm not in ALGORITHMS:
-        raise ValueError(f"algorithm must be one of {ALGORITHMS}")
-    if not cfg.temperature > 0:
-        raise ValueError("temperature must be > 0: online RL samples its policy (0 would be greedy)")
-    for name in ("policy", "tokenizer", "prompts"):
-        if not getattr(cfg, name):
-            raise ValueError(f"MDLOO needs {name}")
-    out = Path(workdir)
-    out.mkdir(parents=True, exist_ok=True)
-    model_cfg = load_model_config(cfg.policy)
-    train_cfg = _train_config(cfg, model_cfg)
-    mesh = make_mesh(train_cfg.mesh)
-    engine = Engine.build(train_cfg, mesh)
-    abstract = engine.abstract_state
-    like = {k: abstract.params.get(k, abstract.frozen.get(k)) for k in engine.layout.keys}
-    params, _ = restore_params_only(cfg.policy, like, engine.layout)
-    state = engine.init_state(params)
-    ref_model, _ = load_model(cfg.reference or cfg.policy)
-    tok = Tokenizer.load(cfg.tokenizer)
-    reward = reward_fn or load_reward(cfg.reward)
-    true_reward = eval_reward_fn or (load_reward(cfg.eval_reward) if cfg.eval_reward else None)
-    prompts = read_prompts(cfg.prompts)
-    # Rows are a fixed shape (one compile): a prompt whose longest response cannot fit is
-    # dropped up front, counted, rather than failing mid-run.
-    fits = [p for p in prompts
-            if len(tok.encode_chat(p, add_generation_prompt=True)[0]) + cfg.max_new_tokens <= cfg.seq_len + 1]
-    if len(fits) < len(prompts) and progress:
-        print(f"{len(prompts) - len(fits)} of {len(prompts)} prompts dropped: prompt + max_new_tokens "
-              f"({cfg.max_new_tokens}) exceeds seq_len + 1 ({cfg.seq_len + 1})", flush=True)
-    if not fits:
-        raise ValueError(f"no prompt fits seq_len {cfg.seq_len} with max_new_tokens {cfg.max_new_tokens}")
-    prompts = fits
-    eval_prompts = read_prompts(cfg.eval_prompts, cfg.eval_limit) if cfg.eval_prompts else []
-    rng = np.random.default_rng(cfg.seed)
-    order: list[int] = []
-    history: list[dict[str, Any]] = []
-    evals: list[dict[str, Any]] = []
-    n, k = cfg.prompts_per_iteration, cfg.k
-
-    def run_eval(iteration: int) -> None:
-        if eval_prompts and true_reward is not None:
-            # The same sampling seed at every evaluation: differences are the policy's.
-            result = evaluate_policy(engine.model(state), tok, eval_prompts, true_reward,
-                                     max_new_tokens=cfg.max_new_tokens, samples=cfg.eval_samples,
-                                     temperature=cfg.temperature, seed=cfg.seed + 1)
-            evals.append({"iteration": iteration, **result})
-            if progress:
-                sampled = (f", sampled ({cfg.eval_samples}/prompt, T={cfg.temperature:g}) "
-                           f"{result['sampled_reward']:.3f}" if "sampled_reward" in result else "")
-                print(f"  eval @ {iteration}: greedy true reward {result['reward']:.3f}{sampled}, "
-                      f"length {result['length']:.1f}", flush=True)
-
-    run_eval(0)
-    step = 0
+    tcfg = train_config(cfg)
+    task = MdlooTask(tcfg)
+    task.reward_fn, task.eval_reward_fn = reward_fn, eval_reward_fn
     start = time.perf_counter()
-    with (out / "metrics.jsonl").open("w") as log:
-        for it in range(cfg.iterations):
-            if len(order) < n:
-                order += rng.permutation(len(prompts)).tolist()
-            batch_prompts = [prompts[i] for i in order[:n]]
-            order = order[n:]
-            policy = engine.model(state)
-            roll = sample_groups(policy, tok, batch_prompts, k=k, max_new_tokens=cfg.max_new_tokens,
-                                 temperature=cfg.temperature, seed=cfg.seed * 100_003 + it)
-            packed = pack_responses([p for p in roll.prompt_ids for _ in range(k)], roll.response_ids,
-                                    pad_id=tok.pad_id, width=cfg.seq_len)
-            old_tok = response_logprobs(policy, packed, cfg.temperature)
-            ref_tok = response_logprobs(ref_model, packed, cfg.temperature)
-            scores = np.asarray(reward(roll.group_prompts(), roll.texts), np.float32)
-            rewards = kl_penalised_reward(scores, old_tok, ref_tok, packed["response_mask"], cfg.beta)
-            adv = loo_advantage(rewards, k).astype(np.float32)
-            batch = {**packed, "old_logprobs": old_tok.sum(-1).astype(np.float32), "advantages": adv}
-            global_batch = engine.global_batch(batch)
-            first: dict[str, float] = {}
-            metrics: dict[str, Any] = {}
-            for _ in range(cfg.steps_per_iteration):
-                state, metrics = engine.train_step(state, global_batch, step)
-                step += 1
-                if not first:
-                    first = {k_: float(v) for k_, v in metrics.items()}
-            last = {k_: float(v) for k_, v in metrics.items()}
-            lengths = np.array([len(r) for r in roll.response_ids])
-            row = {
-                "iteration": it, "reward": float(scores.mean()), "reward_kl_penalised": float(rewards.mean()),
-                "kl_ref": float(((old_tok - ref_tok) * packed["response_mask"]).sum(-1).mean()),
-                "kl_prev": last.get("kl_prev", float("nan")), "ratio": last.get("ratio", float("nan")),
-                # 1 when the sampler's policy and the loss's agree (same params, same temperature)
-                "ratio_first_step": first.get("ratio", float("nan")),
-                "objective": -last["loss"], "grad_norm": first.get("grad_norm", float("nan")),
-                "length": float(lengths.mean()), "stopped": float(roll.stopped.mean()),
-                "adv_mean": float(adv.mean()), "adv_std": float(adv.std()),
-                "adv_min": float(adv.min()), "adv_max": float(adv.max()),
-                "tokens_per_second": roll.tokens_per_second,
-            }
-            if "clipped" in last:
-                row["clipped"] = last["clipped"]
-            history.append(row)
-            log.write(json.dumps(row) + "\n")
-            log.flush()
-            if progress:
-                print(f"iter {it:3d}  reward {row['reward']:.3f}  kl_ref {row['kl_ref']:.3f}  "
-                      f"kl_prev {row['kl_prev']:.4f}  len {row['length']:.1f}  "
-                      f"adv {row['adv_mean']:+.3f}±{row['adv_std']:.3f}  "
-                      f"{row['tokens_per_second']:.0f} tok/s", flush=True)
-            if cfg.eval_every and (it + 1) % cfg.eval_every == 0 and it + 1 < cfg.iterations:
-                run_eval(it + 1)
-    run_eval(cfg.iterations)
-    params = engine.all_params(state)
-    model_params = {k_: params[k_] for k_ in engine.layout.keys}
-    save_params(engine.layout.unflatten(model_params), out / "model",
-                dataclasses.replace(engine.model_config, max_segments=0), overwrite=True)
-    summary = {"algorithm": cfg.algorithm, "iterations": cfg.iterations, "seconds": time.perf_counter() - start,
+    result = train(tcfg, workdir, task=task, quiet=not progress)
+    rows = read_metrics(Path(workdir))
+    spi = cfg.steps_per_iteration
+    history = iteration_rows(rows, spi)
+    evals = [{"iteration": r["step"] // spi,
+              **{k.split("/", 2)[2]: v for k, v in r.items() if k.startswith("eval/policy/")}}
+             for r in rows if "eval/policy/reward" in r]
+    summary = {"algorithm": cfg.algorithm, "iterations": result["steps"] // spi, "seconds": time.perf_counter() - start,
                "first": history[0] if history else {}, "last": history[-1] if history else {},
-               "eval": evals, "model": str(out / "model"), "config": dataclasses.asdict(cfg)}
-    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+               "eval": evals, "model": result["model_checkpoint"], "params_sha256": result["params_sha256"],
+               "preempted": result["preempted"], "config": dataclasses.asdict(cfg)}
+    (Path(workdir) / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary
 
 
-__all__ = ["ALGORITHMS", "MdlooConfig", "MdlooOptions", "MdlooTask", "evaluate_policy", "kl_penalised_reward",
-           "loo_advantage", "mdloo_terms", "ppo_clip_terms", "read_prompts", "run_mdloo"]
+__all__ = ["ALGORITHMS", "MdlooConfig", "MdlooOptions", "MdlooTask", "PolicyRewardHook", "RolloutInput",
+           "evaluate_policy", "iteration_rows", "kl_penalised_reward", "loo_advantage", "mdloo_terms", "policy_reward_hook",
+           "ppo_clip_terms", "read_prompts", "run_mdloo", "train_config"]

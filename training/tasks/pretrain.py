@@ -5,7 +5,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from afm.training.core.losses import cross_entropy_sums, token_logprobs
+from afm.model.scoring import token_logprobs
+from afm.training.core.losses import cross_entropy_sums
 from afm.training.core.task import Field, LossContext, LossOutput, TaskBase
 from afm.training.data.loader import LoaderState, make_loader
 

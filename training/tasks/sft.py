@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from afm.training.core.losses import cross_entropy_sums, token_logprobs
+from afm.model.scoring import token_logprobs
+from afm.training.core.losses import cross_entropy_sums
 from afm.training.core.task import Field, LossContext, LossOutput, TaskBase
 from afm.training.data.conversations import SftEvalInput, SftLoader
 

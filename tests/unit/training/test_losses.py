@@ -8,8 +8,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from afm.model.partitioning import activation_sharding
+from afm.model.scoring import token_logprobs
 from afm.model.sharding import ACTIVATION_RULES
-from afm.training.core.losses import cross_entropy_sums, token_logprobs
+from afm.training.core.losses import cross_entropy_sums
 from jax.sharding import Mesh
 
 B, T, D, V = 2, 64, 16, 96

@@ -11,9 +11,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from afm.training.core.metrics import read_metrics
 from afm.training.rl.rewards import TaskReward
 from afm.training.tasks.mdloo import (
     MdlooConfig,
+    iteration_rows,
     kl_penalised_reward,
     loo_advantage,
     mdloo_terms,
@@ -160,7 +162,7 @@ def run_tiny_loop(policy: Path, workdir: Path, algorithm: str, *, iterations: in
                       prompts_per_iteration=2, k=4, steps_per_iteration=steps, max_new_tokens=8, seq_len=64,
                       eval_every=0, learning_rate=1e-3, temperature=0.7)
     summary = run_mdloo(cfg, workdir / algorithm, progress=False, reward_fn=reward, eval_reward_fn=reward)
-    rows = [json.loads(x) for x in (workdir / algorithm / "metrics.jsonl").read_text().splitlines()]
+    rows = iteration_rows(read_metrics(workdir / algorithm), steps)  # one per iteration
     assert len(rows) == iterations
     for row in rows:
         assert np.isfinite([row["reward"], row["kl_ref"], row["kl_prev"], row["adv_std"]]).all()
