@@ -22,7 +22,6 @@ command on the data shipped next to it (see ``data/quality/README.md``).
 
 from __future__ import annotations
 
-import importlib
 import math
 import os
 import random
@@ -234,10 +233,9 @@ class NGramLMScorer:
 def load_scorer(spec: str) -> DocumentScorer:
     """A scorer from ``module:attribute`` (a scorer object, or a zero-argument factory
     returning one) - how users plug their own model into ``afm quality label``."""
-    if ":" not in spec:
-        raise ValueError(f"scorer spec must be 'module:attribute', got {spec!r}")
-    module_name, attr = spec.split(":", 1)
-    obj = getattr(importlib.import_module(module_name), attr)
+    from afm.imports import resolve
+
+    obj = resolve(spec, what="scorer")
     if not isinstance(obj, DocumentScorer) and callable(obj):
         obj = obj()
     if not isinstance(obj, DocumentScorer):

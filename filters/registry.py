@@ -13,7 +13,6 @@ module is installed; only a *missing module* is tolerated silently.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import typing
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +20,7 @@ from typing import Any
 from afm.filters.base import DocumentFilter
 
 from afm.config import from_dict
+from afm.imports import probe, resolve
 
 
 @dataclass(frozen=True)
@@ -57,13 +57,9 @@ def config_class(filter_cls: type) -> type:
 
 
 def _import(spec: FilterSpec) -> type | None:
-    try:
-        module = importlib.import_module(spec.module)
-    except ModuleNotFoundError as exc:
-        if spec.optional and exc.name == spec.module:
-            return None  # that filter is not part of this installation
-        raise
-    return getattr(module, spec.cls)
+    if spec.optional and probe(spec.module) == f"module {spec.module} is not installed":
+        return None  # that filter is not part of this installation
+    return resolve(f"{spec.module}:{spec.cls}", what="filter")
 
 
 def web_filters(

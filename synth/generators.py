@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import email.utils
 import hashlib
-import importlib
 import json
 import os
 import random
@@ -348,11 +347,9 @@ def make_generator(spec: str, *, model: str | None = None, tokenizer: str | None
             "api_key", "max_concurrency", "requests_per_minute", "max_retries", "timeout_s", "backoff_s",
             "max_backoff_s", "extra_body")})
     elif rest and ":" not in rest and kind:
-        try:
-            factory = getattr(importlib.import_module(kind), rest)
-        except (ImportError, AttributeError) as exc:
-            raise ValueError(f"generator {spec!r} cannot be imported ({exc})") from None
-        gen = factory(**options)
+        from afm.imports import resolve
+
+        gen = resolve(spec, what="generator")(**options)
     else:
         raise ValueError(f"generator {spec!r}: expected checkpoint:PATH, openai:URL or module:factory")
     if not isinstance(gen, Generator):

@@ -10,11 +10,11 @@ breaking the whole pipeline; a stage whose *config* is wrong fails before any wo
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from afm.config import ConfigError, load_config, to_dict
+from afm.imports import probe, resolve
 
 StageKind = Literal["page", "document", "global"]
 
@@ -108,24 +108,8 @@ class ResolvedStage:
 
 
 def load_attr(module: str, attr: str) -> Any:
-    """``module.attr``, importing the module (errors propagate to the caller)."""
-    return getattr(importlib.import_module(module), attr)
-
-
-def probe_module(module: str, *attrs: str) -> str | None:
-    """None when ``module`` imports and has ``attrs``; else a one-line reason why not."""
-    try:
-        mod = importlib.import_module(module)
-    except ModuleNotFoundError as exc:
-        if exc.name and (module == exc.name or module.startswith(exc.name + ".")):
-            return f"module {module} is not installed"
-        return f"module {module} needs {exc.name!r}, which is not installed"
-    except Exception as exc:  # noqa: BLE001 - a broken stage module is reported, not fatal
-        return f"module {module} fails to import: {type(exc).__name__}: {exc}"
-    missing = [a for a in attrs if not hasattr(mod, a)]
-    if missing:
-        return f"module {module} has no {', '.join(missing)}"
-    return None
+    """``module.attr`` (through the one resolver, :func:`afm.imports.resolve`)."""
+    return resolve(f"{module}:{attr}", what="stage component")
 
 
 def resolve_stage(name: str, enabled: bool, params: dict[str, Any]) -> ResolvedStage:
@@ -138,7 +122,7 @@ def resolve_stage(name: str, enabled: bool, params: dict[str, Any]) -> ResolvedS
     spec = STAGES[name]
     if not enabled:
         return ResolvedStage(name, spec.kind, False, True, "disabled")
-    why = probe_module(spec.module, spec.factory, spec.config_class)
+    why = probe(spec.module, spec.factory, spec.config_class)
     if why is not None:
         return ResolvedStage(name, spec.kind, True, False, f"unavailable: {why}")
     cfg_cls = load_attr(spec.module, spec.config_class)

@@ -29,13 +29,14 @@ the trainer knowing about them::
 from __future__ import annotations
 
 import functools
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 import jax
 import numpy as np
+
+from afm.imports import resolve
 
 
 @dataclass
@@ -124,14 +125,7 @@ def build_hooks(context: HookContext) -> list[EvalHook]:
     if cfg.heldout:
         hooks.append(HeldOutLoss(context.engine, cfg.heldout, cfg.heldout_batches))
     for target in cfg.hooks:
-        module, _, attr = target.partition(":")
-        if not attr:
-            raise ValueError(f"eval hook {target!r}: expected 'package.module:factory'")
-        try:
-            factory = getattr(importlib.import_module(module), attr)
-        except (ImportError, AttributeError) as exc:
-            raise ValueError(f"eval hook {target!r} cannot be imported ({exc})") from exc
-        hook = factory(context)
+        hook = resolve(target, what="eval hook")(context)
         if not isinstance(hook, EvalHook):
             raise TypeError(f"eval hook {target!r} returned {hook!r}, not a (step, view) -> dict callable with a name")
         hooks.append(hook)

@@ -47,7 +47,6 @@ LoRA                    ``extra_params`` = adapters (trainable); ``is_trainable`
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -238,15 +237,10 @@ TASKS: dict[str, str] = {
 
 def get_task(name: str, config: Any) -> Task:
     """A task by registered name or ``package.module:Class`` import path."""
-    target = TASKS.get(name, name)
-    if ":" not in target:
-        raise ValueError(f"unknown task {name!r}; registered: {sorted(TASKS)} (or give module:Class)")
-    module, attr = target.split(":", 1)
-    try:
-        cls = getattr(importlib.import_module(module), attr)
-    except (ImportError, AttributeError) as exc:
-        raise ValueError(f"task {name!r}: cannot import {target} ({exc})") from exc
+    from afm.imports import resolve
+
+    cls = resolve(name, what="task", registry=TASKS)
     task = cls(config)
     if not isinstance(task, Task):
-        raise TypeError(f"{target} does not implement the Task protocol (afm.training.core.task)")
+        raise TypeError(f"{TASKS.get(name, name)} does not implement the Task protocol (afm.training.core.task)")
     return task

@@ -13,7 +13,6 @@ turns the CLI's ``--reward task:arith`` / ``--rm PATH`` into one.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -60,15 +59,9 @@ TASK_REWARDS: dict[str, str] = {"arith": "afm.synth.arith_task:task_reward"}
 
 def task_reward(name: str) -> TaskReward:
     """A registered task reward (:data:`TASK_REWARDS`) or ``package.module:function``."""
-    target = TASK_REWARDS.get(name, name)
-    if ":" not in target:
-        raise ValueError(f"unknown task reward {name!r}; registered: {sorted(TASK_REWARDS)} (or module:function)")
-    module, attr = target.split(":", 1)
-    try:
-        fn = getattr(importlib.import_module(module), attr)
-    except (ImportError, AttributeError) as exc:
-        raise ValueError(f"task reward {name!r}: cannot import {target} ({exc})") from exc
-    return TaskReward(fn, name=name)
+    from afm.imports import resolve
+
+    return TaskReward(resolve(name, what="task reward", registry=TASK_REWARDS), name=name)
 
 
 def load_reward(spec: str, tokenizer: Any = None) -> RewardFn:

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from afm.pipelines.curate.stages import probe_module
+
+from afm.imports import probe as probe_module
 
 LOCAL = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
 MIT = ("MIT License\n\nCopyright (c) 2024 Example\n\nPermission is hereby granted, free of "

@@ -21,9 +21,10 @@ from afm.pipelines.beam.io import (
     shard_of,
 )
 from afm.pipelines.curate.config import CurateConfig, load_curate_config
-from afm.pipelines.curate.stages import SOURCE_STAGES, probe_module, resolve_stage
+from afm.pipelines.curate.stages import SOURCE_STAGES, resolve_stage
 
 from afm.config import ConfigError
+from afm.imports import probe as probe_module
 from afm.readers.warc import iter_warc_pages
 from afm.schema import make_document
 
