@@ -14,6 +14,7 @@ Examples:
   afm inspect page.html --url https://example.org/post
   afm inspect note.txt --json | jq '.decisions[] | select(.keep == false)'
   afm inspect page.html.gz --json > why.json
+  afm inspect page.html --source math        # the math source's filters, in its order
 
 \b
 HTML (.html/.htm, optionally .gz) is extracted first; any other file is read as text.
@@ -53,9 +54,11 @@ def is_html_path(path: Path) -> bool:
 
 
 def inspect_page(
-    data: bytes, *, html: bool, url: str | None = None, config: dict[str, Any] | None = None
+    data: bytes, *, html: bool, url: str | None = None, config: dict[str, Any] | None = None,
+    source: str = "web",
 ) -> dict[str, Any]:
-    """Run extraction (for HTML) and every web filter on one page.
+    """Run extraction (for HTML) and every per-document filter of ``source`` on one page, in
+    the order ``afm curate`` runs them (``afm.filters.registry.SOURCE_STAGES``).
 
     Returns ``{"text", "language", "decisions": [{"filter", "keep", "reason",
     "signals"}], "pii", "redacted_text"}``; ``text`` is the text the filters saw
@@ -63,7 +66,7 @@ def inspect_page(
     """
     from afm.filters.base import Decision
     from afm.filters.extract import Extractor
-    from afm.filters.registry import web_filters
+    from afm.filters.registry import document_filters
 
     from afm.schema import make_document
 
@@ -95,7 +98,7 @@ def inspect_page(
         doc = dict(make_document(text, url=url))
     text = doc["text"]
     redacted = text
-    for flt in web_filters(config, strict=False):
+    for flt in document_filters(config, source=source, strict=False):
         try:
             decision = flt(doc)  # type: ignore[arg-type]
         except Exception as exc:  # noqa: BLE001 - shown like the pipeline records it
@@ -126,14 +129,16 @@ def _fmt_signals(signals: dict[str, Any], limit: int = 8) -> str:
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--url", default=None, help="The page's URL (URL block-lists, document id).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object to stdout.")
-def inspect_cmd(file: Path, url: str | None, as_json: bool) -> None:
+@click.option("--source", type=click.Choice(["web", "math"]), default="web", show_default=True,
+              help="Whose filters, in curate's order for that source.")
+def inspect_cmd(file: Path, url: str | None, as_json: bool, source: str) -> None:
     """Show every filter's decision, reason and signals for one HTML or text FILE."""
     from afm.filters.registry import FilterSetupError, skipped_filters
 
     from afm.console import console, print_summary, print_table
 
     try:
-        result = inspect_page(_read(file), html=is_html_path(file), url=url)
+        result = inspect_page(_read(file), html=is_html_path(file), url=url, source=source)
     except FilterSetupError as exc:
         raise click.ClickException(str(exc)) from exc
     if as_json:

@@ -17,13 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from afm.pipelines.curate.stages import (
-    SOURCE_PARAM_DEFAULTS,
-    SOURCE_STAGES,
-    STAGES,
-    ResolvedStage,
-    resolve_stage,
-)
+from afm.filters.registry import CURATE_SOURCES, SOURCE_PARAM_DEFAULTS, SOURCE_STAGES, STAGES
+from afm.pipelines.curate.stages import ResolvedStage, resolve_stage
 
 from afm.config import ConfigError, load_config
 
@@ -171,8 +166,8 @@ def load_curate_config(
     else:
         cfg = load_config(CurateConfig, config, overrides)
     if source is not None:
-        if source not in SOURCE_STAGES:
-            raise ConfigError(f"source {source!r}: expected one of {sorted(SOURCE_STAGES)}")
+        if source not in CURATE_SOURCES:
+            raise ConfigError(f"source {source!r}: expected one of {sorted(CURATE_SOURCES)}")
         cfg.source = source  # type: ignore[assignment]
     cfg.validate()
     return cfg

@@ -7,7 +7,8 @@ import json
 
 import pytest
 from afm.filters.commands.inspect import extract_cmd, inspect_cmd, inspect_page
-from afm.filters.registry import FilterSetupError, config_class, web_filters
+from afm.filters.registry import FilterSetupError, config_class
+from afm.filters.registry import document_filters as web_filters
 from click.testing import CliRunner
 
 PAGE = ("<html><head><title>Library budget</title></head><body><nav>Home | News</nav><article>"
