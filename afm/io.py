@@ -23,7 +23,8 @@ is its strict form for small tools (the first bad record is an error).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+import uuid
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,9 +56,40 @@ class ResolvedInputs:
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, why not read)
 
 
-def atomic_path(path: str | os.PathLike[str]) -> Path:
-    """The temporary sibling name a writer uses before renaming into ``path``."""
-    return Path(fs.temp_sibling(path))
+def write_shard(
+    path: str | os.PathLike[str],
+    tables: pa.Table | Iterable[pa.Table],
+    schema: pa.Schema,
+    *,
+    compression: str | None = "zstd",
+    row_group_size: int | None = None,
+    before_publish: Callable[[], None] | None = None,
+) -> int:
+    """The one Parquet shard writer: ``tables`` (one table, or an iterable written as it
+    comes) as the file ``path`` on any filesystem (:mod:`afm.fs`), with ``schema``.
+
+    The bytes go to a hidden, uniquely named sibling and are renamed into place only when
+    the file is complete, so a reader never sees half a shard and a retried Beam bundle
+    (which writes the identical file) replaces the first attempt's. ``before_publish`` runs
+    between the two (fault injection in tests). Returns the file's size in bytes.
+    """
+    path = str(path)
+    tmp = fs.join(fs.dirname(path), f".{fs.basename(path)}.tmp-{uuid.uuid4().hex[:12]}")
+    try:
+        with fs.open_write(tmp) as fh:
+            writer = pq.ParquetWriter(fh, schema, compression=compression)
+            for table in [tables] if isinstance(tables, pa.Table) else tables:
+                writer.write_table(table, row_group_size=row_group_size)
+            writer.close()
+        if before_publish is not None:
+            before_publish()
+        if fs.is_remote(path) and fs.isfile(path):  # object stores: rename does not replace
+            fs.delete([path])
+        fs.rename(tmp, path)
+    except BaseException:
+        fs.delete([tmp])
+        raise
+    return fs.size(path)
 
 
 def write_parquet(
@@ -66,13 +98,9 @@ def write_parquet(
     schema: pa.Schema = DOCUMENT_SCHEMA,
     compression: str = "zstd",
 ) -> Path:
-    """Write records as one Parquet file with ``schema``, atomically (temp + rename)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = atomic_path(path)
-    pq.write_table(to_table(records, schema), tmp, compression=compression)
-    os.replace(tmp, path)
-    return path
+    """Records (documents or rejects) as one Parquet shard with ``schema`` (:func:`write_shard`)."""
+    write_shard(path, to_table(records, schema), schema, compression=compression)
+    return Path(path)
 
 
 def read_records(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:

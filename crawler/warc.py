@@ -201,9 +201,9 @@ class WarcStore:
 
 
 def _write_index(path: Path, rows: list[dict[str, Any]]) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    pq.write_table(pa.Table.from_pylist(rows, schema=INDEX_SCHEMA), tmp)
-    os.replace(tmp, path)
+    from afm.io import write_shard
+
+    write_shard(path, pa.Table.from_pylist(rows, schema=INDEX_SCHEMA), INDEX_SCHEMA)
 
 
 def read_index(out_dir: str | Path) -> list[dict[str, Any]]:

@@ -110,14 +110,10 @@ def _num(x: Any) -> float | None:
 
 
 def write_results(results: dict[str, Any], path: str | os.PathLike[str]) -> Path:
-    from afm.io import atomic_path
+    from afm import fs
 
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = atomic_path(path)
-    tmp.write_text(json.dumps(results, indent=2, sort_keys=True, default=str) + "\n")
-    os.replace(tmp, path)
-    return path
+    fs.write_text_atomic(str(path), json.dumps(results, indent=2, sort_keys=True, default=str) + "\n")
+    return Path(path)
 
 
 def read_results(path: str | os.PathLike[str]) -> dict[str, Any]:

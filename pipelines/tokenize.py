@@ -139,11 +139,10 @@ class WriteTokenShardFn(beam.DoFn):
             ],
             schema=TOKEN_SCHEMA,
         )
-        from afm.pipelines.beam.io import write_shard
+        from afm.io import write_shard
 
         name = shard_name(index, num_shards)
-        write_shard(_join(self.output, name), [table], TOKEN_SCHEMA, "zstd",
-                    row_group_size=self.row_group_size)
+        write_shard(_join(self.output, name), table, TOKEN_SCHEMA, row_group_size=self.row_group_size)
         per_source: dict[str, list[int]] = {}
         for r in rows:
             s = per_source.setdefault(r["source"], [0, 0])

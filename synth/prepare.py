@@ -45,6 +45,7 @@ import pyarrow.parquet as pq
 from afm.filters.registry import SOURCE_STAGES
 from afm.synth.formats import Conversation, FormatError, conversation_id, to_conversation
 
+from afm.io import write_shard
 from afm.readers import Failure, Record, read_file
 from afm.schema import REJECT_SCHEMA, make_reject, to_table
 
@@ -106,9 +107,7 @@ class _Writer:
         path = os.path.join(self.directory, f"{self.prefix}-{len(self.files):05d}.parquet")
         table = (to_table(self.buffer, self.schema) if self.schema is REJECT_SCHEMA
                  else pa.Table.from_pylist(self.buffer, schema=self.schema))
-        tmp = path + ".tmp"
-        pq.write_table(table, tmp, compression="zstd", row_group_size=ROW_GROUP)
-        os.replace(tmp, path)
+        write_shard(path, table, table.schema, row_group_size=ROW_GROUP)
         self.files.append(path)
         self.buffer = []
 

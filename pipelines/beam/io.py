@@ -28,7 +28,6 @@ import hashlib
 import json
 import math
 import os
-import uuid
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -37,18 +36,17 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from afm.pipelines.beam.ids import ORIGIN
 from afm.pipelines.beam.packing import pack, unpack
-from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
 from afm import fs
 from afm.coerce import classify, with_text_from
 from afm.io import resolve_inputs as resolve_files
+from afm.io import write_shard
 from afm.readers import Failure, Record, Skipped, Where, file_format, read_file
 from afm.schema import make_document, make_reject, to_table
 
 PAGE, DOC, BAD, SKIP = "page", "doc", "bad", "skip"
-TMP_DIR = ".tmp"
 READ_NAMESPACE = "afm.read"
 is_remote = fs.is_remote
 join = fs.join
@@ -314,35 +312,8 @@ class FailOncePerBundle(beam.DoFn):
         yield doc
 
 
-def write_shard(final: str, tables: Iterable[pa.Table], schema: pa.Schema,
-                compression: str | None, row_group_size: int | None = None,
-                before_publish: Any = None) -> int:
-    """Write ``tables`` as the Parquet file ``final``: into a hidden temporary file in
-    ``.tmp/`` beside it, renamed into place only when complete (a retried bundle replaces
-    the identical file). Returns the file's size. The one shard writer of every pipeline
-    (documents, rejects, token shards)."""
-    directory = final.rsplit("/", 1)[0] if is_remote(final) else os.path.dirname(final)
-    tmp_dir = join(directory, TMP_DIR)
-    if not is_remote(tmp_dir):
-        os.makedirs(tmp_dir, exist_ok=True)
-    name = final.rsplit("/", 1)[-1]
-    tmp = join(tmp_dir, f"{name}.{uuid.uuid4().hex}")
-    with FileSystems.create(tmp, mime_type="application/octet-stream",
-                            compression_type=CompressionTypes.UNCOMPRESSED) as fh:
-        writer = pq.ParquetWriter(fh, schema, compression=compression)
-        for table in tables:
-            writer.write_table(table, row_group_size=row_group_size)
-        writer.close()
-    if before_publish is not None:
-        before_publish()
-    if FileSystems.exists(final):  # a retried bundle: replace with the identical file
-        FileSystems.delete([final])
-    FileSystems.rename([tmp], [final])
-    return int(FileSystems.match([final])[0].metadata_list[0].size_in_bytes)
-
-
 class WriteShardFn(beam.DoFn):
-    """``(shard_index, records)`` -> one sorted Parquet file (see :func:`write_shard`)."""
+    """``(shard_index, records)`` -> one sorted Parquet file (:func:`afm.io.write_shard`)."""
 
     ROWS_PER_BATCH = 2048
 
@@ -370,7 +341,7 @@ class WriteShardFn(beam.DoFn):
         if self.fail_marker_dir:
             marker_dir, key = self.fail_marker_dir, f"{self.prefix}-{index}"
             fault = lambda: fail_once("write", key, marker_dir)  # noqa: E731
-        size = write_shard(final, tables, self.schema, self.compression, before_publish=fault)
+        size = write_shard(final, tables, self.schema, compression=self.compression, before_publish=fault)
         yield {"kind": self.prefix, "path": final, "rows": len(rows), "bytes": size}
 
 

@@ -125,17 +125,13 @@ class WriteIndexRows(beam.DoFn):
     def finish_bundle(self) -> None:
         if not self.rows:
             return
-        import io
-
         import pyarrow as pa
-        import pyarrow.parquet as pq
+
+        from afm.io import write_shard
 
         self.rows.sort(key=lambda r: r["key"])
         digest = hashlib.sha1("\0".join(r["key"] for r in self.rows).encode("utf-8", "surrogatepass"))
-        buffer = io.BytesIO()
-        table = pa.Table.from_pylist(self.rows, schema=index_schema(self.bands, self.num_perm))
-        pq.write_table(table, buffer, compression="zstd")
-        fs.mkdirs(self.staging)
-        fs.write_bytes(fs.join(self.staging, f"{INDEX_GLOB_PREFIX}{digest.hexdigest()[:16]}.parquet"),
-                       buffer.getvalue())
+        schema = index_schema(self.bands, self.num_perm)
+        write_shard(fs.join(self.staging, f"{INDEX_GLOB_PREFIX}{digest.hexdigest()[:16]}.parquet"),
+                    pa.Table.from_pylist(self.rows, schema=schema), schema)
         self.rows = []

@@ -30,8 +30,9 @@ WEIGHTS = {"web": 0.6, "code": 0.3, "math": 0.1}
 def write_bench_shards(out: Path, *, shards: int, docs_per_shard: int, seed: int = 0) -> tuple[list[str], int]:
     """Token shards like ``afm tokenize`` writes; returns (paths, total tokens)."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
     from afm.training.data.shards import TOKEN_SCHEMA
+
+    from afm.io import write_shard
 
     out.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
@@ -49,7 +50,7 @@ def write_bench_shards(out: Path, *, shards: int, docs_per_shard: int, seed: int
             schema=TOKEN_SCHEMA,
         )
         path = out / f"shard-{s:03d}.parquet"
-        pq.write_table(table, path, compression="zstd", row_group_size=1024)
+        write_shard(path, table, TOKEN_SCHEMA, row_group_size=1024)
         paths.append(str(path))
         total += int(offsets[-1])
     return paths, total

@@ -155,7 +155,7 @@ def compute_targets(
 ) -> dict[str, Any]:
     """Write ``data``'s token shards plus the teacher's top-1 column into ``out``; returns
     the manifest. ``progress(documents_done, documents_total)`` is called per row group."""
-    from afm import fs as afm_fs
+    from afm.io import write_shard
     from afm.outputs import OutputDir
 
     files = expand_paths(list(data))
@@ -167,25 +167,26 @@ def compute_targets(
         schema = target_schema(column)
         docs = tokens = 0
         shards = []
+        def with_targets(path: str) -> Iterator[pa.Table]:
+            """The shard's row groups, each with the teacher's column: one row group each."""
+            nonlocal docs, tokens
+            for table in _row_groups(path):
+                rows = [np.asarray(t, np.int32) for t in table.column("tokens").to_pylist()]
+                for r in rows:
+                    if r.size and (r.max() >= predictor.vocab_size or r.min() < 0):
+                        raise DataError(f"{path}: token id outside the teacher's vocabulary "
+                                        f"[0, {predictor.vocab_size})")
+                top = predictor.predict(rows)
+                array = pa.array([t.tolist() for t in top], pa.list_(pa.int32()))
+                yield pa.Table.from_arrays([*table.columns, array], schema=schema)
+                docs += table.num_rows
+                tokens += sum(r.size for r in rows)
+                if progress is not None:
+                    progress(docs, total_docs)
+
         for i, path in enumerate(files):
             name = f"tokens-{i:05d}.parquet"
-            with afm_fs.open_write(output.staged(name)) as fh:
-                writer = pq.ParquetWriter(fh, schema, compression="zstd")
-                for table in _row_groups(path):
-                    rows = [np.asarray(t, np.int32) for t in table.column("tokens").to_pylist()]
-                    for r in rows:
-                        if r.size and (r.max() >= predictor.vocab_size or r.min() < 0):
-                            raise DataError(f"{path}: token id outside the teacher's vocabulary "
-                                            f"[0, {predictor.vocab_size})")
-                    top = predictor.predict(rows)
-                    array = pa.array([t.tolist() for t in top], pa.list_(pa.int32()))
-                    writer.write_table(pa.Table.from_arrays([*table.columns, array], schema=schema),
-                                       row_group_size=max(table.num_rows, 1))
-                    docs += table.num_rows
-                    tokens += sum(r.size for r in rows)
-                    if progress is not None:
-                        progress(docs, total_docs)
-                writer.close()
+            write_shard(output.staged(name), with_targets(path), schema)
             shards.append({"input": path, "output": name})
         manifest = {
             "command": "afm distill targets", "teacher": teacher, "teacher_model": predictor.teacher.config.name,

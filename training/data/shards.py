@@ -121,16 +121,15 @@ def _token_dataset(pattern: str) -> list[str] | None:
 
 
 def write_token_shard(rows: list[dict[str, Any]], path: str | os.PathLike[str], row_group_size: int = 1024) -> str:
-    """Write ``{"id", "source", "tokens"}`` rows as a token shard (temp file + rename)."""
+    """Write ``{"id", "source", "tokens"}`` rows as a token shard (:func:`afm.io.write_shard`)."""
+    from afm.io import write_shard
+
     path = os.fspath(path)
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    tmp = os.path.join(os.path.dirname(path) or ".", f".{os.path.basename(path)}.tmp-{os.getpid()}")
     table = pa.Table.from_pylist(
         [{"id": str(r["id"]), "source": str(r["source"]), "tokens": [int(t) for t in r["tokens"]]} for r in rows],
         schema=TOKEN_SCHEMA,
     )
-    pq.write_table(table, tmp, row_group_size=row_group_size)
-    os.replace(tmp, path)
+    write_shard(path, table, TOKEN_SCHEMA, row_group_size=row_group_size)
     return path
 
 

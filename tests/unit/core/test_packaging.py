@@ -5,6 +5,7 @@ pyproject.toml is explicit, so a new folder is easy to forget), the lab material
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -30,12 +31,16 @@ def source_packages() -> dict[str, Path]:
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
+    """The wheel built from a copy of the sources (setuptools writes build/ beside them)."""
     out = tmp_path_factory.mktemp("wheel")
-    build = tmp_path_factory.mktemp("build")
-    env = {**os.environ, "PIP_NO_INPUT": "1"}
+    src = tmp_path_factory.mktemp("src")
+    for name in [*AREAS, "experiments"]:
+        shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(ROOT / name, src / name)
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out),
-         str(ROOT)], check=True, env={**env, "TMPDIR": str(build)}, cwd=build, timeout=600,
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), str(src)],
+        check=True, env={**os.environ, "PIP_NO_INPUT": "1"}, cwd=src, timeout=600,
     )
     (found,) = out.glob("afm-*.whl")
     return found

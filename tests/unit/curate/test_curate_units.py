@@ -223,7 +223,7 @@ def test_write_shards_deterministic_and_atomic(tmp_path: Path) -> None:
     assert [f.name for f in first] == [f.name for f in second]
     for a, b in zip(first, second):
         assert pq.read_table(a).equals(pq.read_table(b))
-    assert not list((tmp_path / "a" / ".tmp").iterdir())
+    assert not [p for p in (tmp_path / "a").iterdir() if p.name.startswith(".")]  # no temporary file left
 
 
 # ----------------------------------------------------------------------------- accounting
