@@ -33,7 +33,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from afm import fs
-from afm.outputs import check_complete, is_dataset_dir
+from afm.outputs import IncompleteOutput, check_complete, is_dataset_dir
 from afm.readers import WARC_SUFFIXES, Failure, Record, file_format, read_file
 from afm.schema import DOCUMENT_SCHEMA, to_table
 
@@ -43,6 +43,10 @@ REJECT_PREFIX = "rejects-"
 
 # Per resolve_inputs call: whether a directory is a dataset directory (checked once).
 _DATASET_CACHE: dict[str, bool] = {}
+
+
+class DatasetError(ValueError):
+    """Token shards that are missing, unfinished or not token shards."""
 
 
 class InputRefused(FileNotFoundError):
@@ -159,6 +163,60 @@ def resolve_inputs(patterns: Iterable[str], *, allow_rejects: bool = False,
         else:
             raise FileNotFoundError(f"input not found: {pattern}")
     return ResolvedInputs(sorted(found), sorted(set(skipped)))
+
+
+def resolve_token_shards(patterns: Iterable[str]) -> list[str]:
+    """Token shards named by paths, directories and globs; sorted, unique (local ones
+    absolute). The token-shard twin of :func:`resolve_inputs`, for every reader of token
+    shards (the training loader, perplexity, distillation targets).
+
+    A directory written by ``afm tokenize`` is read under the data path's output policy
+    (``afm.outputs``): only when its ``_SUCCESS`` marker says the run finished, and only its
+    ``tokens-*`` shards, so a killed tokenize run is never trained or scored on. Any other
+    directory is searched recursively, skipping staging folders of unfinished runs."""
+    from afm.outputs import STAGING_PREFIX
+
+    files: list[str] = []
+    for pattern in map(str, patterns):
+        dataset = _token_dataset(pattern)
+        if dataset is not None:
+            files += dataset
+            continue
+        found, missing = fs.expand([pattern], ".parquet")
+        if missing:
+            raise DatasetError(f"token shard not found: {missing[0]}")
+        checked: dict[str, list[str] | None] = {}
+        for f in found:
+            if f"/{STAGING_PREFIX}" in f.replace(os.sep, "/"):
+                continue
+            parent = fs.dirname(f)
+            if parent not in checked:  # a dataset folder met while searching: same policy
+                checked[parent] = _token_dataset(parent)
+            if checked[parent] is None or f in checked[parent]:
+                files.append(f)
+    if not files:
+        raise DatasetError(f"no .parquet token shards in {list(map(str, patterns))}")
+    return sorted(set(files))
+
+
+def _token_dataset(pattern: str) -> list[str] | None:
+    """The shards of an afm dataset directory, or None when ``pattern`` is not one."""
+    if fs.has_glob(pattern) or not fs.isdir(pattern):
+        return None
+    path = _absolute(pattern.rstrip("/"))
+    names = fs.list_dir(path)
+    if not is_dataset_dir(path, names):
+        return None
+    try:
+        check_complete(path, names)
+    except IncompleteOutput as exc:
+        raise DatasetError(str(exc)) from None
+    shards = sorted(n for n in names if n.startswith("tokens-") and n.endswith(".parquet"))
+    if not shards:
+        kinds = sorted({n.split("-", 1)[0] for n in names if n.endswith(".parquet")})
+        raise DatasetError(f"{pattern} is an afm dataset without token shards (it holds "
+                           f"{', '.join(kinds) or 'no shards'}); run `afm tokenize` on it first")
+    return [fs.join(path, n) for n in shards]
 
 
 def _absolute(path: str) -> str:

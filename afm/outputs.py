@@ -25,7 +25,7 @@ import datetime as dt
 import json
 import os
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -150,13 +150,10 @@ def is_dataset_dir(path: str, names: list[str] | None = None) -> bool:
                or n.startswith(("documents-", "rejects-", "tokens-")) for n in names)
 
 
-def check_complete(path: str, names: list[str] | None = None,
-                   read_bytes: Callable[[str], bytes] | None = None) -> dict[str, Any]:
+def check_complete(path: str, names: list[str] | None = None) -> dict[str, Any]:
     """The ``_SUCCESS`` content of a dataset directory; raises :class:`IncompleteOutput`
-    (with the reason) when the run that wrote it did not finish.
-
-    ``names`` and ``read_bytes`` let a caller with its own filesystem client (the training
-    loader, which must not need Beam for ``gs://``) apply the same policy."""
+    (with the reason) when the run that wrote it did not finish. ``names``: the directory's
+    listing when the caller has it already."""
     names = fs.list_dir(path) if names is None else names
     if SUCCESS not in names:
         staging = [n for n in names if n.startswith(STAGING_PREFIX)]
@@ -167,7 +164,7 @@ def check_complete(path: str, names: list[str] | None = None,
                                "partial or mixed from two runs, so they are not read; run "
                                "the command that writes it again (with --overwrite)")
     try:
-        marker = json.loads((read_bytes or fs.read_bytes)(fs.join(path, SUCCESS)) or b"{}")
+        marker = json.loads(fs.read_bytes(fs.join(path, SUCCESS)) or b"{}")
     except ValueError:
         marker = {}
     missing = [n for n in marker.get("files", {}) if n not in names]

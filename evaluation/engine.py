@@ -3,10 +3,10 @@
 It knows tokens, not text or tasks (``afm.evaluation.harness`` adapts it to lm-eval).
 Two jobs:
 
-* :meth:`Engine.score` — summed log-probability of each request's continuation and
+* :meth:`InferenceEngine.score` — summed log-probability of each request's continuation and
   whether greedy decoding would have produced it. Requests are packed into fixed-shape
   rows (``afm.evaluation.packing``): one compiled program per length bucket.
-* :meth:`Engine.generate` — batched decoding with a KV cache: one prefill, then
+* :meth:`InferenceEngine.generate` — batched decoding with a KV cache: one prefill, then
   jit-compiled chunks of ``chunk`` decode steps; between chunks the host checks stop
   *strings* (lm-eval's ``until``), which a token-level stop rule cannot see because a stop
   string may span tokens. Rows that hit a stop token or string are frozen.
@@ -138,7 +138,7 @@ def _decode_chunk(graphdef: Any, state: Any, last: Array, cache: Any, next_pos: 
 # ------------------------------------------------------------------------ the engine
 
 
-class Engine:
+class InferenceEngine:
     """A model placed on a mesh, ready to score and generate.
 
     ``tokens_per_batch`` sets the scoring batch (rows x bucket length); ``gen_batch`` the
@@ -174,7 +174,7 @@ class Engine:
 
     @classmethod
     def from_checkpoint(cls, path: str, *, dtype: str = "float32", max_length: int | None = None,
-                        **kwargs: Any) -> Engine:
+                        **kwargs: Any) -> InferenceEngine:
         """Load an afm checkpoint (``afm.model.checkpoint``) with the compute ``dtype``."""
         from afm.model.checkpoint import load_model
 

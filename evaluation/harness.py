@@ -1,7 +1,7 @@
 """``--model afm``: lm-evaluation-harness's model interface on the native JAX engine.
 
 lm-eval owns tasks, prompts, few-shot sampling, filters and metrics; this class only turns
-its three request types into token work for :class:`afm.evaluation.engine.Engine`, with
+its three request types into token work for :class:`afm.evaluation.engine.InferenceEngine`, with
 the same tokenization, truncation and stop rules as lm-eval's own ``hf`` backend, so the
 two agree request for request on an exported model (the parity tests check it):
 
@@ -24,7 +24,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from afm.evaluation.engine import Engine
+from afm.evaluation.engine import InferenceEngine
 from afm.evaluation.packing import ScoreRequest
 from lm_eval.api.model import TemplateLM
 from lm_eval.api.registry import register_model
@@ -94,10 +94,10 @@ class AfmLM(TemplateLM):
 
             if dtype and model.cfg.dtype != dtype:
                 model = with_config(model, dtype=dtype)
-            self.engine = Engine(model, max_length=max_length and int(max_length), **engine_kw)
+            self.engine = InferenceEngine(model, max_length=max_length and int(max_length), **engine_kw)
             self.checkpoint = "<in-memory model>"
         elif checkpoint:
-            self.engine = Engine.from_checkpoint(
+            self.engine = InferenceEngine.from_checkpoint(
                 checkpoint, dtype=dtype, max_length=max_length and int(max_length), **engine_kw)
             self.checkpoint = str(checkpoint)
         else:

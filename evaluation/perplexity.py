@@ -13,18 +13,19 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from afm.evaluation.engine import Engine
+from afm.evaluation.engine import InferenceEngine
 from afm.evaluation.packing import ScoreRequest
 
 
 def read_token_docs(inputs: list[str], max_docs: int | None = None) -> list[tuple[str, list[int]]]:
     """(source, tokens) per document of Parquet token shards (files, folders or globs)."""
     import pyarrow.parquet as pq
-    from afm.training.data.shards import DataError, expand_paths
+
+    from afm.io import DatasetError, resolve_token_shards
 
     try:  # the trainer's reader: an `afm tokenize` directory gives its tokens-* shards
-        files = expand_paths(list(inputs))
-    except DataError as exc:
+        files = resolve_token_shards(list(inputs))
+    except DatasetError as exc:
         raise FileNotFoundError(str(exc)) from exc
     if not files:
         raise FileNotFoundError(f"no .parquet token shards in {inputs}")
@@ -53,7 +54,7 @@ def windows(tokens: list[int], prefix: int, max_length: int) -> list[ScoreReques
     return out
 
 
-def perplexity(engine: Engine, docs: list[tuple[str, list[int]]], eos_id: int,
+def perplexity(engine: InferenceEngine, docs: list[tuple[str, list[int]]], eos_id: int,
                progress: Callable[[int], None] | None = None) -> dict[str, Any]:
     """Token-weighted NLL, perplexity and bits per token, overall and per source."""
     requests: list[ScoreRequest] = []

@@ -26,7 +26,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from afm import fs
-from afm.outputs import STAGING_PREFIX, IncompleteOutput, check_complete, is_dataset_dir
 
 TOKEN_COLUMNS = ("id", "source", "tokens")
 TOKEN_SCHEMA = pa.schema([("id", pa.string()), ("source", pa.string()), ("tokens", pa.list_(pa.int32()))])
@@ -69,55 +68,14 @@ class DataError(ValueError):
 
 
 def expand_paths(patterns: list[str]) -> list[str]:
-    """Token shards named by paths, directories and globs; sorted, unique.
+    """Token shards named by paths, directories and globs (:func:`afm.io.resolve_token_shards`:
+    an ``afm tokenize`` directory only when finished, only its ``tokens-*`` shards)."""
+    from afm.io import DatasetError, resolve_token_shards
 
-    A directory written by ``afm tokenize`` is read under the data path's output policy
-    (``afm.outputs``): only when its ``_SUCCESS`` marker says the run finished, and only its
-    ``tokens-*`` shards, so a killed tokenize run is never half-trained on. Any other
-    directory is searched recursively, skipping staging folders of unfinished runs."""
-    files: list[str] = []
-    for pattern in patterns:
-        dataset = _token_dataset(pattern)
-        if dataset is not None:
-            files += dataset
-            continue
-        found, missing = fs.expand([pattern], ".parquet")
-        if missing:
-            raise DataError(f"token shard not found: {missing[0]}")
-        checked: dict[str, list[str] | None] = {}
-        for f in found:
-            if f"/{STAGING_PREFIX}" in f.replace(os.sep, "/"):
-                continue
-            parent = str(fs.as_path(f).parent)
-            if parent not in checked:  # a dataset folder met while searching: same policy
-                checked[parent] = _token_dataset(parent)
-            if checked[parent] is None or f in checked[parent]:
-                files.append(f)
-    if not files:
-        raise DataError(f"no .parquet token shards in {patterns}")
-    return sorted(set(files))
-
-
-def _token_dataset(pattern: str) -> list[str] | None:
-    """The shards of an afm dataset directory, or None when ``pattern`` is not one."""
-    if fs.has_glob(pattern):
-        return None
-    path = fs.as_path(pattern)
-    if not path.is_dir():
-        return None
-    names = [p.name for p in path.iterdir()]
-    if not is_dataset_dir(str(path), names):
-        return None
     try:
-        check_complete(str(path), names, read_bytes=lambda p: fs.as_path(p).read_bytes())
-    except IncompleteOutput as exc:
+        return resolve_token_shards(patterns)
+    except DatasetError as exc:
         raise DataError(str(exc)) from None
-    shards = sorted(n for n in names if n.startswith("tokens-") and n.endswith(".parquet"))
-    if not shards:
-        kinds = sorted({n.split("-", 1)[0] for n in names if n.endswith(".parquet")})
-        raise DataError(f"{pattern} is an afm dataset without token shards (it holds "
-                        f"{', '.join(kinds) or 'no shards'}); run `afm tokenize` on it first")
-    return [str(path / n) for n in shards]
 
 
 def write_token_shard(rows: list[dict[str, Any]], path: str | os.PathLike[str], row_group_size: int = 1024) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from afm.evaluation.engine import Engine
+from afm.evaluation.engine import InferenceEngine
 from afm.evaluation.packing import ScoreRequest
 from afm.evaluation.tiny import tiny_model
 from afm.model.sampling import generate
@@ -22,7 +22,7 @@ def test_packed_scores_equal_one_request_at_a_time(model) -> None:
     seqs = [rng.integers(4, 512, lengths[i % 4]).tolist() for i in range(24)]
     cont = [int(rng.integers(1, len(s))) for s in seqs]
     reqs = [ScoreRequest(tuple(s[:-1]), tuple(s[1:]), k) for s, k in zip(seqs, cont)]
-    engine = Engine(model, tokens_per_batch=1024)
+    engine = InferenceEngine(model, tokens_per_batch=1024)
     got = engine.score(reqs)
     for s, k, (lp, _greedy) in zip(seqs, cont, got):
         ref = np.asarray(score_tokens(model, s))[-k:]
@@ -33,7 +33,7 @@ def test_packed_scores_equal_one_request_at_a_time(model) -> None:
 
 
 def test_greedy_flag_marks_the_argmax_continuation(model) -> None:
-    engine = Engine(model, tokens_per_batch=512)
+    engine = InferenceEngine(model, tokens_per_batch=512)
     prompt = [1, 20, 30, 40]
     best = generate(model, [prompt], max_new_tokens=3)[0]
     other = [(best[0] + 1) % 512] + best[1:]
@@ -46,7 +46,7 @@ def test_greedy_flag_marks_the_argmax_continuation(model) -> None:
 def test_generation_matches_the_model_sampler_and_stops(model) -> None:
     rng = np.random.default_rng(1)
     prompts = [rng.integers(4, 512, int(rng.integers(1, 60))).tolist() for _ in range(7)]
-    engine = Engine(model, gen_batch=4, chunk=8)
+    engine = InferenceEngine(model, gen_batch=4, chunk=8)
     ours = engine.generate(prompts, max_new_tokens=20)
     assert ours == generate(model, prompts, max_new_tokens=20)
     # a stop token ends a row (and is dropped); a stop check ends it between chunks
@@ -58,7 +58,7 @@ def test_generation_matches_the_model_sampler_and_stops(model) -> None:
 
 
 def test_too_long_requests_are_refused(model) -> None:
-    engine = Engine(model)
+    engine = InferenceEngine(model)
     with pytest.raises(ValueError, match="exceed"):
         engine.score([ScoreRequest(tuple(range(300)), tuple(range(300)), 1)])
 
@@ -74,7 +74,7 @@ def test_shared_context_scoring_equals_packed_scoring(model) -> None:
             items.append((g, (ctx[-1], *cont[:-1]), tuple(cont)))
             whole = ctx + cont
             reqs.append(ScoreRequest(tuple(whole[:-1]), tuple(whole[1:]), len(cont)))
-    engine = Engine(model, tokens_per_batch=2048)
+    engine = InferenceEngine(model, tokens_per_batch=2048)
     packed, shared = engine.score(reqs), engine.score_shared(prefixes, items)
     for (a, ga), (b, gb) in zip(packed, shared):
         assert a == pytest.approx(b, abs=1e-4) and ga == gb
@@ -84,8 +84,8 @@ def test_a_tensor_parallel_mesh_gives_the_same_scores(model) -> None:
     from afm.evaluation.harness import _parse_mesh
 
     reqs = [ScoreRequest(tuple(range(4, 4 + n)), tuple(range(5, 5 + n)), 3) for n in (10, 50, 100)]
-    base = Engine(model).score(reqs)
-    sharded = Engine(model, mesh=_parse_mesh("2x1x4x1")).score(reqs)
+    base = InferenceEngine(model).score(reqs)
+    sharded = InferenceEngine(model, mesh=_parse_mesh("2x1x4x1")).score(reqs)
     assert [round(a, 4) for a, _ in base] == [round(b, 4) for b, _ in sharded]
     with pytest.raises(ValueError, match="DATAxFSDP"):
         _parse_mesh("data=2")
