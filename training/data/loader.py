@@ -1,4 +1,5 @@
-"""The streaming token loader: mixture, packing, exact and elastic resume.
+"""The one streaming loader: mixture, packing, exact and elastic resume, for pre-training
+(documents streamed into rows) and for SFT (whole conversations per row).
 
 The global batch of every step is cut into ``L`` *lanes* (``data.lanes``); each lane is
 an independent packing stream that fills ``global_batch / L`` rows per step. A host owns
@@ -24,6 +25,18 @@ split: no padding, a document may continue in the lane's next row); ``max_segmen
 caps the documents in a row (the rest is padding, loss-masked). Positions restart at 0 at
 every document and at every row start.
 
+With ``data.packing: conversation`` (SFT, ``afm sft prepare``'s shards) a document is a
+whole conversation and is never split across rows: its later assistant turns are trained
+with the whole prior conversation as their prompt (report §4.2). Rows are filled greedily in
+draw order; a conversation that does not fit closes the row (the rest is padding) and starts
+the next one ("pending" in the lane's state: its source, token offset 0). One longer than a
+row is truncated to the row and counted (:attr:`PackedLoader.truncated`; ``afm sft prepare
+--max-tokens`` drops them up front). No EOS is added (a conversation ends with the chat
+template's end token), and ``data.loss_mask_column`` (``loss_mask``: 1 on the assistant's
+tokens) decides which targets are scored: a target is scored when it is an assistant token
+of the same conversation as its input. Held-out conversations are read by
+:class:`HeldOutConversations`: every one once, in file order.
+
 Shuffle quality: documents are shuffled within a row group and row groups across the
 epoch; each step's rows come from ``L x sources`` open row groups. ``afm tokenize`` sorts
 shards by a hash of the document id, so a row group is already a random sample.
@@ -34,6 +47,7 @@ is pyarrow's; packing is a few numpy slices per document (``afm bench loader``).
 
 from __future__ import annotations
 
+import dataclasses
 import queue
 import threading
 from dataclasses import dataclass, field
@@ -51,6 +65,7 @@ from afm.training.data.shards import (
 
 STATE_VERSION = 1
 _FIXED = ("lane", "docs", "cur_source", "tok_off")
+_CUT = "_truncated"  # rides with a produced batch to the consumer, which counts it
 _DRAW_BLOCK = 1024  # mixture draws generated per RNG call
 
 
@@ -196,9 +211,55 @@ class _Lane:
     def fill(
         self, tokens: np.ndarray, segments: np.ndarray, positions: np.ndarray,
         aligned: tuple[np.ndarray, ...] = (),
-    ) -> None:
+    ) -> int:
         """Pack the next row (``seq_len + 1`` slots) into the given int32 arrays (and the
-        aligned columns' rows, -1 where no document value exists: padding, appended EOS)."""
+        aligned columns' rows, -1 where no document value exists: padding, appended EOS).
+        Returns how many documents were cut short in it (conversation packing)."""
+        if self.loader.cfg.packing == "conversation":
+            return self._fill_conversations(tokens, segments, positions, aligned)
+        self._fill_stream(tokens, segments, positions, aligned)
+        return 0
+
+    def _pad(self, at: int, tokens: np.ndarray, segments: np.ndarray, positions: np.ndarray,
+             aligned: tuple[np.ndarray, ...]) -> None:
+        tokens[at:], segments[at:], positions[at:] = self.loader.cfg.pad_id, 0, 0
+        for out in aligned:
+            out[at:] = -1
+
+    def _fill_conversations(
+        self, tokens: np.ndarray, segments: np.ndarray, positions: np.ndarray, aligned: tuple[np.ndarray, ...],
+    ) -> int:
+        """Whole documents, in draw order, until the next one does not fit (it stays
+        pending and starts the next row) or the row holds ``max_segments_per_row``."""
+        width, cap = tokens.shape[0], self.loader.max_segments
+        at, seg, cut = 0, 0, 0
+        while at < width:
+            if cap and seg == cap:
+                break
+            if self._doc is None:
+                self._next_doc()
+            doc = self._doc
+            assert doc is not None
+            if doc.size > width - at and seg > 0:
+                break  # stays pending: it starts the next row
+            take = min(doc.size, width - at)
+            cut += int(take < doc.size)
+            tokens[at : at + take] = doc[:take]
+            for out, values in zip(aligned, self._aligned, strict=True):
+                out[at : at + take] = values[:take]
+            seg += 1
+            segments[at : at + take] = seg
+            positions[at : at + take] = np.arange(take, dtype=np.int32)
+            at += take
+            self._doc, self._aligned, self.state[2], self.state[3] = None, (), -1, 0
+        self._pad(at, tokens, segments, positions, aligned)
+        return cut
+
+    def _fill_stream(
+        self, tokens: np.ndarray, segments: np.ndarray, positions: np.ndarray, aligned: tuple[np.ndarray, ...],
+    ) -> None:
+        """Documents closed with EOS, concatenated and cut at the row's end (the rest of a
+        document continues in the lane's next row)."""
         ld = self.loader
         width = tokens.shape[0]
         eos, cap = ld.cfg.eos_id, ld.max_segments
@@ -206,9 +267,7 @@ class _Lane:
         while at < width:
             if self._doc is None:
                 if cap and seg == cap:
-                    tokens[at:], segments[at:], positions[at:] = ld.cfg.pad_id, 0, 0
-                    for out in aligned:
-                        out[at:] = -1
+                    self._pad(at, tokens, segments, positions, aligned)
                     return
                 self._next_doc()
             doc = self._doc
@@ -251,6 +310,10 @@ class PackedLoader:
     ):
         if cfg.attention not in ("document", "causal"):
             raise DataError(f"data.attention must be 'document' or 'causal', got {cfg.attention!r}")
+        if cfg.packing not in ("stream", "conversation"):
+            raise DataError(f"data.packing must be 'stream' or 'conversation', got {cfg.packing!r}")
+        if cfg.packing == "conversation" and cfg.attention != "document":
+            raise DataError("data.packing: conversation needs data.attention: document (one segment each)")
         if not cfg.paths and index is None:
             raise DataError("no training data given (set data.paths or pass --data)")
         if cfg.global_batch_size % process_count:
@@ -267,10 +330,14 @@ class PackedLoader:
             _SourceStream(self.index.chunks[s], i, cfg.seed, cfg.shuffle) for i, s in enumerate(self.sources)
         ]
         self.max_segments = cfg.max_segments_per_row if cfg.attention == "document" else 0
-        self.aligned_columns = tuple(cfg.aligned_columns)
-        clash = set(self.aligned_columns) & {"inputs", "targets", "loss_mask", "segment_ids", "positions"}
+        clash = set(cfg.aligned_columns) & {"inputs", "targets", "loss_mask", "segment_ids", "positions"}
         if clash:
             raise DataError(f"data.aligned_columns may not reuse batch field names: {sorted(clash)}")
+        # the loss-mask column travels like an aligned column and is consumed by the shaping
+        self.aligned_columns = tuple(cfg.aligned_columns) + ((cfg.loss_mask_column,) if cfg.loss_mask_column else ())
+        if cfg.loss_mask_column:
+            _require_column(self.index, cfg.loss_mask_column)
+        self.truncated = 0  # documents cut at a row's end (conversation packing)
         self.lanes = int(state.spec["lanes"]) if state is not None else (
             cfg.lanes or default_lanes(cfg.global_batch_size, process_count)
         )
@@ -282,7 +349,7 @@ class PackedLoader:
         self.spec = {
             "version": STATE_VERSION, "lanes": self.lanes, "seq_len": cfg.seq_len, "seed": cfg.seed,
             "sources": self.sources, "fingerprint": self.index.fingerprint,
-            "max_segments": self.max_segments, "eos_id": cfg.eos_id,
+            "max_segments": self.max_segments, "eos_id": cfg.eos_id, "packing": cfg.packing,
         }
         rows = self._initial_rows(mine) if state is None else self._resume_rows(state, mine)
         self._lanes = [_Lane(self, row) for row in rows]
@@ -311,8 +378,8 @@ class PackedLoader:
 
     def _resume_rows(self, state: LoaderState, mine: range) -> list[np.ndarray]:
         old = state.spec
-        for key in ("version", "seq_len", "seed", "sources", "max_segments", "eos_id"):
-            if old.get(key) != self.spec[key]:
+        for key in ("version", "seq_len", "seed", "sources", "max_segments", "eos_id", "packing"):
+            if old.get(key, "stream" if key == "packing" else None) != self.spec[key]:
                 raise DataError(
                     f"data state does not match this run: {key} was {old.get(key)!r}, now "
                     f"{self.spec[key]!r} (resume with the checkpoint's data settings)"
@@ -336,28 +403,18 @@ class PackedLoader:
         segments = np.empty((n, width), np.int32)
         positions = np.empty((n, width), np.int32)
         aligned = tuple(np.empty((n, width), np.int32) for _ in self.aligned_columns)
-        r = 0
+        r, cut = 0, 0
         for lane in self._lanes:
             for _ in range(self.rows_per_lane):
-                lane.fill(tokens[r], segments[r], positions[r], tuple(a[r] for a in aligned))
+                cut += lane.fill(tokens[r], segments[r], positions[r], tuple(a[r] for a in aligned))
                 r += 1
-        batch = self._shape(tokens, segments, positions)
-        for name, values in zip(self.aligned_columns, aligned, strict=True):
+        columns = dict(zip(self.aligned_columns, aligned, strict=True))
+        scored = columns.pop(self.cfg.loss_mask_column) if self.cfg.loss_mask_column else None
+        batch = shape_rows(tokens, segments, positions, self.cfg, scored)
+        for name, values in columns.items():
             batch[name] = np.ascontiguousarray(values[:, :-1])  # aligned with `inputs`
+        batch[_CUT] = np.asarray(cut)
         return batch
-
-    def _shape(self, tokens: np.ndarray, seg: np.ndarray, pos: np.ndarray) -> dict[str, np.ndarray]:
-        in_seg, tgt_seg = seg[:, :-1], seg[:, 1:]
-        mask = tgt_seg > 0  # padding never scores
-        if self.cfg.mask_cross_document_loss:
-            mask &= in_seg == tgt_seg
-        out = {"inputs": tokens[:, :-1], "targets": tokens[:, 1:], "loss_mask": mask.astype(np.float32)}
-        if self.cfg.attention == "document":
-            out["segment_ids"], out["positions"] = in_seg, pos[:, :-1]
-        else:
-            out["segment_ids"] = (in_seg > 0).astype(np.int32)
-            out["positions"] = np.broadcast_to(np.arange(self.cfg.seq_len, dtype=np.int32), in_seg.shape).copy()
-        return {k: np.ascontiguousarray(v) for k, v in out.items()}
 
     def _snapshot(self) -> LoaderState:
         return LoaderState(dict(self.spec), np.stack([lane.state for lane in self._lanes]))
@@ -389,6 +446,7 @@ class PackedLoader:
         if self.cfg.prefetch <= 0:
             batch = self._produce()
             self._state = self._snapshot()
+            self.truncated += int(batch.pop(_CUT))
             return batch
         if self._queue is None:
             self._queue, self._stop = queue.Queue(maxsize=self.cfg.prefetch), threading.Event()
@@ -398,6 +456,7 @@ class PackedLoader:
         if isinstance(batch, BaseException):
             raise batch
         self._state = state
+        self.truncated += int(batch.pop(_CUT))
         return batch
 
     def state(self) -> LoaderState:
@@ -409,6 +468,105 @@ class PackedLoader:
 
     def padding_fraction(self, batch: dict[str, np.ndarray]) -> float:
         return float(1.0 - np.mean(batch["segment_ids"] > 0))
+
+
+def shape_rows(tokens: np.ndarray, seg: np.ndarray, pos: np.ndarray, cfg: DataConfig,
+               scored: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """Rows of ``seq_len + 1`` slots -> the batch fields. A target is scored when it is
+    real (not padding), of the same document as its input (``mask_cross_document_loss``)
+    and, with a loss-mask column (``scored``, aligned with the slots), marked in it."""
+    in_seg, tgt_seg = seg[:, :-1], seg[:, 1:]
+    mask = tgt_seg > 0  # padding never scores
+    if cfg.mask_cross_document_loss or scored is not None:
+        mask &= in_seg == tgt_seg
+    if scored is not None:
+        mask &= scored[:, 1:] > 0
+    out = {"inputs": tokens[:, :-1], "targets": tokens[:, 1:], "loss_mask": mask.astype(np.float32)}
+    if cfg.attention == "document":
+        out["segment_ids"], out["positions"] = in_seg, pos[:, :-1]
+    else:
+        out["segment_ids"] = (in_seg > 0).astype(np.int32)
+        out["positions"] = np.broadcast_to(np.arange(cfg.seq_len, dtype=np.int32), in_seg.shape).copy()
+    return {k: np.ascontiguousarray(v) for k, v in out.items()}
+
+
+def _require_column(index: ShardIndex, column: str) -> None:
+    for fi, path in enumerate(index.files):
+        if column not in index.handles.get(fi).schema_arrow.names:
+            raise DataError(f"{path} has no {column} column: not an SFT dataset (make one with `afm sft prepare`)")
+
+
+def conversation_config(cfg: DataConfig) -> DataConfig:
+    """``cfg`` for chat datasets (``afm sft prepare``'s shards): whole conversations per row,
+    the loss on their ``loss_mask`` (the assistant's tokens)."""
+    return dataclasses.replace(cfg, packing="conversation", loss_mask_column="loss_mask", attention="document")
+
+
+class HeldOutConversations:
+    """Held-out documents (conversations) in file order, each once, whole, then padding rows
+    (no loss), so a held-out loss covers the whole set whatever the number of evaluation
+    batches, identically at every evaluation. All hosts build the same global row list
+    (held-out sets are small) and take their slice of every global batch."""
+
+    def __init__(self, cfg: DataConfig, paths: list[str], *, vocab_size: int | None,
+                 process_index: int = 0, process_count: int = 1):
+        self.cfg = cfg
+        index = ShardIndex(expand_paths(list(paths)), cfg.open_files)
+        column = cfg.loss_mask_column
+        if column:
+            _require_column(index, column)
+        width, cap = cfg.seq_len + 1, cfg.max_segments_per_row
+        rows: list[list[tuple[np.ndarray, np.ndarray]]] = [[]]
+        used, self.conversations = 0, 0
+        for source, chunks in sorted(index.chunks.items()):
+            for chunk in chunks:
+                offsets, tokens, extra = index.read_aligned(chunk, source, (column,) if column else ())
+                if tokens.size and vocab_size is not None and tokens.max() >= vocab_size:
+                    raise DataError(f"held-out token id out of range [0, {vocab_size})")
+                mask = extra[column] if column else np.ones_like(tokens)
+                for i in range(len(offsets) - 1):
+                    doc = tokens[offsets[i]:offsets[i + 1]], mask[offsets[i]:offsets[i + 1]]
+                    full = cap and len(rows[-1]) == cap
+                    if rows[-1] and (doc[0].size > width - used or full):
+                        rows.append([])
+                        used = 0
+                    rows[-1].append((doc[0][: width - used], doc[1][: width - used]))
+                    used += min(doc[0].size, width - used)
+                    self.conversations += 1
+        self.rows = [r for r in rows if r]
+        self.per_host = cfg.global_batch_size // process_count
+        self.offset = process_index * self.per_host
+        self.step = 0
+
+    def _batch(self, rows: list[list[tuple[np.ndarray, np.ndarray]]]) -> dict[str, np.ndarray]:
+        n, width = len(rows), self.cfg.seq_len + 1
+        tokens = np.full((n, width), self.cfg.pad_id, np.int32)
+        seg, pos, mask = (np.zeros((n, width), np.int32) for _ in range(3))
+        for r, docs in enumerate(rows):
+            at = 0
+            for s, (t, m) in enumerate(docs, 1):
+                tokens[r, at:at + t.size], mask[r, at:at + t.size] = t, m
+                seg[r, at:at + t.size], pos[r, at:at + t.size] = s, np.arange(t.size)
+                at += t.size
+        return shape_rows(tokens, seg, pos, self.cfg, mask)
+
+    def __next__(self) -> dict[str, np.ndarray]:
+        start = self.step * self.cfg.global_batch_size + self.offset
+        self.step += 1
+        return self._batch([self.rows[i] if i < len(self.rows) else [] for i in range(start, start + self.per_host)])
+
+    def batches_needed(self) -> int:
+        """Global batches that cover every held-out conversation."""
+        return -(-len(self.rows) // self.cfg.global_batch_size)
+
+    def state(self) -> Any:
+        return None
+
+    def describe(self) -> dict[str, Any]:
+        return {"conversations": self.conversations}
+
+    def close(self) -> None:
+        """Nothing to release."""
 
 
 def make_loader(
@@ -425,4 +583,5 @@ def make_loader(
     )
 
 
-__all__ = ["LoaderState", "PackedLoader", "default_lanes", "make_loader"]
+__all__ = ["HeldOutConversations", "LoaderState", "PackedLoader", "conversation_config", "default_lanes",
+           "make_loader", "shape_rows"]

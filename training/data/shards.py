@@ -40,6 +40,13 @@ class DataConfig:
     number of hosts that divides it. ``max_segments_per_row`` caps the documents packed
     into one row (the rest of the row is padding) so cuDNN's packed attention layout has a
     static size; 0 = no cap.
+
+    ``packing``: ``stream`` (pre-training: documents closed with EOS, concatenated and cut
+    into rows; a document may continue in the next row) or ``conversation`` (SFT: each
+    document, a whole conversation, in one row or, when it does not fit, starting the next
+    one; one longer than a row is truncated and counted). ``loss_mask_column``: a 0/1
+    per-token column of the shards that says which targets are scored (SFT: the
+    assistant's tokens, ``afm sft prepare``'s ``loss_mask``); empty: every real target.
     """
 
     paths: list[str] = field(default_factory=list)  # files, directories or globs (gs:// too)
@@ -49,6 +56,8 @@ class DataConfig:
     eos_id: int = 2  # SentencePiece's default </s>
     pad_id: int = 0
     attention: str = "document"  # document | causal
+    packing: str = "stream"  # stream | conversation
+    loss_mask_column: str = ""  # e.g. "loss_mask" (SFT shards)
     mask_cross_document_loss: bool = True
     shuffle: bool = True
     seed: int = 0

@@ -29,10 +29,9 @@ from afm.training.tasks.sft import run_sft
 
 def base_weights(cfg: Any) -> dict[str, float]:
     """The mixture the baseline trains with (configured weights, else natural proportions)."""
-    from afm.training.data.conversations import SftShardIndex
-    from afm.training.data.shards import expand_paths, mixture_weights
+    from afm.training.data.shards import ShardIndex, expand_paths, mixture_weights
 
-    index = SftShardIndex(expand_paths(cfg.data.paths), cfg.data.open_files)
+    index = ShardIndex(expand_paths(cfg.data.paths), cfg.data.open_files)
     return mixture_weights(index.documents, cfg.data.weights)
 
 

@@ -1,6 +1,6 @@
 """Supervised fine-tuning (report §4.2, SPEC 4) as a task of the one trainer.
 
-The task: packed conversations from ``afm.training.data.conversations`` (loss on assistant tokens
+The task: packed conversations from the one streaming loader (``afm.training.data.loader``, ``packing: conversation``) (loss on assistant tokens
 only), next-token cross-entropy averaged over those tokens, every parameter trains,
 dropout (``task_options.dropout``, 0.1 by default, as the report) on the embedding and
 every sublayer output, drawn from the step's ``ctx.rng``.
@@ -28,7 +28,7 @@ from typing import Any
 from afm.model.scoring import token_logprobs
 from afm.training.core.losses import cross_entropy_sums
 from afm.training.core.task import Field, LossContext, LossOutput, TaskBase
-from afm.training.data.conversations import SftEvalInput, SftLoader
+from afm.training.data.loader import HeldOutConversations, conversation_config, make_loader
 
 from afm.config import ConfigError, load_config
 
@@ -62,12 +62,13 @@ class SftTask(TaskBase):
         }
 
     def make_input(self, *, vocab_size: int, process_index: int, process_count: int, state: Any = None):
-        return SftLoader(self.config.data, vocab_size=vocab_size, process_index=process_index,
-                         process_count=process_count, state=state)
+        """The one streaming loader, packing whole conversations (``conversation_config``)."""
+        return make_loader(conversation_config(self.config.data), vocab_size=vocab_size,
+                           process_index=process_index, process_count=process_count, state=state)
 
     def make_eval_input(self, paths: list[str], *, vocab_size: int, process_index: int, process_count: int):
-        return SftEvalInput(self.config.data, paths, vocab_size=vocab_size,
-                            process_index=process_index, process_count=process_count)
+        return HeldOutConversations(conversation_config(self.config.data), paths, vocab_size=vocab_size,
+                                    process_index=process_index, process_count=process_count)
 
     def loss(self, params: dict[str, Any], batch: dict[str, Any], ctx: LossContext) -> LossOutput:
         model = ctx.model(params)
@@ -117,7 +118,8 @@ def run_sft(
     if heldout:
         ev = dataclasses.replace(ev, heldout=list(heldout))
     if ev.heldout:
-        needed = SftEvalInput(changes.get("data", cfg.data), list(ev.heldout), vocab_size=None).batches_needed()
+        needed = HeldOutConversations(conversation_config(changes.get("data", cfg.data)), list(ev.heldout),
+                                      vocab_size=None).batches_needed()
         ev = dataclasses.replace(ev, heldout_batches=max(1, needed))
     if ev.select_metric.startswith("eval/heldout/") and not ev.heldout:
         ev = dataclasses.replace(ev, select_metric="")
@@ -155,7 +157,7 @@ def heldout_metrics(
     abstract = engine.abstract_state
     like = {k: abstract.params.get(k, abstract.frozen.get(k)) for k in engine.layout.keys}
     params, _ = restore_params_only(str(checkpoint), like, engine.layout)
-    batches = SftEvalInput(cfg.data, list(heldout), vocab_size=None).batches_needed()
+    batches = HeldOutConversations(conversation_config(cfg.data), list(heldout), vocab_size=None).batches_needed()
     hook = HeldOutLoss(engine, list(heldout), max(1, batches))
     return hook(0, ModelView(params, engine.model_config, mesh))
 

@@ -15,7 +15,7 @@ from afm.synth.demo_data import write_demo_set
 from afm.synth.prepare import PrepareConfig, prepare_sft
 from afm.training.core.config import get_train_config
 from afm.training.core.task import LossContext
-from afm.training.data.conversations import SftLoader
+from afm.training.data.loader import conversation_config, make_loader
 from afm.training.tasks.sft import SftTask, run_sft
 
 TOK = str(Path(__file__).resolve().parents[2] / "data" / "chat")
@@ -58,7 +58,7 @@ def test_loss_counts_assistant_tokens_only_and_dropout_trains_only(sft_data) -> 
     cfg = get_train_config("tiny-sft", ["model_overrides.vocab_size=640", "data.global_batch_size=2"])
     cfg.data.paths = train
     task = SftTask(cfg)
-    batch = next(SftLoader(cfg.data, vocab_size=640))
+    batch = next(make_loader(conversation_config(cfg.data), vocab_size=640))
     from afm.training.core.config import model_config
     from afm.training.core.engine import ModelParts
 

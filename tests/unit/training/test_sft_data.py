@@ -10,8 +10,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from afm.training.data.conversations import SftEvalInput, SftLoader
-from afm.training.data.loader import LoaderState
+from afm.training.data.loader import (
+    HeldOutConversations,
+    LoaderState,
+    conversation_config,
+    make_loader,
+)
 from afm.training.data.shards import DataConfig, DataError
 
 SCHEMA = pa.schema([("id", pa.string()), ("source", pa.string()), ("tokens", pa.list_(pa.int32())),
@@ -48,6 +52,14 @@ def shards(tmp_path: Path) -> tuple[list[str], dict[int, tuple]]:
 
 def cfg_for(paths: list[str], **kw) -> DataConfig:
     return DataConfig(paths=paths, seq_len=32, global_batch_size=4, max_segments_per_row=8, lanes=2, **kw)
+
+
+def SftLoader(cfg: DataConfig, **kw):  # noqa: N802 - the loader SFT runs: whole conversations
+    return make_loader(conversation_config(cfg), **kw)
+
+
+def SftEvalInput(cfg: DataConfig, paths: list[str], **kw):  # noqa: N802
+    return HeldOutConversations(conversation_config(cfg), paths, **kw)
 
 
 def test_rows_hold_whole_conversations_and_score_only_assistant_tokens(shards) -> None:
