@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Table-6-style ablation at small scale (training/README.md, "Pruning and distillation").
+# Table-6-style ablation at small scale (experiments/on-device-ablation/README.md).
 # Run from the repository root with ../shared present: bash experiments/on-device-ablation/run.sh
 set -euo pipefail
 A=work/ablation

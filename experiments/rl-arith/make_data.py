@@ -1,4 +1,4 @@
-"""The arithmetic task's data for the RL examples (README: "afm rl mdloo, afm itec"):
+"""The arithmetic task's data for the RL examples (experiments/rl-arith/README.md):
 disjoint problem sets, one seed each, so no prompt used for training is scored.
 
 Writes under OUT (default ``work/rl/data``):

@@ -83,7 +83,7 @@ def capacity(pages: float, curate_docs_per_s_core: float, shuffle: ShuffleBytes,
     ``curate_docs_per_s_core``: pages per second per core of the whole pipeline
     (``afm bench curate``, one worker); ``documents_per_page``: the share of pages that
     become documents reaching dedup (after extraction, language, safety and PII; on
-    Common Crawl roughly half, an assumption stated in the README)."""
+    Common Crawl roughly half, an assumption stated in docs/curation.md)."""
     docs = pages * documents_per_page
     # Every extracted page crosses the id shuffle and the writer (rejects with their text
     # cut to `reject_text_chars`, so this is an upper bound); only documents that pass

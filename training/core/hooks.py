@@ -22,7 +22,7 @@ the trainer knowing about them::
     eval:
       every_steps: 1000
       heldout: ["gs://b/heldout/*.parquet"]
-      hooks: ["afm.evaluation.hooks:benchmarks"]
+      hooks: ["afm.evaluation.hook:benchmarks"]
       options: {groups: [mmlu, gsm8k]}
 """
 

@@ -10,7 +10,7 @@ The demo corpus is tiny (one token shard of a few thousand tokens) and the 16-bi
 trained on all of it, so the "held-out" loss here is measured on that same shard: nothing
 is held out at demo scale (with two or more shards, the last one is kept out of calibration
 and adapter training). The comparison between the three models is like for like, but it
-shows the mechanics, not a result; the README's table is the measured comparison.
+shows the mechanics, not a result; experiments/recovery-table/README.md has the measured comparison.
 """
 
 from __future__ import annotations

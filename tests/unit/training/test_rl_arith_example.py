@@ -1,4 +1,4 @@
-"""The arithmetic RL example (experiments/rl-arith, README "afm rl mdloo, afm itec"): its configs
+"""The arithmetic RL example (experiments/rl-arith and its README): its configs
 load with the loaders the commands use, and its data sets keep measured problems out of
 everything trained on."""
 

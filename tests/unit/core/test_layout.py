@@ -1,0 +1,129 @@
+"""The layout shows the architecture, and each job is done once: folder READMEs name every
+module, ``training/`` is rooms rather than a flat list, the front page stays a front page,
+evaluation does not reach into training, the training host needs no pipeline library, and
+the one writer / resolver / stage order are the only ones."""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+AREAS = ("afm", "crawler", "filters", "pipelines", "model", "training", "evaluation", "synth", "deploy")
+
+
+def modules(area: str) -> list[Path]:
+    return sorted(p for p in (ROOT / area).rglob("*.py") if p.name != "__init__.py" and "__pycache__" not in p.parts)
+
+
+def test_training_is_rooms_not_a_flat_list() -> None:
+    top = sorted(p.name for p in (ROOT / "training").glob("*.py"))
+    assert len(top) <= 4, top
+    rooms = {p.name for p in (ROOT / "training").iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert {"core", "data", "tasks", "rl", "compress", "commands", "bench"} <= rooms
+
+
+@pytest.mark.parametrize("area", AREAS)
+def test_every_module_is_named_in_its_folder_readme(area: str) -> None:
+    readme = (ROOT / area / "README.md").read_text()
+    missing = [str(p.relative_to(ROOT / area)) for p in modules(area)
+               if str(p.relative_to(ROOT / area)) not in readme]
+    assert not missing, f"{area}/README.md does not name {missing}"
+    assert "add" in readme.lower(), f"{area}/README.md should say where to add things"
+
+
+def test_front_page_is_a_front_page() -> None:
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) <= 200
+    assert text.index("make demo") < 1500 and "make test" in text[:2000]
+    for where in ("a filter", "a trainer task", "a benchmark", "a stage config", "an eval hook"):
+        assert f"**{where}**" in text, where
+    linked = [line.split("](", 1)[1].split(")", 1)[0].split("#")[0] for line in text.splitlines() if "](" in line]
+    assert [p for p in linked if p and not p.startswith("http") and not (ROOT / p).exists()] == []
+
+
+def test_experiments_live_outside_the_package() -> None:
+    for name in ("rl-arith", "on-device-ablation", "recovery-table", "optimizer-vs-adamw", "mup-lr-sweep"):
+        assert (ROOT / "experiments" / name / "README.md").exists(), name
+    assert not (ROOT / "experiments" / "__init__.py").exists()
+
+
+def _imports(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+        elif isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+    return names
+
+
+def test_evaluation_does_not_import_training() -> None:
+    bad = {str(p.relative_to(ROOT)): sorted(m for m in _imports(p) if m.startswith("afm.training"))
+           for p in modules("evaluation")}
+    assert not {k: v for k, v in bad.items() if v}
+
+
+def _sources(*exclude: str) -> dict[str, str]:
+    out = {}
+    for area in AREAS:
+        for p in modules(area):
+            rel = str(p.relative_to(ROOT))
+            if rel not in exclude:
+                out[rel] = p.read_text()
+    return out
+
+
+def test_one_parquet_writer_one_resolver_no_task_probing() -> None:
+    writers = [f for f, s in _sources("afm/io.py").items() if "ParquetWriter" in s or "write_table(" in s]
+    assert writers == [], f"Parquet written outside afm.io.write_shard: {writers}"
+    resolvers = [f for f, s in _sources("afm/imports.py", "afm/cli.py", "afm/bench.py").items()
+                 if "import_module(" in s]
+    assert resolvers == [], f"module:attr resolved outside afm.imports: {resolvers}"
+    probing = [f for f, s in _sources().items() if f.startswith("training/core/")
+               and ("getattr(task" in s or "getattr(self.task" in s or "getattr(source" in s)]
+    assert probing == []
+    engines = [f for f, s in _sources().items() if re.search(r"^class Engine\b", s, re.M)]
+    assert engines == ["training/core/engine.py"]
+
+
+def test_one_stage_order_for_curate_inspect_and_sft_prepare() -> None:
+    from afm.filters.registry import SOURCE_STAGES, STAGES, filter_names
+    from afm.synth.prepare import STAGES as PREPARE
+
+    web_documents = tuple(n for n in SOURCE_STAGES["web"] if STAGES[n].kind == "document")
+    assert filter_names("web") == web_documents  # what `afm inspect` shows, in curate's order
+    assert PREPARE == ("read", *SOURCE_STAGES["chat"])
+
+
+def test_model_and_training_import_without_pipeline_libraries(tmp_path: Path) -> None:
+    """A training host installs `.[train]` only: every module of model/ and training/ (and
+    the trainer's commands) imports with Beam, Scrapy and trafilatura absent."""
+    script = """
+import importlib, importlib.abc, pkgutil, sys
+
+class Absent(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name.split(".")[0] in {"apache_beam", "scrapy", "trafilatura", "datasketch", "warcio"}:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+sys.meta_path.insert(0, Absent())
+count = 0
+for root in ("afm.model", "afm.training"):
+    package = importlib.import_module(root)
+    for info in pkgutil.walk_packages(package.__path__, root + "."):
+        importlib.import_module(info.name)
+        count += 1
+print(count)
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path,
+                          env={**os.environ, "JAX_PLATFORMS": "cpu"}, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert int(done.stdout.strip()) > 60
