@@ -144,22 +144,16 @@ def heldout_metrics(
     """The held-out assistant-token loss and accuracy of any checkpoint (e.g. the base
     model before SFT, for a before/after comparison), computed exactly as the trainer's
     ``eval/heldout/*`` (same task, packing and batches; no dropout)."""
-    from afm.model.sharding import make_mesh
-    from afm.training.core.checkpoint import restore_params_only
     from afm.training.core.config import TrainConfig, get_train_config
     from afm.training.core.engine import Engine
     from afm.training.core.hooks import HeldOutLoss, ModelView
 
     cfg = config if isinstance(config, TrainConfig) else get_train_config(config, overrides, task="sft")
     cfg = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, paths=list(heldout)))
-    mesh = make_mesh(cfg.mesh)
-    engine = Engine.build(cfg, mesh)
-    abstract = engine.abstract_state
-    like = {k: abstract.params.get(k, abstract.frozen.get(k)) for k in engine.layout.keys}
-    params, _ = restore_params_only(str(checkpoint), like, engine.layout)
+    engine, params = Engine.from_checkpoint(cfg, str(checkpoint))
     batches = HeldOutConversations(conversation_config(cfg.data), list(heldout), vocab_size=None).batches_needed()
     hook = HeldOutLoss(engine, list(heldout), max(1, batches))
-    return hook(0, ModelView(params, engine.model_config, mesh))
+    return hook(0, ModelView(params, engine.model_config, engine.mesh))
 
 
 __all__ = ["SftOptions", "SftTask", "heldout_metrics", "run_sft"]

@@ -218,6 +218,9 @@ def test_paths_local_globs_dirs_and_remote_rules(tmp_path, token_shards):
     assert [f.split("/")[-1] for f in files] == ["x.parquet", "y.parquet"] and missing == [str(tmp_path / "gone")]
     assert fs.expand([str(tmp_path / "a")], ".parquet")[0] == files  # a directory is recursive
     assert fs.is_remote("gs://bucket/x") and not fs.is_remote(str(tmp_path))
+    # one rule for every reader and writer: any scheme but file:// is remote
+    assert fs.is_remote("hdfs://namenode/x") and fs.is_remote("s3://b/x") and not fs.is_remote(f"file://{tmp_path}")
+    assert fs.expand([f"file://{tmp_path / 'a'}"], ".parquet")[0] == files and fs.isdir(f"file://{tmp_path}")
     assert str(fs.as_path("gs://bucket/runs/x")) == "gs://bucket/runs/x"
     assert fs._split_glob("gs://bucket/tokens/*.parquet") == ("gs://bucket/tokens", "*.parquet")
     with pytest.raises(ValueError, match="bucket"):
