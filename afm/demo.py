@@ -351,7 +351,7 @@ def demo_command(workdir: Path, train_steps: int | None) -> None:
                      f"(significantly better: {rm['accuracy/significantly_better'] or float('nan'):.3f})"))
     if rl:
         rows.append(("MDLOO iteration", f"reward {rl['reward']:.3f}, KL to SFT {rl['kl_ref']:.4f}, "
-                                        f"{rl['tokens_per_second']:.0f} tok/s sampling"))
+                                        f"{rl['rollout_tokens_per_s']:.0f} tok/s sampling"))
     for name, seconds in run.timings:
         rows.append((f"time {name}", f"{seconds:.1f} s"))
     rows.append(("total time", f"{time.perf_counter() - start:.1f} s"))

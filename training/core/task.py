@@ -222,6 +222,22 @@ class TaskBase:
         return layout.unflatten({k: params[k] for k in layout.keys})
 
 
+def task_tokenizer(task: Any) -> Any:
+    """The tokenizer a task reads its text data with (``task_options.tokenizer``), loaded
+    once per task; a clear error when the option is missing. Tasks over text (reward
+    model, DPO/IPO, MDLOO) declare ``tokenizer = property(task_tokenizer)``."""
+    cached = task.__dict__.get("_tokenizer")
+    if cached is None:
+        from afm.model.tokenizer import Tokenizer
+
+        from afm.config import ConfigError
+
+        if not task.options.tokenizer:
+            raise ConfigError(f"the {task.name} task needs task_options.tokenizer (a tokenizer directory)")
+        cached = task.__dict__["_tokenizer"] = Tokenizer.load(task.options.tokenizer)
+    return cached
+
+
 TASKS: dict[str, str] = {
     "pretrain": "afm.training.tasks.pretrain:PretrainTask",
     "prune": "afm.training.tasks.prune:PruneTask",

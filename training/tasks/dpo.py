@@ -34,7 +34,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from afm.model.scoring import token_logprobs
-from afm.training.core.task import Field, LossContext, LossOutput, ParamSpec, TaskBase
+from afm.training.core.task import (
+    Field,
+    LossContext,
+    LossOutput,
+    ParamSpec,
+    TaskBase,
+    task_tokenizer,
+)
 from afm.training.data.preferences import PairTaskInputs
 
 from afm.config import ConfigError, load_config
@@ -83,17 +90,8 @@ class DpoTask(PairTaskInputs, TaskBase):
             raise ConfigError(f"task_options.reference must be frozen or precomputed, not {self.options.reference!r}")
         if self.options.beta <= 0:
             raise ConfigError("task_options.beta must be > 0")
-        self._tokenizer = None
 
-    @property
-    def tokenizer(self) -> Any:
-        if self._tokenizer is None:
-            from afm.model.tokenizer import Tokenizer
-
-            if not self.options.tokenizer:
-                raise ConfigError(f"the {self.name} task needs task_options.tokenizer (a tokenizer directory)")
-            self._tokenizer = Tokenizer.load(self.options.tokenizer)
-        return self._tokenizer
+    tokenizer = property(task_tokenizer)
 
     def batch_fields(self) -> dict[str, Field]:
         from afm.training.tasks.reward_model import RewardModelTask

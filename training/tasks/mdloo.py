@@ -52,7 +52,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from afm.training.core.hooks import HookContext, ModelView
-from afm.training.core.task import Field, LossContext, LossOutput, ParamSpec, TaskBase
+from afm.training.core.task import (
+    Field,
+    LossContext,
+    LossOutput,
+    ParamSpec,
+    TaskBase,
+    task_tokenizer,
+)
 from afm.training.data.loader import LoaderState
 
 from afm.config import ConfigError, load_config
@@ -197,7 +204,6 @@ class MdlooTask(TaskBase):
         self.reward_fn: Any = None
         self.eval_reward_fn: Any = None
         self._source: RolloutInput | None = None
-        self._tokenizer: Any = None
         self._prompts: list[Any] | None = None
         self._logprobs: Any = None
 
@@ -238,15 +244,7 @@ class MdlooTask(TaskBase):
                                     process_count=process_count, state=state)
         return self._source
 
-    @property
-    def tokenizer(self) -> Any:
-        if self._tokenizer is None:
-            from afm.model.tokenizer import Tokenizer
-
-            if not self.options.tokenizer:
-                raise ConfigError("the mdloo task needs task_options.tokenizer (a tokenizer directory)")
-            self._tokenizer = Tokenizer.load(self.options.tokenizer)
-        return self._tokenizer
+    tokenizer = property(task_tokenizer)
 
     @property
     def prompts(self) -> list[Any]:

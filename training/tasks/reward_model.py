@@ -38,7 +38,14 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from afm.training.core.task import Field, LossContext, LossOutput, ParamSpec, TaskBase
+from afm.training.core.task import (
+    Field,
+    LossContext,
+    LossOutput,
+    ParamSpec,
+    TaskBase,
+    task_tokenizer,
+)
 from afm.training.data.preferences import GRADES, LEVELS, PairTaskInputs
 
 from afm.config import load_config
@@ -149,19 +156,8 @@ class RewardModelTask(PairTaskInputs, TaskBase):
     def __init__(self, config: Any):
         super().__init__(config)
         self.options = load_config(RewardModelOptions, dict(config.task_options or {}))
-        self._tokenizer = None
 
-    @property
-    def tokenizer(self) -> Any:
-        if self._tokenizer is None:
-            from afm.model.tokenizer import Tokenizer
-
-            if not self.options.tokenizer:
-                from afm.config import ConfigError
-
-                raise ConfigError("the reward_model task needs task_options.tokenizer (a tokenizer directory)")
-            self._tokenizer = Tokenizer.load(self.options.tokenizer)
-        return self._tokenizer
+    tokenizer = property(task_tokenizer)
 
     def batch_fields(self) -> dict[str, Field]:
         seq = {k: Field("int32") for k in ("chosen", "chosen_segments", "rejected", "rejected_segments")}
