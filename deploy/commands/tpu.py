@@ -20,8 +20,8 @@ from pathlib import Path
 
 import click
 
-SETUP_SCRIPT = Path(__file__).resolve().parent / "tpu" / "worker_setup.sh"
-REPO_ROOT = Path(__file__).resolve().parent.parent
+SETUP_SCRIPT = Path(__file__).resolve().parents[1] / "tpu" / "worker_setup.sh"
+REPO_ROOT = Path(__file__).resolve().parents[2]
 # Paths never shipped to the workers (build outputs, local runs, the venv).
 EXCLUDE = {".venv", "work", "build", ".git", "__pycache__", ".pytest_cache", ".ruff_cache", "afm.egg-info"}
 

@@ -57,7 +57,7 @@ def _inputs(opts: BenchOptions) -> tuple[list[str], list[str], str]:
     if opts.shared_dir is not None and (opts.shared_dir / "eval" / "extraction").is_dir():
         good, bad = load_article_vs_boilerplate(opts.shared_dir / "eval", 40 if opts.quick else None)
         return good, bad, "extraction-benchmark articles vs their boilerplate"
-    data = Path(__file__).parent / "data" / "quality"
+    data = Path(__file__).resolve().parents[1] / "data" / "quality"
 
     def read(name: str) -> list[str]:
         return [json.loads(x)["text"] for x in (data / name).read_text().splitlines() if x.strip()]

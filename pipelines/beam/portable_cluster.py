@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]  # the checkout (pipelines/ is afm.pipelines)
+REPO = Path(__file__).resolve().parents[2]  # the checkout (pipelines/beam/ is afm.pipelines.beam)
 
 
 def free_port() -> int:

@@ -127,3 +127,16 @@ print(count)
                           env={**os.environ, "JAX_PLATFORMS": "cpu"}, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert int(done.stdout.strip()) > 60
+
+
+def test_paths_relative_to_modules_still_point_at_files() -> None:
+    """Modules that find files next to themselves (setup scripts, the checkout, data)
+    moved into subfolders: each path still names what exists."""
+    from afm.deploy.commands.tpu import REPO_ROOT, SETUP_SCRIPT
+    from afm.pipelines.beam.portable_cluster import REPO
+    from afm.training.core.stages import CONFIG_DIR
+
+    assert SETUP_SCRIPT.is_file() and (REPO_ROOT / "pyproject.toml").is_file()
+    assert (REPO / "pyproject.toml").is_file() and any(CONFIG_DIR.glob("*.yaml"))
+    source = (ROOT / "filters" / "bench" / "quality.py").read_text()
+    assert 'parents[1] / "data" / "quality"' in source and (ROOT / "filters" / "data" / "quality").is_dir()

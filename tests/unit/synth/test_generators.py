@@ -48,6 +48,7 @@ def handler_for(stub: Stub) -> type[BaseHTTPRequestHandler]:
                 action = stub.fail.pop(0) if stub.fail else 200
                 stub.active += 1
                 stub.max_active = max(stub.max_active, stub.active)
+            self._active = True
             try:
                 time.sleep(stub.delay)
                 if self.path != "/v1/chat/completions":
@@ -64,8 +65,15 @@ def handler_for(stub: Stub) -> type[BaseHTTPRequestHandler]:
                             "finish_reason": "stop"} for i in range(body.get("n", 1))]
                 self._send(200, {"id": "x", "object": "chat.completion", "choices": choices})
             finally:
-                with stub.lock:
+                self._done()
+
+        def _done(self) -> None:
+            """No longer active: before the response leaves (the client may send its next
+            request the moment it has this one), and at the latest when the handler ends."""
+            with stub.lock:
+                if self._active:
                     stub.active -= 1
+                    self._active = False
 
         def _send(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
             data = json.dumps(payload).encode()
@@ -75,6 +83,7 @@ def handler_for(stub: Stub) -> type[BaseHTTPRequestHandler]:
             for k, v in (headers or {}).items():
                 self.send_header(k, v)
             self.end_headers()
+            self._done()
             self.wfile.write(data)
 
     return Handler
