@@ -79,7 +79,8 @@ class TopOnePredictor:
     """The teacher compiled for ``[batch, window]`` packed rows -> top-1 ids."""
 
     def __init__(self, teacher_path: str, *, window: int | None = None, batch_size: int = 8, chunk: int = 1024):
-        from afm.training.compress.teacher import Teacher, checkpoint_meta
+        from afm.training.compress.teacher import Teacher
+        from afm.training.core.checkpoint import checkpoint_meta
         from jax.sharding import SingleDeviceSharding
 
         if window is None:

@@ -11,7 +11,6 @@ import json
 import time
 from typing import Any
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 from afm.training.compress.soft_topk import kept_indices
@@ -35,7 +34,7 @@ def learn_masks(
 ) -> dict[str, Any]:
     """Run (or resume) a ``task: prune`` stage starting from ``teacher``; the model's shapes
     are the teacher checkpoint's, whatever the stage names. Returns the trainer's result."""
-    from afm.training.compress.teacher import checkpoint_model_config
+    from afm.training.core.checkpoint import checkpoint_model_config
     from afm.training.core.config import get_train_config
     from afm.training.core.trainer import train
 
@@ -56,13 +55,6 @@ def learn_masks(
     cfg = dataclasses.replace(cfg, **changes)
     prune_options(cfg.task_options)  # a bad option fails before anything is built
     return train(cfg, workdir, steps=steps, data=data, quiet=quiet)
-
-
-def _load_run_params(step_dir: Any) -> dict[str, np.ndarray]:
-    import orbax.checkpoint as ocp
-
-    restored = ocp.StandardCheckpointer().restore(step_dir / "params")
-    return {k: np.asarray(jax.device_get(v), np.float32) for k, v in restored.items()}
 
 
 def pruned_params(
@@ -90,7 +82,7 @@ def apply_pruning(run: str, out: str, *, overwrite: bool = False) -> dict[str, A
     step directory) as an ``afm.model`` checkpoint at ``out``; returns a summary."""
     from afm.model.checkpoint import save_params
     from afm.model.config import ModelConfig, param_counts
-    from afm.training.compress.teacher import checkpoint_meta
+    from afm.training.core.checkpoint import checkpoint_meta, read_run_params
     from afm.training.core.engine import ModelParts
 
     t0 = time.perf_counter()
@@ -100,7 +92,7 @@ def apply_pruning(run: str, out: str, *, overwrite: bool = False) -> dict[str, A
                          "(afm prune learn)")
     opts = prune_options(meta.get("task_options", {}))
     teacher = ModelConfig.from_dict(meta["model"]).replace(max_segments=0)
-    params, kept = pruned_params(_load_run_params(step_dir), teacher.n_layers, opts.target_ffn_dim)
+    params, kept = pruned_params(read_run_params(step_dir), teacher.n_layers, opts.target_ffn_dim)
     name = teacher.name if teacher.name.endswith(f"-ffn{opts.target_ffn_dim}") else f"{teacher.name}-ffn{opts.target_ffn_dim}"
     pruned = dataclasses.replace(teacher, ffn_dim=opts.target_ffn_dim, name=name,
                                  notes=f"pruned from {teacher.name} by afm prune apply ({step_dir})")

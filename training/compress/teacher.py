@@ -10,51 +10,19 @@ way when a path holds no model.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
 import jax
-from afm.training.core.checkpoint import is_model_checkpoint, resolve_init_from, restore_params_only
+from afm.training.core.checkpoint import (
+    checkpoint_meta,
+    checkpoint_model_config,
+    restore_params_only,
+)
 
 from afm import fs
 
 Array = jax.Array
-
-
-def checkpoint_model_config(path: str) -> Any:
-    """The ``ModelConfig`` a checkpoint was trained with (shapes and all run-time fields).
-
-    ``path``: an ``afm.model`` checkpoint (``config.json``), or a training workdir /
-    ``checkpoints/`` / step directory (the ``meta`` item the trainer saves)."""
-    from afm.model.checkpoint import load_config
-    from afm.model.config import ModelConfig
-
-    if is_model_checkpoint(path):
-        return load_config(path)
-    try:
-        directory, step = resolve_init_from(path)
-    except FileNotFoundError:
-        raise FileNotFoundError(
-            f"{path}: not a model checkpoint (no config.json + params/) nor a training run "
-            "(no checkpoints/<step>/); pass a workdir of `afm train` or its model/ directory"
-        ) from None
-    meta_file = directory / str(step) / "meta" / "metadata"
-    if not meta_file.exists():
-        raise FileNotFoundError(f"{directory / str(step)}: checkpoint has no meta item (written by an old afm?)")
-    meta = json.loads(meta_file.read_text())
-    # max_segments is a setting of the run that wrote it (its loader's cap), not the model's
-    return ModelConfig.from_dict(meta["model"]).replace(max_segments=0)
-
-
-def checkpoint_meta(path: str) -> tuple[dict[str, Any], Any]:
-    """``(meta, step_dir)`` of a training run's latest (or given) step checkpoint."""
-    directory, step = resolve_init_from(path)
-    step_dir = directory / str(step)
-    meta_file = step_dir / "meta" / "metadata"
-    if not meta_file.exists():
-        raise FileNotFoundError(f"{step_dir}: checkpoint has no meta item")
-    return json.loads(meta_file.read_text()), step_dir
 
 
 @dataclass

@@ -123,228 +123,270 @@ def train(
 ) -> dict[str, Any]:
     """Train (or resume) a run in ``workdir`` up to ``steps`` (default: ``total_steps``).
 
-    ``task``: the run's task object, when the caller made it (e.g. with a reward already
-    in memory); by default the config's ``task`` is built.
-
     ``data`` (token shard paths/globs) and ``init_from`` (previous stage's workdir or
-    checkpoint) override the config. Returns ``first_loss``, ``final_loss``, ``steps``,
-    ``params_sha256``, ``checkpoint`` (last saved step dir), evaluation results and run
-    statistics.
+    checkpoint) override the config; ``task``: the run's task object, when the caller made
+    it (e.g. with a reward already in memory), else the config's ``task`` is built.
+    Returns ``first_loss``, ``final_loss``, ``steps``, ``params_sha256``, ``checkpoint``
+    (last saved step dir), evaluation results and run statistics.
     """
-    from afm.config import print_config
-    from afm.console import make_progress, print_summary
+    from afm.console import print_summary
 
     cfg = _resolve_config(config, data, init_from, overrides, profile_steps)
     stop_at = cfg.total_steps if steps is None else int(steps)
     if stop_at < 0:
         raise ValueError(f"steps must be >= 0, got {stop_at}")
-    workdir = str(fs.as_path(str(workdir)))
-    fs.as_path(workdir).mkdir(parents=True, exist_ok=True)
-    if not cfg.data.index_cache:
-        cfg = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, index_cache=f"{workdir}/data-index.json"))
-    is_main = jax.process_index() == 0
-    console = _console()
-    if is_main and not quiet:
-        print_config(cfg, f"train: {cfg.name}")
+    run = Run(cfg, str(workdir), task=task, quiet=quiet)
+    try:
+        run.loop(stop_at)
+    finally:
+        run.close()
+    result = run.finish()
+    if run.is_main and not quiet:
+        print_summary(f"train {cfg.name}", {k: v for k, v in result.items() if k != "mixture" and v is not None})
+    return result
 
-    mesh = make_mesh(cfg.mesh)
-    engine = Engine.build(cfg, mesh, task)
-    mcfg = engine.model_config
-    _check_shapes(cfg, mesh, mcfg)
-    task = engine.task
-    ckpt = Checkpointer(workdir, keep=cfg.checkpoint.keep, async_save=cfg.checkpoint.async_save)
-    process = {"process_index": jax.process_index(), "process_count": jax.process_count()}
 
-    start = ckpt.latest_step()
-    if start is not None:
-        state, data_state, meta = ckpt.restore(start, engine.abstract_state)
-        source = task.make_input(vocab_size=mcfg.vocab_size, state=data_state, **process)
-        origin = f"resumed from {ckpt.step_dir(start)}"
-        if meta.get("stage") not in (None, cfg.name):
-            console.print(f"[yellow]note: checkpoint was written by stage {meta.get('stage')!r}")
-        if meta.get("process_count") not in (None, jax.process_count()):
-            origin += f" (written by {meta['process_count']} host(s), now {jax.process_count()})"
-    else:
-        start = 0
-        model_params = None
-        origin = "fresh initialisation"
+class Run:
+    """One training run in a workdir: the engine, its state and input, the checkpointer,
+    hooks and metrics, and the loop over them (see the module docstring)."""
+
+    def __init__(self, cfg: TrainConfig, workdir: str, *, task: Task | None = None, quiet: bool = False):
+        from afm.model.config import flops_per_token
+        from afm.model.layers import resolve_attention_impl
+
+        from afm.config import print_config
+
+        self.workdir = str(fs.as_path(workdir))
+        fs.as_path(self.workdir).mkdir(parents=True, exist_ok=True)
+        if not cfg.data.index_cache:
+            cfg = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, index_cache=f"{self.workdir}/data-index.json"))
+        self.cfg, self.quiet = cfg, quiet
+        self.is_main = jax.process_index() == 0
+        if self.is_main and not quiet:
+            print_config(cfg, f"train: {cfg.name}")
+        self.mesh = make_mesh(cfg.mesh)
+        self.engine = Engine.build(cfg, self.mesh, task)
+        self.mcfg = self.engine.model_config
+        _check_shapes(cfg, self.mesh, self.mcfg)
+        self.task = self.engine.task
+        self.ckpt = Checkpointer(self.workdir, keep=cfg.checkpoint.keep, async_save=cfg.checkpoint.async_save)
+        self.state, self.source, self.start, origin = self._restore_or_init()
+        self.backend = resolve_attention_impl(self.mcfg)
+        self._announce(origin)
+        self.hooks = build_hooks(HookContext(cfg, self.engine, self.workdir, dict(cfg.eval.options)))
+        self.selector = (BestCheckpoint(self.workdir, cfg.eval.select_metric, cfg.eval.select_mode, write=self.is_main)
+                         if cfg.eval.select_metric else None)
+        self.profile = parse_profile_steps(cfg.profile_steps)
+        self.flops_per_token = flops_per_token(self.mcfg, cfg.data.seq_len)
+        self.tokens_per_step = cfg.data.global_batch_size * cfg.data.seq_len
+        self.writer = MetricsWriter(_log_dir(cfg, self.workdir), enabled=self.is_main)
+        self.step = self.start
+        self.last_saved: int | None = self.start if self.start > 0 else None
+        self.first_loss: float | None = None
+        self.final_loss: float | None = None
+        self.last_metrics: dict[str, float] = {}
+        self.evals: dict[str, float] = {}
+        self.t_begin = self.t_mark = time.perf_counter()
+        self.step_mark = self.start
+        # the optimizer's running count (restored on resume), so "skipped since the last log" is exact
+        self.skipped_total = float(jax.device_get(skipped_updates(self.state.opt_state)))
+        self.consecutive_skips = 0
+        self.tracing = False
+        self.stop = StopSignal(cfg.preemption_check_every)
+
+    # -- start ----------------------------------------------------------------------------------
+    def _restore_or_init(self) -> tuple[Any, Any, int, str]:
+        """The latest checkpoint of the workdir (state and input position), else the
+        previous stage's parameters (``init_from``) or a fresh initialisation."""
+        engine, cfg = self.engine, self.cfg
+        process = {"process_index": jax.process_index(), "process_count": jax.process_count()}
+        start = self.ckpt.latest_step()
+        if start is not None:
+            state, data_state, meta = self.ckpt.restore(start, engine.abstract_state)
+            source = self.task.make_input(vocab_size=self.mcfg.vocab_size, state=data_state, **process)
+            origin = f"resumed from {self.ckpt.step_dir(start)}"
+            if meta.get("stage") not in (None, cfg.name):
+                _console().print(f"[yellow]note: checkpoint was written by stage {meta.get('stage')!r}")
+            if meta.get("process_count") not in (None, jax.process_count()):
+                origin += f" (written by {meta['process_count']} host(s), now {jax.process_count()})"
+            return state, source, start, origin
+        model_params, origin = None, "fresh initialisation"
         if cfg.init_from:
-            like = {k: engine.abstract_state.params.get(k, engine.abstract_state.frozen.get(k)) for k in engine.layout.keys}
-            model_params, src = restore_params_only(cfg.init_from, like, engine.layout)
+            model_params, src = restore_params_only(cfg.init_from, engine.abstract_params(engine.layout.keys),
+                                                    engine.layout)
             origin = f"parameters of {src} (previous stage)"
         state = engine.init_state(model_params)
-        source = task.make_input(vocab_size=mcfg.vocab_size, state=None, **process)
+        return state, self.task.make_input(vocab_size=self.mcfg.vocab_size, state=None, **process), 0, origin
 
-    from afm.model.config import flops_per_token
-    from afm.model.layers import resolve_attention_impl
-
-    backend = resolve_attention_impl(mcfg)
-    if is_main and not quiet:
-        console.print(f"[bold]start:[/] step {start}, {origin}")
+    def _announce(self, origin: str) -> None:
+        if not self.is_main or self.quiet:
+            return
+        console, engine = _console(), self.engine
+        console.print(f"[bold]start:[/] step {self.start}, {origin}")
         console.print(
-            f"mesh {dict(mesh.shape)}, {jax.device_count()} devices, {jax.process_count()} host(s); "
-            f"task {task.name}; attention {backend}; remat {mcfg.remat}; "
-            f"microbatches {cfg.microbatches}; data {source.describe().get('lanes', '-')} lanes"
+            f"mesh {dict(self.mesh.shape)}, {jax.device_count()} devices, {jax.process_count()} host(s); "
+            f"task {self.task.name}; attention {self.backend}; remat {self.mcfg.remat}; "
+            f"microbatches {self.cfg.microbatches}; data {self.source.describe().get('lanes', '-')} lanes"
         )
         for k, v in muparam.describe(engine.multipliers, engine.shapes).items():
             console.print(f"muParam {k}: {v}")
         if engine.frozen:
             console.print(f"frozen: {len(engine.frozen)} tensors (no gradient, no optimizer state)")
 
-    hooks = build_hooks(HookContext(cfg, engine, workdir, dict(cfg.eval.options)))
-    selector = (BestCheckpoint(workdir, cfg.eval.select_metric, cfg.eval.select_mode, write=is_main)
-                if cfg.eval.select_metric else None)
-    profile = parse_profile_steps(cfg.profile_steps)
-    fpt = flops_per_token(mcfg, cfg.data.seq_len)
-    tokens_per_step = cfg.data.global_batch_size * cfg.data.seq_len
-    writer = MetricsWriter(_log_dir(cfg, workdir), enabled=is_main)
-    last_saved: int | None = start if start > 0 else None
-    first_loss: float | None = None
-    final_loss: float | None = None
-    last_metrics: dict[str, float] = {}
-    evals: dict[str, float] = {}
-    step = start
-    t_mark, step_mark = time.perf_counter(), start
-    t_begin = time.perf_counter()
-    # the optimizer's running count (restored on resume), so "skipped since the last log" is exact
-    skipped_total, consecutive_skips = float(jax.device_get(skipped_updates(state.opt_state))), 0
-    tracing = False
+    # -- the loop -------------------------------------------------------------------------------
+    def loop(self, stop_at: int) -> None:
+        """Step until ``stop_at`` (or until a stop signal is agreed, after saving)."""
+        from afm.console import make_progress
 
-    def save(at: int) -> None:
-        nonlocal last_saved
+        cfg = self.cfg
+        if self.hooks and cfg.eval.at_start and self.start == 0:  # the starting point, for before/after
+            self.evals = self.evaluate(0)
+            self.writer.write(0, self.evals)
+        with self.stop, make_progress() as progress:
+            bar = progress.add_task(f"train {cfg.name}", total=max(stop_at - self.start, 0), rate="")
+            while self.step < stop_at:
+                step_metrics, metrics_dev = self._train_one_step()
+                step = self.step
+                stopping = self.stop.agreed(step)
+                save_now = step % cfg.checkpoint.every_steps == 0 or step == stop_at or stopping
+                eval_now = bool(self.hooks) and bool(
+                    (cfg.eval.every_steps and step % cfg.eval.every_steps == 0) or (cfg.eval.at_end and step == stop_at))
+                if save_now or eval_now or step_metrics or step == self.start + 1 or step % cfg.log_every == 0:
+                    metrics = self._log(step_metrics, metrics_dev, eval_now)
+                    progress.update(bar, rate=f"loss {metrics['loss']:.4f} lr {metrics['lr']:.2e} "
+                                              f"{metrics['tokens_per_s']:,.0f} tok/s")
+                if save_now:
+                    self.save(step)
+                progress.update(bar, advance=1)
+                if stopping:
+                    _console().print(f"[yellow]stop requested: checkpoint saved at step {step} on every host, exiting")
+                    break
+
+    def _train_one_step(self) -> tuple[dict[str, float], Any]:
+        """``task.before_step`` (rollouts, for online RL), the next batch, one train step."""
+        engine = self.engine
+        if self.profile and self.step + 1 == self.profile[0] and self.is_main:
+            jax.profiler.start_trace(str(_log_dir(self.cfg, self.workdir) / "profile"))
+            self.tracing = True
+        step_metrics = self.task.before_step(self.step, engine.view(self.state))
+        batch = engine.global_batch(next(self.source))
+        self.state, metrics_dev = engine.train_step(self.state, batch, self.step)
+        self.step += 1
+        if self.tracing and self.step == self.profile[1]:
+            jax.block_until_ready(metrics_dev)
+            jax.profiler.stop_trace()
+            self.tracing = False
+        return step_metrics, metrics_dev
+
+    def _log(self, step_metrics: dict[str, float], metrics_dev: Any, eval_now: bool) -> dict[str, float]:
+        """Fetch the step's metrics, check for divergence, add throughput (and evaluations),
+        write them."""
+        step = self.step
+        metrics = {k: float(v) for k, v in jax.device_get(metrics_dev).items()}
+        self._check_divergence(metrics)
+        now = time.perf_counter()
+        tps = self.tokens_per_step * (step - self.step_mark) / max(now - self.t_mark, 1e-9)
+        self.t_mark, self.step_mark = now, step
+        metrics |= step_metrics | {
+            "tokens_per_s": tps,
+            "mfu": mfu(tps, self.flops_per_token, jax.device_count(), self.cfg.peak_tflops_per_device),
+            "skipped_steps": self.skipped_total,
+        }
+        if self.first_loss is None and step == self.start + 1:
+            self.first_loss = metrics["loss"]
+        self.final_loss = metrics["loss"]
+        self.last_metrics = metrics
+        if eval_now:
+            self.evals = self.evaluate(step)
+            metrics |= self.evals
+        self.writer.write(step, metrics)
+        return metrics
+
+    def _check_divergence(self, metrics: dict[str, float]) -> None:
+        """Skips are counted by the optimizer; between two logged steps "all skipped" extends
+        the run of consecutive skips, anything else ends it. Non-finite parameters (or loss,
+        without skip-step) and too many skips in a row stop the run."""
+        step, skip = self.step, self.cfg.optimizer.skip
+        new_skips = metrics["skipped_total"] - self.skipped_total
+        self.skipped_total = metrics.pop("skipped_total")
+        all_skipped = new_skips >= step - self.step_mark
+        self.consecutive_skips = self.consecutive_skips + (step - self.step_mark) if all_skipped else 0
+        if not math.isfinite(metrics["param_norm"]):
+            self.diverged(f"non-finite parameters (param_norm={metrics['param_norm']})")
+        if not skip.enabled and not (math.isfinite(metrics["loss"]) and math.isfinite(metrics["grad_norm"])):
+            self.diverged(f"non-finite loss={metrics['loss']} grad_norm={metrics['grad_norm']}")
+        if self.consecutive_skips > skip.max_consecutive:
+            self.diverged(f"{self.consecutive_skips} steps in a row skipped (bad gradients)")
+
+    def diverged(self, why: str) -> None:
+        self.ckpt.wait()
+        where = str(self.ckpt.step_dir(self.last_saved)) if self.last_saved is not None else \
+            "none (no checkpoint was saved)"
+        raise TrainingDiverged(f"{self.cfg.name}: {why} at step {self.step}; last good checkpoint: {where}")
+
+    # -- checkpoints, evaluation, hand-off ------------------------------------------------------
+    def save(self, at: int) -> None:
+        """A checkpoint of step ``at`` (collective: every host saves its part)."""
+        cfg = self.cfg
         meta = {
-            "step": at, "stage": cfg.name, "task": task.name, "model": dataclasses.asdict(mcfg),
+            "step": at, "stage": cfg.name, "task": self.task.name, "model": dataclasses.asdict(self.mcfg),
             "task_options": dict(cfg.task_options), "total_steps": cfg.total_steps,
             "seq_len": cfg.data.seq_len, "process_count": jax.process_count(),
         }
-        ckpt.save(at, state, gather_data_state(source.state()), meta)
-        last_saved = at
+        self.ckpt.save(at, self.state, gather_data_state(self.source.state()), meta)
+        self.last_saved = at
 
-    def diverged(why: str, at: int) -> None:
-        ckpt.wait()
-        where = str(ckpt.step_dir(last_saved)) if last_saved is not None else "none (no checkpoint was saved)"
-        raise TrainingDiverged(f"{cfg.name}: {why} at step {at}; last good checkpoint: {where}")
-
-    def evaluate(at: int) -> dict[str, float]:
-        results = run_hooks(hooks, at, engine.view(state))
-        if selector is not None:
-            selector.update(at, results, lambda path: export(path, at))
+    def evaluate(self, at: int) -> dict[str, float]:
+        """Every hook's results on the current model; a new best is exported."""
+        results = run_hooks(self.hooks, at, self.engine.view(self.state))
+        if self.selector is not None:
+            self.selector.update(at, results, lambda path: self.export(path, at))
         return results
 
-    def export(path: str | Path, at: int) -> str:
+    def export(self, path: str | Path, at: int) -> str:
         """What the task hands on (``task.export``), from the current parameters; host 0
         writes (parameters gathered first when there are several hosts)."""
-        params = engine.all_params(state)
+        params = self.engine.all_params(self.state)
         if jax.process_count() > 1:
             params = gather_params(params)
-        if not is_main:
+        if not self.is_main:
             return str(path)
-        exported = dataclasses.replace(mcfg, max_segments=0)  # a run-time setting of this run
-        return str(task.export(Path(path), params, exported, {"steps": at, "stage": cfg.name}))
+        exported = dataclasses.replace(self.mcfg, max_segments=0)  # a run-time setting of this run
+        return str(self.task.export(Path(path), params, exported, {"steps": at, "stage": self.cfg.name}))
 
-    if hooks and cfg.eval.at_start and start == 0:  # the starting point, for before/after
-        evals = evaluate(0)
-        writer.write(0, evals)
-    try:
-        with StopSignal(cfg.preemption_check_every) as stop, make_progress() as progress:
-            bar = progress.add_task(f"train {cfg.name}", total=max(stop_at - start, 0), rate="")
-            while step < stop_at:
-                if profile and step + 1 == profile[0] and is_main:
-                    jax.profiler.start_trace(str(_log_dir(cfg, workdir) / "profile"))
-                    tracing = True
-                step_metrics = task.before_step(step, engine.view(state))  # rollouts, for online RL
-                batch = engine.global_batch(next(source))
-                state, metrics_dev = engine.train_step(state, batch, step)
-                step += 1
-                if tracing and step == profile[1]:
-                    jax.block_until_ready(metrics_dev)
-                    jax.profiler.stop_trace()
-                    tracing = False
-                stopping = stop.agreed(step)
-                save_now = step % cfg.checkpoint.every_steps == 0 or step == stop_at or stopping
-                eval_now = bool(hooks) and (
-                    (cfg.eval.every_steps and step % cfg.eval.every_steps == 0)
-                    or (cfg.eval.at_end and step == stop_at)
-                )
-                log_now = (save_now or eval_now or bool(step_metrics) or step == start + 1
-                           or step % cfg.log_every == 0)
-                if log_now:
-                    metrics = {k: float(v) for k, v in jax.device_get(metrics_dev).items()}
-                    # Skips are counted by the optimizer; between two logged steps "all
-                    # skipped" extends the run of consecutive skips, anything else ends it.
-                    new_skips = metrics["skipped_total"] - skipped_total
-                    skipped_total = metrics.pop("skipped_total")
-                    all_skipped = new_skips >= step - step_mark
-                    consecutive_skips = consecutive_skips + (step - step_mark) if all_skipped else 0
-                    if not math.isfinite(metrics["param_norm"]):
-                        diverged(f"non-finite parameters (param_norm={metrics['param_norm']})", step)
-                    if not cfg.optimizer.skip.enabled and not (
-                        math.isfinite(metrics["loss"]) and math.isfinite(metrics["grad_norm"])
-                    ):
-                        diverged(f"non-finite loss={metrics['loss']} grad_norm={metrics['grad_norm']}", step)
-                    if consecutive_skips > cfg.optimizer.skip.max_consecutive:
-                        diverged(f"{consecutive_skips} steps in a row skipped (bad gradients)", step)
-                    now = time.perf_counter()
-                    tps = tokens_per_step * (step - step_mark) / max(now - t_mark, 1e-9)
-                    t_mark, step_mark = now, step
-                    metrics |= step_metrics | {
-                        "tokens_per_s": tps,
-                        "mfu": mfu(tps, fpt, jax.device_count(), cfg.peak_tflops_per_device),
-                        "skipped_steps": skipped_total,
-                    }
-                    if first_loss is None and step == start + 1:
-                        first_loss = metrics["loss"]
-                    final_loss = metrics["loss"]
-                    last_metrics = metrics
-                    if eval_now:
-                        evals = evaluate(step)
-                        metrics |= evals
-                    writer.write(step, metrics)
-                    progress.update(
-                        bar, rate=f"loss {metrics['loss']:.4f} lr {metrics['lr']:.2e} {tps:,.0f} tok/s"
-                    )
-                if save_now:
-                    save(step)
-                progress.update(bar, advance=1)
-                if stopping:
-                    console.print(f"[yellow]stop requested: checkpoint saved at step {step} on every host, exiting")
-                    break
-    finally:
-        if tracing:
+    def close(self) -> None:
+        if self.tracing:
             jax.profiler.stop_trace()
-        ckpt.close()
-        writer.close()
-        source.close()
+        self.ckpt.close()
+        self.writer.close()
+        self.source.close()
 
-    model_dir = ""
-    # Single-host, local only: the exporters rewrite the directory from every process.
-    if cfg.export_model and jax.process_count() == 1 and not fs.is_remote(workdir):
-        model_dir = export(Path(workdir) / task.artifact, step)
-    sha = params_sha256(gather_params(engine.all_params(state)))
-    result = {
-        "stage": cfg.name,
-        "task": task.name,
-        "first_loss": first_loss,
-        "final_loss": final_loss,
-        "steps": step,
-        "start_step": start,
-        "params_sha256": sha,
-        "checkpoint": str(ckpt.step_dir(last_saved)) if last_saved is not None else "",
-        "workdir": workdir,
-        "model_checkpoint": model_dir,
-        "tokens": (step - start) * tokens_per_step,
-        "seconds": time.perf_counter() - t_begin,
-        "preempted": bool(stop.stopping),
-        "attention": backend,
-        "skipped_steps": skipped_total,
-        "mixture": source.describe().get("mixture", {}),
-        **({"best_step": selector.best_step, "best_value": selector.best} if selector else {}),
-        **evals,
-        **{k: last_metrics[k] for k in ("grad_norm", "update_rms", "lr", "tokens_per_s", "mfu") if k in last_metrics},
-    }
-    if is_main and not quiet:
-        print_summary(
-            f"train {cfg.name}",
-            {k: v for k, v in result.items() if k not in ("mixture",) and v is not None},
-        )
-    return result
+    def finish(self) -> dict[str, Any]:
+        """The final hand-off (``workdir/<artifact>``), ``params_sha256`` and the summary."""
+        cfg, step = self.cfg, self.step
+        model_dir = ""
+        # Single-host, local only: the exporters rewrite the directory from every process.
+        if cfg.export_model and jax.process_count() == 1 and not fs.is_remote(self.workdir):
+            model_dir = self.export(Path(self.workdir) / self.task.artifact, step)
+        return {
+            "stage": cfg.name,
+            "task": self.task.name,
+            "first_loss": self.first_loss,
+            "final_loss": self.final_loss,
+            "steps": step,
+            "start_step": self.start,
+            "params_sha256": params_sha256(gather_params(self.engine.all_params(self.state))),
+            "checkpoint": str(self.ckpt.step_dir(self.last_saved)) if self.last_saved is not None else "",
+            "workdir": self.workdir,
+            "model_checkpoint": model_dir,
+            "tokens": (step - self.start) * self.tokens_per_step,
+            "seconds": time.perf_counter() - self.t_begin,
+            "preempted": bool(self.stop.stopping),
+            "attention": self.backend,
+            "skipped_steps": self.skipped_total,
+            "mixture": self.source.describe().get("mixture", {}),
+            **({"best_step": self.selector.best_step, "best_value": self.selector.best} if self.selector else {}),
+            **self.evals,
+            **{k: self.last_metrics[k] for k in ("grad_norm", "update_rms", "lr", "tokens_per_s", "mfu")
+               if k in self.last_metrics},
+        }
