@@ -27,8 +27,10 @@ Runners:
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,6 +73,48 @@ def check_runner_name(runner: str) -> None:
         raise RunnerError(f"unknown runner {runner!r}; expected one of {', '.join(RUNNERS)}")
 
 
+@functools.lru_cache(maxsize=1)
+def _beam_flags() -> frozenset[str]:
+    """Beam's options that take no value (``store_true`` and the like), from Beam's parser."""
+    try:
+        from apache_beam.options import pipeline_options as po
+    except ImportError:  # no Beam here: the command will say so; assume every option has a value
+        return frozenset()
+    parser = po._BeamArgumentParser(allow_abbrev=False)
+    seen: set[type] = set()
+    stack = list(po.PipelineOptions.__subclasses__())
+    while stack:
+        cls = stack.pop()
+        if cls in seen:
+            continue
+        seen.add(cls)
+        stack.extend(cls.__subclasses__())
+        if "_add_argparse_args" in cls.__dict__:
+            try:
+                cls._add_argparse_args(parser)
+            except Exception:  # noqa: BLE001 - an option defined twice by plugins: keep the first
+                continue
+    return frozenset(opt for action in parser._actions if action.nargs == 0 for opt in action.option_strings)
+
+
+def join_option_values(tokens: Sequence[str], own: set[str]) -> list[str]:
+    """``--name value`` -> ``--name=value`` for options that are not the command's own
+    (``own``) and take a value in Beam; everything else unchanged, in order."""
+    out: list[str] = []
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        following = tokens[i + 1] if i + 1 < len(tokens) else None
+        if (token.startswith("--") and "=" not in token and token not in own and following is not None
+                and not following.startswith("-") and token not in _beam_flags()):
+            out.append(f"{token}={following}")
+            i += 2
+            continue
+        out.append(token)
+        i += 1
+    return out
+
+
 def build_options(runner: str, pipeline_args: list[str] | None = None,
                   *, local_workers: int = 0) -> Any:
     """``PipelineOptions`` for ``runner`` from the user's Beam arguments plus our defaults.
@@ -86,11 +130,11 @@ def build_options(runner: str, pipeline_args: list[str] | None = None,
     )
 
     check_runner_name(runner)
-    args = list(pipeline_args or [])
+    args = join_option_values(list(pipeline_args or []), set())  # --name value -> --name=value
     bad = [a for a in args if not a.startswith("-")]
     if bad:
-        raise RunnerError(f"unexpected argument {bad[0]!r}: Beam options are given as "
-                          "--name=value")
+        raise RunnerError(f"unexpected argument {bad[0]!r}: not a Beam option (options start with --; "
+                          "give them as --name=value or --name value)")
     if runner == "DirectRunner":
         if not _has_flag(args, "direct_num_workers"):
             args.append(f"--direct_num_workers={local_workers}")

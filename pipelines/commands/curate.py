@@ -8,7 +8,12 @@ Dataflow flex template's launcher does.
 from __future__ import annotations
 
 import click
-from afm.pipelines.commands.beam_options import BEAM_HELP, CONTEXT, finish_dry_run, runner_options
+from afm.pipelines.commands.beam_options import (
+    BEAM_HELP,
+    BeamCommand,
+    finish_dry_run,
+    runner_options,
+)
 
 EPILOG = """\b
 Examples:
@@ -32,7 +37,7 @@ Examples:
 """ + BEAM_HELP
 
 
-@click.command("curate", epilog=EPILOG, context_settings=CONTEXT)
+@click.command("curate", cls=BeamCommand, epilog=EPILOG)
 @click.option("--input", "-i", "inputs", multiple=True, required=True,
               help="WARC(.gz) / Parquet / JSONL file, directory or glob (local or gs://...); "
                    "repeatable. For --source code: a directory of cloned repositories or a "

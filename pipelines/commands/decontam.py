@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-from afm.pipelines.commands.beam_options import BEAM_HELP, CONTEXT, runner_options
+from afm.pipelines.commands.beam_options import BEAM_HELP, BeamCommand, runner_options
 
 
 @click.group(
@@ -152,7 +152,7 @@ def _build_and_upload(specs: list, out: str, allow_hf: bool) -> dict:
 
 @decontam_group.command(
     "run",
-    context_settings=CONTEXT,
+    cls=BeamCommand,
     epilog="""\b
 Examples:
   afm decontam run --index work/decontam-index --input corpus/ --output work/clean

@@ -8,7 +8,12 @@ and output policy (staging, then documents/rejects/manifest/report and ``_SUCCES
 from __future__ import annotations
 
 import click
-from afm.pipelines.commands.beam_options import BEAM_HELP, CONTEXT, runner_options, split_beam_args
+from afm.pipelines.commands.beam_options import (
+    BEAM_HELP,
+    BeamCommand,
+    runner_options,
+    split_beam_args,
+)
 
 EPILOG = """\b
 Examples:
@@ -32,7 +37,7 @@ live on any filesystem the workers read (local, gs://, s3://).
 """ + BEAM_HELP
 
 
-@click.command("dedup", epilog=EPILOG, context_settings=CONTEXT)
+@click.command("dedup", cls=BeamCommand, epilog=EPILOG)
 @click.argument("more_inputs", nargs=-1, metavar="[PATH]...")
 @click.option("--input", "inputs", multiple=True, required=True,
               help="Parquet / JSONL(.gz) files, directories or globs (records need text).")

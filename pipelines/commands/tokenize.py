@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import click
-from afm.pipelines.commands.beam_options import BEAM_HELP, CONTEXT, finish_dry_run, runner_options
+from afm.pipelines.commands.beam_options import (
+    BEAM_HELP,
+    BeamCommand,
+    finish_dry_run,
+    runner_options,
+)
 
 EPILOG = """\b
 Examples:
@@ -25,7 +30,7 @@ Same inputs + tokenizer -> byte-identical shards, on any runner.
 """ + BEAM_HELP
 
 
-@click.command("tokenize", epilog=EPILOG, context_settings=CONTEXT)
+@click.command("tokenize", cls=BeamCommand, epilog=EPILOG)
 @click.option("--input", "inputs", multiple=True, required=True,
               help="Parquet / JSONL document shards, directories or globs.")
 @click.option("--tokenizer", "tokenizer_dir", required=True,

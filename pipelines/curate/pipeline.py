@@ -522,13 +522,23 @@ def run_curate(
     :class:`~afm.pipelines.beam.accounting.AccountingError` when documents in != kept +
     rejected, and then nothing is promoted.
     """
+    from afm.pipelines.beam.runners import build_options
+
     from afm.config import print_config
     from afm.console import console, print_summary
     from afm.outputs import OutputDir
 
+    # Everything known before any work is checked before the config is printed, so the one
+    # line that matters is not below a screen of YAML: the config and inputs (plan), the
+    # Beam options, and for a real run the workers' paths and the output directory.
     plan = plan_curate(inputs, output, config=config, runner=runner, source=source,
                        pipeline_args=pipeline_args, text_fields=text_fields, command=command,
                        local_workers=local_workers)
+    build_options(plan.runner, plan.pipeline_args, local_workers=plan.local_workers)
+    if not dry_run:
+        options, check = preflight(plan, submitting=True)
+        refuse_unless_ok(plan.runner, check)
+        out = OutputDir.prepare(plan.output, overwrite=overwrite)
     if not quiet:
         print_config(plan.config, title=f"{command} ({plan.config.source}) config")
         for stage in plan.stages:
@@ -547,11 +557,8 @@ def run_curate(
         for e in report["option_errors"]:
             console.print(f"[red]error: {e}")
         return report
-    options, check = preflight(plan, submitting=True)
     for warning in check.warnings:
         console.print(f"[yellow]warning: {warning}")
-    refuse_unless_ok(plan.runner, check)
-    out = OutputDir.prepare(plan.output, overwrite=overwrite)
     manifest = execute_curate(plan, out, options)
     if not quiet:
         print_summary(command, {
