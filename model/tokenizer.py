@@ -28,7 +28,9 @@ import json
 import os
 import random
 import tempfile
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -98,6 +100,63 @@ def _lines(texts: Iterable[str], max_bytes: int) -> Iterator[str]:
                 start = end
 
 
+DEFAULT_CHARACTER_COVERAGE = 0.9995
+MIN_MERGE_SHARE = 0.1  # of the pieces beyond specials and bytes, kept for merges when coverage is chosen
+
+
+@dataclass(frozen=True)
+class CoverageChoice:
+    """The character coverage a training uses, how many characters that keeps, and why."""
+
+    coverage: float
+    characters: int
+    distinct: int
+    reason: str
+
+
+def choose_character_coverage(lines: Sequence[str], vocab_size: int, requested: float | None = None,
+                              ) -> CoverageChoice:
+    """The character coverage SentencePiece can train with at ``vocab_size``.
+
+    SentencePiece gives every character it covers its own piece, on top of the specials and
+    the 256 byte pieces, and refuses a vocabulary smaller than that; the uncovered rare
+    characters are still encoded (byte fallback). So on a small or script-rich corpus the
+    coverage must come down. ``requested`` None: the highest coverage up to
+    :data:`DEFAULT_CHARACTER_COVERAGE` whose characters leave :data:`MIN_MERGE_SHARE` of the
+    room for merges. A ``requested`` coverage that does not fit raises
+    :class:`TokenizerError` with afm's options to change."""
+    counts = Counter(ch for line in lines for ch in line)
+    total = sum(counts.values())
+    freqs = sorted(counts.values(), reverse=True)
+    room = vocab_size - _N_BYTE_PIECES - 4 - len(CHAT_TOKENS)  # pieces for characters and merges
+    budget = max(1, int(room * (1 - MIN_MERGE_SHARE)))
+
+    def kept(coverage: float) -> int:  # SentencePiece adds characters until it reaches coverage
+        acc, n = 0, 0
+        for f in freqs:
+            if acc >= coverage * total:
+                break
+            acc, n = acc + f, n + 1
+        return n
+
+    target = DEFAULT_CHARACTER_COVERAGE if requested is None else requested
+    need = kept(target)
+    if need <= budget:
+        return CoverageChoice(target, need, len(freqs), "requested" if requested is not None else "default")
+    if requested is not None:
+        fits = sum(freqs[:budget]) / max(total, 1)
+        raise TokenizerError(
+            f"--character-coverage {requested:g} keeps {need} characters, more than --vocab-size {vocab_size} has "
+            f"room for ({budget} beside the 256 byte pieces, the specials and merges): raise --vocab-size to at "
+            f"least {vocab_size + need - budget}, lower --character-coverage to at most {fits:.4f}, or leave it "
+            "out and afm picks the highest coverage that fits")
+    # the highest coverage that keeps `budget` characters: halfway to the next character's share
+    below = sum(freqs[:budget - 1]) / total if budget > 1 else 0.0
+    at = sum(freqs[:budget]) / total
+    return CoverageChoice((below + at) / 2, budget, len(freqs),
+                          f"lowered from {DEFAULT_CHARACTER_COVERAGE:g} to fit --vocab-size {vocab_size}")
+
+
 def train_tokenizer(
     inputs: Sequence[str | os.PathLike[str]],
     out_dir: str | os.PathLike[str],
@@ -106,15 +165,17 @@ def train_tokenizer(
     sample_docs: int = 200_000,
     seed: int = 0,
     text_field: str = "text",
-    character_coverage: float = 0.9995,
+    character_coverage: float | None = None,
     max_sentence_length: int = 16_384,
     num_threads: int | None = None,
 ) -> Path:
     """Train the tokenizer on a sample of the documents in ``inputs`` (Parquet/JSONL files,
     directories or globs); returns ``out_dir``.
 
-    Writes ``tokenizer.model`` (+ ``.vocab``) and ``tokenizer_meta.json`` (specials,
-    training settings, corpus statistics).
+    ``character_coverage`` None: afm chooses it (:func:`choose_character_coverage`), so a
+    small vocabulary trains on a corpus with many distinct characters. Writes
+    ``tokenizer.model`` (+ ``.vocab``) and ``tokenizer_meta.json`` (specials, training
+    settings including the coverage used and why, corpus statistics).
     """
     import sentencepiece as spm
 
@@ -131,6 +192,9 @@ def train_tokenizer(
     if not texts:
         raise TokenizerError(f"no documents with a non-empty {text_field!r} field in {list(inputs)}")
     lines = list(_lines(texts, max_sentence_length))
+    if character_coverage is not None and not 0 < character_coverage <= 1:
+        raise TokenizerError(f"--character-coverage must be in (0, 1], got {character_coverage}")
+    coverage = choose_character_coverage(lines, vocab_size, character_coverage)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
@@ -151,7 +215,7 @@ def train_tokenizer(
                 add_dummy_prefix=False,
                 allow_whitespace_only_pieces=True,
                 split_by_whitespace=True,
-                character_coverage=character_coverage,
+                character_coverage=coverage.coverage,
                 max_sentence_length=max_sentence_length,
                 input_sentence_size=0,
                 pad_id=0,
@@ -168,7 +232,9 @@ def train_tokenizer(
             )
         except RuntimeError as exc:  # SentencePiece's own verdict on the corpus, e.g. too small
             reason = str(exc).strip().splitlines()[-1]
-            raise TokenizerError(f"SentencePiece could not train on {n_docs} document(s): {reason}") from None
+            raise TokenizerError(f"SentencePiece could not train on {n_docs} document(s) at --vocab-size "
+                                 f"{vocab_size}: {reason}; give more documents (--sample-docs, --input) or a "
+                                 "smaller --vocab-size") from None
     tok = Tokenizer.load(out)
     meta = {
         "format": "afm-tokenizer-v1",
@@ -181,6 +247,10 @@ def train_tokenizer(
         "add_dummy_prefix": False,
         "special_tokens": {"pad": PAD, "bos": BOS, "eos": EOS, "unk": UNK},
         "chat_tokens": list(CHAT_TOKENS),
+        "character_coverage": coverage.coverage,
+        "characters": coverage.characters,
+        "distinct_characters": coverage.distinct,
+        "coverage_choice": coverage.reason,
         "sample_docs": sample_docs,
         "seed": seed,
         "docs_seen": n_docs,

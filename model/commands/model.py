@@ -319,7 +319,9 @@ Examples:
 \b
 BPE, every digit its own token, byte fallback, identity normalisation, special tokens
 <pad>=0 <s>=1 </s>=2 <unk>=3 and the chat roles. A small corpus may yield fewer pieces
-than asked (the summary says how many).
+than asked (the summary says how many). Every covered character takes a piece, so afm
+lowers the character coverage when --vocab-size has no room for them all (the rarest
+characters then use byte pieces; the summary says how many characters got their own).
 """)
 @click.option("--input", "inputs", multiple=True, required=True,
               help="Parquet / JSONL document shards, directories or globs.")
@@ -328,7 +330,11 @@ than asked (the summary says how many).
 @click.option("--sample-docs", default=200_000, show_default=True, type=int,
               help="Documents sampled (uniformly, seeded) for training.")
 @click.option("--seed", default=0, show_default=True, type=int)
-def tokenizer_train(inputs: tuple[str, ...], vocab_size: int, out: str, sample_docs: int, seed: int) -> None:
+@click.option("--character-coverage", type=click.FloatRange(0, 1, min_open=True), default=None,
+              help="Share of characters given their own piece (the rest use byte pieces). Default: the "
+                   "highest up to 0.9995 that --vocab-size has room for.")
+def tokenizer_train(inputs: tuple[str, ...], vocab_size: int, out: str, sample_docs: int, seed: int,
+                    character_coverage: float | None) -> None:
     """Train the tokenizer on a sample of documents."""
     from afm.model.tokenizer import TokenizerError, document_files, train_tokenizer
 
@@ -344,12 +350,18 @@ def tokenizer_train(inputs: tuple[str, ...], vocab_size: int, out: str, sample_d
     start = time.perf_counter()
     with console.status("training SentencePiece BPE...", spinner="dots"):
         try:
-            path = train_tokenizer(files, out, vocab_size=vocab_size, sample_docs=sample_docs, seed=seed)
+            path = train_tokenizer(files, out, vocab_size=vocab_size, sample_docs=sample_docs, seed=seed,
+                                   character_coverage=character_coverage)
         except TokenizerError as exc:
             raise click.ClickException(str(exc)) from exc
     meta = json.loads((path / "tokenizer_meta.json").read_text())
+    reached = meta["vocab_size"]
     print_summary("tokenizer train", {
-        "out": str(path), "vocab size": meta["vocab_size"], "requested": vocab_size,
+        "out": str(path),
+        "vocabulary": f"{reached:,} of {vocab_size:,} requested" + (
+            "" if reached >= vocab_size else " (the corpus has no more merges to make: give more documents)"),
+        "character coverage": f"{meta['character_coverage']:.6g}, {meta['characters']} of "
+                              f"{meta['distinct_characters']} distinct characters ({meta['coverage_choice']})",
         "documents seen": meta["docs_seen"], "documents sampled": meta["docs_sampled"],
         "lines trained": meta["lines_trained"], "seconds": round(time.perf_counter() - start, 2)})
 

@@ -124,3 +124,43 @@ def test_training_is_deterministic_and_checks_vocab(corpus: Path, tok_dir: Path,
     varied.write_text(json.dumps({"id": "v", "text": "".join(chr(0x4E00 + i) for i in range(300))}) + "\n")
     with pytest.raises(TokenizerError, match="SentencePiece could not train"):
         train_tokenizer([str(varied)], tmp_path / "varied", vocab_size=300)
+
+
+@pytest.fixture(scope="module")
+def sixty_articles(tmp_path_factory, shared_eval) -> Path:
+    """60 real articles (the extraction benchmark's gold text: many scripts and symbols)."""
+    truth = json.loads((shared_eval / "extraction" / "ground-truth.json").read_text(encoding="utf-8"))
+    rows = [{"id": k, "text": v["articleBody"]} for k, v in sorted(truth.items())[:60]]
+    path = tmp_path_factory.mktemp("articles") / "articles.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_small_vocabulary_on_real_articles_trains_with_a_lowered_coverage(sixty_articles, tmp_path) -> None:
+    """SentencePiece alone refuses vocab 512 here ("Vocabulary size is smaller than
+    required_chars", naming its own --character_coverage); afm lowers the coverage so that
+    the characters fit and says so."""
+    from afm.cli import main
+    from click.testing import CliRunner
+
+    out = CliRunner().invoke(main, ["tokenizer", "train", "--input", str(sixty_articles), "--vocab-size", "512",
+                                    "--out", str(tmp_path / "tok")])
+    assert out.exit_code == 0, out.output
+    meta = json.loads((tmp_path / "tok" / "tokenizer_meta.json").read_text())
+    assert meta["character_coverage"] < 0.9995 and meta["characters"] < meta["distinct_characters"]
+    assert "lowered" in meta["coverage_choice"] and "of 512 requested" in out.output
+    tok = Tokenizer.load(tmp_path / "tok")
+    text = "Gaming used to be so simple — naïve café ☃"
+    assert tok.decode(tok.encode(text)) == text  # the rare characters still round-trip (bytes)
+
+
+def test_a_coverage_that_does_not_fit_is_afm_advice_not_sentencepiece(sixty_articles, tmp_path) -> None:
+    from afm.cli import main
+    from click.testing import CliRunner
+
+    out = CliRunner().invoke(main, ["tokenizer", "train", "--input", str(sixty_articles), "--vocab-size", "512",
+                                    "--character-coverage", "0.9995", "--out", str(tmp_path / "tok")])
+    assert out.exit_code != 0 and "Traceback" not in out.output
+    message = " ".join(out.output.split())
+    assert "--vocab-size" in message and "--character-coverage" in message
+    assert "character_coverage" not in message.replace("--character-coverage", "")  # not SentencePiece's name
