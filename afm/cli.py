@@ -56,12 +56,41 @@ def collect_commands() -> list[click.Command]:
     return commands
 
 
-class _OrderedGroup(click.Group):
+# `afm --help` in recipe order: each section's commands, in the order a run uses them. A
+# command no section names is listed under "Other", so a new command is never hidden.
+SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("Start", ("demo",)),
+    ("Crawl", ("crawl", "crawler", "robots")),
+    ("Curate", ("extract", "inspect", "classifier", "quality", "decontam", "dedup", "curate")),
+    ("Tokenize", ("tokenizer", "tokenize")),
+    ("Pre-train", ("model", "train", "tpu-train", "bench-train", "train-compare")),
+    ("Post-train", ("synth", "sft", "rm", "dpo", "ipo", "rl", "itec")),
+    ("Compress", ("prune", "distill", "quantize", "adapter")),
+    ("Evaluate", ("eval", "score", "generate")),
+    ("Tools", ("export", "import", "bench")),
+)
+
+
+class _RecipeGroup(click.Group):
+    """Lists its commands by recipe section (:data:`SECTIONS`) in ``--help``."""
+
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return list(self.commands)
+        order = [name for _, names in SECTIONS for name in names if name in self.commands]
+        return order + [name for name in self.commands if name not in order]
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        placed: set[str] = set()
+        width = formatter.width - 6 - max((len(n) for n in self.commands), default=0)
+        for title, names in (*SECTIONS, ("Other", tuple(self.commands))):
+            rows = [(n, self.commands[n].get_short_help_str(width)) for n in names
+                    if n in self.commands and n not in placed and not self.commands[n].hidden]
+            placed.update(n for n, _ in rows)
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
 
 
-@click.group(cls=_OrderedGroup, epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=_RecipeGroup, epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="afm")
 def main() -> None:
     """afm: crawl the open web, curate a clean corpus, and train a model on it

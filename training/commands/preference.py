@@ -39,7 +39,7 @@ chosen_grades / rejected_grades (instruction_following, verbosity, truthfulness,
 harmlessness: 0/1/2). Bad records are counted as rejects with a reason.
 """)
 def rm_group() -> None:
-    """The reward model (report §4.3, App. E.1): soft-label Bradley-Terry + grading heads."""
+    """The reward model (report §4.3, appendix E.1): soft-label Bradley-Terry + grading heads."""
 
 
 @rm_group.command("train", epilog="""\b

@@ -36,3 +36,20 @@ def test_every_command_has_help_with_an_example():
 def test_bench_lists_benchmarks():
     result = CliRunner().invoke(main, ["bench", "--list"])
     assert result.exit_code == 0
+
+
+def test_help_lists_every_command_once_by_recipe_section() -> None:
+    from click.testing import CliRunner
+
+    from afm.cli import SECTIONS, main
+
+    out = CliRunner().invoke(main, ["--help"]).output
+    titles = [line[:-1] for line in out.splitlines() if line and not line.startswith(" ") and line.endswith(":")]
+    recipe = [t for t, _ in SECTIONS]
+    assert [t for t in titles if t in recipe] == [t for t in recipe if t in titles]  # in recipe order
+    assert titles.index("Crawl") < titles.index("Curate") < titles.index("Pre-train") < titles.index("Post-train")
+    sections = out[out.index("Start:"):out.index("Examples:")]
+    listed = [line.split()[0] for line in sections.splitlines()
+              if line.startswith("  ") and not line.startswith("   ") and line.split()]
+    assert sorted(set(listed)) == sorted(main.commands) and len(listed) == len(set(listed))
+    assert "Other:" not in out  # every command has its section
