@@ -111,6 +111,12 @@ def _run(opts: dict[str, Any]) -> None:
 
     tasks = _csv(opts["tasks"])
     data_dir = str(opts["data_dir"]) if opts["data_dir"] else default_data_dir()
+    if not opts["data_dir"] and tasks == ["afm-demo"]:  # the group of the bundled demo items: their data
+        import tempfile
+
+        from afm.evaluation.suite import prepare_demo_data
+
+        data_dir = prepare_demo_data(tempfile.mkdtemp(prefix="afm-demo-eval-"))
     niah = {k: v for k, v in (("lengths", _ints(opts["niah_lengths"])),
                               ("depths", _floats(opts["niah_depths"]))) if v}
     limit = opts["limit"]
