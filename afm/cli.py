@@ -78,6 +78,17 @@ class _RecipeGroup(click.Group):
         order = [name for _, names in SECTIONS for name in names if name in self.commands]
         return order + [name for name in self.commands if name not in order]
 
+    def invoke(self, ctx: click.Context) -> object:
+        """Run the command; an error in what the user gave (:class:`afm.errors.UserError`:
+        an option, a file, data, a checkpoint) is one ``Error:`` line, whichever command
+        raised it, never a traceback."""
+        from afm.errors import UserError
+
+        try:
+            return super().invoke(ctx)
+        except UserError as exc:
+            raise click.ClickException(str(exc)) from None
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         placed: set[str] = set()
         width = formatter.width - 6 - max((len(n) for n in self.commands), default=0)

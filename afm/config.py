@@ -9,6 +9,7 @@ keys and wrong types with the offending dotted path in the message, so a typo in
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from pathlib import Path
@@ -16,10 +17,12 @@ from typing import Any, TypeVar
 
 import yaml
 
+from afm.errors import UserError
+
 T = TypeVar("T")
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError):
     """A config value is unknown, missing or of the wrong type."""
 
 
@@ -74,6 +77,8 @@ def _convert(value: Any, tp: Any, path: str) -> Any:
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"{path}: expected a number, got {value!r}")
+        if not math.isfinite(value):  # nan / inf: never a setting, always a typo or a bug
+            raise ConfigError(f"{path}: expected a finite number, got {value!r}")
         return float(value)
     if tp is int:
         if isinstance(value, bool) or not (isinstance(value, int) or (isinstance(value, float) and value.is_integer())):

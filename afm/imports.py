@@ -15,8 +15,10 @@ import importlib
 from collections.abc import Mapping
 from typing import Any
 
+from afm.errors import UserError
 
-class ImportTargetError(ValueError):
+
+class ImportTargetError(UserError):
     """A ``module:attr`` target that is malformed, unknown or cannot be imported."""
 
 

@@ -33,6 +33,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from afm import fs
+from afm.errors import UserError
 from afm.outputs import IncompleteOutput, check_complete, is_dataset_dir
 from afm.readers import WARC_SUFFIXES, Failure, Record, file_format, read_file
 from afm.schema import DOCUMENT_SCHEMA, to_table
@@ -45,7 +46,7 @@ REJECT_PREFIX = "rejects-"
 _DATASET_CACHE: dict[str, bool] = {}
 
 
-class DatasetError(ValueError):
+class DatasetError(UserError):
     """Token shards that are missing, unfinished or not token shards."""
 
 

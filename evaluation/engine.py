@@ -18,6 +18,7 @@ a model trained on a mesh is evaluated on the same mesh.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -330,6 +331,8 @@ class InferenceEngine:
         """
         if max_new_tokens <= 0:
             raise ValueError("max_new_tokens must be positive")
+        if not (temperature >= 0 and math.isfinite(temperature)) or not 0 < top_p <= 1:  # nan fails both
+            raise ValueError(f"need a finite temperature >= 0 and 0 < top_p <= 1, got {temperature} and {top_p}")
         if any(len(p) == 0 for p in prompts):
             raise ValueError("every prompt needs at least one token")
         order = sorted(range(len(prompts)), key=lambda i: (-len(prompts[i]), i))

@@ -21,11 +21,13 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from afm.errors import UserError
+
 SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".json.gz", ".parquet")
 Record = dict[str, Any]
 
 
-class LocalDataError(ValueError):
+class LocalDataError(UserError):
     """A local benchmark file is missing or has records of an unknown layout."""
 
 

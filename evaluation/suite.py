@@ -25,8 +25,10 @@ from typing import Any
 
 from afm.evaluation.local_data import LocalDataError, Record, load_split
 
+from afm.errors import UserError
 
-class SuiteError(ValueError):
+
+class SuiteError(UserError):
     """An unknown task or group, or a task whose data cannot be found."""
 
 

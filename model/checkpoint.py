@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from typing import Any
 
 import jax
@@ -24,6 +25,8 @@ from afm.model.config import ModelConfig
 from afm.model.transformer import Transformer
 from etils import epath
 from flax import nnx
+
+from afm.errors import UserError
 
 Path = epath.Path
 
@@ -79,14 +82,89 @@ def _checkpointer() -> Any:
     return ocp.StandardCheckpointer()
 
 
+class CheckpointError(UserError):
+    """A checkpoint that cannot be read, as one line: which directory and what is wrong."""
+
+
+def _first_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()).split(" See full TensorStore details")[0]
+    return text[:300] + ("..." if len(text) > 300 else "")
+
+
+def _quiet_stale_reads() -> None:
+    """After a failed restore, reads still in flight complete into the closed event loop
+    of the checkpointer (or are collected at exit) and print "Event loop is closed" /
+    "coroutine ... was never awaited" tracebacks from background threads: noise after an
+    error already reported in one line. Drop exactly those, from Orbax's reads."""
+    import sys
+    import threading
+
+    def stale(exc: BaseException | None, obj: Any = None) -> bool:
+        text = str(exc)
+        return (isinstance(exc, RuntimeError) and "Event loop is closed" in text) or (
+            isinstance(exc, ImportError) and "shutting down" in text) or (
+            "orbax" in str(getattr(getattr(obj, "cr_code", None), "co_filename", "")))
+
+    import logging
+
+    # the reads' tasks that failed like the one reported: asyncio logs them at collection
+    logging.getLogger("asyncio").setLevel(logging.CRITICAL)
+    previous_thread, previous_unraisable = threading.excepthook, sys.unraisablehook
+    if getattr(previous_thread, "_afm_quiet", False):
+        return
+
+    def thread_hook(args: Any) -> None:
+        if not stale(args.exc_value):
+            previous_thread(args)
+
+    def unraisable_hook(args: Any) -> None:
+        if not stale(args.exc_value, args.object):
+            previous_unraisable(args)
+
+    thread_hook._afm_quiet = True  # type: ignore[attr-defined]
+    threading.excepthook, sys.unraisablehook = thread_hook, unraisable_hook
+
+
+def restore_tree(directory: Any, target: Any = None) -> Any:
+    """The one reader of an Orbax parameter tree (every checkpoint afm writes holds one):
+    ``directory`` restored into ``target``'s shapes and dtypes (and shardings) when given.
+    The checkpointer is closed whatever happens, so no background thread outlives a
+    failure, and every failure is a :class:`CheckpointError` naming the directory and the
+    reason: missing, truncated or corrupt files, or shapes that do not fit ``target``."""
+    directory = _path(directory)
+    if not directory.exists():
+        raise CheckpointError(f"{directory}: no such checkpoint directory")
+    try:
+        with _checkpointer() as ckptr:
+            return ckptr.restore(directory, target) if target is not None else ckptr.restore(directory)
+    except CheckpointError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - Orbax/TensorStore raise many kinds; all mean "unreadable"
+        _quiet_stale_reads()
+        text = _first_line(exc)
+        if "shape" in text.lower() and ("compatible" in text.lower() or "mismatch" in text.lower()):
+            shapes = re.search(r"[Rr]equested shape:? ?\(?[^)]*\)? is not compatible with the stored shape:? ?\(?[^)]*\)?",
+                               text)
+            raise CheckpointError(f"{directory}: its parameters do not fit this model "
+                                  f"({shapes.group(0) if shapes else text})") from None
+        raise CheckpointError(f"{directory}: cannot be read, damaged or incomplete "
+                              f"({type(exc).__name__}: {text})") from None
+
+
 def load_config(path: str | os.PathLike[str]) -> ModelConfig:
     meta_path = _path(path) / "config.json"
     if not meta_path.is_file():
         raise FileNotFoundError(f"not a model checkpoint (no config.json): {path}")
-    meta = json.loads(meta_path.read_text())
-    if meta.get("format") != FORMAT:
-        raise ValueError(f"{meta_path}: unknown checkpoint format {meta.get('format')!r}")
-    return ModelConfig.from_dict(meta["config"])
+    try:
+        meta = json.loads(meta_path.read_text())
+        if meta.get("format") != FORMAT:
+            raise CheckpointError(f"{meta_path}: unknown checkpoint format {meta.get('format')!r}")
+        return ModelConfig.from_dict(meta["config"])
+    except CheckpointError:
+        raise
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise CheckpointError(f"{meta_path}: not a valid model config ({type(exc).__name__}: "
+                              f"{_first_line(exc)})") from None
 
 
 def load_model(
@@ -111,7 +189,7 @@ def load_model(
     graphdef, state = nnx.split(abstract)
     target = nnx.to_pure_dict(nnx.state(abstract, nnx.Param))
     target = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), target)
-    restored = _checkpointer().restore(path / "params", target)
+    restored = restore_tree(path / "params", target)
     nnx.replace_by_pure_dict(state, restored)
     return nnx.merge(graphdef, state), cfg
 
@@ -120,7 +198,7 @@ def load_params_into(model: Transformer, path: str | os.PathLike[str]) -> Transf
     """Load a checkpoint's parameters into an existing model of the same shapes."""
     target = nnx.to_pure_dict(nnx.state(model, nnx.Param))
     target = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), target)
-    restored = _checkpointer().restore(_path(path) / "params", target)
+    restored = restore_tree(_path(path) / "params", target)
     state = nnx.state(model, nnx.Param)
     nnx.replace_by_pure_dict(state, restored)
     nnx.update(model, state)

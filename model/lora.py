@@ -55,6 +55,8 @@ class LoraConfig:
     def __post_init__(self) -> None:
         if self.rank < 1:
             raise ValueError(f"LoRA rank must be >= 1, got {self.rank}")
+        if not (np.isfinite(self.alpha) and self.alpha > 0):  # alpha 0: an adapter that changes nothing
+            raise ValueError(f"LoRA alpha must be a positive number, got {self.alpha}")
         unknown = [t for t in self.targets if t not in TARGETS]
         if unknown or not self.targets:
             raise ValueError(f"LoRA targets must be a non-empty subset of {ALL_TARGETS}, got {list(self.targets)}")
@@ -104,12 +106,27 @@ def weight_shapes(cfg: Any) -> dict[str, tuple[tuple[int, ...], tuple[str | None
     }
 
 
+def max_rank(cfg: Any, lora: LoraConfig) -> int:
+    """The smallest side (inputs or outputs) over the weights ``lora`` adapts in ``cfg``."""
+    shapes = weight_shapes(cfg)
+    sides = [lora.rank]
+    for path in lora.weight_paths(cfg.n_layers):
+        shape, n_in = shapes[path.rsplit("/", 1)[-1]][0], target_of(path)[1]
+        sides += [int(np.prod(shape[:n_in])), int(np.prod(shape[n_in:]))]
+    return min(sides[1:]) if len(sides) > 1 else lora.rank
+
+
 def adapter_shapes(cfg: Any, lora: LoraConfig) -> dict[str, dict[str, tuple[tuple[int, ...], tuple[str | None, ...]]]]:
     """``weight path -> {"a": (shape, axes), "b": (shape, axes)}`` for every adapted weight.
     The rank axis has no logical name (replicated); A shards like the weight's inputs, B
-    like its outputs."""
+    like its outputs. A rank above a weight's smaller side adds parameters but no capacity
+    (``A @ B`` has at most that rank), so it is refused with the largest that makes sense."""
     shapes = weight_shapes(cfg)
     out = {}
+    widest = max_rank(cfg, lora)
+    if lora.rank > widest:
+        raise ValueError(f"LoRA rank {lora.rank} exceeds what this model's adapted weights hold (at most {widest}: "
+                         f"the smaller side of a {cfg.dim}-wide projection); use --rank {widest} or less")
     for path in lora.weight_paths(cfg.n_layers):
         attr = path.rsplit("/", 1)[-1]
         shape, axes = shapes[attr]

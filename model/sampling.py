@@ -9,6 +9,7 @@ every row has produced a stop token.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -147,8 +148,8 @@ def sample(
     """Continue every prompt; ``temperature == 0`` is greedy (top_p is then ignored)."""
     if max_new_tokens <= 0:
         raise ValueError("max_new_tokens must be positive")
-    if temperature < 0 or not 0 < top_p <= 1:
-        raise ValueError("need temperature >= 0 and 0 < top_p <= 1")
+    if not (temperature >= 0 and math.isfinite(temperature)) or not 0 < top_p <= 1:  # nan fails both
+        raise ValueError(f"need a finite temperature >= 0 and 0 < top_p <= 1, got {temperature} and {top_p}")
     vocab = model.cfg.vocab_size
     for p in prompt_tokens:
         bad = [t for t in p if not 0 <= t < vocab]

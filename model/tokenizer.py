@@ -34,6 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from afm.errors import UserError
+
 PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
 CHAT_ROLES = ("system", "user", "assistant", "tool")
 CHAT_TOKENS = tuple(f"<|{r}|>" for r in CHAT_ROLES) + ("<|end|>",)
@@ -42,7 +44,7 @@ META_FILE = "tokenizer_meta.json"
 _N_BYTE_PIECES = 256
 
 
-class TokenizerError(ValueError):
+class TokenizerError(UserError):
     """Bad tokenizer input or configuration."""
 
 

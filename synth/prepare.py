@@ -45,6 +45,7 @@ import pyarrow.parquet as pq
 from afm.filters.registry import SOURCE_STAGES
 from afm.synth.formats import Conversation, FormatError, conversation_id, to_conversation
 
+from afm.errors import UserError
 from afm.io import write_shard
 from afm.readers import Failure, Record, read_file
 from afm.schema import REJECT_SCHEMA, make_reject, to_table
@@ -59,7 +60,7 @@ ROWS_PER_SHARD = 50_000
 ROW_GROUP = 1024
 
 
-class PrepareError(ValueError):
+class PrepareError(UserError):
     """Bad arguments (no input, unknown tokenizer, unusable index)."""
 
 
@@ -284,6 +285,13 @@ def prepare_sft(inputs: list[str], output: str, cfg: PrepareConfig, *, overwrite
                   "rejected": sum(c.rejected for c in counts.values())}
         if totals["in"] != totals["kept"] + totals["rejected"]:
             raise RuntimeError(f"accounting broken: {totals}")  # a bug, never silent
+        if totals["kept"] == 0:  # an empty dataset is a failure, never a finished run
+            reasons = Counter()
+            for c in counts.values():
+                reasons.update(c.reasons)
+            why = ", ".join(f"{r} {n}" for r, n in reasons.most_common(4)) or "no records read"
+            raise PrepareError(f"no usable conversation in {', '.join(map(str, inputs))}: {totals['rejected']} of "
+                               f"{totals['in']} records rejected ({why}); nothing was written")
         for path in candidates.files:
             os.remove(path)
         manifest = {

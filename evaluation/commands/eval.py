@@ -11,6 +11,8 @@ from typing import Any
 
 import click
 
+from afm.options import POSITIVE
+
 RUN_EPILOG = """\b
 Examples:
   afm eval --checkpoint runs/core/model --tokenizer tok/ --tasks afm-tiny --limit 100
@@ -74,7 +76,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
 @click.option("--tokenizer", type=click.Path(path_type=Path), help="Tokenizer directory (default: CKPT/tokenizer or beside CKPT).")
 @click.option("--tasks", default="afm-tiny", show_default=True, help="Comma-separated tasks and groups.")
 @click.option("--num-fewshot", type=int, default=None, help="Override every task's few-shot count (default: the report's).")
-@click.option("--limit", type=float, default=None, help="Items per task (a fraction if < 1).")
+@click.option("--limit", type=POSITIVE, default=None, help="Items per task (a fraction if < 1).")
 @click.option("--data-dir", type=click.Path(path_type=Path), default=None, help="Local benchmark files (JSONL/Parquet).")
 @click.option("--allow-hub", is_flag=True, help="Let tasks without local files load from the Hugging Face hub.")
 @click.option("--output", type=click.Path(path_type=Path), default=None, help="Results JSON (default: eval/<checkpoint name>.json).")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from afm.options import POSITIVE, Number
+
 TRAIN_EPILOG = """\b
 Examples:
   afm classifier train --positives unsafe.jsonl --negatives safe.jsonl --out safety.ftz
@@ -38,10 +40,10 @@ def classifier() -> None:
 @click.option("--label-pos", default="pos", show_default=True)
 @click.option("--label-neg", default="neg", show_default=True)
 @click.option("--epoch", default=10, show_default=True, type=int)
-@click.option("--lr", default=0.2, show_default=True, type=float)
+@click.option("--lr", default=0.2, show_default=True, type=POSITIVE)
 @click.option("--word-ngrams", default=2, show_default=True, type=int)
 @click.option("--dim", default=32, show_default=True, type=int)
-@click.option("--held-out", default=0.1, show_default=True, type=float, help="Share of each class kept for evaluation.")
+@click.option("--held-out", default=0.1, show_default=True, type=Number(0, 1, max_open=True), help="Share of each class kept for evaluation.")
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--no-punctuation", is_flag=True, help="Remove punctuation before training and scoring.")
 @click.option("--max-per-class", default=0, show_default=True, type=int, help="Cap examples per class (0 = all).")

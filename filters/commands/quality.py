@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import click
 
+from afm.options import FRACTION, POSITIVE, PROBABILITY_OPEN
+
 FILTER_EPILOG = """\b
 Examples:
   afm quality filter docs.parquet --output out/
@@ -49,8 +51,8 @@ def quality() -> None:
 @click.option("--model", "model_path", default=None, help="fastText quality model (default: the shipped one).")
 @click.option("--no-model", is_flag=True, help="Heuristics only.")
 @click.option("--no-heuristics", is_flag=True, help="Model only.")
-@click.option("--threshold", type=float, default=None, help="Drop when the model score is below this.")
-@click.option("--top-fraction", type=click.FloatRange(0, 1, min_open=True), default=None,
+@click.option("--threshold", type=FRACTION, default=None, help="Drop when the model score is below this.")
+@click.option("--top-fraction", type=PROBABILITY_OPEN, default=None,
               help="Keep this share by a global percentile.")
 @click.option("--set", "overrides", multiple=True, help="QualityConfig override KEY=VALUE.")
 @click.option("--overwrite", is_flag=True,
@@ -106,11 +108,11 @@ def filter_cmd(
 @click.option("--scorer", "scorer_spec", default=None, help="Your scorer as module:attribute.")
 @click.option("--text-field", default="text", show_default=True)
 @click.option("--sample", "sample_size", default=10_000, show_default=True, type=int)
-@click.option("--pos-fraction", default=0.3, show_default=True, type=float)
-@click.option("--neg-fraction", default=0.3, show_default=True, type=float)
+@click.option("--pos-fraction", default=0.3, show_default=True, type=FRACTION)
+@click.option("--neg-fraction", default=0.3, show_default=True, type=FRACTION)
 @click.option("--labels-out", default=None, type=click.Path(dir_okay=False), help="Write the labelled sample (JSONL).")
 @click.option("--epoch", default=10, show_default=True, type=int)
-@click.option("--lr", default=0.2, show_default=True, type=float)
+@click.option("--lr", default=0.2, show_default=True, type=POSITIVE)
 @click.option("--seed", default=0, show_default=True, type=int)
 def label_cmd(
     inputs: tuple[str, ...],

@@ -11,6 +11,8 @@ import time
 
 import click
 
+from afm.options import NON_NEGATIVE, PROBABILITY_OPEN
+
 # ----------------------------------------------------------------------------- model
 
 
@@ -198,8 +200,8 @@ Examples:
 @click.option("--prompt", "prompts", multiple=True, help="Plain-text prompt (repeatable: one batch).")
 @click.option("--chat", "chats", multiple=True, help="A user message, formatted with the chat template.")
 @click.option("--max-new-tokens", default=64, show_default=True, type=int)
-@click.option("--temperature", default=0.0, show_default=True, type=float, help="0 = greedy.")
-@click.option("--top-p", default=1.0, show_default=True, type=float)
+@click.option("--temperature", default=0.0, show_default=True, type=NON_NEGATIVE, help="0 = greedy.")
+@click.option("--top-p", default=1.0, show_default=True, type=PROBABILITY_OPEN)
 @click.option("--seed", default=0, show_default=True, type=int)
 def generate_command(checkpoint: str, tokenizer_dir: str, prompts: tuple[str, ...], chats: tuple[str, ...],
                      max_new_tokens: int, temperature: float, top_p: float, seed: int) -> None:
@@ -330,7 +332,7 @@ characters then use byte pieces; the summary says how many characters got their 
 @click.option("--sample-docs", default=200_000, show_default=True, type=int,
               help="Documents sampled (uniformly, seeded) for training.")
 @click.option("--seed", default=0, show_default=True, type=int)
-@click.option("--character-coverage", type=click.FloatRange(0, 1, min_open=True), default=None,
+@click.option("--character-coverage", type=PROBABILITY_OPEN, default=None,
               help="Share of characters given their own piece (the rest use byte pieces). Default: the "
                    "highest up to 0.9995 that --vocab-size has room for.")
 def tokenizer_train(inputs: tuple[str, ...], vocab_size: int, out: str, sample_docs: int, seed: int,

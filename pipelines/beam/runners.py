@@ -34,6 +34,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from afm.errors import UserError
+
 RUNNERS = ("DirectRunner", "PortableRunner", "DataflowRunner", "FlinkRunner", "SparkRunner",
            "BundleBasedDirectRunner")
 LOCAL_RUNNERS = ("DirectRunner", "BundleBasedDirectRunner")
@@ -44,7 +46,7 @@ GCP_HINT = ("install Beam's GCP extra on the submitting machine: pip install -c 
 IMAGE_HINT = "the image built from deploy/dataflow/Dockerfile (afm, its models, gcp + aws extras)"
 
 
-class RunnerError(ValueError):
+class RunnerError(UserError):
     """A runner that cannot be used as configured (a user error: reported without a
     traceback by every command)."""
 

@@ -15,6 +15,8 @@ from afm.pipelines.commands.beam_options import (
     split_beam_args,
 )
 
+from afm.options import POSITIVE, PROBABILITY_OPEN
+
 EPILOG = """\b
 Examples:
   afm dedup --input corpus/ --output deduped/
@@ -42,7 +44,7 @@ live on any filesystem the workers read (local, gs://, s3://).
 @click.option("--input", "inputs", multiple=True, required=True,
               help="Parquet / JSONL(.gz) files, directories or globs (records need text).")
 @click.option("--output", required=True, type=click.Path(file_okay=False), help="Output directory.")
-@click.option("--threshold", default=0.8, show_default=True, type=float, help="Jaccard threshold.")
+@click.option("--threshold", default=0.8, show_default=True, type=PROBABILITY_OPEN, help="Jaccard threshold.")
 @click.option("--ngram", default=5, show_default=True, type=int, help="Words per shingle.")
 @click.option("--num-perm", default=128, show_default=True, type=int, help="MinHash permutations.")
 @click.option("--seed", default=1, show_default=True, type=int, help="MinHash seed.")
@@ -60,7 +62,7 @@ live on any filesystem the workers read (local, gs://, s3://).
 @click.option("--direct-num-workers", default=1, show_default=True, type=click.IntRange(min=0),
               help="Local runner worker processes (0 = one per core; the same as Beam's "
                    "--direct_num_workers=N).")
-@click.option("--shard-mb", default=128.0, show_default=True, type=float,
+@click.option("--shard-mb", default=128.0, show_default=True, type=POSITIVE,
               help="Target uncompressed megabytes per output shard (documents and rejects).")
 @click.option("--overwrite", is_flag=True,
               help="Replace what OUTPUT holds (kept until the new run has succeeded).")

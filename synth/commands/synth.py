@@ -7,6 +7,8 @@ from typing import Any
 
 import click
 
+from afm.options import FRACTION, NON_NEGATIVE, POSITIVE
+
 GENERATOR_HELP = """\b
 Generators (--generator):
   checkpoint:PATH           an afm checkpoint (chat template, KV-cache sampling); --tokenizer
@@ -30,7 +32,7 @@ def generator_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--cache", default=None, help="Response cache file (default OUTPUT.cache.sqlite)."),
         click.option("--no-cache", is_flag=True, help="Do not cache responses (no resume)."),
         click.option("--concurrency", type=int, default=8, show_default=True, help="HTTP requests in flight."),
-        click.option("--rpm", type=float, default=None, help="At most this many HTTP requests per minute."),
+        click.option("--rpm", type=POSITIVE, default=None, help="At most this many HTTP requests per minute."),
         click.option("--seed", type=int, default=0, show_default=True),
         click.option("--overwrite", is_flag=True, help="Replace a finished output."),
     ]
@@ -106,7 +108,7 @@ Default seeds: ten problems shipped with afm. Then: afm sft prepare --input OUTP
 @click.option("--seeds", default=None, help="Seed problems (JSONL); default: afm's ten demo seeds.")
 @click.option("--strategies", default="seed,rephrase,reverse,depth,breadth", show_default=True)
 @click.option("--samples", type=int, default=4, show_default=True, help="Chain-of-thought samples per problem (N).")
-@click.option("--temperature", type=float, default=0.8, show_default=True)
+@click.option("--temperature", type=NON_NEGATIVE, default=0.8, show_default=True)
 @click.option("--max-tokens", type=int, default=512, show_default=True)
 @click.option("--verify", type=click.Choice(["judge", "majority"]), default="judge", show_default=True,
               help="How solutions without ground truth are checked.")
@@ -141,8 +143,8 @@ writes outside a temporary directory, CPU/memory/time limits). OUTPUT/triplets.j
 @click.option("--tests", "tests_per_problem", type=int, default=5, show_default=True)
 @click.option("--min-tests", type=int, default=3, show_default=True)
 @click.option("--solutions", "solutions_per_problem", type=int, default=4, show_default=True)
-@click.option("--min-pass-fraction", type=float, default=1.0, show_default=True)
-@click.option("--timeout", "timeout_s", type=float, default=10.0, show_default=True, help="Seconds per sandboxed program.")
+@click.option("--min-pass-fraction", type=FRACTION, default=1.0, show_default=True)
+@click.option("--timeout", "timeout_s", type=POSITIVE, default=10.0, show_default=True, help="Seconds per sandboxed program.")
 @click.option("--workers", type=int, default=4, show_default=True, help="Sandboxed programs run in parallel.")
 @generator_options
 def code_command(topics, problems_per_topic, tests_per_problem, min_tests, solutions_per_problem,

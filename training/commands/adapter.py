@@ -7,6 +7,8 @@ from typing import Any
 
 import click
 
+from afm.options import POSITIVE, POSITIVE_INT
+
 
 def _user_errors():
     """The exceptions that mean bad input, shown as one line (no traceback)."""
@@ -52,7 +54,7 @@ Calibrate on training shards, evaluate on held-out ones.
 """,
 )
 @click.option("--checkpoint", required=True, help="Dense afm model checkpoint (a run's model/ folder).")
-@click.option("--target-bpw", type=float, default=3.7, show_default=True, help="Average bits per weight to reach.")
+@click.option("--target-bpw", type=POSITIVE, default=3.7, show_default=True, help="Average bits per weight to reach.")
 @click.option("--calibration", "calibration", multiple=True, required=True, help="Token shards (file/dir/glob, repeatable).")
 @click.option("--out", required=True, type=click.Path(path_type=Path), help="Output checkpoint directory.")
 @click.option("--rows", type=int, default=32, show_default=True, help="Calibration rows.")
@@ -61,7 +63,7 @@ Calibrate on training shards, evaluate on held-out ones.
               help="Which weights the target averages over.")
 @click.option("--base-bits", type=click.Choice(["4", "8"]), default="4", show_default=True)
 @click.option("--low-bits", type=click.Choice(["2", "4"]), default="2", show_default=True)
-@click.option("--group-size", type=int, default=16, show_default=True, help="Output channels sharing one lookup table.")
+@click.option("--group-size", type=POSITIVE_INT, default=16, show_default=True, help="Output channels sharing one lookup table.")
 @click.option("--dense-embedding", is_flag=True, help="Keep the embedding dense (default: int8 per row).")
 @click.option("--overwrite", is_flag=True)
 def quantize_command(checkpoint, target_bpw, calibration, out, rows, seq_len, scope, base_bits, low_bits,
@@ -141,7 +143,7 @@ is the report-scale recipe.
 @click.option("--workdir", required=True, help="Run directory (checkpoints, metrics, adapter/).")
 @click.option("--config", "config", default="tiny-recovery", show_default=True, help="Adapter stage or YAML file.")
 @click.option("--rank", type=int, default=None, help="LoRA rank (suite: 8, 16, 32).")
-@click.option("--alpha", type=float, default=None, help="LoRA alpha (scale alpha/rank; default 2 x rank).")
+@click.option("--alpha", type=POSITIVE, default=None, help="LoRA alpha (scale alpha/rank; default 2 x rank).")
 @click.option("--targets", default=None, help="Comma list of q,k,v,o,gate,up,down (default: all).")
 @click.option("--init-adapter", default=None, help="Start from this adapter (e.g. the recovery adapter).")
 @click.option("--steps", type=int, default=None, help="Training steps (sets total_steps; default: the config's).")

@@ -7,6 +7,8 @@ import json
 
 import click
 
+from afm.options import POSITIVE
+
 
 def _user_errors() -> tuple[type[BaseException], ...]:
     from afm.training.core.trainer import TrainingDiverged
@@ -145,7 +147,7 @@ Example:
 @click.option("--prompts", "prompts_path", required=True, help="JSONL with a 'prompt' or 'messages' conversation per line.")
 @click.option("--n", type=int, default=8, show_default=True)
 @click.option("--max-new-tokens", type=int, default=96, show_default=True)
-@click.option("--temperature", type=float, default=1.0, show_default=True)
+@click.option("--temperature", type=POSITIVE, default=1.0, show_default=True)
 @click.option("--output", required=True, help="SFT JSONL (chat messages) of the best replies.")
 @click.option("--seed", type=int, default=0)
 def rm_best_of_n(policy, model_dir, prompts_path, n, max_new_tokens, temperature, output, seed) -> None:
@@ -191,7 +193,7 @@ Example:
     @click.option("--data", multiple=True, required=True)
     @click.option("--heldout", multiple=True)
     @click.option("--tokenizer", required=True)
-    @click.option("--beta", type=float, default=None, help="KL strength (default 0.1).")
+    @click.option("--beta", type=POSITIVE, default=None, help="KL strength (default 0.1).")
     @click.option("--reference", type=click.Choice(["frozen", "precomputed"]), default=None)
     @click.option("--steps", type=int, default=None)
     @click.option("--set", "overrides", multiple=True)

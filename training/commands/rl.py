@@ -8,6 +8,8 @@ import json
 
 import click
 
+from afm.options import POSITIVE
+
 
 def _user_errors() -> tuple[type[BaseException], ...]:
     from afm.config import ConfigError
@@ -112,7 +114,7 @@ input of `afm sft prepare`), OUT/candidates.jsonl and OUT/round.json (wins per m
 @click.option("--out", required=True)
 @click.option("--k", type=int, default=4, show_default=True, help="Responses per prompt per member.")
 @click.option("--max-new-tokens", type=int, default=48, show_default=True)
-@click.option("--temperature", type=float, default=1.0, show_default=True)
+@click.option("--temperature", type=POSITIVE, default=1.0, show_default=True)
 @click.option("--eval-reward", default="", help="A true reward to report alongside (e.g. task:arith).")
 @click.option("--limit", type=int, default=0, help="Use the first N prompts only.")
 @click.option("--seed", type=int, default=0, show_default=True)

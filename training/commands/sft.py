@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import click
 
+from afm.options import Number
+
 USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, FileNotFoundError)
 
 
@@ -137,7 +139,7 @@ OUT/sweep.json and OUT/sweep.png.
 @click.option("--data", "data", multiple=True, help="Prepared SFT dataset (repeatable).")
 @click.option("--heldout", "heldout", multiple=True, help="Prepared held-out SFT dataset (repeatable).")
 @click.option("--steps", type=int, default=50, show_default=True, help="Steps per run (the budget).")
-@click.option("--delta", type=float, default=0.5, show_default=True, help="Relative change of one weight (1.0 removes it).")
+@click.option("--delta", type=Number(0, 1, min_open=True), default=0.5, show_default=True, help="Relative change of one weight (1.0 removes it).")
 @click.option("--metric", default="eval/heldout/loss", show_default=True, help="Result key compared across runs.")
 @click.option("--mode", type=click.Choice(["min", "max"]), default="min", show_default=True)
 @click.option("--only", multiple=True, help="Perturb only these datasets (repeatable).")

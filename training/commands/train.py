@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+from afm.options import POSITIVE
+
 
 def _maybe_distributed(coordinator: str | None, num_processes: int | None, process_id: int | None, auto: bool) -> None:
     """Join a multi-host JAX job before anything touches the backend.
@@ -118,7 +120,7 @@ Examples:
 @click.option("--attention", default=None, help="Attention kernel: auto, xla, cudnn, splash (default: the model's, auto).")
 @click.option("--microbatches", type=int, default=1, show_default=True, help="Gradient accumulation slices of the batch.")
 @click.option("--optimizer", default="afm_rmsprop", show_default=True)
-@click.option("--peak-tflops", type=float, default=989.0, show_default=True, help="Per-device peak (H100 dense bf16: 989).")
+@click.option("--peak-tflops", type=POSITIVE, default=989.0, show_default=True, help="Per-device peak (H100 dense bf16: 989).")
 @click.option("--set", "overrides", multiple=True, help="Mesh overrides, e.g. mesh.fsdp=8.")
 def bench_train_command(model, seq_len, batch, steps, remat, attention, microbatches, optimizer, peak_tflops, overrides) -> None:
     """Training throughput of one model size: tokens/s, MFU, peak device memory, attention kernel."""
@@ -147,7 +149,7 @@ and once with Appendix A's AdamW, and writes loss curves to OUT/optimizer_compar
 @click.option("--data", "data", multiple=True, required=True)
 @click.option("--steps", type=int, default=None)
 @click.option("--out", type=click.Path(path_type=Path), required=True)
-@click.option("--adamw-lr", type=float, default=None, help="AdamW peak LR (default: the config's LR).")
+@click.option("--adamw-lr", type=POSITIVE, default=None, help="AdamW peak LR (default: the config's LR).")
 @click.option("--set", "overrides", multiple=True)
 def train_compare_command(config, data, steps, out, adamw_lr, overrides) -> None:
     """AFM optimizer vs the AdamW baseline: same data, same steps, one plot."""

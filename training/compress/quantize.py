@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -50,6 +51,10 @@ class QuantizeOptions:
     eos_id: int = 2
 
     def __post_init__(self) -> None:
+        if not (math.isfinite(self.target_bpw) and self.target_bpw > 0):
+            raise ValueError(f"target bits per weight must be a positive finite number, got {self.target_bpw!r}")
+        if self.group_size < 1:
+            raise ValueError(f"group size must be at least 1 output channel, got {self.group_size}")
         if self.scope not in ("all", "projections"):
             raise ValueError(f"scope must be 'all' or 'projections', got {self.scope!r}")
         for name in ("base_bits", "low_bits"):
@@ -138,6 +143,24 @@ def _bpw(cfg: ModelConfig, spec: Palettization, scope: str) -> float:
     rows = palettize.bits_report(cfg.replace(palettization=spec))
     summary = palettize.summarize_bits(rows)
     return summary["bpw"] if scope == "all" else summary["projection_bpw"]
+
+
+def check_reachable(cfg: ModelConfig, base: Palettization, options: QuantizeOptions) -> None:
+    """Refuse a target that no mix of the base and low bit widths reaches, before any work:
+    below every projection at ``low_bits``, or above every one at ``base_bits`` (nothing
+    would move to the low width: the quantized model is the all-``base_bits`` one)."""
+    floor = dataclasses.replace(base, bits=tuple((p, options.low_bits) for p, _ in base.bits))
+    lowest, highest = _bpw(cfg, floor, options.scope), _bpw(cfg, base, options.scope)
+    if options.target_bpw < lowest - 1e-9:
+        raise ValueError(
+            f"--target-bpw {options.target_bpw:g} is below what this model can reach: every projection at "
+            f"{options.low_bits} bits gives {lowest:.3f} ({options.scope}; the embedding and dense tensors count "
+            "too). Raise --target-bpw or use --scope projections.")
+    if options.target_bpw > highest + 1e-9:
+        raise ValueError(
+            f"--target-bpw {options.target_bpw:g} is above what palettization gives this model: every projection at "
+            f"{options.base_bits} bits is {highest:.3f} bits per weight ({options.scope}), the most it reaches. "
+            f"Use a target between {lowest:.2f} and {highest:.2f}, or keep the dense checkpoint.")
 
 
 def allocate_low_bits(
@@ -235,6 +258,11 @@ def quantize_checkpoint(
             skipped[path] = f"{outs} output channels do not split into groups of {options.group_size}"
             continue
         paths.append(path)
+    if not paths:
+        raise ValueError(f"--group-size {options.group_size} divides no projection's output channels "
+                         f"({'; '.join(sorted(set(skipped.values())))}): nothing would be palettized")
+    check_reachable(cfg, Palettization(bits=tuple((p, options.base_bits) for p in paths),
+                                       group_size=options.group_size, embed_bits=options.embed_bits), options)
     palettes: dict[tuple[str, int], palettize.PalettizedArray] = {}
     steps = 2 * len(paths)
     for i, path in enumerate(paths):
@@ -252,6 +280,9 @@ def quantize_checkpoint(
     rows = token_rows(calibration, options.calibration_rows, options.seq_len, options.eos_id)
     if rows.shape[1] - 1 > cfg.max_seq_len:
         raise ValueError(f"calibration seq_len {rows.shape[1] - 1} exceeds the model's {cfg.max_seq_len}")
+    if rows.size and (int(rows.max()) >= cfg.vocab_size or int(rows.min()) < 0):
+        raise ValueError(f"calibration token ids reach {int(rows.max())}, outside the model's vocabulary of "
+                         f"{cfg.vocab_size}: the shards were made with another tokenizer than this model's")
     loss = RowsLoss(model, rows, options.batch_rows)
     dense_of = {pb: palettize.dequantize_array(p) for pb, p in palettes.items()}
     base_replace = {p: dense_of[(p, options.base_bits)] for p in paths}
@@ -260,6 +291,9 @@ def quantize_checkpoint(
     tell("calibration", 0, len(paths) + 2)
     loss_dense = loss()
     loss_base = loss(base_replace)
+    if not (math.isfinite(loss_dense) and math.isfinite(loss_base)):
+        raise ValueError(f"calibration loss is not finite (dense {loss_dense}, {options.base_bits}-bit {loss_base}): "
+                         "the checkpoint's parameters or the calibration data are damaged")
     sensitivity: dict[str, float] = {}
     for i, p in enumerate(paths):
         tell("calibration", i + 2, len(paths) + 2)

@@ -28,6 +28,7 @@ from typing import Any
 import jax
 import numpy as np
 import orbax.checkpoint as ocp
+from afm.model.checkpoint import CheckpointError, restore_tree
 from afm.training.core.step import TrainState
 from afm.training.data.loader import LoaderState
 from etils import epath
@@ -94,17 +95,23 @@ class Checkpointer:
         leaves_like, treedef = jax.tree.flatten(like.opt_state)
         params_like = {**like.params, **like.frozen}
         has_arrays = (self.step_dir(step) / "data_arrays").exists()
-        out = self.manager.restore(
-            step,
-            args=ocp.args.Composite(
-                params=ocp.args.StandardRestore(_abstract(params_like)),
-                opt_state=ocp.args.StandardRestore(_abstract(_leaves_dict(like.opt_state))),
-                data_lanes=ocp.args.StandardRestore(),
-                data_spec=ocp.args.JsonRestore(),
-                meta=ocp.args.JsonRestore(),
-                **({"data_arrays": ocp.args.StandardRestore()} if has_arrays else {}),
-            ),
-        )
+        try:
+            out = self.manager.restore(
+                step,
+                args=ocp.args.Composite(
+                    params=ocp.args.StandardRestore(_abstract(params_like)),
+                    opt_state=ocp.args.StandardRestore(_abstract(_leaves_dict(like.opt_state))),
+                    data_lanes=ocp.args.StandardRestore(),
+                    data_spec=ocp.args.JsonRestore(),
+                    meta=ocp.args.JsonRestore(),
+                    **({"data_arrays": ocp.args.StandardRestore()} if has_arrays else {}),
+                ),
+            )
+        except Exception as exc:  # noqa: BLE001 - one line naming the step, whatever Orbax raised
+            text = " ".join(str(exc).split())[:300]
+            raise CheckpointError(f"{self.step_dir(step)}: cannot resume from this checkpoint, damaged or "
+                                  f"written by another run's config ({type(exc).__name__}: {text}); move it "
+                                  "aside to resume from an earlier step") from None
         params = out["params"]
         leaves = [out["opt_state"][str(i)] for i in range(len(leaves_like))]
         state = TrainState(
@@ -157,7 +164,7 @@ def restore_model_checkpoint(path: str | Path, params_like: dict[str, Any], layo
     from flax import nnx
 
     target = nnx.to_pure_dict(layout.unflatten(_abstract(params_like)))
-    restored = ocp.StandardCheckpointer().restore(fs.as_path(str(path)) / "params", target)
+    restored = restore_tree(fs.as_path(str(path)) / "params", target)
     flat = _flatten_nested(restored)
     missing = set(params_like) - set(flat)
     if missing:
@@ -175,14 +182,12 @@ def restore_params_only(
             return restore_model_checkpoint(path, params_like, layout), fs.as_path(str(path))
         directory, step = resolve_init_from(path)
         step_dir = directory / str(step)
-        params = ocp.StandardCheckpointer().restore(step_dir / "params", _abstract(params_like))
-    except ValueError as exc:
-        if "shape" not in str(exc):
+        params = restore_tree(step_dir / "params", _abstract(params_like))
+    except CheckpointError as exc:
+        if "do not fit" not in str(exc):
             raise
-        raise ValueError(
-            f"{path}: its parameters do not fit this run's model ({str(exc).split('. ')[0]}). A "
-            "checkpoint of a wider teacher is pruned first (afm prune apply), or train with its model"
-        ) from None
+        raise CheckpointError(f"{exc}; a checkpoint of a wider teacher is pruned first (afm prune apply), "
+                              "or train with its model") from None
     return {k: params[k] for k in params_like}, step_dir
 
 
@@ -224,5 +229,5 @@ def checkpoint_meta(path: str) -> tuple[dict[str, Any], Any]:
 def read_run_params(step_dir: Any) -> dict[str, np.ndarray]:
     """Every parameter a run's step checkpoint holds (model and task extras, e.g. pruning
     scores), as float32 host arrays, without knowing the run's shapes in advance."""
-    restored = ocp.StandardCheckpointer().restore(fs.as_path(str(step_dir)) / "params")
+    restored = restore_tree(fs.as_path(str(step_dir)) / "params")
     return {k: np.asarray(jax.device_get(v), np.float32) for k, v in restored.items()}

@@ -39,12 +39,14 @@ from typing import Any
 import numpy as np
 from afm.training.data.loader import LoaderState
 
+from afm.errors import UserError
+
 LEVELS = ("negligibly_better", "slightly_better", "better", "significantly_better")
 GRADES = ("instruction_following", "verbosity", "truthfulness", "harmlessness")
 SUFFIXES = (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz", ".parquet")
 
 
-class PreferenceDataError(ValueError):
+class PreferenceDataError(UserError):
     """No usable preference file, or no usable pair in them."""
 
 
@@ -187,6 +189,17 @@ def read_preferences(paths: Sequence[str]) -> ReadResult:
             except ValueError as exc:
                 out.rejects.append({"where": item.where.describe(), "reason": str(exc)})
     return out
+
+
+def usable_heldout_pairs(paths: Sequence[str]) -> int:
+    """How many pairs of the held-out files are usable; none is an error before any
+    training (an evaluation over nothing would fail only after the run)."""
+    read = read_preferences(paths)
+    if not read.pairs:
+        reasons = ", ".join(f"{r} {n}" for r, n in read.reasons.most_common(4)) or "the files hold no records"
+        raise PreferenceDataError(f"no usable preference pair in the held-out data {', '.join(map(str, paths))}: "
+                                  f"{len(read.rejects)} record(s) rejected ({reasons})")
+    return len(read.pairs)
 
 
 @dataclass
@@ -339,6 +352,9 @@ class PairEvalInput:
 
     def __init__(self, data: TokenizedPairs, *, seq_len: int, global_batch: int, pad_id: int,
                  process_index: int = 0, process_count: int = 1):
+        if len(data.level) == 0:
+            raise PreferenceDataError("no usable held-out preference pair (every record was rejected; "
+                                      f"{len(data.rejects)} rejects, e.g. {data.rejects[:1]})")
         self.data, self.seq_len, self.pad_id = data, seq_len, pad_id
         self.per = global_batch // process_count
         self.global_batch, self.pi = global_batch, process_index
@@ -370,7 +386,8 @@ class PairEvalInput:
 
 __all__ = ["GRADES", "LEVELS", "PAIR_FIELDS", "PairEvalInput", "PairLoader", "PreferenceDataError",
            "PreferencePair", "ReadResult", "TokenizedPairs", "encode_response", "pair_batch",
-           "parse_record", "preference_files", "read_preferences", "reject_reasons", "report_rejects", "tokenize_pairs"]
+           "parse_record", "preference_files", "read_preferences", "reject_reasons", "report_rejects", "tokenize_pairs",
+           "usable_heldout_pairs"]
 
 
 class PairTaskInputs:

@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from afm import fs
+from afm.errors import UserError
 
 TOKEN_COLUMNS = ("id", "source", "tokens")
 TOKEN_SCHEMA = pa.schema([("id", pa.string()), ("source", pa.string()), ("tokens", pa.list_(pa.int32()))])
@@ -72,7 +73,7 @@ class DataConfig:
     aligned_columns: list[str] = field(default_factory=list)
 
 
-class DataError(ValueError):
+class DataError(UserError):
     """Token shards are missing, malformed or do not match the config."""
 
 

@@ -88,8 +88,8 @@ class DpoTask(PairTaskInputs, TaskBase):
         self.options = load_config(DpoOptions, dict(config.task_options or {}))
         if self.options.reference not in ("frozen", "precomputed"):
             raise ConfigError(f"task_options.reference must be frozen or precomputed, not {self.options.reference!r}")
-        if self.options.beta <= 0:
-            raise ConfigError("task_options.beta must be > 0")
+        if not self.options.beta > 0:  # also refuses nan (the config loader refuses it too)
+            raise ConfigError(f"task_options.beta must be > 0, got {self.options.beta}")
 
     tokenizer = property(task_tokenizer)
 
@@ -173,7 +173,7 @@ def run_preference_optimisation(kind: str, config: str | Path, workdir: str | Pa
 
     from afm.training.core.config import get_train_config
     from afm.training.core.trainer import train
-    from afm.training.data.preferences import read_preferences
+    from afm.training.data.preferences import usable_heldout_pairs
     from afm.training.tasks.reward_model import with_options
 
     if kind not in ("dpo", "ipo"):
@@ -182,7 +182,7 @@ def run_preference_optimisation(kind: str, config: str | Path, workdir: str | Pa
     cfg = with_options(cfg, tokenizer=str(tokenizer), beta=beta, reference=reference)
     ev = dataclasses.replace(cfg.eval, select_metric="eval/heldout/reward_accuracy", select_mode="max")
     if heldout:
-        n = len(read_preferences(list(heldout)).pairs)
+        n = usable_heldout_pairs(list(heldout))
         ev = dataclasses.replace(ev, heldout=list(heldout),
                                  heldout_batches=max(1, -(-n // cfg.data.global_batch_size)))
     else:

@@ -336,13 +336,13 @@ def run_rm(config: str | Path | Any, workdir: str | Path, *, data: Sequence[str]
     measure its held-out accuracy by preference level."""
     from afm.training.core.config import TrainConfig, get_train_config
     from afm.training.core.trainer import train
-    from afm.training.data.preferences import read_preferences
+    from afm.training.data.preferences import usable_heldout_pairs
 
     cfg = config if isinstance(config, TrainConfig) else get_train_config(config, overrides, task="reward_model")
     cfg = with_options(cfg, tokenizer=str(tokenizer))
     ev = cfg.eval
     if heldout:
-        n = len(read_preferences(list(heldout)).pairs)
+        n = usable_heldout_pairs(list(heldout))
         ev = dataclasses.replace(ev, heldout=list(heldout),
                                  heldout_batches=max(1, -(-n // cfg.data.global_batch_size)))
     elif ev.select_metric.startswith("eval/heldout/"):

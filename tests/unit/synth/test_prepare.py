@@ -67,8 +67,11 @@ def test_common_usage_ngrams_are_kept(tmp_path: Path, index: str) -> None:
                                             {"role": "assistant", "content": str(i)}]} for i in range(3)]
     src = write_jsonl(convs, tmp_path / "in.jsonl")
     low = prepare_sft([str(src)], str(tmp_path / "a"), PrepareConfig("c", TOK, index, threshold=3), progress=False)
-    high = prepare_sft([str(src)], str(tmp_path / "b"), PrepareConfig("c", TOK, index, threshold=4), progress=False)
-    assert low["totals"]["kept"] == 3 and high["totals"]["kept"] == 0
+    assert low["totals"]["kept"] == 3
+    # below the threshold every conversation is contaminated: kept 0, which is an error (issue 27), not a dataset
+    with pytest.raises(PrepareError, match="3 of 3 records rejected"):
+        prepare_sft([str(src)], str(tmp_path / "b"), PrepareConfig("c", TOK, index, threshold=4), progress=False)
+    assert not (tmp_path / "b" / "_SUCCESS").exists()
 
 
 def test_too_long_and_switches(tmp_path: Path) -> None:
