@@ -3,8 +3,11 @@
 lm-eval's ``humaneval`` task scores with Hugging Face ``evaluate``'s ``code_eval``, which
 is downloaded from the hub at import time and runs programs with ``exec`` in a forked
 interpreter. Here the same task (prompt = the function signature and docstring, stop at
-the next top-level block, 0-shot, greedy) is scored by running ``prompt + completion +
-test + check(entry_point)`` in :func:`afm.evaluation.sandbox.run_python`.
+the next top-level block, 0-shot, greedy) is scored by running ``prompt + completion``
+and then ``test + check(entry_point)`` in :func:`afm.evaluation.sandbox.run_python`. As in
+lm-eval's reference (``code_eval``: any exception, ``SystemExit`` included, fails), a
+program passes only when the check returned; here the verdict comes from the sandbox's
+harness, so an exit of any kind (``os._exit(0)``, an ``atexit`` hook) cannot pass either.
 """
 
 from __future__ import annotations
@@ -40,13 +43,13 @@ def check_program(program: str, test: str, policy: SandboxPolicy = POLICY) -> bo
     key = (program, test)
     if key in _VERDICTS:
         return _VERDICTS.pop(key)
-    return run_python(f"{program}\n\n{test}\n", policy).passed
+    return run_python(program, policy, test=test).passed
 
 
 def check_all(pairs: Sequence[tuple[str, str]], workers: int = WORKERS) -> list[bool]:
     """Sandbox verdicts for many (program, test) pairs, several processes at a time."""
     with ThreadPoolExecutor(max_workers=max(1, min(workers, len(pairs) or 1))) as pool:
-        return list(pool.map(lambda pt: run_python(f"{pt[0]}\n\n{pt[1]}\n", POLICY).passed, pairs))
+        return list(pool.map(lambda pt: run_python(pt[0], POLICY, test=pt[1]).passed, pairs))
 
 
 def count_passing(candidates: Sequence[str], test: str) -> int:

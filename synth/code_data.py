@@ -9,13 +9,14 @@ solution against every test in the sandbox -> keep the best passing solution (re
    tests is dropped.
 3. **Solutions** -- ``solutions_per_problem`` samples; a candidate that does not parse or
    does not define the function is dropped without being run.
-4. **Execution** -- each (candidate, test) pair runs as its own program in
-   ``afm.evaluation.sandbox`` (separate process, rlimits, no network, temporary directory,
-   audit hook, timeout). A pair passes only when the program exits 0 *and* prints a
-   random marker written after the test, so a candidate that exits early
-   (``sys.exit(0)``, ``os._exit(0)``) does not pass. Failures are classified:
-   ``assertion_failed``, ``error:<Exception>``, ``timeout``, ``blocked`` (the sandbox
-   refused a socket, a process, a write outside its directory), ``exited_early``.
+4. **Execution** -- each (candidate, test) pair runs in ``afm.evaluation.sandbox`` (its
+   own namespaces, no network, a private /tmp, limits, timeout): the candidate first,
+   then the test, in one namespace. A pair passes only when the sandbox's harness saw
+   the test return (a key on a pipe the candidate cannot forge), so a candidate that
+   exits early or late (``sys.exit(0)``, ``os._exit(0)``, an ``atexit`` hook) does not
+   pass. Failures are classified: ``assertion_failed``, ``error:<Exception>``,
+   ``timeout``, ``blocked`` (the sandbox refused a socket, a process, a write outside
+   its directory), ``exited_early``.
 5. **Selection** -- per problem the candidate with the most passing tests; kept when it
    passes all of them (``min_pass_fraction``). Every other candidate is recorded with why.
 
@@ -29,7 +30,6 @@ import ast
 import json
 import math
 import re
-import secrets
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -145,22 +145,23 @@ def defines(code: str, function: str) -> str | None:
     return None
 
 
-def classify(result: Any, marker: str) -> str:
+def classify(result: Any) -> str:
     """``passed`` or why a (candidate, test) program failed."""
-    out = (result.stdout or "").strip()
     err = result.stderr or ""
     if result.status == "passed":
-        return "passed" if out.endswith(marker) else "exited_early"
+        return "passed"
     if result.status == "timeout":
         return "timeout"
     if "sandbox:" in err and "PermissionError" in err:
         return "blocked"
-    if "AssertionError" in err:
-        return "assertion_failed"
     found = re.findall(r"^(\w+(?:Error|Exception|Exit|Interrupt))\b", err, re.M)
+    if result.returncode == 0 or (found and found[-1] == "SystemExit"):
+        return "exited_early"
+    if found and found[-1] == "AssertionError":
+        return "assertion_failed"
     if found:
         return f"error:{found[-1]}"
-    return "exited_early" if result.status == "failed" and result.returncode == 0 else f"failed:rc={result.returncode}"
+    return f"failed:rc={result.returncode}"
 
 
 def run_pairs(pairs: list[tuple[str, str]], cfg: CodeConfig, progress: bool) -> list[str]:
@@ -170,9 +171,7 @@ def run_pairs(pairs: list[tuple[str, str]], cfg: CodeConfig, progress: bool) -> 
     policy = SandboxPolicy(timeout_s=cfg.timeout_s, cpu_s=max(1, int(math.ceil(cfg.timeout_s))))
 
     def one(pair: tuple[str, str]) -> str:
-        marker = f"afm-test-passed-{secrets.token_hex(8)}"
-        program = f"{pair[0]}\n\n{pair[1]}\nprint({marker!r})\n"
-        return classify(run_python(program, policy), marker)
+        return classify(run_python(pair[0], policy, test=pair[1]))
 
     if not pairs:
         return []

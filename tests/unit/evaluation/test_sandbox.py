@@ -1,96 +1,88 @@
-"""The sandbox: hostile programs fail cleanly and leave the run (and the machine) unharmed.
-
-Each attack runs twice: with every layer, and with the in-process audit guard switched
-off, so the kernel-level layer that stops it (process limit, network namespace,
-unprivileged uid, CPU limit, timeout) is shown to work on its own.
-"""
+"""The sandbox's contract: a pass means the program and its test ran to the end, nothing
+else passes, nonsense limits are refused, and a host that cannot isolate refuses to run
+model-written code unless weaker isolation was accepted (then the verdict rule still
+holds). The hostile-program suite is ``tests/integration/evaluation/test_hostile_programs.py``."""
 
 from __future__ import annotations
 
-import os
-import socket
-import threading
-import time
-from pathlib import Path
+import math
 
 import pytest
-from afm.evaluation.sandbox import SandboxPolicy, isolation_layers, netns_mode, run_python
+from afm.evaluation import sandbox
+from afm.evaluation.sandbox import (
+    Boundary,
+    SandboxPolicy,
+    SandboxUnavailable,
+    isolation,
+    run_python,
+)
 
-GUARDS = [pytest.param(True, id="all-layers"), pytest.param(False, id="kernel-layers-only")]
-
-
-def test_a_correct_program_passes() -> None:
-    r = run_python("import math\nassert math.gcd(12, 18) == 6\nprint('ok')")
-    assert r.passed and r.stdout.strip() == "ok"
-
-
-@pytest.mark.parametrize("guard", GUARDS)
-def test_fork_bomb_is_contained(guard: bool) -> None:
-    if not guard and os.geteuid() != 0:
-        pytest.skip("the process limit is per user; without root the guard is the containing layer")
-    start = time.perf_counter()
-    r = run_python("import os\nwhile True:\n    os.fork()", SandboxPolicy(timeout_s=10, audit_guard=guard))
-    assert not r.passed and time.perf_counter() - start < 10
-    assert "unprivileged-uid" in r.isolation or guard
-    assert run_python("print(1)").passed  # the machine can still start processes
+KERNEL = sandbox.kernel_boundary().kind == "kernel"
 
 
-@pytest.mark.parametrize("guard", GUARDS)
-def test_network_connection_fails(guard: bool) -> None:
-    if not guard and netns_mode() is None:
-        pytest.skip("no network namespace can be created here")
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen()
-    server.settimeout(0.2)
-    port = server.getsockname()[1]
-    accepted: list[object] = []
-
-    def accept() -> None:
-        deadline = time.time() + 5
-        while time.time() < deadline:
-            try:
-                accepted.append(server.accept())
-                return
-            except TimeoutError:
-                continue
-
-    t = threading.Thread(target=accept)
-    t.start()
-    program = (f"import socket\ns = socket.socket()\ns.settimeout(3)\ns.connect(('127.0.0.1', {port}))\n"
-               "print('connected')")
-    r = run_python(program, SandboxPolicy(audit_guard=guard))
-    t.join()
-    server.close()
-    assert not r.passed and "connected" not in r.stdout
-    assert accepted == []  # nothing reached the listener
+def test_a_correct_program_and_test_pass() -> None:
+    r = run_python("import math\ndef f(a, b):\n    return math.gcd(a, b)\nprint('ok')", test="assert f(12, 18) == 6")
+    assert r.passed and r.stdout.strip() == "ok" and r.reason == ""
 
 
-@pytest.mark.parametrize("guard", GUARDS)
-def test_write_outside_the_temp_dir_fails(tmp_path: Path, guard: bool) -> None:
-    if not guard and os.geteuid() != 0:
-        pytest.skip("only root can drop to a throw-away uid; the guard is the layer otherwise")
-    target = tmp_path / "outside.txt"
-    inside = "open('inside.txt', 'w').write('fine')\n"  # its own working directory is writable
-    r = run_python(inside + f"open({str(target)!r}, 'w').write('pwned')", SandboxPolicy(audit_guard=guard))
-    assert not r.passed and "PermissionError" in r.stderr
-    assert not target.exists()
+@pytest.mark.parametrize("program, test", [
+    ("def f():\n    return 1", "assert f() == 2"),
+    ("raise SystemExit", None),
+    ("import sys\nsys.exit(0)", None),
+    ("import os\nos._exit(0)", None),
+    ("def f():\n    return 1", "import os\nos._exit(0)\nassert f() == 2"),
+    ("print('afm-test-passed')\nimport os\nos._exit(0)", "assert False"),
+])
+def test_nothing_but_a_finished_test_passes(program: str, test: str | None) -> None:
+    assert run_python(program, test=test).status == "failed"
 
 
-@pytest.mark.parametrize("guard", GUARDS)
-def test_infinite_loop_is_stopped(guard: bool) -> None:
-    start = time.perf_counter()
-    r = run_python("while True:\n    pass", SandboxPolicy(timeout_s=20, cpu_s=1, audit_guard=guard))
-    assert r.status == "timeout" and time.perf_counter() - start < 10
-    r = run_python("import time\ntime.sleep(60)", SandboxPolicy(timeout_s=1, audit_guard=guard))
-    assert r.status == "timeout" and r.seconds < 10
+def test_a_syntax_error_fails_with_its_message() -> None:
+    r = run_python("def f(:\n    pass")
+    assert r.status == "failed" and "SyntaxError" in r.stderr
 
 
-def test_memory_bomb_fails() -> None:
-    r = run_python("x = bytearray(4 << 30)", SandboxPolicy(memory_bytes=512 << 20))
-    assert r.status == "failed" and "MemoryError" in r.stderr
+def test_output_is_capped_and_only_its_tail_kept() -> None:
+    r = run_python("import sys\nfor i in range(100):\n    sys.stdout.write(str(i) * 10_000)",
+                   SandboxPolicy(max_output_bytes=64 << 10))
+    assert r.status == "failed" and r.reason == "over the output limit" and len(r.stdout) <= 10_000
 
 
-def test_layers_are_reported() -> None:
-    layers = isolation_layers()
-    assert {"process", "rlimits", "tempdir", "timeout", "audit-guard"} <= set(layers)
+@pytest.mark.parametrize("field", ["timeout_s", "memory_bytes", "max_output_bytes", "tmp_bytes"])
+@pytest.mark.parametrize("value", [0, -1, math.nan, math.inf])
+def test_nonsense_limits_are_refused(field: str, value: float) -> None:
+    with pytest.raises(ValueError, match=field):
+        SandboxPolicy(**{field: value})
+
+
+@pytest.fixture
+def no_kernel_boundary(monkeypatch):
+    """Pretend this host cannot create namespaces."""
+    monkeypatch.setattr(isolation, "_PROBED", [Boundary("weak", "host", "unshare (util-linux) not found")])
+    monkeypatch.setattr(isolation, "_ACCEPT_WEAK", [False])
+
+
+def test_refuses_without_a_kernel_boundary(no_kernel_boundary) -> None:
+    with pytest.raises(SandboxUnavailable, match="unshare .* not found.*--allow-weak-sandbox"):
+        run_python("print(1)")
+    assert sandbox.isolation_layers()[0].startswith("refused")
+
+
+def test_weak_isolation_when_accepted_keeps_the_verdict_rule(no_kernel_boundary) -> None:
+    weak = SandboxPolicy(allow_weak_isolation=True)
+    assert run_python("def f():\n    return 2", weak, test="assert f() == 2").passed
+    assert run_python("import os\nos._exit(0)", weak, test="assert False").status == "failed"
+    assert "weak(no kernel boundary)" in run_python("pass", weak).isolation
+    sandbox.accept_weak_isolation()  # what --allow-weak-sandbox sets, process-wide
+    assert run_python("pass").passed
+
+
+def test_the_tripwire_reports_what_it_stopped() -> None:
+    r = run_python("import socket\nsocket.socket()")
+    assert r.status == "failed" and "sandbox: socket" in r.stderr
+
+
+@pytest.mark.skipif(not KERNEL, reason="no kernel boundary on this host")
+def test_layers_name_the_kernel_boundary() -> None:
+    layers = sandbox.isolation_layers()
+    assert {"pid-namespace", "network-namespace", "private-tmp", "verdict-channel"} <= set(layers)

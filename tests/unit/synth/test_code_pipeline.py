@@ -118,7 +118,10 @@ def test_keeps_exactly_the_passing_solutions_and_contains_malicious_ones(listene
     assert why[("arithmetic/0", 2)] == "not_selected"  # also correct, but the first one was chosen
     assert why[("arithmetic/0", 3)] == "syntax_error"
     # square: every candidate is malicious and contained; none passes
-    assert [why[("arithmetic/1", k)] for k in range(4)] == ["blocked", "blocked", "blocked", "exited_early"]
+    square = [why[("arithmetic/1", k)] for k in range(4)]
+    assert square[:2] == ["blocked", "blocked"] and square[3] == "exited_early"
+    # the host path does not exist in the sandbox's own /tmp (or the tripwire stops the write)
+    assert square[2] in ("blocked", "error:FileNotFoundError")
     assert why[("strings/0", 0)] == "timeout" and why[("strings/0", 1)] == "assertion_failed"
     assert why[("strings/0", 2)] == "no_function" and why[("strings/0", 3)] == "exited_early"
     problem_drops = {(d["stage"], d["reason"]) for d in run.dropped if d["stage"] in ("problems", "tests", "select")}
@@ -136,9 +139,11 @@ def test_parsers() -> None:
     assert parse_tests("assert f(1) == 2\nassert g(1)\nassert f(2 ==\nx = f(3)", "f") == ["assert f(1) == 2"]
 
     class R:
-        def __init__(self, status, out="", err="", rc=0):
-            self.status, self.stdout, self.stderr, self.returncode = status, out, err, rc
+        def __init__(self, status, err="", rc=1):
+            self.status, self.stdout, self.stderr, self.returncode = status, "", err, rc
 
-    assert classify(R("passed", "m"), "m") == "passed"
-    assert classify(R("passed", ""), "m") == "exited_early"
-    assert classify(R("failed", err="Traceback\nZeroDivisionError: division by zero", rc=1), "m") == "error:ZeroDivisionError"
+    assert classify(R("passed", rc=0)) == "passed"
+    assert classify(R("failed", rc=0)) == "exited_early"  # left without the harness's verdict
+    assert classify(R("failed", err="Traceback\nSystemExit: 0")) == "exited_early"
+    assert classify(R("failed", err="Traceback\nAssertionError")) == "assertion_failed"
+    assert classify(R("failed", err="Traceback\nZeroDivisionError: division by zero")) == "error:ZeroDivisionError"

