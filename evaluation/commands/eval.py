@@ -62,6 +62,23 @@ def resolve_checkpoint(path: Path) -> Path:
         "with model/ in it", param_hint="--checkpoint")
 
 
+def _check_sandbox(tasks: list[str], allow_weak: bool) -> None:
+    """Tasks that run model-written code need the sandbox: refuse before the model loads."""
+    from afm.evaluation.suite import TASKS
+
+    if not any(TASKS[t].kind == "humaneval" for t in tasks if t in TASKS):
+        return
+    from afm.evaluation.code_metrics import POLICY
+    from afm.evaluation.sandbox import accept_weak_isolation, require
+
+    accept_weak_isolation(allow_weak)
+    boundary = require(POLICY)
+    if boundary.kind != "kernel":
+        from afm.console import console
+
+        console.print(f"[yellow]warning[/] model-written code runs with weak isolation: {boundary.reason}")
+
+
 def _user_errors() -> tuple[type[BaseException], ...]:
     from afm.evaluation.local_data import LocalDataError
     from afm.evaluation.results import ResultsError
@@ -91,6 +108,9 @@ def _user_errors() -> tuple[type[BaseException], ...]:
 @click.option("--batch-size", type=int, default=16, show_default=True, help="Prompts decoded together.")
 @click.option("--mesh", default=None, help="Device mesh DATAxFSDPxTENSORxSEQUENCE, e.g. 2x1x4x1 (default: data over all devices).")
 @click.option("--seed", type=int, default=1234, show_default=True)
+@click.option("--allow-weak-sandbox", is_flag=True,
+              help="Run model-written code (humaneval) with process limits only where this host cannot "
+                   "give it namespaces of its own (default: refuse).")
 @click.pass_context
 def eval_group(ctx: click.Context, **opts: Any) -> None:
     """Evaluate a checkpoint on the report's benchmarks (lm-eval tasks, native JAX backend)."""
@@ -136,7 +156,7 @@ def _run(opts: dict[str, Any]) -> None:
     )
     try:
         if tasks:
-            expand(tasks)  # unknown names fail before the model loads
+            _check_sandbox(expand(tasks), opts["allow_weak_sandbox"])  # unknown names fail before the model loads
         console.print(f"afm eval: {ckpt}  tasks={','.join(tasks) or '-'}  data={data_dir or 'hub'}")
         results = run_eval(spec)
     except _user_errors() as exc:

@@ -134,9 +134,10 @@ Examples:
   afm synth code --output synth/code --generator openai:http://localhost:8000/v1 --model M
   afm synth code --topics my-topics.txt --problems-per-topic 10 --solutions 8 --output ... --generator ...
 \b
-Every candidate runs against every test in afm's sandbox (no network, no processes, no
-writes outside a temporary directory, CPU/memory/time limits). OUTPUT/triplets.jsonl holds
-(question, tests, solution); the manifest has pass rates per topic.
+Every candidate runs against every test in afm's sandbox (namespaces of its own: no
+network, no view of the host's files or processes; CPU/memory/output/time limits); a
+pass means the test ran to the end. OUTPUT/triplets.jsonl holds (question, tests,
+solution); the manifest has pass rates per topic.
 """ + GENERATOR_HELP)
 @click.option("--topics", default=None, help="One topic per line; default: afm's 71 topics.")
 @click.option("--problems-per-topic", type=int, default=5, show_default=True)
@@ -146,13 +147,20 @@ writes outside a temporary directory, CPU/memory/time limits). OUTPUT/triplets.j
 @click.option("--min-pass-fraction", type=FRACTION, default=1.0, show_default=True)
 @click.option("--timeout", "timeout_s", type=POSITIVE, default=10.0, show_default=True, help="Seconds per sandboxed program.")
 @click.option("--workers", type=int, default=4, show_default=True, help="Sandboxed programs run in parallel.")
+@click.option("--allow-weak-sandbox", is_flag=True,
+              help="Run candidates with process limits only where this host cannot give them namespaces "
+                   "of their own (default: refuse).")
 @generator_options
 def code_command(topics, problems_per_topic, tests_per_problem, min_tests, solutions_per_problem,
-                 min_pass_fraction, timeout_s, workers, **kw) -> None:
+                 min_pass_fraction, timeout_s, workers, allow_weak_sandbox, **kw) -> None:
     """Self-instruct code: topics -> problems -> tests + solutions -> sandboxed rejection sampling."""
     from pathlib import Path
 
+    from afm.evaluation.sandbox import SandboxPolicy, accept_weak_isolation, require
     from afm.synth.code_data import CodeConfig, synth_code
+
+    accept_weak_isolation(allow_weak_sandbox)
+    require(SandboxPolicy())  # refuse before any generation when the host cannot isolate
 
     path = topics or _shipped("code_topics.txt")
     names = [t.strip() for t in Path(path).read_text().splitlines() if t.strip() and not t.startswith("#")]

@@ -159,3 +159,19 @@ def test_a_vocabulary_mismatch_at_init_from_is_one_line(model: Path, shards, tmp
     result = afm("train", "--config", "tiny-core", "--workdir", tmp_path / "run", "--data", shards["ok"],
                  "--init-from", model, "--set", "model_overrides.vocab_size=640", "--steps", "1")
     one_line_error(result, "do not fit this model", "(640, 64)", "(512, 64)", "afm prune apply")
+
+
+@pytest.fixture
+def host_without_namespaces(monkeypatch):
+    from afm.evaluation.sandbox import Boundary, isolation
+
+    monkeypatch.setattr(isolation, "_PROBED", [Boundary("weak", "host", "unshare (util-linux) not found")])
+    monkeypatch.setattr(isolation, "_ACCEPT_WEAK", [False])
+
+
+def test_code_evaluation_refuses_a_host_that_cannot_isolate(model: Path, host_without_namespaces) -> None:
+    one_line_error(afm("eval", "--checkpoint", model, "--tasks", "humaneval"),
+                   "cannot isolate model-written programs", "unshare (util-linux) not found",
+                   "--allow-weak-sandbox")
+    one_line_error(afm("synth", "code", "--output", "unused", "--generator", "openai:http://127.0.0.1:9/v1",
+                       "--model", "m"), "cannot isolate", "--allow-weak-sandbox")

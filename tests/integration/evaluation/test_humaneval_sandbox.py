@@ -38,3 +38,67 @@ def test_canonical_solutions_pass_and_empty_ones_fail(shared_eval: Path) -> None
     assert out["n-samples"]["humaneval"]["effective"] == 164
     out = run_tasks(FixedCompletions({}), configs, limit=40)
     assert out["results"]["humaneval"]["pass_at_1,create_test"] == 0.0
+
+
+EXIT_ONLY = {
+    "raise-systemexit": "    raise SystemExit\n",
+    "os-exit-0": "    import os\n    os._exit(0)\n",
+    "sys-exit-false": "    import sys\n    sys.exit(False)\n",
+    "exit-code-wraps": "    import os\n    os._exit(256)\n",
+    "atexit-exit-0": "    import atexit, os\n    atexit.register(os._exit, 0)\n    return None\n",
+}
+
+
+def test_completions_that_only_exit_score_zero(shared_eval: Path) -> None:
+    from afm.evaluation.local_data import read_file
+
+    problems = read_file(shared_eval / "benchmarks" / "humaneval.jsonl.gz")[:30]
+    configs = build_task_configs(["humaneval"], BuildContext(data_dir=str(shared_eval / "benchmarks")))
+    for name, body in EXIT_ONLY.items():
+        out = run_tasks(FixedCompletions({p["prompt"]: body for p in problems}), configs, limit=30)
+        assert out["results"]["humaneval"]["pass_at_1,create_test"] == 0.0, name
+
+
+def _reference_verdict(program: str, timeout_s: float = 10.0) -> bool:
+    """lm-eval's rule (HF ``code_eval``): ``exec`` the program in a child process; it
+    passes when ``exec`` returned, any exception (``SystemExit`` too) fails, no result
+    (the child ended some other way) fails. Unsandboxed: only for known programs."""
+    import os
+    import select
+
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        try:
+            exec(program, {})
+            os.write(w, b"passed")
+        except BaseException:
+            os.write(w, b"failed")
+        os._exit(0)
+    os.close(w)
+    ready, _, _ = select.select([r], [], [], timeout_s)
+    verdict = os.read(r, 16) if ready else b""
+    os.close(r)
+    try:
+        os.kill(pid, 9)
+    except ProcessLookupError:
+        pass
+    os.waitpid(pid, 0)
+    return verdict == b"passed"
+
+
+def test_verdicts_match_lm_evals_reference_rule(shared_eval: Path) -> None:
+    """Same predictions, same verdicts as the reference rule: canonical solutions, a wrong
+    body, and the exit-only bodies (which the reference also fails)."""
+    from afm.evaluation.code_metrics import check_all, test_program
+    from afm.evaluation.local_data import read_file
+
+    problems = read_file(shared_eval / "benchmarks" / "humaneval.jsonl.gz")[:20]
+    bodies = ["canonical", "    return None\n", *EXIT_ONLY.values()]
+    pairs = [(p["prompt"] + (p["canonical_solution"] if b == "canonical" else b), test_program(p))
+             for p in problems for b in bodies]
+    ours = check_all(pairs)
+    reference = [_reference_verdict(f"{prog}\n{test}\n") for prog, test in pairs]
+    assert ours == reference
+    assert sum(ours) == len(problems)  # exactly the canonical solutions pass
