@@ -46,3 +46,15 @@ def _jax_compilation_cache(tmp_path_factory):
         return
     jax.config.update("jax_compilation_cache_dir", str(tmp_path_factory.mktemp("jax_cache")))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _sandbox_where_the_kernel_cannot_isolate():
+    """On a host without namespaces (e.g. a CI runner with user namespaces disabled) the
+    code-evaluation tests run with weak isolation, whose verdict rule is the same; the
+    hostile-program suite, which needs the kernel boundary, skips with the reason."""
+    from afm.evaluation.sandbox import accept_weak_isolation, kernel_boundary
+
+    if kernel_boundary().kind != "kernel":
+        accept_weak_isolation(True)
+    yield

@@ -29,6 +29,7 @@ from afm.evaluation.sandbox.policy import RunResult, SandboxPolicy
 KEEP_CHARS = 10_000  # tail of stdout/stderr kept for the caller
 SETUP_FAILED = 125
 GRACE_S = 5.0  # after a kill, how long pipes may take to close
+LEFTOVER_GRACE_S = 0.5  # after the first process ended, how long leftovers may hold the pipes
 
 
 def run_python(program: str, policy: SandboxPolicy | None = None, *, test: str | None = None) -> RunResult:
@@ -60,6 +61,8 @@ def _limits(policy: SandboxPolicy, boundary: Boundary) -> list[tuple[str, tuple[
 
 def _user_process_count() -> int:
     uid, n = os.getuid(), 0
+    if not os.path.isdir("/proc"):
+        return 64  # no way to count here: leave room for the user's other processes
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
@@ -143,8 +146,10 @@ def _feed(stdin, orders: bytes) -> None:
 
 def _pump(proc: subprocess.Popen, verdict_fd: int, out: _Tail, err: _Tail, verdict: bytearray,
           deadline: float, cap: int | None) -> str:
-    """Read every pipe until all close (``eof``), the ``deadline`` (``timeout``) or more
-    than ``cap`` bytes of output (``output``)."""
+    """Read every pipe until all close (``eof``), the ``deadline`` (``timeout``), more
+    than ``cap`` bytes of output (``output``), or, when the first process has ended but
+    something it left behind still holds a pipe (weak isolation only: behind the kernel
+    boundary its end takes every process with it), shortly after (``exited``)."""
     sel = selectors.DefaultSelector()
     sinks = {proc.stdout.fileno(): out.add, proc.stderr.fileno(): err.add,
              verdict_fd: lambda b: verdict.extend(b[: max(0, 256 - len(verdict))])}
@@ -153,12 +158,18 @@ def _pump(proc: subprocess.Popen, verdict_fd: int, out: _Tail, err: _Tail, verdi
             sel.register(fd, selectors.EVENT_READ)
         except (ValueError, KeyError, OSError):
             pass
+    exited_at = None
     try:
         while sel.get_map():
-            left = deadline - time.perf_counter()
+            now = time.perf_counter()
+            left = deadline - now
             if left <= 0:
                 return "timeout"
-            for k, _ in sel.select(timeout=min(left, 0.5)):
+            if exited_at is None and proc.poll() is not None:
+                exited_at = now
+            if exited_at is not None and now - exited_at > LEFTOVER_GRACE_S:
+                return "exited"
+            for k, _ in sel.select(timeout=min(left, 0.1 if exited_at is not None else 0.5)):
                 chunk = os.read(k.fd, 1 << 16)
                 if not chunk:
                     sel.unregister(k.fd)
@@ -185,6 +196,7 @@ def _verdict(ended: str, rc: int | None, key_seen: bool, stderr: str) -> tuple[s
         return "timeout", "over the wall-clock limit"
     if ended == "output":
         return "failed", "over the output limit"
+    # ended == "eof" or "exited" (leftovers were killed): the key decides
     if key_seen:
         return "passed", ""
     if rc == SETUP_FAILED and "sandbox:" in stderr:

@@ -59,33 +59,33 @@ def test_completions_that_only_exit_score_zero(shared_eval: Path) -> None:
         assert out["results"]["humaneval"]["pass_at_1,create_test"] == 0.0, name
 
 
+REFERENCE = """
+import sys
+source = sys.stdin.read()
+try:
+    exec(source, {})
+    verdict = "passed"
+except BaseException:
+    verdict = "failed"
+sys.stdout.write("\\n<<reference:" + verdict + ">>")
+sys.stdout.flush()
+"""
+
+
 def _reference_verdict(program: str, timeout_s: float = 10.0) -> bool:
     """lm-eval's rule (HF ``code_eval``): ``exec`` the program in a child process; it
     passes when ``exec`` returned, any exception (``SystemExit`` too) fails, no result
-    (the child ended some other way) fails. Unsandboxed: only for known programs."""
-    import os
-    import select
+    (the child ended some other way) fails. Unsandboxed, in a fresh interpreter: only for
+    the known programs below."""
+    import subprocess
+    import sys
 
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(r)
-        try:
-            exec(program, {})
-            os.write(w, b"passed")
-        except BaseException:
-            os.write(w, b"failed")
-        os._exit(0)
-    os.close(w)
-    ready, _, _ = select.select([r], [], [], timeout_s)
-    verdict = os.read(r, 16) if ready else b""
-    os.close(r)
     try:
-        os.kill(pid, 9)
-    except ProcessLookupError:
-        pass
-    os.waitpid(pid, 0)
-    return verdict == b"passed"
+        done = subprocess.run([sys.executable, "-I", "-c", REFERENCE], input=program, capture_output=True,
+                              text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return False
+    return done.stdout.endswith("<<reference:passed>>")
 
 
 def test_verdicts_match_lm_evals_reference_rule(shared_eval: Path) -> None:
