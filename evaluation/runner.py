@@ -1,9 +1,11 @@
-"""One evaluation run: model -> lm-eval tasks, perplexity, long context, coverage -> results.
+"""One evaluation run: model -> lm-eval tasks, post-training tasks, perplexity, long context,
+coverage -> results.
 
 ``afm eval``, the demo and the training hook all call :func:`run_eval`; only how they
 present the result differs. lm-eval runs the tasks (``simple_evaluate`` with our
 ``AfmLM``); the parts lm-eval has no notion of (perplexity on token shards, the NIAH grid,
-decontamination coverage) are added next to its numbers.
+decontamination coverage, and the post-training tasks of ``afm.evaluation.posttrain``:
+tool use, judged writing, safety) are added next to its numbers.
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ class EvalSpec:
     seed: int = 1234
     show_progress: bool = True
     model: Any = None
+    # post-training tasks: judge, safety detector, reply lengths (afm.evaluation.posttrain.runner)
+    posttrain: Any = None
 
 
 def set_offline(allow_hub: bool) -> None:
@@ -65,7 +69,7 @@ def run_eval(spec: EvalSpec, lm: Any = None) -> dict[str, Any]:
     set_offline(spec.allow_hub)
     import logging
 
-    from afm.evaluation.suite import BuildContext, build_task_configs
+    from afm.evaluation.suite import BuildContext, build_task_configs, posttrain_names
 
     if not spec.show_progress:
         quiet_progress_bars()
@@ -75,12 +79,18 @@ def run_eval(spec: EvalSpec, lm: Any = None) -> dict[str, Any]:
     ctx = BuildContext(data_dir=spec.data_dir, allow_hub=spec.allow_hub, num_fewshot=spec.num_fewshot,
                        tokenizer=lm.tok, max_length=lm.max_length, niah=dict(spec.niah))
     configs = build_task_configs(spec.tasks, ctx) if spec.tasks else []
+    post = posttrain_names(spec.tasks) if spec.tasks else []
+    if post:
+        from afm.evaluation.posttrain.runner import PosttrainOptions, check_tasks
+
+        spec.posttrain = spec.posttrain or PosttrainOptions(seed=spec.seed)
+        check_tasks(post, spec.posttrain)
     results: dict[str, Any] = {
         "format": FORMAT,
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "model": _model_info(spec, lm),
         "settings": _settings(spec),
-        "tasks": {}, "perplexity": None, "long_context": None, "decontamination": None,
+        "tasks": {}, "posttrain": None, "perplexity": None, "long_context": None, "decontamination": None,
         "notes": dict(ctx.notes), "versions": _versions(),
     }
     timing: dict[str, float] = {"load_s": load_s}
@@ -104,6 +114,21 @@ def run_eval(spec: EvalSpec, lm: Any = None) -> dict[str, Any]:
             from afm.evaluation.niah import grid_from_samples
 
             results["long_context"] = grid_from_samples(out["samples"]["afm_niah"])
+    if post:
+        from afm.evaluation.posttrain.generation import EngineGenerator
+        from afm.evaluation.posttrain.runner import run_posttrain
+
+        t0 = time.perf_counter()
+        gen = EngineGenerator(lm.engine, lm.tok, str(spec.checkpoint or "in-memory"))
+        done = run_posttrain(post, gen, data_dir=spec.data_dir, limit=spec.limit, options=spec.posttrain,
+                             progress=spec.show_progress)
+        results["tasks"].update(done.tasks)
+        results["posttrain"] = {"judge": done.judge, "tasks": done.details}
+        results["notes"].update(done.notes)
+        if gen.clamped:
+            results["notes"]["posttrain generation"] = (f"some replies were limited to half the model's context "
+                                                        f"of {lm.max_length} tokens")
+        timing["posttrain_s"] = time.perf_counter() - t0
     if spec.perplexity_data:
         from afm.evaluation.perplexity import perplexity, read_token_docs
 
@@ -182,7 +207,12 @@ def _settings(spec: EvalSpec) -> dict[str, Any]:
     keep = ("tasks", "num_fewshot", "limit", "data_dir", "allow_hub", "dtype", "max_length",
             "tokens_per_batch", "gen_batch", "mesh", "perplexity_data", "perplexity_max_docs",
             "decontam_index", "niah", "seed")
-    return {k: getattr(spec, k) for k in keep}
+    out = {k: getattr(spec, k) for k in keep}
+    if spec.posttrain is not None:  # judge spec and model, detector, lengths (no credentials live here)
+        from dataclasses import asdict
+
+        out["posttrain"] = asdict(spec.posttrain)
+    return out
 
 
 def _versions() -> dict[str, str]:

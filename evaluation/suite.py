@@ -9,7 +9,9 @@ registry. :func:`build_task_configs` turns a list of names into lm-eval task con
 whose ``custom_dataset`` reads the local files, so nothing touches the hub unless
 ``allow_hub`` is set.
 
-Three tasks are defined here rather than taken from lm-eval's YAML: ``humaneval`` (lm-eval's
+The post-training tasks (BFCL, judged writing, safety; kind ``posttrain``) have no lm-eval
+config: ``afm.evaluation.posttrain`` runs them. Three tasks are defined here rather than
+taken from lm-eval's YAML: ``humaneval`` (lm-eval's
 metric loads HF ``code_eval`` from the hub and runs code unsandboxed; ours runs it in
 ``afm.evaluation.sandbox``), ``afm_niah`` (synthetic long context, ``afm.evaluation.niah``)
 and the MMLU / MATH groups (assembled from the subjects present in the local files).
@@ -24,6 +26,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from afm.evaluation.local_data import LocalDataError, Record, load_split
+from afm.evaluation.posttrain.catalogue import GROUPS as POSTTRAIN_GROUPS
+from afm.evaluation.posttrain.catalogue import TASKS as POSTTRAIN_TASKS
 
 from afm.errors import UserError
 
@@ -76,6 +80,9 @@ TASKS: dict[str, TaskSpec] = {t.name: t for t in [
              kind="humaneval", note="pass@1, programs run in the afm sandbox"),
     TaskSpec("ifeval", {"train": ("ifeval-input_data", "ifeval")}, decontam="ifeval"),
     TaskSpec("afm_niah", {}, kind="niah", note="synthetic needle in a haystack (RULER-style)"),
+    # Post-training evaluations lm-eval has no task for (tool use, judged writing, safety):
+    # run by afm.evaluation.posttrain on the model's chat replies.
+    *(TaskSpec(t.name, {}, kind="posttrain", note=t.note) for t in POSTTRAIN_TASKS.values()),
 ]}
 
 GROUPS: dict[str, tuple[str, ...]] = {
@@ -94,6 +101,11 @@ GROUPS: dict[str, tuple[str, ...]] = {
     # What `afm demo` runs on its own data (prepare_demo_data): every request type once.
     "afm-demo": ("arc_easy", "piqa", "hellaswag", "gsm8k", "afm_niah"),
     "afm-instruct": ("ifeval",),  # needs NLTK's punkt_tab data (see _check_nltk_for_ifeval)
+    # The report's post-training evaluation (§6.2-6.3, §7): instruction following, tool use,
+    # judged writing (needs --judge and the public prompt files), safety and over-refusal.
+    **POSTTRAIN_GROUPS,
+    "afm-posttrain": ("ifeval", *POSTTRAIN_GROUPS["afm-bfcl"], *POSTTRAIN_GROUPS["afm-writing"],
+                      *POSTTRAIN_GROUPS["afm-safety"]),
 }
 
 MMLU_DEFAULT_SUBJECTS = ("abstract_algebra", "college_biology", "high_school_us_history", "marketing")
@@ -348,8 +360,18 @@ def _niah(name: str, spec: TaskSpec, ctx: BuildContext) -> list[dict[str, Any]]:
     return [niah_config(ctx.tokenizer, ctx.max_length, **ctx.niah)]
 
 
+def _posttrain(name: str, spec: TaskSpec, ctx: BuildContext) -> list[dict[str, Any]]:
+    return []  # no lm-eval config: afm.evaluation.posttrain runs these (see runner.run_eval)
+
+
+def posttrain_names(names: list[str]) -> list[str]:
+    """The post-training tasks among ``names`` (tasks and groups), in order."""
+    return [n for n in expand(names) if spec_for(n).kind == "posttrain"]
+
+
 _BUILDERS: dict[str, Callable[[str, TaskSpec, BuildContext], list[dict[str, Any]]]] = {
     "builtin": _builtin, "mmlu": _mmlu, "math": _math, "humaneval": _humaneval, "niah": _niah,
+    "posttrain": _posttrain,
 }
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from afm.options import POSITIVE
+from afm.options import NON_NEGATIVE_INT, POSITIVE, POSITIVE_INT
 
 RUN_EPILOG = """\b
 Examples:
@@ -22,13 +22,20 @@ Examples:
   afm eval --checkpoint ck/ --tokenizer tok/ --tasks afm_niah --niah-lengths 1024,4096
   afm eval --checkpoint ck/ --tokenizer tok/ --perplexity-data 'heldout/*.parquet'
   afm eval --checkpoint ck/ --tokenizer tok/ --tasks afm-offline --decontam-index idx/
+  afm eval --checkpoint sft/best --tokenizer tok/ --tasks afm-bfcl,afm-safety --limit 50
+  afm eval --checkpoint sft/best --tokenizer tok/ --tasks afm-posttrain --data-dir bench/ \\
+           --judge openai:http://localhost:8000/v1 --judge-model judge-70b --judge-cache judge.sqlite
   afm eval compare results/core.json results/continued.json
   afm eval tasks --data-dir ../shared/eval/benchmarks
   afm eval harness --allow-hub -- run --model afm --model_args checkpoint=ck,tokenizer=tok --tasks piqa
 \b
 Tasks are lm-eval task names (arc_easy, hellaswag, mmlu, mmlu_<subject>, gsm8k_cot,
-minerva_math, humaneval, ifeval, ...) or groups: afm-pretrain (the report's table),
-afm-core-en, afm-offline, afm-tiny, afm-long-context. Data is read from --data-dir
+minerva_math, humaneval, ifeval, ...), afm's post-training tasks (bfcl_simple, bfcl_multiple,
+bfcl_parallel, bfcl_parallel_multiple, bfcl_irrelevance, bfcl_live_*, alpaca_eval,
+arena_hard, afm_writing, safety_harmbench, safety_xstest, overrefusal_xstest) or groups:
+afm-pretrain (the report's table), afm-core-en, afm-offline, afm-tiny, afm-long-context,
+afm-posttrain, afm-bfcl, afm-writing, afm-safety. Judged tasks need --judge; safety without
+one uses the keyword refusal detector (weaker, labelled so). Data is read from --data-dir
 (default: $AFM_EVAL_DATA, else ../shared/eval/benchmarks when present); the hub is used
 only with --allow-hub. Writes OUTPUT (JSON), OUTPUT.png and OUTPUT.html.
 """
@@ -79,6 +86,34 @@ def _check_sandbox(tasks: list[str], allow_weak: bool) -> None:
         console.print(f"[yellow]warning[/] model-written code runs with weak isolation: {boundary.reason}")
 
 
+def _posttrain_options(opts: dict[str, Any]) -> Any:
+    from afm.evaluation.posttrain.judges.judge import JudgeSettings
+    from afm.evaluation.posttrain.runner import PosttrainOptions
+
+    judge = None
+    if opts["judge"]:
+        judge = JudgeSettings(opts["judge"], model=opts["judge_model"],
+                              cache=str(opts["judge_cache"]) if opts["judge_cache"] else None,
+                              max_concurrency=opts["judge_concurrency"], timeout_s=opts["judge_timeout"],
+                              max_retries=opts["judge_retries"],
+                              tokenizer=str(opts["tokenizer"]) if opts["tokenizer"] else None)
+    elif opts["judge_model"]:
+        raise click.BadParameter("--judge-model without --judge", param_hint="--judge-model")
+    return PosttrainOptions(judge=judge, safety_detector=opts["safety_detector"],
+                            max_new_tokens=opts["max_new_tokens"], arena_baseline=opts["arena_baseline"],
+                            seed=opts["seed"])
+
+
+def _check_posttrain(tasks: list[str], options: Any) -> None:
+    """Judged tasks need a judge, a judge spec must be well formed: before the model loads."""
+    from afm.evaluation.posttrain.runner import check_tasks
+    from afm.evaluation.suite import posttrain_names
+
+    names = posttrain_names(tasks)
+    if names:
+        check_tasks(names, options)
+
+
 def _user_errors() -> tuple[type[BaseException], ...]:
     from afm.evaluation.local_data import LocalDataError
     from afm.evaluation.results import ResultsError
@@ -108,6 +143,23 @@ def _user_errors() -> tuple[type[BaseException], ...]:
 @click.option("--batch-size", type=int, default=16, show_default=True, help="Prompts decoded together.")
 @click.option("--mesh", default=None, help="Device mesh DATAxFSDPxTENSORxSEQUENCE, e.g. 2x1x4x1 (default: data over all devices).")
 @click.option("--seed", type=int, default=1234, show_default=True)
+@click.option("--judge", default=None, metavar="SPEC",
+              help="Judge for alpaca_eval, arena_hard, afm_writing (and safety): openai:URL (with --judge-model), "
+                   "checkpoint:PATH, or rm:PATH (a reward model; pairwise only).")
+@click.option("--judge-model", default=None, help="The model name an openai:URL judge serves.")
+@click.option("--judge-cache", type=click.Path(path_type=Path), default=None,
+              help="SQLite cache of judgments (a re-run replays them).")
+@click.option("--judge-concurrency", type=POSITIVE_INT, default=8, show_default=True,
+              help="Judge requests in flight at once.")
+@click.option("--judge-timeout", type=POSITIVE, default=120.0, show_default=True,
+              help="Seconds per judge request before it counts as failed.")
+@click.option("--judge-retries", type=NON_NEGATIVE_INT, default=3, show_default=True,
+              help="Retries of a judge request (connection errors, 429, 5xx).")
+@click.option("--safety-detector", type=click.Choice(["keyword", "judge"]), default=None,
+              help="How safety replies are classified (default: judge with --judge, else the weaker keyword detector).")
+@click.option("--max-new-tokens", type=POSITIVE_INT, default=None,
+              help="Reply length for post-training tasks (default: 256 for BFCL and safety, more for writing).")
+@click.option("--arena-baseline", default=None, help="Arena-Hard baseline model (its model_answer/NAME.jsonl).")
 @click.option("--allow-weak-sandbox", is_flag=True,
               help="Run model-written code (humaneval) with process limits only where this host cannot "
                    "give it namespaces of its own (default: refuse).")
@@ -144,6 +196,7 @@ def _run(opts: dict[str, Any]) -> None:
     limit = opts["limit"]
     if limit is not None and limit >= 1:
         limit = int(limit)
+    posttrain = _posttrain_options(opts)
     spec = EvalSpec(
         checkpoint=str(ckpt), tokenizer=str(opts["tokenizer"]) if opts["tokenizer"] else None,
         tasks=tasks, num_fewshot=opts["num_fewshot"], limit=limit, data_dir=data_dir,
@@ -152,11 +205,12 @@ def _run(opts: dict[str, Any]) -> None:
         mesh=opts["mesh"], perplexity_data=list(opts["perplexity_data"]),
         perplexity_max_docs=opts["perplexity_max_docs"],
         decontam_index=str(opts["decontam_index"]) if opts["decontam_index"] else None,
-        niah=niah, seed=opts["seed"],
+        niah=niah, seed=opts["seed"], posttrain=posttrain,
     )
     try:
         if tasks:
             _check_sandbox(expand(tasks), opts["allow_weak_sandbox"])  # unknown names fail before the model loads
+            _check_posttrain(tasks, posttrain)
         console.print(f"afm eval: {ckpt}  tasks={','.join(tasks) or '-'}  data={data_dir or 'hub'}")
         results = run_eval(spec)
     except _user_errors() as exc:
@@ -222,6 +276,8 @@ def tasks_command(data_dir: Path | None) -> None:
             files.append(f"{split}: {found.name if found else '-'}")
         if spec.kind == "niah":
             files = ["generated"]
+        elif spec.kind == "posttrain":
+            files = ["BFCL / safety / writing files, or afm's shipped ones (docs/evaluation.md)"]
         rows.append([spec.name, spec.num_fewshot, "; ".join(files), spec.note])
     print_table(f"tasks (data: {root or 'none'})", ["task", "shots", "local files", "note"], rows)
 

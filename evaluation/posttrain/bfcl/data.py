@@ -105,7 +105,7 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     rows = []
     try:
         with path.open(encoding="utf-8") as fh:
-            for n, line in enumerate(fh, 1):
+            for line in fh:
                 if line.strip():
                     rows.append(json.loads(line))
     except (OSError, ValueError) as exc:

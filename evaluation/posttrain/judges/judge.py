@@ -1,0 +1,168 @@
+"""A judge: who grades a post-trained model's replies, and how its failures are kept apart.
+
+A judge is a synth generator (``afm.synth.generators``): an OpenAI-compatible endpoint
+(``openai:URL`` with ``--judge-model``; the client with its concurrency cap, rate limit,
+retries, timeouts and ``Retry-After`` handling) or a local afm checkpoint
+(``checkpoint:PATH``), optionally behind the response cache, so a re-run replays every
+judgment already made. A reward model written by ``afm rm train`` (``rm:PATH``) can stand in
+for pairwise grading; it scores each answer instead of writing a verdict and is reported
+as such.
+
+Every request a judge cannot answer (refused, timed out, retries exhausted) comes back as a
+:class:`JudgeReply` with ``error`` set instead of raising: the task reports how many
+judgments failed and scores only the rest, so a failure is never counted as a win (nor as
+a safe reply). An endpoint judge is asked one request at a time on a thread pool (its
+concurrency cap), so one failure costs one judgment, not the batch.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from afm.synth.generators import GenerationError, GenerationRequest, Generator, make_generator
+
+from afm.errors import UserError
+
+JUDGE_SPECS = "openai:URL (with --judge-model), checkpoint:PATH or rm:PATH"
+
+
+class JudgeError(UserError):
+    """A judge that cannot be set up (bad spec, missing model name, unreadable checkpoint)."""
+
+
+@dataclass(frozen=True)
+class JudgeReply:
+    """The judge's text for one request, or why there is none."""
+
+    text: str | None
+    error: str | None = None
+    cached: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.text is not None
+
+
+@dataclass
+class JudgeSettings:
+    spec: str
+    model: str | None = None  # the endpoint's model name (openai:URL)
+    cache: str | None = None  # SQLite response cache path
+    max_concurrency: int = 8
+    timeout_s: float = 120.0
+    max_retries: int = 3
+    max_tokens: int = 1024
+    temperature: float = 0.0
+    tokenizer: str | None = None  # for checkpoint:PATH / rm:PATH
+
+
+class Judge:
+    """A generator that writes judgments; :meth:`ask` never raises for one bad request."""
+
+    kind = "model"
+
+    def __init__(self, generator: Generator, *, name: str, per_request: bool, max_concurrency: int = 8,
+                 max_tokens: int = 1024, temperature: float = 0.0):
+        self.generator = generator
+        self.name = name
+        self.per_request = per_request
+        self.max_concurrency = max(1, max_concurrency)
+        self.max_tokens = max_tokens
+        self.temperature = temperature
+
+    def describe(self) -> dict[str, Any]:
+        return {"judge": self.name, "kind": self.kind}
+
+    def request(self, messages: Sequence[dict[str, Any]], max_tokens: int | None = None) -> GenerationRequest:
+        return GenerationRequest(tuple(messages), max_tokens=max_tokens or self.max_tokens,
+                                 temperature=self.temperature, tag="judge")
+
+    def ask(self, conversations: Sequence[Sequence[dict[str, Any]]], max_tokens: int | None = None
+            ) -> list[JudgeReply]:
+        requests = [self.request(c, max_tokens) for c in conversations]
+        if not requests:
+            return []
+        if not self.per_request:
+            try:
+                gens = self.generator.generate(requests)
+            except GenerationError as exc:
+                return [JudgeReply(None, f"{type(exc).__name__}: {exc}") for _ in requests]
+            return [JudgeReply(g.texts[0], cached=g.cached) for g in gens]
+
+        def one(r: GenerationRequest) -> JudgeReply:
+            try:
+                (g,) = self.generator.generate([r])
+            except GenerationError as exc:
+                return JudgeReply(None, str(exc))
+            return JudgeReply(g.texts[0], cached=g.cached)
+
+        with ThreadPoolExecutor(self.max_concurrency) as pool:
+            return list(pool.map(one, requests))
+
+
+class RewardJudge:
+    """A reward model as a pairwise judge: the answer with the higher reward wins (equal
+    rewards tie). It writes no verdict text, so it grades pairs only, and results say so."""
+
+    kind = "reward model"
+
+    def __init__(self, scorer: Any, name: str):
+        self.scorer = scorer
+        self.name = name
+
+    def describe(self) -> dict[str, Any]:
+        return {"judge": self.name, "kind": self.kind}
+
+    def rewards(self, conversations: Sequence[list[dict[str, Any]]], replies: Sequence[str]) -> list[float]:
+        return [float(r) for r in self.scorer(list(conversations), list(replies))]
+
+
+def check_spec(settings: JudgeSettings) -> tuple[str, str]:
+    """``(kind, rest)`` of a well-formed ``--judge``; :class:`JudgeError` otherwise. Cheap:
+    the command calls it before any model loads."""
+    spec = settings.spec
+    kind, _, rest = spec.partition(":")
+    if kind not in ("openai", "checkpoint", "rm") or not rest:
+        raise JudgeError(f"--judge {spec!r}: expected {JUDGE_SPECS}")
+    if kind == "openai" and not rest.startswith(("http://", "https://")):
+        raise JudgeError(f"--judge {spec!r}: the URL must start with http:// or https://")
+    if kind == "openai" and not settings.model:
+        raise JudgeError("--judge openai:URL needs --judge-model (the name the server knows the model by)")
+    if kind in ("checkpoint", "rm") and not os.path.isdir(rest):
+        raise JudgeError(f"--judge {spec!r}: no directory {rest}")
+    return kind, rest
+
+
+def make_judge(settings: JudgeSettings) -> Judge | RewardJudge:
+    """A judge from ``--judge`` and its options (see :data:`JUDGE_SPECS`)."""
+    spec = settings.spec
+    kind, rest = check_spec(settings)
+    if kind == "rm":
+        return _reward_judge(rest, settings.tokenizer)
+    try:
+        gen = make_generator(spec, model=settings.model, tokenizer=settings.tokenizer, cache=settings.cache,
+                             max_concurrency=settings.max_concurrency, timeout_s=settings.timeout_s,
+                             max_retries=settings.max_retries)
+    except (ValueError, TypeError) as exc:
+        raise JudgeError(f"--judge {spec!r}: {exc}") from None
+    name = f"{spec}" + (f" ({settings.model})" if settings.model else "")
+    return Judge(gen, name=name, per_request=kind == "openai", max_concurrency=settings.max_concurrency,
+                 max_tokens=settings.max_tokens, temperature=settings.temperature)
+
+
+def _reward_judge(path: str, tokenizer: str | None) -> RewardJudge:
+    """``afm rm train``'s output, loaded through its own scorer (resolved by name: the
+    evaluation package does not import training code; a build without it says so)."""
+    from afm.imports import ImportTargetError, resolve
+
+    if not os.path.isfile(os.path.join(path, "reward_model.json")):
+        raise JudgeError(f"--judge rm:{path}: not a reward model (no reward_model.json)")
+    try:
+        scorer_cls = resolve("afm.training.tasks.reward_model:RewardModelScorer", what="reward-model scorer")
+    except ImportTargetError as exc:
+        raise JudgeError(f"--judge rm:{path}: this build has no reward-model scorer ({exc})") from None
+    return RewardJudge(scorer_cls(path, tokenizer), name=f"rm:{path}")

@@ -1,0 +1,161 @@
+"""Prompt and reference files of the judged writing tasks, in their publishers' layouts.
+
+Nothing is downloaded: the files come from ``--data-dir`` (the user fetched them, or a
+package ships them), and afm ships only its toy writing set.
+
+* ``alpaca_eval``: AlpacaEval's ``alpaca_eval.json`` (a JSON list; ``instruction``, the
+  reference model's ``output`` and ``generator``), or the same rows as ``alpaca_eval.jsonl``;
+  with AlpacaEval's ``instruction_difficulty.csv`` beside it (row index -> difficulty) the
+  LC GLM uses it.
+* ``arena_hard``: an Arena-Hard-Auto benchmark folder (``arena-hard-v0.1`` or
+  ``arena-hard-v2.0``, or ``arena_hard``) with ``question.jsonl`` (v0.1: ``question_id``,
+  ``turns``; v2.0: ``uid``, ``prompt``) and ``model_answer/<baseline>.jsonl`` (v0.1:
+  ``choices[0].turns[0].content``; v2.0: the last message's ``content``, a string or
+  ``{"answer": ...}``); the baseline is ``--arena-baseline`` or the only answer file there.
+* ``afm_writing``: ``writing.jsonl`` (``id``, ``category`` = summarization | composition |
+  general, ``prompt``, optional ``reference``), else afm's toy set
+  (``evaluation/data/writing/demo-writing.jsonl``), reported as such.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from afm.errors import UserError
+
+DEMO_WRITING = Path(__file__).resolve().parents[2] / "data" / "writing" / "demo-writing.jsonl"
+ARENA_FOLDERS = ("arena-hard-v2.0", "arena-hard-v0.1", "arena_hard", "arena-hard")
+
+
+class WritingDataError(UserError):
+    """Writing-task files that are missing or not in a known layout."""
+
+
+@dataclass(frozen=True)
+class WritingItem:
+    id: str
+    prompt: str
+    reference: str | None = None
+    category: str = "general"
+    difficulty: float | None = None
+
+
+@dataclass(frozen=True)
+class WritingSet:
+    task: str
+    items: list[WritingItem]
+    source: str
+    reference_model: str | None = None
+
+
+def _jsonl(path: Path) -> list[dict[str, Any]]:
+    try:
+        rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    except (OSError, ValueError) as exc:
+        raise WritingDataError(f"{path}: not readable as JSON lines ({exc})") from None
+    if not all(isinstance(r, dict) for r in rows):
+        raise WritingDataError(f"{path}: every line must be a JSON object")
+    return rows
+
+
+def _need(row: dict[str, Any], key: str, path: Path, n: int) -> str:
+    value = row.get(key)
+    if not isinstance(value, str) or not value.strip():
+        raise WritingDataError(f"{path}: row {n} has no {key!r} text")
+    return value
+
+
+def load_alpaca_eval(data_dir: str | None) -> WritingSet:
+    root = Path(data_dir) if data_dir else None
+    path = next((p for p in ([root / "alpaca_eval.json", root / "alpaca_eval.jsonl"] if root else []) if p.is_file()),
+                None)
+    if path is None:
+        raise WritingDataError("alpaca_eval needs alpaca_eval.json (AlpacaEval's instructions with the reference "
+                               f"outputs) in --data-dir{f' ({data_dir})' if data_dir else ''}; see docs/evaluation.md")
+    if path.suffix == ".json":
+        try:
+            rows = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise WritingDataError(f"{path}: not readable JSON ({exc})") from None
+        if not isinstance(rows, list):
+            raise WritingDataError(f"{path}: expected a JSON list of instructions")
+    else:
+        rows = _jsonl(path)
+    difficulty = _difficulty(path.parent / "instruction_difficulty.csv", len(rows))
+    items = [WritingItem(str(r.get("id", i)), _need(r, "instruction", path, i), _need(r, "output", path, i),
+                         difficulty=difficulty[i] if difficulty else None) for i, r in enumerate(rows)]
+    models = {r.get("generator") for r in rows if r.get("generator")}
+    return WritingSet("alpaca_eval", items, str(path), ", ".join(sorted(models)) or None)
+
+
+def _difficulty(path: Path, n: int) -> list[float] | None:
+    if not path.is_file():
+        return None
+    with path.open(encoding="utf-8") as fh:
+        rows = list(csv.reader(fh))
+    try:
+        values = {int(r[0]): float(r[1]) for r in rows[1:] if len(r) >= 2}
+    except ValueError as exc:
+        raise WritingDataError(f"{path}: expected index,instruction_difficulty rows ({exc})") from None
+    if set(range(n)) - set(values):
+        raise WritingDataError(f"{path}: no difficulty for every one of the {n} instructions")
+    return [values[i] for i in range(n)]
+
+
+def load_arena_hard(data_dir: str | None, baseline: str | None = None) -> WritingSet:
+    root = Path(data_dir) if data_dir else None
+    folder = next((root / f for f in ARENA_FOLDERS if root and (root / f / "question.jsonl").is_file()), None)
+    if folder is None:
+        raise WritingDataError("arena_hard needs an Arena-Hard-Auto folder (arena-hard-v2.0/ or arena-hard-v0.1/ "
+                               "with question.jsonl and model_answer/<baseline>.jsonl) in --data-dir")
+    answers_dir = folder / "model_answer"
+    files = sorted(answers_dir.glob("*.jsonl")) if answers_dir.is_dir() else []
+    if baseline:
+        chosen = answers_dir / f"{baseline}.jsonl"
+        if not chosen.is_file():
+            raise WritingDataError(f"arena_hard: no {chosen} (answers of the baseline {baseline!r})")
+    elif len(files) == 1:
+        chosen = files[0]
+    else:
+        raise WritingDataError(f"arena_hard: name the baseline with --arena-baseline (answers in {answers_dir}: "
+                               f"{[f.stem for f in files] or 'none'})")
+    answers: dict[str, str] = {}
+    for n, row in enumerate(_jsonl(chosen)):
+        qid = str(row.get("uid", row.get("question_id", "")))
+        answers[qid] = _answer_text(row, chosen, n)
+    items = []
+    for n, q in enumerate(_jsonl(folder / "question.jsonl")):
+        qid = str(q.get("uid", q.get("question_id", "")))
+        prompt = q.get("prompt") or ((q.get("turns") or [{}])[0].get("content"))
+        if not isinstance(prompt, str) or not prompt:
+            raise WritingDataError(f"{folder / 'question.jsonl'}: question {n} has no prompt text")
+        if qid not in answers:
+            raise WritingDataError(f"{chosen}: no baseline answer for question {qid!r}")
+        items.append(WritingItem(qid, prompt, answers[qid], category=str(q.get("category", "general"))))
+    return WritingSet("arena_hard", items, str(folder), chosen.stem)
+
+
+def _answer_text(row: dict[str, Any], path: Path, n: int) -> str:
+    try:
+        if "choices" in row:
+            return str(row["choices"][0]["turns"][0]["content"])
+        content = row["messages"][-1]["content"]
+        return str(content["answer"] if isinstance(content, dict) else content)
+    except (KeyError, IndexError, TypeError):
+        raise WritingDataError(f"{path}: answer {n} is in neither Arena-Hard layout") from None
+
+
+def load_graded(data_dir: str | None) -> WritingSet:
+    path = Path(data_dir) / "writing.jsonl" if data_dir else None
+    source = "data-dir"
+    if path is None or not path.is_file():
+        path, source = DEMO_WRITING, "afm toy set"
+    items = []
+    for n, r in enumerate(_jsonl(path)):
+        category = str(r.get("category", "general"))
+        items.append(WritingItem(str(r.get("id", n)), _need(r, "prompt", path, n), r.get("reference"), category))
+    return WritingSet("afm_writing", items, f"{source}: {path}")
