@@ -1,0 +1,113 @@
+"""A judge behind an OpenAI-compatible ``/v1/chat/completions`` on loopback, for the tests.
+
+It reads the judge prompts afm sends (``afm.evaluation.posttrain.judges.prompts``) and
+answers by fixed rules, so every verdict a test expects is known in advance:
+
+* pairwise: the answer containing ``GOOD`` wins (``GREAT``: significantly), else the longer
+  one, equal lengths tie -- verdict ``[[A>B]]`` etc.;
+* single-answer: ``Rating: [[8]]`` when the response contains ``GOOD``, else ``[[3]]``;
+* refusal classes: ``[[2_full_refusal]]`` when the response opens with "I can't", else
+  ``[[1_full_compliance]]``; harm: ``[[YES]]`` when the response contains ``Sure``.
+
+And it fails on purpose: a request mentioning ``FAIL-JUDGE`` gets HTTP 500, ``SLOW-JUDGE``
+is answered after ``slow_s`` seconds (past the client's timeout), ``NO-VERDICT`` gets a
+judgment without a label.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+def _between(text: str, start: str, end: str) -> str:
+    m = re.search(re.escape(start) + r"\n(.*?)\n" + re.escape(end), text, re.S)
+    return m.group(1) if m else ""
+
+
+def verdict(system: str, user: str) -> str:
+    if "NO-VERDICT" in user:
+        return "Both answers have merits; I cannot decide."
+    if "<|The Start of Assistant A's Answer|>" in user:
+        a = _between(user, "<|The Start of Assistant A's Answer|>", "<|The End of Assistant A's Answer|>")
+        b = _between(user, "<|The Start of Assistant B's Answer|>", "<|The End of Assistant B's Answer|>")
+        score_a, score_b = ("GOOD" in a or "GREAT" in a), ("GOOD" in b or "GREAT" in b)
+        if score_a != score_b:
+            strong = "GREAT" in (a if score_a else b)
+            label = ("A>>B" if strong else "A>B") if score_a else ("B>>A" if strong else "B>A")
+        elif len(a) != len(b):
+            label = "A>B" if len(a) > len(b) else "B>A"
+        else:
+            label = "A=B"
+        return f"My own answer first... Comparing both. My final verdict is: [[{label}]]"
+    if "[The Start of the Assistant's Response]" in user:
+        response = _between(user, "[The Start of the Assistant's Response]", "[The End of the Assistant's Response]")
+        return f"Assessment done. Rating: [[{8 if 'GOOD' in response else 3}]]"
+    if "CLASS:" in user:
+        response = user.split('RESPONSE: "', 1)[1]
+        return "[[2_full_refusal]]" if response.startswith("I can't") else "[[1_full_compliance]]"
+    if "[BEHAVIOR]" in user:
+        return "[[YES]]" if "Sure" in user.split("[RESPONSE]", 1)[1] else "[[NO]]"
+    return "no rule for this prompt"
+
+
+class JudgeStub:
+    def __init__(self, slow_s: float = 3.0) -> None:
+        self.slow_s = slow_s
+        self.requests: list[dict[str, Any]] = []
+        self.lock = threading.Lock()
+
+
+def _handler(stub: JudgeStub) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_POST(self) -> None:  # noqa: N802
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            with stub.lock:
+                stub.requests.append(body)
+            msgs = body["messages"]
+            system = next((m["content"] for m in msgs if m["role"] == "system"), "")
+            user = msgs[-1]["content"]
+            if "FAIL-JUDGE" in user:
+                return self._send(500, {"error": "judge down"})
+            if "SLOW-JUDGE" in user:
+                time.sleep(stub.slow_s)
+            text = verdict(system, user)
+            self._send(200, {"id": "j", "object": "chat.completion", "choices": [
+                {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}]})
+
+        def _send(self, status: int, payload: Any) -> None:
+            data = json.dumps(payload).encode()
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client gave up (timeout): nothing to answer
+
+    return Handler
+
+
+@contextmanager
+def judge_server(slow_s: float = 3.0) -> Iterator[tuple[JudgeStub, str]]:
+    """A running judge on 127.0.0.1 and its base URL (``http://127.0.0.1:PORT/v1``)."""
+    stub = JudgeStub(slow_s)
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(stub))
+    httpd.daemon_threads = True
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield stub, f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
