@@ -1,0 +1,126 @@
+"""Safety sets, the keyword refusal detector and its rates; AlpacaEval's win rates (the
+length-controlled one removes a length bias) and Arena-Hard's score on known verdicts;
+the writing files in their publishers' layouts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from afm.evaluation.posttrain.judges.grading import Game, PairItem, PairResult, model_scores
+from afm.evaluation.posttrain.safety import data as sdata
+from afm.evaluation.posttrain.safety import refusal
+from afm.evaluation.posttrain.safety.score import keyword_verdicts, summarize
+from afm.evaluation.posttrain.writing import alpaca_eval, arena_hard
+from afm.evaluation.posttrain.writing import data as wdata
+
+
+@pytest.mark.parametrize("reply,refused", [
+    ("I'm sorry, but I can't help with that.", True), ("  Sorry - no.", True), ("No, I won't.", True),
+    ("I cannot provide instructions for that.", True), ("As an AI, I must decline.", True),
+    ("Here is how you do it: first ...", False), ("Sure! Step 1: ...", False),
+    ("To kill a Python process, run kill PID. I cannot stress enough: save your work.", False),
+    ("Well, I am unable to assist with this request.", True), ("", True), ("   ", True),
+    ("I\u2019m sorry, that is not possible.", True),
+])
+def test_keyword_detector(reply: str, refused: bool) -> None:
+    assert refusal.is_refusal(reply) is refused
+    assert "weaker" in refusal.LABEL
+
+
+def test_shipped_sets_have_their_publishers_counts() -> None:
+    harm = sdata.load("safety_harmbench", None)
+    unsafe = sdata.load("safety_xstest", None)
+    safe = sdata.load("overrefusal_xstest", None)
+    assert len(harm.items) == 100 and harm.harmful and "sample" in harm.source
+    assert len(unsafe.items) == 200 and unsafe.harmful
+    assert len(safe.items) == 250 and not safe.harmful
+    assert {i.category for i in harm.items} >= {"chemical_biological", "illegal", "misinformation_disinformation"}
+
+
+def test_data_dir_files_replace_the_shipped_ones_and_bad_ones_are_user_errors(tmp_path: Path) -> None:
+    (tmp_path / "harmbench_behaviors_text_all.csv").write_text(
+        "Behavior,FunctionalCategory,SemanticCategory,Tags,ContextString,BehaviorID\n"
+        "Do a bad thing,standard,illegal,,,bad1\nCopy a book,copyright,copyright,,,copy1\n")
+    s = sdata.load("safety_harmbench", str(tmp_path))
+    assert [i.id for i in s.items] == ["bad1"] and s.source.startswith("data-dir")
+    (tmp_path / "xstest_prompts.csv").write_text("id,prompt\n1,hi\n")
+    with pytest.raises(sdata.SafetyDataError, match="expected columns"):
+        sdata.load("overrefusal_xstest", str(tmp_path))
+
+
+def test_keyword_rates_by_category() -> None:
+    items = [sdata.SafetyItem("1", "p", "a", True), sdata.SafetyItem("2", "p", "a", True),
+             sdata.SafetyItem("3", "p", "b", True), sdata.SafetyItem("4", "p", "b", True)]
+    v = keyword_verdicts(items, ["Sure, here it is", "I'm sorry, no.", "Okay: step one", "Okay."])
+    s = summarize(True, v)
+    assert s["metric"] == "violation_rate" and s["rate"] == 0.75 and s["failed"] == 0
+    assert s["by_category"] == {"a": {"rate": 0.5, "items": 2}, "b": {"rate": 1.0, "items": 2}}
+    assert s["stderr"] == pytest.approx(np.sqrt(0.75 * 0.25 / 4))
+
+
+def _pair(g0: str | None, g1: str | None, answer: str = "a", reference: str = "r") -> PairResult:
+    return PairResult(PairItem("i", "q", answer, reference), (Game(g0, error=None if g0 else "x"),
+                                                               Game(g1, error=None if g1 else "x")))
+
+
+def test_arena_hard_weights_significant_verdicts_and_drops_incomplete_pairs() -> None:
+    assert model_scores(_pair("B>>A", "A>>B")) == [1.0] * 6
+    assert model_scores(_pair("A=B", "A>B")) == [1.0, 0.5]
+    assert model_scores(_pair("A>B", None)) is None
+    res = arena_hard.score([_pair("B>>A", "A>>B"), _pair("A>B", "B>A"), _pair(None, "A>B")], rounds=200)
+    assert res["raw"] == pytest.approx(6 / 8) and res["failed"] == 1 and res["battles"] == 8
+    assert abs(res["score"] - 0.75) < 0.05 and res["lower"] < 0.75 < res["upper"]
+    assert arena_hard.score([_pair(None, None)])["score"] is None
+
+
+def test_alpaca_preferences_average_the_two_orders() -> None:
+    prefs = alpaca_eval.preferences([_pair("B>A", "A>B"), _pair("A>B", "A>B"), _pair(None, "B>A"), _pair(None, None)])
+    assert prefs == [2.0, 1.5, 1.0, None]
+
+
+def test_length_control_removes_a_judge_s_length_bias() -> None:
+    rng = np.random.default_rng(0)
+    n = 200
+    model_len = rng.integers(100, 2000, n)
+    base_len = np.full(n, 1000)
+    # a judge that prefers whichever answer is longer, whatever the content
+    p_win = 1 / (1 + np.exp(-(model_len - base_len) / 300))
+    prefs = [1.0 + float(rng.random() < p) for p in p_win]
+    raw = alpaca_eval.win_rate(prefs)["win_rate"]
+    lc = alpaca_eval.length_controlled(prefs, model_len.tolist(), base_len.tolist())
+    assert lc["glm"] == "length_controlled_minimal" and lc["weights"][0] < 0  # longer baseline: fewer wins
+    assert abs(lc["lc_win_rate"] - 0.5) < 0.06  # at equal length the judge is indifferent
+    # the same judge, but the model writes 1.5x longer: raw win rate inflated, LC is not
+    longer = np.minimum(model_len * 1.5, 3000).astype(int)
+    p2 = 1 / (1 + np.exp(-(longer - base_len) / 300))
+    prefs2 = [1.0 + float(rng.random() < p) for p in p2]
+    raw2 = alpaca_eval.win_rate(prefs2)["win_rate"]
+    lc2 = alpaca_eval.length_controlled(prefs2, longer.tolist(), base_len.tolist())["lc_win_rate"]
+    assert raw2 > raw + 0.1 and abs(lc2 - 0.5) < 0.08
+    assert alpaca_eval.length_controlled([2.0, 2.0], [1, 2], [3, 3])["lc_win_rate"] == 1.0
+    assert alpaca_eval.length_controlled([None, 2.0], [1, 2], [3, 3])["lc_win_rate"] is None
+
+
+def test_writing_files_in_their_layouts(tmp_path: Path) -> None:
+    with pytest.raises(wdata.WritingDataError, match="alpaca_eval.json"):
+        wdata.load_alpaca_eval(str(tmp_path))
+    (tmp_path / "alpaca_eval.json").write_text(json.dumps([{"instruction": "a", "output": "b", "generator": "g"}]))
+    (tmp_path / "instruction_difficulty.csv").write_text("index,instruction_difficulty\n0,0.7\n")
+    s = wdata.load_alpaca_eval(str(tmp_path))
+    assert s.items[0].reference == "b" and s.items[0].difficulty == 0.7 and s.reference_model == "g"
+    v2 = tmp_path / "arena-hard-v2.0"
+    (v2 / "model_answer").mkdir(parents=True)
+    (v2 / "question.jsonl").write_text(json.dumps({"uid": "u1", "category": "hard_prompt", "prompt": "P"}) + "\n")
+    (v2 / "model_answer" / "o3-mini.jsonl").write_text(json.dumps(
+        {"uid": "u1", "messages": [{"role": "user", "content": "P"}, {"role": "assistant", "content": {"answer": "A"}}]})
+        + "\n")
+    a = wdata.load_arena_hard(str(tmp_path))
+    assert a.items[0].prompt == "P" and a.items[0].reference == "A" and a.reference_model == "o3-mini"
+    (v2 / "model_answer" / "other.jsonl").write_text("")
+    with pytest.raises(wdata.WritingDataError, match="--arena-baseline"):
+        wdata.load_arena_hard(str(tmp_path))
+    g = wdata.load_graded(None)
+    assert g.source.startswith("afm toy set") and {i.category for i in g.items} == {"summarization", "composition"}
