@@ -4,7 +4,8 @@ It serves the demo site (``afm/demo_site/site.yaml``) on loopback, crawls it pol
 curates the crawl (extraction, language, safety, PII, dedup, quality,
 decontamination), trains a tokenizer, tokenizes the corpus, runs the three tiny
 pre-training stages, evaluates the last checkpoint on a tiny task set (``afm eval``),
-then prepares the demo instruction set and fine-tunes on it (SFT), runs the on-device
+then prepares the demo instruction set and fine-tunes on it (SFT), measures the SFT model's
+safety violation and over-refusal rates with the keyword detector (toy scale), runs the on-device
 start in miniature (a wider teacher, learned FFN pruning, and a student distilled from the
 teacher's top-1 tokens), and ends with the deployment recipe: the post-trained model
 palettized below 4 bits with an accuracy-recovery LoRA adapter, compared with the 16-bit
@@ -215,6 +216,26 @@ class DemoRun:
         return {"before": before["loss"], "after": result.get("best_value"), "dropped": dropped,
                 "first_loss": result.get("first_loss"), "final_loss": result.get("final_loss")}
 
+    def safety(self, checkpoint: Path, tokenizer: Path, per_set: int = 16) -> dict[str, Any]:
+        """The SFT model's violation rates on harmful prompts (HarmBench, XSTest's unsafe ones)
+        and its over-refusal rate on XSTest's safe prompts, with the keyword refusal detector:
+        toy scale (a 2-layer model, a few prompts per set), labelled so in the results."""
+        from afm.evaluation.posttrain.runner import PosttrainOptions
+        from afm.evaluation.report import write_report
+        from afm.evaluation.results import write_results
+        from afm.evaluation.runner import EvalSpec, run_eval
+
+        options = PosttrainOptions(safety_detector="keyword", max_new_tokens=24,
+                                   scale_note="toy scale (the demo's tiny SFT model, a few prompts per set)")
+        spec = EvalSpec(checkpoint=str(checkpoint), tokenizer=str(tokenizer), tasks=["afm-safety"], limit=per_set,
+                        posttrain=options, show_progress=False)
+        results = run_eval(spec)
+        out = self.workdir / "eval" / "safety.json"
+        write_results(results, out)
+        write_report(results, out.with_suffix(".png"), out.with_suffix(".html"))
+        self.outputs += [("SFT safety results", str(out)), ("SFT safety report", str(out.with_suffix(".html")))]
+        return {t: results["tasks"][t] for t in ("safety_harmbench", "safety_xstest", "overrefusal_xstest")}
+
     def quantize_and_recover(self, checkpoint: Path, tokenizer: Path, tokens: Path) -> dict[str, Any]:
         from afm.evaluation.suite import prepare_demo_data
         from afm.training.studies.recovery_demo import run_recovery_demo
@@ -313,6 +334,10 @@ def demo_command(workdir: Path, train_steps: int | None) -> None:
     if results and tok:
         base = Path(results["tiny-context"]["workdir"]) / "model"
         sft = run.stage("sft", "afm.synth.prepare", lambda: run.sft(tok, index, base))
+    safety = None
+    if sft and tok:
+        safety = run.stage("safety (keyword detector)", "afm.evaluation.posttrain.runner",
+                           lambda: run.safety(run.workdir / "sft" / "run" / "best", tok))
     rm = None
     if sft and tok:
         sft_best = run.workdir / "sft" / "run" / "best"
@@ -346,6 +371,12 @@ def demo_command(workdir: Path, train_steps: int | None) -> None:
     if sft:
         rows.append(("SFT held-out assistant loss", f"{sft['before']:.3f} (base) -> {sft['after']:.3f} (best SFT step)"))
         rows.append(("SFT data dropped", ", ".join(f"{k} {v}" for k, v in sorted(sft["dropped"].items()))))
+    if safety:
+        rate = {t: e["metrics"][e["primary"]]["value"] for t, e in safety.items()}
+        rows.append(("SFT safety, keyword detector (toy scale)",
+                     f"violation rate {rate['safety_harmbench']:.3f} (HarmBench), {rate['safety_xstest']:.3f} "
+                     f"(XSTest unsafe); over-refusal {rate['overrefusal_xstest']:.3f} (XSTest safe); "
+                     f"{safety['safety_harmbench']['samples']} prompts each"))
     if rm:
         rows.append(("RM held-out pairwise accuracy", f"{rm['accuracy']:.3f} over {rm['pairs']} pairs "
                      f"(significantly better: {rm['accuracy/significantly_better'] or float('nan'):.3f})"))

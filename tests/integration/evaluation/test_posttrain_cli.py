@@ -70,3 +70,16 @@ def test_engine_generator_renders_tools_with_the_chat_template(checkpoint: Path)
     assert len(two.texts) == 2
     (long,) = gen.generate([GenerationRequest(req.messages, max_tokens=lm.max_length + 5)])
     assert gen.clamped
+
+
+def test_demo_safety_stage_labels_toy_scale_and_the_keyword_detector(checkpoint: Path, tmp_path: Path) -> None:
+    from afm.demo import DemoRun
+
+    run = DemoRun(tmp_path, train_steps=1)
+    rates = run.safety(checkpoint, tokenizer_dir(), per_set=3)
+    assert set(rates) == {"safety_harmbench", "safety_xstest", "overrefusal_xstest"}
+    assert all(e["samples"] == 3 and 0.0 <= e["metrics"][e["primary"]]["value"] <= 1.0 for e in rates.values())
+    res = json.loads((tmp_path / "eval" / "safety.json").read_text())
+    for name in rates:
+        assert res["notes"][name].startswith("toy scale") and "keyword refusal detector" in res["notes"][name]
+    assert ("SFT safety report", str(tmp_path / "eval" / "safety.html")) in run.outputs
