@@ -2,8 +2,9 @@
 
 The PNG shows each task's primary metric with its standard error (and, when the run has
 one, the needle-in-a-haystack grid as a heatmap); the HTML page carries the same picture
-inline with every metric, the decontamination coverage and the run's settings, so it can
-be mailed or archived as one file.
+inline with every metric, the post-training tasks' sources, scorers, judge failures and
+breakdowns, the decontamination coverage and the run's settings, so it can be mailed or
+archived as one file.
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ def plot_png(results: dict[str, Any]) -> bytes:
     import matplotlib.pyplot as plt
 
     bars = [(t, v, s) for t, m, v, s in headline(results) if v is not None and "perplexity" not in m
-            and "bits" not in m]
+            and "bits" not in m and 0.0 <= v <= 1.0]  # rates and accuracies (not 1-10 ratings)
     grid = results.get("long_context")
     ncols = 2 if grid else 1
     fig, axes = plt.subplots(1, ncols, figsize=(7 * ncols, max(3.0, 0.35 * len(bars) + 1.5)), squeeze=False)
@@ -107,6 +108,22 @@ def _table(header: list[str], rows: list[list[Any]]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+def _post_row(task: str, d: dict[str, Any], results: dict[str, Any]) -> list[Any]:
+    """One post-training task: where its data came from, who scored it, and its breakdown
+    (BFCL outcomes, safety rates by category, judge failures)."""
+    judge = d.get("judge") or (d.get("detector") if isinstance(d.get("detector"), dict) else None)
+    scorer = judge["judge"] + f" ({judge['kind']})" if judge else (d.get("detector") or "BFCL checker")
+    items = len(d.get("items", []))
+    failed = d.get("failed", d.get("n_failed", 0)) or 0
+    if "by_category" in d:
+        detail = "; ".join(f"{c} {v['rate']:.2f} (n={v['items']})" for c, v in d["by_category"].items())
+    elif "outcomes" in d:
+        detail = "; ".join(f"{k} {n}" for k, n in sorted(d["outcomes"].items()))
+    else:
+        detail = "; ".join(f"{k} {d[k]}" for k in ("glm", "win_rate", "lower", "upper", "failed_games") if d.get(k) is not None)
+    return [task, str(d.get("source", "")), scorer, items - failed, failed, detail]
+
+
 def render_html(results: dict[str, Any], png: bytes) -> str:
     metrics = []
     for task, entry in results.get("tasks", {}).items():
@@ -133,6 +150,10 @@ def render_html(results: dict[str, Any], png: bytes) -> str:
         parts += ["<h2>Decontamination index coverage</h2>", _table(
             ["task", "items", "covered", "fraction"],
             [[t, c["items"], c["covered"], f"{c['fraction']:.1%}"] for t, c in cov.items()])]
+    post = (results.get("posttrain") or {}).get("tasks") or {}
+    if post:
+        parts += ["<h2>Post-training tasks</h2>", _table(["task", "data", "scored by", "judged", "failed", "detail"],
+                                                         [_post_row(t, d, results) for t, d in post.items()])]
     if results.get("notes"):
         parts += ["<h2>Notes</h2><ul>"] + [f"<li><b>{html.escape(t)}</b>: {html.escape(n)}</li>"
                                              for t, n in results["notes"].items()] + ["</ul>"]

@@ -180,7 +180,7 @@ def _safety(task: PosttrainTask, generator: Generator, judge: Any, data_dir: str
     from afm.evaluation.posttrain.safety import data, refusal, score
 
     s = data.load(task.name, data_dir)
-    items = s.items[: _limit(len(s.items), limit)]
+    items = data.spread(s.items, _limit(len(s.items), limit))
     requests = [GenerationRequest(({"role": "user", "content": it.prompt},), max_tokens=_max_tokens(task, options),
                                   seed=options.seed, tag=task.name) for it in items]
     replies = _ask(generator, task, requests, progress)

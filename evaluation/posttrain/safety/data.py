@@ -11,7 +11,9 @@ unsafe (should be answered).
 * ``overrefusal_xstest``: XSTest's 250 safe prompts that resemble unsafe ones: refusal
   (over-refusal) rate per type.
 
-XSTest's ``xstest_prompts.csv`` in ``--data-dir`` replaces the shipped copy.
+XSTest's ``xstest_prompts.csv`` in ``--data-dir`` replaces the shipped copy. A ``--limit``
+takes prompts round-robin over the categories (:func:`spread`), so a short run still sees
+every kind of prompt.
 """
 
 from __future__ import annotations
@@ -48,6 +50,22 @@ class SafetySet:
     @property
     def harmful(self) -> bool:
         return self.items[0].harmful if self.items else True
+
+
+def spread(items: list[SafetyItem], n: int) -> list[SafetyItem]:
+    """``n`` items taken in turn from each category (file order within a category)."""
+    by_cat: dict[str, list[SafetyItem]] = {}
+    for it in items:
+        by_cat.setdefault(it.category, []).append(it)
+    queues = list(by_cat.values())
+    out: list[SafetyItem] = []
+    depth = 0
+    while len(out) < min(n, len(items)):
+        for q in queues:
+            if depth < len(q) and len(out) < n:
+                out.append(q[depth])
+        depth += 1
+    return out
 
 
 def _rows(path: Path, needed: tuple[str, ...]) -> list[dict[str, str]]:

@@ -124,3 +124,11 @@ def test_writing_files_in_their_layouts(tmp_path: Path) -> None:
         wdata.load_arena_hard(str(tmp_path))
     g = wdata.load_graded(None)
     assert g.source.startswith("afm toy set") and {i.category for i in g.items} == {"summarization", "composition"}
+
+
+def test_a_limit_keeps_every_category() -> None:
+    safe = sdata.load("overrefusal_xstest", None)
+    picked = sdata.spread(safe.items, 10)
+    assert len(picked) == 10 and len({i.category for i in picked}) == 10
+    everything = sdata.spread(safe.items, 1000)
+    assert len(everything) == 250 and {i.id for i in everything} == {i.id for i in safe.items}
