@@ -31,7 +31,13 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(PYTEST_CPU) $(BIN)/python -m pytest $(PYTEST_PARALLEL) -m "not slow" tests
 
-test-all: $(STAMP) $(VENV)/.installed-hf $(VENV)/.installed-reference
+# BFCL's package is the slow tier's reference checker; its pins clash with afm's, so it comes
+# without its dependencies (afm reads its data files; the test imports only its checker).
+$(VENV)/.installed-bfcl: $(STAMP)
+	$(BIN)/python -m pip install -q -c constraints.txt --no-deps bfcl-eval
+	@touch $@
+
+test-all: $(STAMP) $(VENV)/.installed-hf $(VENV)/.installed-reference $(VENV)/.installed-bfcl
 	$(PYTEST_CPU) $(BIN)/python -m pytest $(PYTEST_PARALLEL) tests
 
 bench: $(STAMP) $(VENV)/.installed-bench $(VENV)/.installed-hf
