@@ -17,7 +17,7 @@ missing grading is ``-1`` and adds no regularisation term.
 
 Reading goes through the project's input boundary (``afm.readers``): every line/row is
 either a :class:`PreferencePair` or a reject with a reason (undecodable, not an object,
-bad conversation, missing/empty response, unknown level, grade out of range, identical
+bad conversation, missing/empty response, missing or unknown level, grade out of range, identical
 responses, too long once tokenized). Nothing raises on bad input.
 
 Batches (:class:`PairLoader`): ``chosen`` / ``rejected`` token rows (the prompt and the
@@ -131,7 +131,9 @@ def parse_record(rec: Any, default_id: str) -> PreferencePair:
         responses.append(value)
     if responses[0] == responses[1]:
         raise ValueError("identical_responses: chosen equals rejected")
-    level = rec.get("level", "better")
+    if "level" not in rec:
+        raise ValueError(f"missing_level: a preference needs a level ({', '.join(LEVELS)})")
+    level = rec["level"]
     if level not in LEVELS:
         raise ValueError(f"bad_level: {level!r} is not one of {', '.join(LEVELS)}")
     try:
@@ -218,9 +220,13 @@ class TokenizedPairs:
 
 
 def encode_response(tokenizer: Any, prompt: list[dict[str, Any]], response: str) -> tuple[list[int], int]:
-    """Prompt + reply in the chat format; the index where the reply starts."""
+    """Prompt + reply in the chat format; the index where the reply (the *final* assistant
+    turn, through its end token) starts. A multi-turn prompt has earlier assistant turns:
+    they are context, not part of the reply whose log-probability DPO/IPO compare."""
     ids, mask = tokenizer.encode_chat([*prompt, {"role": "assistant", "content": response}])
-    start = mask.index(True) if True in mask else len(ids)
+    start = len(ids)
+    while start > 0 and mask[start - 1]:
+        start -= 1
     return ids, start
 
 
