@@ -231,18 +231,20 @@ def encode_response(tokenizer: Any, prompt: list[dict[str, Any]], response: str)
 
 
 def tokenize_pairs(pairs: Sequence[PreferencePair], tokenizer: Any, max_len: int,
-                   rejects: list[dict[str, Any]] | None = None) -> TokenizedPairs:
-    """Tokenize; a pair with a sequence longer than ``max_len`` becomes a ``too_long``
-    reject (a truncated reply would score a different text)."""
+                   rejects: list[dict[str, Any]] | None = None, *, packed: bool = False) -> TokenizedPairs:
+    """Tokenize; a pair with a sequence longer than ``max_len`` (``packed``: whose two
+    sequences together are, as they share a row) becomes a ``too_long`` reject (a
+    truncated reply would score a different text)."""
     out = TokenizedPairs([], [], np.zeros(0, np.int32), np.zeros(0, np.int32),
                          np.zeros(0, np.int32), np.zeros((0, 8), np.int32), [])
     cs, rs, lv, gr, refs = [], [], [], [], []
     for p in pairs:
         c, c0 = encode_response(tokenizer, p.prompt, p.chosen)
         r, r0 = encode_response(tokenizer, p.prompt, p.rejected)
-        if max(len(c), len(r)) > max_len:
+        length = len(c) + len(r) if packed else max(len(c), len(r))
+        if length > max_len:
             if rejects is not None:
-                rejects.append({"where": p.id, "reason": f"too_long: {max(len(c), len(r))} tokens > {max_len}"})
+                rejects.append({"where": p.id, "reason": f"too_long: {length} tokens > {max_len}"})
             continue
         out.chosen.append(np.asarray(c, np.int32))
         out.rejected.append(np.asarray(r, np.int32))

@@ -142,6 +142,7 @@ class MdlooOptions:
     k: int = 4  # responses per prompt
     steps_per_iteration: int = 4  # optimiser steps on each collected batch
     max_new_tokens: int = 48
+    rollout_batch: int = 0  # responses sampled per sampler call (0: all n x k at once); bounds the KV cache
     # held-out evaluation (policy_reward_hook)
     eval_prompts: str = ""
     eval_reward: str = ""  # the true reward, for reporting (required with eval_prompts)
@@ -309,7 +310,7 @@ class MdlooTask(TaskBase):
         tok, k = self.tokenizer, opts.k
         roll = sample_groups(view.model, tok, self.iteration_prompts(iteration), k=k,
                              max_new_tokens=opts.max_new_tokens, temperature=opts.temperature,
-                             seed=self.config.seed * 100_003 + iteration)
+                             seed=self.config.seed * 100_003 + iteration, batch_size=opts.rollout_batch or None)
         packed = pack_responses([p for p in roll.prompt_ids for _ in range(k)], roll.response_ids,
                                 pad_id=tok.pad_id, width=self.config.data.seq_len)
         from afm.training.rl.rewards import check_unscored, score_responses
@@ -347,7 +348,9 @@ class MdlooTask(TaskBase):
 
     def _response_logprobs(self, view: ModelView, packed: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         """Per-token log-probs of the responses under pi_theta_k and pi_ref ([N, T] each),
-        teacher-forced through the one chunked scoring function, jitted once per run."""
+        teacher-forced through the one chunked scoring function, jitted once per run, and
+        in the run's micro-batches (``microbatches``: the same rows at a time as the
+        loss), so scoring never holds more activations than a training step."""
         from afm.training.rl.rollout import response_logprobs_of
 
         if self._logprobs is None:
@@ -359,8 +362,15 @@ class MdlooTask(TaskBase):
                         response_logprobs_of(build(ref), batch, temperature, chunk))
 
             self._logprobs = jax.jit(both)
-        policy, ref = self._logprobs(view.params, {k: jnp.asarray(v) for k, v in packed.items()})
-        return np.asarray(policy), np.asarray(ref)
+        rows = len(packed["inputs"])
+        step = max(1, rows // max(1, self.config.microbatches))
+        policy, ref = [], []
+        for at in range(0, rows, step):
+            part = {k: jnp.asarray(v[at:at + step]) for k, v in packed.items()}
+            p, r = self._logprobs(view.params, part)
+            policy.append(np.asarray(p))
+            ref.append(np.asarray(r))
+        return np.concatenate(policy), np.concatenate(ref)
 
     # -- the objective ---------------------------------------------------------------------------
     def loss(self, params: dict[str, Any], batch: dict[str, Any], ctx: LossContext) -> LossOutput:
