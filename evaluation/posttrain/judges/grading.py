@@ -5,7 +5,8 @@ cannot decide the verdict: game 0 shows the reference (baseline) answer as A and
 model's as B, game 1 the other way round. Each game keeps its raw label (``A>B`` ...), the
 judge's text, or why it failed; :func:`model_scores` turns the two labels into the model's
 scores (Arena-Hard's weights: a significant win counts three times). A reward-model judge
-scores both answers once and writes the same verdict for both games.
+scores both answers once and writes the same verdict for both games; an answer it cannot
+score (NaN: longer than its window) fails both games, as a judge's failure does.
 
 Single-answer: one rating in [1, 10] per reply (MT-Bench's ``[[rating]]``), with a rubric
 per category; a reply the judge cannot rate is a failure, not a low score.
@@ -13,6 +14,7 @@ per category; a reply the judge cannot rate is a failure, not a low score.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -92,11 +94,17 @@ def pairwise(judge: Judge | RewardJudge, items: Sequence[PairItem]) -> list[Pair
 def _reward_pairs(judge: RewardJudge, items: Sequence[PairItem]) -> list[PairResult]:
     convs = [it.conversation or [{"role": "user", "content": it.question}] for it in items]
     model = judge.rewards(convs, [it.answer for it in items])
+    reasons = [judge.reason]
     ref = judge.rewards(convs, [it.reference for it in items])
+    reasons.append(judge.reason)
+    reason = "; ".join(r for r in reasons if r) or "NaN"
     out = []
     for it, rm, rr in zip(items, model, ref):
         text = f"reward(model)={rm:.4f} reward(reference)={rr:.4f}"
-        if rm == rr:
+        if not (math.isfinite(rm) and math.isfinite(rr)):  # the scorer could not score one (e.g. too long)
+            why = f"judge failed: the reward model scored no reward ({reason})"
+            games = (Game(None, text, why), Game(None, text, why))
+        elif rm == rr:
             games = (Game("A=B", text), Game("A=B", text))
         elif rm > rr:
             games = (Game("B>A", text), Game("A>B", text))

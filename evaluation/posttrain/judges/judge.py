@@ -117,7 +117,14 @@ class RewardJudge:
     def describe(self) -> dict[str, Any]:
         return {"judge": self.name, "kind": self.kind}
 
+    @property
+    def reason(self) -> str:
+        """Why the last call left rewards NaN (the scorer's ``last_reasons``), or ''."""
+        reasons = getattr(self.scorer, "last_reasons", None) or {}
+        return "; ".join(f"{k}: {v}" for k, v in reasons.items())
+
     def rewards(self, conversations: Sequence[list[dict[str, Any]]], replies: Sequence[str]) -> list[float]:
+        """One reward per reply; NaN where the scorer cannot score it (see :attr:`reason`)."""
         return [float(r) for r in self.scorer(list(conversations), list(replies))]
 
 

@@ -132,3 +132,28 @@ def test_a_limit_keeps_every_category() -> None:
     assert len(picked) == 10 and len({i.category for i in picked}) == 10
     everything = sdata.spread(safe.items, 1000)
     assert len(everything) == 250 and {i.id for i in everything} == {i.id for i in safe.items}
+
+
+def test_a_reward_model_judge_grades_pairs_and_an_unscorable_answer_never_wins() -> None:
+    from afm.evaluation.posttrain.judges import grading
+    from afm.evaluation.posttrain.judges.judge import JudgeError, RewardJudge
+    from afm.evaluation.posttrain.writing import arena_hard
+
+    class Scorer:  # RewardModelScorer's interface: rewards, NaN with last_reasons for what it cannot score
+        def __call__(self, prompts, replies):
+            self.last_reasons = {"longer than the reward model's window (8 tokens)": 1} if any(
+                r == "too long" for r in replies) else {}
+            return np.array([float("nan") if r == "too long" else float(len(r)) for r in replies], np.float32)
+
+    judge = RewardJudge(Scorer(), "rm:stub")
+    items = [grading.PairItem("win", "q", "longer answer", "short"), grading.PairItem("tie", "q", "same", "same"),
+             grading.PairItem("loss", "q", "x", "a longer reference"), grading.PairItem("nan", "q", "too long", "ref")]
+    by_id = {r.item.id: r for r in grading.pairwise(judge, items)}
+    assert [g.label for g in by_id["win"].games] == ["B>A", "A>B"]
+    assert [g.label for g in by_id["tie"].games] == ["A=B", "A=B"]
+    assert [g.label for g in by_id["loss"].games] == ["A>B", "B>A"]
+    assert all(g.label is None and "window" in (g.error or "") for g in by_id["nan"].games)
+    assert grading.model_scores(by_id["nan"]) is None
+    assert arena_hard.score(list(by_id.values()))["failed"] == 1
+    with pytest.raises(JudgeError, match="pairs only"):
+        grading.single(judge, [("a", "q", "a", "composition", None)])
