@@ -121,7 +121,7 @@ def run_eval(spec: EvalSpec, lm: Any = None) -> dict[str, Any]:
         t0 = time.perf_counter()
         gen = EngineGenerator(lm.engine, lm.tok, str(spec.checkpoint or "in-memory"))
         done = run_posttrain(post, gen, data_dir=spec.data_dir, limit=spec.limit, options=spec.posttrain,
-                             progress=spec.show_progress)
+                             progress=spec.show_progress, allow_hub=spec.allow_hub)
         results["tasks"].update(done.tasks)
         results["posttrain"] = {"judge": done.judge, "tasks": done.details}
         results["notes"].update(done.notes)

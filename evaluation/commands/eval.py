@@ -104,14 +104,16 @@ def _posttrain_options(opts: dict[str, Any]) -> Any:
                             seed=opts["seed"])
 
 
-def _check_posttrain(tasks: list[str], options: Any) -> None:
-    """Judged tasks need a judge, a judge spec must be well formed: before the model loads."""
-    from afm.evaluation.posttrain.runner import check_tasks
+def _check_posttrain(tasks: list[str], options: Any, data_dir: str | None, allow_hub: bool) -> None:
+    """Judged tasks need a judge and their files, a judge spec must be well formed: before
+    the model loads."""
+    from afm.evaluation.posttrain.runner import check_data, check_tasks
     from afm.evaluation.suite import posttrain_names
 
     names = posttrain_names(tasks)
     if names:
         check_tasks(names, options)
+        check_data(names, options, data_dir, allow_hub)
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
@@ -210,7 +212,7 @@ def _run(opts: dict[str, Any]) -> None:
     try:
         if tasks:
             _check_sandbox(expand(tasks), opts["allow_weak_sandbox"])  # unknown names fail before the model loads
-            _check_posttrain(tasks, posttrain)
+            _check_posttrain(tasks, posttrain, data_dir, opts["allow_hub"])
         console.print(f"afm eval: {ckpt}  tasks={','.join(tasks) or '-'}  data={data_dir or 'hub'}")
         results = run_eval(spec)
     except _user_errors() as exc:

@@ -80,6 +80,17 @@ def check_tasks(names: list[str], options: PosttrainOptions) -> None:
         check_spec(options.judge)
 
 
+def check_data(names: list[str], options: PosttrainOptions, data_dir: str | None, allow_hub: bool) -> None:
+    """Refuse before any model loads or any reply is written: a judged writing set whose files
+    are not in ``data_dir`` (without ``allow_hub``; BFCL and safety fall back to afm's files)."""
+    from afm.evaluation.posttrain.writing import data as wdata
+
+    if "alpaca_eval" in names and not allow_hub:
+        wdata.load_alpaca_eval(data_dir)
+    if "arena_hard" in names and not allow_hub:
+        wdata.load_arena_hard(data_dir, options.arena_baseline)
+
+
 def _limit(n: int, limit: int | float | None) -> int:
     if limit is None:
         return n
@@ -97,8 +108,11 @@ def _entry(task: PosttrainTask, scorer: str, value: float | None, stderr: float 
 
 
 def run_posttrain(names: list[str], generator: Generator, *, data_dir: str | None, limit: int | float | None,
-                  options: PosttrainOptions, progress: bool = True) -> PosttrainResult:
+                  options: PosttrainOptions, progress: bool = True, allow_hub: bool = False) -> PosttrainResult:
+    """Every task of ``names`` on ``generator``'s replies. Files come from ``data_dir`` or the
+    ones afm ships; only with ``allow_hub`` are the writing sets fetched from the hub."""
     check_tasks(names, options)
+    check_data(names, options, data_dir, allow_hub)
     out = PosttrainResult()
     judge: Judge | RewardJudge | None = None
     needs = any(TASKS[n].needs_judge for n in names) or (
@@ -109,7 +123,7 @@ def run_posttrain(names: list[str], generator: Generator, *, data_dir: str | Non
     for name in names:
         task = TASKS[name]
         run = {"bfcl": _bfcl, "safety": _safety, "writing": _writing}[task.family]
-        run(task, generator, judge, data_dir, limit, options, progress, out)
+        run(task, generator, judge, data_dir, limit, options, progress, out, allow_hub)
         if options.scale_note:
             out.notes[name] = f"{options.scale_note}; {out.notes.get(name, task.note)}"
     _bfcl_groups(out)
@@ -127,7 +141,7 @@ def _max_tokens(task: PosttrainTask, options: PosttrainOptions) -> int:
 # -- tool use ---------------------------------------------------------------------------------
 
 def _bfcl(task: PosttrainTask, generator: Generator, judge: Any, data_dir: str | None, limit: Any,
-          options: PosttrainOptions, progress: bool, out: PosttrainResult) -> None:
+          options: PosttrainOptions, progress: bool, out: PosttrainResult, allow_hub: bool) -> None:
     from afm.evaluation.posttrain.bfcl import data
     from afm.evaluation.posttrain.bfcl.score import verdict
 
@@ -176,7 +190,7 @@ def _bfcl_groups(out: PosttrainResult) -> None:
 # -- safety -----------------------------------------------------------------------------------
 
 def _safety(task: PosttrainTask, generator: Generator, judge: Any, data_dir: str | None, limit: Any,
-            options: PosttrainOptions, progress: bool, out: PosttrainResult) -> None:
+            options: PosttrainOptions, progress: bool, out: PosttrainResult, allow_hub: bool) -> None:
     from afm.evaluation.posttrain.safety import data, refusal, score
 
     s = data.load(task.name, data_dir)
@@ -202,15 +216,15 @@ def _safety(task: PosttrainTask, generator: Generator, judge: Any, data_dir: str
 # -- judged writing ---------------------------------------------------------------------------
 
 def _writing(task: PosttrainTask, generator: Generator, judge: Any, data_dir: str | None, limit: Any,
-             options: PosttrainOptions, progress: bool, out: PosttrainResult) -> None:
+             options: PosttrainOptions, progress: bool, out: PosttrainResult, allow_hub: bool) -> None:
     from afm.evaluation.posttrain.judges import grading
     from afm.evaluation.posttrain.writing import alpaca_eval, arena_hard
     from afm.evaluation.posttrain.writing import data as wdata
 
     if task.name == "alpaca_eval":
-        s = wdata.load_alpaca_eval(data_dir)
+        s = wdata.load_alpaca_eval(data_dir, allow_hub)
     elif task.name == "arena_hard":
-        s = wdata.load_arena_hard(data_dir, options.arena_baseline)
+        s = wdata.load_arena_hard(data_dir, options.arena_baseline, allow_hub)
     else:
         s = wdata.load_graded(data_dir)
     items = s.items[: _limit(len(s.items), limit)]

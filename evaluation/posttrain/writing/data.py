@@ -1,12 +1,15 @@
 """Prompt and reference files of the judged writing tasks, in their publishers' layouts.
 
-Nothing is downloaded: the files come from ``--data-dir`` (the user fetched them, or a
-package ships them), and afm ships only its toy writing set.
+The files come from ``--data-dir`` (the user fetched them, or a package ships them); only
+with ``--allow-hub`` are the public ones fetched from the Hugging Face hub when
+``--data-dir`` lacks them (:data:`HUB`: AlpacaEval 2.0's reference outputs, Arena-Hard
+v2.0's questions and baseline answers). afm ships only its toy writing set.
 
-* ``alpaca_eval``: AlpacaEval's ``alpaca_eval.json`` (a JSON list; ``instruction``, the
-  reference model's ``output`` and ``generator``), or the same rows as ``alpaca_eval.jsonl``;
-  with AlpacaEval's ``instruction_difficulty.csv`` beside it (row index -> difficulty) the
-  LC GLM uses it.
+* ``alpaca_eval``: AlpacaEval 2.0's ``alpaca_eval_gpt4_baseline.json`` (GPT-4 Turbo's
+  outputs, the 2.0 reference) or AlpacaEval's ``alpaca_eval.json`` (a JSON list;
+  ``instruction``, the reference model's ``output`` and ``generator``), or the same rows as
+  ``alpaca_eval.jsonl``; with AlpacaEval's ``instruction_difficulty.csv`` beside it (row
+  index -> difficulty) the LC GLM uses it.
 * ``arena_hard``: an Arena-Hard-Auto benchmark folder (``arena-hard-v0.1`` or
   ``arena-hard-v2.0``, or ``arena_hard``) with ``question.jsonl`` (v0.1: ``question_id``,
   ``turns``; v2.0: ``uid``, ``prompt``) and ``model_answer/<baseline>.jsonl`` (v0.1:
@@ -29,6 +32,14 @@ from afm.errors import UserError
 
 DEMO_WRITING = Path(__file__).resolve().parents[2] / "data" / "writing" / "demo-writing.jsonl"
 ARENA_FOLDERS = ("arena-hard-v2.0", "arena-hard-v0.1", "arena_hard", "arena-hard")
+ALPACA_FILES = ("alpaca_eval_gpt4_baseline.json", "alpaca_eval.json", "alpaca_eval.jsonl")
+ARENA_DEFAULT_BASELINE = "o3-mini-2025-01-31"  # Arena-Hard v2.0's baseline for hard prompts
+# What --allow-hub fetches (Hugging Face dataset repos, files in their layouts above).
+HUB = {
+    "alpaca_eval": ("tatsu-lab/alpaca_eval", ("alpaca_eval_gpt4_baseline.json",)),
+    "arena_hard": ("lmarena-ai/arena-hard-auto", ("data/arena-hard-v2.0/question.jsonl",
+                                                  "data/arena-hard-v2.0/model_answer/{baseline}.jsonl")),
+}
 
 
 class WritingDataError(UserError):
@@ -69,13 +80,32 @@ def _need(row: dict[str, Any], key: str, path: Path, n: int) -> str:
     return value
 
 
-def load_alpaca_eval(data_dir: str | None) -> WritingSet:
+def hub_folder(task: str, baseline: str | None = None) -> Path:
+    """The task's public files fetched from the hub (``--allow-hub``) into the hub cache."""
+    repo, patterns = HUB[task]
+    files = [f.format(baseline=baseline or ARENA_DEFAULT_BASELINE) for f in patterns]
+    try:
+        from huggingface_hub import snapshot_download
+
+        folder = Path(snapshot_download(repo, repo_type="dataset", allow_patterns=files))
+    except Exception as exc:  # network, auth, missing repo: one line for the user
+        raise WritingDataError(f"{task}: could not fetch {', '.join(files)} from the hub dataset {repo} "
+                               f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})") from None
+    missing = [f for f in files if not (folder / f).is_file()]
+    if missing:
+        raise WritingDataError(f"{task}: the hub dataset {repo} has no {', '.join(missing)}")
+    return folder
+
+
+def load_alpaca_eval(data_dir: str | None, allow_hub: bool = False) -> WritingSet:
     root = Path(data_dir) if data_dir else None
-    path = next((p for p in ([root / "alpaca_eval.json", root / "alpaca_eval.jsonl"] if root else []) if p.is_file()),
-                None)
+    path = next((p for p in ([root / f for f in ALPACA_FILES] if root else []) if p.is_file()), None)
+    if path is None and allow_hub:
+        path = hub_folder("alpaca_eval") / ALPACA_FILES[0]
     if path is None:
-        raise WritingDataError("alpaca_eval needs alpaca_eval.json (AlpacaEval's instructions with the reference "
-                               f"outputs) in --data-dir{f' ({data_dir})' if data_dir else ''}; see docs/evaluation.md")
+        raise WritingDataError("alpaca_eval needs alpaca_eval_gpt4_baseline.json (AlpacaEval 2.0's instructions with "
+                               f"the reference outputs) in --data-dir{f' ({data_dir})' if data_dir else ''}, or "
+                               f"--allow-hub to fetch it from {HUB['alpaca_eval'][0]}; see docs/evaluation.md")
     if path.suffix == ".json":
         try:
             rows = json.loads(path.read_text(encoding="utf-8"))
@@ -106,12 +136,16 @@ def _difficulty(path: Path, n: int) -> list[float] | None:
     return [values[i] for i in range(n)]
 
 
-def load_arena_hard(data_dir: str | None, baseline: str | None = None) -> WritingSet:
+def load_arena_hard(data_dir: str | None, baseline: str | None = None, allow_hub: bool = False) -> WritingSet:
     root = Path(data_dir) if data_dir else None
     folder = next((root / f for f in ARENA_FOLDERS if root and (root / f / "question.jsonl").is_file()), None)
+    if folder is None and allow_hub:
+        baseline = baseline or ARENA_DEFAULT_BASELINE
+        folder = hub_folder("arena_hard", baseline) / "data" / "arena-hard-v2.0"
     if folder is None:
         raise WritingDataError("arena_hard needs an Arena-Hard-Auto folder (arena-hard-v2.0/ or arena-hard-v0.1/ "
-                               "with question.jsonl and model_answer/<baseline>.jsonl) in --data-dir")
+                               "with question.jsonl and model_answer/<baseline>.jsonl) in --data-dir, or "
+                               f"--allow-hub to fetch v2.0 from {HUB['arena_hard'][0]}; see docs/evaluation.md")
     answers_dir = folder / "model_answer"
     files = sorted(answers_dir.glob("*.jsonl")) if answers_dir.is_dir() else []
     if baseline:

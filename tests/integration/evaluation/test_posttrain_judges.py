@@ -173,6 +173,10 @@ def test_judged_tasks_without_a_judge_are_refused_before_the_model_loads(tmp_pat
     ck = write_tiny_checkpoint(tmp_path / "ck", max_seq_len=128)
     for args, message in ((["--tasks", "afm-writing"], "need a judge"),
                           (["--tasks", "afm-safety", "--safety-detector", "judge"], "needs --judge"),
-                          (["--tasks", "afm_writing", "--judge", "nonsense"], "expected")):
+                          (["--tasks", "afm_writing", "--judge", "nonsense"], "expected"),
+                          (["--tasks", "alpaca_eval", "--judge", "openai:http://127.0.0.1:9/v1", "--judge-model", "j",
+                            "--data-dir", str(tmp_path)], "--allow-hub"),
+                          (["--tasks", "arena_hard", "--judge", "openai:http://127.0.0.1:9/v1", "--judge-model", "j",
+                            "--data-dir", str(tmp_path)], "--allow-hub")):
         r = CliRunner().invoke(main, ["eval", "--checkpoint", str(ck), "--tokenizer", str(tokenizer_dir()), *args])
         assert r.exit_code != 0 and message in r.output and "Traceback" not in r.output, (args, r.output)

@@ -105,7 +105,7 @@ def test_length_control_removes_a_judge_s_length_bias() -> None:
 
 
 def test_writing_files_in_their_layouts(tmp_path: Path) -> None:
-    with pytest.raises(wdata.WritingDataError, match="alpaca_eval.json"):
+    with pytest.raises(wdata.WritingDataError, match="alpaca_eval_gpt4_baseline.json"):
         wdata.load_alpaca_eval(str(tmp_path))
     (tmp_path / "alpaca_eval.json").write_text(json.dumps([{"instruction": "a", "output": "b", "generator": "g"}]))
     (tmp_path / "instruction_difficulty.csv").write_text("index,instruction_difficulty\n0,0.7\n")
@@ -157,3 +157,45 @@ def test_a_reward_model_judge_grades_pairs_and_an_unscorable_answer_never_wins()
     assert arena_hard.score(list(by_id.values()))["failed"] == 1
     with pytest.raises(JudgeError, match="pairs only"):
         grading.single(judge, [("a", "q", "a", "composition", None)])
+
+
+def test_writing_sets_come_from_the_hub_only_with_allow_hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import huggingface_hub
+
+    hub = tmp_path / "hub"
+    asked: list[tuple[str, list[str]]] = []
+
+    def fake_snapshot(repo_id: str, repo_type: str, allow_patterns: list[str]) -> str:
+        assert repo_type == "dataset"
+        asked.append((repo_id, allow_patterns))
+        for f in allow_patterns:
+            (hub / f).parent.mkdir(parents=True, exist_ok=True)
+        if repo_id == "tatsu-lab/alpaca_eval":
+            (hub / allow_patterns[0]).write_text(json.dumps([{"instruction": "i", "output": "o",
+                                                              "generator": "gpt4_turbo"}]))
+        else:
+            (hub / allow_patterns[0]).write_text(json.dumps({"uid": "u", "category": "hard_prompt", "prompt": "P"}))
+            (hub / allow_patterns[1]).write_text(json.dumps({"uid": "u", "messages": [
+                {"role": "assistant", "content": {"answer": "A"}}]}))
+        return str(hub)
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", fake_snapshot)
+    empty = str(tmp_path / "empty")
+    with pytest.raises(wdata.WritingDataError, match="--allow-hub"):
+        wdata.load_alpaca_eval(empty)
+    with pytest.raises(wdata.WritingDataError, match="--allow-hub"):
+        wdata.load_arena_hard(empty)
+    assert not asked  # nothing fetched without --allow-hub
+    a = wdata.load_alpaca_eval(empty, allow_hub=True)
+    assert a.reference_model == "gpt4_turbo" and a.items[0].reference == "o"
+    h = wdata.load_arena_hard(empty, allow_hub=True)
+    assert h.reference_model == wdata.ARENA_DEFAULT_BASELINE and h.items[0].reference == "A"
+    assert asked[1] == ("lmarena-ai/arena-hard-auto", ["data/arena-hard-v2.0/question.jsonl",
+                                                      f"data/arena-hard-v2.0/model_answer/{wdata.ARENA_DEFAULT_BASELINE}.jsonl"])
+
+    def offline(*args: object, **kwargs: object) -> str:
+        raise OSError("no network\nsecond line")
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", offline)
+    with pytest.raises(wdata.WritingDataError, match=r"could not fetch .* \(OSError: no network\)$"):
+        wdata.load_alpaca_eval(empty, allow_hub=True)
