@@ -132,7 +132,8 @@ def _user_errors() -> tuple[type[BaseException], ...]:
 @click.option("--num-fewshot", type=int, default=None, help="Override every task's few-shot count (default: the report's).")
 @click.option("--limit", type=POSITIVE, default=None, help="Items per task (a fraction if < 1).")
 @click.option("--data-dir", type=click.Path(path_type=Path), default=None, help="Local benchmark files (JSONL/Parquet).")
-@click.option("--allow-hub", is_flag=True, help="Let tasks without local files load from the Hugging Face hub.")
+@click.option("--allow-hub", is_flag=True, help="Let tasks without local files load from the Hugging Face hub "
+              "(lm-eval datasets; AlpacaEval 2.0 and Arena-Hard v2.0 files for alpaca_eval, arena_hard).")
 @click.option("--output", type=click.Path(path_type=Path), default=None, help="Results JSON (default: eval/<checkpoint name>.json).")
 @click.option("--perplexity-data", multiple=True, help="Held-out token shards (file/dir/glob, repeatable).")
 @click.option("--perplexity-max-docs", type=int, default=None, help="At most this many held-out documents.")

@@ -24,12 +24,11 @@ from __future__ import annotations
 
 import copy
 import importlib.util
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from afm.errors import UserError
+from afm.evaluation.posttrain.files import PosttrainDataError, read_json_lines
 
 SAMPLE_DIR = Path(__file__).resolve().parents[2] / "data" / "bfcl"
 
@@ -58,7 +57,7 @@ TO_OPENAPI = {
 }
 
 
-class BfclDataError(UserError):
+class BfclDataError(PosttrainDataError):
     """BFCL files that cannot be found or read."""
 
 
@@ -102,16 +101,9 @@ def _candidates(data_dir: str | None) -> list[tuple[Path, str]]:
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    rows = []
-    try:
-        with path.open(encoding="utf-8") as fh:
-            for line in fh:
-                if line.strip():
-                    rows.append(json.loads(line))
-    except (OSError, ValueError) as exc:
-        raise BfclDataError(f"{path}: not readable as one JSON object per line ({exc})") from None
+    rows = read_json_lines(path, BfclDataError)
     for n, row in enumerate(rows, 1):
-        if not isinstance(row, dict) or "id" not in row:
+        if "id" not in row:
             raise BfclDataError(f"{path}: entry {n} has no id")
     return rows
 

@@ -22,14 +22,14 @@ import csv
 from dataclasses import dataclass
 from pathlib import Path
 
-from afm.errors import UserError
+from afm.evaluation.posttrain.files import PosttrainDataError
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "safety"
 HARMBENCH_FILES = ("harmbench_behaviors_text_all.csv", "harmbench_behaviors_text_test.csv",
                    "harmbench_behaviors_text_val.csv")
 
 
-class SafetyDataError(UserError):
+class SafetyDataError(PosttrainDataError):
     """A safety prompt file that is missing or not in its publisher's layout."""
 
 

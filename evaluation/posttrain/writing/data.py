@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from afm.errors import UserError
+from afm.evaluation.posttrain.files import PosttrainDataError, read_json_lines
 
 DEMO_WRITING = Path(__file__).resolve().parents[2] / "data" / "writing" / "demo-writing.jsonl"
 ARENA_FOLDERS = ("arena-hard-v2.0", "arena-hard-v0.1", "arena_hard", "arena-hard")
@@ -42,7 +42,7 @@ HUB = {
 }
 
 
-class WritingDataError(UserError):
+class WritingDataError(PosttrainDataError):
     """Writing-task files that are missing or not in a known layout."""
 
 
@@ -64,13 +64,7 @@ class WritingSet:
 
 
 def _jsonl(path: Path) -> list[dict[str, Any]]:
-    try:
-        rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    except (OSError, ValueError) as exc:
-        raise WritingDataError(f"{path}: not readable as JSON lines ({exc})") from None
-    if not all(isinstance(r, dict) for r in rows):
-        raise WritingDataError(f"{path}: every line must be a JSON object")
-    return rows
+    return read_json_lines(path, WritingDataError)
 
 
 def _need(row: dict[str, Any], key: str, path: Path, n: int) -> str:
