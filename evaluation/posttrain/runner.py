@@ -81,14 +81,25 @@ def check_tasks(names: list[str], options: PosttrainOptions) -> None:
 
 
 def check_data(names: list[str], options: PosttrainOptions, data_dir: str | None, allow_hub: bool) -> None:
-    """Refuse before any model loads or any reply is written: a judged writing set whose files
-    are not in ``data_dir`` (without ``allow_hub``; BFCL and safety fall back to afm's files)."""
+    """Refuse before any model loads or any reply is written: a task whose files are missing
+    or broken (a judged writing set not in ``data_dir`` without ``allow_hub``, a BFCL or
+    safety file in ``data_dir`` not in its layout). Reading them all takes well under a second."""
+    from afm.evaluation.posttrain.bfcl import data as bdata
+    from afm.evaluation.posttrain.safety import data as sdata
     from afm.evaluation.posttrain.writing import data as wdata
 
-    if "alpaca_eval" in names and not allow_hub:
-        wdata.load_alpaca_eval(data_dir)
-    if "arena_hard" in names and not allow_hub:
-        wdata.load_arena_hard(data_dir, options.arena_baseline)
+    for name in names:
+        family = TASKS[name].family
+        if family == "bfcl":
+            bdata.load(name, data_dir)
+        elif family == "safety":
+            sdata.load(name, data_dir)
+        elif name == "alpaca_eval" and not allow_hub:
+            wdata.load_alpaca_eval(data_dir)
+        elif name == "arena_hard" and not allow_hub:
+            wdata.load_arena_hard(data_dir, options.arena_baseline)
+        elif name == "afm_writing":
+            wdata.load_graded(data_dir)
 
 
 def _limit(n: int, limit: int | float | None) -> int:

@@ -165,18 +165,22 @@ def test_afm_eval_runs_judged_tasks_end_to_end(checkpoint: Path, tmp_path: Path)
     assert any(row["task"] == "arena_hard" for row in json.loads(cmp.output))
 
 
-def test_judged_tasks_without_a_judge_are_refused_before_the_model_loads(tmp_path: Path) -> None:
+def test_judged_tasks_without_a_judge_or_their_files_are_refused_before_the_model_loads(tmp_path: Path) -> None:
     r = CliRunner().invoke(main, ["eval", "--checkpoint", str(tmp_path / "missing"), "--tasks", "alpaca_eval"])
     assert r.exit_code != 0 and "Traceback" not in r.output
     from afm.evaluation.tiny import tokenizer_dir, write_tiny_checkpoint
 
     ck = write_tiny_checkpoint(tmp_path / "ck", max_seq_len=128)
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "BFCL_v4_multiple.json").write_text("{not json\n")
     for args, message in ((["--tasks", "afm-writing"], "need a judge"),
                           (["--tasks", "afm-safety", "--safety-detector", "judge"], "needs --judge"),
                           (["--tasks", "afm_writing", "--judge", "nonsense"], "expected"),
                           (["--tasks", "alpaca_eval", "--judge", "openai:http://127.0.0.1:9/v1", "--judge-model", "j",
                             "--data-dir", str(tmp_path)], "--allow-hub"),
                           (["--tasks", "arena_hard", "--judge", "openai:http://127.0.0.1:9/v1", "--judge-model", "j",
-                            "--data-dir", str(tmp_path)], "--allow-hub")):
+                            "--data-dir", str(tmp_path)], "--allow-hub"),
+                          (["--tasks", "bfcl_multiple", "--data-dir", str(broken)], "not readable")):
         r = CliRunner().invoke(main, ["eval", "--checkpoint", str(ck), "--tokenizer", str(tokenizer_dir()), *args])
         assert r.exit_code != 0 and message in r.output and "Traceback" not in r.output, (args, r.output)
