@@ -95,7 +95,7 @@ def _posttrain_options(opts: dict[str, Any]) -> Any:
         judge = JudgeSettings(opts["judge"], model=opts["judge_model"],
                               cache=str(opts["judge_cache"]) if opts["judge_cache"] else None,
                               max_concurrency=opts["judge_concurrency"], timeout_s=opts["judge_timeout"],
-                              max_retries=opts["judge_retries"],
+                              max_retries=opts["judge_retries"], max_tokens=opts["judge_max_tokens"],
                               tokenizer=str(opts["tokenizer"]) if opts["tokenizer"] else None)
     elif opts["judge_model"]:
         raise click.BadParameter("--judge-model without --judge", param_hint="--judge-model")
@@ -158,6 +158,8 @@ def _user_errors() -> tuple[type[BaseException], ...]:
               help="Seconds per judge request before it counts as failed.")
 @click.option("--judge-retries", type=NON_NEGATIVE_INT, default=3, show_default=True,
               help="Retries of a judge request (connection errors, 429, 5xx).")
+@click.option("--judge-max-tokens", type=POSITIVE_INT, default=1024, show_default=True,
+              help="Longest judgment (a checkpoint judge: at most half its window).")
 @click.option("--safety-detector", type=click.Choice(["keyword", "judge"]), default=None,
               help="How safety replies are classified (default: judge with --judge, else the weaker keyword detector).")
 @click.option("--max-new-tokens", type=POSITIVE_INT, default=None,

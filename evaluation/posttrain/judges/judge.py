@@ -18,7 +18,7 @@ concurrency cap), so one failure costs one judgment, not the batch.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -66,23 +66,34 @@ class Judge:
     kind = "model"
 
     def __init__(self, generator: Generator, *, name: str, per_request: bool, max_concurrency: int = 8,
-                 max_tokens: int = 1024, temperature: float = 0.0):
+                 max_tokens: int = 1024, temperature: float = 0.0,
+                 too_long: Callable[[Sequence[dict[str, Any]], int], str | None] | None = None):
         self.generator = generator
         self.name = name
         self.per_request = per_request
         self.max_concurrency = max(1, max_concurrency)
         self.max_tokens = max_tokens
         self.temperature = temperature
+        # (messages, max_tokens) -> why the prompt does not fit the judge's window, or None
+        self.too_long = too_long
 
     def describe(self) -> dict[str, Any]:
-        return {"judge": self.name, "kind": self.kind}
+        return {"judge": self.name, "kind": self.kind, "max_tokens": self.max_tokens}
 
     def request(self, messages: Sequence[dict[str, Any]], max_tokens: int | None = None) -> GenerationRequest:
-        return GenerationRequest(tuple(messages), max_tokens=max_tokens or self.max_tokens,
+        return GenerationRequest(tuple(messages), max_tokens=min(max_tokens or self.max_tokens, self.max_tokens),
                                  temperature=self.temperature, tag="judge")
 
     def ask(self, conversations: Sequence[Sequence[dict[str, Any]]], max_tokens: int | None = None
             ) -> list[JudgeReply]:
+        if self.too_long is not None:  # a cut judge prompt loses its instructions: fail it instead
+            why = [self.too_long(c, max_tokens or self.max_tokens) for c in conversations]
+            keep = [i for i, w in enumerate(why) if w is None]
+            asked = iter(self._ask([conversations[i] for i in keep], max_tokens))
+            return [JudgeReply(None, w) if w is not None else next(asked) for w in why]
+        return self._ask(conversations, max_tokens)
+
+    def _ask(self, conversations: Sequence[Sequence[dict[str, Any]]], max_tokens: int | None) -> list[JudgeReply]:
         requests = [self.request(c, max_tokens) for c in conversations]
         if not requests:
             return []
@@ -157,8 +168,26 @@ def make_judge(settings: JudgeSettings) -> Judge | RewardJudge:
     except (ValueError, TypeError) as exc:
         raise JudgeError(f"--judge {spec!r}: {exc}") from None
     name = f"{spec}" + (f" ({settings.model})" if settings.model else "")
+    max_tokens, too_long = settings.max_tokens, None
+    if kind == "checkpoint":
+        max_tokens, too_long = _window_rule(getattr(gen, "inner", gen), settings.max_tokens)
     return Judge(gen, name=name, per_request=kind == "openai", max_concurrency=settings.max_concurrency,
-                 max_tokens=settings.max_tokens, temperature=settings.temperature)
+                 max_tokens=max_tokens, temperature=settings.temperature, too_long=too_long)
+
+
+def _window_rule(model: Any, max_tokens: int) -> tuple[int, Callable[[Sequence[dict[str, Any]], int], str | None]]:
+    """A checkpoint judge's judgment length (at most half its window) and the check that a
+    prompt fits beside it: the generator would keep only a prompt's end, and a judge prompt
+    without its beginning has lost its instructions."""
+    window = int(model.cfg.max_seq_len)
+    max_tokens = max(1, min(max_tokens, window // 2))
+
+    def too_long(messages: Sequence[dict[str, Any]], new_tokens: int) -> str | None:
+        n = len(model.tokenizer.encode_chat(list(messages), add_generation_prompt=True)[0])
+        room = window - min(new_tokens, max_tokens)
+        return None if n <= room else f"judge prompt of {n} tokens does not fit the judge's window ({room} of {window})"
+
+    return max_tokens, too_long
 
 
 def _reward_judge(path: str, tokenizer: str | None) -> RewardJudge:

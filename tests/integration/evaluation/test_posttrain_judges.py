@@ -184,3 +184,33 @@ def test_judged_tasks_without_a_judge_or_their_files_are_refused_before_the_mode
                           (["--tasks", "bfcl_multiple", "--data-dir", str(broken)], "not readable")):
         r = CliRunner().invoke(main, ["eval", "--checkpoint", str(ck), "--tokenizer", str(tokenizer_dir()), *args])
         assert r.exit_code != 0 and message in r.output and "Traceback" not in r.output, (args, r.output)
+
+
+def test_a_checkpoint_judge_within_its_window(checkpoint: Path, tmp_path: Path) -> None:
+    """``--judge checkpoint:PATH``: an afm checkpoint writes the judgments (synth's checkpoint
+    generator); its judgment length is capped at half its window, and a judge prompt that does
+    not fit beside it fails (a cut prompt would lose its instructions) instead of being cut.
+    The tiny judge writes no rating: every judgment is a reported failure, none a score."""
+    from afm.evaluation.tiny import tokenizer_dir, write_tiny_checkpoint
+
+    judge_ck = write_tiny_checkpoint(tmp_path / "judge", seed=1, max_seq_len=2048)
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "writing.jsonl").write_text("".join(json.dumps(r) + "\n" for r in [
+        {"id": "short", "category": "summarization", "prompt": "Summarize: cats sleep.", "reference": "Cats sleep."},
+        {"id": "long", "category": "composition", "prompt": "Write about this. " + "word " * 3000}]))
+    out = tmp_path / "ck-judge.json"
+    r = CliRunner().invoke(main, [
+        "eval", "--checkpoint", str(checkpoint), "--tokenizer", str(tokenizer_dir()), "--tasks", "afm_writing",
+        "--data-dir", str(data), "--max-new-tokens", "4", "--judge", f"checkpoint:{judge_ck}",
+        "--judge-max-tokens", "16", "--output", str(out)], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    res = json.loads(out.read_text())
+    judge = res["posttrain"]["judge"]
+    assert judge["kind"] == "model" and judge["judge"] == f"checkpoint:{judge_ck}" and judge["max_tokens"] == 16
+    details = res["posttrain"]["tasks"]["afm_writing"]
+    errors = {i["id"]: i["error"] for i in details["items"]}
+    assert details["failed"] == 2 and res["tasks"]["afm_writing"]["metrics"]["rating,judge"]["value"] is None
+    assert "no [[rating]]" in errors["short"] and "does not fit the judge's window" in errors["long"]
+    capped = make_judge(JudgeSettings(f"checkpoint:{judge_ck}", tokenizer=str(tokenizer_dir()), max_tokens=5000))
+    assert capped.max_tokens == 1024 and capped.request([{"role": "user", "content": "x"}], 4096).max_tokens == 1024
