@@ -115,8 +115,12 @@ def _post_row(task: str, d: dict[str, Any], results: dict[str, Any]) -> list[Any
     scorer = judge["judge"] + f" ({judge['kind']})" if judge else (d.get("detector") or "BFCL checker")
     items = len(d.get("items", []))
     failed = d.get("failed", d.get("n_failed", 0)) or 0
-    if "by_category" in d:
-        detail = "; ".join(f"{c} {v['rate']:.2f} (n={v['items']})" for c, v in d["by_category"].items())
+    if "by_category" in d:  # safety: rate over items; Arena-Hard: score over questions
+        def _one(c: str, v: dict[str, Any]) -> str:
+            value = v.get("rate", v.get("score"))
+            return f"{c} {'-' if value is None else f'{value:.2f}'} (n={v.get('items', v.get('questions'))})"
+
+        detail = "; ".join(_one(c, v) for c, v in d["by_category"].items())
     elif "outcomes" in d:
         detail = "; ".join(f"{k} {n}" for k, n in sorted(d["outcomes"].items()))
     else:

@@ -164,7 +164,9 @@ def _user_errors() -> tuple[type[BaseException], ...]:
               help="How safety replies are classified (default: judge with --judge, else the weaker keyword detector).")
 @click.option("--max-new-tokens", type=POSITIVE_INT, default=None,
               help="Reply length for post-training tasks (default: 256 for BFCL and safety, more for writing).")
-@click.option("--arena-baseline", default=None, help="Arena-Hard baseline model (its model_answer/NAME.jsonl).")
+@click.option("--arena-baseline", default=None, metavar="MODEL|CATEGORY=MODEL,...",
+              help="Arena-Hard baseline (its model_answer/MODEL.jsonl), or one per question category "
+                   "(default: v2.0's o3-mini for hard_prompt, gemini-2.0-flash for creative_writing).")
 @click.option("--allow-weak-sandbox", is_flag=True,
               help="Run model-written code (humaneval) with process limits only where this host cannot "
                    "give it namespaces of its own (default: refuse).")

@@ -280,8 +280,13 @@ def _writing(task: PosttrainTask, generator: Generator, judge: Any, data_dir: st
                                    "failed": wr["n_failed"]}
     else:
         res = arena_hard.score(results)
-        out.tasks[task.name] = _entry(task, "judge", res["score"], None, len(items))
-        summary = dict(res)
+        # Arena-Hard v2.0 reports each category against its own baseline: scores per category too
+        categories = sorted({it.category for it in items})
+        by_cat = {c: arena_hard.score([r for r, it in zip(results, items) if it.category == c]) for c in categories}
+        extra = {f"score_{c}": v["score"] for c, v in by_cat.items()} if len(categories) > 1 else {}
+        out.tasks[task.name] = _entry(task, "judge", res["score"], None, len(items), extra)
+        summary = {**res, "by_category": {c: {k: v[k] for k in ("score", "lower", "upper", "questions", "failed")}
+                                          for c, v in by_cat.items()}}
     failed_games = sum(g.label is None for r in results for g in r.games)
     out.details[task.name] = {
         "source": s.source, "reference_model": s.reference_model, "judge": out.judge, **summary,

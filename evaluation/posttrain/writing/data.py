@@ -14,7 +14,10 @@ v2.0's questions and baseline answers). afm ships only its toy writing set.
   ``arena-hard-v2.0``, or ``arena_hard``) with ``question.jsonl`` (v0.1: ``question_id``,
   ``turns``; v2.0: ``uid``, ``prompt``) and ``model_answer/<baseline>.jsonl`` (v0.1:
   ``choices[0].turns[0].content``; v2.0: the last message's ``content``, a string or
-  ``{"answer": ...}``); the baseline is ``--arena-baseline`` or the only answer file there.
+  ``{"answer": ...}``); the baseline is ``--arena-baseline`` (one model, or one per category:
+  ``hard_prompt=o3-mini-2025-01-31,creative_writing=gemini-2.0-flash-001``), else v2.0's own
+  pair of baselines per category (:data:`ARENA_V2_BASELINES`) when both answer files are
+  there, else the only answer file there.
 * ``afm_writing``: ``writing.jsonl`` (``id``, ``category`` = summarization | composition |
   general, ``prompt``, optional ``reference``), else afm's toy set
   (``evaluation/data/writing/demo-writing.jsonl``), reported as such.
@@ -33,7 +36,8 @@ from afm.evaluation.posttrain.files import PosttrainDataError, read_json_lines
 DEMO_WRITING = Path(__file__).resolve().parents[2] / "data" / "writing" / "demo-writing.jsonl"
 ARENA_FOLDERS = ("arena-hard-v2.0", "arena-hard-v0.1", "arena_hard", "arena-hard")
 ALPACA_FILES = ("alpaca_eval_gpt4_baseline.json", "alpaca_eval.json", "alpaca_eval.jsonl")
-ARENA_DEFAULT_BASELINE = "o3-mini-2025-01-31"  # Arena-Hard v2.0's baseline for hard prompts
+# Arena-Hard v2.0's baselines: one per question category (its arena-hard-v2.0.yaml).
+ARENA_V2_BASELINES = {"hard_prompt": "o3-mini-2025-01-31", "creative_writing": "gemini-2.0-flash-001"}
 # What --allow-hub fetches (Hugging Face dataset repos, files in their layouts above).
 HUB = {
     "alpaca_eval": ("tatsu-lab/alpaca_eval", ("alpaca_eval_gpt4_baseline.json",)),
@@ -74,10 +78,10 @@ def _need(row: dict[str, Any], key: str, path: Path, n: int) -> str:
     return value
 
 
-def hub_folder(task: str, baseline: str | None = None) -> Path:
+def hub_folder(task: str, baselines: tuple[str, ...] = ()) -> Path:
     """The task's public files fetched from the hub (``--allow-hub``) into the hub cache."""
     repo, patterns = HUB[task]
-    files = [f.format(baseline=baseline or ARENA_DEFAULT_BASELINE) for f in patterns]
+    files = [f.format(baseline=b) for f in patterns for b in (baselines if "{baseline}" in f else ("",))]
     try:
         from huggingface_hub import snapshot_download
 
@@ -130,41 +134,69 @@ def _difficulty(path: Path, n: int) -> list[float] | None:
     return [values[i] for i in range(n)]
 
 
+def parse_baselines(spec: str | None) -> str | dict[str, str] | None:
+    """``--arena-baseline``: one model, or ``CATEGORY=MODEL,...``."""
+    if not spec or "=" not in spec:
+        return spec or None
+    out = {}
+    for part in spec.split(","):
+        category, _, model = part.partition("=")
+        if not category.strip() or not model.strip():
+            raise WritingDataError(f"--arena-baseline {spec!r}: expected MODEL or CATEGORY=MODEL,...")
+        out[category.strip()] = model.strip()
+    return out
+
+
 def load_arena_hard(data_dir: str | None, baseline: str | None = None, allow_hub: bool = False) -> WritingSet:
+    chosen_baselines = parse_baselines(baseline)
     root = Path(data_dir) if data_dir else None
     folder = next((root / f for f in ARENA_FOLDERS if root and (root / f / "question.jsonl").is_file()), None)
     if folder is None and allow_hub:
-        baseline = baseline or ARENA_DEFAULT_BASELINE
-        folder = hub_folder("arena_hard", baseline) / "data" / "arena-hard-v2.0"
+        wanted = chosen_baselines or ARENA_V2_BASELINES
+        models = tuple(sorted(set(wanted.values()))) if isinstance(wanted, dict) else (wanted,)
+        folder = hub_folder("arena_hard", models) / "data" / "arena-hard-v2.0"
     if folder is None:
         raise WritingDataError("arena_hard needs an Arena-Hard-Auto folder (arena-hard-v2.0/ or arena-hard-v0.1/ "
                                "with question.jsonl and model_answer/<baseline>.jsonl) in --data-dir, or "
                                f"--allow-hub to fetch v2.0 from {HUB['arena_hard'][0]}; see docs/evaluation.md")
     answers_dir = folder / "model_answer"
     files = sorted(answers_dir.glob("*.jsonl")) if answers_dir.is_dir() else []
-    if baseline:
-        chosen = answers_dir / f"{baseline}.jsonl"
-        if not chosen.is_file():
-            raise WritingDataError(f"arena_hard: no {chosen} (answers of the baseline {baseline!r})")
-    elif len(files) == 1:
-        chosen = files[0]
-    else:
-        raise WritingDataError(f"arena_hard: name the baseline with --arena-baseline (answers in {answers_dir}: "
-                               f"{[f.stem for f in files] or 'none'})")
-    answers: dict[str, str] = {}
-    for n, row in enumerate(_jsonl(chosen)):
-        qid = str(row.get("uid", row.get("question_id", "")))
-        answers[qid] = _answer_text(row, chosen, n)
+    if chosen_baselines is None:
+        if all((answers_dir / f"{m}.jsonl").is_file() for m in ARENA_V2_BASELINES.values()):
+            chosen_baselines = dict(ARENA_V2_BASELINES)
+        elif len(files) == 1:
+            chosen_baselines = files[0].stem
+        else:
+            raise WritingDataError(f"arena_hard: name the baseline with --arena-baseline (answers in {answers_dir}: "
+                                   f"{[f.stem for f in files] or 'none'})")
+    models = sorted(set(chosen_baselines.values())) if isinstance(chosen_baselines, dict) else [chosen_baselines]
+    answers: dict[str, dict[str, str]] = {}
+    for model in models:
+        path = answers_dir / f"{model}.jsonl"
+        if not path.is_file():
+            raise WritingDataError(f"arena_hard: no {path} (answers of the baseline {model!r})")
+        answers[model] = {str(row.get("uid", row.get("question_id", ""))): _answer_text(row, path, n)
+                          for n, row in enumerate(_jsonl(path))}
     items = []
     for n, q in enumerate(_jsonl(folder / "question.jsonl")):
         qid = str(q.get("uid", q.get("question_id", "")))
         prompt = q.get("prompt") or ((q.get("turns") or [{}])[0].get("content"))
         if not isinstance(prompt, str) or not prompt:
             raise WritingDataError(f"{folder / 'question.jsonl'}: question {n} has no prompt text")
-        if qid not in answers:
-            raise WritingDataError(f"{chosen}: no baseline answer for question {qid!r}")
-        items.append(WritingItem(qid, prompt, answers[qid], category=str(q.get("category", "general"))))
-    return WritingSet("arena_hard", items, str(folder), chosen.stem)
+        category = str(q.get("category", "general"))
+        if isinstance(chosen_baselines, dict):
+            if category not in chosen_baselines:
+                raise WritingDataError(f"arena_hard: no baseline for category {category!r} "
+                                       f"(--arena-baseline gives {', '.join(chosen_baselines)})")
+            model = chosen_baselines[category]
+        else:
+            model = chosen_baselines
+        if qid not in answers[model]:
+            raise WritingDataError(f"{answers_dir / (model + '.jsonl')}: no baseline answer for question {qid!r}")
+        items.append(WritingItem(qid, prompt, answers[model][qid], category=category))
+    reference = (", ".join(f"{c}: {m}" for c, m in chosen_baselines.items()) if isinstance(chosen_baselines, dict)
+                 else chosen_baselines)
+    return WritingSet("arena_hard", items, str(folder), reference)
 
 
 def _answer_text(row: dict[str, Any], path: Path, n: int) -> str:

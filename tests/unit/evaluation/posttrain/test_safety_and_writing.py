@@ -174,9 +174,13 @@ def test_writing_sets_come_from_the_hub_only_with_allow_hub(tmp_path: Path, monk
             (hub / allow_patterns[0]).write_text(json.dumps([{"instruction": "i", "output": "o",
                                                               "generator": "gpt4_turbo"}]))
         else:
-            (hub / allow_patterns[0]).write_text(json.dumps({"uid": "u", "category": "hard_prompt", "prompt": "P"}))
-            (hub / allow_patterns[1]).write_text(json.dumps({"uid": "u", "messages": [
-                {"role": "assistant", "content": {"answer": "A"}}]}))
+            (hub / allow_patterns[0]).write_text(
+                json.dumps({"uid": "u", "category": "hard_prompt", "prompt": "P"}) + "\n"
+                + json.dumps({"uid": "w", "category": "creative_writing", "prompt": "W"}) + "\n")
+            for f in allow_patterns[1:]:
+                model = Path(f).stem
+                (hub / f).write_text("".join(json.dumps({"uid": u, "messages": [
+                    {"role": "assistant", "content": {"answer": f"{u} by {model}"}}]}) + "\n" for u in "uw"))
         return str(hub)
 
     monkeypatch.setattr(huggingface_hub, "snapshot_download", fake_snapshot)
@@ -188,10 +192,18 @@ def test_writing_sets_come_from_the_hub_only_with_allow_hub(tmp_path: Path, monk
     assert not asked  # nothing fetched without --allow-hub
     a = wdata.load_alpaca_eval(empty, allow_hub=True)
     assert a.reference_model == "gpt4_turbo" and a.items[0].reference == "o"
-    h = wdata.load_arena_hard(empty, allow_hub=True)
-    assert h.reference_model == wdata.ARENA_DEFAULT_BASELINE and h.items[0].reference == "A"
+    h = wdata.load_arena_hard(empty, allow_hub=True)  # v2.0: each category against its own baseline
+    assert h.reference_model == "hard_prompt: o3-mini-2025-01-31, creative_writing: gemini-2.0-flash-001"
+    assert [i.reference for i in h.items] == ["u by o3-mini-2025-01-31", "w by gemini-2.0-flash-001"]
     assert asked[1] == ("lmarena-ai/arena-hard-auto", ["data/arena-hard-v2.0/question.jsonl",
-                                                      f"data/arena-hard-v2.0/model_answer/{wdata.ARENA_DEFAULT_BASELINE}.jsonl"])
+                                                      "data/arena-hard-v2.0/model_answer/gemini-2.0-flash-001.jsonl",
+                                                      "data/arena-hard-v2.0/model_answer/o3-mini-2025-01-31.jsonl"])
+    one = wdata.load_arena_hard(empty, "o3-mini-2025-01-31", allow_hub=True)
+    assert one.reference_model == "o3-mini-2025-01-31" and [i.reference for i in one.items][1] == "w by o3-mini-2025-01-31"
+    with pytest.raises(wdata.WritingDataError, match="no baseline for category 'creative_writing'"):
+        wdata.load_arena_hard(empty, "hard_prompt=o3-mini-2025-01-31", allow_hub=True)
+    with pytest.raises(wdata.WritingDataError, match="expected MODEL or CATEGORY=MODEL"):
+        wdata.parse_baselines("hard_prompt=,x")
 
     def offline(*args: object, **kwargs: object) -> str:
         raise OSError("no network\nsecond line")
