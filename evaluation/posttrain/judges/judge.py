@@ -3,7 +3,9 @@
 A judge is a synth generator (``afm.synth.generators``): an OpenAI-compatible endpoint
 (``openai:URL`` with ``--judge-model``; the client with its concurrency cap, rate limit,
 retries, timeouts and ``Retry-After`` handling) or a local afm checkpoint
-(``checkpoint:PATH``), optionally behind the response cache, so a re-run replays every
+(``checkpoint:PATH``; its judgments capped at half its window, and a prompt that does not
+fit beside them failed rather than cut, since a judge prompt without its beginning has lost
+its instructions), optionally behind the response cache, so a re-run replays every
 judgment already made. A reward model written by ``afm rm train`` (``rm:PATH``) can stand in
 for pairwise grading; it scores each answer instead of writing a verdict and is reported
 as such.
