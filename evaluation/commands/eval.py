@@ -105,15 +105,18 @@ def _posttrain_options(opts: dict[str, Any]) -> Any:
 
 
 def _check_posttrain(tasks: list[str], options: Any, data_dir: str | None, allow_hub: bool) -> None:
-    """Judged tasks need a judge and their files, a judge spec must be well formed: before
-    the model loads."""
-    from afm.evaluation.posttrain.runner import check_data, check_tasks
+    """Judged tasks need a judge and their files, a judge spec must be well formed and an
+    endpoint judge answer: before the model loads."""
+    from afm.evaluation.posttrain.judges.judge import check_reachable
+    from afm.evaluation.posttrain.runner import check_data, check_tasks, needs_judge
     from afm.evaluation.suite import posttrain_names
 
     names = posttrain_names(tasks)
     if names:
         check_tasks(names, options)
         check_data(names, options, data_dir, allow_hub)
+        if options.judge is not None and needs_judge(names, options):
+            check_reachable(options.judge)
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:

@@ -80,6 +80,12 @@ def check_tasks(names: list[str], options: PosttrainOptions) -> None:
         check_spec(options.judge)
 
 
+def needs_judge(names: list[str], options: PosttrainOptions) -> bool:
+    """Whether any of ``names`` is scored by the judge (writing, or safety with the judge)."""
+    return any(TASKS[n].needs_judge for n in names) or (
+        any(TASKS[n].family == "safety" for n in names) and detector(options) == "judge")
+
+
 def check_data(names: list[str], options: PosttrainOptions, data_dir: str | None, allow_hub: bool) -> None:
     """Refuse before any model loads or any reply is written: a task whose files are missing
     or broken (a judged writing set not in ``data_dir`` without ``allow_hub``, a BFCL or
@@ -126,9 +132,7 @@ def run_posttrain(names: list[str], generator: Generator, *, data_dir: str | Non
     check_data(names, options, data_dir, allow_hub)
     out = PosttrainResult()
     judge: Judge | RewardJudge | None = None
-    needs = any(TASKS[n].needs_judge for n in names) or (
-        any(TASKS[n].family == "safety" for n in names) and detector(options) == "judge")
-    if needs and options.judge is not None:
+    if needs_judge(names, options) and options.judge is not None:
         judge = make_judge(options.judge)
         out.judge = judge.describe()
     for name in names:

@@ -157,6 +157,23 @@ def check_spec(settings: JudgeSettings) -> tuple[str, str]:
     return kind, rest
 
 
+def check_reachable(settings: JudgeSettings, timeout_s: float = 10.0) -> None:
+    """An ``openai:URL`` judge must have a server behind it: one GET of ``URL/models`` before
+    any model loads (any HTTP answer, even an error status, counts; only no answer fails),
+    so a wrong port or a server not started yet is one line, not a run of failed judgments."""
+    kind, url = check_spec(settings)
+    if kind != "openai":
+        return
+    import httpx
+
+    try:
+        httpx.get(url.rstrip("/") + "/models", timeout=min(timeout_s, settings.timeout_s))
+    except (httpx.TimeoutException, httpx.TransportError) as exc:
+        raise JudgeError(f"--judge {settings.spec}: no server answers there ({type(exc).__name__}: "
+                         f"{str(exc).splitlines()[0] if str(exc) else 'no detail'}); start the judge's "
+                         "OpenAI-compatible server or fix the URL") from None
+
+
 def make_judge(settings: JudgeSettings) -> Judge | RewardJudge:
     """A judge from ``--judge`` and its options (see :data:`JUDGE_SPECS`)."""
     spec = settings.spec

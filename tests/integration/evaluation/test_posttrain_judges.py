@@ -181,7 +181,9 @@ def test_judged_tasks_without_a_judge_or_their_files_are_refused_before_the_mode
                             "--data-dir", str(tmp_path)], "--allow-hub"),
                           (["--tasks", "arena_hard", "--judge", "openai:http://127.0.0.1:9/v1", "--judge-model", "j",
                             "--data-dir", str(tmp_path)], "--allow-hub"),
-                          (["--tasks", "bfcl_multiple", "--data-dir", str(broken)], "not readable")):
+                          (["--tasks", "bfcl_multiple", "--data-dir", str(broken)], "not readable"),
+                          (["--tasks", "afm_writing", "--judge", "openai:http://127.0.0.1:9/v1", "--judge-model", "j"],
+                           "no server answers")):
         r = CliRunner().invoke(main, ["eval", "--checkpoint", str(ck), "--tokenizer", str(tokenizer_dir()), *args])
         assert r.exit_code != 0 and message in r.output and "Traceback" not in r.output, (args, r.output)
 
