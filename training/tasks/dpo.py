@@ -40,6 +40,7 @@ from afm.training.core.task import (
     LossOutput,
     ParamSpec,
     TaskBase,
+    frozen_model_copy,
     task_tokenizer,
 )
 from afm.training.data.preferences import PairTaskInputs
@@ -195,12 +196,7 @@ class DpoTask(PairTaskInputs, TaskBase):
     def extra_params(self, model_config: Any) -> dict[str, ParamSpec]:
         if self.options.reference != "frozen":
             return {}
-        from afm.training.core.engine import ModelParts
-
-        parts = ModelParts.build(model_config, 0)
-        return {REF + k: ParamSpec(tuple(shape), tuple(parts.names.get(k) or (None,) * len(shape)),
-                                   (lambda rng, model, k=k: model[k]), trainable=False)
-                for k, shape in parts.shapes.items()}
+        return frozen_model_copy(model_config, REF)
 
     def loss(self, params: dict[str, Any], batch: dict[str, Any], ctx: LossContext) -> LossOutput:
         pi_c, pi_r, ref_c, ref_r, n_c, n_r, w = self._policy_and_reference(params, batch, ctx)
