@@ -39,8 +39,10 @@ class TaskShape:
 ON_DEVICE = {
     "sft": TaskShape(batch=16, microbatches=16),
     "reward_model": TaskShape(batch=16, microbatches=16),
-    "dpo": TaskShape(batch=16, microbatches=16),
-    "ipo": TaskShape(batch=16, microbatches=16),
+    # the reference's log-probs computed before training (afm dpo --reference precomputed):
+    # a frozen copy in the step (the default on smaller models) plans 86 GiB here
+    "dpo": TaskShape(batch=16, microbatches=16, options=(("reference", "precomputed"),)),
+    "ipo": TaskShape(batch=16, microbatches=16, options=(("reference", "precomputed"),)),
     "mdloo": TaskShape(batch=16, microbatches=16, options=(("prompts_per_iteration", 4), ("k", 4))),
 }
 ALIASES = {"rm": "reward_model"}
@@ -84,7 +86,7 @@ def plan(task: str, model: str, *, seq_len: int, shape: TaskShape, overrides: li
     return {
         "task": task, "model": model, "params": param_counts(engine.model_config)["total"],
         "seq_len": seq_len, "batch": shape.batch, "microbatches": shape.microbatches, "remat": shape.remat,
-        "scan_layers": shape.scan_layers,
+        "scan_layers": shape.scan_layers, "options": dict(shape.options),
         "backend": jax.default_backend(), "arguments_gb": args / GIB, "frozen_gb": frozen / GIB,
         "outputs_gb": out / GIB, "temporaries_gb": temp / GIB, "donated_gb": alias / GIB,
         "total_gb": (args + out + temp - alias) / GIB, "compile_s": seconds,

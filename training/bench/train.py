@@ -166,9 +166,9 @@ def _memory_plans(opts: BenchOptions) -> list[Comparison]:
     (opts.workdir / "memory_plans.json").write_text(json.dumps(plans, indent=2) + "\n")
     print_table(
         f"memory plan per device: {model} @ {seq_len} ({plans[0]['backend']} compiler)",
-        ["task", "batch / micro-batches", "parameters + optimizer + batch", "of which frozen", "temporaries",
+        ["task", "options", "batch / micro-batches", "parameters + optimizer + batch", "of which frozen", "temporaries",
          "total GiB", "compile s"],
-        [[p["task"], f"{p['batch']} / {p['microbatches']}", f"{p['arguments_gb']:.1f}", f"{p['frozen_gb']:.1f}",
+        [[p["task"], " ".join(f"{k}={v}" for k, v in p["options"].items()), f"{p['batch']} / {p['microbatches']}", f"{p['arguments_gb']:.1f}", f"{p['frozen_gb']:.1f}",
           f"{p['temporaries_gb']:.1f}", f"{p['total_gb']:.1f}", f"{p['compile_s']:.0f}"] for p in plans],
     )
     return [Comparison(f"memory plan {p['task']} {model}@{seq_len}, {p['batch']} per step in {p['microbatches']} "

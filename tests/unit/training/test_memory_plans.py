@@ -13,18 +13,18 @@ from click.testing import CliRunner
 
 def test_bench_train_prints_each_tasks_memory_plan(tmp_path: Path) -> None:
     """``afm bench train --task ...`` compiles each task's step from abstract shapes and
-    writes the plans; DPO's frozen reference is half the f32 parameters (bf16)."""
+    writes the plans; MDLOO's frozen reference is half the f32 parameters (bf16)."""
     from afm.cli import main
 
     result = CliRunner().invoke(main, ["bench", "train", "--config", "tiny", "--seq-len", "64",
-                                       "--task", "sft,dpo", "--workdir", str(tmp_path)])
+                                       "--task", "sft,mdloo", "--workdir", str(tmp_path)])
     assert result.exit_code == 0, result.output
     plans = {p["task"]: p for p in json.loads((tmp_path / "memory_plans.json").read_text())}
-    assert set(plans) == {"sft", "dpo"}
+    assert set(plans) == {"sft", "mdloo"}
     for p in plans.values():
         assert 0 < p["total_gb"] < 1 and p["seq_len"] == 64 and p["scan_layers"]
     f32_params = plans["sft"]["params"] * 4 / 2**30
-    for task in ("dpo",):
+    for task in ("mdloo",):
         assert plans[task]["frozen_gb"] == pytest.approx(f32_params / 2, rel=0.01)
     assert plans["sft"]["frozen_gb"] == 0
     assert "memory plan per device: tiny @ 64" in result.output
