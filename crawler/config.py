@@ -49,7 +49,7 @@ class CrawlConfig:
     training_agent: str = "afmbot-extended"  # robots.txt token deciding training use ("" = the crawl token's)
     tdmrep: bool = True  # fetch /.well-known/tdmrep.json per host; read tdm-reservation headers and meta
     optout_directives: list[str] = field(default_factory=lambda: ["noai"])  # X-Robots-Tag / meta robots values
-    snapshots_only: bool = False  # fetch only each seed host's robots.txt and tdmrep.json (`afm robots fetch`)
+    snapshots: bool = True  # keep every robots.txt / tdmrep.json response in <out>/robotstxt/
     # safety
     max_response_bytes: int = 10 * 1024 * 1024
     max_compression_ratio: float = 100.0  # decompressed/compressed beyond this is a bomb

@@ -32,11 +32,11 @@ from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 import pyarrow as pa
-
-from afm import fs
 from afm.crawler.robots import MAX_ROBOTS_BYTES, RobotsRules, rules_from_fetch
 from afm.crawler.tdmrep import WELL_KNOWN_PATH, TdmFile, tdm_from_fetch
 from afm.crawler.training import FileContext
+
+from afm import fs
 from afm.errors import UserError
 
 SNAPSHOT_DIR = "robotstxt"  # in a crawl's output directory

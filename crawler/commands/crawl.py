@@ -1,4 +1,4 @@
-"""``afm crawl``, ``afm crawler daemon`` and ``afm robots check``.
+"""``afm crawl``, ``afm crawler daemon``, ``afm robots check`` and ``afm robots snapshots``.
 
 Only click and the standard library at import time: Scrapy loads inside the commands.
 """
@@ -20,6 +20,8 @@ def _finish(summary: dict, title: str) -> None:
         "bytes": summary["bytes"],
         "robots denials": summary["robots_denied"],
         "noindex": summary["noindex"],
+        "training opt-outs (stored, marked)": summary.get("training_optout", 0),
+        "robots.txt/tdmrep.json snapshots": summary.get("control_file_snapshots", 0),
         "scheduled": summary["scheduled"],
     }
     for status, count in sorted(summary["status_counts"].items()):
@@ -174,6 +176,46 @@ def robots_check_command(
     print_summary("robots check", {"allowed": allowed, "disallowed": len(urls) - allowed,
                                    "crawl-delay": "-" if delay is None else delay,
                                    "sitemaps": len(rules.sitemaps)})
+
+
+@robots_group.command(
+    "snapshots",
+    epilog="""\b
+Examples:
+  afm robots snapshots --out robots-store/ crawl/
+  afm robots snapshots --out robots-store/ crawl-2024/ crawl-2025/ 'cc-robots/*.warc.gz'
+  afm robots snapshots --out robots-store/ robots-store-old/ crawl/ --overwrite
+  afm curate --input crawl/ --output corpus/ --robots-snapshots robots-store/ ...
+""",
+)
+@click.argument("inputs", nargs=-1, required=True)
+@click.option("--out", "out", required=True, help="Store directory to write (local, gs://, s3://).")
+@click.option("--overwrite", is_flag=True, help="Replace what OUT holds.")
+def robots_snapshots_command(inputs: tuple[str, ...], out: str, overwrite: bool) -> None:
+    """Build a robots.txt / tdmrep.json snapshot store for `afm curate`'s optout stage.
+
+    INPUTS are crawl output directories (their robotstxt/ WARCs), robots.txt WARC files
+    or globs (Common Crawl's robotstxt/*.warc.gz) and earlier stores. Every snapshot that
+    can still decide is kept per host: the newest readable one, and any newer failed or
+    damaged ones (a damaged newest snapshot makes the host's pages unverifiable in
+    curate, never silently allowed). A damaged record whose URL cannot be read is an
+    error: the host it belongs to cannot be known.
+    """
+    from afm.crawler.snapshots import build_store
+
+    from afm.console import print_summary
+
+    manifest = build_store(list(inputs), out, overwrite=overwrite)
+    print_summary("robots snapshots", {
+        "records read": manifest["records_read"],
+        "snapshots read": manifest["snapshots_read"],
+        "damaged": manifest["damaged_read"],
+        "hosts": manifest["hosts"],
+        "kept": manifest["kept"],
+        "superseded": manifest["superseded"],
+        **{f"kept {k}": v for k, v in manifest["kept_by_kind"].items()},
+        "store": out,
+    })
 
 
 COMMANDS = [crawl_command, crawler_group, robots_group]
