@@ -179,8 +179,7 @@ def _store_snapshots(path: str, counts: ReadCounts) -> Iterator[dict[str, Any]]:
     for shard in shards:
         counts.files += 1
         try:
-            with fs.open_input(shard) as fh:
-                table = pq.read_table(fh)
+            table = pq.read_table(fs.open_input(shard))
         except Exception as exc:  # noqa: BLE001 - any unreadable shard is the same error
             raise SnapshotError(f"robots snapshot store {path}: {fs.basename(shard)} cannot be "
                                 f"read ({type(exc).__name__}: {exc}); rebuild it with "

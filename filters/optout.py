@@ -72,8 +72,7 @@ class OptoutConfig:
 def read_domains(path: str) -> list[str]:
     """A domain opt-out list: one host name a line, ``#`` comments."""
     try:
-        with fs.open_input(path) as fh:
-            text = fh.read().decode("utf-8")
+        text = fs.read_bytes(path).decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"optout domains_file {path}: cannot be read ({exc})") from exc
     return [line.split("#", 1)[0].strip() for line in text.splitlines()

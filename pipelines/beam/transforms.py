@@ -229,8 +229,13 @@ class Counts:
         """One PCollection of ``(label, count)`` (labels of empty PCollections are absent:
         read them with a default of 0). One flatten + one keyed sum keeps the graph small."""
         parts = []
+        names: set[str] = set()
         for pcoll, labels in self._entries.values():
-            parts.append(pcoll | f"count {' + '.join(labels)}" >> beam.FlatMap(
+            name = f"count {' + '.join(labels)}"
+            while name in names:  # one label on several PCollections (a record stage's parts)
+                name += " (more)"
+            names.add(name)
+            parts.append(pcoll | name >> beam.FlatMap(
                 lambda _, ls: [(x, 1) for x in ls], labels))
         if not parts:
             return pipeline | "no counts" >> beam.Create([])
