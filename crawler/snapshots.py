@@ -17,7 +17,9 @@ A snapshot is ``{host, kind, url, fetched_at, status, location, body, error, sou
   crawler keep using a cached copy); with no conclusive snapshot at all, it is RFC 9309's
   "disallow all" and the page cannot be verified;
 * a newer *damaged* snapshot (a record that could not be read) can not be trusted either
-  way: the page cannot be verified. Never a silent allow.
+  way: the page cannot be verified. Never a silent allow. A damaged record's fetch time
+  cannot be read, so it counts as the newest: leave the damaged file out (or repair it)
+  to decide that host's pages again.
 
 A damaged record whose URL cannot be read cannot be given to any host, so reading a file
 with one is an error (:class:`SnapshotError`), as is a store that cannot be read.
@@ -249,11 +251,19 @@ def read_snapshots(paths: Iterable[str], counts: ReadCounts | None = None
             yield from _warc_snapshots(path, counts)
 
 
+def _order(snap: dict[str, Any]) -> tuple[dt.datetime, int]:
+    """Newest first; a damaged record whose fetch time could not be read may be the newest
+    of all, so it counts as the newest (a page is then unverifiable, not allowed)."""
+    when = snap["fetched_at"] or EPOCH
+    if snap.get("status") is None and when == EPOCH:
+        return (dt.datetime.max.replace(tzinfo=dt.UTC), 0)
+    return (when, snap.get("status") or 0)
+
+
 def effective(snaps: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The snapshots of one host and kind that can still matter, newest first: every one
     down to (and including) the newest conclusive or redirect one."""
-    ordered = sorted(snaps, key=lambda s: (s["fetched_at"] or EPOCH, s.get("status") or 0),
-                     reverse=True)
+    ordered = sorted(snaps, key=_order, reverse=True)
     out = []
     for snap in ordered:
         out.append(snap)
