@@ -80,6 +80,7 @@ def plan_curate(inputs: list[str], output: Path | str, *, config: Any = None,
         raise ValueError("no inputs given")
     files, skipped = resolve_inputs([str(i) for i in inputs], cfg.source)
     _crawl_snapshots(stages, [str(i) for i in inputs])
+    _check_snapshots(stages)
     out = str(output)
     if not is_remote(out):
         out = os.path.abspath(out)
@@ -100,6 +101,24 @@ def _crawl_snapshots(stages: list[ResolvedStage], inputs: list[str]) -> None:
         stage.config.snapshots = [
             p if fs.is_remote(p) else os.path.abspath(p) for p in inputs
             if not fs.has_glob(p) and fs.isdir(p) and fs.isdir(fs.join(p, SNAPSHOT_DIR))]
+
+
+def _check_snapshots(stages: list[ResolvedStage]) -> None:
+    """Missing, unreadable or damaged-beyond-attribution snapshot sources are one-line
+    errors here, before any work, not failures inside a worker: local ones are read
+    whole (the workers read them again), remote ones are listed."""
+    from afm.crawler.snapshots import load_index, source_files
+
+    from afm import fs
+
+    for stage in stages:
+        if stage.name != "optout" or not stage.active or not stage.config.snapshots:
+            continue
+        paths = list(stage.config.snapshots)
+        if any(fs.is_remote(p) for p in paths):
+            source_files(paths)
+        else:
+            load_index(paths)
 
 
 def preflight(plan: CuratePlan, *, submitting: bool) -> tuple[Any, Any]:

@@ -162,3 +162,30 @@ def test_curate_another_crawlers_warc_with_a_robots_snapshot_warc(tmp_path: Path
                for r in pq.read_table(f).to_pylist() if r["rejected_by"] == "optout"]
     assert sorted(r["url"] for r in rejects) == ["https://closed.example/a",
                                                  "https://closed.example/b"]
+
+
+def test_bad_snapshot_sources_are_one_line_errors(tmp_path: Path) -> None:
+    """Missing or unreadable snapshots stop `afm curate` before any work, in one line."""
+    import datetime as dt
+
+    from afm.cli import main
+
+    when = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)
+    pages = _write_warc(tmp_path / "pages.warc.gz", "text/html",
+                        [("https://a.example/x", _page("x").encode(), when)])
+    robots = _write_warc(tmp_path / "robots.warc.gz", "text/plain",
+                         [("https://a.example/robots.txt", SPLIT.encode(), when)])
+    cut = tmp_path / "cut.warc.gz"
+    cut.write_bytes(robots.read_bytes() + robots.read_bytes()[:30])
+    for source, needle in ((tmp_path / "nowhere", "not found"), (cut, "cannot be read")):
+        result = CliRunner().invoke(main, [
+            "curate", "--input", str(pages), "--output", str(tmp_path / "out"),
+            "--robots-snapshots", str(source), "--set", "stages=[optout,extract]", *LOCAL])
+        assert result.exit_code != 0, result.output
+        assert "Traceback" not in result.output
+        errors = [line for line in result.output.splitlines() if line.startswith("Error:")]
+        assert errors and needle in " ".join(result.output.split()), result.output
+        assert not (tmp_path / "out" / "_SUCCESS").exists()
+    result = CliRunner().invoke(main, ["robots", "snapshots", "--out", str(tmp_path / "s"),
+                                       str(cut)])
+    assert result.exit_code != 0 and "cannot be read" in " ".join(result.output.split())
