@@ -15,7 +15,6 @@ still stored (crawling was allowed); ``afm curate``'s ``optout`` stage drops the
 from __future__ import annotations
 
 import datetime as dt
-import re
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -57,28 +56,13 @@ def read_seeds(items: list[str]) -> list[str]:
 
 
 def robots_directives(values: list[str], agent: str) -> set[str]:
-    """``noindex``/``nofollow`` from X-Robots-Tag or meta robots values for ``agent``.
+    """``noindex``/``nofollow`` from X-Robots-Tag or meta robots values for ``agent``
+    (the crawl's own directives; the training-use ones, ``noai``, are read by
+    :mod:`afm.crawler.directives` for both tokens). A value may be scoped (``afmbot:
+    noindex``); unscoped values apply to every agent. ``none`` means both."""
+    from afm.crawler.directives import robots_directives as parse
 
-    A value may be scoped (``afmbot: noindex``); unscoped values apply to every agent.
-    ``none`` means both.
-    """
-    out: set[str] = set()
-    agent = agent.lower()
-    for value in values:
-        scope, _, rest = value.partition(":")
-        if rest and re.fullmatch(r"\s*[A-Za-z_-]+\s*", scope) and scope.strip().lower() not in (
-            "unavailable_after",
-        ):
-            if scope.strip().lower() != agent:
-                continue
-            value = rest
-        for token in value.lower().replace(";", ",").split(","):
-            token = token.strip()
-            if token == "none":
-                out.update(("noindex", "nofollow"))
-            elif token in ("noindex", "nofollow"):
-                out.add(token)
-    return out
+    return parse(values, agent) & {"noindex", "nofollow"}
 
 
 class AfmSpider(Spider):
