@@ -104,6 +104,30 @@ class DemoRun:
         self.outputs.append(("robots.txt / tdmrep.json snapshot store", str(store)))
         return store
 
+    def check_optouts(self, corpus: Path, sites: Any) -> None:
+        """The hosts that opted out (``optout: true`` in site.yaml) lost exactly their
+        pages to the optout stage, and nothing else did."""
+        import pyarrow.parquet as pq
+
+        from afm.demosite import optout_hosts
+
+        rejected: dict[str, int] = {}
+        for shard in sorted(corpus.glob("rejects-*.parquet")):
+            for row in pq.read_table(shard, columns=["url", "rejected_by"]).to_pylist():
+                if row["rejected_by"] == "optout":
+                    host = sites.host_of(row["url"].split("/")[2].split(":")[0])
+                    rejected[host] = rejected.get(host, 0) + 1
+        crawled: dict[str, int] = {}
+        from afm.crawler.warc import read_index
+
+        for row in read_index(self.workdir / "crawl"):
+            if row["status"] == 200:
+                host = sites.host_of(row["url"].split("/")[2].split(":")[0])
+                crawled[host] = crawled.get(host, 0) + 1
+        expected = {h: crawled.get(h, 0) for h in optout_hosts()}
+        if rejected != expected:
+            raise RuntimeError(f"optout dropped {rejected}, expected every page of {expected}")
+
     def decontam_index(self) -> Path:
         from afm.pipelines.decontaminate import build_index
 
@@ -335,6 +359,8 @@ def demo_command(workdir: Path, train_steps: int | None) -> None:
     index = run.stage("decontamination index", "afm.pipelines.decontaminate", run.decontam_index)
     corpus = run.stage("curate", "afm.pipelines.curate.pipeline",
                        lambda: run.curate(crawl_dir, index, snapshots))
+    if corpus is not None and snapshots is not None:
+        run.check_optouts(corpus, sites)
     tok = run.stage("tokenizer", "afm.model.tokenizer", lambda: run.tokenizer(corpus))
     tokens = run.stage("tokenize", "afm.pipelines.tokenize", lambda: run.tokenize(corpus, tok))
     results = run.stage("train", "afm.training.core.trainer", lambda: run.train(tokens))

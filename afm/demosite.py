@@ -134,6 +134,11 @@ def later_robots() -> dict[str, str]:
             if "later_robots" in h}
 
 
+def optout_hosts() -> set[str]:
+    """Hosts whose every page curate must drop as a training opt-out (``optout: true``)."""
+    return {host for host, h in load_spec()["hosts"].items() if h.get("optout")}
+
+
 def seed_paths() -> list[tuple[str, str]]:
     """Where the demo crawl starts: every host's front page or first page."""
     spec = load_spec()
