@@ -507,6 +507,13 @@ def _manifest(plan: CuratePlan, options: Any, accounting: Any, counts: dict[str,
             f"records cannot be known (truncated or corrupt tails) in {len(places)} file(s), "
             f"e.g. {places[0]}; each is one reject in the count, but more records may have "
             "been lost there")
+    optout = next((s for s in plan.stages if s.name == "optout" and s.active), None)
+    if optout is not None and not optout.config.snapshots and (
+            optout.config.robots or optout.config.tdmrep):
+        warnings.append(
+            "optout: no robots.txt / tdmrep.json snapshots (no --robots-snapshots, and no "
+            "input is a crawl directory with robotstxt/): only the pages' own noai / TDM "
+            "signals and the domain list were checked")
     if "decontaminate" in cfg.stage_names():
         decontam = "off" if cfg.decontamination_off else "on"
     else:
