@@ -39,6 +39,8 @@ Examples:
   afm bench                      # every benchmark (needs ../shared for the real data)
   afm bench extraction dedup --quick
   afm bench train --config 1b --seq-len 4096   # on a GPU host: tokens/s, MFU, memory
+  afm bench train --config afm-on-device --task sft,rm,dpo,mdloo   # memory plans, any backend
+  afm bench dpo_packing           # DPO pairs/s, packed rows vs one pair per row
 """)
 @click.argument("names", nargs=-1)
 @click.option("--list", "list_only", is_flag=True, help="List the benchmarks and exit.")
@@ -46,10 +48,13 @@ Examples:
 @click.option("--workdir", type=click.Path(path_type=Path), default=Path("work/bench"), show_default=True)
 @click.option("--config", "model_config", default=None,
               help="Model config for benchmarks of one model size (train); default: per backend.")
-@click.option("--seq-len", type=int, default=None, help="Sequence length for those benchmarks.")
+@click.option("--seq-len", type=click.IntRange(min=1), default=None, help="Sequence length for those benchmarks.")
+@click.option("--task", "tasks", default="",
+              help="train: comma-separated training tasks (sft, rm, dpo, ipo, mdloo) whose per-device memory "
+                   "plan to print from abstract shapes (no step runs), instead of timing pre-training.")
 def bench_command(
     names: tuple[str, ...], list_only: bool, quick: bool, workdir: Path,
-    model_config: str | None, seq_len: int | None,
+    model_config: str | None, seq_len: int | None, tasks: str,
 ) -> None:
     """Run benchmarks; every figure is printed next to a baseline measured in the same run."""
     from afm.console import console
@@ -63,7 +68,8 @@ def bench_command(
     if unknown:
         raise click.UsageError(f"unknown benchmark(s) {unknown}; known: {sorted(benches)}")
     opts = BenchOptions(quick=quick, shared_dir=find_shared_dir(), workdir=workdir,
-                        model_config=model_config, seq_len=seq_len)
+                        model_config=model_config, seq_len=seq_len,
+                        tasks=tuple(t.strip() for t in tasks.split(",") if t.strip()))
     workdir.mkdir(parents=True, exist_ok=True)
     failures = []
     for name in names or tuple(benches):

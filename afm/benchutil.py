@@ -21,6 +21,7 @@ class BenchOptions:
     workdir: Path = Path("work/bench")
     model_config: str | None = None  # benchmarks of a model size (train): which one
     seq_len: int | None = None  # ... and at which sequence length
+    tasks: tuple[str, ...] = ()  # train: the training tasks whose memory plans to print
 
 
 @dataclass

@@ -79,6 +79,56 @@ class DemoRun:
             raise RuntimeError(f"the crawler requested robots-disallowed pages: {disallowed}")
         return out
 
+    def later_optouts(self, sites: Any, served: dict[str, Any]) -> Path:
+        """After the crawl, some hosts opt out of training (``later_robots`` in
+        site.yaml): serve their new robots.txt, fetch it again with a one-page crawl of
+        each (whose ``robotstxt/`` keeps the new snapshot), and build the snapshot store
+        curate reads, from both crawls: the newest snapshot of a host wins."""
+        from afm.console import print_summary
+        from afm.crawler.api import crawl
+        from afm.crawler.snapshots import build_store
+        from afm.crawler.testsite import Page
+        from afm.demosite import later_robots
+
+        later = later_robots()
+        for host, text in later.items():
+            served[host]["/robots.txt"] = Page(text, headers={"Content-Type": "text/plain"})
+        recheck = self.workdir / "crawl-later"
+        crawl([sites.url(host, "/robots.txt") for host in later], recheck, max_pages=len(later),
+              allow_private=True, user_agent="afmbot")
+        store = self.workdir / "robots-snapshots"
+        manifest = build_store([str(self.workdir / "crawl"), str(recheck)], str(store))
+        print_summary("robots snapshots", {
+            "hosts that opted out after the crawl": ", ".join(sorted(later)),
+            "snapshots read": manifest["snapshots_read"], "hosts": manifest["hosts"],
+            "kept (newest per host)": manifest["kept"], "superseded": manifest["superseded"]})
+        self.outputs.append(("robots.txt / tdmrep.json snapshot store", str(store)))
+        return store
+
+    def check_optouts(self, corpus: Path, sites: Any) -> None:
+        """The hosts that opted out (``optout: true`` in site.yaml) lost exactly their
+        pages to the optout stage, and nothing else did."""
+        import pyarrow.parquet as pq
+
+        from afm.demosite import optout_hosts
+
+        rejected: dict[str, int] = {}
+        for shard in sorted(corpus.glob("rejects-*.parquet")):
+            for row in pq.read_table(shard, columns=["url", "rejected_by"]).to_pylist():
+                if row["rejected_by"] == "optout":
+                    host = sites.host_of(row["url"].split("/")[2].split(":")[0])
+                    rejected[host] = rejected.get(host, 0) + 1
+        crawled: dict[str, int] = {}
+        from afm.crawler.warc import read_index
+
+        for row in read_index(self.workdir / "crawl"):
+            if row["status"] == 200:
+                host = sites.host_of(row["url"].split("/")[2].split(":")[0])
+                crawled[host] = crawled.get(host, 0) + 1
+        expected = {h: crawled.get(h, 0) for h in optout_hosts()}
+        if rejected != expected:
+            raise RuntimeError(f"optout dropped {rejected}, expected every page of {expected}")
+
     def decontam_index(self) -> Path:
         from afm.pipelines.decontaminate import build_index
 
@@ -90,12 +140,14 @@ class DemoRun:
         self.outputs.append(("decontamination index", str(out)))
         return out
 
-    def curate(self, crawl_dir: Path, index: Path | None) -> Path:
+    def curate(self, crawl_dir: Path, index: Path | None, snapshots: Path | None = None) -> Path:
         from afm.pipelines.curate.pipeline import run_curate
 
         out = self.workdir / "corpus"
         # The decontamination index is passed explicitly: curate has no default one.
         config: dict[str, Any] = {"decontaminate": {"params": {"index": str(index)}}}
+        if snapshots is not None:  # the store with the later opt-outs (else the crawl's own)
+            config["optout"] = {"params": {"snapshots": [str(snapshots)]}}
         # A demo crawl is tiny: Beam's in-process runner beats paying multi-process start-up.
         manifest = run_curate(
             [str(crawl_dir)], out, config=config or None,
@@ -321,8 +373,15 @@ def demo_command(workdir: Path, train_steps: int | None) -> None:
     with LocalSites(sites_spec) as sites:
         console.print("demo site: " + ", ".join(f"{h}={sites.base_url(h)}" for h in sites_spec))
         crawl_dir = run.stage("crawl", "afm.crawler.api", lambda: run.crawl(sites))
+        snapshots = None
+        if crawl_dir is not None:
+            snapshots = run.stage("opt-outs after the crawl", "afm.crawler.api",
+                                  lambda: run.later_optouts(sites, sites_spec))
     index = run.stage("decontamination index", "afm.pipelines.decontaminate", run.decontam_index)
-    corpus = run.stage("curate", "afm.pipelines.curate.pipeline", lambda: run.curate(crawl_dir, index))
+    corpus = run.stage("curate", "afm.pipelines.curate.pipeline",
+                       lambda: run.curate(crawl_dir, index, snapshots))
+    if corpus is not None and snapshots is not None:
+        run.check_optouts(corpus, sites)
     tok = run.stage("tokenizer", "afm.model.tokenizer", lambda: run.tokenizer(corpus))
     tokens = run.stage("tokenize", "afm.pipelines.tokenize", lambda: run.tokenize(corpus, tok))
     results = run.stage("train", "afm.training.core.trainer", lambda: run.train(tokens))

@@ -2,7 +2,8 @@
 
 Pages are rendered with each host's navigation and footer, so extraction has real
 boilerplate to strip; the planted problems (near-duplicate, personal data, profanity,
-a benchmark quote, a foreign-language page, a robots-disallowed section) are listed at
+a benchmark quote, a foreign-language page, a robots-disallowed section, three hosts that
+opt out of training) are listed at
 the top of ``site.yaml``. The result feeds :class:`afm.crawler.testsite.LocalSites`.
 """
 
@@ -104,7 +105,8 @@ def render_site() -> dict[str, dict[str, dict[str, Any]]]:
             if p.get("links"):
                 body += _links_html(p["links"])
             doc = _page(p.get("title", host), nav, footer, body).replace("{lang}", lang)
-            pages[path] = {"body": doc, "status": 200, "headers": {"Content-Type": "text/html; charset=utf-8"}}
+            headers = {"Content-Type": "text/html; charset=utf-8", **hspec.get("headers", {})}
+            pages[path] = {"body": doc, "status": 200, "headers": headers}
         if "robots" in hspec:
             pages["/robots.txt"] = {
                 "body": hspec["robots"],
@@ -123,6 +125,18 @@ def render_site() -> dict[str, dict[str, dict[str, Any]]]:
             }
         out[host] = pages
     return out
+
+
+def later_robots() -> dict[str, str]:
+    """``{host: robots.txt}`` that hosts serve *after* the demo crawl (an opt-out added
+    later: ``afm demo`` snapshots it and curate's newest snapshot wins)."""
+    return {host: h["later_robots"] for host, h in load_spec()["hosts"].items()
+            if "later_robots" in h}
+
+
+def optout_hosts() -> set[str]:
+    """Hosts whose every page curate must drop as a training opt-out (``optout: true``)."""
+    return {host for host, h in load_spec()["hosts"].items() if h.get("optout")}
 
 
 def seed_paths() -> list[tuple[str, str]]:

@@ -13,7 +13,8 @@ training:
 * Parquet files found in ordinary directories are skipped when their schema says they
   hold rejects (``afm.record = reject``), whatever their name.
 * A crawl directory (WARC files beside the crawler's ``index/``) is read for its WARCs;
-  the crawler's index and state files are bookkeeping.
+  the crawler's index and state files are bookkeeping, and its ``robotstxt/`` snapshots
+  are control files (the curate stage ``optout`` reads them).
 
 Every file found but not read is returned with the reason, for the run's manifest.
 Record-level reading lives in :mod:`afm.readers`; this module's :func:`read_records`
@@ -247,6 +248,13 @@ def _walk(directory: str, allow_rejects: bool, found: dict[str, None],
         else:
             _DATASET_CACHE[directory] = False
             _consider(full, False, allow_rejects, mine, mine_skipped, any_format)
+    if top and "index" in names and "robotstxt" in names:
+        # The crawler's robots.txt / tdmrep.json snapshots: not pages, read by the
+        # curate stage `optout` (afm.crawler.snapshots).
+        snap_dir = fs.join(directory, "robotstxt")
+        mine_skipped += [(f, "robots.txt / tdmrep.json snapshots (read by the optout stage)")
+                         for f in mine if f.startswith(snap_dir + "/")]
+        mine = {f: None for f in mine if not f.startswith(snap_dir + "/")}
     warcs = [f for f in mine if f.lower().endswith(WARC_SUFFIXES)]
     if top and warcs and "index" in names:
         # The crawler's output (WARCs + an index/ of Parquet + state files): its WARCs

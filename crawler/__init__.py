@@ -3,6 +3,10 @@
 Modules, one job each:
 
 * ``robots``      RFC 9309 parsing/matching and the fetch-status policy (no Scrapy).
+* ``training``    the training-use policy (training token, ``noai``, TDMRep) with evidence.
+* ``directives``  ``X-Robots-Tag`` / meta robots / TDMRep values a page carries.
+* ``tdmrep``      the W3C TDM Reservation Protocol (``tdmrep.json``, header, meta).
+* ``snapshots``   robots.txt / tdmrep.json snapshots: kept, merged into a store, resolved.
 * ``urls``        canonical URLs for de-duplication; crawler-trap rules.
 * ``netguard``    refusal of private/loopback/link-local/metadata addresses at connect time.
 * ``middlewares`` Scrapy glue: robots.txt + Crawl-delay, size/bomb/content-type guards, progress.

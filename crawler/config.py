@@ -7,6 +7,10 @@ settings by :func:`scrapy_settings` so every knob has one name and one default.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from afm.crawler.training import TrainingPolicy
 
 DEFAULT_CONTENT_TYPES = [
     "text/html",
@@ -40,6 +44,12 @@ class CrawlConfig:
     autothrottle_max_delay: float = 30.0
     robots_cache_seconds: float = 24 * 3600
     robots_retry_seconds: float = 600.0
+    # training use (afm.crawler.training): decided and recorded per page; `afm curate`'s
+    # optout stage applies it again with the newest robots.txt / tdmrep.json snapshots
+    training_agent: str = "afmbot-extended"  # robots.txt token deciding training use ("" = the crawl token's)
+    tdmrep: bool = True  # fetch /.well-known/tdmrep.json per host; read tdm-reservation headers and meta
+    optout_directives: list[str] = field(default_factory=lambda: ["noai"])  # X-Robots-Tag / meta robots values
+    snapshots: bool = True  # keep every robots.txt / tdmrep.json response in <out>/robotstxt/
     # safety
     max_response_bytes: int = 10 * 1024 * 1024
     max_compression_ratio: float = 100.0  # decompressed/compressed beyond this is a bomb
@@ -67,6 +77,14 @@ class CrawlConfig:
 
     def header_user_agent(self) -> str:
         return self.user_agent_header or f"{self.user_agent}/0.1 (+https://example.invalid/afm)"
+
+    def training_policy(self) -> TrainingPolicy:
+        """The training-use policy of this crawl (the crawl token plus the training token)."""
+        from afm.crawler.training import TrainingPolicy
+
+        return TrainingPolicy(crawl_agent=self.user_agent, training_agent=self.training_agent,
+                              fallback_agent=self.fallback_agent, fallback_first=self.fallback_first,
+                              tdmrep=self.tdmrep, directives=tuple(self.optout_directives))
 
 
 def scrapy_settings(cfg: CrawlConfig) -> dict:

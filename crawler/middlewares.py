@@ -5,6 +5,11 @@
   :mod:`afm.crawler.robots`, refuses disallowed requests *before* they reach the
   network, and turns ``Crawl-delay`` into the host's download-slot delay (concurrency 1,
   no jitter, AutoThrottle told not to adjust it).
+  With ``tdmrep`` on it also fetches ``/.well-known/tdmrep.json`` once per host (same
+  cache and error rules, :mod:`afm.crawler.tdmrep`); both files' responses are kept as
+  snapshots in ``<out>/robotstxt/`` (:class:`afm.crawler.snapshots.SnapshotWriter`) so
+  ``afm curate`` can apply a later opt-out, and their parsed state is what the spider's
+  training-use decision reads (:meth:`RobotsMiddleware.host_files`).
 * :class:`BombGuardMiddleware` - lowers the decompression cap of a compressed response to
   ``max_compression_ratio`` x its wire size, so Scrapy's decompressor refuses bombs that
   stay under the absolute size cap.
@@ -15,10 +20,13 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import time
 from typing import TYPE_CHECKING, Any
 
 from afm.crawler.robots import MAX_ROBOTS_REDIRECTS, RobotsRules, rules_from_fetch
+from afm.crawler.tdmrep import WELL_KNOWN_PATH, TdmFile, tdm_from_fetch
+from afm.crawler.training import FileContext
 from afm.crawler.urls import host_key
 from scrapy import Request, signals
 from scrapy.exceptions import IgnoreRequest, StopDownload
@@ -55,6 +63,16 @@ class RobotsMiddleware:
         self.retry_seconds: float = cfg.robots_retry_seconds
         self._rules: dict[str, RobotsRules] = {}
         self._pending: dict[str, Deferred] = {}
+        self.tdmrep: bool = cfg.tdmrep
+        self._tdm: dict[str, TdmFile] = {}
+        self._tdm_pending: dict[str, Deferred] = {}
+        # host -> (robots.txt fetch, tdmrep.json fetch): URL, time, status, for evidence
+        self._context: dict[tuple[str, str], FileContext] = {}
+        self._snapshots: Any = None
+        self._keep_snapshots: bool = cfg.snapshots
+        self._out_dir: str = cfg.out_dir
+        self._warc_prefix: str = cfg.warc_prefix
+        crawler.signals.connect(self._close_snapshots, signal=signals.spider_closed)
         self._sitemaps_seen: set[str] = set()
         crawler.afm_robots = self  # type: ignore[attr-defined] - the spider's pre-check
 
@@ -70,6 +88,14 @@ class RobotsMiddleware:
             return None
         return rules.allowed(url, self.agent, self.fallback, self.fallback_first)
 
+    def host_files(self, url: str) -> tuple[RobotsRules | None, FileContext | None,
+                                            TdmFile | None, FileContext | None]:
+        """The robots.txt and tdmrep.json state of ``url``'s host, with where each came
+        from (what the spider's training-use decision reads)."""
+        key = host_key(url)
+        return (self._rules.get(key), self._context.get((key, "robots.txt")),
+                self._tdm.get(key), self._context.get((key, "tdmrep.json")))
+
     # ---- downloader middleware ----------------------------------------------------------------
     async def process_request(self, request: Request) -> None:
         if request.meta.get("afm_robots_fetch") or request.url.startswith(("data:", "file:")):
@@ -79,6 +105,8 @@ class RobotsMiddleware:
         if not rules.allowed(request.url, self.agent, self.fallback, self.fallback_first):
             self.crawler.stats.inc_value("afm/robots_denied")
             raise RobotsDenied(f"robots.txt disallows {request.url} ({rules.kind})")
+        if self.tdmrep:
+            await self._get_tdm(key)
         delay = rules.crawl_delay(self.agent, self.fallback, self.fallback_first)
         if delay:
             self._apply_crawl_delay(request, delay)
@@ -107,6 +135,72 @@ class RobotsMiddleware:
         await maybe_deferred_to_future(waiter)
         return self._rules[key]
 
+    async def _get_tdm(self, key: str) -> TdmFile:
+        """The host's tdmrep.json, fetched once and cached like robots.txt."""
+        tdm = self._tdm.get(key)
+        if tdm is not None and not tdm.expired():
+            return tdm
+        waiter = self._tdm_pending.get(key)
+        if waiter is None:
+            waiter = self._tdm_pending[key] = Deferred()
+            try:
+                tdm = await self._fetch_tdm(key)
+            except Exception as exc:  # noqa: BLE001 - never leave waiters hanging
+                tdm = tdm_from_fetch(None, None, error=repr(exc), retry_seconds=self.retry_seconds)
+            self._tdm[key] = tdm
+            del self._tdm_pending[key]
+            waiter.callback(tdm)
+            return tdm
+        from scrapy.utils.defer import maybe_deferred_to_future
+
+        await maybe_deferred_to_future(waiter)
+        return self._tdm[key]
+
+    async def _fetch_tdm(self, key: str) -> TdmFile:
+        url = f"{key}{WELL_KNOWN_PATH}"
+        stats = self.crawler.stats
+        stats.inc_value("afm/tdmrep_fetches")
+        try:
+            response = await self._download(url)
+        except Exception as exc:  # noqa: BLE001 - unreachable: robots.txt's rule (reserved)
+            stats.inc_value("afm/tdmrep_unreachable")
+            self._context[(key, "tdmrep.json")] = FileContext(url, time.time(), None)
+            return tdm_from_fetch(None, None, error=f"{type(exc).__name__}: {exc}",
+                                  cache_seconds=self.cache_seconds, retry_seconds=self.retry_seconds)
+        stats.inc_value(f"afm/tdmrep_status/{response.status}")
+        return tdm_from_fetch(response.status, response.body, cache_seconds=self.cache_seconds,
+                              retry_seconds=self.retry_seconds)
+
+    async def _download(self, url: str) -> Response:
+        """Fetch a control file (robots.txt, tdmrep.json) ahead of pages, and keep it."""
+        request = Request(url, priority=self.DOWNLOAD_PRIORITY, callback=NO_CALLBACK,
+                          meta={"afm_robots_fetch": True, "redirect_ttl": MAX_ROBOTS_REDIRECTS,
+                                "dont_obey_robotstxt": True})
+        response = await self.crawler.engine.download_async(request)
+        now = dt.datetime.now(dt.UTC)
+        kind = "tdmrep.json" if url.endswith(WELL_KNOWN_PATH) else "robots.txt"
+        self._context[(host_key(url), kind)] = FileContext(url, now, response.status)
+        self._snapshot(url, response, now)
+        return response
+
+    def _snapshot(self, url: str, response: Response, when: dt.datetime) -> None:
+        if not self._keep_snapshots:
+            return
+        if self._snapshots is None:
+            from afm.crawler.snapshots import SnapshotWriter
+
+            self._snapshots = SnapshotWriter(self._out_dir, prefix=self._warc_prefix)
+        headers = [(k.decode("latin-1"), v.decode("latin-1"))
+                   for k, values in response.headers.items() for v in values]
+        self._snapshots.write(url, response.status, headers, response.body, when,
+                              final_url=response.url)
+        self.crawler.stats.inc_value("afm/control_file_snapshots")
+
+    def _close_snapshots(self, spider: Any = None, reason: str = "") -> None:
+        if self._snapshots is not None:
+            self._snapshots.close()
+            self._snapshots = None
+
     async def _fetch(self, key: str) -> RobotsRules:
         request = Request(
             f"{key}/robots.txt",
@@ -121,7 +215,7 @@ class RobotsMiddleware:
         stats = self.crawler.stats
         stats.inc_value("afm/robots_fetches")
         try:
-            response = await self.crawler.engine.download_async(request)
+            response = await self._download(request.url)
         except IgnoreRequest as exc:
             if "redirect" in str(exc):
                 # RFC 9309 2.3.1.2: past five redirects robots.txt MAY be taken as unavailable.

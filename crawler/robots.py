@@ -94,8 +94,9 @@ def _first_of(text: str, chars: str, start: int) -> int:
     return min(positions) if positions else -1
 
 
-class _Pattern:
-    """A rule path with ``*`` (any run) and a final ``$`` (end anchor)."""
+class PathPattern:
+    """A rule path with ``*`` (any run) and a final ``$`` (end anchor); TDMRep's
+    ``location`` patterns use the same notation (:mod:`afm.crawler.tdmrep`)."""
 
     __slots__ = ("text", "length", "_prefix", "_regex")
 
@@ -127,10 +128,10 @@ class Rule:
     allow: bool
     pattern: str
     line: int
-    _compiled: _Pattern = field(init=False, repr=False, compare=False)
+    _compiled: PathPattern = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        self._compiled = _Pattern(self.pattern)
+        self._compiled = PathPattern(self.pattern)
 
     def priority(self, path: str) -> int:
         """Length of the pattern if it matches ``path``, else -1."""
@@ -233,20 +234,36 @@ class RobotsTxt:
         self, url: str, agent: str, fallback: str | None = None, fallback_first: bool = False
     ) -> bool:
         """RFC 9309 2.2.2: the longest matching rule wins; on a tie ``allow`` wins."""
+        return self.decide(url, agent, fallback, fallback_first).allowed
+
+    def names(self, agent: str) -> bool:
+        """Whether a group names ``agent`` itself (not through ``*`` or a fallback)."""
+        token = agent.lower()
+        return any(token in g.agents for g in self.groups)
+
+    def decide(
+        self, url: str, agent: str, fallback: str | None = None, fallback_first: bool = False
+    ) -> Verdict:
+        """:meth:`allowed` with its evidence: the deciding rule and the group it is in."""
         path = path_of(url)
         if path == "/robots.txt":
-            return True  # RFC 9309 2.2.2: implicitly allowed
+            return Verdict(True, None, "")  # RFC 9309 2.2.2: implicitly allowed
         if "%" in path:  # %2f and %2F are one octet: compare escapes in one case, as rules are
             path = _PCT.sub(lambda m: "%" + m.group(1).upper(), path)
         best_allow = best_disallow = -1
-        for group in self.groups_for(agent, fallback, fallback_first):
+        allow_rule = disallow_rule = None
+        groups = self.groups_for(agent, fallback, fallback_first)
+        for group in groups:
             for rule in group.rules:
                 p = rule.priority(path)
-                if rule.allow:
-                    best_allow = max(best_allow, p)
-                else:
-                    best_disallow = max(best_disallow, p)
-        return not (best_disallow > 0 and best_disallow > best_allow)
+                if rule.allow and p > best_allow:
+                    best_allow, allow_rule = p, rule
+                elif not rule.allow and p > best_disallow:
+                    best_disallow, disallow_rule = p, rule
+        group_name = _group_name(groups)
+        if best_disallow > 0 and best_disallow > best_allow:
+            return Verdict(False, disallow_rule, group_name)
+        return Verdict(True, allow_rule if best_allow >= 0 else None, group_name)
 
     def crawl_delay(
         self, agent: str, fallback: str | None = None, fallback_first: bool = False
@@ -254,6 +271,32 @@ class RobotsTxt:
         groups = self.groups_for(agent, fallback, fallback_first)
         delays = [g.crawl_delay for g in groups if g.crawl_delay is not None]
         return max(delays) if delays else None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One decision and why: the rule that decided (None: no rule matched, so allowed)
+    and the user-agent group it belongs to (``*``, a token, or "" for none)."""
+
+    allowed: bool
+    rule: Rule | None
+    group: str
+
+    def evidence(self) -> dict[str, object]:
+        """The decision as JSON-able evidence (rule line, pattern, group)."""
+        out: dict[str, object] = {"group": self.group or "(none)"}
+        if self.rule is not None:
+            out["rule"] = f"{'Allow' if self.rule.allow else 'Disallow'}: {self.rule.pattern}"
+            out["line"] = self.rule.line
+        return out
+
+
+def _group_name(groups: list[Group]) -> str:
+    if not groups:
+        return ""
+    if groups[0].is_global:
+        return "*"
+    return groups[0].agents[0] if groups[0].agents else ""
 
 
 def _split_line(line: str) -> tuple[str, str] | None:
@@ -325,6 +368,17 @@ class RobotsRules:
             return False
         assert self.robots is not None
         return self.robots.allowed(url, agent, fallback, fallback_first)
+
+    def decide(
+        self, url: str, agent: str, fallback: str | None = None, fallback_first: bool = False
+    ) -> Verdict:
+        """:meth:`allowed` with its evidence (see :meth:`RobotsTxt.decide`)."""
+        if path_of(url) == "/robots.txt" or self.kind == "allow_all":
+            return Verdict(True, None, "")
+        if self.kind == "disallow_all":
+            return Verdict(False, None, "")
+        assert self.robots is not None
+        return self.robots.decide(url, agent, fallback, fallback_first)
 
     def crawl_delay(
         self, agent: str, fallback: str | None = None, fallback_first: bool = False

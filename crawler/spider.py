@@ -4,12 +4,17 @@ Every URL goes through :meth:`AfmSpider.schedule` - clean, depth, trap rules, de
 budgets, cached robots.txt - and is logged to the durable frontier before Scrapy sees
 it. Every response is stored (unless ``noindex``) and every failure recorded as an
 outcome, so the crawl's files account for every URL it scheduled.
+
+Every stored page carries its training-use decision (:mod:`afm.crawler.training`) as
+WARC fields ``AFM-Training-Use`` (``allowed`` / ``optout``) and ``AFM-Training-Evidence``
+(JSON: each opt-out signal, where it was found, the rule or value, the fetch time), and
+in the index's ``training_use`` / ``training_evidence`` columns. Opted-out pages are
+still stored (crawling was allowed); ``afm curate``'s ``optout`` stage drops them.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import re
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -51,28 +56,13 @@ def read_seeds(items: list[str]) -> list[str]:
 
 
 def robots_directives(values: list[str], agent: str) -> set[str]:
-    """``noindex``/``nofollow`` from X-Robots-Tag or meta robots values for ``agent``.
+    """``noindex``/``nofollow`` from X-Robots-Tag or meta robots values for ``agent``
+    (the crawl's own directives; the training-use ones, ``noai``, are read by
+    :mod:`afm.crawler.directives` for both tokens). A value may be scoped (``afmbot:
+    noindex``); unscoped values apply to every agent. ``none`` means both."""
+    from afm.crawler.directives import robots_directives as parse
 
-    A value may be scoped (``afmbot: noindex``); unscoped values apply to every agent.
-    ``none`` means both.
-    """
-    out: set[str] = set()
-    agent = agent.lower()
-    for value in values:
-        scope, _, rest = value.partition(":")
-        if rest and re.fullmatch(r"\s*[A-Za-z_-]+\s*", scope) and scope.strip().lower() not in (
-            "unavailable_after",
-        ):
-            if scope.strip().lower() != agent:
-                continue
-            value = rest
-        for token in value.lower().replace(";", ",").split(","):
-            token = token.strip()
-            if token == "none":
-                out.update(("noindex", "nofollow"))
-            elif token in ("noindex", "nofollow"):
-                out.add(token)
-    return out
+    return parse(values, agent) & {"noindex", "nofollow"}
 
 
 class AfmSpider(Spider):
@@ -84,6 +74,7 @@ class AfmSpider(Spider):
         self.state: Any = None  # CrawlState: the frontier (local) or the taken-log (Redis)
         self.shared = bool(cfg.redis_url)  # frontier + de-dup live in Redis
         self.store: Any = None
+        self.policy = cfg.training_policy()
         self._budget_scheduled = 0
         self._host_counts: dict[str, int] = {}
         self._denied: set[str] = set()
@@ -298,7 +289,30 @@ class AfmSpider(Spider):
             if request is not None:
                 yield request
 
+    def _training_headers(self, response: Response, headers: list[tuple[str, str]],
+                          request_url: str, fetched_at: dt.datetime) -> dict[str, str]:
+        """The page's training-use decision as WARC fields (see the module docstring)."""
+        import json
+
+        from afm.crawler.directives import page_signals
+        from afm.crawler.warc import TRAINING_EVIDENCE_HEADER, TRAINING_USE_HEADER
+
+        robots = getattr(self.crawler, "afm_robots", None)
+        rules = robots_file = tdm = tdm_file = None
+        if robots is not None:
+            rules, robots_file, tdm, tdm_file = robots.host_files(response.url)
+        signals = page_signals(headers, response.body, _is_html(response), self.policy.agents)
+        decision = self.policy.decide(response.url, signals=signals, fetched_at=fetched_at,
+                                      robots=rules, robots_file=robots_file, tdm=tdm,
+                                      tdm_file=tdm_file)
+        self.crawler.stats.inc_value(f"afm/training/{decision.use}")
+        out = {TRAINING_USE_HEADER: decision.use}
+        if decision.optout:
+            out[TRAINING_EVIDENCE_HEADER] = json.dumps(decision.evidence, sort_keys=True)
+        return out
+
     def _store(self, response: Response, request_url: str) -> None:
+        fetched_at = dt.datetime.now(dt.UTC)
         headers = [
             (k.decode("latin-1"), v.decode("latin-1"))
             for k, values in response.headers.items()
@@ -316,7 +330,8 @@ class AfmSpider(Spider):
             response.body,
             request_url=request_url,
             request_headers=request_headers,
-            fetched_at=dt.datetime.now(dt.UTC),
+            fetched_at=fetched_at,
+            warc_headers=self._training_headers(response, headers, request_url, fetched_at),
         )
         stats = self.crawler.stats
         stats.inc_value("afm/pages")

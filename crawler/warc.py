@@ -5,7 +5,7 @@ record its own gzip member (so any record can be read from its offset alone), in
 file named ``.<name>.open`` while it grows. Past ``max_bytes`` (and at close) the file
 is closed and renamed to ``<name>.warc.gz``, then its index shard
 ``index/<name>.parquet`` (url, request_url, status, warc_file, offset, length,
-fetched_at, content_type) is written atomically. A reader therefore never sees a half
+fetched_at, content_type, training_use, training_evidence) is written atomically. A reader therefore never sees a half
 file, and after a crash the durable record of what was fetched is exactly the set of
 closed files: a restart re-fetches the open file's pages and nothing else.
 
@@ -40,8 +40,14 @@ INDEX_SCHEMA = pa.schema(
         ("length", pa.int64()),
         ("fetched_at", pa.timestamp("us", tz="UTC")),
         ("content_type", pa.string()),
+        # The training-use decision (afm.crawler.training): "allowed" / "optout", and the
+        # opt-out evidence as JSON (empty when allowed, or for records of other writers).
+        ("training_use", pa.string()),
+        ("training_evidence", pa.string()),
     ]
 )
+TRAINING_USE_HEADER = "AFM-Training-Use"
+TRAINING_EVIDENCE_HEADER = "AFM-Training-Evidence"
 
 # Hop-by-hop and encoding headers describe the transfer, not the stored body (we store
 # the decoded body): keep them under X-Crawler-* as Common Crawl does.
@@ -106,8 +112,11 @@ class WarcStore:
         request_headers: list[tuple[str, str]] | None = None,
         method: str = "GET",
         fetched_at: dt.datetime | None = None,
+        warc_headers: dict[str, str] | None = None,
     ) -> tuple[str, int]:
-        """Append the response and request records of one page; return (file, offset)."""
+        """Append the response and request records of one page; return (file, offset).
+        ``warc_headers``: extra named fields of the response record (the training-use
+        decision: ``AFM-Training-Use``, ``AFM-Training-Evidence``)."""
         if self._writer is None:
             self._open()
         assert self._writer is not None and self._fh is not None
@@ -129,7 +138,7 @@ class WarcStore:
             "response",
             payload=io.BytesIO(body),
             length=len(body),
-            warc_headers_dict={"WARC-Date": warc_date},
+            warc_headers_dict={"WARC-Date": warc_date, **(warc_headers or {})},
             http_headers=StatusAndHeaders(_http_status_line(status), http_headers, protocol="HTTP/1.1"),
         )
         target = request_url or url
@@ -160,6 +169,8 @@ class WarcStore:
                 "length": length,
                 "fetched_at": fetched_at,
                 "content_type": content_type,
+                "training_use": (warc_headers or {}).get(TRAINING_USE_HEADER),
+                "training_evidence": (warc_headers or {}).get(TRAINING_EVIDENCE_HEADER),
             }
         )
         self.records += 1
@@ -237,6 +248,8 @@ def index_rows_from_warc(path: str | Path) -> list[dict[str, Any]]:
                     "length": 0,
                     "fetched_at": _warc_date(record.rec_headers.get_header("WARC-Date")),
                     "content_type": record.http_headers.get_header("Content-Type") or "",
+                    "training_use": record.rec_headers.get_header(TRAINING_USE_HEADER),
+                    "training_evidence": record.rec_headers.get_header(TRAINING_EVIDENCE_HEADER),
                 }
             )
             rows[-1]["length"] = it.get_record_length()

@@ -12,7 +12,9 @@ the filters nor Beam.
 filters of a source in the same order (:func:`document_filters`), and ``afm sft prepare``
 follows the ``chat`` entry (its steps are the chat-data versions of the same stages).
 
-The web order follows the AFM report (§3.1.1): extraction, language ID (cheap, and the
+The web order follows the AFM report (§3.1.1): publishers' opt-outs first (a ``record``
+stage: it sees crawl pages, with their headers, and documents alike, right after
+reading; ``afm.filters.optout``), extraction, language ID (cheap, and the
 safety word lists use its label), safety/profanity, PII redaction (so no later stage or
 record sees the personal data), de-duplication, quality (heuristics before the
 classifier: a document dropped by either is dropped, so the order changes only which one
@@ -36,7 +38,7 @@ from afm.filters.base import DocumentFilter
 from afm.config import from_dict
 from afm.imports import probe, resolve
 
-StageKind = Literal["page", "document", "global"]
+StageKind = Literal["record", "page", "document", "global"]
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,9 @@ class StageSpec:
 STAGES: dict[str, StageSpec] = {
     s.name: s
     for s in (
+        StageSpec("optout", "record", "afm.filters.optout", "OptoutFilter", "OptoutConfig",
+                  "publishers' training opt-outs: domain list, noai / TDMRep, robots.txt "
+                  "snapshots (training token)"),
         StageSpec("extract", "page", "afm.filters.extract", "Extractor", "ExtractConfig",
                   "main text from HTML (trafilatura + fallback)"),
         StageSpec("language", "document", "afm.filters.language", "LanguageFilter",
@@ -79,11 +84,11 @@ STAGES: dict[str, StageSpec] = {
 }
 
 SOURCE_STAGES: dict[str, tuple[str, ...]] = {
-    "web": ("extract", "language", "safety", "pii", "dedup", "quality", "quality_model",
+    "web": ("optout", "extract", "language", "safety", "pii", "dedup", "quality", "quality_model",
             "decontaminate"),
     # Math pages (report 3.1.4): the math filters decide what is a math page first (cheap
     # tag/symbol checks), then the same safety/PII/dedup/decontamination as the web.
-    "math": ("extract", "language", "math", "safety", "pii", "dedup", "decontaminate"),
+    "math": ("optout", "extract", "language", "math", "safety", "pii", "dedup", "decontaminate"),
     # Code files (report 3.1.3): licence + quality + secrets, PII, dedup, decontamination.
     "code": ("code", "pii", "dedup", "decontaminate"),
     # Chat data for SFT (`afm sft prepare`, report §4.1): the conversation format check

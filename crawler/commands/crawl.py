@@ -1,4 +1,4 @@
-"""``afm crawl``, ``afm crawler daemon`` and ``afm robots check``.
+"""``afm crawl``, ``afm crawler daemon``, ``afm robots check`` and ``afm robots snapshots``.
 
 Only click and the standard library at import time: Scrapy loads inside the commands.
 """
@@ -20,6 +20,8 @@ def _finish(summary: dict, title: str) -> None:
         "bytes": summary["bytes"],
         "robots denials": summary["robots_denied"],
         "noindex": summary["noindex"],
+        "training opt-outs (stored, marked)": summary.get("training_optout", 0),
+        "robots.txt/tdmrep.json snapshots": summary.get("control_file_snapshots", 0),
         "scheduled": summary["scheduled"],
     }
     for status, count in sorted(summary["status_counts"].items()):
@@ -41,6 +43,8 @@ Examples:
   afm crawl --seeds https://example.com/ --out crawl/ --user-agent afmbot
   afm crawl --seeds http://127.0.0.1:8000/ --out crawl/ --allow-private  # local test site
   afm crawl --config crawl.yaml --set fallback_agent=Googlebot
+  afm crawl --seeds seeds.txt --out crawl/ --set training_agent=mybot-extended  # training token
+  afm crawl --seeds seeds.txt --out crawl/ --set tdmrep=false --set 'optout_directives=[]'
 """,
 )
 @click.option("--seeds", multiple=True, help="Seed URL or file of URLs (repeatable; also positional).")
@@ -64,6 +68,9 @@ def crawl_command(
     overrides: tuple[str, ...],
 ) -> None:
     """One-shot crawl: fetch politely from the seeds, write WARC + a Parquet index.
+
+    Each page's training use (robots.txt for the training token, noai, TDMRep) is
+    recorded with its evidence; every robots.txt / tdmrep.json is kept in OUT/robotstxt/.
 
     Re-running with the same --out resumes: pages whose records were lost with an
     unfinished WARC file are fetched again, finished ones are not.
@@ -174,6 +181,46 @@ def robots_check_command(
     print_summary("robots check", {"allowed": allowed, "disallowed": len(urls) - allowed,
                                    "crawl-delay": "-" if delay is None else delay,
                                    "sitemaps": len(rules.sitemaps)})
+
+
+@robots_group.command(
+    "snapshots",
+    epilog="""\b
+Examples:
+  afm robots snapshots --out robots-store/ crawl/
+  afm robots snapshots --out robots-store/ crawl-2024/ crawl-2025/ 'cc-robots/*.warc.gz'
+  afm robots snapshots --out robots-store/ robots-store-old/ crawl/ --overwrite
+  afm curate --input crawl/ --output corpus/ --robots-snapshots robots-store/ ...
+""",
+)
+@click.argument("inputs", nargs=-1, required=True)
+@click.option("--out", "out", required=True, help="Store directory to write (local, gs://, s3://).")
+@click.option("--overwrite", is_flag=True, help="Replace what OUT holds.")
+def robots_snapshots_command(inputs: tuple[str, ...], out: str, overwrite: bool) -> None:
+    """Build a robots.txt / tdmrep.json snapshot store for `afm curate`'s optout stage.
+
+    INPUTS are crawl output directories (their robotstxt/ WARCs), robots.txt WARC files
+    or globs (Common Crawl's robotstxt/*.warc.gz) and earlier stores. Every snapshot that
+    can still decide is kept per host: the newest readable one, and any newer failed or
+    damaged ones (a damaged newest snapshot makes the host's pages unverifiable in
+    curate, never silently allowed). A damaged record whose URL cannot be read is an
+    error: the host it belongs to cannot be known.
+    """
+    from afm.crawler.snapshots import build_store
+
+    from afm.console import print_summary
+
+    manifest = build_store(list(inputs), out, overwrite=overwrite)
+    print_summary("robots snapshots", {
+        "records read": manifest["records_read"],
+        "snapshots read": manifest["snapshots_read"],
+        "damaged": manifest["damaged_read"],
+        "hosts": manifest["hosts"],
+        "kept": manifest["kept"],
+        "superseded": manifest["superseded"],
+        **{f"kept {k}": v for k, v in manifest["kept_by_kind"].items()},
+        "store": out,
+    })
 
 
 COMMANDS = [crawl_command, crawler_group, robots_group]

@@ -100,6 +100,48 @@ class FilterFn(_StageFn):
             yield kept
 
 
+class RecordFn(_StageFn):
+    """A stage that runs right after reading, on crawl pages and documents alike (the
+    ``optout`` stage): a page it drops becomes the reject of a text-less document with
+    the page's URL, so its evidence is kept under the same id as an extracted one."""
+
+    def process(self, rec: dict[str, Any]) -> Iterator[Any]:
+        is_page = "body" in rec and "text" not in rec
+        if not is_page:
+            kept, rejected = apply_filter(self.impl, rec)
+            if rejected is not None:
+                yield self._reject(rejected)
+            else:
+                self.kept_counter.inc()
+                yield kept
+            return
+        try:
+            decision = self.impl(rec)
+        except Exception as exc:  # noqa: BLE001 - recorded, never lost
+            yield self._reject(make_reject(self._skeleton(rec), self.stage.name,
+                                           f"error:{type(exc).__name__}",
+                                           message=str(exc)[:500]))
+            return
+        if decision.keep:
+            self.kept_counter.inc()
+            yield rec
+            return
+        yield self._reject(make_reject(self._skeleton(rec), self.stage.name,
+                                       decision.reason or "dropped", **decision.details))
+
+    def _skeleton(self, page: dict[str, Any]) -> dict[str, Any]:
+        return make_document("", url=page.get("url"), source=self.source,
+                             fetched_at=page.get("fetched_at"))
+
+
+def apply_record_stage(records: beam.PCollection, stage: ResolvedStage, source: str,
+                       label: str) -> tuple[beam.PCollection, beam.PCollection]:
+    """A ``record`` stage over one part of what was read (``label``: pages / docs)."""
+    out = records | f"{stage.name} {label}" >> beam.ParDo(RecordFn(stage, source)).with_outputs(
+        REJECTED, main="kept")
+    return out.kept, out[REJECTED]
+
+
 def apply_document_stage(docs: beam.PCollection, stage: ResolvedStage, source: str
                          ) -> tuple[beam.PCollection, beam.PCollection]:
     fn_cls = ExtractFn if stage.kind == "page" else FilterFn
@@ -187,8 +229,13 @@ class Counts:
         """One PCollection of ``(label, count)`` (labels of empty PCollections are absent:
         read them with a default of 0). One flatten + one keyed sum keeps the graph small."""
         parts = []
+        names: set[str] = set()
         for pcoll, labels in self._entries.values():
-            parts.append(pcoll | f"count {' + '.join(labels)}" >> beam.FlatMap(
+            name = f"count {' + '.join(labels)}"
+            while name in names:  # one label on several PCollections (a record stage's parts)
+                name += " (more)"
+            names.add(name)
+            parts.append(pcoll | name >> beam.FlatMap(
                 lambda _, ls: [(x, 1) for x in ls], labels))
         if not parts:
             return pipeline | "no counts" >> beam.Create([])

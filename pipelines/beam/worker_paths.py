@@ -126,6 +126,11 @@ def stage_paths(stages: list[Any]) -> list[WorkerPath]:
             out.append(WorkerPath("decontamination index", index_location(cfg),
                                   "read" if cfg.index else "write"))
             continue
+        if stage.name == "optout":
+            out += [WorkerPath("robots snapshots", p) for p in cfg.snapshots]
+            if cfg.domains_file:
+                out.append(WorkerPath("opt-out domain list", cfg.domains_file))
+            continue
         for field_name, role in STAGE_PATH_FIELDS.get(stage.name, ()):
             value = getattr(cfg, field_name, None)
             if isinstance(value, str) and value:

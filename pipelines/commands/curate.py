@@ -22,6 +22,9 @@ Examples:
   afm curate --input 'cc/*.warc.gz' --output corpus/ --config curate.yaml
   afm curate --input docs.parquet --output corpus/ --decontam-index idx/ --set dedup.params.threshold=0.7
   afm curate --input crawl/ --output corpus/ --set decontaminate.enabled=false
+  afm curate --input 'cc/*.warc.gz' --output corpus/ --robots-snapshots robots-store/ --decontam-index idx/
+  afm curate --input crawl/ --output corpus/ --set optout.enabled=false --decontam-index idx/
+  afm curate --input crawl/ --output corpus/ --set optout.params.domains=[news.example] --decontam-index idx/
   afm curate --input crawl/ --output corpus/ --decontam-index idx/ --overwrite
   afm curate --source code --input repos/ --output code-corpus/ --decontam-index idx/
   afm curate --source math --input crawl/ --output math-corpus/ --decontam-index idx/
@@ -52,6 +55,10 @@ Examples:
               help="Benchmark index from `afm decontam build-index` (the decontaminate "
                    "stage needs one, unless the config turns the stage off); local or "
                    "gs:// / s3://, read by every worker.")
+@click.option("--robots-snapshots", "robots_snapshots", multiple=True, metavar="PATH",
+              help="robots.txt / tdmrep.json snapshots for the optout stage: a store from "
+                   "`afm robots snapshots`, a crawl directory or robots.txt WARC files "
+                   "(repeatable; default: the robotstxt/ of crawl directories given as input).")
 @click.option("--overwrite", is_flag=True,
               help="Replace what OUTPUT holds (a finished or an interrupted run); the old "
                    "output stays until the new run has succeeded.")
@@ -59,9 +66,10 @@ Examples:
 @click.pass_context
 def curate_command(ctx: click.Context, inputs: tuple[str, ...], output: str, config: str | None,
                    overrides: tuple[str, ...], runner: str, source: str | None,
-                   dry_run: bool, decontam_index: str | None, overwrite: bool) -> None:
+                   dry_run: bool, decontam_index: str | None, robots_snapshots: tuple[str, ...],
+                   overwrite: bool) -> None:
     """Curate crawl output into clean Parquet shards with the report's pipeline:
-    extract -> language -> safety -> PII -> dedup -> quality -> decontamination.
+    optout -> extract -> language -> safety -> PII -> dedup -> quality -> decontamination.
 
     Writes documents-NNNNN.parquet, rejects-NNNNN.parquet (every dropped document with
     stage and reason), manifest.json, report.html and _SUCCESS (last) into OUTPUT, and
@@ -83,6 +91,10 @@ def curate_command(ctx: click.Context, inputs: tuple[str, ...], output: str, con
                                "with --)")
     if decontam_index:
         overrides = (*overrides, f"decontaminate.params.index={decontam_index}")
+    if robots_snapshots:
+        import json
+
+        overrides = (*overrides, f"optout.params.snapshots={json.dumps(list(robots_snapshots))}")
     with user_errors():
         cfg = load_curate_config(config, source=source, overrides=overrides)
         result = run_curate(list(inputs), output, config=cfg, runner=runner,

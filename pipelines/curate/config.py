@@ -85,6 +85,7 @@ class FaultInjection:
 @dataclass
 class CurateConfig:
     source: Literal["web", "code", "math"] = "web"
+    optout: StageSettings = field(default_factory=StageSettings)
     extract: StageSettings = field(default_factory=StageSettings)
     language: StageSettings = field(default_factory=StageSettings)
     math: StageSettings = field(default_factory=StageSettings)

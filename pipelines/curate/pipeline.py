@@ -1,6 +1,6 @@
 """The curate pipeline: crawl output (WARC) or document files -> clean Parquet shards.
 
-    read -> extract -> language -> safety -> PII -> dedup -> quality -> decontaminate
+    read -> optout -> extract -> language -> safety -> PII -> dedup -> quality -> decontaminate
          -> documents-NNNNN.parquet + rejects-NNNNN.parquet + manifest.json + report.html
 
 (``--source math`` and ``--source code`` swap in the math and code filters, see
@@ -79,11 +79,46 @@ def plan_curate(inputs: list[str], output: Path | str, *, config: Any = None,
     if not inputs:
         raise ValueError("no inputs given")
     files, skipped = resolve_inputs([str(i) for i in inputs], cfg.source)
+    _crawl_snapshots(stages, [str(i) for i in inputs])
+    _check_snapshots(stages)
     out = str(output)
     if not is_remote(out):
         out = os.path.abspath(out)
     return CuratePlan(cfg, stages, files, skipped, out, runner, list(pipeline_args or []),
                       tuple(text_fields), command, local_workers)
+
+
+def _crawl_snapshots(stages: list[ResolvedStage], inputs: list[str]) -> None:
+    """With no snapshots configured, the optout stage reads the robots.txt / tdmrep.json
+    snapshots of the crawl directories it is given (their ``robotstxt/``)."""
+    from afm.crawler.snapshots import SNAPSHOT_DIR
+
+    from afm import fs
+
+    for stage in stages:
+        if stage.name != "optout" or not stage.active or stage.config.snapshots:
+            continue
+        stage.config.snapshots = [
+            p if fs.is_remote(p) else os.path.abspath(p) for p in inputs
+            if not fs.has_glob(p) and fs.isdir(p) and fs.isdir(fs.join(p, SNAPSHOT_DIR))]
+
+
+def _check_snapshots(stages: list[ResolvedStage]) -> None:
+    """Missing, unreadable or damaged-beyond-attribution snapshot sources are one-line
+    errors here, before any work, not failures inside a worker: local ones are read
+    whole (the workers read them again), remote ones are listed."""
+    from afm.crawler.snapshots import load_index, source_files
+
+    from afm import fs
+
+    for stage in stages:
+        if stage.name != "optout" or not stage.active or not stage.config.snapshots:
+            continue
+        paths = list(stage.config.snapshots)
+        if any(fs.is_remote(p) for p in paths):
+            source_files(paths)
+        else:
+            load_index(paths)
 
 
 def preflight(plan: CuratePlan, *, submitting: bool) -> tuple[Any, Any]:
@@ -125,6 +160,7 @@ def build_pipeline(plan: CuratePlan, pipeline: Any, staging: str | None = None
         Counts,
         apply_document_stage,
         apply_global_stage,
+        apply_record_stage,
         apply_top_fraction_stage,
         tag_reject,
     )
@@ -171,11 +207,30 @@ def build_pipeline(plan: CuratePlan, pipeline: Any, staging: str | None = None
 
     current = read["docs"]
     current_labels = ["read.docs"]
+    pages, pages_labels = read["pages"], ["read.pages"]
     if "extract" not in names:
         current, current_labels = unique_ids(current, current_labels)
     for stage in plan.stages:
+        if stage.kind == "record":
+            # Right after reading (optout): on crawl pages and documents alike.
+            chain[stage.name] = pages_labels + current_labels
+            counts.add(pages, f"{stage.name}.in")
+            counts.add(current, f"{stage.name}.in")
+            if stage.active:
+                pages, rejected_pages = apply_record_stage(pages, stage, source, "pages")
+                current, rejected_docs = apply_record_stage(current, stage, source, "docs")
+                for part in (rejected_pages, rejected_docs):
+                    rejected_parts.append(part)
+                    counts.add(part, f"{stage.name}.rejected")
+            counts.add(pages, f"{stage.name}.kept")
+            counts.add(current, f"{stage.name}.kept")
+            counts.add(pages, f"{stage.name}.kept.pages")
+            counts.add(current, f"{stage.name}.kept.docs")
+            pages_labels = [f"{stage.name}.kept.pages"]
+            current_labels = [f"{stage.name}.kept.docs"]
+            continue
         if stage.name == "extract":
-            stage_in, in_labels = read["pages"], ["read.pages"]
+            stage_in, in_labels = pages, pages_labels
         else:
             stage_in, in_labels = current, current_labels
         counts.add(stage_in, f"{stage.name}.in")
@@ -210,8 +265,8 @@ def build_pipeline(plan: CuratePlan, pipeline: Any, staging: str | None = None
                 FailOncePerBundle(stage.name, marker_dir))
         counts.add(kept, f"{stage.name}.kept")
         if stage.name == "extract":
-            current = (kept, read["docs"]) | "extracted + documents" >> beam.Flatten()
-            current, current_labels = unique_ids(current, ["extract.kept", "read.docs"])
+            current = (kept, current) | "extracted + documents" >> beam.Flatten()
+            current, current_labels = unique_ids(current, ["extract.kept", *current_labels])
         else:
             current, current_labels = kept, [f"{stage.name}.kept"]
 
@@ -452,6 +507,13 @@ def _manifest(plan: CuratePlan, options: Any, accounting: Any, counts: dict[str,
             f"records cannot be known (truncated or corrupt tails) in {len(places)} file(s), "
             f"e.g. {places[0]}; each is one reject in the count, but more records may have "
             "been lost there")
+    optout = next((s for s in plan.stages if s.name == "optout" and s.active), None)
+    if optout is not None and not optout.config.snapshots and (
+            optout.config.robots or optout.config.tdmrep):
+        warnings.append(
+            "optout: no robots.txt / tdmrep.json snapshots (no --robots-snapshots, and no "
+            "input is a crawl directory with robotstxt/): only the pages' own noai / TDM "
+            "signals and the domain list were checked")
     if "decontaminate" in cfg.stage_names():
         decontam = "off" if cfg.decontamination_off else "on"
     else:

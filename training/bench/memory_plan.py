@@ -1,7 +1,7 @@
 """XLA's per-device memory plan of a task's train step at any model size, from abstract
 shapes only (no parameter is materialised), on any backend, CPU included.
 
-``plan("dpo", "afm-on-device", seq_len=2048, batch=16, microbatches=16)`` builds the run's
+``plan("dpo", "afm-on-device", seq_len=2048, shape=ON_DEVICE["dpo"])`` builds the run's
 :class:`~afm.training.core.engine.Engine` (the task's extra parameters included: DPO's and
 MDLOO's frozen reference, the reward model's heads), lowers its jitted train step on
 ``jax.ShapeDtypeStruct`` inputs and reads the compiled executable's memory analysis:
@@ -29,18 +29,34 @@ class TaskShape:
     batch: int  # rows (SFT), pairs (RM, DPO) or responses (MDLOO) per optimiser step
     microbatches: int
     remat: str = "full"
+    scan_layers: bool = True  # one compiled block under lax.scan: buffers are reused across layers
     options: tuple[tuple[str, Any], ...] = ()
 
 
 # The on-device model's post-training steps at sequence 2048 (README "Memory at the
 # on-device size"): one micro-batch of 1 row / pair / response at a time, every layer
-# rematerialised.
+# rematerialised, the layers scanned.
 ON_DEVICE = {
     "sft": TaskShape(batch=16, microbatches=16),
     "reward_model": TaskShape(batch=16, microbatches=16),
-    "dpo": TaskShape(batch=16, microbatches=16),
+    # the reference's log-probs computed before training (afm dpo --reference precomputed):
+    # a frozen copy in the step (the default on smaller models) plans 86 GiB here
+    "dpo": TaskShape(batch=16, microbatches=16, options=(("reference", "precomputed"),)),
+    "ipo": TaskShape(batch=16, microbatches=16, options=(("reference", "precomputed"),)),
     "mdloo": TaskShape(batch=16, microbatches=16, options=(("prompts_per_iteration", 4), ("k", 4))),
 }
+ALIASES = {"rm": "reward_model"}
+
+
+def task_shape(task: str) -> tuple[str, TaskShape]:
+    """The task's registered name and its post-training shape; a one-line error for a task
+    without one."""
+    from afm.errors import UserError
+
+    name = ALIASES.get(task, task)
+    if name not in ON_DEVICE:
+        raise UserError(f"no memory plan for task {task!r}; tasks with one: {', '.join([*ON_DEVICE, *ALIASES])}")
+    return name, ON_DEVICE[name]
 
 
 def plan(task: str, model: str, *, seq_len: int, shape: TaskShape, overrides: list[str] | None = None) -> dict[str, Any]:
@@ -53,7 +69,7 @@ def plan(task: str, model: str, *, seq_len: int, shape: TaskShape, overrides: li
 
     sets = [f"data.seq_len={seq_len}", f"data.global_batch_size={shape.batch}", f"microbatches={shape.microbatches}",
             f"model_overrides.max_seq_len={seq_len}", f"model_overrides.remat={shape.remat}",
-            "model_overrides.dtype=bfloat16", *[f"task_options.{k}={v}" for k, v in shape.options],
+            f"model_overrides.scan_layers={str(shape.scan_layers).lower()}", "model_overrides.dtype=bfloat16", *[f"task_options.{k}={v}" for k, v in shape.options],
             *(overrides or [])]
     cfg = get_train_config(TrainConfig(name=f"plan-{task}", model=model, task=task), sets)
     mesh = make_mesh(MeshConfig(data=1, fsdp=1), devices=jax.devices()[:1])  # one device's plan
@@ -70,10 +86,11 @@ def plan(task: str, model: str, *, seq_len: int, shape: TaskShape, overrides: li
     return {
         "task": task, "model": model, "params": param_counts(engine.model_config)["total"],
         "seq_len": seq_len, "batch": shape.batch, "microbatches": shape.microbatches, "remat": shape.remat,
+        "scan_layers": shape.scan_layers, "options": dict(shape.options),
         "backend": jax.default_backend(), "arguments_gb": args / GIB, "frozen_gb": frozen / GIB,
         "outputs_gb": out / GIB, "temporaries_gb": temp / GIB, "donated_gb": alias / GIB,
         "total_gb": (args + out + temp - alias) / GIB, "compile_s": seconds,
     }
 
 
-__all__ = ["ON_DEVICE", "TaskShape", "plan"]
+__all__ = ["ALIASES", "ON_DEVICE", "TaskShape", "plan", "task_shape"]

@@ -146,9 +146,41 @@ def bench_train(
     }
 
 
+ACCELERATOR_GIB = 80e9 / 2**30  # one 80 GB accelerator (H100, A100-80GB), in GiB
+
+
+def _memory_plans(opts: BenchOptions) -> list[Comparison]:
+    """``afm bench train --task sft,rm,dpo,mdloo``: each task's compiled step's memory plan
+    for one device (abstract shapes: nothing is allocated, so any backend can plan any size)."""
+    import json
+
+    from afm.training.bench.memory_plan import plan, task_shape
+
+    from afm.console import print_table
+
+    model = opts.model_config or "afm-on-device"
+    seq_len = opts.seq_len or 2048
+    shapes = [task_shape(t) for t in opts.tasks]  # every name checked before the first compile
+    plans = [plan(name, model, seq_len=seq_len, shape=shape) for name, shape in shapes]
+    opts.workdir.mkdir(parents=True, exist_ok=True)
+    (opts.workdir / "memory_plans.json").write_text(json.dumps(plans, indent=2) + "\n")
+    print_table(
+        f"memory plan per device: {model} @ {seq_len} ({plans[0]['backend']} compiler)",
+        ["task", "options", "batch / micro-batches", "parameters + optimizer + batch", "of which frozen", "temporaries",
+         "total GiB", "compile s"],
+        [[p["task"], " ".join(f"{k}={v}" for k, v in p["options"].items()), f"{p['batch']} / {p['microbatches']}", f"{p['arguments_gb']:.1f}", f"{p['frozen_gb']:.1f}",
+          f"{p['temporaries_gb']:.1f}", f"{p['total_gb']:.1f}", f"{p['compile_s']:.0f}"] for p in plans],
+    )
+    return [Comparison(f"memory plan {p['task']} {model}@{seq_len}, {p['batch']} per step in {p['microbatches']} "
+                       f"micro-batches, remat {p['remat']}", p["total_gb"], None, "", "GiB",
+                       f"<= {ACCELERATOR_GIB:.1f} (80 GB)") for p in plans]
+
+
 def _train_benchmark(opts: BenchOptions) -> list[Comparison]:
     import jax
 
+    if opts.tasks:
+        return _memory_plans(opts)
     if jax.default_backend() == "cpu":
         model, seq_len = "tiny", 128
     else:

@@ -47,12 +47,14 @@ LoRA                    ``extra_params`` = adapters (trainable); ``is_trainable`
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from afm.training.core.hooks import ModelView
 
@@ -77,6 +79,26 @@ class ParamSpec:
     axes: tuple[str | None, ...]
     init: Callable[[Array, dict[str, Array]], Array]
     trainable: bool = True
+
+
+def frozen_model_copy(model_config: Any, prefix: str) -> dict[str, ParamSpec]:
+    """A frozen copy of the model's parameters under ``prefix`` (DPO's and MDLOO's
+    reference policy), initialised from the start model and stored in the model's compute
+    dtype: the forward pass casts every weight to that dtype anyway, so a bf16 model's
+    reference gives the same log-probs at half the memory of a float32 copy (5 GiB of the
+    on-device model's 10). Integer (palettized) storage keeps its dtype."""
+    from afm.training.core.engine import ModelParts
+
+    parts = ModelParts.build(model_config, 0)
+    compute = jnp.dtype(model_config.dtype)
+
+    def init(rng: Array, model: dict[str, Array], key: str) -> Array:
+        value = model[key]
+        return value.astype(compute) if jnp.issubdtype(value.dtype, jnp.floating) else value
+
+    return {prefix + k: ParamSpec(tuple(shape), tuple(parts.names.get(k) or (None,) * len(shape)),
+                                  functools.partial(init, key=k), trainable=False)
+            for k, shape in parts.shapes.items()}
 
 
 @jax.tree_util.register_dataclass

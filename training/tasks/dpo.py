@@ -40,6 +40,7 @@ from afm.training.core.task import (
     LossOutput,
     ParamSpec,
     TaskBase,
+    frozen_model_copy,
     task_tokenizer,
 )
 from afm.training.data.preferences import PairTaskInputs
@@ -195,12 +196,7 @@ class DpoTask(PairTaskInputs, TaskBase):
     def extra_params(self, model_config: Any) -> dict[str, ParamSpec]:
         if self.options.reference != "frozen":
             return {}
-        from afm.training.core.engine import ModelParts
-
-        parts = ModelParts.build(model_config, 0)
-        return {REF + k: ParamSpec(tuple(shape), tuple(parts.names.get(k) or (None,) * len(shape)),
-                                   (lambda rng, model, k=k: model[k]), trainable=False)
-                for k, shape in parts.shapes.items()}
+        return frozen_model_copy(model_config, REF)
 
     def loss(self, params: dict[str, Any], batch: dict[str, Any], ctx: LossContext) -> LossOutput:
         pi_c, pi_r, ref_c, ref_r, n_c, n_r, w = self._policy_and_reference(params, batch, ctx)
@@ -255,9 +251,36 @@ def run_preference_optimisation(kind: str, config: str | Path, workdir: str | Pa
                               init_from=str(init_from) if init_from else cfg.init_from)
     if not cfg.init_from:
         raise ConfigError(f"{kind} starts from a fine-tuned model: pass --init-from (an SFT run or model)")
+    if load_config(DpoOptions, dict(cfg.task_options or {})).reference == "precomputed":
+        cfg = _with_reference_logps(cfg, Path(workdir), tokenizer)
     summary = train(cfg, workdir, steps=steps, quiet=quiet)
     summary["model"] = summary["model_checkpoint"] or str(Path(workdir) / "model")  # the policy, no reference
     return summary
+
+
+def _with_reference_logps(cfg: Any, workdir: Path, tokenizer: Any) -> Any:
+    """``reference: precomputed`` without a frozen copy in the step (the on-device model's
+    DPO fits one 80 GB device only so: ``afm bench train --task dpo``): files whose pairs
+    lack reference log-probs get them from the starting model in one no-gradient pass,
+    written once under ``workdir/reference_logps/`` and reused by a resumed run."""
+    import dataclasses
+
+    from afm.training.data.preferences import read_preferences
+
+    def ensure(paths: list[str], role: str) -> list[str]:
+        if not paths or all(p.ref_logps is not None for p in read_preferences(paths).pairs):
+            return paths
+        out = workdir / "reference_logps" / f"{role}.jsonl"
+        if not out.exists():
+            tmp = out.with_suffix(".tmp")
+            n = add_reference_logps(paths, tmp, cfg.init_from, tokenizer)
+            tmp.replace(out)
+            print(f"reference log-probs of {n} {role} pairs from {cfg.init_from} -> {out}")
+        return [str(out)]
+
+    ev = dataclasses.replace(cfg.eval, heldout=ensure(list(cfg.eval.heldout), "heldout"))
+    return dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, paths=ensure(list(cfg.data.paths), "training")),
+                               eval=ev)
 
 
 def add_reference_logps(paths: Sequence[str], out: str | Path, model_dir: str | Path, tokenizer: Any,

@@ -58,6 +58,7 @@ from afm.training.core.task import (
     LossOutput,
     ParamSpec,
     TaskBase,
+    frozen_model_copy,
     task_tokenizer,
 )
 from afm.training.data.loader import LoaderState
@@ -228,12 +229,7 @@ class MdlooTask(TaskBase):
 
     def extra_params(self, model_config: Any) -> dict[str, ParamSpec]:
         """pi_ref: a frozen copy of the start policy (or of ``task_options.reference``)."""
-        from afm.training.core.engine import ModelParts
-
-        parts = ModelParts.build(model_config, 0)
-        return {REF + k: ParamSpec(tuple(shape), tuple(parts.names.get(k) or (None,) * len(shape)),
-                                   (lambda rng, model, k=k: model[k]), trainable=False)
-                for k, shape in parts.shapes.items()}
+        return frozen_model_copy(model_config, REF)
 
     def restore_extra_params(self, like: dict[str, Any]) -> dict[str, jax.Array]:
         if not self.options.reference:
@@ -243,7 +239,7 @@ class MdlooTask(TaskBase):
 
         layout = ModelParts.layout_of(self.configure_model(_model_config_of(self.config)))
         params, _ = restore_params_only(self.options.reference, {k[len(REF):]: v for k, v in like.items()}, layout)
-        return {REF + k: v for k, v in params.items()}
+        return {REF + k: v.astype(like[REF + k].dtype) for k, v in params.items()}  # stored in compute dtype
 
     # -- data ----------------------------------------------------------------------------------
     def batch_fields(self) -> dict[str, Field]:

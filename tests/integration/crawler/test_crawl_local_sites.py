@@ -11,6 +11,7 @@ from afm.crawler.testsite import LocalSites, Page
 from afm.crawler.warc import iter_warc_responses, read_index
 
 TEXT = {"Content-Type": "text/plain"}
+CONTROL = ("/robots.txt", "/.well-known/tdmrep.json")  # fetched once per host before pages
 DELAY = 1.0
 
 
@@ -129,7 +130,7 @@ def test_each_page_fetched_once_and_robots_once_per_host(crawled):
 
 
 def test_crawl_delay_is_honoured(crawled):
-    times = sorted(t for h, p, t in crawled["log"] if h == "slow" and p != "/robots.txt")
+    times = sorted(t for h, p, t in crawled["log"] if h == "slow" and p not in CONTROL)
     assert len(times) == 5
     gaps = [b - a for a, b in zip(times, times[1:])]
     assert min(gaps) >= DELAY * 0.9, gaps
@@ -173,7 +174,7 @@ def test_warc_matches_index_and_server_log(crawled):
     assert len(pages) == len(index) == summary["pages"]
     assert {p["url"] for p in pages} == {r["url"] for r in index}
     assert summary["bytes"] == sum(len(p["body"]) for p in pages)
-    fetched = {(h, p) for h, p, _ in crawled["log"] if p != "/robots.txt"}
+    fetched = {(h, p) for h, p, _ in crawled["log"] if p not in CONTROL}
     assert summary["pages"] <= len(fetched)
 
 
@@ -199,6 +200,6 @@ def test_requests_waiting_for_one_robots_fetch_all_get_its_decision(tmp_path):
         summary = crawl(seeds, tmp_path, max_pages=10, allow_private=True,
                         config={"progress_seconds": 0, "per_host_concurrency": 8})
         fetched = sorted(p for _, p, _ in site.requests)
-    assert fetched == ["/p0", "/p1", "/p2", "/p3", "/p4", "/robots.txt"]
+    assert fetched == ["/.well-known/tdmrep.json", "/p0", "/p1", "/p2", "/p3", "/p4", "/robots.txt"]
     assert summary["pages"] == 5 and summary["robots_denied"] == 1
     assert not [k for k in summary["outcomes"] if k.startswith("error_")]

@@ -78,9 +78,11 @@ def test_task_starts_at_reference_and_a_step_prefers_chosen(kind, tmp_path):
     assert float(after.metrics["reward_accuracy"][0]) == 4.0  # every chosen reply now above the reference
 
 
-def test_afm_dpo_trains_from_a_model_and_exports_the_policy(tmp_path):
-    """The whole command path: pairs on disk -> DPO with a frozen reference copy -> the
-    exported policy loads as an ordinary model, moved away from its start."""
+@pytest.mark.parametrize("reference", ["frozen", "precomputed"])
+def test_afm_dpo_trains_from_a_model_and_exports_the_policy(tmp_path, reference):
+    """The whole command path: pairs on disk -> DPO with a frozen reference copy (or the
+    reference's log-probs computed first, no copy in the step) -> the exported policy
+    loads as an ordinary model, moved away from its start."""
     from afm.model.checkpoint import load_model, save_params
     from afm.model.config import get_config
     from afm.model.transformer import Transformer
@@ -95,7 +97,7 @@ def test_afm_dpo_trains_from_a_model_and_exports_the_policy(tmp_path):
     (tmp_path / "p.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     out = run_preference_optimisation(
         "dpo", "tiny-rm", tmp_path / "dpo", data=[str(tmp_path / "p.jsonl")], tokenizer=TOK,
-        init_from=str(start), beta=0.1, steps=2, quiet=True,
+        init_from=str(start), beta=0.1, steps=2, quiet=True, reference=reference,
         overrides=["model_overrides.vocab_size=640", "model_overrides.n_layers=1", "data.global_batch_size=8",
                    "checkpoint.every_steps=2", "optimizer.learning_rate=1e-2"])
     policy, _ = load_model(out["model"], dropout=0.0)
@@ -104,3 +106,8 @@ def test_afm_dpo_trains_from_a_model_and_exports_the_policy(tmp_path):
     assert not np.allclose(np.asarray(policy(tokens)), np.asarray(base(tokens)))
     exported = {"/".join(map(str, p)) for p, _ in nnx.to_flat_state(nnx.state(policy, nnx.Param))}
     assert exported and not any(k.startswith("ref") for k in exported)
+    written = tmp_path / "dpo" / "reference_logps" / "training.jsonl"
+    assert written.exists() == (reference == "precomputed")
+    if written.exists():
+        rows = [json.loads(line) for line in written.read_text().splitlines()]
+        assert len(rows) == 8 and all(r["ref_chosen_logps"] < 0 and r["ref_rejected_logps"] < 0 for r in rows)
