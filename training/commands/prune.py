@@ -31,7 +31,7 @@ Examples:
       --init-from runs/pruned --set task_options.teacher=runs/teacher
 """)
 def prune_group() -> None:
-    """Learned FFN pruning (Soft-Top-K masks) of a teacher into the on-device model's start."""
+    """Learned FFN pruning (Soft-Top-K masks) of a teacher into the on-device model's start, and its random / magnitude controls."""
 
 
 @prune_group.command("learn", epilog="""\b
