@@ -84,12 +84,19 @@ def pruned_params(
     """The model parameters of the pruned model and each layer's kept unit indices:
     ``w_gate``/``w_up`` columns and ``w_down`` rows of the top-``target`` scores, in their
     original order; every other parameter as it is. Score entries are dropped."""
+    kept = learned_kept(params, n_layers, target)
+    return select_units(params, kept), kept
+
+
+def learned_kept(params: dict[str, np.ndarray], n_layers: int, target: int) -> list[np.ndarray]:
+    """Each layer's kept units of a pruning run: the top-``target`` learned mask scores
+    (the hard mask the annealed Soft-Top-K mask converges to)."""
     kept = []
     for i in range(n_layers):
         if score_key(i) not in params:
             raise ValueError(f"no {score_key(i)} in the checkpoint: not a pruning run")
         kept.append(kept_indices(params[score_key(i)], target))
-    return select_units(params, kept), kept
+    return kept
 
 
 def random_kept(n_layers: int, ffn_dim: int, target: int, seed: int) -> list[np.ndarray]:
@@ -174,7 +181,8 @@ def apply_pruning(run: str, out: str, *, overwrite: bool = False) -> dict[str, A
                          "(afm prune learn)")
     opts = prune_options(meta.get("task_options", {}))
     teacher = ModelConfig.from_dict(meta["model"]).replace(max_segments=0)
-    params, kept = pruned_params(read_run_params(step_dir), teacher.n_layers, opts.target_ffn_dim)
+    params = read_run_params(step_dir)  # the teacher's weights and the learned scores
+    kept = learned_kept(params, teacher.n_layers, opts.target_ffn_dim)
     summary = write_pruned(teacher, params, kept, out, source=str(step_dir), method="soft-top-k",
                            overwrite=overwrite, extra={"step": meta.get("step")})
     return {**summary, "from": f"{step_dir} (step {meta.get('step')})", "seconds": round(time.perf_counter() - t0, 1)}
@@ -252,6 +260,6 @@ def apply_baseline(teacher: str, out: str, method: str, target_ffn_dim: int, *, 
 
 
 __all__ = [
-    "METHODS", "apply_baseline", "apply_pruning", "check_apply_args", "learn_masks", "magnitude_kept",
+    "METHODS", "apply_baseline", "apply_pruning", "check_apply_args", "learn_masks", "learned_kept", "magnitude_kept",
     "pruned_params", "random_kept", "select_units", "teacher_params", "unit_magnitudes", "write_pruned",
 ]
