@@ -18,7 +18,7 @@ for s in train heldout; do
 done
 fi
 T=experiments/on-device-ablation
-RANDOM_SEEDS=${RANDOM_SEEDS:-0 1 2}  # seeds of the random-pruning control
+RANDOM_SEEDS=${RANDOM_SEEDS:-0 1 2 3 4}  # seeds of the random-pruning control
 CONTROLS="$(for s in $RANDOM_SEEDS; do printf 'random-%s ' $s; done)magnitude"
 if [ -z "${SKIP_TRAIN:-}" ]; then  # SKIP_TRAIN=1: only evaluate and report the runs of an earlier run
 # 2. the teacher (3x FFN), trained first
@@ -53,4 +53,9 @@ for r in teacher baseline prune-only $(for c in $CONTROLS; do echo prune-$c; don
   $AFM eval --checkpoint $A/runs/$r/model --tokenizer $A/tokenizer --tasks "$EVAL_TASKS" --limit 100 --max-length 512 \
     --data-dir ../shared/eval/benchmarks --perplexity-data $A/tokens-heldout --output $A/eval/$r.json
 done
-$AFM prune report --runs $A/runs --eval $A/eval --out experiments/on-device-ablation
+# the pruned starts before any student step: how much the choice of units costs before training
+for r in pruned $(for c in $CONTROLS; do echo pruned-$c; done); do
+  $AFM eval --checkpoint $A/runs/$r --tokenizer $A/tokenizer --tasks "" --max-length 512 \
+    --perplexity-data $A/tokens-heldout --output $A/eval-start/$r.json
+done
+$AFM prune report --runs $A/runs --eval $A/eval --start-eval $A/eval-start --out experiments/on-device-ablation

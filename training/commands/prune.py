@@ -133,22 +133,27 @@ def prune_apply_command(method, run, teacher, target_ffn_dim, seed, out, overwri
 @prune_group.command("report", epilog="""\b
 Examples:
   afm prune report --runs work/ablation/runs --eval work/ablation/eval --out experiments/on-device-ablation
+  afm prune report --runs work/ablation/runs --eval work/ablation/eval --start-eval work/ablation/eval-start --out OUT
 \b
 Reads the runs of experiments/on-device-ablation/run.sh (baseline, prune-only, prune-random-<seed>,
 prune-magnitude, distill-only, both, baseline-1.5x, teacher): their held-out loss curves (metrics.jsonl) and afm eval results
 (EVAL/<run>.json), and writes OUT/ablation.md (the table) and OUT/ablation.png (the curves).
+With --start-eval, also each pruned start's held-out NLL before training (afm eval of
+runs/pruned, runs/pruned-random-<seed>, runs/pruned-magnitude, as START_EVAL/<name>.json).
 """)
 @click.option("--runs", required=True, type=click.Path(path_type=Path), help="Directory holding the ablation's run workdirs.")
 @click.option("--eval", "evals", required=True, type=click.Path(path_type=Path), help="Directory of afm eval results (<run>.json).")
+@click.option("--start-eval", "start_evals", type=click.Path(path_type=Path), default=None,
+              help="Directory of afm eval results of the pruned checkpoints (<start>.json): a column of their NLL before training.")
 @click.option("--out", required=True, type=click.Path(path_type=Path), help="Where ablation.md and ablation.png go.")
-def prune_report_command(runs, evals, out) -> None:
+def prune_report_command(runs, evals, start_evals, out) -> None:
     """Table and loss-curve plot of a pruning / distillation ablation."""
     from afm.console import print_summary
 
     try:
         from afm.training.studies.ondevice_report import build_report
 
-        report = build_report(runs, evals, out)
+        report = build_report(runs, evals, out, start_evals)
     except _user_errors() as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(Path(report["table"]).read_text())

@@ -25,13 +25,15 @@ from afm.training.core.metrics import read_metrics
 RUNS = {
     "baseline": ("Baseline", "scratch", "labels", "1x"),
     "prune-only": ("Prune", "pruned teacher", "labels", "1x"),
-    "prune-magnitude": ("Prune: magnitude units", "teacher's largest-L2 units", "labels", "1x"),
+    "prune-magnitude": ("Prune: magnitude units", "pruned teacher, largest-L2 units", "labels", "1x"),
     "distill-only": ("Distill", "scratch", "0.9 top-1 + 0.1 label", "1x"),
     "both": ("Both", "pruned teacher", "0.9 top-1 + 0.1 label", "1x"),
     "baseline-1.5x": ("Baseline 1.5x", "scratch", "labels", "1.5x"),
     "teacher": ("Teacher (3x FFN)", "scratch", "labels", "-"),
 }
 RANDOM_PREFIX = "prune-random-"
+# a student run -> the pruned checkpoint it started from (afm prune apply --out runs/<start>)
+STARTS = {"prune-only": "pruned", "both": "pruned", "prune-magnitude": "pruned-magnitude"}
 LOSS = "eval/heldout/loss"
 ACCURACY = "eval/heldout/accuracy"
 
@@ -67,7 +69,7 @@ def run_specs(runs: Path) -> list[tuple[str, str, str, str, str]]:
     for name, spec in RUNS.items():
         specs.append((name, *spec))
         if name == "prune-only":
-            specs += [(f"{RANDOM_PREFIX}{s}", f"Prune: random units (seed {s})", "teacher's random units", "labels",
+            specs += [(f"{RANDOM_PREFIX}{s}", f"Prune: random units (seed {s})", "pruned teacher, random units", "labels",
                        "1x") for s in seeds]
     return specs
 
@@ -84,8 +86,19 @@ def _mean_row(rows: list[dict[str, Any]], label: str, keys: list[str]) -> dict[s
     return out
 
 
-def build_report(runs: Path, evals: Path, out: Path) -> dict[str, Any]:
-    """Write ``out/ablation.md`` and ``out/ablation.png``; returns the table rows."""
+def start_of(name: str) -> str | None:
+    """The pruned checkpoint a student run started from (``pruned``, ``pruned-random-<seed>``,
+    ``pruned-magnitude``), or None for a run from scratch."""
+    if name.startswith(RANDOM_PREFIX):
+        return "pruned-" + name[len("prune-"):]
+    return STARTS.get(name)
+
+
+def build_report(runs: Path, evals: Path, out: Path, start_evals: Path | None = None) -> dict[str, Any]:
+    """Write ``out/ablation.md`` and ``out/ablation.png``; returns the table rows. With
+    ``start_evals`` (``afm eval`` files of the pruned checkpoints, ``<start>.json``), a
+    column of each pruned start's held-out NLL before any student step: how much the choice
+    of units matters before training recovers from it."""
     rows, curves, accuracy, tasks, labels = [], {}, {}, [], {}
     for name, label, start, targets, compute in run_specs(runs):
         run = runs / name
@@ -96,7 +109,10 @@ def build_report(runs: Path, evals: Path, out: Path) -> dict[str, Any]:
         curves[name] = curve
         accuracy[name] = heldout_curve(run, ACCURACY)
         ev = eval_summary(evals / f"{name}.json")
-        tasks += [t for t in ev if t != "nll" and t not in tasks]
+        start_file = start_evals / f"{start_of(name)}.json" if start_evals and start_of(name) else None
+        if start_file is not None and start_file.is_file():
+            ev["start_nll"] = eval_summary(start_file)["nll"]
+        tasks += [t for t in ev if t not in ("nll", "start_nll") and t not in tasks]
         rows.append({"run": label, "dir": name, "start": start, "targets": targets, "compute": compute,
                      "steps": curve[-1][0] if curve else None, "heldout_loss": curve[-1][1] if curve else None,
                      "heldout_accuracy": accuracy[name][-1][1] if accuracy[name] else None, **ev})
@@ -106,14 +122,17 @@ def build_report(runs: Path, evals: Path, out: Path) -> dict[str, Any]:
     if len(seeds) > 1:
         at = rows.index(seeds[-1]) + 1
         rows.insert(at, _mean_row(seeds, f"Prune: random units (mean of {len(seeds)} seeds)",
-                                  ["heldout_loss", "heldout_accuracy", "nll", *tasks]))
+                                  ["heldout_loss", "heldout_accuracy", "nll", "start_nll", *tasks]))
     out.mkdir(parents=True, exist_ok=True)
-    head = ["run", "start", "targets", "compute", "steps", "held-out loss", "held-out top-1 acc", "held-out NLL/token", *tasks, "task mean"]
+    starts = ["start's NLL/token"] if start_evals is not None else []
+    head = ["run", "start", "targets", "compute", "steps", *starts, "held-out loss", "held-out top-1 acc",
+            "held-out NLL/token", *tasks, "task mean"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         accs = [r[t] for t in tasks if r.get(t) is not None]
         mean = sum(accs) / len(accs) if accs else None
-        cells = [r["run"], r["start"], r["targets"], r["compute"], str(r["steps"]), _fmt(r["heldout_loss"]),
+        cells = [r["run"], r["start"], r["targets"], r["compute"], str(r["steps"]),
+                 *[_fmt(r.get("start_nll")) for _ in starts], _fmt(r["heldout_loss"]),
                  _fmt(r["heldout_accuracy"]), _fmt(r.get("nll")), *[_fmt(r.get(t), 3) for t in tasks], _fmt(mean, 3)]
         lines.append("| " + " | ".join(cells) + " |")
     (out / "ablation.md").write_text("\n".join(lines) + "\n")
@@ -152,4 +171,4 @@ def _plot(panels: dict[str, dict[str, list[tuple[int, float]]]], labels: dict[st
     plt.close(fig)
 
 
-__all__ = ["build_report", "eval_summary", "heldout_curve", "run_specs"]
+__all__ = ["build_report", "eval_summary", "heldout_curve", "run_specs", "start_of"]

@@ -52,11 +52,17 @@ def test_control_rows_follow_prune_with_the_mean_of_the_random_seeds(tmp_path):
     evals.mkdir()
     for name, nll in (("prune-random-0", 5.0), ("prune-random-1", 4.5)):
         (evals / f"{name}.json").write_text(json.dumps({"perplexity": {"nll": nll}}))
-    result = CliRunner().invoke(main, ["prune", "report", "--runs", str(runs), "--eval", str(evals), "--out", str(out)])
+    starts = tmp_path / "eval-start"  # afm eval of the pruned checkpoints, before training
+    starts.mkdir()
+    for name, nll in (("pruned", 4.5), ("pruned-random-0", 6.0), ("pruned-random-1", 5.0), ("pruned-magnitude", 5.5)):
+        (starts / f"{name}.json").write_text(json.dumps({"perplexity": {"nll": nll}}))
+    result = CliRunner().invoke(main, ["prune", "report", "--runs", str(runs), "--eval", str(evals),
+                                       "--start-eval", str(starts), "--out", str(out)])
     assert result.exit_code == 0, result.output
     rows = [line.split(" | ") for line in (out / "ablation.md").read_text().splitlines()[2:]]
     assert [r[0] for r in rows] == ["| Baseline", "| Prune", "| Prune: random units (seed 0)",
                                     "| Prune: random units (seed 1)", "| Prune: random units (mean of 2 seeds)",
                                     "| Prune: magnitude units"]
-    assert rows[4][5:8] == ["4.5000", "0.1600", "4.7500"]
-    assert rows[5][5:8] == ["4.5000", "0.1600", "-"]
+    assert [r[5] for r in rows] == ["-", "4.5000", "6.0000", "5.0000", "5.5000", "5.5000"]  # start's NLL
+    assert rows[4][6:9] == ["4.5000", "0.1600", "4.7500"]
+    assert rows[5][6:9] == ["4.5000", "0.1600", "-"]
