@@ -153,6 +153,7 @@ def _plot(panels: dict[str, dict[str, list[tuple[int, float]]]], labels: dict[st
 
     fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4.2))
     for ax, (ylabel, curves) in zip(axes, panels.items(), strict=True):
+        ax.set_prop_cycle(color=plt.cm.tab20.colors)  # more curves than the default 10 colours
         for name, curve in curves.items():
             if name == "teacher" or not curve:
                 continue
@@ -164,7 +165,7 @@ def _plot(panels: dict[str, dict[str, list[tuple[int, float]]]], labels: dict[st
         ax.set_xlabel("training step (16 x 128 tokens)")
         ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=7)
     fig.suptitle("Students of one size: scratch / pruned start (learned, random, magnitude units) x labels / top-1")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
