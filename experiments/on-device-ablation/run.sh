@@ -18,6 +18,8 @@ for s in train heldout; do
 done
 fi
 T=experiments/on-device-ablation
+RANDOM_SEEDS=${RANDOM_SEEDS:-0 1 2 3 4}  # seeds of the random-pruning control
+CONTROLS="$(for s in $RANDOM_SEEDS; do printf 'random-%s ' $s; done)magnitude"
 if [ -z "${SKIP_TRAIN:-}" ]; then  # SKIP_TRAIN=1: only evaluate and report the runs of an earlier run
 # 2. the teacher (3x FFN), trained first
 $AFM train --config $T/teacher.yaml --workdir $A/runs/teacher --data $A/tokens-train
@@ -25,10 +27,20 @@ $AFM train --config $T/teacher.yaml --workdir $A/runs/teacher --data $A/tokens-t
 $AFM prune learn --teacher $A/runs/teacher --target-ffn-dim 192 --config $T/prune.yaml \
   --workdir $A/runs/prune --data $A/tokens-train
 $AFM prune apply --run $A/runs/prune --out $A/runs/pruned --overwrite
+# controls for the learned masks: the same teacher's 192 of 576 units per layer chosen at
+# random (one checkpoint per seed) or by magnitude (L2 norm of each unit's gate/up/down weights)
+for s in $RANDOM_SEEDS; do
+  $AFM prune apply --method random --seed $s --teacher $A/runs/teacher --target-ffn-dim 192 \
+    --out $A/runs/pruned-random-$s --overwrite
+done
+$AFM prune apply --method magnitude --teacher $A/runs/teacher --target-ffn-dim 192 --out $A/runs/pruned-magnitude --overwrite
 $AFM distill targets --teacher $A/runs/teacher --data $A/tokens-train --out $A/distill-train --window 128 --overwrite
 # 4. four students of one size and compute, and a baseline with 1.5x the steps
 $AFM train --config $T/student.yaml --workdir $A/runs/baseline --data $A/tokens-train
 $AFM train --config $T/student.yaml --workdir $A/runs/prune-only --data $A/tokens-train --init-from $A/runs/pruned
+for c in $CONTROLS; do  # the controls: the same student run from the randomly / magnitude-pruned teacher
+  $AFM train --config $T/student.yaml --workdir $A/runs/prune-$c --data $A/tokens-train --init-from $A/runs/pruned-$c
+done
 $AFM train --config $T/student-distill.yaml --workdir $A/runs/distill-only --data $A/distill-train
 $AFM train --config $T/student-distill.yaml --workdir $A/runs/both --data $A/distill-train --init-from $A/runs/pruned
 $AFM train --config $T/student.yaml --workdir $A/runs/baseline-1.5x --data $A/tokens-train --set total_steps=750
@@ -36,8 +48,14 @@ fi
 # 5. the evaluation task group and held-out perplexity for each, then the table and plot.
 # --max-length 512: a few benchmark items are longer than the 256-token window the
 # models were built with; RoPE scores them at positions past it, the same for every model.
-for r in teacher baseline prune-only distill-only both baseline-1.5x; do
-  $AFM eval --checkpoint $A/runs/$r/model --tokenizer $A/tokenizer --tasks afm-tiny --limit 100 --max-length 512 \
+EVAL_TASKS=${EVAL_TASKS-afm-tiny}  # EVAL_TASKS="": held-out perplexity only (the task group takes minutes per model)
+for r in teacher baseline prune-only $(for c in $CONTROLS; do echo prune-$c; done) distill-only both baseline-1.5x; do
+  $AFM eval --checkpoint $A/runs/$r/model --tokenizer $A/tokenizer --tasks "$EVAL_TASKS" --limit 100 --max-length 512 \
     --data-dir ../shared/eval/benchmarks --perplexity-data $A/tokens-heldout --output $A/eval/$r.json
 done
-$AFM prune report --runs $A/runs --eval $A/eval --out experiments/on-device-ablation
+# the pruned starts before any student step: how much the choice of units costs before training
+for r in pruned $(for c in $CONTROLS; do echo pruned-$c; done); do
+  $AFM eval --checkpoint $A/runs/$r --tokenizer $A/tokenizer --tasks "" --max-length 512 \
+    --perplexity-data $A/tokens-heldout --output $A/eval-start/$r.json
+done
+$AFM prune report --runs $A/runs --eval $A/eval --start-eval $A/eval-start --out experiments/on-device-ablation

@@ -31,7 +31,7 @@ Examples:
       --init-from runs/pruned --set task_options.teacher=runs/teacher
 """)
 def prune_group() -> None:
-    """Learned FFN pruning (Soft-Top-K masks) of a teacher into the on-device model's start."""
+    """Learned FFN pruning (Soft-Top-K masks) of a teacher into the on-device model's start, and its random / magnitude controls."""
 
 
 @prune_group.command("learn", epilog="""\b
@@ -88,26 +88,43 @@ def prune_learn_command(teacher, target_ffn_dim, config, workdir, data, steps, t
 Examples:
   afm prune apply --run runs/prune --out runs/pruned
   afm prune apply --run runs/prune/checkpoints/200 --out runs/pruned-200 --overwrite
+  afm prune apply --method random --seed 1 --teacher runs/teacher --target-ffn-dim 192 --out runs/pruned-random-1
+  afm prune apply --method magnitude --teacher runs/teacher --target-ffn-dim 192 --out runs/pruned-magnitude
   afm train --config tiny-distill-core --workdir runs/student --init-from runs/pruned ...
 \b
-Keeps, in every layer, the D units with the highest mask scores (the hard mask the
-learned Soft-Top-K mask converges to): the columns of w_gate and w_up and the rows of
-w_down, in their original order. The result is a normal model checkpoint (config.json
-with ffn_dim D, params/, and prune.json with the kept indices): its loss equals the
-pruning run's at the hard mask.
+--method soft-top-k (default): keeps, in every layer, the D units with the highest mask
+scores of a pruning run (the hard mask the learned Soft-Top-K mask converges to): the
+columns of w_gate and w_up and the rows of w_down, in their original order; its loss
+equals the pruning run's at the hard mask.
+--method random / magnitude: controls for the learned masks. Keep D units per layer of
+--teacher chosen uniformly at random (--seed, default 0; each layer drawn in turn from one
+generator) or by magnitude (the L2 norm of each unit's w_gate column, w_up column and
+w_down row together: LLM-Pruner's "L2" structured baseline).
+Every method writes the same normal model checkpoint (config.json with ffn_dim D,
+params/, and prune.json with the method and the kept indices).
 """)
-@click.option("--run", "run", required=True, help="A pruning run's workdir (latest checkpoint) or one step directory.")
+@click.option("--method", type=click.Choice(["soft-top-k", "random", "magnitude"]), default="soft-top-k",
+              show_default=True, help="Which units to keep: learned masks of --run, or a control on --teacher.")
+@click.option("--run", "run", default=None, help="soft-top-k: a pruning run's workdir (latest checkpoint) or one step directory.")
+@click.option("--teacher", default=None, help="random / magnitude: the teacher checkpoint (afm train workdir, step dir or model/).")
+@click.option("--target-ffn-dim", type=int, default=None, help="random / magnitude: FFN units to keep per layer (D).")
+@click.option("--seed", type=int, default=None, help="random: the generator's seed (default 0).")
 @click.option("--out", required=True, help="Where to write the pruned model checkpoint.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing checkpoint at --out.")
-def prune_apply_command(run, out, overwrite) -> None:
+def prune_apply_command(method, run, teacher, target_ffn_dim, seed, out, overwrite) -> None:
     """Materialise the pruned model (smaller ffn_dim) as a checkpoint `afm train --init-from` accepts."""
     from afm.console import print_summary, setup_logging
 
     setup_logging("WARNING")
     try:
-        from afm.training.compress.pruning import apply_pruning
+        from afm.training.compress.pruning import apply_baseline, apply_pruning, check_apply_args
 
-        summary = apply_pruning(run, out, overwrite=overwrite)
+        check_apply_args(method, run, teacher, target_ffn_dim, seed)
+        if method == "soft-top-k":
+            summary = apply_pruning(run, out, overwrite=overwrite)
+        else:
+            summary = apply_baseline(teacher, out, method, target_ffn_dim, seed=0 if seed is None else seed,
+                                     overwrite=overwrite)
     except _user_errors() as exc:
         raise click.ClickException(str(exc)) from exc
     print_summary("prune apply", summary)
@@ -116,22 +133,27 @@ def prune_apply_command(run, out, overwrite) -> None:
 @prune_group.command("report", epilog="""\b
 Examples:
   afm prune report --runs work/ablation/runs --eval work/ablation/eval --out experiments/on-device-ablation
+  afm prune report --runs work/ablation/runs --eval work/ablation/eval --start-eval work/ablation/eval-start --out OUT
 \b
-Reads the runs of experiments/on-device-ablation/run.sh (baseline, prune-only, distill-only, both,
-baseline-1.5x, teacher): their held-out loss curves (metrics.jsonl) and afm eval results
+Reads the runs of experiments/on-device-ablation/run.sh (baseline, prune-only, prune-random-<seed>,
+prune-magnitude, distill-only, both, baseline-1.5x, teacher): their held-out loss curves (metrics.jsonl) and afm eval results
 (EVAL/<run>.json), and writes OUT/ablation.md (the table) and OUT/ablation.png (the curves).
+With --start-eval, also each pruned start's held-out NLL before training (afm eval of
+runs/pruned, runs/pruned-random-<seed>, runs/pruned-magnitude, as START_EVAL/<name>.json).
 """)
 @click.option("--runs", required=True, type=click.Path(path_type=Path), help="Directory holding the ablation's run workdirs.")
 @click.option("--eval", "evals", required=True, type=click.Path(path_type=Path), help="Directory of afm eval results (<run>.json).")
+@click.option("--start-eval", "start_evals", type=click.Path(path_type=Path), default=None,
+              help="Directory of afm eval results of the pruned checkpoints (<start>.json): a column of their NLL before training.")
 @click.option("--out", required=True, type=click.Path(path_type=Path), help="Where ablation.md and ablation.png go.")
-def prune_report_command(runs, evals, out) -> None:
+def prune_report_command(runs, evals, start_evals, out) -> None:
     """Table and loss-curve plot of a pruning / distillation ablation."""
     from afm.console import print_summary
 
     try:
         from afm.training.studies.ondevice_report import build_report
 
-        report = build_report(runs, evals, out)
+        report = build_report(runs, evals, out, start_evals)
     except _user_errors() as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(Path(report["table"]).read_text())

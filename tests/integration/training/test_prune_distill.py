@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from afm.training.compress.pruning import SHAPE_FIELDS
 from afm.training.core.metrics import read_metrics
 from click.testing import CliRunner
 
@@ -50,6 +51,23 @@ def test_prune_learn_logs_masks_and_apply_writes_the_smaller_model(flow):
     assert config["ffn_dim"] == 192 and config["dim"] == 64
     record = json.loads((pruned / "prune.json").read_text())
     assert record["kept"] == masks[-1]["kept"]  # the hard mask of the last step
+
+
+def test_controls_prune_the_teacher_workdir_into_the_same_checkpoint(flow):
+    """afm prune apply --method random|magnitude on the teacher run (a training workdir):
+    the same kind of checkpoint as the learned masks', which afm train --init-from takes."""
+    root, data, teacher, _, pruned = flow
+    for method, extra in (("random", ["--seed", "3"]), ("magnitude", [])):
+        out = _afm("prune", "apply", "--method", method, *extra, "--teacher", str(teacher), "--target-ffn-dim", "192",
+                   "--out", str(root / f"pruned-{method}"))
+        assert "576 -> 192" in out
+        config = json.loads((root / f"pruned-{method}" / "config.json").read_text())["config"]
+        learned = json.loads((pruned / "config.json").read_text())["config"]
+        assert {k: config[k] for k in SHAPE_FIELDS} == {k: learned[k] for k in SHAPE_FIELDS} and config["ffn_dim"] == 192
+        record = json.loads((root / f"pruned-{method}" / "prune.json").read_text())
+        assert record["method"] == method and [len(k) for k in record["kept"]] == [192, 192]
+    _afm("train", "--config", "tiny-core", "--workdir", str(root / "from-random"), *data, "--init-from",
+         str(root / "pruned-random"), "--steps", "1", "--set", "total_steps=1")
 
 
 @pytest.mark.slow  # the task and both target sources are unit-tested; `make demo` runs this flow

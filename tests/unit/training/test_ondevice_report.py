@@ -39,3 +39,30 @@ def test_table_and_plot_from_runs_and_eval_files(tmp_path):
     result = CliRunner().invoke(main, ["prune", "report", "--runs", str(tmp_path / "none"), "--eval", str(evals),
                                        "--out", str(out)])
     assert result.exit_code != 0 and "no ablation runs" in result.output and "Traceback" not in result.output
+
+
+def test_control_rows_follow_prune_with_the_mean_of_the_random_seeds(tmp_path):
+    runs, evals, out = tmp_path / "runs", tmp_path / "eval", tmp_path / "out"
+    _run(runs, "baseline", [(20, 5.0, 0.12)])
+    _run(runs, "prune-only", [(20, 4.0, 0.20)])
+    _run(runs, "prune-magnitude", [(20, 4.5, 0.16)])
+    _run(runs, "prune-random-1", [(20, 4.25, 0.18)])
+    _run(runs, "prune-random-0", [(20, 4.75, 0.14)])
+    (runs / "prune-random-x").mkdir()  # not a seed: ignored
+    evals.mkdir()
+    for name, nll in (("prune-random-0", 5.0), ("prune-random-1", 4.5)):
+        (evals / f"{name}.json").write_text(json.dumps({"perplexity": {"nll": nll}}))
+    starts = tmp_path / "eval-start"  # afm eval of the pruned checkpoints, before training
+    starts.mkdir()
+    for name, nll in (("pruned", 4.5), ("pruned-random-0", 6.0), ("pruned-random-1", 5.0), ("pruned-magnitude", 5.5)):
+        (starts / f"{name}.json").write_text(json.dumps({"perplexity": {"nll": nll}}))
+    result = CliRunner().invoke(main, ["prune", "report", "--runs", str(runs), "--eval", str(evals),
+                                       "--start-eval", str(starts), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    rows = [line.split(" | ") for line in (out / "ablation.md").read_text().splitlines()[2:]]
+    assert [r[0] for r in rows] == ["| Baseline", "| Prune", "| Prune: random units (seed 0)",
+                                    "| Prune: random units (seed 1)", "| Prune: random units (mean of 2 seeds)",
+                                    "| Prune: magnitude units"]
+    assert [r[5] for r in rows] == ["-", "4.5000", "6.0000", "5.0000", "5.5000", "5.5000"]  # start's NLL
+    assert rows[4][6:9] == ["4.5000", "0.1600", "4.7500"]
+    assert rows[5][6:9] == ["4.5000", "0.1600", "-"]

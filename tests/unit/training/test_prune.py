@@ -1,21 +1,33 @@
 """The pruning task and the pruned model: masks with exactly D units, gradients before the
 end, pruning zero units changes nothing, the materialised model's loss equals the hard-mask
-loss, clear errors."""
+loss, clear errors. The controls (afm prune apply --method random|magnitude): random is
+seeded with D units per layer, magnitude keeps the largest units of a hand-made weight,
+both write the checkpoint `afm train --init-from` reads."""
 
 from __future__ import annotations
+
+import json
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from afm.model.sharding import MeshConfig, make_mesh
-from afm.training.compress.pruning import pruned_params
+from afm.training.compress.pruning import (
+    apply_baseline,
+    magnitude_kept,
+    pruned_params,
+    random_kept,
+    select_units,
+    unit_magnitudes,
+)
 from afm.training.core.config import get_train_config, model_config
 from afm.training.core.engine import Engine, ModelParts
 from afm.training.core.task import LossContext
 from afm.training.data.loader import make_loader
 from afm.training.tasks.prune import PruneTask, score_key
 
+from afm.cli import main
 from afm.config import ConfigError
 
 D = 192
@@ -131,3 +143,75 @@ def test_bad_pruning_options_fail_clearly(token_shards):
 def test_joint_training_trains_the_weights_too(token_shards):
     engine = _engine(_cfg(token_shards, "task_options.train_weights=true"))
     assert "layers/0/mlp/w_down" in engine.trainable and score_key(0) in engine.trainable
+
+
+def test_random_control_is_seeded_with_d_distinct_units_per_layer():
+    kept = random_kept(3, 576, D, seed=1)
+    assert len(kept) == 3
+    for idx in kept:
+        assert len(idx) == D and len(set(idx.tolist())) == D and (np.diff(idx) > 0).all()
+        assert 0 <= idx.min() and idx.max() < 576
+    assert all((a == b).all() for a, b in zip(kept, random_kept(3, 576, D, seed=1), strict=True))  # same seed
+    assert not (kept[0] == kept[1]).all()  # each layer drawn on its own
+    assert not all((a == b).all() for a, b in zip(kept, random_kept(3, 576, D, seed=2), strict=True))
+    with pytest.raises(ValueError, match="target-ffn-dim"):
+        random_kept(2, 576, 576, seed=0)
+
+
+def test_magnitude_control_keeps_the_largest_units_of_a_hand_made_weight():
+    """Units 1 and 3 are large through different matrices (gate+up columns, down row): the
+    criterion counts all three; unit 4 has the largest single entry but the smaller norm."""
+    gate = np.full((2, 5), 0.1, np.float32)
+    up = np.full((2, 5), 0.1, np.float32)
+    down = np.full((5, 2), 0.1, np.float32)
+    gate[:, 1] = up[:, 1] = 1.0  # |unit 1|^2 = 4 + 0.02
+    down[3, :] = 1.5  # |unit 3|^2 = 4.5 + 0.04
+    gate[0, 4] = 1.9  # |unit 4|^2 = 3.61 + 0.05
+    params = {"layers/0/mlp/w_gate": gate, "layers/0/mlp/w_up": up, "layers/0/mlp/w_down": down}
+    np.testing.assert_allclose(unit_magnitudes(params, 0)[[0, 1, 3, 4]], np.sqrt([0.06, 4.02, 4.54, 3.66]), rtol=1e-5)
+    assert magnitude_kept(params, 1, 2)[0].tolist() == [1, 3]
+    assert magnitude_kept(params, 1, 3)[0].tolist() == [1, 3, 4]
+    small = select_units(params, [np.array([3, 1])])  # any order in, original order out
+    np.testing.assert_array_equal(small["layers/0/mlp/w_down"], down[[1, 3]])
+    np.testing.assert_array_equal(small["layers/0/mlp/w_gate"], gate[:, [1, 3]])
+
+
+@pytest.mark.parametrize("method", ["random", "magnitude"])
+def test_controls_write_the_checkpoint_init_from_reads(tmp_path, token_shards, method):
+    from afm.model.checkpoint import save_params
+    from afm.training.core.checkpoint import checkpoint_model_config, restore_params_only
+
+    teacher = ModelParts.build(model_config(_cfg(token_shards)).replace(name="t", dtype="float32"), seed=0)
+    rng = np.random.default_rng(4)
+    params = {k: rng.normal(0.0, 0.2, s).astype(np.float32) for k, s in teacher.shapes.items()}
+    save_params(teacher.layout.unflatten({k: jnp.asarray(v) for k, v in params.items()}), tmp_path / "teacher",
+                teacher.config)
+    summary = apply_baseline(str(tmp_path / "teacher"), str(tmp_path / "out"), method, D, seed=5)
+    assert summary["method"] == method
+    record = json.loads((tmp_path / "out" / "prune.json").read_text())
+    assert record["method"] == method and record["target_ffn_dim"] == D and len(record["kept"]) == 2
+    expected = random_kept(2, 576, D, seed=5) if method == "random" else magnitude_kept(params, 2, D)
+    assert all((np.asarray(a) == b).all() for a, b in zip(record["kept"], expected, strict=True))
+    config = checkpoint_model_config(str(tmp_path / "out"))
+    assert config.ffn_dim == D and config.dim == teacher.config.dim
+    student = ModelParts.build(config, seed=0)
+    like = {k: jnp.zeros(s, jnp.float32) for k, s in student.shapes.items()}
+    got, _ = restore_params_only(str(tmp_path / "out"), like, student.layout)  # what --init-from does
+    want = select_units(params, expected)
+    for k in student.layout.keys:
+        np.testing.assert_array_equal(np.asarray(got[k]), want[k])
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--method", "random", "--run", "r"], "takes --teacher"),
+    (["--method", "random", "--teacher", "t"], "needs --target-ffn-dim"),
+    (["--method", "magnitude", "--teacher", "t", "--target-ffn-dim", "8", "--seed", "1"], "--seed is for"),
+    (["--run", "r", "--seed", "1"], "soft-top-k takes --run"),
+    (["--method", "magnitude", "--teacher", "/nonexistent/t", "--target-ffn-dim", "8"], "not a model checkpoint"),
+])
+def test_apply_options_fail_in_one_line(tmp_path, args, message):
+    from click.testing import CliRunner
+
+    result = CliRunner().invoke(main, ["prune", "apply", *args, "--out", str(tmp_path / "o")])
+    assert result.exit_code != 0 and message in result.output and "Traceback" not in result.output
+    assert len(result.output.strip().splitlines()) == 1, result.output
