@@ -58,6 +58,16 @@ def analyse(models: dict, start: str) -> dict:
                 row[f"{mode}/{metric}"] = {"mean": round(float(np.mean(avg)), 4)}
                 row[f"{mode}/{metric}"] |= paired(avg - per_problem_means(models[start], mode, metric))
         out["pooled"][group] = row
+    names = sorted(groups)
+    for i, a in enumerate(names):  # pooled group minus pooled group, paired per problem
+        for b in names[i + 1:]:
+            row = {}
+            for mode in modes:
+                for metric in ("reward", "correct"):
+                    mean_a, mean_b = (np.mean([per_problem_means(models[n], mode, metric) for n in groups[g]], axis=0)
+                                      for g in (a, b))
+                    row[f"{mode}/{metric}"] = paired(mean_a - mean_b)
+            out.setdefault("between_groups", {})[f"{a} - {b}"] = row
     return out
 
 
@@ -76,6 +86,10 @@ def table(result: dict) -> str:
     rows += [(f"**{g} pooled ({len(r['seeds'])} seeds)**", r) for g, r in result["pooled"].items()]
     for name, r in rows:
         lines.append(f"| {name} | " + " | ".join(cell(r[c], c.endswith("correct")) for c in cols) + " |")
+    for name, r in result.get("between_groups", {}).items():
+        lines.append(f"| {name} (pooled, paired) | " + " | ".join(
+            (f"{100 * r[c]['diff']:+.1f} +- {100 * r[c]['se']:.1f}" if c.endswith("correct")
+             else f"{r[c]['diff']:+.3f} +- {r[c]['se']:.3f}") for c in cols) + " |")
     return "\n".join(lines)
 
 

@@ -28,7 +28,8 @@ def task_reward_of(model: Any, tok: Any, problems: list, *, greedy: bool = True,
 
 def run(workdir: str | Path, tokenizer: str, *, sft_steps: int = 80, rm_steps: int = 60, dpo_steps: int = 30,
         prompts: int = 160, samples: int = 4, vocab: int = 640, sft_model: str | None = None,
-        ipo_steps: int = 0, ipo_beta: float = 0.1, seq_len: int | None = None) -> dict[str, Any]:
+        ipo_steps: int = 0, ipo_beta: float = 0.1, seq_len: int | None = None,
+        eval_every: int | None = None) -> dict[str, Any]:
     """SFT (or ``sft_model``, an existing SFT checkpoint, e.g. the one online RL starts
     from, so every member of a later iTeC round shares its start) -> preference data from its
     samples -> reward model and DPO member, both initialised from the SFT model."""
@@ -70,6 +71,8 @@ def run(workdir: str | Path, tokenizer: str, *, sft_steps: int = 80, rm_steps: i
     # RM, DPO and IPO: tiny-rm's window (128 tokens) drops longer pairs as too_long, and the
     # RM then cannot score a longer rollout (the arithmetic prompts alone reach 130 tokens)
     po = [*ov, f"data.seq_len={seq_len}"] if seq_len else list(ov)
+    if eval_every:  # held-out evaluations (tiny-rm: every 20 steps)
+        po.append(f"eval.every_steps={eval_every}")
     policy, _ = load_model(sft_model, dropout=0.0)
     # 2. preference data: sampled replies (+ scripted variants) on train / held-out prompts
     rng = random.Random(0)
@@ -122,7 +125,9 @@ if __name__ == "__main__":
     ap.add_argument("--ipo-beta", type=float, default=0.1)
     ap.add_argument("--seq-len", type=int, default=None,
                     help="data.seq_len of the RM, DPO and IPO runs (default: tiny-rm's 128, which drops longer pairs)")
+    ap.add_argument("--eval-every", type=int, default=None, help="RM/DPO/IPO held-out evaluation every N steps")
     a = ap.parse_args()
     print(json.dumps(run(a.workdir, a.tokenizer, sft_steps=a.sft_steps, rm_steps=a.rm_steps,
                          dpo_steps=a.dpo_steps, sft_model=a.sft, prompts=a.prompts,
-                         ipo_steps=a.ipo_steps, ipo_beta=a.ipo_beta, seq_len=a.seq_len), indent=2))
+                         ipo_steps=a.ipo_steps, ipo_beta=a.ipo_beta, seq_len=a.seq_len,
+                         eval_every=a.eval_every), indent=2))

@@ -110,3 +110,17 @@ def test_greedy_eval_groups_every_reply_per_problem():
     assert [len(r) for r in rows["reward"]] == [2, 2]
     assert rows["correct"] == [[0, 0], [1, 0]]
     assert rows["reward"][1][0] > rows["reward"][0][0]
+
+
+def test_paired_se_compares_pooled_groups_per_problem():
+    import numpy as np
+
+    paired_se = _example_module("paired_se")
+    start = {"greedy": {"reward": [[0], [1], [0]], "correct": [[0], [1], [0]]}}
+    a = {"greedy": {"reward": [[1], [1], [0]], "correct": [[1], [1], [0]]}}
+    b = {"greedy": {"reward": [[0], [0], [1]], "correct": [[0], [0], [1]]}}
+    out = paired_se.analyse({"sft": start, "x-s0": a, "y-s0": b}, "sft")
+    got = out["between_groups"]["x - y"]["greedy/reward"]
+    d = np.array([1.0, 1.0, -1.0])
+    assert got["diff"] == pytest.approx(d.mean(), abs=1e-4)
+    assert got["se"] == pytest.approx(d.std(ddof=1) / np.sqrt(3), abs=1e-4)
