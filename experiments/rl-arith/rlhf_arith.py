@@ -1,6 +1,7 @@
 """A tiny end-to-end RLHF run on the verifiable arithmetic task (``afm.synth.arith_task``):
 SFT -> sampled replies graded by the script -> reward model (held-out accuracy by level)
--> DPO member (true task reward before/after on held-out prompts).
+-> DPO member (true task reward before/after on held-out prompts), and with ``--ipo-steps``
+an IPO member beside it, trained the same way on the same pairs.
 
 Run: ``python experiments/rl-arith/rlhf_arith.py --workdir runs/rlhf-arith --tokenizer tests/data/chat``.
 Everything is small enough for a CPU; numbers go to ``WORKDIR/results.json``.
@@ -26,7 +27,9 @@ def task_reward_of(model: Any, tok: Any, problems: list, *, greedy: bool = True,
 
 
 def run(workdir: str | Path, tokenizer: str, *, sft_steps: int = 80, rm_steps: int = 60, dpo_steps: int = 30,
-        prompts: int = 160, samples: int = 4, vocab: int = 640, sft_model: str | None = None) -> dict[str, Any]:
+        prompts: int = 160, samples: int = 4, vocab: int = 640, sft_model: str | None = None,
+        ipo_steps: int = 0, ipo_beta: float = 0.1, seq_len: int | None = None,
+        eval_every: int | None = None) -> dict[str, Any]:
     """SFT (or ``sft_model``, an existing SFT checkpoint, e.g. the one online RL starts
     from, so every member of a later iTeC round shares its start) -> preference data from its
     samples -> reward model and DPO member, both initialised from the SFT model."""
@@ -65,6 +68,11 @@ def run(workdir: str | Path, tokenizer: str, *, sft_steps: int = 80, rm_steps: i
         shape = load_model_config(sft_model)
         ov = [f"model_overrides.{k}={getattr(shape, k)}"
               for k in ("vocab_size", "dim", "n_layers", "n_heads", "n_kv_heads", "head_dim", "ffn_dim")]
+    # RM, DPO and IPO: tiny-rm's window (128 tokens) drops longer pairs as too_long, and the
+    # RM then cannot score a longer rollout (the arithmetic prompts alone reach 130 tokens)
+    po = [*ov, f"data.seq_len={seq_len}"] if seq_len else list(ov)
+    if eval_every:  # held-out evaluations (tiny-rm: every 20 steps)
+        po.append(f"eval.every_steps={eval_every}")
     policy, _ = load_model(sft_model, dropout=0.0)
     # 2. preference data: sampled replies (+ scripted variants) on train / held-out prompts
     rng = random.Random(0)
@@ -79,17 +87,25 @@ def run(workdir: str | Path, tokenizer: str, *, sft_steps: int = 80, rm_steps: i
     # 3. reward model
     rm = run_rm("tiny-rm", root / "rm", data=[str(root / "prefs-train.jsonl")],
                 heldout=[str(root / "prefs-heldout.jsonl")], tokenizer=tokenizer, init_from=str(sft_model),
-                steps=rm_steps, overrides=ov, quiet=True)
+                steps=rm_steps, overrides=po, quiet=True)
     results["rm/heldout"] = rm["heldout"]
     # 4. DPO member from the SFT model on the same preference pairs
     run_preference_optimisation("dpo", "tiny-rm", root / "dpo", data=[str(root / "prefs-train.jsonl")],
                                 tokenizer=tokenizer, init_from=str(sft_model),
                                 heldout=[str(root / "prefs-heldout.jsonl")], beta=0.1, steps=dpo_steps,
-                                overrides=[*ov, "optimizer.learning_rate=3e-4"], quiet=True)
-    dpo, _ = load_model(root / "dpo" / "model", dropout=0.0)
+                                overrides=[*po, "optimizer.learning_rate=3e-4"], quiet=True)
+    members = ["dpo"]
+    if ipo_steps:  # 5. IPO beside it: same start, pairs, stage, LR and batch
+        run_preference_optimisation("ipo", "tiny-rm", root / "ipo", data=[str(root / "prefs-train.jsonl")],
+                                    tokenizer=tokenizer, init_from=str(sft_model),
+                                    heldout=[str(root / "prefs-heldout.jsonl")], beta=ipo_beta, steps=ipo_steps,
+                                    overrides=[*po, "optimizer.learning_rate=3e-4"], quiet=True)
+        members.append("ipo")
     test = make_problems(64, seed=300)
     results["task_reward/sft"] = task_reward_of(policy, tok, test)
-    results["task_reward/dpo"] = task_reward_of(dpo, tok, test)
+    for name in members:
+        model, _ = load_model(root / name / "model", dropout=0.0)
+        results[f"task_reward/{name}"] = task_reward_of(model, tok, test)
     (root / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     return results
 
@@ -105,7 +121,13 @@ if __name__ == "__main__":
     ap.add_argument("--rm-steps", type=int, default=60)
     ap.add_argument("--dpo-steps", type=int, default=30)
     ap.add_argument("--prompts", type=int, default=160, help="training prompts for preference data (half as many held out)")
+    ap.add_argument("--ipo-steps", type=int, default=0, help="also train an IPO member on the same pairs (0: none)")
+    ap.add_argument("--ipo-beta", type=float, default=0.1)
+    ap.add_argument("--seq-len", type=int, default=None,
+                    help="data.seq_len of the RM, DPO and IPO runs (default: tiny-rm's 128, which drops longer pairs)")
+    ap.add_argument("--eval-every", type=int, default=None, help="RM/DPO/IPO held-out evaluation every N steps")
     a = ap.parse_args()
     print(json.dumps(run(a.workdir, a.tokenizer, sft_steps=a.sft_steps, rm_steps=a.rm_steps,
-                         dpo_steps=a.dpo_steps, sft_model=a.sft,
-                         prompts=a.prompts), indent=2))
+                         dpo_steps=a.dpo_steps, sft_model=a.sft, prompts=a.prompts,
+                         ipo_steps=a.ipo_steps, ipo_beta=a.ipo_beta, seq_len=a.seq_len,
+                         eval_every=a.eval_every), indent=2))

@@ -69,3 +69,58 @@ def test_data_sets_are_disjoint_where_it_matters(tmp_path):
     assert base == drawn - measured
     trained = set().union(*(module._questions(tmp_path / f"{name}.jsonl") for name in module.TRAINED_ON))
     assert not module._questions(tmp_path / "itec_prompts_1k.jsonl") & trained
+
+
+def _example_module(name):
+    spec = importlib.util.spec_from_file_location(f"rl_arith_{name}", EXAMPLE / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_paired_se_is_the_standard_error_of_per_problem_differences():
+    """Per problem: the model's mean over its replies minus the start's; the SE is over
+    problems; ``GROUP-sN`` seeds are averaged per problem before the SE."""
+    import numpy as np
+
+    paired_se = _example_module("paired_se")
+    start = {"sampled": {"reward": [[0, 0], [1, 1], [0, 1]], "correct": [[0, 0], [1, 1], [0, 1]]}}
+    a = {"sampled": {"reward": [[1, 0], [1, 1], [1, 1]], "correct": [[1, 0], [1, 1], [1, 1]]}}
+    b = {"sampled": {"reward": [[1, 1], [0, 1], [0, 1]], "correct": [[1, 1], [0, 1], [0, 1]]}}
+    out = paired_se.analyse({"sft": start, "m-s0": a, "m-s1": b}, "sft")
+    d_a = np.array([0.5, 0.0, 0.5])
+    got = out["models"]["m-s0"]["sampled/reward"]
+    assert got["diff"] == pytest.approx(d_a.mean(), abs=1e-4)
+    assert got["se"] == pytest.approx(d_a.std(ddof=1) / np.sqrt(3), abs=1e-4)
+    pooled = out["pooled"]["m"]["sampled/correct"]
+    d_pool = (d_a + np.array([1.0, -0.5, 0.0])) / 2
+    assert pooled["diff"] == pytest.approx(d_pool.mean(), abs=1e-4)
+    assert pooled["se"] == pytest.approx(d_pool.std(ddof=1) / np.sqrt(3), abs=1e-4)
+    assert out["pooled"]["m"]["seeds"] == ["m-s0", "m-s1"]
+    assert "| m pooled" in paired_se.table(out).replace("**", "")
+
+
+def test_greedy_eval_groups_every_reply_per_problem():
+    from afm.synth.arith_task import make_problems
+
+    greedy_eval = _example_module("greedy_eval")
+    problems = make_problems(2, seed=300)
+    replies = ["nonsense", "x", f"Answer: {problems[1].answer}", "y"]
+    rows = greedy_eval._per_problem([p for p in problems for _ in range(2)], replies, 2)
+    assert [len(r) for r in rows["reward"]] == [2, 2]
+    assert rows["correct"] == [[0, 0], [1, 0]]
+    assert rows["reward"][1][0] > rows["reward"][0][0]
+
+
+def test_paired_se_compares_pooled_groups_per_problem():
+    import numpy as np
+
+    paired_se = _example_module("paired_se")
+    start = {"greedy": {"reward": [[0], [1], [0]], "correct": [[0], [1], [0]]}}
+    a = {"greedy": {"reward": [[1], [1], [0]], "correct": [[1], [1], [0]]}}
+    b = {"greedy": {"reward": [[0], [0], [1]], "correct": [[0], [0], [1]]}}
+    out = paired_se.analyse({"sft": start, "x-s0": a, "y-s0": b}, "sft")
+    got = out["between_groups"]["x - y"]["greedy/reward"]
+    d = np.array([1.0, 1.0, -1.0])
+    assert got["diff"] == pytest.approx(d.mean(), abs=1e-4)
+    assert got["se"] == pytest.approx(d.std(ddof=1) / np.sqrt(3), abs=1e-4)
