@@ -17,7 +17,6 @@ token's attention and every row writes its new token into the same slot.
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Any
 
 import flax.struct
@@ -73,6 +72,16 @@ def attention_mask(
     return segment_mask(q_segments, k_segments, q_slots, k_slots)
 
 
+def embedding(cfg: ModelConfig, rngs: nnx.Rngs) -> nnx.Param:
+    """The tied embedding table [vocab, dim], std ``embed_init_std`` (muParam simple)."""
+    return param(rngs, (cfg.vocab_size, cfg.dim), cfg.embed_init_std, ("vocab", "embed"), cfg.param_dtype)
+
+
+def final_norm(cfg: ModelConfig, rngs: nnx.Rngs) -> RMSNorm:
+    """The RMSNorm before the readout."""
+    return RMSNorm(cfg.dim, cfg.norm_eps, param_dtype=cfg.param_dtype, rngs=rngs)
+
+
 class Transformer(nnx.Module):
     """Dense decoder-only AFM transformer with a tied embedding.
 
@@ -84,11 +93,11 @@ class Transformer(nnx.Module):
 
     def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs):
         self.cfg = cfg
-        self.embed = param(
-            rngs, (cfg.vocab_size, cfg.dim), cfg.embed_init_std, ("vocab", "embed"), cfg.param_dtype
-        )
+        # The draw order (embedding, each block, final norm) fixes every parameter's key:
+        # ``afm.model.initializer`` replays it one block per program, so keep the two in step.
+        self.embed = embedding(cfg, rngs)
         self.layers = nnx.List([Block(cfg, rngs=rngs) for _ in range(cfg.n_layers)])
-        self.final_norm = RMSNorm(cfg.dim, cfg.norm_eps, param_dtype=cfg.param_dtype, rngs=rngs)
+        self.final_norm = final_norm(cfg, rngs)
         if cfg.palettization is not None:  # quantized storage: values come from a checkpoint
             from afm.model.palettize import palettize_structure
 
@@ -229,18 +238,15 @@ class Transformer(nnx.Module):
         return logits, new_cache
 
 
-@partial(nnx.jit, static_argnums=(0, 1))
-def _create(cfg: ModelConfig, seed: int) -> Transformer:
-    return Transformer(cfg, rngs=nnx.Rngs(params=seed))
-
-
 def init_model(cfg: ModelConfig, seed: int = 0) -> Transformer:
     """A randomly initialised model (muParam-simple init, see ``afm.model.config``).
 
-    Built under ``jit``: one compiled program instead of one per parameter shape (the
-    values equal an eager ``Transformer(cfg, rngs=nnx.Rngs(params=seed))`` up to float
-    rounding)."""
-    return _create(cfg, seed)
+    Made by ``afm.model.initializer``: one compiled program per block shape, reused for
+    every layer, so the compile time does not grow with depth; the values are exactly
+    those of an eager ``Transformer(cfg, rngs=nnx.Rngs(params=seed))``."""
+    from afm.model.initializer import init_model as build
+
+    return build(cfg, seed)
 
 
 RUNTIME_FIELDS = frozenset(
