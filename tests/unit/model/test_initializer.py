@@ -71,19 +71,21 @@ def test_init_programs_do_not_grow_with_depth() -> None:
 
 def test_on_device_init_compiles_in_seconds() -> None:
     """Done-when of issue #32: afm-on-device's init traces and compiles in < 30 s on CPU
-    (abstract shapes; the persistent cache is off so the compile is real). The whole-model
-    program took 27 s here (load ~5) and 3 min 39 s on an H200; the per-block ones ~6 s."""
+    (abstract shapes; the persistent cache is off so the compile is real). Counted in CPU
+    seconds of this process, which the neighbours' load on a shared box does not inflate
+    as it does wall time. Measured at load ~3: the whole-model program 28 s of CPU, the
+    per-block ones about 6 s (and 3 min 39 s vs seconds on an H200 for the former)."""
     cfg = get_config("afm-on-device")
     u = jax.ShapeDtypeStruct((), jnp.uint32)
     _block_jit.cache_clear()
     _ends_jit.cache_clear()
     with _no_cache():
-        start = time.perf_counter()
+        cpu, wall = time.process_time(), time.perf_counter()
         ModelParts.build(cfg, 0)  # the abstract model: what a run traces before init
         _block_jit(cfg, None).lower(u, u).compile()
         _ends_jit(cfg, None).lower(u, u).compile()
-        elapsed = time.perf_counter() - start
-    assert elapsed < 30.0, f"afm-on-device init took {elapsed:.1f} s to trace and compile"
+        cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    assert cpu < 30.0, f"afm-on-device init took {cpu:.1f} s of CPU ({wall:.1f} s wall) to trace and compile"
 
 
 class _no_cache:
