@@ -112,12 +112,16 @@ class Transformer(nnx.Module):
         segment_ids: Array | None = None,
         cache: KVCache | None = None,
         dropout_rng: Array | None = None,
+        mask: Array | None = None,
     ) -> tuple[Array, KVCache | None]:
         """Final-norm hidden states [B, T, dim] (compute dtype) and the updated cache.
 
         Reward heads and chunked losses start from here; :meth:`readout` makes logits.
         ``dropout_rng`` (training only) turns on ``cfg.dropout`` on the embedding and on
-        every sublayer output; without it the pass is deterministic.
+        every sublayer output; without it the pass is deterministic. ``mask`` (boolean
+        [B, 1, T, T], full sequence only) replaces the causal/segment rule with an
+        explicit one, e.g. evaluation's tree-packed rows where several continuations
+        share one context (``afm.evaluation.packing``); it runs the XLA reference kernel.
         """
         cfg = self.cfg
         dtype = jnp.dtype(cfg.dtype)
@@ -130,7 +134,8 @@ class Transformer(nnx.Module):
 
         # Full sequence: the attention kernel gets the segment ids (or nothing: plain
         # causal, no mask anywhere). Decoding: an explicit mask over the cache slots.
-        mask: Array | None = None
+        if mask is not None and cache is not None:
+            raise ValueError("features: an explicit mask is for the full-sequence path, not with a cache")
         if cache is not None:
             q_seg = jnp.ones((b, t), jnp.int32) if seg is None else seg
             k_seg = jax.lax.dynamic_update_slice(cache.segment_ids, q_seg, (0, start))
