@@ -39,13 +39,15 @@ Examples:
   afm bench                      # every benchmark (needs ../shared for the real data)
   afm bench extraction dedup --quick
   afm bench train --config 1b --seq-len 4096   # on a GPU host: tokens/s, MFU, memory
+  afm bench eval --config 100m                  # the eval engine where compute matters
 """)
 @click.argument("names", nargs=-1)
 @click.option("--list", "list_only", is_flag=True, help="List the benchmarks and exit.")
 @click.option("--quick", is_flag=True, help="Smaller inputs: a smoke run, not a measurement.")
 @click.option("--workdir", type=click.Path(path_type=Path), default=Path("work/bench"), show_default=True)
 @click.option("--config", "model_config", default=None,
-              help="Model config for benchmarks of one model size (train); default: per backend.")
+              help="Model config for benchmarks of one model size (train: default per backend; "
+                   "eval: tiny or 100m, default tiny).")
 @click.option("--seq-len", type=int, default=None, help="Sequence length for those benchmarks.")
 def bench_command(
     names: tuple[str, ...], list_only: bool, quick: bool, workdir: Path,
