@@ -70,7 +70,7 @@ def bench_train(
     model: str,
     *,
     seq_len: int,
-    batch: int | None = None,
+    batch: int | str | None = None,
     steps: int = 10,
     warmup: int = 2,
     remat: str | None = None,
@@ -79,8 +79,11 @@ def bench_train(
     optimizer: str = "afm_rmsprop",
     peak_tflops: float = 989.0,
     overrides: list[str] | None = None,
+    device_memory_gb: float | None = None,
 ) -> dict[str, Any]:
-    """Time ``steps`` train steps after ``warmup``; returns tokens/s, MFU, memory, backend."""
+    """Time ``steps`` train steps after ``warmup``; returns tokens/s, MFU, memory, backend.
+    ``batch="auto"`` / ``remat="auto"``: chosen by the compiled memory plan
+    (``afm.training.core.autofit``), reported under ``auto_fit``."""
     import jax
     import numpy as np
     from afm.model.config import flops_per_token, get_config, param_counts
@@ -91,10 +94,11 @@ def bench_train(
     from afm.training.core.metrics import mfu
 
     on_cpu = jax.default_backend() == "cpu"
-    if batch is None:
+    auto_batch, auto_remat = batch == "auto", remat == "auto"
+    if batch is None or auto_batch:
         batch = jax.device_count() * (2 if on_cpu else 4)
     model_over = [f"model_overrides.max_seq_len={max(seq_len, get_config(model).max_seq_len)}"]
-    if remat is not None:
+    if remat is not None and not auto_remat:
         model_over.append(f"model_overrides.remat={remat}")
     if attention is not None:
         model_over.append(f"model_overrides.attention_impl={attention}")
@@ -104,6 +108,12 @@ def bench_train(
          f"optimizer.name={optimizer}", *model_over, *(overrides or [])],
     )
     mesh = make_mesh(cfg.mesh)
+    fit = None
+    if auto_batch or auto_remat:
+        from afm.training.core.autofit import fit_config
+
+        cfg, fit = fit_config(cfg, mesh, batch=auto_batch, remat=auto_remat, device_memory_gb=device_memory_gb)
+        batch = cfg.data.global_batch_size
     engine = Engine.build(cfg, mesh)
     mcfg = engine.model_config
     state = engine.init_state()
@@ -143,6 +153,7 @@ def bench_train(
         "compiled_memory_gb": planned,
         "peak_host_rss_mb": peak_rss_mb(),
         "final_loss": float(metrics["loss"]),
+        "auto_fit": fit.summary() if fit is not None else "",
     }
 
 
