@@ -256,7 +256,7 @@ def init_model(cfg: ModelConfig, seed: int = 0) -> Transformer:
 
 RUNTIME_FIELDS = frozenset(
     {"dtype", "remat", "scan_layers", "attention_impl", "max_segments", "max_seq_len",
-     "rope_base", "dropout", "name", "notes"}
+     "rope_base", "dropout", "fp8", "name", "notes"}
 )
 
 
