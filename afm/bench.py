@@ -40,6 +40,7 @@ Examples:
   afm bench extraction dedup --quick
   afm bench train --config 1b --seq-len 4096   # on a GPU host: tokens/s, MFU, memory
   afm bench eval --config 100m                  # the eval engine where compute matters
+  afm bench train --suite gpu                   # issue #32's GPU runs -> bench-train-gpu.json
 """)
 @click.argument("names", nargs=-1)
 @click.option("--list", "list_only", is_flag=True, help="List the benchmarks and exit.")
@@ -49,9 +50,12 @@ Examples:
               help="Model config for benchmarks of one model size (train: default per backend; "
                    "eval: tiny or 100m, default tiny).")
 @click.option("--seq-len", type=int, default=None, help="Sequence length for those benchmarks.")
+@click.option("--suite", type=click.Choice(["gpu"]), default=None,
+              help="A benchmark's named set of runs: train --suite gpu (1B bf16, 1B FP8, afm-on-device with "
+                   "--batch auto; one JSON in the workdir).")
 def bench_command(
     names: tuple[str, ...], list_only: bool, quick: bool, workdir: Path,
-    model_config: str | None, seq_len: int | None,
+    model_config: str | None, seq_len: int | None, suite: str | None,
 ) -> None:
     """Run benchmarks; every figure is printed next to a baseline measured in the same run."""
     from afm.console import console
@@ -65,7 +69,7 @@ def bench_command(
     if unknown:
         raise click.UsageError(f"unknown benchmark(s) {unknown}; known: {sorted(benches)}")
     opts = BenchOptions(quick=quick, shared_dir=find_shared_dir(), workdir=workdir,
-                        model_config=model_config, seq_len=seq_len)
+                        model_config=model_config, seq_len=seq_len, suite=suite)
     workdir.mkdir(parents=True, exist_ok=True)
     failures = []
     for name in names or tuple(benches):

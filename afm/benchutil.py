@@ -21,6 +21,7 @@ class BenchOptions:
     workdir: Path = Path("work/bench")
     model_config: str | None = None  # benchmarks of a model size (train): which one
     seq_len: int | None = None  # ... and at which sequence length
+    suite: str | None = None  # a benchmark's named set of runs (train: gpu)
 
 
 @dataclass

@@ -93,6 +93,7 @@ def bench_train(
     from afm.training.core.engine import Engine
     from afm.training.core.metrics import mfu
 
+    started = time.perf_counter()
     on_cpu = jax.default_backend() == "cpu"
     auto_batch, auto_remat = batch == "auto", remat == "auto"
     if batch is None or auto_batch:
@@ -120,8 +121,12 @@ def bench_train(
     data = engine.global_batch(_random_batch(engine, np.random.default_rng(0)))
     t0 = time.perf_counter()
     planned = _compiled_memory_gb(engine)  # compiles the step (the calls below reuse it)
+    first_step_s = float("nan")
     for i in range(warmup):
         state, metrics = engine.train_step(state, data, i)
+        if i == 0:
+            jax.block_until_ready(metrics)
+            first_step_s = time.perf_counter() - started  # build + init + compile + one step
     jax.block_until_ready(metrics)
     compile_s = time.perf_counter() - t0
     t0 = time.perf_counter()
@@ -146,6 +151,7 @@ def bench_train(
         "seq_len": seq_len,
         "step_s": seconds / steps,
         "warmup_s": compile_s,
+        "first_step_s": first_step_s,
         "tokens_per_s": tps,
         "tflops_per_device": tps * fpt / jax.device_count() / 1e12,
         "mfu": mfu(tps, fpt, jax.device_count(), peak_tflops),
@@ -159,6 +165,11 @@ def bench_train(
 
 def _train_benchmark(opts: BenchOptions) -> list[Comparison]:
     import jax
+
+    if opts.suite == "gpu":  # issue #32's three runs, one JSON (afm.training.bench.gpu_suite)
+        from afm.training.bench.gpu_suite import comparisons, run_suite
+
+        return comparisons(run_suite(opts))
 
     if jax.default_backend() == "cpu":
         model, seq_len = "tiny", 128
