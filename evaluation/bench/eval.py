@@ -82,6 +82,7 @@ def bench_eval(opts: BenchOptions) -> list[Comparison]:
     from afm.evaluation.tiny import tokenizer_dir, write_tiny_checkpoint
     from afm.model.tokenizer import Tokenizer
 
+    cache_warm = _compile_cache_entries() > 0  # before this run compiles anything
     set_offline(False)
     quiet_progress_bars()
     work = opts.workdir / "eval"
@@ -92,7 +93,6 @@ def bench_eval(opts: BenchOptions) -> list[Comparison]:
 
         raise UserError(f"afm bench eval: --config is tiny or 100m, got {config!r}")
     ckpt = write_tiny_checkpoint(work / f"ckpt-{config}", seed=0, max_seq_len=512, config=config)
-    cache_warm = _compile_cache_entries() > 0
     ll, gen = _configs(opts, work, tok)
     limit, gen_limit = (40, 8) if opts.quick else (300, 32)
     ours = _measure(AfmLM(checkpoint=str(ckpt), tokenizer=tok, show_progress=False), ll, gen, limit, gen_limit)
