@@ -42,9 +42,9 @@ class Fit:
     tried: list[tuple[str, int, float | None]] = field(default_factory=list)  # (remat, batch, GiB or None: failed)
 
     def summary(self) -> str:
-        rows = ", ".join(f"{r}x{b}={'fail' if g is None else f'{g:.1f}'}" for r, b, g in self.tried)
+        rows = ", ".join(f"{r}x{b}={'fail' if g is None else f'{g:.2f}'}" for r, b, g in self.tried)
         return (f"auto fit: batch {self.batch_per_device} per device, remat {self.remat}: "
-                f"{self.plan_gb:.1f} of {self.budget_gb:.1f} GiB (plans tried: {rows})")
+                f"{self.plan_gb:.2f} of {self.budget_gb:.2f} GiB (plans tried: {rows})")
 
 
 def device_budget_gb(explicit_gb: float | None = None, headroom: float = HEADROOM) -> float:
