@@ -22,6 +22,7 @@ class BenchOptions:
     model_config: str | None = None  # benchmarks of a model size (train): which one
     seq_len: int | None = None  # ... and at which sequence length
     tasks: tuple[str, ...] = ()  # train: the training tasks whose memory plans to print
+    suite: str | None = None  # a benchmark's named set of runs (train: gpu)
 
 
 @dataclass

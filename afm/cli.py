@@ -103,9 +103,15 @@ class _RecipeGroup(click.Group):
 
 @click.group(cls=_RecipeGroup, epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="afm")
-def main() -> None:
+@click.option("--compile-cache", "compile_cache", default=None, envvar="AFM_COMPILE_CACHE", metavar="DIR|off",
+              help="Directory of JAX's persistent compilation cache, or 'off' "
+                   "[default: $XDG_CACHE_HOME/afm/jax; env AFM_COMPILE_CACHE].")
+def main(compile_cache: str | None) -> None:
     """afm: crawl the open web, curate a clean corpus, and train a model on it
     with the recipe of Apple's foundation-model report (AFM, 2024)."""
+    from afm.compile_cache import configure
+
+    configure(compile_cache)  # before any command compiles (afm.compile_cache)
 
 
 def _register() -> None:

@@ -31,10 +31,11 @@ import numpy as np
 from afm.evaluation.packing import (
     PackedBatch,
     ScoreRequest,
+    TreeBatch,
     bucket_for,
-    fit_rows,
     length_buckets,
     pack_requests,
+    pack_trees,
     rows_per_bucket,
 )
 from flax import nnx
@@ -75,26 +76,25 @@ def _score_rows(graphdef: Any, state: Any, tokens: Array, positions: Array, segm
     return scores.logprob, scores.correct
 
 
-@partial(jax.jit, static_argnames=("graphdef",))
-def _score_shared(graphdef: Any, state: Any, prefix: Array, prefix_seg: Array, owner: Array,
-                  suffix: Array, suffix_seg: Array, targets: Array) -> tuple[Array, Array]:
-    """Score many continuations of few contexts: each context (left-padded ``prefix``) is
-    run once into a KV cache, the cache rows are repeated for their continuations
-    (``owner[c]`` = the prefix row of continuation ``c``), and only the (right-padded)
-    ``suffix`` tokens run per continuation. Per suffix position: log p(target), greedy."""
-    from afm.model.scoring import score
-    from afm.model.transformer import KVCache
+def tree_mask(segments: Array, branches: Array) -> Array:
+    """Boolean [B, 1, T, T] for tree-packed rows (``afm.evaluation.packing.TreeBatch``):
+    key slot <= query slot, the same segment, and the key in the context (branch 0) or in
+    the query's own branch. Padding (segment 0, branch 0) sees only padding."""
+    slots = jnp.arange(segments.shape[1], dtype=jnp.int32)
+    causal = slots[None, :] <= slots[:, None]
+    same = segments[:, :, None] == segments[:, None, :]
+    visible = (branches[:, None, :] == 0) | (branches[:, None, :] == branches[:, :, None])
+    return (causal[None] & same & visible)[:, None]
 
-    model = nnx.merge(graphdef, state)
-    width, steps = prefix.shape[1], suffix.shape[1]
-    positions = jnp.maximum(jnp.cumsum(prefix_seg, axis=1) - 1, 0)
-    cache = KVCache.create(model.cfg, prefix.shape[0], width + steps)
-    _, cache = model.features(prefix, positions=positions, segment_ids=prefix_seg, cache=cache)
-    cache = KVCache(k=jnp.take(cache.k, owner, axis=1), v=jnp.take(cache.v, owner, axis=1),
-                    segment_ids=jnp.take(cache.segment_ids, owner, axis=0), index=cache.index)
-    start = jnp.sum(prefix_seg, axis=1)[owner]
-    pos = start[:, None] + jnp.arange(steps, dtype=jnp.int32)[None, :]
-    scores, _ = score(model, suffix, targets, positions=pos, segment_ids=suffix_seg, cache=cache)
+
+@partial(jax.jit, static_argnames=("graphdef",))
+def _score_trees(graphdef: Any, state: Any, tokens: Array, positions: Array, segments: Array,
+                 branches: Array, targets: Array) -> tuple[Array, Array]:
+    """Per position of tree-packed rows: log p(target) (float32) and whether it is the argmax."""
+    from afm.model.scoring import score
+
+    scores, _ = score(nnx.merge(graphdef, state), tokens, targets, positions=positions,
+                      mask=tree_mask(segments, branches))
     return scores.logprob, scores.correct
 
 
@@ -238,76 +238,37 @@ class InferenceEngine:
         """Like :meth:`score` for continuations that share a context.
 
         ``items[i] = (prefix index, suffix inputs, targets)``: the model reads
-        ``prefixes[p] + suffix`` and every suffix position is scored. Each prefix is
-        computed once for all its continuations (multiple-choice items: one context, two to
-        five choices), which is where most of the tokens of such tasks are.
+        ``prefixes[p] + suffix`` and every suffix position is scored. Each context is
+        computed once for all its continuations (multiple-choice items: one context, two
+        to five choices), which is where most of the tokens of such tasks are: a context
+        and its continuations are packed as one tree into rows of the packed-row buckets
+        (``afm.evaluation.packing.pack_trees``), so there is one compiled program per
+        bucket (and partial-batch size), whatever the mix of lengths and choice counts.
         """
-        members: dict[int, list[int]] = {}
-        for i, (p, inp, tgt) in enumerate(items):
+        for p, inp, tgt in items:
             if len(inp) != len(tgt) or not inp:
                 raise ValueError("suffix inputs and targets must be non-empty and of equal length")
             self.check_length(len(prefixes[p]) + len(inp))
-            members.setdefault(p, []).append(i)
-        # Finer buckets than for packed rows: a padded prefix or suffix slot is pure waste here.
-        prefix_buckets = length_buckets(self.max_length, 32)
-        suffix_buckets = length_buckets(self.max_length, 4)
-        keyed: dict[tuple[int, int, int], list[int]] = {}
-        for p, idx in members.items():
-            w = bucket_for(max(1, len(prefixes[p])), prefix_buckets)
-            s = bucket_for(max(len(items[i][1]) for i in idx), suffix_buckets)
-            k = 2 if len(idx) <= 2 else 4 if len(idx) <= 4 else len(idx)  # continuations per context
-            keyed.setdefault((w, s, k), []).append(p)
         out: list[tuple[float, bool]] = [(0.0, False)] * len(items)
         start = time.perf_counter()
-        for (w, s, k), groups in sorted(keyed.items()):
-            n_groups = max(1, self.tokens_per_batch // (w + k * s))
-            n_groups = -(-n_groups // self.data_width) * self.data_width
-            for lo in range(0, len(groups), n_groups):
-                batch = groups[lo:lo + n_groups]
-                g = fit_rows(len(batch), n_groups, self.data_width)
-                self._score_shared_batch(prefixes, items, members, batch, w, s, g, k * g, out)
-                if progress is not None:
-                    progress(sum(len(members[p]) for p in batch))
+        for batch in pack_trees(prefixes, items, self.buckets, self.rows_for, min_rows=self.data_width):
+            self._score_tree_batch(batch, out)
+            if progress is not None:
+                progress(len(batch.placements))
         self.stats.seconds["score"] += time.perf_counter() - start
         self.stats.score_requests += len(items)
         return out
 
-    def _score_shared_batch(self, prefixes: Sequence[Sequence[int]], items: Sequence[tuple[int, Sequence[int], Sequence[int]]],
-                            members: dict[int, list[int]], batch: list[int], w: int, s: int,
-                            n_groups: int, n_rows: int, out: list[tuple[float, bool]]) -> None:
-        prefix = np.zeros((n_groups, w), np.int32)
-        prefix_seg = np.zeros((n_groups, w), np.int32)
-        owner = np.zeros((n_rows,), np.int32)
-        suffix = np.zeros((n_rows, s), np.int32)
-        suffix_seg = np.zeros((n_rows, s), np.int32)
-        targets = np.zeros((n_rows, s), np.int32)
-        where: list[tuple[int, int, int]] = []
-        row = 0
-        for g, p in enumerate(batch):
-            pre = prefixes[p]
-            if pre:
-                prefix[g, w - len(pre):] = pre
-                prefix_seg[g, w - len(pre):] = 1
-            for i in members[p]:
-                _, inp, tgt = items[i]
-                owner[row] = g
-                suffix[row, :len(inp)] = inp
-                suffix_seg[row, :len(inp)] = 1
-                targets[row, :len(tgt)] = tgt
-                where.append((i, row, len(inp)))
-                row += 1
-        self.stats.shapes.add(("score_shared", (n_groups, w, n_rows, s)))
-        put = self._put
-        pre_d, preseg_d = put(prefix, prefix_seg)
-        suf_d, sufseg_d, tgt_d = put(suffix, suffix_seg, targets)
-        owner_d = jax.device_put(owner, NamedSharding(self.mesh, PartitionSpec(("data", "fsdp"))))
-        logp, greedy = _score_shared(self.graphdef, self.state, pre_d, preseg_d, owner_d, suf_d, sufseg_d, tgt_d)
+    def _score_tree_batch(self, batch: TreeBatch, out: list[tuple[float, bool]]) -> None:
+        self.stats.shapes.add(("score_trees", batch.shape))
+        arrays = self._put(batch.tokens, batch.positions, batch.segment_ids, batch.branch_ids, batch.targets)
+        logp, greedy = _score_trees(self.graphdef, self.state, *arrays)
         logp, greedy = np.asarray(logp), np.asarray(greedy)
-        for i, r, n in where:
-            out[i] = (float(logp[r, :n].astype(np.float64).sum()), bool(greedy[r, :n].all()))
+        for i, row, at, n in batch.placements:
+            out[i] = (float(logp[row, at:at + n].astype(np.float64).sum()), bool(greedy[row, at:at + n].all()))
         self.stats.score_batches += 1
-        self.stats.real_tokens += int(prefix_seg.sum() + suffix_seg.sum())
-        self.stats.slot_tokens += prefix.size + suffix.size
+        self.stats.real_tokens += batch.real_tokens
+        self.stats.slot_tokens += batch.tokens.size
 
     # -- generation -------------------------------------------------------------------
     def generate(

@@ -162,3 +162,116 @@ def rows_per_bucket(buckets: Sequence[int], tokens_per_batch: int, multiple_of: 
         rows = max(1, tokens_per_batch // b)
         out[b] = -(-rows // multiple_of) * multiple_of
     return out
+
+
+# ------------------------------------------------------------------ shared-context trees
+
+
+@dataclass
+class TreeBatch:
+    """Rows of *trees*: a context once, then each of its continuations after it.
+
+    A tree is one segment of a row: its context's slots carry branch 0, continuation
+    ``j``'s slots branch ``j + 1`` with positions that go on from the end of the context.
+    ``afm.evaluation.engine.tree_mask`` lets a token see the context and the earlier tokens of its own
+    branch, so each continuation is scored exactly as if it ran alone after the context,
+    while the context is computed once. Rows come in the packed-row buckets, so scoring
+    multiple-choice items compiles one program per bucket, not one per (context length,
+    continuation length, choice count).
+
+    ``placements[i] = (item_index, row, start, n)``: item ``i``'s ``n`` scored slots.
+    """
+
+    tokens: np.ndarray
+    targets: np.ndarray
+    positions: np.ndarray
+    segment_ids: np.ndarray
+    branch_ids: np.ndarray
+    placements: list[tuple[int, int, int, int]]
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.tokens.shape  # type: ignore[return-value]
+
+    @property
+    def real_tokens(self) -> int:
+        return int((self.segment_ids > 0).sum())
+
+
+def tree_units(prefix_lengths: Sequence[int], suffix_lengths: Sequence[int], owners: Sequence[int],
+               capacity: int) -> list[tuple[int, list[int]]]:
+    """Trees ``(prefix index, item indices)`` of at most ``capacity`` tokens each: a
+    context with too many continuations for one row is split (the context repeats).
+    Each context plus any single continuation must fit (the caller checks lengths)."""
+    members: dict[int, list[int]] = {}
+    for i, p in enumerate(owners):
+        members.setdefault(p, []).append(i)
+    units: list[tuple[int, list[int]]] = []
+    for p, idx in members.items():
+        current: list[int] = []
+        used = prefix_lengths[p]
+        for i in idx:
+            n = suffix_lengths[i]
+            if current and used + n > capacity:
+                units.append((p, current))
+                current, used = [], prefix_lengths[p]
+            current.append(i)
+            used += n
+        units.append((p, current))
+    return units
+
+
+def pack_trees(
+    prefixes: Sequence[Sequence[int]],
+    items: Sequence[tuple[int, Sequence[int], Sequence[int]]],
+    buckets: Sequence[int],
+    rows_for: dict[int, int],
+    *,
+    min_rows: int = 1,
+) -> Iterator[TreeBatch]:
+    """Every item (``(prefix index, suffix inputs, targets)``) exactly once, in tree-packed
+    batches of shape ``(rows_for[b], b)`` (a partial last batch: :func:`fit_rows`)."""
+    suffix_lengths = [len(inp) for _, inp, _ in items]
+    units = tree_units([len(p) for p in prefixes], suffix_lengths, [p for p, _, _ in items], buckets[-1])
+    size = {u: len(prefixes[p]) + sum(suffix_lengths[i] for i in idx) for u, (p, idx) in enumerate(units)}
+    by_bucket: dict[int, dict[int, int]] = {}
+    for u, n in size.items():
+        by_bucket.setdefault(bucket_for(n, buckets), {})[u] = n
+    for bucket in sorted(by_bucket):
+        bins = _first_fit_decreasing(by_bucket[bucket], bucket)
+        n_rows = rows_for[bucket]
+        for start in range(0, len(bins), n_rows):
+            part = bins[start:start + n_rows]
+            rows = n_rows if len(part) == n_rows else fit_rows(len(part), n_rows, min_rows)
+            yield _fill_trees(prefixes, items, units, part, rows, bucket)
+
+
+def _fill_trees(prefixes: Sequence[Sequence[int]], items: Sequence[tuple[int, Sequence[int], Sequence[int]]],
+                units: list[tuple[int, list[int]]], bins: list[list[int]], n_rows: int, length: int) -> TreeBatch:
+    tokens = np.zeros((n_rows, length), np.int32)
+    targets = np.zeros((n_rows, length), np.int32)
+    positions = np.zeros((n_rows, length), np.int32)
+    segments = np.zeros((n_rows, length), np.int32)
+    branches = np.zeros((n_rows, length), np.int32)
+    placements: list[tuple[int, int, int, int]] = []
+    for row, members in enumerate(bins):
+        at = 0
+        for seg, u in enumerate(members, start=1):
+            p, idx = units[u]
+            pre = prefixes[p]
+            n_pre = len(pre)
+            tokens[row, at:at + n_pre] = pre
+            positions[row, at:at + n_pre] = np.arange(n_pre)
+            segments[row, at:at + n_pre] = seg
+            at += n_pre
+            for branch, i in enumerate(idx, start=1):
+                _, inp, tgt = items[i]
+                n = len(inp)
+                tokens[row, at:at + n] = inp
+                targets[row, at:at + n] = tgt
+                positions[row, at:at + n] = n_pre + np.arange(n)
+                segments[row, at:at + n] = seg
+                branches[row, at:at + n] = branch
+                placements.append((i, row, at, n))
+                at += n
+    return TreeBatch(tokens, targets, positions, segments, branches, placements)

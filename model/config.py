@@ -107,6 +107,9 @@ class ModelConfig:
     # muParam (simple); see the module docstring.
     base_width: int = 768
     embed_init_std: float = 1.0
+    # FP8 matmuls for the q/k/v/o projections and the FFN (afm.model.fp8): e4m3 forward,
+    # e5m2 gradients, per-tensor current scaling. For Hopper-class GPUs; emulated elsewhere.
+    fp8: bool = False
     # Quantized storage (afm.model.palettize); None: dense float parameters.
     palettization: Palettization | None = None
     notes: str = field(default="", compare=False)

@@ -44,16 +44,21 @@ def param(
     return nnx.Param(value, eager_sharding=False)
 
 
-def project(x: Array, weight: Any, n_in: int = 1) -> Array:
+def project(x: Array, weight: Any, n_in: int = 1, *, fp8: bool = False) -> Array:
     """``x`` contracted with a projection weight over x's last ``n_in`` axes and the
     weight's first ``n_in`` (``btd,dnh->btnh`` for q, ``btnh,nhd->btd`` for o).
 
     ``weight`` is a dense ``nnx.Param``, a palettized weight (``afm.model.palettize``,
     dequantized by ``[...]``) or a LoRA-adapted one (``afm.model.lora``), which adds its
-    low-rank path on the activations instead of materialising ``W + s A B``.
+    low-rank path on the activations instead of materialising ``W + s A B``. ``fp8``
+    runs the product with FP8 operands (``afm.model.fp8``; ``ModelConfig.fp8``).
     """
     if isinstance(weight, LoRA):
         return weight(x)
+    if fp8:
+        from afm.model.fp8 import fp8_tensordot
+
+        return fp8_tensordot(x, weight[...].astype(x.dtype), n_in)
     return jnp.tensordot(x, weight[...].astype(x.dtype), axes=n_in)
 
 
@@ -132,9 +137,9 @@ class Attention(nnx.Module):
         dt = x.dtype
         heads = ("batch", "seq", "heads", None)
         kv_heads = ("batch", "seq", "kv_heads", None)
-        q = project(x, self.wq)  # btd,dnh->btnh
-        k = project(x, self.wk)  # btd,dkh->btkh
-        v = project(x, self.wv)
+        q = project(x, self.wq, fp8=self.cfg.fp8)  # btd,dnh->btnh
+        k = project(x, self.wk, fp8=self.cfg.fp8)  # btd,dkh->btkh
+        v = project(x, self.wv, fp8=self.cfg.fp8)
         q = remat.tag(constrain(apply_rope(self.q_norm(q), cos, sin), heads), "query")
         k = remat.tag(constrain(apply_rope(self.k_norm(k), cos, sin), kv_heads), "key")
         v = remat.tag(constrain(v, kv_heads), "value")
@@ -154,7 +159,7 @@ class Attention(nnx.Module):
                 backend=resolve_attention_impl(self.cfg), max_segments=self.cfg.max_segments,
             )
         out = remat.tag(constrain(out, heads), "attn_context")
-        y = project(out, self.wo, 2)  # btnh,nhd->btd
+        y = project(out, self.wo, 2, fp8=self.cfg.fp8)  # btnh,nhd->btd
         return remat.tag(constrain(y, ("batch", "seq", "embed")), "attn_out"), new_cache
 
 
@@ -163,15 +168,16 @@ class SwiGLU(nnx.Module):
 
     def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs):
         d, f, pd = cfg.dim, cfg.ffn_dim, cfg.param_dtype
+        self.fp8 = cfg.fp8
         self.w_gate = param(rngs, (d, f), d**-0.5, ("embed", "mlp"), pd)
         self.w_up = param(rngs, (d, f), d**-0.5, ("embed", "mlp"), pd)
         self.w_down = param(rngs, (f, d), f**-0.5, ("mlp", "embed"), pd)
 
     def __call__(self, x: Array) -> Array:
         mlp = ("batch", "seq", "mlp")
-        gate = remat.tag(constrain(project(x, self.w_gate), mlp), "mlp_gate")
-        up = remat.tag(constrain(project(x, self.w_up), mlp), "mlp_up")
-        out = project(jax.nn.silu(gate) * up, self.w_down)
+        gate = remat.tag(constrain(project(x, self.w_gate, fp8=self.fp8), mlp), "mlp_gate")
+        up = remat.tag(constrain(project(x, self.w_up, fp8=self.fp8), mlp), "mlp_up")
+        out = project(jax.nn.silu(gate) * up, self.w_down, fp8=self.fp8)
         return remat.tag(constrain(out, ("batch", "seq", "embed")), "mlp_out")
 
 

@@ -139,13 +139,14 @@ def token_argmax(hidden: Array, table: Array, *, logit_scale: float, chunk: int 
 def score(
     model: Any, inputs: Array, targets: Array, *, positions: Array | None = None,
     segment_ids: Array | None = None, cache: Any = None, dropout_rng: Array | None = None,
-    temperature: float = 1.0, chunk: int = 1024, entropy: bool = False,
+    temperature: float = 1.0, chunk: int = 1024, entropy: bool = False, mask: Array | None = None,
 ) -> tuple[TokenScores, Any]:
     """The model's scores of ``targets`` given ``inputs`` (teacher-forced, one forward):
     :func:`token_logprobs` on the model's features, and the updated KV cache when one is
-    given (``None`` otherwise). Differentiable; jit it in the caller."""
+    given (``None`` otherwise); ``mask`` is an explicit attention mask (see
+    ``Transformer.features``). Differentiable; jit it in the caller."""
     hidden, new_cache = model.features(inputs, positions=positions, segment_ids=segment_ids, cache=cache,
-                                       dropout_rng=dropout_rng)
+                                       dropout_rng=dropout_rng, mask=mask)
     scores = token_logprobs(hidden, model.embed[...], targets, logit_scale=model.cfg.logit_scale,
                             chunk=chunk, temperature=temperature, entropy=entropy)
     return scores, new_cache

@@ -17,7 +17,6 @@ token's attention and every row writes its new token into the same slot.
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Any
 
 import flax.struct
@@ -73,6 +72,16 @@ def attention_mask(
     return segment_mask(q_segments, k_segments, q_slots, k_slots)
 
 
+def embedding(cfg: ModelConfig, rngs: nnx.Rngs) -> nnx.Param:
+    """The tied embedding table [vocab, dim], std ``embed_init_std`` (muParam simple)."""
+    return param(rngs, (cfg.vocab_size, cfg.dim), cfg.embed_init_std, ("vocab", "embed"), cfg.param_dtype)
+
+
+def final_norm(cfg: ModelConfig, rngs: nnx.Rngs) -> RMSNorm:
+    """The RMSNorm before the readout."""
+    return RMSNorm(cfg.dim, cfg.norm_eps, param_dtype=cfg.param_dtype, rngs=rngs)
+
+
 class Transformer(nnx.Module):
     """Dense decoder-only AFM transformer with a tied embedding.
 
@@ -84,11 +93,11 @@ class Transformer(nnx.Module):
 
     def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs):
         self.cfg = cfg
-        self.embed = param(
-            rngs, (cfg.vocab_size, cfg.dim), cfg.embed_init_std, ("vocab", "embed"), cfg.param_dtype
-        )
+        # The draw order (embedding, each block, final norm) fixes every parameter's key:
+        # ``afm.model.initializer`` replays it one block per program, so keep the two in step.
+        self.embed = embedding(cfg, rngs)
         self.layers = nnx.List([Block(cfg, rngs=rngs) for _ in range(cfg.n_layers)])
-        self.final_norm = RMSNorm(cfg.dim, cfg.norm_eps, param_dtype=cfg.param_dtype, rngs=rngs)
+        self.final_norm = final_norm(cfg, rngs)
         if cfg.palettization is not None:  # quantized storage: values come from a checkpoint
             from afm.model.palettize import palettize_structure
 
@@ -103,12 +112,16 @@ class Transformer(nnx.Module):
         segment_ids: Array | None = None,
         cache: KVCache | None = None,
         dropout_rng: Array | None = None,
+        mask: Array | None = None,
     ) -> tuple[Array, KVCache | None]:
         """Final-norm hidden states [B, T, dim] (compute dtype) and the updated cache.
 
         Reward heads and chunked losses start from here; :meth:`readout` makes logits.
         ``dropout_rng`` (training only) turns on ``cfg.dropout`` on the embedding and on
-        every sublayer output; without it the pass is deterministic.
+        every sublayer output; without it the pass is deterministic. ``mask`` (boolean
+        [B, 1, T, T], full sequence only) replaces the causal/segment rule with an
+        explicit one, e.g. evaluation's tree-packed rows where several continuations
+        share one context (``afm.evaluation.packing``); it runs the XLA reference kernel.
         """
         cfg = self.cfg
         dtype = jnp.dtype(cfg.dtype)
@@ -121,7 +134,8 @@ class Transformer(nnx.Module):
 
         # Full sequence: the attention kernel gets the segment ids (or nothing: plain
         # causal, no mask anywhere). Decoding: an explicit mask over the cache slots.
-        mask: Array | None = None
+        if mask is not None and cache is not None:
+            raise ValueError("features: an explicit mask is for the full-sequence path, not with a cache")
         if cache is not None:
             q_seg = jnp.ones((b, t), jnp.int32) if seg is None else seg
             k_seg = jax.lax.dynamic_update_slice(cache.segment_ids, q_seg, (0, start))
@@ -229,23 +243,20 @@ class Transformer(nnx.Module):
         return logits, new_cache
 
 
-@partial(nnx.jit, static_argnums=(0, 1))
-def _create(cfg: ModelConfig, seed: int) -> Transformer:
-    return Transformer(cfg, rngs=nnx.Rngs(params=seed))
-
-
 def init_model(cfg: ModelConfig, seed: int = 0) -> Transformer:
     """A randomly initialised model (muParam-simple init, see ``afm.model.config``).
 
-    Built under ``jit``: one compiled program instead of one per parameter shape (the
-    values equal an eager ``Transformer(cfg, rngs=nnx.Rngs(params=seed))`` up to float
-    rounding)."""
-    return _create(cfg, seed)
+    Made by ``afm.model.initializer``: one compiled program per block shape, reused for
+    every layer, so the compile time does not grow with depth; the values are exactly
+    those of an eager ``Transformer(cfg, rngs=nnx.Rngs(params=seed))``."""
+    from afm.model.initializer import init_model as build
+
+    return build(cfg, seed)
 
 
 RUNTIME_FIELDS = frozenset(
     {"dtype", "remat", "scan_layers", "attention_impl", "max_segments", "max_seq_len",
-     "rope_base", "dropout", "name", "notes"}
+     "rope_base", "dropout", "fp8", "name", "notes"}
 )
 
 

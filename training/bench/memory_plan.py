@@ -65,14 +65,26 @@ def plan(task: str, model: str, *, seq_len: int, shape: TaskShape, overrides: li
     from afm.model.config import param_counts
     from afm.model.sharding import MeshConfig, make_mesh
     from afm.training.core.config import TrainConfig, get_train_config
-    from afm.training.core.engine import Engine
 
     sets = [f"data.seq_len={seq_len}", f"data.global_batch_size={shape.batch}", f"microbatches={shape.microbatches}",
             f"model_overrides.max_seq_len={seq_len}", f"model_overrides.remat={shape.remat}",
-            f"model_overrides.scan_layers={str(shape.scan_layers).lower()}", "model_overrides.dtype=bfloat16", *[f"task_options.{k}={v}" for k, v in shape.options],
+            f"model_overrides.scan_layers={str(shape.scan_layers).lower()}", "model_overrides.dtype=bfloat16",
+            *[f"task_options.{k}={v}" for k, v in shape.options],
             *(overrides or [])]
     cfg = get_train_config(TrainConfig(name=f"plan-{task}", model=model, task=task), sets)
     mesh = make_mesh(MeshConfig(data=1, fsdp=1), devices=jax.devices()[:1])  # one device's plan
+    out = plan_config(cfg, mesh)
+    return {"task": task, "model": model, "params": param_counts(out.pop("model_config"))["total"],
+            "seq_len": seq_len, "batch": shape.batch, "microbatches": shape.microbatches, "remat": shape.remat,
+            "scan_layers": shape.scan_layers, "options": dict(shape.options), **out}
+
+
+def plan_config(cfg: Any, mesh: Any) -> dict[str, Any]:
+    """The memory plan (GiB per device) of ``cfg``'s compiled train step on ``mesh``, and
+    its compile time: what :func:`plan` reports, for any run config (``--batch auto``)."""
+    import jax
+    from afm.training.core.engine import Engine
+
     start = time.perf_counter()
     engine = Engine.build(cfg, mesh)
     compiled = engine.lower_train_step().compile()
@@ -84,13 +96,11 @@ def plan(task: str, model: str, *, seq_len: int, shape: TaskShape, overrides: li
                               stats.temp_size_in_bytes, stats.alias_size_in_bytes)
     frozen = sum(a.size * a.dtype.itemsize for a in jax.tree.leaves(engine.abstract_state.frozen))
     return {
-        "task": task, "model": model, "params": param_counts(engine.model_config)["total"],
-        "seq_len": seq_len, "batch": shape.batch, "microbatches": shape.microbatches, "remat": shape.remat,
-        "scan_layers": shape.scan_layers, "options": dict(shape.options),
-        "backend": jax.default_backend(), "arguments_gb": args / GIB, "frozen_gb": frozen / GIB,
+        "model_config": engine.model_config, "backend": jax.default_backend(),
+        "arguments_gb": args / GIB, "frozen_gb": frozen / GIB,
         "outputs_gb": out / GIB, "temporaries_gb": temp / GIB, "donated_gb": alias / GIB,
         "total_gb": (args + out + temp - alias) / GIB, "compile_s": seconds,
     }
 
 
-__all__ = ["ALIASES", "ON_DEVICE", "TaskShape", "plan", "task_shape"]
+__all__ = ["ALIASES", "ON_DEVICE", "TaskShape", "plan", "plan_config", "task_shape"]

@@ -70,7 +70,7 @@ def bench_train(
     model: str,
     *,
     seq_len: int,
-    batch: int | None = None,
+    batch: int | str | None = None,
     steps: int = 10,
     warmup: int = 2,
     remat: str | None = None,
@@ -79,8 +79,11 @@ def bench_train(
     optimizer: str = "afm_rmsprop",
     peak_tflops: float = 989.0,
     overrides: list[str] | None = None,
+    device_memory_gb: float | None = None,
 ) -> dict[str, Any]:
-    """Time ``steps`` train steps after ``warmup``; returns tokens/s, MFU, memory, backend."""
+    """Time ``steps`` train steps after ``warmup``; returns tokens/s, MFU, memory, backend.
+    ``batch="auto"`` / ``remat="auto"``: chosen by the compiled memory plan
+    (``afm.training.core.autofit``), reported under ``auto_fit``."""
     import jax
     import numpy as np
     from afm.model.config import flops_per_token, get_config, param_counts
@@ -90,11 +93,13 @@ def bench_train(
     from afm.training.core.engine import Engine
     from afm.training.core.metrics import mfu
 
+    started = time.perf_counter()
     on_cpu = jax.default_backend() == "cpu"
-    if batch is None:
+    auto_batch, auto_remat = batch == "auto", remat == "auto"
+    if batch is None or auto_batch:
         batch = jax.device_count() * (2 if on_cpu else 4)
     model_over = [f"model_overrides.max_seq_len={max(seq_len, get_config(model).max_seq_len)}"]
-    if remat is not None:
+    if remat is not None and not auto_remat:
         model_over.append(f"model_overrides.remat={remat}")
     if attention is not None:
         model_over.append(f"model_overrides.attention_impl={attention}")
@@ -104,14 +109,24 @@ def bench_train(
          f"optimizer.name={optimizer}", *model_over, *(overrides or [])],
     )
     mesh = make_mesh(cfg.mesh)
+    fit = None
+    if auto_batch or auto_remat:
+        from afm.training.core.autofit import fit_config
+
+        cfg, fit = fit_config(cfg, mesh, batch=auto_batch, remat=auto_remat, device_memory_gb=device_memory_gb)
+        batch = cfg.data.global_batch_size
     engine = Engine.build(cfg, mesh)
     mcfg = engine.model_config
     state = engine.init_state()
     data = engine.global_batch(_random_batch(engine, np.random.default_rng(0)))
     t0 = time.perf_counter()
     planned = _compiled_memory_gb(engine)  # compiles the step (the calls below reuse it)
+    first_step_s = float("nan")
     for i in range(warmup):
         state, metrics = engine.train_step(state, data, i)
+        if i == 0:
+            jax.block_until_ready(metrics)
+            first_step_s = time.perf_counter() - started  # build + init + compile + one step
     jax.block_until_ready(metrics)
     compile_s = time.perf_counter() - t0
     t0 = time.perf_counter()
@@ -136,6 +151,7 @@ def bench_train(
         "seq_len": seq_len,
         "step_s": seconds / steps,
         "warmup_s": compile_s,
+        "first_step_s": first_step_s,
         "tokens_per_s": tps,
         "tflops_per_device": tps * fpt / jax.device_count() / 1e12,
         "mfu": mfu(tps, fpt, jax.device_count(), peak_tflops),
@@ -143,6 +159,7 @@ def bench_train(
         "compiled_memory_gb": planned,
         "peak_host_rss_mb": peak_rss_mb(),
         "final_loss": float(metrics["loss"]),
+        "auto_fit": fit.summary() if fit is not None else "",
     }
 
 
@@ -181,6 +198,11 @@ def _train_benchmark(opts: BenchOptions) -> list[Comparison]:
 
     if opts.tasks:
         return _memory_plans(opts)
+    if opts.suite == "gpu":  # issue #32's three runs, one JSON (afm.training.bench.gpu_suite)
+        from afm.training.bench.gpu_suite import comparisons, run_suite
+
+        return comparisons(run_suite(opts))
+
     if jax.default_backend() == "cpu":
         model, seq_len = "tiny", 128
     else:

@@ -62,8 +62,15 @@ all hosts and exits cleanly.
 @click.option("--coordinator", default=None, help="host:port of process 0 for jax.distributed (non-TPU clusters).")
 @click.option("--num-processes", type=int, default=None)
 @click.option("--process-id", type=int, default=None)
+@click.option("--batch", default=None, metavar="N|auto",
+              help="Global batch (data.global_batch_size), or auto: the largest per-device batch whose compiled "
+                   "memory plan fits the device.")
+@click.option("--remat", default=None, metavar="POLICY|auto",
+              help="Remat policy (afm.model.remat), or auto: the cheapest whose compiled memory plan fits.")
+@click.option("--device-memory-gb", type=POSITIVE, default=None,
+              help="Device memory for --batch/--remat auto (default: the device's own limit; env AFM_DEVICE_MEMORY_GB).")
 def train_command(config, workdir, list_configs, steps, data, init_from, overrides, profile_steps, distributed,
-                  coordinator, num_processes, process_id) -> None:
+                  coordinator, num_processes, process_id, batch, remat, device_memory_gb) -> None:
     """Train a stage of any task with the AFM recipe (auto-resumes; prints params_sha256)."""
     if list_configs:
         _print_configs()
@@ -78,6 +85,7 @@ def train_command(config, workdir, list_configs, steps, data, init_from, overrid
     from afm.console import setup_logging
 
     setup_logging("WARNING")
+    overrides = [*overrides, *_fitted_overrides(config, list(overrides), batch, remat, device_memory_gb)]
     try:
         result = train(
             config, str(workdir), steps=steps, data=list(data) or None, init_from=init_from,
@@ -102,6 +110,52 @@ def _print_configs() -> None:
         click.echo(f"{c['name']:<{width}}  {c['task']:<12}  {c['model']:<16}  {c['description']}")
 
 
+def _batch_and_remat(batch: str | None, remat: str | None) -> tuple[bool, int | None, bool, str | None]:
+    """(batch auto?, global batch, remat auto?, policy), checked: one-line errors."""
+    from afm.model import remat as remat_policies
+    from afm.training.core.autofit import parse_auto
+
+    from afm.errors import UserError
+
+    auto_batch, raw = parse_auto(batch, "batch")
+    size = None
+    if raw is not None:
+        try:
+            size = int(raw)
+        except ValueError:
+            raise UserError(f"--batch must be a positive integer or auto, got {raw!r}") from None
+        if size < 1:
+            raise UserError(f"--batch must be a positive integer or auto, got {raw!r}")
+    auto_remat, policy = parse_auto(remat, "remat")
+    if policy is not None:
+        try:
+            remat_policies.validate(policy)
+        except ValueError as exc:
+            raise UserError(f"--remat: {exc}") from None
+    return auto_batch, size, auto_remat, policy
+
+
+def _fitted_overrides(config: str, overrides: list[str], batch: str | None, remat: str | None,
+                      device_memory_gb: float | None) -> list[str]:
+    """``--batch`` / ``--remat`` as config overrides; ``auto`` is resolved here, on the
+    run's mesh, and the choice printed before the run starts."""
+    auto_batch, size, auto_remat, policy = _batch_and_remat(batch, remat)
+    sets = ([f"data.global_batch_size={size}"] if size else []) + ([f"model_overrides.remat={policy}"] if policy else [])
+    if not (auto_batch or auto_remat):
+        return sets
+    from afm.model.sharding import make_mesh
+    from afm.training.core.autofit import fit_config
+    from afm.training.core.config import get_train_config
+
+    from afm.console import console
+
+    cfg = get_train_config(config, [*overrides, *sets])
+    fitted, fit = fit_config(cfg, make_mesh(cfg.mesh), batch=auto_batch, remat=auto_remat,
+                             device_memory_gb=device_memory_gb)
+    console.print(fit.summary())
+    return [*sets, f"data.global_batch_size={fitted.data.global_batch_size}", f"model_overrides.remat={fit.remat}"]
+
+
 @click.command(
     "bench-train",
     epilog="""\b
@@ -114,24 +168,33 @@ Examples:
 )
 @click.option("--config", "model", default="1b", show_default=True, help="Model config name (afm.model).")
 @click.option("--seq-len", type=int, default=4096, show_default=True)
-@click.option("--batch", type=int, default=None, help="Global batch (default: 4 per device on GPU/TPU, 2 on CPU).")
+@click.option("--batch", default=None, metavar="N|auto",
+              help="Global batch (default: 4 per device on GPU/TPU, 2 on CPU), or auto: the largest per-device "
+                   "batch whose compiled memory plan fits the device.")
 @click.option("--steps", type=int, default=10, show_default=True, help="Timed steps (after 2 warm-up steps).")
-@click.option("--remat", default=None, help="Override the model's remat policy (afm.model.remat: none, full, dots, attention, qkv_attention, dots_except_mlp, save:NAMES).")
+@click.option("--remat", default=None, help="Override the model's remat policy (afm.model.remat: none, full, dots, attention, qkv_attention, dots_except_mlp, save:NAMES), or auto: the cheapest that fits.")
+@click.option("--device-memory-gb", type=POSITIVE, default=None,
+              help="Device memory for --batch/--remat auto (default: the device's own limit; env AFM_DEVICE_MEMORY_GB).")
 @click.option("--attention", default=None, help="Attention kernel: auto, xla, cudnn, splash (default: the model's, auto).")
 @click.option("--microbatches", type=int, default=1, show_default=True, help="Gradient accumulation slices of the batch.")
 @click.option("--optimizer", default="afm_rmsprop", show_default=True)
 @click.option("--peak-tflops", type=POSITIVE, default=989.0, show_default=True, help="Per-device peak (H100 dense bf16: 989).")
 @click.option("--set", "overrides", multiple=True, help="Mesh overrides, e.g. mesh.fsdp=8.")
-def bench_train_command(model, seq_len, batch, steps, remat, attention, microbatches, optimizer, peak_tflops, overrides) -> None:
+def bench_train_command(model, seq_len, batch, steps, remat, attention, microbatches, optimizer, peak_tflops, overrides,
+                        device_memory_gb) -> None:
     """Training throughput of one model size: tokens/s, MFU, peak device memory, attention kernel."""
     from afm.training.bench.train import bench_train
 
-    from afm.console import print_summary
+    from afm.console import console, print_summary
 
+    auto_batch, size, auto_remat, policy = _batch_and_remat(batch, remat)
     result = bench_train(
-        model, seq_len=seq_len, batch=batch, steps=steps, remat=remat, attention=attention,
-        microbatches=microbatches, optimizer=optimizer, peak_tflops=peak_tflops, overrides=list(overrides),
+        model, seq_len=seq_len, batch="auto" if auto_batch else size, steps=steps,
+        remat="auto" if auto_remat else policy, attention=attention, microbatches=microbatches,
+        optimizer=optimizer, peak_tflops=peak_tflops, overrides=list(overrides), device_memory_gb=device_memory_gb,
     )
+    if result.get("auto_fit"):
+        console.print(result["auto_fit"])
     print_summary(f"bench-train {model} seq {seq_len}", result)
 
 

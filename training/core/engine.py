@@ -95,14 +95,13 @@ class ModelParts:
         return nnx.merge(self.graphdef, self.layout.unflatten({k: params[k] for k in self.layout.keys}), self.rest)
 
     def init(self, shardings: dict[str, NamedSharding] | None = None) -> Params:
-        """Fresh float32 parameters (muParam-simple init), made directly in ``shardings``."""
+        """Fresh float32 parameters (muParam-simple init), made directly in ``shardings``
+        one block at a time (``afm.model.initializer``: the compile does not grow with depth)."""
 
-        def make() -> Params:
-            _, params, _ = nnx.split(_create(self.config, self.seed), nnx.Param, ...)
-            flat, _ = flatten_state(params)
-            return {k: v.astype(self.dtypes[k]) for k, v in flat.items()}
+        from afm.model.initializer import init_params
 
-        return jax.jit(make, out_shardings=shardings)()
+        params = init_params(self.config, self.seed, shardings)
+        return {k: v if v.dtype == self.dtypes[k] else v.astype(self.dtypes[k]) for k, v in params.items()}
 
 
 @functools.lru_cache(maxsize=16)

@@ -89,3 +89,25 @@ def test_a_tensor_parallel_mesh_gives_the_same_scores(model) -> None:
     assert [round(a, 4) for a, _ in base] == [round(b, 4) for b, _ in sharded]
     with pytest.raises(ValueError, match="DATAxFSDP"):
         _parse_mesh("data=2")
+
+
+def test_a_context_with_more_continuations_than_a_row_holds_is_split(model) -> None:
+    """Tree packing: a context whose continuations overflow the largest row repeats in
+    two trees; an empty context works; the results match one request at a time."""
+    rng = np.random.default_rng(5)
+    ctx = rng.integers(4, 512, 101).tolist()
+    prefixes = [tuple(ctx[:-1]), ()]
+    items, reqs = [], []
+    for g, n_cont in ((0, 8), (1, 3)):
+        last = ctx[-1] if g == 0 else 7
+        for _ in range(n_cont):
+            cont = rng.integers(4, 512, 40).tolist()
+            items.append((g, (last, *cont[:-1]), tuple(cont)))
+            whole = (ctx if g == 0 else [last]) + cont
+            reqs.append(ScoreRequest(tuple(whole[:-1]), tuple(whole[1:]), len(cont)))
+    engine = InferenceEngine(model, tokens_per_batch=1024)
+    assert 100 + 8 * 40 > engine.max_length  # the first context does not fit one row with all 8
+    shared, alone = engine.score_shared(prefixes, items), [engine.score([r])[0] for r in reqs]
+    for (a, ga), (b, gb) in zip(alone, shared):
+        assert a == pytest.approx(b, abs=1e-4) and ga == gb
+    assert {kind for kind, _ in engine.stats.shapes} == {"score", "score_trees"}

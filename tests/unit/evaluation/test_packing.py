@@ -70,3 +70,29 @@ def test_bad_requests_are_refused() -> None:
         ScoreRequest((1, 2), (2,), 1)
     with pytest.raises(ValueError):
         ScoreRequest((1, 2), (2, 3), 3)
+
+
+def test_trees_place_every_item_once_after_its_context() -> None:
+    from afm.evaluation.packing import pack_trees
+
+    rng = np.random.default_rng(3)
+    prefixes = [tuple(rng.integers(1, 99, int(n)).tolist()) for n in rng.integers(1, 60, 30)]
+    items = [(int(rng.integers(0, 30)), tuple(range(1, 1 + int(n))), tuple(range(2, 2 + int(n))))
+             for n in rng.integers(1, 30, 90)]
+    buckets = length_buckets(256)
+    batches = list(pack_trees(prefixes, items, buckets, rows_per_bucket(buckets, 1024)))
+    seen = sorted(i for b in batches for i, *_ in b.placements)
+    assert seen == list(range(len(items)))
+    for b in batches:
+        assert b.shape[1] in buckets
+        for i, row, at, n in b.placements:
+            p, inp, tgt = items[i]
+            assert b.tokens[row, at:at + n].tolist() == list(inp)
+            assert b.targets[row, at:at + n].tolist() == list(tgt)
+            branch, seg = b.branch_ids[row, at], b.segment_ids[row, at]
+            assert branch > 0 and (b.branch_ids[row, at:at + n] == branch).all()
+            # positions go on from the end of the context, which sits earlier in the segment
+            assert b.positions[row, at:at + n].tolist() == list(range(len(prefixes[p]), len(prefixes[p]) + n))
+            context = (b.segment_ids[row] == seg) & (b.branch_ids[row] == 0)
+            assert b.tokens[row, context].tolist() == list(prefixes[p])
+    assert len({b.shape for b in batches}) <= 2 * len(buckets)  # one program per bucket (+ a partial batch)
