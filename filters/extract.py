@@ -103,6 +103,10 @@ class ExtractConfig:
     """Knobs of :class:`Extractor` (defaults are the measured best on the benchmark)."""
 
     max_bytes: int = 3_000_000  # larger bodies are dropped as "too_large" (time bound)
+    # "selector": several extractors, the learned per-page choice (extraction/selector.py);
+    # "rules": the earlier trafilatura precision/balanced length rule (choose_text).
+    method: str = "selector"
+    selector_path: str | None = None  # None: the shipped model (data/extraction/)
     min_words: int = 1  # fewer extracted words -> "empty_extraction"
     favor_precision: bool = True  # primary pass: trafilatura precision mode
     include_comments: bool = False  # user comments are rarely the page's content
@@ -288,6 +292,16 @@ class Extractor:
         self.cfg = cfg or ExtractConfig()
         import trafilatura  # noqa: F401 - fail at construction, not on the first page
 
+        self.selector = None
+        if self.cfg.method == "selector":
+            from afm.filters.extraction.selector import MODEL_PATH, load_selector
+
+            self.selector = load_selector(self.cfg.selector_path or str(MODEL_PATH))
+        elif self.cfg.method != "rules":
+            from afm.errors import UserError
+
+            raise UserError(f"extraction method {self.cfg.method!r}: use 'selector' or 'rules'")
+
     def _trafilatura(self, html: str, url: str | None, precision: bool) -> str:
         import trafilatura
 
@@ -303,6 +317,19 @@ class Extractor:
 
     def extract_text(self, html: str, url: str | None = None) -> tuple[str, dict[str, float]]:
         """The main text of a decoded page and the signals of how it was chosen."""
+        if self.selector is not None:
+            from afm.filters.extraction.select import select_text
+
+            text, signals = select_text(self.selector, html, url, page_words(html))
+            trimmed = 0
+            if self.cfg.trim_teasers and text:
+                text, trimmed = trim_teaser_lines(text, self.cfg.teaser_max_words,
+                                                  self.cfg.teaser_max_share)
+            signals["trimmed_lines"] = float(trimmed)
+            return text.strip(), signals
+        return self._extract_by_rules(html, url)
+
+    def _extract_by_rules(self, html: str, url: str | None) -> tuple[str, dict[str, float]]:
         cfg = self.cfg
         primary = self._trafilatura(html, url, precision=cfg.favor_precision)
         balanced = None

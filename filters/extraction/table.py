@@ -31,6 +31,8 @@ def decode(body: bytes) -> str:
 
 def candidate_row(page: GoldPage, names: Iterable[str] = tuple(CANDIDATES)) -> dict[str, Any]:
     """One page's row: every candidate's text and CPU seconds, and the page's gold."""
+    from afm.filters.extract import page_words
+
     start = time.process_time()
     parsed = Page(decode(page.body), page.url)
     _ = parsed.tree
@@ -40,6 +42,7 @@ def candidate_row(page: GoldPage, names: Iterable[str] = tuple(CANDIDATES)) -> d
         texts[name] = run_candidate(name, parsed)
         cpu[name] = time.process_time() - start
     return {"set": page.set, "id": page.id, "url": page.url, "html_bytes": len(page.body),
+            "page_words": page_words(parsed.html),
             "truth": page.truth, "with": page.with_, "without": page.without,
             "texts": texts, "cpu": cpu}
 
