@@ -28,12 +28,14 @@ _BUCKET = 16
 @dataclass
 class SampleOutput:
     """Per row: the new tokens (through the first stop token, which is included), their
-    log-probabilities under the model (temperature 1, no top-p), and whether a stop token
-    ended the row (False: it ran out of ``max_new_tokens``)."""
+    log-probabilities under the model (temperature 1, no top-p), whether a stop token
+    ended the row (False: it ran out of ``max_new_tokens``) and the stop token itself
+    (``None`` for a row cut at the limit)."""
 
     tokens: list[list[int]]
     logprobs: list[list[float]]
     stopped: list[bool]
+    stop_tokens: list[int | None] | None = None
 
 
 def top_p_filter(logits: Array, top_p: Array) -> Array:
@@ -178,10 +180,11 @@ def sample(
     )
     out_np, lp_np = np.asarray(out), np.asarray(out_lp)
     stop_set = set(stop_tokens)
-    result = SampleOutput(tokens=[], logprobs=[], stopped=[])
+    result = SampleOutput(tokens=[], logprobs=[], stopped=[], stop_tokens=[])
     for row, lps in zip(out_np.tolist(), lp_np.tolist()):
         end = next((i + 1 for i, t in enumerate(row) if t in stop_set), None)
         result.stopped.append(end is not None)
+        result.stop_tokens.append(None if end is None else row[end - 1])
         end = len(row) if end is None else end
         result.tokens.append(row[:end])
         result.logprobs.append(lps[:end])

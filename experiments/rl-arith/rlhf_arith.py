@@ -18,11 +18,11 @@ import numpy as np
 
 def task_reward_of(model: Any, tok: Any, problems: list, *, greedy: bool = True, max_new_tokens: int = 64) -> float:
     from afm.synth.arith_task import task_reward
-    from afm.training.rl.rejection_sampling import sample_replies
+    from afm.training.rl.rollout import sample_groups
 
-    replies, _, _ = sample_replies(model, tok, [p.messages() for p in problems], 1, max_new_tokens=max_new_tokens,
-                                   temperature=1e-6 if greedy else 1.0)
-    return float(np.mean([task_reward(p.messages(), r[0]) for p, r in zip(problems, replies, strict=True)]))
+    roll = sample_groups(model, tok, [p.messages() for p in problems], k=1, max_new_tokens=max_new_tokens,
+                         temperature=0.0 if greedy else 1.0)
+    return float(np.mean([task_reward(p.messages(), r) for p, r in zip(problems, roll.texts, strict=True)]))
 
 
 def run(workdir: str | Path, tokenizer: str, *, sft_steps: int = 80, rm_steps: int = 60, dpo_steps: int = 30,
@@ -40,7 +40,7 @@ def run(workdir: str | Path, tokenizer: str, *, sft_steps: int = 80, rm_steps: i
         write_sft,
     )
     from afm.synth.prepare import PrepareConfig, prepare_sft
-    from afm.training.rl.rejection_sampling import sample_replies
+    from afm.training.rl.rollout import sample_groups
     from afm.training.tasks.dpo import run_preference_optimisation
     from afm.training.tasks.reward_model import run_rm
     from afm.training.tasks.sft import run_sft
@@ -70,8 +70,9 @@ def run(workdir: str | Path, tokenizer: str, *, sft_steps: int = 80, rm_steps: i
     rng = random.Random(0)
     splits = {"train": make_problems(prompts, seed=200), "heldout": make_problems(prompts // 2, seed=201)}
     for split, problems in splits.items():
-        replies, _, _ = sample_replies(policy, tok, [p.messages() for p in problems], samples, max_new_tokens=64,
-                                       temperature=1.0, seed=7)
+        roll = sample_groups(policy, tok, [p.messages() for p in problems], k=samples, max_new_tokens=64,
+                             temperature=1.0, seed=7)
+        replies = [roll.texts[i * samples:(i + 1) * samples] for i in range(len(problems))]
         pool = [(p.messages(), rs + corrupted_responses(p, rng)[:3]) for p, rs in zip(problems, replies, strict=True)]
         s = write_preferences(root / f"prefs-{split}.jsonl", pool, pairs_per_prompt=4, seed=1)
         results[f"prefs/{split}"] = {"pairs": s.pairs, "levels": s.levels}

@@ -126,6 +126,22 @@ def adapter_group() -> None:
     """LoRA adapters on a frozen (dense or palettized) base: train, merge, export to PEFT."""
 
 
+def adapter_overrides(rank, alpha, targets, init_adapter, steps, overrides) -> list[str]:
+    """The config overrides of ``afm adapter train``'s flags (``--set`` ones first)."""
+    sets = list(overrides)
+    if rank is not None:  # alpha follows from the task's one rule (2 x rank) unless given
+        sets.append(f"task_options.rank={rank}")
+    if alpha is not None:
+        sets.append(f"task_options.alpha={alpha}")
+    if targets:
+        sets.append(f"task_options.targets=[{targets}]")
+    if init_adapter:
+        sets.append(f"task_options.init_adapter={init_adapter}")
+    if steps is not None:  # the run's length: the LR schedule ends there too
+        sets.append(f"total_steps={steps}")
+    return sets
+
+
 @adapter_group.command("train", epilog="""\b
 Examples:
   afm adapter train --base q37/ --data 'tokens/*.parquet' --workdir runs/rec16
@@ -153,19 +169,7 @@ def adapter_train(base, data, workdir, config, rank, alpha, targets, init_adapte
     from afm.console import print_summary, setup_logging
 
     setup_logging("WARNING")
-    sets = list(overrides)
-    if rank is not None:
-        sets.append(f"task_options.rank={rank}")
-        if alpha is None:
-            sets.append(f"task_options.alpha={2 * rank}")
-    if alpha is not None:
-        sets.append(f"task_options.alpha={alpha}")
-    if targets:
-        sets.append(f"task_options.targets=[{targets}]")
-    if init_adapter:
-        sets.append(f"task_options.init_adapter={init_adapter}")
-    if steps is not None:  # the run's length: the LR schedule ends there too
-        sets.append(f"total_steps={steps}")
+    sets = adapter_overrides(rank, alpha, targets, init_adapter, steps, overrides)
     try:
         from afm.training.core.config import get_train_config
         from afm.training.core.trainer import train

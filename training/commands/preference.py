@@ -7,7 +7,7 @@ import json
 
 import click
 
-from afm.options import POSITIVE
+from afm.options import FRACTION, POSITIVE
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
@@ -150,7 +150,9 @@ Example:
 @click.option("--temperature", type=POSITIVE, default=1.0, show_default=True)
 @click.option("--output", required=True, help="SFT JSONL (chat messages) of the best replies.")
 @click.option("--seed", type=int, default=0)
-def rm_best_of_n(policy, model_dir, prompts_path, n, max_new_tokens, temperature, output, seed) -> None:
+@click.option("--max-unscored", type=FRACTION, default=0.5, show_default=True,
+              help="Stop when the reward cannot score more than this share of the replies.")
+def rm_best_of_n(policy, model_dir, prompts_path, n, max_new_tokens, temperature, output, seed, max_unscored) -> None:
     """Rejection sampling: best of N replies per prompt by the reward model -> SFT data."""
     _quiet_logs()
     from afm.model.checkpoint import load_model
@@ -171,11 +173,12 @@ def rm_best_of_n(policy, model_dir, prompts_path, n, max_new_tokens, temperature
         scorer = RewardModelScorer(model_dir)
         model, _ = load_model(policy, dropout=0.0)
         s = best_of_n(model, scorer.tokenizer, prompts, scorer, n, max_new_tokens=max_new_tokens,
-                      temperature=temperature, seed=seed)
+                      temperature=temperature, seed=seed, max_unscored=max_unscored)
     except _user_errors() as exc:
         raise click.ClickException(str(exc)) from exc
     write_sft_rows(output, s.rows)
-    click.echo(f"{s.kept}/{s.prompts} prompts kept ({s.no_stopped_reply} without a finished reply); "
+    click.echo(f"{s.kept}/{s.prompts} prompts kept ({s.no_stopped_reply} without a finished, scored reply; "
+               f"{s.cut_replies} replies cut at --max-new-tokens, {s.unscored_replies} unscored); "
                f"mean reward {s.mean_reward:.3f}, best-of-{n} {s.mean_best_reward:.3f}; "
                f"{s.tokens} tokens in {s.seconds:.1f}s ({s.tokens / max(s.seconds, 1e-9):.0f} tok/s) -> {output}")
 

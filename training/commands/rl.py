@@ -33,6 +33,9 @@ Examples:
 Each iteration samples K responses for each of n prompts (batched, KV cache), scores
 them with the reward minus beta * log(pi/pi_ref), takes the leave-one-out advantage and
 runs a few optimiser steps of MDLOO (KL(pi || pi_k) trust region, weight gamma) or PPO-clip.
+There is no default reward: a task reward scores only its own task's prompts. Responses the
+reward cannot score are left out of the update and counted per iteration; past
+max_unscored (default 0.5, --set max_unscored=...) the run stops and says why.
 A run of the one trainer (task mdloo, stage tiny-mdloo underneath): checkpoints every
 iteration, and re-running the same command resumes (also after SIGTERM mid-iteration);
 --iterations says where to stop, so 2 iterations then a rerun to 4 end with the same
@@ -49,9 +52,10 @@ WORKDIR/summary.json, WORKDIR/model and WORKDIR/curves.png.
 @click.option("--prompts", default=None, help="JSONL of prompts ('messages' or 'prompt').")
 @click.option("--eval-prompts", default=None,
               help="Held-out prompts scored with --eval-reward (greedy, and eval_samples sampled replies each).")
-@click.option("--reward", default=None, help="task:NAME (a program's reward), e.g. task:arith.")
+@click.option("--reward", default=None, help="task:NAME (a program's reward), e.g. task:arith. This or --rm is required.")
 @click.option("--rm", "rm", default=None, help="A reward-model checkpoint (afm rm train) as the reward.")
-@click.option("--eval-reward", default=None, help="The true reward for reporting (default task:arith).")
+@click.option("--eval-reward", default=None,
+              help="The true reward the held-out replies are scored with (required with --eval-prompts).")
 @click.option("--algorithm", type=click.Choice(["mdloo", "ppo"]), default=None)
 @click.option("--iterations", type=int, default=None)
 @click.option("--set", "overrides", multiple=True, help="Any MdlooConfig field: KEY=VALUE.")

@@ -17,7 +17,7 @@ missing grading is ``-1`` and adds no regularisation term.
 
 Reading goes through the project's input boundary (``afm.readers``): every line/row is
 either a :class:`PreferencePair` or a reject with a reason (undecodable, not an object,
-bad conversation, missing/empty response, unknown level, grade out of range, identical
+bad conversation, missing/empty response, missing or unknown level, grade out of range, identical
 responses, too long once tokenized). Nothing raises on bad input.
 
 Batches (:class:`PairLoader`): ``chosen`` / ``rejected`` token rows (the prompt and the
@@ -131,7 +131,9 @@ def parse_record(rec: Any, default_id: str) -> PreferencePair:
         responses.append(value)
     if responses[0] == responses[1]:
         raise ValueError("identical_responses: chosen equals rejected")
-    level = rec.get("level", "better")
+    if "level" not in rec:
+        raise ValueError(f"missing_level: a preference needs a level ({', '.join(LEVELS)})")
+    level = rec["level"]
     if level not in LEVELS:
         raise ValueError(f"bad_level: {level!r} is not one of {', '.join(LEVELS)}")
     try:
@@ -218,25 +220,31 @@ class TokenizedPairs:
 
 
 def encode_response(tokenizer: Any, prompt: list[dict[str, Any]], response: str) -> tuple[list[int], int]:
-    """Prompt + reply in the chat format; the index where the reply starts."""
+    """Prompt + reply in the chat format; the index where the reply (the *final* assistant
+    turn, through its end token) starts. A multi-turn prompt has earlier assistant turns:
+    they are context, not part of the reply whose log-probability DPO/IPO compare."""
     ids, mask = tokenizer.encode_chat([*prompt, {"role": "assistant", "content": response}])
-    start = mask.index(True) if True in mask else len(ids)
+    start = len(ids)
+    while start > 0 and mask[start - 1]:
+        start -= 1
     return ids, start
 
 
 def tokenize_pairs(pairs: Sequence[PreferencePair], tokenizer: Any, max_len: int,
-                   rejects: list[dict[str, Any]] | None = None) -> TokenizedPairs:
-    """Tokenize; a pair with a sequence longer than ``max_len`` becomes a ``too_long``
-    reject (a truncated reply would score a different text)."""
+                   rejects: list[dict[str, Any]] | None = None, *, packed: bool = False) -> TokenizedPairs:
+    """Tokenize; a pair with a sequence longer than ``max_len`` (``packed``: whose two
+    sequences together are, as they share a row) becomes a ``too_long`` reject (a
+    truncated reply would score a different text)."""
     out = TokenizedPairs([], [], np.zeros(0, np.int32), np.zeros(0, np.int32),
                          np.zeros(0, np.int32), np.zeros((0, 8), np.int32), [])
     cs, rs, lv, gr, refs = [], [], [], [], []
     for p in pairs:
         c, c0 = encode_response(tokenizer, p.prompt, p.chosen)
         r, r0 = encode_response(tokenizer, p.prompt, p.rejected)
-        if max(len(c), len(r)) > max_len:
+        length = len(c) + len(r) if packed else max(len(c), len(r))
+        if length > max_len:
             if rejects is not None:
-                rejects.append({"where": p.id, "reason": f"too_long: {max(len(c), len(r))} tokens > {max_len}"})
+                rejects.append({"where": p.id, "reason": f"too_long: {length} tokens > {max_len}"})
             continue
         out.chosen.append(np.asarray(c, np.int32))
         out.rejected.append(np.asarray(r, np.int32))

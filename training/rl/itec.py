@@ -9,10 +9,12 @@ collection (annotated at once when a scripted grader exists, e.g. the arithmetic
 
 Outputs of :func:`run_round` in ``out/``:
 
-* ``candidates.jsonl`` -- every response: prompt index, member, reward (and the true
-  reward when an ``eval_reward`` is given);
+* ``candidates.jsonl`` -- every response: prompt index, member, reward (``null`` where the
+  reward could not score it), why it stopped (``end_of_turn``, ``end_of_text``, ``length``)
+  and the true reward when an ``eval_reward`` is given;
 * ``sft.jsonl`` -- the distilled dataset: one ``{"id", "messages"}`` conversation per prompt
-  (prompt + the best response), the chat JSONL that ``afm sft prepare`` reads;
+  (prompt + the best *finished* response: a reply cut at ``max_new_tokens`` never wins, so
+  no truncated reply becomes a complete turn), the chat JSONL that ``afm sft prepare`` reads;
 * ``round.json`` -- wins per member, mean reward per member and of the reranked set, and
   the round's config (so it can be re-run).
 
@@ -71,6 +73,7 @@ class RoundConfig:
     out: str = ""
     pairs_per_prompt: int = 1
     annotate: str = ""  # a scripted grader (arith) that turns the exported pairs into preferences
+    max_unscored: float = 0.5  # stop when the reward cannot score more than this share of a member's replies
 
 
 def parse_committee(spec: str) -> list[Member]:
@@ -128,10 +131,20 @@ def train_missing_members(cfg: RoundConfig, *, progress: bool = True) -> list[st
     return trained
 
 
+def _mean(values: Any) -> float:
+    """Mean of the finite values (NaN marks what a reward could not score), NaN if none."""
+    x = np.asarray(values, np.float64)
+    x = x[np.isfinite(x)]
+    return float(x.mean()) if x.size else float("nan")
+
+
 def paired_margin(set_reward: np.ndarray, member_reward: np.ndarray) -> dict[str, float]:
     """Mean per-prompt difference (reranked set minus a member alone) and its standard
     error: both are scored on the same prompts, so the paired error is the honest one."""
     d = np.asarray(set_reward, np.float64) - np.asarray(member_reward, np.float64)
+    d = d[np.isfinite(d)]  # a prompt the true reward could not score has no difference
+    if not d.size:
+        return {"mean": float("nan"), "stderr": float("nan")}
     se = float(d.std(ddof=1) / np.sqrt(d.size)) if d.size > 1 else float("nan")
     return {"mean": float(d.mean()), "stderr": se}
 
@@ -141,7 +154,7 @@ def run_round(cfg: RoundConfig, *, reward_fn: Any = None, eval_reward_fn: Any = 
     """Sample, rerank per prompt, write the distilled SFT set; see the module docstring."""
     from afm.model.checkpoint import load_model
     from afm.model.tokenizer import Tokenizer
-    from afm.training.rl.rewards import load_reward
+    from afm.training.rl.rewards import check_unscored, load_reward, score_responses
     from afm.training.rl.rollout import sample_groups
     from afm.training.tasks.mdloo import read_prompts
 
@@ -158,6 +171,8 @@ def run_round(cfg: RoundConfig, *, reward_fn: Any = None, eval_reward_fn: Any = 
     n, k = len(prompts), cfg.k
     texts: dict[str, list[str]] = {}
     scores: dict[str, np.ndarray] = {}
+    usable: dict[str, np.ndarray] = {}
+    reasons: dict[str, list[str]] = {}
     true: dict[str, np.ndarray] = {}
     greedy_true: dict[str, np.ndarray] = {}
     speed: dict[str, float] = {}
@@ -165,38 +180,55 @@ def run_round(cfg: RoundConfig, *, reward_fn: Any = None, eval_reward_fn: Any = 
         model, _ = load_model(m.checkpoint)
         roll = sample_groups(model, tok, prompts, k=k, max_new_tokens=cfg.max_new_tokens,
                              temperature=cfg.temperature, top_p=cfg.top_p, seed=cfg.seed * 1009 + i)
-        texts[m.name] = roll.texts
-        scores[m.name] = np.asarray(reward(roll.group_prompts(), roll.texts), np.float32).reshape(n, k)
+        texts[m.name], reasons[m.name] = roll.texts, roll.stop_reasons
+        finished = roll.finished()
+        batch = score_responses(reward, roll.group_prompts(), roll.texts, stopped=finished)
+        check_unscored(batch, cfg.max_unscored, reward=reward, where=f"of member {m.name}",
+                       option="max_unscored in the round config")
+        scores[m.name] = batch.scores.reshape(n, k)
+        # Only a finished, scored, non-empty reply may win: a reply cut at the token limit
+        # would enter the SFT set as a complete turn.
+        usable[m.name] = (finished & batch.scored & np.asarray([bool(t) for t in roll.texts])).reshape(n, k)
         if truth is not None:
-            true[m.name] = np.asarray(truth(roll.group_prompts(), roll.texts), np.float32).reshape(n, k)
+            true[m.name] = score_responses(truth, roll.group_prompts(), roll.texts, finished).scores.reshape(n, k)
             # The member alone at its most likely: one greedy reply per prompt.
             greedy = sample_groups(model, tok, prompts, k=1, max_new_tokens=cfg.max_new_tokens, temperature=0.0)
-            greedy_true[m.name] = np.asarray(truth(greedy.group_prompts(), greedy.texts), np.float32)
+            greedy_true[m.name] = score_responses(truth, greedy.group_prompts(), greedy.texts,
+                                                  greedy.finished()).scores
         speed[m.name] = roll.tokens_per_second
         if progress:
-            print(f"member {m.name}: {n * k} responses, mean reward {scores[m.name].mean():.3f}, "
+            cut = int((~finished).sum())
+            print(f"member {m.name}: {n * k} responses ({cut} cut at max_new_tokens, "
+                  f"{int((~batch.scored).sum())} unscored), mean reward {_mean(batch.scores):.3f}, "
                   f"{roll.tokens_per_second:.0f} tok/s", flush=True)
 
     names = [m.name for m in cfg.committee]
-    all_scores = np.stack([scores[nm] for nm in names], axis=1)  # [n, M, k]
-    flat = all_scores.reshape(n, -1)
+    eligible = np.stack([usable[nm] for nm in names], axis=1).reshape(n, -1)  # [n, M * k]
+    flat = np.where(eligible, np.stack([scores[nm] for nm in names], axis=1).reshape(n, -1), -np.inf)
     # Ties (common with a coarse task reward) are broken at random, not by committee order,
     # so the win counts do not favour whichever member is listed first.
     tie_rng = np.random.default_rng(cfg.seed)
     best = np.array([tie_rng.choice(np.flatnonzero(row == row.max())) for row in flat])
-    ties = int(sum((row == row.max()).sum() > 1 for row in flat))
+    ties = int(sum((row == row.max()).sum() > 1 for row in flat if np.isfinite(row.max())))
     wins: Counter[str] = Counter()
     chosen_true = []
+    without = 0
     with (out / "sft.jsonl").open("w", encoding="utf-8") as sft, \
             (out / "candidates.jsonl").open("w", encoding="utf-8") as cand:
         for p in range(n):
             for nm in names:
                 for j in range(k):
+                    value = scores[nm][p, j]
                     row = {"prompt_index": p, "member": nm, "sample": j, "response": texts[nm][p * k + j],
-                           "reward": float(scores[nm][p, j])}
+                           "reward": float(value) if np.isfinite(value) else None,
+                           "stop_reason": reasons[nm][p * k + j]}
                     if truth is not None:
-                        row["true_reward"] = float(true[nm][p, j])
+                        t = true[nm][p, j]
+                        row["true_reward"] = float(t) if np.isfinite(t) else None
                     cand.write(json.dumps(row, ensure_ascii=False) + "\n")
+            if not np.isfinite(flat[p].max()):
+                without += 1  # no member finished a scorable reply to this prompt
+                continue
             mi, j = divmod(int(best[p]), k)
             nm = names[mi]
             wins[nm] += 1
@@ -207,28 +239,33 @@ def run_round(cfg: RoundConfig, *, reward_fn: Any = None, eval_reward_fn: Any = 
                 "messages": [*prompts[p], {"role": "assistant", "content": texts[nm][p * k + j]}],
             }, ensure_ascii=False) + "\n")
     members: dict[str, Any] = {}
+    kept = [p for p in range(n) if np.isfinite(flat[p].max())]
     for nm in names:
         stats: dict[str, Any] = {"wins": wins[nm], "win_rate": wins[nm] / n,
-                                 "mean_reward": float(scores[nm].mean()), "tokens_per_second": speed[nm]}
+                                 "mean_reward": _mean(scores[nm]), "tokens_per_second": speed[nm],
+                                 "stop_reasons": dict(Counter(reasons[nm]))}
         if truth is not None:
             t = true[nm]
-            # The member alone, three ways: greedy, a sample, its own best-of-K by the same reward.
-            alone = {"greedy": greedy_true[nm], "mean_of_samples": t.mean(axis=1),
-                     "own_best_of_k": t[np.arange(n), scores[nm].argmax(1)]}
-            stats["mean_true_reward"] = float(t.mean())
-            stats["greedy_true_reward"] = float(alone["greedy"].mean())
-            stats["best_of_k_true_reward"] = float(alone["own_best_of_k"].mean())
-            stats["set_margin"] = {way: paired_margin(np.asarray(chosen_true), per_prompt)
+            own = np.where(usable[nm], scores[nm], -np.inf).argmax(1)
+            # The member alone, three ways: greedy, a sample, its own best-of-K by the same
+            # reward (among its finished replies: NaN where it has none, like the set).
+            alone = {"greedy": greedy_true[nm], "mean_of_samples": np.asarray([_mean(row) for row in t]),
+                     "own_best_of_k": np.where(usable[nm].any(1), t[np.arange(n), own], np.nan)}
+            stats["mean_true_reward"] = _mean(t)
+            stats["greedy_true_reward"] = _mean(alone["greedy"])
+            stats["best_of_k_true_reward"] = _mean(alone["own_best_of_k"])
+            stats["set_margin"] = {way: paired_margin(np.asarray(chosen_true), per_prompt[kept])
                                    for way, per_prompt in alone.items()}
         members[nm] = stats
     summary: dict[str, Any] = {
         "name": cfg.name, "prompts": n, "k": k, "members": members,
-        "reranked_mean_reward": float(flat.max(axis=1).mean()), "prompts_with_tied_best": ties,
+        "reranked_mean_reward": float(flat[kept].max(axis=1).mean()) if kept else float("nan"),
+        "prompts_with_tied_best": ties, "prompts_without_a_finished_reply": without,
         "sft_dataset": str(out / "sft.jsonl"), "candidates": str(out / "candidates.jsonl"),
         "config": asdict(cfg),
     }
-    if truth is not None:
-        summary["reranked_true_reward"] = float(np.mean(chosen_true))
+    if truth is not None and chosen_true:
+        summary["reranked_true_reward"] = _mean(chosen_true)
         # Does the reranked set beat each member alone, and by how much at the closest?
         margins = [(nm, way, m) for nm in names for way, m in members[nm]["set_margin"].items()]
         nm, way, m = min(margins, key=lambda x: x[2]["mean"])
@@ -259,11 +296,16 @@ def export_pairs(candidates: str | Path, prompts_path: str | Path, out: str | Pa
     elif annotate:
         raise ConfigError(f"unknown grader {annotate!r} (known: arith)")
     rng = random.Random(seed)
-    counts = Counter()
+    counts = Counter({"pairs": 0})
     with open(out, "w", encoding="utf-8") as fh:
         for p, rows in sorted(by_prompt.items()):
             if p >= len(prompts):
                 raise ConfigError(f"candidate prompt_index {p} but only {len(prompts)} prompts in {prompts_path}")
+            # A reply cut at the token limit or left unscored is no candidate for a preference.
+            rows = [r for r in rows if r.get("stop_reason", "end_of_turn") != "length" and r["reward"] is not None]
+            counts["skipped_unfinished_or_unscored"] += len(by_prompt[p]) - len(rows)
+            if not rows:
+                continue
             rows = sorted(rows, key=lambda r: -r["reward"])
             for _ in range(per_prompt):
                 a = rng.choice(rows[: max(1, len(rows) // 2)])

@@ -1,18 +1,20 @@
 """Rejection-sampling fine-tuning (report §4.3, a committee member of iTeC): best-of-N by
 the reward model, written as an SFT dataset for the ``sft`` task.
 
-For every prompt, N replies are sampled from the policy (the batched KV-cache sampler,
-``afm.model.sampling``), scored by the reward model (:class:`RewardModelScorer`), and the
-highest-scoring reply becomes the assistant turn of an SFT conversation (chat
-``messages`` JSONL, the layout ``afm sft prepare`` reads). Replies that did not stop
-within ``max_new_tokens`` are never kept (a truncated reply teaches the model not to stop);
-a prompt whose N replies all ran out is counted and skipped.
+For every prompt, N replies are sampled from the policy (the rollout sampler,
+``afm.training.rl.rollout.sample_groups``: batched, KV cache, each reply with its stop
+reason), scored by the reward (the reward model sees a cut reply without its end token),
+and the highest-scoring *finished* reply becomes the assistant turn of an SFT
+conversation (chat ``messages`` JSONL, the layout ``afm sft prepare`` reads). A reply cut
+at ``max_new_tokens`` is never kept (a truncated reply teaches the model not to stop), nor
+one the reward could not score; a prompt left with none is counted and skipped, and a run
+whose share of unscored replies passes ``max_unscored`` stops with the reason.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,7 +26,10 @@ import numpy as np
 class BestOfNSummary:
     prompts: int = 0
     kept: int = 0
-    no_stopped_reply: int = 0
+    no_stopped_reply: int = 0  # every reply was cut at the token limit, empty or unscored
+    cut_replies: int = 0
+    unscored_replies: int = 0
+    unscored_reasons: dict[str, int] = field(default_factory=dict)
     mean_best_reward: float = float("nan")
     mean_reward: float = float("nan")
     tokens: int = 0
@@ -32,57 +37,39 @@ class BestOfNSummary:
     rows: list[dict[str, Any]] = field(default_factory=list, repr=False)
 
 
-def sample_replies(model: Any, tokenizer: Any, prompts: Sequence[list[dict]], n: int, *,
-                   max_new_tokens: int = 96, temperature: float = 1.0, top_p: float = 1.0,
-                   seed: int = 0, batch_size: int = 32) -> tuple[list[list[str]], list[list[bool]], int]:
-    """``n`` sampled replies per prompt (text), whether each stopped, and tokens generated."""
-    from afm.model.sampling import sample
-
-    ids = [tokenizer.encode_chat(p, add_generation_prompt=True)[0] for p in prompts]
-    flat = [x for x in ids for _ in range(n)]
-    texts: list[str] = []
-    stopped: list[bool] = []
-    tokens = 0
-    for at in range(0, len(flat), batch_size):
-        out = sample(model, flat[at : at + batch_size], max_new_tokens=max_new_tokens,
-                     temperature=temperature, top_p=top_p, stop_tokens=[tokenizer.end_id],
-                     seed=seed + at, pad_id=tokenizer.pad_id)
-        for toks, stop in zip(out.tokens, out.stopped, strict=True):
-            tokens += len(toks)
-            body = toks[:-1] if stop else toks
-            # a model's embedding may be padded past the tokenizer's vocabulary: such ids have no text
-            texts.append(tokenizer.decode([t for t in body if t < tokenizer.vocab_size]).strip())
-            stopped.append(stop)
-    grouped = [texts[i * n : (i + 1) * n] for i in range(len(prompts))]
-    flags = [stopped[i * n : (i + 1) * n] for i in range(len(prompts))]
-    return grouped, flags, tokens
-
-
-def best_of_n(model: Any, tokenizer: Any, prompts: Sequence[list[dict]],
-              scorer: Callable[[Sequence[list[dict]], Sequence[str]], np.ndarray], n: int,
-              **sampling: Any) -> BestOfNSummary:
-    """The reward model's best of ``n`` sampled replies per prompt."""
+def best_of_n(model: Any, tokenizer: Any, prompts: Sequence[list[dict]], scorer: Any, n: int, *,
+              max_unscored: float = 0.5, **sampling: Any) -> BestOfNSummary:
+    """The reward's best of ``n`` sampled, finished replies per prompt (``sampling``:
+    ``max_new_tokens``, ``temperature``, ``top_p``, ``seed``, ``batch_size`` of
+    :func:`~afm.training.rl.rollout.sample_groups`)."""
     import time
 
+    from afm.training.rl.rewards import check_unscored, score_responses
+    from afm.training.rl.rollout import sample_groups
+
     t0 = time.perf_counter()
-    replies, stopped, tokens = sample_replies(model, tokenizer, prompts, n, **sampling)
-    flat_prompts = [p for p, rs in zip(prompts, replies, strict=True) for _ in rs]
-    rewards = np.asarray(scorer(flat_prompts, [r for rs in replies for r in rs]), np.float32).reshape(len(prompts), n)
-    summary = BestOfNSummary(prompts=len(prompts), tokens=tokens)
+    roll = sample_groups(model, tokenizer, prompts, k=n, **sampling)
+    finished = roll.finished()
+    batch = score_responses(scorer, roll.group_prompts(), roll.texts, stopped=finished)
+    check_unscored(batch, max_unscored, reward=scorer, where="in best-of-n sampling", option="--max-unscored")
+    rewards = batch.scores.reshape(len(prompts), n)
+    usable = (finished & batch.scored & np.asarray([bool(t) for t in roll.texts])).reshape(len(prompts), n)
+    summary = BestOfNSummary(prompts=len(prompts), tokens=roll.new_tokens, cut_replies=int((~finished).sum()),
+                             unscored_replies=int((~batch.scored).sum()), unscored_reasons=dict(batch.reasons))
     best_rewards = []
     for i, prompt in enumerate(prompts):
-        ok = np.asarray(stopped[i]) & np.asarray([bool(r) for r in replies[i]])
-        if not ok.any():
+        if not usable[i].any():
             summary.no_stopped_reply += 1
             continue
-        j = int(np.argmax(np.where(ok, rewards[i], -np.inf)))
+        j = int(np.argmax(np.where(usable[i], rewards[i], -np.inf)))
         best_rewards.append(float(rewards[i, j]))
-        summary.rows.append({"messages": [*prompt, {"role": "assistant", "content": replies[i][j]}],
-                             "reward": float(rewards[i, j]), "candidates": int(ok.sum())})
+        summary.rows.append({"messages": [*prompt, {"role": "assistant", "content": roll.texts[i * n + j]}],
+                             "reward": float(rewards[i, j]), "candidates": int(usable[i].sum())})
     summary.kept = len(summary.rows)
     if best_rewards:
         summary.mean_best_reward = float(np.mean(best_rewards))
-    summary.mean_reward = float(rewards.mean()) if rewards.size else float("nan")
+    scored = batch.scores[batch.scored]
+    summary.mean_reward = float(scored.mean()) if scored.size else float("nan")
     summary.seconds = time.perf_counter() - t0
     return summary
 
@@ -96,4 +83,4 @@ def write_sft_rows(path: str | Path, rows: Sequence[dict[str, Any]]) -> int:
     return len(rows)
 
 
-__all__ = ["BestOfNSummary", "best_of_n", "sample_replies", "write_sft_rows"]
+__all__ = ["BestOfNSummary", "best_of_n", "write_sft_rows"]

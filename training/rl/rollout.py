@@ -38,6 +38,12 @@ class Rollout:
     stopped: np.ndarray  # [n * K] bool: the row ended with a stop token
     sampler_logprobs: list[list[float]] = field(default_factory=list)
     seconds: float = 0.0
+    stop_reasons: list[str] = field(default_factory=list)  # end_of_turn | end_of_text | length
+
+    def finished(self) -> np.ndarray:
+        """[n * K] bool: the reply ended on its own (not cut at ``max_new_tokens``): the
+        only replies that may win a reranking or become a complete training turn."""
+        return np.asarray([r != "length" for r in self.stop_reasons], bool)
 
     @property
     def new_tokens(self) -> int:
@@ -62,26 +68,39 @@ def sample_groups(
     temperature: float = 1.0,
     top_p: float = 1.0,
     seed: int = 0,
+    batch_size: int | None = None,
 ) -> Rollout:
-    """K responses per conversation from one batched KV-cache sampling call."""
-    from afm.model.sampling import sample
+    """K responses per conversation: one batched KV-cache sampling call (or calls of
+    ``batch_size`` rows each, which bounds the cache's memory), each reply with why it
+    stopped."""
+    from afm.model.sampling import SampleOutput, sample
 
     if k < 1:
         raise ValueError("k must be at least 1")
     prompt_ids = [tokenizer.encode_chat(list(p), add_generation_prompt=True)[0] for p in prompts]
     batch = [ids for ids in prompt_ids for _ in range(k)]
+    step = batch_size or len(batch)
     start = time.perf_counter()
-    out = sample(model, batch, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
-                 stop_tokens=(tokenizer.end_id, tokenizer.eos_id), seed=seed, pad_id=tokenizer.pad_id)
+    out = SampleOutput(tokens=[], logprobs=[], stopped=[], stop_tokens=[])
+    for at in range(0, len(batch), step):
+        part = sample(model, batch[at:at + step], max_new_tokens=max_new_tokens, temperature=temperature,
+                      top_p=top_p, stop_tokens=(tokenizer.end_id, tokenizer.eos_id), seed=seed + at,
+                      pad_id=tokenizer.pad_id)
+        out.tokens += part.tokens
+        out.logprobs += part.logprobs
+        out.stopped += part.stopped
+        out.stop_tokens += part.stop_tokens or []
     seconds = time.perf_counter() - start
     stops = {tokenizer.end_id, tokenizer.eos_id}
     # A model's embedding table may be padded past the tokenizer's vocabulary; an id there
     # has no text (it decodes to nothing, as control tokens do).
     known = getattr(tokenizer, "vocab_size", None) or model.cfg.vocab_size
-    texts = [tokenizer.decode([t for t in row if t not in stops and t < known]) for row in out.tokens]
+    texts = [tokenizer.decode([t for t in row if t not in stops and t < known]).strip() for row in out.tokens]
+    reasons = ["length" if t is None else "end_of_turn" if t == tokenizer.end_id else "end_of_text"
+               for t in out.stop_tokens or [None] * len(out.tokens)]
     return Rollout(prompts=[list(p) for p in prompts], k=k, prompt_ids=prompt_ids,
                    response_ids=out.tokens, texts=texts, stopped=np.asarray(out.stopped, bool),
-                   sampler_logprobs=out.logprobs, seconds=seconds)
+                   sampler_logprobs=out.logprobs, seconds=seconds, stop_reasons=reasons)
 
 
 def pack_responses(

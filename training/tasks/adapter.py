@@ -40,6 +40,9 @@ RUN_TIME = ("dtype", "remat", "attention_impl", "max_seq_len", "rope_base", "sca
 
 
 def lora_config_from_options(options: dict[str, Any]) -> lora.LoraConfig:
+    """The one LoRA scale rule: ``alpha`` is 2 x rank unless the options set it, so
+    ``afm adapter train --rank 8`` and ``--set task_options.rank=8`` train the same adapter
+    (scale alpha / rank = 2)."""
     rank = int(options.get("rank", 16))
     targets = options.get("targets") or lora.ALL_TARGETS
     if isinstance(targets, str):

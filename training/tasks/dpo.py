@@ -75,6 +75,22 @@ class DpoOptions:
     tokenizer: str = ""
     beta: float = 0.1
     reference: str = "frozen"  # frozen | precomputed
+    packing: str = "none"  # none | pairs: several pairs per row (afm.training.data.packed_pairs)
+    max_pairs_per_row: int = 8
+
+
+def packed_sequence_logps(model: Any, batch: dict[str, Any], slots: int, *, logit_scale: float, chunk: int):
+    """Per pair slot of packed rows: summed reply log-probs of the chosen and rejected
+    sequences and their token counts (each [rows, slots])."""
+    tokens, segments = batch["tokens"], batch["segments"]
+    hidden, _ = model.features(tokens[:, :-1], positions=batch["positions"][:, :-1], segment_ids=segments[:, :-1])
+    scores = token_logprobs(hidden, model.embed[...], tokens[:, 1:], logit_scale=logit_scale, chunk=chunk)
+    # A reply token is never a sequence's first, so its target shares the segment of its input.
+    mask = batch["response"][:, 1:].astype(jnp.float32)
+    onehot = jax.nn.one_hot(segments[:, 1:], 2 * slots + 1, dtype=jnp.float32)  # [rows, T, 2 * slots + 1]
+    sums = jnp.einsum("bt,bts->bs", scores.logprob * mask, onehot)
+    counts = jnp.einsum("bt,bts->bs", mask, onehot)
+    return sums[:, 1::2], sums[:, 2::2], counts[:, 1::2], counts[:, 2::2]
 
 
 class DpoTask(PairTaskInputs, TaskBase):
@@ -90,12 +106,24 @@ class DpoTask(PairTaskInputs, TaskBase):
             raise ConfigError(f"task_options.reference must be frozen or precomputed, not {self.options.reference!r}")
         if not self.options.beta > 0:  # also refuses nan (the config loader refuses it too)
             raise ConfigError(f"task_options.beta must be > 0, got {self.options.beta}")
+        if self.options.packing not in ("none", "pairs"):
+            raise ConfigError(f"task_options.packing must be none or pairs, not {self.options.packing!r}")
+        if self.options.max_pairs_per_row < 1:
+            raise ConfigError("task_options.max_pairs_per_row must be >= 1")
+        self.packed = self.options.packing == "pairs"
 
     tokenizer = property(task_tokenizer)
 
     def batch_fields(self) -> dict[str, Field]:
         from afm.training.tasks.reward_model import RewardModelTask
 
+        if self.packed:
+            slots = ("batch", self.options.max_pairs_per_row)
+            fields = {"tokens": Field("int32"), "segments": Field("int32"), "positions": Field("int32"),
+                      "response": Field("float32"), "pair_weight": Field("float32", slots)}
+            if self.options.reference == "precomputed":
+                fields |= {"ref_chosen_logps": Field("float32", slots), "ref_rejected_logps": Field("float32", slots)}
+            return fields
         fields = RewardModelTask.batch_fields(self)  # type: ignore[arg-type]
         if self.options.reference == "precomputed":
             fields |= {"ref_chosen_logps": Field("float32", ("batch",)),
@@ -112,7 +140,57 @@ class DpoTask(PairTaskInputs, TaskBase):
             if missing:
                 raise ConfigError(f"{len(missing)} pairs lack ref_chosen_logps/ref_rejected_logps "
                                   "(run add_reference_logps first, or use reference=frozen)")
-        return tokenize_pairs(pairs, self.tokenizer, self.config.data.seq_len, read.rejects)
+        return tokenize_pairs(pairs, self.tokenizer, self.config.data.seq_len, read.rejects, packed=self.packed)
+
+    def make_input(self, *, vocab_size: int, process_index: int, process_count: int, state: Any = None):
+        if not self.packed:
+            return super().make_input(vocab_size=vocab_size, process_index=process_index,
+                                      process_count=process_count, state=state)
+        from afm.training.data.packed_pairs import PackedPairLoader
+
+        d = self.config.data
+        return PackedPairLoader(self._tokenized(d.paths, "training", process_index), seq_len=d.seq_len,
+                                global_batch=d.global_batch_size, max_pairs=self.options.max_pairs_per_row,
+                                pad_id=self.tokenizer.pad_id, seed=d.seed, process_index=process_index,
+                                process_count=process_count, state=state)
+
+    def make_eval_input(self, paths: list[str], *, vocab_size: int, process_index: int, process_count: int):
+        if not self.packed:
+            return super().make_eval_input(paths, vocab_size=vocab_size, process_index=process_index,
+                                           process_count=process_count)
+        from afm.training.data.packed_pairs import PackedPairEvalInput
+
+        d = self.config.data
+        return PackedPairEvalInput(self._tokenized(paths, "held-out", process_index), seq_len=d.seq_len,
+                                   global_batch=d.global_batch_size, max_pairs=self.options.max_pairs_per_row,
+                                   pad_id=self.tokenizer.pad_id, process_index=process_index,
+                                   process_count=process_count)
+
+    def _policy_and_reference(self, params: dict[str, Any], batch: dict[str, Any], ctx: LossContext):
+        """(pi_c, pi_r, ref_c, ref_r, n_c, n_r, weight), per pair or per packed pair slot."""
+        kw = {"logit_scale": ctx.model_config.logit_scale, "chunk": self.config.loss_chunk}
+        policy = {k: v for k, v in params.items() if not k.startswith(REF)}
+        ref_params = {k[len(REF):]: jax.lax.stop_gradient(v) for k, v in params.items() if k.startswith(REF)}
+        frozen = self.options.reference == "frozen"
+        if self.packed:
+            slots = self.options.max_pairs_per_row
+            pi_c, pi_r, n_c, n_r = packed_sequence_logps(ctx.model(policy), batch, slots, **kw)
+            if frozen:
+                ref_c, ref_r, _, _ = packed_sequence_logps(ctx.model(ref_params), batch, slots, **kw)
+            else:
+                ref_c, ref_r = batch["ref_chosen_logps"], batch["ref_rejected_logps"]
+            return pi_c, pi_r, ref_c, ref_r, n_c, n_r, batch["pair_weight"]
+        b = batch["chosen"].shape[0]
+        tokens = jnp.concatenate([batch["chosen"], batch["rejected"]])
+        segments = jnp.concatenate([batch["chosen_segments"], batch["rejected_segments"]])
+        response = jnp.concatenate([batch["chosen_response"], batch["rejected_response"]])
+        logps, counts = sequence_logps(ctx.model(policy), tokens, segments, response, **kw)
+        if frozen:
+            ref, _ = sequence_logps(ctx.model(ref_params), tokens, segments, response, **kw)
+            ref_c, ref_r = ref[:b], ref[b:]
+        else:
+            ref_c, ref_r = batch["ref_chosen_logps"], batch["ref_rejected_logps"]
+        return logps[:b], logps[b:], ref_c, ref_r, counts[:b], counts[b:], batch["weight"]
 
     def extra_params(self, model_config: Any) -> dict[str, ParamSpec]:
         if self.options.reference != "frozen":
@@ -125,26 +203,12 @@ class DpoTask(PairTaskInputs, TaskBase):
                 for k, shape in parts.shapes.items()}
 
     def loss(self, params: dict[str, Any], batch: dict[str, Any], ctx: LossContext) -> LossOutput:
-        b = batch["chosen"].shape[0]
-        tokens = jnp.concatenate([batch["chosen"], batch["rejected"]])
-        segments = jnp.concatenate([batch["chosen_segments"], batch["rejected_segments"]])
-        response = jnp.concatenate([batch["chosen_response"], batch["rejected_response"]])
-        kw = {"logit_scale": ctx.model_config.logit_scale, "chunk": self.config.loss_chunk}
-        policy = {k: v for k, v in params.items() if not k.startswith(REF)}
-        logps, counts = sequence_logps(ctx.model(policy), tokens, segments, response, **kw)
-        if self.options.reference == "frozen":
-            ref_params = {k[len(REF):]: jax.lax.stop_gradient(v) for k, v in params.items() if k.startswith(REF)}
-            ref, _ = sequence_logps(ctx.model(ref_params), tokens, segments, response, **kw)
-            ref_c, ref_r = ref[:b], ref[b:]
-        else:
-            ref_c, ref_r = batch["ref_chosen_logps"], batch["ref_rejected_logps"]
-        pi_c, pi_r, n_c, n_r = logps[:b], logps[b:], counts[:b], counts[b:]
+        pi_c, pi_r, ref_c, ref_r, n_c, n_r, w = self._policy_and_reference(params, batch, ctx)
         beta = self.options.beta
         if self.kind == "ipo":
             per_pair = ipo_loss(pi_c, pi_r, ref_c, ref_r, n_c, n_r, beta)
         else:
             per_pair = dpo_loss(pi_c, pi_r, ref_c, ref_r, beta)
-        w = batch["weight"]
         pairs = jnp.sum(w)
         chosen_ratio, rejected_ratio = pi_c - ref_c, pi_r - ref_r
         metrics = {

@@ -79,14 +79,24 @@ def kl_penalised_reward(scores: Any, policy_logprobs: Any, ref_logprobs: Any, ma
     return scores - beta * kl
 
 
-def loo_advantage(rewards: Any, k: int) -> Any:
+def loo_advantage(rewards: Any, k: int, valid: Any = None) -> Any:
     """Eq. 7: each response's reward minus the mean of the other ``k - 1`` responses to the
-    same prompt. ``rewards`` is [n * k], grouped (row ``i * k + j``)."""
+    same prompt. ``rewards`` is [n * k], grouped (row ``i * k + j``). ``valid`` (NumPy,
+    [n * k] bool) leaves out responses the reward could not score: their advantage is 0 and
+    the baseline is the mean of the *other valid* responses; a group with fewer than two
+    valid responses has no baseline, and all its advantages are 0."""
     if k < 2:
         raise ValueError("the leave-one-out advantage needs k >= 2 responses per prompt")
-    grouped = rewards.reshape(-1, k)
-    baseline = (grouped.sum(axis=1, keepdims=True) - grouped) / (k - 1)
-    return (grouped - baseline).reshape(-1)
+    if valid is None:
+        grouped = rewards.reshape(-1, k)
+        baseline = (grouped.sum(axis=1, keepdims=True) - grouped) / (k - 1)
+        return (grouped - baseline).reshape(-1)
+    ok = np.asarray(valid, bool).reshape(-1, k)
+    grouped = np.where(ok, np.asarray(rewards, np.float64).reshape(-1, k), 0.0)
+    count = ok.sum(axis=1, keepdims=True)
+    baseline = (grouped.sum(axis=1, keepdims=True) - grouped) / np.maximum(count - 1, 1)
+    adv = np.where(ok & (count >= 2), grouped - baseline, 0.0)
+    return adv.reshape(-1).astype(np.float32)
 
 
 def mdloo_terms(logp: Any, old_logp: Any, advantages: Any, gamma: float) -> dict[str, Any]:
@@ -125,15 +135,17 @@ class MdlooOptions:
     beta: float = 0.05  # KL(pi || pi_ref) penalty in the reward
     tokenizer: str = ""
     prompts: str = ""  # JSONL rows with "messages" (the prompt conversation) or "prompt"
-    reward: str = "task:arith"  # task:NAME or a reward-model directory
+    reward: str = ""  # task:NAME or a reward-model directory: required (no default reward scores every prompt)
+    max_unscored: float = 0.5  # stop when the reward cannot score more than this share of an iteration's responses
     reference: str = ""  # pi_ref checkpoint (default: a frozen copy of the start policy)
     prompts_per_iteration: int = 8  # n
     k: int = 4  # responses per prompt
     steps_per_iteration: int = 4  # optimiser steps on each collected batch
     max_new_tokens: int = 48
+    rollout_batch: int = 0  # responses sampled per sampler call (0: all n x k at once); bounds the KV cache
     # held-out evaluation (policy_reward_hook)
     eval_prompts: str = ""
-    eval_reward: str = "task:arith"  # the true reward, for reporting
+    eval_reward: str = ""  # the true reward, for reporting (required with eval_prompts)
     eval_limit: int = 64
     eval_samples: int = 4  # per held-out prompt, at `temperature` (0: greedy only)
 
@@ -198,6 +210,8 @@ class MdlooTask(TaskBase):
             raise ConfigError("task_options.k must be >= 2: the leave-one-out advantage needs two responses per prompt")
         if opts.steps_per_iteration < 1 or opts.prompts_per_iteration < 1:
             raise ConfigError("task_options.steps_per_iteration and prompts_per_iteration must be >= 1")
+        if not 0.0 <= opts.max_unscored <= 1.0:
+            raise ConfigError(f"task_options.max_unscored must be a share in [0, 1], got {opts.max_unscored}")
         if opts.prompts_per_iteration * opts.k != config.data.global_batch_size:
             raise ConfigError(f"data.global_batch_size ({config.data.global_batch_size}) must be "
                               f"prompts_per_iteration x k ({opts.prompts_per_iteration} x {opts.k})")
@@ -296,27 +310,47 @@ class MdlooTask(TaskBase):
         tok, k = self.tokenizer, opts.k
         roll = sample_groups(view.model, tok, self.iteration_prompts(iteration), k=k,
                              max_new_tokens=opts.max_new_tokens, temperature=opts.temperature,
-                             seed=self.config.seed * 100_003 + iteration)
+                             seed=self.config.seed * 100_003 + iteration, batch_size=opts.rollout_batch or None)
         packed = pack_responses([p for p in roll.prompt_ids for _ in range(k)], roll.response_ids,
                                 pad_id=tok.pad_id, width=self.config.data.seq_len)
+        from afm.training.rl.rewards import check_unscored, score_responses
+
         policy, ref = self._response_logprobs(view, packed)
-        scores = np.asarray(self.reward()(roll.group_prompts(), roll.texts), np.float32)
+        finished = roll.finished()
+        scored = score_responses(self.reward(), roll.group_prompts(), roll.texts, stopped=finished)
+        check_unscored(scored, opts.max_unscored, reward=self.reward(), where=f"in iteration {iteration}",
+                       option="task_options.max_unscored / afm rl mdloo --set max_unscored=...")
+        if scored.reasons and jax.process_index() == 0:
+            from afm.console import console
+
+            console.print(f"[yellow]iteration {iteration}: {scored.unscored_share:.0%} of the responses unscored "
+                          f"({scored.describe()}); left out of the update", highlight=False)
+        valid = scored.scored
+        # An unscored response takes no part in the update: no advantage, no loss terms.
+        packed["response_mask"] = packed["response_mask"] * valid[:, None].astype(np.float32)
+        policy, ref = policy * packed["response_mask"], ref * packed["response_mask"]
+        scores = scored.filled(0.0)
         mask = packed["response_mask"]
         rewards = kl_penalised_reward(scores, policy, ref, mask, opts.beta)
-        adv = loo_advantage(rewards, k).astype(np.float32)
+        adv = loo_advantage(rewards, k, valid).astype(np.float32)
         assert self._source is not None, "make_input runs before the first step"
         self._source.set(iteration, {**packed, "old_logprobs": policy.sum(-1).astype(np.float32), "advantages": adv})
         lengths = np.array([len(r) for r in roll.response_ids])
+        kl = ((policy - ref) * mask).sum(-1)
         return {
-            "iteration": iteration, "reward": float(scores.mean()), "reward_kl_penalised": float(rewards.mean()),
-            "kl_ref": float(((policy - ref) * mask).sum(-1).mean()), "length": float(lengths.mean()),
-            "stopped": float(roll.stopped.mean()), "adv_mean": float(adv.mean()), "adv_std": float(adv.std()),
+            "iteration": iteration, "reward": float(scores[valid].mean()) if valid.any() else float("nan"),
+            "reward_kl_penalised": float(rewards[valid].mean()) if valid.any() else float("nan"),
+            "unscored_share": scored.unscored_share,
+            "kl_ref": float(kl[valid].mean()) if valid.any() else float("nan"), "length": float(lengths.mean()),
+            "stopped": float(finished.mean()), "adv_mean": float(adv.mean()), "adv_std": float(adv.std()),
             "adv_min": float(adv.min()), "adv_max": float(adv.max()), "rollout_tokens_per_s": roll.tokens_per_second,
         }
 
     def _response_logprobs(self, view: ModelView, packed: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         """Per-token log-probs of the responses under pi_theta_k and pi_ref ([N, T] each),
-        teacher-forced through the one chunked scoring function, jitted once per run."""
+        teacher-forced through the one chunked scoring function, jitted once per run, and
+        in the run's micro-batches (``microbatches``: the same rows at a time as the
+        loss), so scoring never holds more activations than a training step."""
         from afm.training.rl.rollout import response_logprobs_of
 
         if self._logprobs is None:
@@ -328,8 +362,15 @@ class MdlooTask(TaskBase):
                         response_logprobs_of(build(ref), batch, temperature, chunk))
 
             self._logprobs = jax.jit(both)
-        policy, ref = self._logprobs(view.params, {k: jnp.asarray(v) for k, v in packed.items()})
-        return np.asarray(policy), np.asarray(ref)
+        rows = len(packed["inputs"])
+        step = max(1, rows // max(1, self.config.microbatches))
+        policy, ref = [], []
+        for at in range(0, rows, step):
+            part = {k: jnp.asarray(v[at:at + step]) for k, v in packed.items()}
+            p, r = self._logprobs(view.params, part)
+            policy.append(np.asarray(p))
+            ref.append(np.asarray(r))
+        return np.concatenate(policy), np.concatenate(ref)
 
     # -- the objective ---------------------------------------------------------------------------
     def loss(self, params: dict[str, Any], batch: dict[str, Any], ctx: LossContext) -> LossOutput:
@@ -430,15 +471,17 @@ def evaluate_policy(model: Any, tokenizer: Any, prompts: list[Any], reward: Any,
     (``reward``, ``length``) and, when ``samples`` > 0, the mean over ``samples`` responses
     sampled at ``temperature`` per prompt (``sampled_reward``) -- the expected reward RL
     maximises, which greedy decoding of a small model can hide."""
+    from afm.training.rl.rewards import score_responses
     from afm.training.rl.rollout import sample_groups
 
     roll = sample_groups(model, tokenizer, prompts, k=1, max_new_tokens=max_new_tokens, temperature=0.0)
-    scores = reward(roll.group_prompts(), roll.texts)
-    out = {"reward": float(np.mean(scores)), "length": float(np.mean([len(r) for r in roll.response_ids]))}
+    greedy = score_responses(reward, roll.group_prompts(), roll.texts, roll.finished())
+    out = {**greedy.metrics(), "length": float(np.mean([len(r) for r in roll.response_ids]))}
     if samples > 0:
         sampled = sample_groups(model, tokenizer, prompts, k=samples, max_new_tokens=max_new_tokens,
                                 temperature=temperature, seed=seed)
-        out["sampled_reward"] = float(np.mean(reward(sampled.group_prompts(), sampled.texts)))
+        out["sampled_reward"] = score_responses(reward, sampled.group_prompts(), sampled.texts,
+                                                sampled.finished()).metrics()["reward"]
     return out
 
 
@@ -455,8 +498,9 @@ class MdlooConfig:
     tokenizer: str = ""
     prompts: str = ""  # JSONL rows with "messages" (the prompt conversation) or "prompt"
     eval_prompts: str = ""  # held-out prompts scored with eval_reward (greedy and sampled)
-    reward: str = "task:arith"  # task:NAME or a reward-model checkpoint
-    eval_reward: str = "task:arith"  # the true reward, for reporting
+    reward: str = ""  # task:NAME or a reward-model checkpoint (required: --reward or --rm)
+    eval_reward: str = ""  # the true reward, for reporting (required with eval_prompts)
+    max_unscored: float = 0.5  # stop when the reward cannot score more than this share of an iteration
     algorithm: str = "mdloo"  # or "ppo"
     iterations: int = 20
     prompts_per_iteration: int = 8  # n
@@ -493,10 +537,11 @@ def train_config(cfg: MdlooConfig) -> Any:
     model = load_model_config(cfg.policy)
     spi = cfg.steps_per_iteration
     options = {name: getattr(cfg, name) for name in (
-        "algorithm", "gamma", "clip", "temperature", "beta", "tokenizer", "prompts", "reward", "reference",
+        "algorithm", "gamma", "clip", "temperature", "beta", "tokenizer", "prompts", "reward", "max_unscored",
+        "reference",
         "prompts_per_iteration", "k", "steps_per_iteration", "max_new_tokens", "eval_prompts", "eval_reward",
         "eval_limit", "eval_samples")}
-    evaluate = bool(cfg.eval_prompts and cfg.eval_reward)
+    evaluate = bool(cfg.eval_prompts)
     settings = {
         "name": f"rl-{cfg.algorithm}", "init_from": str(cfg.policy), "task_options": options,
         "model_overrides": {f.name: getattr(model, f.name) for f in dataclasses.fields(model)},
@@ -538,6 +583,11 @@ def run_mdloo(cfg: MdlooConfig, workdir: str | Path, *, progress: bool = True,
     from afm.training.core.metrics import read_metrics
     from afm.training.core.trainer import train
 
+    if not cfg.reward and reward_fn is None:
+        raise ConfigError("online RL needs a reward: --reward task:NAME (a program's reward, e.g. task:arith) "
+                          "or --rm CHECKPOINT (a reward model from afm rm train)")
+    if cfg.eval_prompts and not cfg.eval_reward and eval_reward_fn is None:
+        raise ConfigError("--eval-prompts needs --eval-reward: the true reward the held-out replies are scored with")
     tcfg = train_config(cfg)
     task = MdlooTask(tcfg)
     task.reward_fn, task.eval_reward_fn = reward_fn, eval_reward_fn

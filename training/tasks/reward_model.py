@@ -244,6 +244,7 @@ class RewardModelScorer:
         meta_path = root / "reward_model.json"
         if not meta_path.is_file():
             raise FileNotFoundError(f"not a reward model (no reward_model.json): {root}")
+        self.root = root
         self.meta = json.loads(meta_path.read_text())
         if tokenizer is None:
             tokenizer = self.meta.get("tokenizer")
@@ -265,22 +266,35 @@ class RewardModelScorer:
 
         self._forward = forward
 
-    def encode(self, prompt: list[dict], response: str) -> list[int]:
+    def encode(self, prompt: list[dict], response: str, stopped: bool = True) -> list[int]:
+        """The conversation with the reply; a reply cut at the token limit (``stopped``
+        False) without the end-of-turn token, so it is scored as the unfinished text it is."""
         from afm.training.data.preferences import encode_response
 
         ids, _ = encode_response(self.tokenizer, list(prompt), response)
-        if len(ids) > self.max_len:  # keep the end: the last token is what is scored
-            ids = ids[-self.max_len:]
+        if not stopped and ids and ids[-1] == self.tokenizer.end_id:
+            ids = ids[:-1]
         return ids
 
-    def score_with_gradings(self, prompts: Sequence[list[dict]], responses: Sequence[str]):
+    def score_with_gradings(self, prompts: Sequence[list[dict]], responses: Sequence[str],
+                            stopped: Sequence[bool] | None = None):
+        """Rewards (NaN for a conversation longer than the model's window: the reason is
+        in ``last_reasons``) and the grading heads' classes."""
+        from collections import Counter
+
         if len(prompts) != len(responses):
             raise ValueError(f"{len(prompts)} prompts but {len(responses)} responses")
-        rewards = np.zeros(len(prompts), np.float32)
-        grades = np.zeros((len(prompts), len(GRADES)), np.int32)
-        encoded = [self.encode(p, r) for p, r in zip(prompts, responses, strict=True)]
-        for at in range(0, len(encoded), self.batch_size):
-            chunk = encoded[at : at + self.batch_size]
+        flags = [True] * len(responses) if stopped is None else [bool(s) for s in stopped]
+        rewards = np.full(len(prompts), np.nan, np.float32)
+        grades = np.full((len(prompts), len(GRADES)), -1, np.int32)
+        encoded = [self.encode(p, r, s) for p, r, s in zip(prompts, responses, flags, strict=True)]
+        self.last_reasons = Counter()
+        fits = [i for i, ids in enumerate(encoded) if len(ids) <= self.max_len]
+        if len(fits) < len(encoded):
+            self.last_reasons[f"longer than the reward model's window ({self.max_len} tokens)"] = len(encoded) - len(fits)
+        for at in range(0, len(fits), self.batch_size):
+            rows = fits[at : at + self.batch_size]
+            chunk = [encoded[i] for i in rows]
             longest = max(len(x) for x in chunk)
             width = min(self.max_len, -(-longest // 16) * 16)
             tokens = np.zeros((self.batch_size, width), np.int32) + self.tokenizer.pad_id
@@ -289,31 +303,35 @@ class RewardModelScorer:
                 tokens[i, : len(ids)] = ids
                 segments[i, : len(ids)] = 1
             reward, logits = self._forward(self.heads, tokens, segments)
-            rewards[at : at + len(chunk)] = np.asarray(reward)[: len(chunk)]
-            grades[at : at + len(chunk)] = np.asarray(jnp.argmax(logits, -1))[: len(chunk)]
+            rewards[rows] = np.asarray(reward)[: len(chunk)]
+            grades[rows] = np.asarray(jnp.argmax(logits, -1))[: len(chunk)]
         return rewards, grades
 
-    def __call__(self, prompts: Sequence[list[dict]], responses: Sequence[str]) -> np.ndarray:
-        return self.score_with_gradings(prompts, responses)[0]
+    def __call__(self, prompts: Sequence[list[dict]], responses: Sequence[str],
+                 stopped: Sequence[bool] | None = None) -> np.ndarray:
+        return self.score_with_gradings(prompts, responses, stopped)[0]
+
+    def __repr__(self) -> str:
+        return f"reward model {self.root}"
 
 
 def pairwise_accuracy(scorer: RewardModelScorer, paths: Sequence[str]) -> dict[str, Any]:
     """Held-out pairwise accuracy of a scorer, overall and by preference level."""
-    from afm.training.data.preferences import encode_response, read_preferences
+    from afm.training.data.preferences import read_preferences
 
     read = read_preferences(list(paths))
     pairs = read.pairs
     r_c = scorer([p.prompt for p in pairs], [p.chosen for p in pairs])
     r_r = scorer([p.prompt for p in pairs], [p.rejected for p in pairs])
     levels = np.asarray([p.level for p in pairs])
+    # A pair longer than the scorer's window cannot be scored (training drops such pairs as
+    # too_long): counted, and left out of the accuracy.
+    scorable = np.isfinite(r_c) & np.isfinite(r_r)
     correct = r_c > r_r
-    # Longer than the scorer's window: scored with the conversation's start cut off (training
-    # drops such pairs as too_long), so say how many there are.
-    longest = [max(len(encode_response(scorer.tokenizer, p.prompt, p.chosen)[0]),
-                   len(encode_response(scorer.tokenizer, p.prompt, p.rejected)[0])) for p in pairs]
     out: dict[str, Any] = {"pairs": len(pairs), "rejects": len(read.rejects),
-                           "truncated_pairs": int(sum(n > scorer.max_len for n in longest)),
-                           "accuracy": float(correct.mean()) if pairs else float("nan")}
+                           "unscored_pairs": int((~scorable).sum()),
+                           "accuracy": float(correct[scorable].mean()) if scorable.any() else float("nan")}
+    levels = np.where(scorable, levels, -1)
     for i, level in enumerate(LEVELS):
         at = levels == i
         out[f"accuracy/{level}"] = float(correct[at].mean()) if at.any() else None

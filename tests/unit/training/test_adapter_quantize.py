@@ -211,3 +211,19 @@ def test_cli_quantize_and_adapter_commands(quantized, base_ckpt, token_shards, t
     assert (tmp_path / "t10.png").stat().st_size > 0 and "| q+r2 |" in (tmp_path / "t10.md").read_text()
     res = runner.invoke(main, ["adapter", "info", str(tmp_path)])
     assert res.exit_code != 0 and "not an afm adapter" in res.output
+
+
+def test_one_lora_scale_rule_whichever_way_the_rank_is_given() -> None:
+    """``--rank 8`` and ``--set task_options.rank=8`` give the same adapter: alpha is
+    2 x rank unless set, so the scale alpha/rank is 2 both ways (it was 2 and 4)."""
+    from afm.training.commands.adapter import adapter_overrides
+    from afm.training.core.config import get_train_config
+    from afm.training.tasks.adapter import lora_config_from_options
+
+    by_cli = get_train_config("recovery", adapter_overrides(8, None, None, None, None, ()))  # --rank 8
+    by_set = get_train_config("recovery", ["task_options.rank=8"])
+    for cfg in (by_cli, by_set):
+        lora_cfg = lora_config_from_options(dict(cfg.task_options))
+        assert (lora_cfg.rank, lora_cfg.alpha, lora_cfg.scale) == (8, 16.0, 2.0)
+    explicit = lora_config_from_options({**dict(by_set.task_options), "alpha": 8})
+    assert explicit.scale == 1.0

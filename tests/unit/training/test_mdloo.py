@@ -95,9 +95,20 @@ def test_task_reward_counts_prompts_it_cannot_grade() -> None:
 
     r = TaskReward(fn)
     out = r([[{"role": "user", "content": "ok"}], [{"role": "user", "content": "bad"}]], ["abc", "x"])
-    assert out.dtype == np.float32 and out.tolist() == [3.0, 0.0] and r.invalid_count == 1
+    assert out.dtype == np.float32 and out[0] == 3.0 and np.isnan(out[1])  # never a silent 0
+    assert r.last_reasons == {"not a task prompt": 1}
     with pytest.raises(ValueError):
         r([[{"role": "user", "content": "ok"}]], [])
+
+
+def test_loo_advantage_leaves_unscored_responses_out() -> None:
+    rewards = np.array([1.0, 2.0, 9.0, 3.0, 5.0, 7.0, 0.0, 0.0], np.float32)
+    valid = np.array([True, True, False, True, True, False, False, False])
+    adv = loo_advantage(rewards, 4, valid)
+    # group 1: baselines over the other *valid* responses (2 and 3 for the first, ...)
+    np.testing.assert_allclose(adv[:4], [1.0 - 2.5, 2.0 - 2.0, 0.0, 3.0 - 1.5])
+    np.testing.assert_allclose(adv[4:], 0.0)  # one valid response: no baseline, no update
+    np.testing.assert_allclose(loo_advantage(rewards, 4, np.ones(8, bool)), loo_advantage(rewards, 4), atol=1e-6)
 
 
 @pytest.fixture(scope="module")
@@ -148,6 +159,60 @@ def test_held_out_evaluation_reports_greedy_and_sampled_reward(tiny_policy: Path
     assert cold["sampled_reward"] == pytest.approx(cold["reward"])
     greedy_only = evaluate_policy(model, tok, prompts, reward, max_new_tokens=6, samples=0)
     assert "sampled_reward" not in greedy_only and greedy_only["reward"] == cold["reward"]
+
+
+def test_online_rl_needs_a_reward(tiny_policy: Path, tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from afm.cli import main
+
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text(json.dumps({"prompt": "count to 3"}) + "\n")
+    base = ["rl", "mdloo", "--policy", str(tiny_policy), "--tokenizer", str(CHAT), "--prompts", str(prompts),
+            "--workdir", str(tmp_path / "run")]
+    result = CliRunner().invoke(main, base)
+    assert result.exit_code != 0 and "Traceback" not in result.output
+    assert "Error: online RL needs a reward: --reward task:NAME" in " ".join(result.output.split())
+    result = CliRunner().invoke(main, [*base, "--reward", "task:arith", "--eval-prompts", str(prompts)])
+    assert result.exit_code != 0 and "--eval-prompts needs --eval-reward" in result.output
+
+
+def test_a_reward_that_cannot_score_stops_the_run_with_the_share(tiny_policy: Path, tmp_path: Path) -> None:
+    """task:arith on prompts of another task: every response unscored -> one line, no model."""
+    from click.testing import CliRunner
+
+    from afm.cli import main
+
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text("\n".join(json.dumps({"prompt": f"tell me a story about {w}"})
+                                 for w in ("cats", "dogs", "owls", "bees")) + "\n")
+    result = CliRunner().invoke(main, [
+        "rl", "mdloo", "--policy", str(tiny_policy), "--tokenizer", str(CHAT), "--prompts", str(prompts),
+        "--workdir", str(tmp_path / "run"), "--reward", "task:arith", "--iterations", "1",
+        "--set", "prompts_per_iteration=4", "--set", "k=2", "--set", "max_new_tokens=4", "--set", "seq_len=64"])
+    text = " ".join(result.output.split())
+    assert result.exit_code != 0 and "Traceback" not in result.output, result.output
+    assert "could not score 100% of 8 responses in iteration 0 (NotArithmetic: 8)" in text, text
+    assert not (tmp_path / "run" / "model").exists()
+
+
+def test_a_reward_that_scores_some_responses_runs_and_reports_the_share(tiny_policy: Path, tmp_path: Path) -> None:
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text("\n".join(json.dumps({"prompt": f"count to {i}"}) for i in range(4)) + "\n")
+
+    def odd_only(prompt, response):
+        if int(prompt[-1]["content"].split()[-1]) % 2 == 0:
+            raise ValueError("even: this grader takes odd counts only")
+        return -len(response) / 10.0
+
+    cfg = MdlooConfig(policy=str(tiny_policy), tokenizer=str(CHAT), prompts=str(prompts), iterations=2,
+                      prompts_per_iteration=4, k=2, steps_per_iteration=1, max_new_tokens=6, seq_len=64,
+                      eval_every=0, max_unscored=0.75)
+    run_mdloo(cfg, tmp_path / "run", progress=False, reward_fn=TaskReward(odd_only))
+    rows = iteration_rows(read_metrics(tmp_path / "run"), 1)
+    shares = [r["unscored_share"] for r in rows]
+    assert all(0.0 <= s <= 0.75 for s in shares) and any(s > 0 for s in shares)
+    assert all(np.isfinite(r["reward"]) or r["unscored_share"] == 1.0 for r in rows)
 
 
 def run_tiny_loop(policy: Path, workdir: Path, algorithm: str, *, iterations: int = 2, steps: int = 1,

@@ -75,3 +75,23 @@ def test_best_of_n_keeps_the_scorers_best_reply(exported, tmp_path):
         assert row["messages"][:-1] in prompts and row["messages"][-1]["role"] == "assistant"
         assert row["reward"] == len(row["messages"][-1]["content"])
     assert write_sft_rows(tmp_path / "rs.jsonl", s.rows) == s.kept
+
+
+def test_a_cut_reply_is_scored_without_the_end_token_and_a_too_long_one_not_at_all(exported):
+    """The chat template closes every reply with <|end|>: a reply cut at the token limit is
+    scored as the unfinished text it is; a conversation past the window is unscored (NaN,
+    with the reason), never scored with its start cut off."""
+    from afm.synth.arith_task import make_problems
+    from afm.training.rl.rewards import score_responses
+    from afm.training.tasks.reward_model import RewardModelScorer
+
+    root, _ = exported
+    scorer = RewardModelScorer(root, TOK, batch_size=4)
+    prompt = make_problems(1, seed=0)[0].messages()
+    finished, cut = scorer([prompt, prompt], ["Answer: 4", "Answer: 4"], stopped=[True, False])
+    assert finished != cut
+    ids = scorer.encode(prompt, "Answer: 4", stopped=False)
+    assert ids == scorer.encode(prompt, "Answer: 4")[:-1] and scorer.encode(prompt, "Answer: 4")[-1] == scorer.tokenizer.end_id
+    batch = score_responses(scorer, [prompt, prompt], ["Answer: 4", "word " * 200], stopped=[True, True])
+    assert np.isfinite(batch.scores[0]) and np.isnan(batch.scores[1])
+    assert batch.unscored_share == 0.5 and "longer than the reward model's window (128 tokens)" in batch.reasons

@@ -1,0 +1,79 @@
+"""XLA's per-device memory plan of a task's train step at any model size, from abstract
+shapes only (no parameter is materialised), on any backend, CPU included.
+
+``plan("dpo", "afm-on-device", seq_len=2048, batch=16, microbatches=16)`` builds the run's
+:class:`~afm.training.core.engine.Engine` (the task's extra parameters included: DPO's and
+MDLOO's frozen reference, the reward model's heads), lowers its jitted train step on
+``jax.ShapeDtypeStruct`` inputs and reads the compiled executable's memory analysis:
+arguments (parameters, optimizer state, the batch), outputs, temporaries, minus what the
+step donates. That is what the step needs on one device, before any allocator overhead.
+
+Each task's batch is what the README states for the on-device model (:data:`ON_DEVICE`):
+pairs, responses or rows per optimiser step, split into micro-batches so the activations
+of one micro-batch at a time are live.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+GIB = 2**30
+
+
+@dataclass(frozen=True)
+class TaskShape:
+    """The per-step work a task's plan is computed for."""
+
+    batch: int  # rows (SFT), pairs (RM, DPO) or responses (MDLOO) per optimiser step
+    microbatches: int
+    remat: str = "full"
+    options: tuple[tuple[str, Any], ...] = ()
+
+
+# The on-device model's post-training steps at sequence 2048 (README "Memory at the
+# on-device size"): one micro-batch of 1 row / pair / response at a time, every layer
+# rematerialised.
+ON_DEVICE = {
+    "sft": TaskShape(batch=16, microbatches=16),
+    "reward_model": TaskShape(batch=16, microbatches=16),
+    "dpo": TaskShape(batch=16, microbatches=16),
+    "mdloo": TaskShape(batch=16, microbatches=16, options=(("prompts_per_iteration", 4), ("k", 4))),
+}
+
+
+def plan(task: str, model: str, *, seq_len: int, shape: TaskShape, overrides: list[str] | None = None) -> dict[str, Any]:
+    """The compiled train step's memory plan for one device (GiB), and the compile time."""
+    import jax
+    from afm.model.config import param_counts
+    from afm.model.sharding import MeshConfig, make_mesh
+    from afm.training.core.config import TrainConfig, get_train_config
+    from afm.training.core.engine import Engine
+
+    sets = [f"data.seq_len={seq_len}", f"data.global_batch_size={shape.batch}", f"microbatches={shape.microbatches}",
+            f"model_overrides.max_seq_len={seq_len}", f"model_overrides.remat={shape.remat}",
+            "model_overrides.dtype=bfloat16", *[f"task_options.{k}={v}" for k, v in shape.options],
+            *(overrides or [])]
+    cfg = get_train_config(TrainConfig(name=f"plan-{task}", model=model, task=task), sets)
+    mesh = make_mesh(MeshConfig(data=1, fsdp=1), devices=jax.devices()[:1])  # one device's plan
+    start = time.perf_counter()
+    engine = Engine.build(cfg, mesh)
+    compiled = engine.lower_train_step().compile()
+    seconds = time.perf_counter() - start
+    stats = compiled.memory_analysis()
+    if stats is None:
+        raise RuntimeError(f"the {jax.default_backend()} backend gives no memory analysis")
+    args, out, temp, alias = (stats.argument_size_in_bytes, stats.output_size_in_bytes,
+                              stats.temp_size_in_bytes, stats.alias_size_in_bytes)
+    frozen = sum(a.size * a.dtype.itemsize for a in jax.tree.leaves(engine.abstract_state.frozen))
+    return {
+        "task": task, "model": model, "params": param_counts(engine.model_config)["total"],
+        "seq_len": seq_len, "batch": shape.batch, "microbatches": shape.microbatches, "remat": shape.remat,
+        "backend": jax.default_backend(), "arguments_gb": args / GIB, "frozen_gb": frozen / GIB,
+        "outputs_gb": out / GIB, "temporaries_gb": temp / GIB, "donated_gb": alias / GIB,
+        "total_gb": (args + out + temp - alias) / GIB, "compile_s": seconds,
+    }
+
+
+__all__ = ["ON_DEVICE", "TaskShape", "plan"]
