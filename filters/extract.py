@@ -320,7 +320,7 @@ class Extractor:
         if self.selector is not None:
             from afm.filters.extraction.select import select_text
 
-            text, signals = select_text(self.selector, html, url, page_words(html))
+            text, signals = select_text(self.selector, html, url)
             trimmed = 0
             if self.cfg.trim_teasers and text:
                 text, trimmed = trim_teaser_lines(text, self.cfg.teaser_max_words,

@@ -4,17 +4,18 @@ extraction selector that ``afm curate`` ships with (``filters/extraction/``)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
-from afm.options import FRACTION, POSITIVE_INT
+from afm.options import POSITIVE_INT
 
 EPILOG = """\b
 Examples:
   afm extraction table --wcxb ../wcxb --trafilatura ../trafilatura/tests --cache work/xsel
   afm extraction cv --cache work/xsel
   afm extraction train --cache work/xsel                 # rewrites the shipped model
-  afm extraction train --cache work/xsel --out my-selector.json --slow-share 0.1
+  afm extraction cv --cache work/xsel --tsv cv.tsv
 
 \b
 Gold sets (each optional; at least two sources for `cv`):
@@ -37,13 +38,30 @@ def _sets(scrapinghub: str | None, wcxb: str | None, trafilatura: str | None) ->
 
 
 def _load_cache(cache: str) -> list[dict]:
-    from afm.errors import UserError
     from afm.filters.extraction.table import load_rows
+
+    from afm.errors import UserError
 
     files = sorted(Path(cache).glob("rows-*.jsonl.gz"))
     if not files:
         raise UserError(f"{cache}: no candidate tables (rows-*.jsonl.gz); run `afm extraction table`")
     return [row for f in files for row in load_rows(f)]
+
+
+def _table(cache: str) -> Any:
+    """The feature table of the cached rows, itself cached (``table.pkl``, rebuilt when a
+    rows file is newer): building it costs minutes, a fit seconds."""
+    import pickle
+
+    from afm.filters.extraction.train import build_table
+
+    files = sorted(Path(cache).glob("rows-*.jsonl.gz"))
+    path = Path(cache) / "table.pkl"
+    if path.exists() and all(f.stat().st_mtime <= path.stat().st_mtime for f in files):
+        return pickle.loads(path.read_bytes())
+    table = build_table(_load_cache(cache))
+    path.write_bytes(pickle.dumps(table))
+    return table
 
 
 @click.group("extraction", epilog=EPILOG)
@@ -61,9 +79,10 @@ def extraction() -> None:
 def table_cmd(scrapinghub: str | None, wcxb: str | None, trafilatura: str | None, cache: str,
               workers: int, limit: int | None) -> None:
     """Run every candidate extractor on the gold pages once; cache their outputs."""
-    from afm.console import print_summary
     from afm.filters.extraction.gold import load_sets
     from afm.filters.extraction.table import build_rows, save_rows
+
+    from afm.console import print_summary
 
     summary = {}
     for name, path in _sets(scrapinghub, wcxb, trafilatura).items():
@@ -77,37 +96,39 @@ def table_cmd(scrapinghub: str | None, wcxb: str | None, trafilatura: str | None
 
 @extraction.command("cv", epilog=EPILOG)
 @click.option("--cache", required=True, type=click.Path(file_okay=False, exists=True))
-@click.option("--slow-share", default=0.2, show_default=True, type=FRACTION, help="Share of training pages that take the slow path.")
-def cv_cmd(cache: str, slow_share: float) -> None:
+@click.option("--tsv", type=click.Path(dir_okay=False), help="Also write the table as TSV (the README's source).")
+def cv_cmd(cache: str, tsv: str | None) -> None:
     """Leave-one-source-out F1 of the selector next to every single candidate."""
-    from afm.console import print_table
-    from afm.filters.extraction.train import build_table, cross_validate_by_source, report_rows
+    from afm.filters.extraction.train import cross_validate_by_source, report_rows
 
-    table = build_table(_load_cache(cache))
-    results = cross_validate_by_source(table, slow_share)
-    header, rows = report_rows(results)
-    print_table(f"held-out F1 by set (leave one source out, slow share {slow_share})", header, rows)
+    from afm.console import print_table
+
+    header, rows = report_rows(cross_validate_by_source(_table(cache)))
+    print_table("held-out F1 by set (leave one source out)", header, rows)
+    if tsv:
+        Path(tsv).write_text("\n".join("\t".join(map(str, r)) for r in [header, *rows]) + "\n",
+                             encoding="utf-8")
 
 
 @extraction.command("train", epilog=EPILOG)
 @click.option("--cache", required=True, type=click.Path(file_okay=False, exists=True))
 @click.option("--out", type=click.Path(dir_okay=False), help="Model file (default: the shipped one).")
-@click.option("--slow-share", default=0.2, show_default=True, type=FRACTION, help="Share of training pages that take the slow path.")
-def train_cmd(cache: str, out: str | None, slow_share: float) -> None:
-    """Fit the selector on every cached page and write the model file."""
-    from afm.console import print_summary
+def train_cmd(cache: str, out: str | None) -> None:
+    """Choose gate and tau by set, fit the switch model on every cached page, write the model."""
     from afm.filters.extraction.selector import MODEL_PATH
     from afm.filters.extraction.train import build_table, fit_selector
 
-    rows = _load_cache(cache)
-    table = build_table(rows)
+    from afm.console import print_summary
+
+    table = build_table(_load_cache(cache))
     sets = sorted(set(table.sets))
-    selector = fit_selector(table, range(len(rows)), slow_share,
+    selector = fit_selector(table, range(len(table.sets)),
                             meta={"trained_on": {s: table.sets.count(s) for s in sets}})
     path = Path(out) if out else MODEL_PATH
     selector.save(path)
-    print_summary("extraction selector", {"pages": len(rows), "sets": len(sets),
-                                          "gate (fast confidence)": selector.gate,
+    print_summary("extraction selector", {"pages": len(table.sets), "sets": len(sets),
+                                          "gate (fast agreement)": selector.gate,
+                                          "tau (switch margin)": selector.tau,
                                           "model": str(path)})
 
 

@@ -7,11 +7,11 @@ Each comes from a different family, so their mistakes differ, which is what a pe
 choice needs. Costs are CPU ms/page on the 181 ScrapingHub pages (2-core box, loaded):
 
 * ``traf_recall`` (~8): trafilatura's main-content heuristics, recall focus, no fallbacks.
-* ``traf_comments`` (~0.5 more): the same run's text plus what it took for comments.
 * ``traf_fast`` (~11): the same, balanced focus.
 * ``traf_precision`` (~9): the same, precision focus.
 * ``traf_fallback`` (~17): trafilatura's default mode (its own readability / jusText
   comparison after its heuristics); plain trafilatura less the comments.
+* ``traf_precision_fb`` (~19): the same with precision focus (afm's earlier primary pass).
 * ``readability`` (~4): the readability-lxml algorithm (the reader-mode family, as Safari's
   reader in the AFM report) in the port trafilatura ships, run on the shared tree (the
   readability-lxml package scores 0.921 there at 18 ms; this port 0.925 at 4 ms).
@@ -40,7 +40,6 @@ class Page:
     def __init__(self, html: str, url: str | None = None) -> None:
         self.html = html
         self.url = url
-        self.cache: dict[str, Any] = {}  # results two candidates share (one trafilatura run)
 
     @cached_property
     def tree(self) -> Any:
@@ -68,29 +67,8 @@ def _trafilatura(page: Page, **kwargs: Any) -> str:
                                deduplicate=False, **kwargs) or ""
 
 
-def _traf_recall_doc(page: Page) -> Any:
-    """One trafilatura run (recall focus, no fallbacks) that keeps the main text and the
-    comments apart: ``traf_recall`` and ``traf_comments`` both read it."""
-    if "traf_recall" not in page.cache:
-        import trafilatura
-
-        tree = page.tree_copy()
-        page.cache["traf_recall"] = None if tree is None else trafilatura.bare_extraction(
-            tree, url=page.url, fast=True, favor_recall=True, include_comments=True,
-            include_tables=True, deduplicate=False, with_metadata=False)
-    return page.cache["traf_recall"]
-
-
 def traf_recall(page: Page) -> str:
-    doc = _traf_recall_doc(page)
-    return (doc.text or "") if doc is not None else ""
-
-
-def traf_comments(page: Page) -> str:
-    """The same run's main text followed by what trafilatura took for comments (on a
-    forum, the replies are the content)."""
-    doc = _traf_recall_doc(page)
-    return "\n".join(t for t in ((doc.text or ""), (doc.comments or "")) if t) if doc else ""
+    return _trafilatura(page, fast=True, favor_recall=True)
 
 
 def traf_fast(page: Page) -> str:
@@ -103,6 +81,10 @@ def traf_precision(page: Page) -> str:
 
 def traf_fallback(page: Page) -> str:
     return _trafilatura(page)
+
+
+def traf_precision_fb(page: Page) -> str:
+    return _trafilatura(page, favor_precision=True)
 
 
 def html_to_text(root: Any) -> str:
@@ -155,10 +137,10 @@ def resiliparse(page: Page) -> str:
 
 CANDIDATES: dict[str, Callable[[Page], str]] = {
     "traf_recall": traf_recall,
-    "traf_comments": traf_comments,
     "traf_fast": traf_fast,
     "traf_precision": traf_precision,
     "traf_fallback": traf_fallback,
+    "traf_precision_fb": traf_precision_fb,
     "readability": readability,
     "boilerpipe": boilerpipe,
     "justext": justext,

@@ -80,3 +80,39 @@ def page_features(texts: dict[str, str], candidates: tuple[str, ...], page_words
             math.log1p(page_words), agreement)
         rows[i, len(PER_CANDIDATE) + len(PER_PAGE) + i] = 1.0
     return rows
+
+
+SWITCH_EXTRA = ("rel_shingles_ref", "share_in_ref", "ref_covered", "empty", "ref_empty")
+
+
+def switch_feature_names(candidates: tuple[str, ...]) -> list[str]:
+    """Columns of :func:`switch_features`: the candidate's own row, the reference's row,
+    then how the two relate."""
+    own = feature_names(candidates)
+    return [*own, *(f"ref_{n}" for n in own), *SWITCH_EXTRA]
+
+
+def agreement(a: str, b: str) -> float:
+    """Dice overlap of two texts' 4-token shingles: the fast path's test (1.0 when both
+    are empty: nothing to disagree about)."""
+    x, y = shingle_set(a), shingle_set(b)
+    return 2 * len(x & y) / (len(x) + len(y)) if x or y else 1.0
+
+
+def switch_features(texts: dict[str, str], reference: str, others: tuple[str, ...],
+                    page_words: int) -> np.ndarray:
+    """One row per candidate of ``others``: what the switch model reads to predict how
+    much better (or worse) than ``reference`` that candidate is on this page. Relative
+    columns matter because the question is "switch or not", never "how good in absolute"."""
+    cands = (reference, *others)
+    base = page_features(texts, cands, page_words)
+    ref = shingle_set(texts.get(reference, ""))
+    n_ref = max(len(ref), 1)
+    rows = []
+    for k, name in enumerate(others, 1):
+        own = shingle_set(texts.get(name, ""))
+        inter = len(own & ref)
+        rel = np.array([len(own) / n_ref, inter / max(len(own), 1), inter / n_ref,
+                        float(not own), float(not ref)], dtype=np.float32)
+        rows.append(np.concatenate([base[k], base[0], rel]))
+    return np.array(rows, dtype=np.float32)

@@ -1,16 +1,22 @@
-"""The learned part of extraction: gradient-boosted trees that predict each candidate's
-F1 on a page from :mod:`features`, the fast-path gate, and the shipped model file.
+"""The learned part of extraction: the fast-path gate, a gradient-boosted switch model,
+and the shipped model file.
+
+A page goes through a cascade (``select.py``):
+
+1. the *fast* candidates run (trafilatura's balanced pass without fallbacks and
+   Resiliparse: two families, ~15 ms together); when their texts agree (4-token shingle
+   Dice overlap at or above ``gate``) the first one's text is the answer: the fast path;
+2. otherwise the *reference* (trafilatura's default mode, its own readability / jusText
+   fallbacks included) runs, and, when the model may switch at all (``tau < 1``), the
+   other *slow* candidates; gradient-boosted trees predict each one's F1 gain over the
+   reference and the page switches to the best when the predicted gain exceeds ``tau``.
+
+``gate`` and ``tau`` are chosen by leave-one-source-out cross-validation on the training
+sets (``train.py``): a switch that does not pay on a source it was not fitted on is not
+made (``tau`` = 1: the model never switches, and the other slow candidates never run).
 
 The model file (``data/extraction/selector.json``, made by ``afm extraction train``) holds
-two tree ensembles, exported from scikit-learn as plain arrays so that extraction needs
-numpy only:
-
-* ``fast``: chooses among the cheap candidates (``FAST``) alone;
-* ``full``: chooses among every candidate (``FAST`` + ``SLOW``);
-
-and the gate: the slow candidates run only when the cheap ones disagree
-(``page_agreement`` below ``gate``), the threshold chosen on the training sets so that a
-set share of pages takes the slow path.
+the trees exported from scikit-learn as plain arrays, so extraction needs numpy only.
 """
 
 from __future__ import annotations
@@ -77,27 +83,38 @@ class TreeEnsemble:
         return cls(base, float(model.learning_rate), trees)
 
 
+FORMAT = "afm-extraction-selector/2"
+
+
 @dataclass
 class Selector:
-    """Everything extraction needs to choose: candidate lists, the gate, two models."""
+    """Everything extraction needs to choose: the candidates of each stage, the gate, the
+    switch margin and the switch model."""
 
-    fast_candidates: tuple[str, ...]
-    slow_candidates: tuple[str, ...]
-    gate: float  # page_agreement at or above which the cheap candidates decide alone
-    fast: TreeEnsemble
-    full: TreeEnsemble
+    fast_candidates: tuple[str, ...]  # the first is the fast path's answer
+    reference: str  # the slow path's default answer
+    others: tuple[str, ...]  # slow candidates the model may switch to
+    gate: float  # fast-candidate agreement at or above which the fast path answers
+    tau: float  # predicted F1 gain over the reference needed to switch (>= 1: never)
+    model: TreeEnsemble | None  # predicts each of ``others``' gain over the reference
     meta: dict[str, Any]
 
     @property
+    def switches(self) -> bool:
+        """Whether the slow path can answer other than the reference."""
+        return self.model is not None and bool(self.others) and self.tau < 1.0
+
+    @property
     def all_candidates(self) -> tuple[str, ...]:
-        return self.fast_candidates + self.slow_candidates
+        return tuple(dict.fromkeys((*self.fast_candidates, self.reference, *self.others)))
 
     def save(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        data = {"format": "afm-extraction-selector/1", "fast_candidates": self.fast_candidates,
-                "slow_candidates": self.slow_candidates, "gate": self.gate,
-                "fast": self.fast.to_json(), "full": self.full.to_json(), "meta": self.meta}
-        path.write_text(json.dumps(data, separators=(",", ":")), encoding="utf-8")
+        data = {"format": FORMAT, "fast_candidates": self.fast_candidates,
+                "reference": self.reference, "others": self.others, "gate": self.gate,
+                "tau": self.tau, "model": self.model.to_json() if self.model else None,
+                "meta": self.meta}
+        path.write_text(json.dumps(data, separators=(",", ":")) + "\n", encoding="utf-8")
 
     @classmethod
     def load(cls, path: Path = MODEL_PATH) -> Selector:
@@ -105,11 +122,12 @@ class Selector:
             data = json.loads(Path(path).read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
             raise UserError(f"{path}: cannot read the extraction selector ({exc})") from exc
-        if data.get("format") != "afm-extraction-selector/1":
-            raise UserError(f"{path}: not an extraction selector file")
-        return cls(tuple(data["fast_candidates"]), tuple(data["slow_candidates"]),
-                   float(data["gate"]), TreeEnsemble.from_json(data["fast"]),
-                   TreeEnsemble.from_json(data["full"]), dict(data.get("meta") or {}))
+        if data.get("format") != FORMAT:
+            raise UserError(f"{path}: not an extraction selector file ({FORMAT})")
+        model = TreeEnsemble.from_json(data["model"]) if data.get("model") else None
+        return cls(tuple(data["fast_candidates"]), str(data["reference"]),
+                   tuple(data["others"]), float(data["gate"]), float(data["tau"]), model,
+                   dict(data.get("meta") or {}))
 
 
 @lru_cache(maxsize=4)

@@ -1,31 +1,39 @@
-"""Fit the selector on candidate tables, and cross-validate it by set.
+"""Fit the selector on candidate tables, and cross-validate it by source.
 
-The target is each candidate's F1 on the page (under its set's gold); the model is a
-gradient-boosted regression (scikit-learn, squared error, shallow trees) over
-:mod:`features`; a page's choice is the candidate with the highest prediction. Sets are
-weighted equally (a set of 1,500 pages must not decide alone what a set of 181 gets).
+The switch model's target is each slow candidate's F1 gain over the reference on a page
+(under its set's gold); the model is a gradient-boosted regression (scikit-learn, squared
+error, shallow trees) over :func:`~afm.filters.extraction.features.switch_features`,
+fitted on the pages the gate sends to the slow path. Sets are weighted equally (a set of
+990 pages must not decide alone what a set of 91 gets).
 
 Cross-validation is by *source* (leave one source out: ScrapingHub, WCXB, trafilatura):
-the held-out source's pages, all of its page types, are never seen by the models or the
-gate that score them. Page-level splits would leak site templates between folds.
+the held-out source's pages, all of its page types, are never seen by the model, nor by
+the choice of ``gate`` and ``tau``, which is itself a leave-one-source-out search on the
+training sources only (the setting whose worst training source gains most over that
+source's best single candidate). Page-level splits would leak site templates and gold
+conventions between folds, which is exactly what made earlier in-sample gains vanish.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-
-from afm.filters.extraction.features import feature_names, page_features
+from afm.filters.extraction.features import agreement, switch_feature_names, switch_features
 from afm.filters.extraction.gold import GoldPage, counts, extraction_scores, page_f1
 from afm.filters.extraction.selector import Selector, TreeEnsemble
 
-FAST = ("traf_recall", "resiliparse", "readability")
-SLOW = ("traf_fast", "traf_precision", "boilerpipe", "justext")
-GBT = {"n_estimators": 200, "max_depth": 3, "learning_rate": 0.05, "subsample": 0.8,
+from afm.errors import UserError
+
+FAST = ("traf_fast", "resiliparse")
+REFERENCE = "traf_fallback"
+OTHERS = ("traf_fast", "traf_recall", "readability", "resiliparse", "justext")
+GATES = (0.7, 0.8, 0.9, 0.95)
+TAUS = (0.0, 0.02, 0.05, 0.1, 1.0)
+GBT = {"n_estimators": 100, "max_depth": 3, "learning_rate": 0.05, "subsample": 0.8,
        "min_samples_leaf": 20, "random_state": 0}
 
 
@@ -36,16 +44,22 @@ def source_of(set_name: str) -> str:
 
 @dataclass
 class Table:
-    """Per page: the set, per-candidate counts and the two feature blocks."""
+    """Per page: its set, every candidate's counts, the fast agreement, switch features."""
 
-    sets: list[str]
-    counts: list[dict[str, tuple[float, float, float]]]  # candidate -> (tp, fp, fn)
-    fast_x: list[np.ndarray]  # (len(FAST), n_features) per page
-    full_x: list[np.ndarray]  # (len(FAST + SLOW), n_features) per page
-    cpu: list[dict[str, float]]
+    sets: list[str] = field(default_factory=list)
+    counts: list[dict[str, tuple[float, float, float]]] = field(default_factory=list)
+    agree: list[float] = field(default_factory=list)
+    x: list[np.ndarray] = field(default_factory=list)  # (len(OTHERS), n_features) per page
+    cpu: list[dict[str, float]] = field(default_factory=list)
+    names: tuple[str, ...] = ()  # every candidate present on every page (reported)
 
     def f1(self, i: int, name: str) -> float:
         return page_f1(self.counts[i][name])
+
+    def subset(self, idx: Sequence[int], set_name: str | None = None) -> Table:
+        return Table([set_name or self.sets[i] for i in idx], [self.counts[i] for i in idx],
+                     [self.agree[i] for i in idx], [self.x[i] for i in idx],
+                     [self.cpu[i] for i in idx], self.names)
 
 
 def _gold(row: dict[str, Any]) -> GoldPage:
@@ -53,34 +67,23 @@ def _gold(row: dict[str, Any]) -> GoldPage:
                     row.get("with") or [], row.get("without") or [])
 
 
-def build_table(rows: Sequence[dict[str, Any]], fast: tuple[str, ...] = FAST,
-                slow: tuple[str, ...] = SLOW) -> Table:
-    from afm.filters.extract import page_words
-
-    table = Table([], [], [], [], [])
+def build_table(rows: Sequence[dict[str, Any]]) -> Table:
+    """Counts and features of every cached page (minutes for a few thousand pages)."""
+    if not rows:
+        raise UserError("no candidate rows to build a table from")
+    names = tuple(n for n in rows[0]["texts"] if all(n in r["texts"] for r in rows))
+    missing = {FAST[0], FAST[1], REFERENCE, *OTHERS} - set(names)
+    if missing:
+        raise UserError(f"candidate tables lack {sorted(missing)}; rerun `afm extraction table`")
+    table = Table(names=names)
     for row in rows:
-        texts = row["texts"]
-        gold = _gold(row)
-        words = row.get("page_words")
-        if words is None:
-            words = page_words(row.get("html", "")) if row.get("html") else max(
-                len(t.split()) for t in texts.values())
+        texts, gold = row["texts"], _gold(row)
         table.sets.append(row["set"])
-        table.counts.append({name: counts(gold, texts.get(name, "")) for name in fast + slow})
-        table.fast_x.append(page_features(texts, fast, words))
-        table.full_x.append(page_features(texts, fast + slow, words))
+        table.counts.append({name: counts(gold, texts[name]) for name in names})
+        table.agree.append(agreement(texts[FAST[0]], texts[FAST[1]]))
+        table.x.append(switch_features(texts, REFERENCE, OTHERS, int(row.get("page_words") or 0)))
         table.cpu.append(row.get("cpu") or {})
     return table
-
-
-def _fit(xs: list[np.ndarray], ys: list[np.ndarray], ws: list[float]) -> TreeEnsemble:
-    from sklearn.ensemble import GradientBoostingRegressor
-
-    x = np.concatenate(xs)
-    y = np.concatenate(ys)
-    w = np.concatenate([np.full(len(a), wt) for a, wt in zip(xs, ws)])
-    model = GradientBoostingRegressor(**GBT).fit(x, y, sample_weight=w)
-    return TreeEnsemble.from_sklearn(model)
 
 
 def _set_weights(sets: list[str]) -> list[float]:
@@ -91,92 +94,126 @@ def _set_weights(sets: list[str]) -> list[float]:
     return [1.0 / size[s] for s in sets]
 
 
-def fit_selector(table: Table, pages: Sequence[int], slow_share: float,
-                 fast: tuple[str, ...] = FAST, slow: tuple[str, ...] = SLOW,
-                 meta: dict[str, Any] | None = None) -> Selector:
-    """Both models and the gate from ``pages`` of ``table``."""
-    weights = _set_weights([table.sets[i] for i in pages])
-    fast_model = _fit([table.fast_x[i] for i in pages],
-                      [np.array([table.f1(i, c) for c in fast]) for i in pages], weights)
-    full_model = _fit([table.full_x[i] for i in pages],
-                      [np.array([table.f1(i, c) for c in fast + slow]) for i in pages], weights)
-    # The gate: the fast model's confidence (its best predicted F1) below which the
-    # slow candidates run; the slow_share quantile of the training pages' confidences.
-    confidence = np.array([fast_model.predict(table.fast_x[i]).max() for i in pages])
-    gate = float(np.quantile(confidence, slow_share)) if slow_share > 0 else -np.inf
-    info = {"features": feature_names(fast + slow), "slow_share": slow_share,
-            "gbt": GBT, **(meta or {})}
-    return Selector(fast, slow, gate, fast_model, full_model, info)
+def fit_model(table: Table, pages: Sequence[int], gate: float) -> TreeEnsemble | None:
+    """The switch model on the training pages the gate sends to the slow path."""
+    from sklearn.ensemble import GradientBoostingRegressor
+
+    slow = [i for i in pages if table.agree[i] < gate]
+    if len(slow) < 2 * GBT["min_samples_leaf"]:
+        return None
+    weights = _set_weights([table.sets[i] for i in slow])
+    x = np.concatenate([table.x[i] for i in slow])
+    y = np.concatenate([[table.f1(i, c) - table.f1(i, REFERENCE) for c in OTHERS] for i in slow])
+    w = np.concatenate([np.full(len(OTHERS), wt) for wt in weights])
+    return TreeEnsemble.from_sklearn(GradientBoostingRegressor(**GBT).fit(x, y, sample_weight=w))
 
 
-def choose(selector: Selector, fast_x: np.ndarray, full_x: np.ndarray | None
-           ) -> tuple[str, bool]:
-    """(chosen candidate, whether the slow path ran) for one page; ``full_x`` is only
-    computed by the caller when the gate opens (None means: not computed)."""
-    pred = selector.fast.predict(fast_x)
-    if pred.max() >= selector.gate or full_x is None:
-        return selector.fast_candidates[int(pred.argmax())], False
-    pred = selector.full.predict(full_x)
-    return selector.all_candidates[int(pred.argmax())], True
+def choose(selector: Selector, table: Table, i: int) -> tuple[str, bool]:
+    """(chosen candidate, fast path) for page ``i``: :func:`select.select_text`'s rule on
+    the cached texts."""
+    if table.agree[i] >= selector.gate:
+        return selector.fast_candidates[0], True
+    if selector.switches:
+        gain = selector.model.predict(table.x[i])  # type: ignore[union-attr]
+        if gain.max() > selector.tau:
+            return selector.others[int(gain.argmax())], False
+    return selector.reference, False
+
+
+def _score(selector: Selector, table: Table, pages: Sequence[int]) -> float:
+    return extraction_scores([table.counts[i][choose(selector, table, i)[0]] for i in pages])["f1"]
+
+
+def _best_single(table: Table, pages: Sequence[int]) -> float:
+    return max(extraction_scores([table.counts[i][c] for i in pages])["f1"] for c in table.names)
+
+
+def _selector(model: TreeEnsemble | None, gate: float, tau: float, meta: dict[str, Any]
+              ) -> Selector:
+    return Selector(FAST, REFERENCE, OTHERS, gate, tau, model, meta)
+
+
+def search(table: Table, pages: Sequence[int]) -> tuple[float, float, dict[str, Any]]:
+    """(gate, tau) by leave-one-source-out on ``pages``: the setting whose worst held-out
+    source beats that source's best single candidate by most; ties go to the larger
+    ``tau`` (fewer switches), then the lower gate (more fast path, less CPU)."""
+    sources = sorted({source_of(table.sets[i]) for i in pages})
+    if len(sources) < 2:
+        raise UserError("choosing gate and tau by set needs pages of at least two sources")
+    margins: dict[tuple[float, float], list[float]] = defaultdict(list)
+    for held in sources:
+        fit_on = [i for i in pages if source_of(table.sets[i]) != held]
+        test = [i for i in pages if source_of(table.sets[i]) == held]
+        best = _best_single(table, test)
+        for gate in GATES:
+            model = fit_model(table, fit_on, gate)
+            for tau in TAUS:
+                margins[gate, tau].append(_score(_selector(model, gate, tau, {}), table, test) - best)
+    gate, tau = max(margins, key=lambda k: (round(min(margins[k]), 5), k[1], -k[0]))
+    return gate, tau, {f"{g}/{t}": [round(m, 5) for m in ms] for (g, t), ms in margins.items()}
+
+
+def fit_selector(table: Table, pages: Sequence[int], meta: dict[str, Any] | None = None
+                 ) -> Selector:
+    """Gate and tau by :func:`search`, then the switch model on every page of ``pages``."""
+    gate, tau, margins = search(table, pages)
+    info = {"features": switch_feature_names((REFERENCE, *OTHERS)), "gbt": GBT,
+            "search_margins": margins, **(meta or {})}
+    return _selector(fit_model(table, pages, gate), gate, tau, info)
 
 
 def evaluate(selector: Selector, table: Table, pages: Sequence[int]) -> dict[str, Any]:
-    """Per set: F1 of the selector's choices and of every single candidate, slow share."""
+    """Per set: F1 of the selector's choices and of every single candidate, the fast
+    path's share and the share switched away from the reference."""
     by_set: dict[str, list[int]] = defaultdict(list)
     for i in pages:
         by_set[table.sets[i]].append(i)
     out = {}
     for name, idx in sorted(by_set.items()):
-        chosen = [choose(selector, table.fast_x[i], table.full_x[i]) for i in idx]
-        rows = [table.counts[i][c] for i, (c, _slow) in zip(idx, chosen)]
+        chosen = [choose(selector, table, i) for i in idx]
         out[name] = {
             "pages": len(idx),
-            "afm": extraction_scores(rows),
-            "slow_share": float(np.mean([s for _c, s in chosen])),
-            "single": {c: extraction_scores([table.counts[i][c] for i in idx])
-                       for c in selector.all_candidates},
-            "oracle": extraction_scores([max(table.counts[i].values(), key=page_f1)
-                                         for i in idx]),
+            "afm": extraction_scores([table.counts[i][c] for i, (c, _f) in zip(idx, chosen)]),
+            "fast_share": float(np.mean([f for _c, f in chosen])),
+            "switch_share": float(np.mean([not f and c != selector.reference for c, f in chosen])),
+            "single": {c: extraction_scores([table.counts[i][c] for i in idx]) for c in table.names},
+            "oracle": extraction_scores([max(table.counts[i].values(), key=page_f1) for i in idx]),
+            "gate": selector.gate, "tau": selector.tau,
         }
     return out
 
 
-def cross_validate_by_source(table: Table, slow_share: float, fast: tuple[str, ...] = FAST,
-                             slow: tuple[str, ...] = SLOW) -> dict[str, Any]:
+def cross_validate_by_source(table: Table) -> dict[str, Any]:
     """Leave one source out: per held-out source, :func:`evaluate` of a selector fitted
-    on the other sources, plus its sets pooled under the source's name."""
+    (gate, tau and model) on the other sources, plus its sets pooled under its name."""
     sources = sorted({source_of(s) for s in table.sets})
-    if len(sources) < 2:
-        from afm.errors import UserError
-
-        raise UserError("cross-validation by set needs pages of at least two sources")
+    if len(sources) < 3:
+        raise UserError("cross-validation by set needs pages of three sources (two to choose "
+                        "gate and tau on, one held out)")
     results: dict[str, Any] = {}
     for held in sources:
-        train = [i for i, s in enumerate(table.sets) if source_of(s) != held]
+        fit_on = [i for i, s in enumerate(table.sets) if source_of(s) != held]
         test = [i for i, s in enumerate(table.sets) if source_of(s) == held]
-        selector = fit_selector(table, train, slow_share, fast, slow)
+        selector = fit_selector(table, fit_on)
         per_set = evaluate(selector, table, test)
         if len(per_set) > 1:
-            pooled = evaluate(selector, Table([held] * len(test), [table.counts[i] for i in test],
-                                              [table.fast_x[i] for i in test],
-                                              [table.full_x[i] for i in test],
-                                              [table.cpu[i] for i in test]),
-                              range(len(test)))
-            per_set.update(pooled)
+            per_set.update(evaluate(selector, table.subset(test, held), range(len(test))))
         results.update(per_set)
     return results
 
 
 def report_rows(results: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
     """The cross-validation table: per set, afm, the best single candidate and the margin,
-    then every candidate, the per-page oracle and the slow path's share."""
+    then every candidate, the per-page oracle, the fast path's and the switches' shares."""
     names = list(next(iter(results.values()))["single"])
-    header = ["set", "pages", "afm F1", "best single", "margin", *names, "oracle", "slow share"]
+    header = ["set", "pages", "afm F1", "best single", "margin", *names, "oracle",
+              "fast path", "switched", "gate/tau"]
     rows = []
     for set_name, r in results.items():
         best = max(names, key=lambda c: r["single"][c]["f1"])
-        rows.append([set_name, r["pages"], round(r["afm"]["f1"], 4), best,
+        rows.append([set_name, r["pages"], f"{r['afm']['f1']:.4f}", best,
                      f"{r['afm']['f1'] - r['single'][best]['f1']:+.4f}",
-                     *(round(r["single"][c]["f1"], 4) for c in names),
-                     round(r["oracle"]["f1"], 4), f"{r['slow_share']:.0%}"])
+                     *(f"{r['single'][c]['f1']:.4f}" for c in names),
+                     f"{r['oracle']['f1']:.4f}", f"{r['fast_share']:.0%}",
+                     f"{r['switch_share']:.0%}", f"{r['gate']}/{r['tau']}"])
     return header, rows
