@@ -1,8 +1,14 @@
 """Main-text extraction from crawled HTML: decode, extract, choose, trim.
 
 The AFM report extracts text by combining two extractors (a reader mode and Boilerpipe).
-The same idea here, measured on the article-extraction benchmark in
-``../shared/eval/extraction`` (181 real pages, 4-token-shingle F1; see ``bench_filters``):
+By default (``method="selector"``) extraction is the learned cascade of
+``filters/extraction/``: trafilatura's balanced pass and Resiliparse run; when they agree
+that text is the answer (the fast path, most pages), otherwise trafilatura's default mode
+runs and a gradient-boosted model may switch to another candidate. Gold sets, by-set
+held-out figures and what did not work: ``experiments/extraction-selector/README.md``.
+``method="rules"`` keeps the earlier design, described below, measured on the
+article-extraction benchmark in ``../shared/eval/extraction`` (181 real pages,
+4-token-shingle F1; see ``bench_filters``):
 
 * **Decoding** picks the charset from, in order, a byte-order mark, the HTTP
   ``Content-Type`` header, the page's ``<meta>`` declaration, strict UTF-8, and finally
@@ -151,6 +157,9 @@ def _header(headers: Any, key: str) -> str:
     return ""
 
 
+_CONTROL_BYTES = bytes(b for b in range(32) if b < 9 or 13 < b)
+
+
 def looks_binary(body: bytes) -> bool:
     """True for bodies that are not text: known magic numbers or many NUL/control bytes."""
     head = body[:4096]
@@ -162,7 +171,7 @@ def looks_binary(body: bytes) -> bool:
         return False
     if b"\x00" in head:
         return True
-    control = sum(1 for b in head if b < 9 or 13 < b < 32)
+    control = len(head) - len(head.translate(None, _CONTROL_BYTES))  # C speed, not a loop
     return control / len(head) > 0.1
 
 

@@ -33,7 +33,7 @@ def shingle_set(text: str, n: int = 4) -> set[int]:
     toks = _TOKEN.findall(text)
     if len(toks) < n:
         return {hash(tuple(toks))} if toks else set()
-    return {hash(tuple(toks[i: i + n])) for i in range(len(toks) - n + 1)}
+    return set(map(hash, zip(*(toks[i:] for i in range(n)))))  # no per-shingle slicing
 
 
 def _shape(text: str) -> tuple[int, int, float, float]:
