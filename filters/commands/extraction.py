@@ -24,7 +24,7 @@ Gold sets (each optional; at least two sources for `cv`):
   --trafilatura DIR   trafilatura's tests/ folder (evaldata.json, eval/, cache/)
 `table` runs every candidate extractor once per page (minutes) and caches the outputs in
 --cache; `cv` and `train` read that cache. Use a curated extractor model with
-`afm curate --set extract.selector_path=FILE`.
+`afm curate --set extract.params.selector_path=FILE`.
 """
 
 
