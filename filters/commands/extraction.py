@@ -13,17 +13,17 @@ from afm.options import POSITIVE_INT
 EPILOG = """\b
 Examples:
   afm extraction table --wcxb ../wcxb --trafilatura ../trafilatura/tests --cache work/xsel
-  afm extraction cv --cache work/xsel
-  afm extraction train --cache work/xsel                 # rewrites the shipped model
   afm extraction cv --cache work/xsel --tsv cv.tsv
+  afm extraction train --cache work/xsel                 # rewrites the shipped model
 
 \b
-Gold sets (each optional; at least two sources for `cv`):
+Gold sets (each optional; `cv` needs all three sources, `train` two):
   --scrapinghub DIR   ../shared/eval (its extraction/ folder: 181 ScrapingHub pages), the default
   --wcxb DIR          a WCXB checkout (dev/html, dev/ground-truth; the test split is never read)
   --trafilatura DIR   trafilatura's tests/ folder (evaldata.json, eval/, cache/)
 `table` runs every candidate extractor once per page (minutes) and caches the outputs in
---cache; `cv` and `train` read that cache. Use a curated extractor model with
+--cache; `cv` and `train` read that cache (and cache their feature table there).
+Use another selector model with
 `afm curate --set extract.params.selector_path=FILE`.
 """
 
