@@ -1,8 +1,14 @@
 """Main-text extraction from crawled HTML: decode, extract, choose, trim.
 
 The AFM report extracts text by combining two extractors (a reader mode and Boilerpipe).
-The same idea here, measured on the article-extraction benchmark in
-``../shared/eval/extraction`` (181 real pages, 4-token-shingle F1; see ``bench_filters``):
+By default (``method="selector"``) extraction is the learned cascade of
+``filters/extraction/``: trafilatura's balanced pass and Resiliparse run; when they agree
+that text is the answer (the fast path, most pages), otherwise trafilatura's default mode
+runs and a gradient-boosted model may switch to another candidate. Gold sets, by-set
+held-out figures and what did not work: ``experiments/extraction-selector/README.md``.
+``method="rules"`` keeps the earlier design, described below, measured on the
+article-extraction benchmark in ``../shared/eval/extraction`` (181 real pages,
+4-token-shingle F1; see ``bench_filters``):
 
 * **Decoding** picks the charset from, in order, a byte-order mark, the HTTP
   ``Content-Type`` header, the page's ``<meta>`` declaration, strict UTF-8, and finally
@@ -103,6 +109,10 @@ class ExtractConfig:
     """Knobs of :class:`Extractor` (defaults are the measured best on the benchmark)."""
 
     max_bytes: int = 3_000_000  # larger bodies are dropped as "too_large" (time bound)
+    # "selector": several extractors, the learned per-page choice (extraction/selector.py);
+    # "rules": the earlier trafilatura precision/balanced length rule (choose_text).
+    method: str = "selector"
+    selector_path: str | None = None  # None: the shipped model (data/extraction/)
     min_words: int = 1  # fewer extracted words -> "empty_extraction"
     favor_precision: bool = True  # primary pass: trafilatura precision mode
     include_comments: bool = False  # user comments are rarely the page's content
@@ -147,6 +157,9 @@ def _header(headers: Any, key: str) -> str:
     return ""
 
 
+_CONTROL_BYTES = bytes(b for b in range(32) if b < 9 or 13 < b)
+
+
 def looks_binary(body: bytes) -> bool:
     """True for bodies that are not text: known magic numbers or many NUL/control bytes."""
     head = body[:4096]
@@ -158,7 +171,7 @@ def looks_binary(body: bytes) -> bool:
         return False
     if b"\x00" in head:
         return True
-    control = sum(1 for b in head if b < 9 or 13 < b < 32)
+    control = len(head) - len(head.translate(None, _CONTROL_BYTES))  # C speed, not a loop
     return control / len(head) > 0.1
 
 
@@ -288,6 +301,16 @@ class Extractor:
         self.cfg = cfg or ExtractConfig()
         import trafilatura  # noqa: F401 - fail at construction, not on the first page
 
+        self.selector = None
+        if self.cfg.method == "selector":
+            from afm.filters.extraction.selector import MODEL_PATH, load_selector
+
+            self.selector = load_selector(self.cfg.selector_path or str(MODEL_PATH))
+        elif self.cfg.method != "rules":
+            from afm.errors import UserError
+
+            raise UserError(f"extraction method {self.cfg.method!r}: use 'selector' or 'rules'")
+
     def _trafilatura(self, html: str, url: str | None, precision: bool) -> str:
         import trafilatura
 
@@ -303,6 +326,19 @@ class Extractor:
 
     def extract_text(self, html: str, url: str | None = None) -> tuple[str, dict[str, float]]:
         """The main text of a decoded page and the signals of how it was chosen."""
+        if self.selector is not None:
+            from afm.filters.extraction.select import select_text
+
+            text, signals = select_text(self.selector, html, url)
+            trimmed = 0
+            if self.cfg.trim_teasers and text:
+                text, trimmed = trim_teaser_lines(text, self.cfg.teaser_max_words,
+                                                  self.cfg.teaser_max_share)
+            signals["trimmed_lines"] = float(trimmed)
+            return text.strip(), signals
+        return self._extract_by_rules(html, url)
+
+    def _extract_by_rules(self, html: str, url: str | None) -> tuple[str, dict[str, float]]:
         cfg = self.cfg
         primary = self._trafilatura(html, url, precision=cfg.favor_precision)
         balanced = None

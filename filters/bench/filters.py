@@ -1,8 +1,10 @@
 """Benchmarks of the document filters: extraction quality/speed and filter throughput.
 
-* ``extraction``: our :class:`~afm.filters.extract.Extractor` vs plain
-  ``trafilatura.extract`` (defaults) on the article-extraction benchmark in
-  ``../shared/eval/extraction`` (181 real pages), both measured in this run.
+* ``extraction``: our :class:`~afm.filters.extract.Extractor` (the learned selector) vs
+  plain ``trafilatura.extract`` (defaults) and every candidate extractor alone, F1 and
+  pages/s/core, on the article-extraction benchmark in ``../shared/eval/extraction``
+  (181 real pages, data the selector may be tuned on), all measured in this run, with
+  the fast path's share of pages and the load average.
   Metric as the benchmark defines it: ``\\w+`` tokens, 4-token shingles, per-page
   TP/FP/FN normalised to sum 1, precision and recall averaged over pages, F1 of the
   two averages.
@@ -105,33 +107,80 @@ def evaluate_extractor(pages: list[dict], fn: Callable[[bytes, str | None], str]
 # ---------------------------------------------------------------------------- benchmarks
 
 
+def _candidate_fn(name: str) -> Callable[[bytes, str | None], str]:
+    """One candidate as a whole extractor: decode, parse, extract (what it costs alone)."""
+    from afm.filters.extraction.candidates import Page, run_candidate
+    from afm.filters.extraction.table import decode
+
+    def run(body: bytes, url: str | None) -> str:
+        return run_candidate(name, Page(decode(body), url))
+
+    return run
+
+
+def _loadavg() -> float:
+    try:
+        return float(Path("/proc/loadavg").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return float("nan")
+
+
 def bench_extraction(opts: BenchOptions) -> list[Comparison]:
+    """afm's extractor (the learned selector) next to plain trafilatura and every single
+    candidate it chooses among, F1 and pages/s/core, all in this run. Each extractor runs
+    ``passes`` times in turn and keeps its fastest pass, so a burst of load on a shared
+    machine hits every extractor alike; the load average is printed with the figures."""
     if opts.shared_dir is None:
         raise RuntimeError("needs ../shared/eval/extraction (the 181-page benchmark)")
     import trafilatura
     from afm.filters.extract import Extractor
+    from afm.filters.extraction.candidates import CANDIDATES
 
     pages = load_extraction_benchmark(opts.shared_dir / "eval", limit=40 if opts.quick else None)
     extractor = Extractor()
+    fast_path: list[float] = []
 
     def ours(body: bytes, url: str | None) -> str:
         d = extractor({"url": url, "status": 200, "headers": {}, "body": body})
+        fast_path.append(d.signals.get("fast_path", 0.0))
         return d.document["text"] if d.keep and d.document else ""
 
     def plain(body: bytes, url: str | None) -> str:
         return trafilatura.extract(body, url=url) or ""
 
-    base = evaluate_extractor(pages, plain)
-    mine = evaluate_extractor(pages, ours)
-    name = "trafilatura 2.3.1 default"
+    names = list(CANDIDATES)
+    fns: dict[str, Callable[[bytes, str | None], str]] = {
+        "afm": ours, "trafilatura default": plain, **{n: _candidate_fn(n) for n in names}}
+    for fn in fns.values():  # imports, stop-lists, caches: not part of a page's cost
+        for page in pages[:3]:
+            fn(page["body"], page["url"])
+    load_start = _loadavg()
+    best: dict[str, dict[str, float]] = {}
+    for _ in range(1 if opts.quick else 2):
+        for name, fn in fns.items():
+            fast_path.clear()
+            scores = evaluate_extractor(pages, fn)
+            if name not in best or scores["pages_per_s"] > best[name]["pages_per_s"]:
+                best[name] = scores
+            if name == "afm":
+                share = sum(fast_path) / max(len(fast_path), 1)
+    mine = best.pop("afm")
     n = f" ({len(pages)} pages)"
-    return [
-        Comparison("extraction F1" + n, mine["f1"], base["f1"], name, "", ">= 0.970"),
-        Comparison("extraction precision", mine["precision"], base["precision"], name),
-        Comparison("extraction recall", mine["recall"], base["recall"], name),
-        Comparison("extraction speed", mine["pages_per_s"], base["pages_per_s"], name,
-                   "pages/s/core", ">= 20"),
+    top = max(names, key=lambda c: best[c]["f1"])
+    out = [
+        Comparison("extraction F1 vs best single candidate" + n, mine["f1"], best[top]["f1"], top),
+        Comparison("extraction speed vs plain trafilatura", mine["pages_per_s"],
+                   best["trafilatura default"]["pages_per_s"], "trafilatura 2.3.1 default",
+                   "pages/s/core", ">= 1.00x"),
+        Comparison("fast path: share of pages", 100 * share, None, "", "%"),
+        Comparison("load average (1 min) at start", load_start),
+        Comparison("load average (1 min) at end", _loadavg()),
     ]
+    for name, scores in best.items():
+        out.append(Comparison(f"F1 vs {name}", mine["f1"], scores["f1"], name))
+        out.append(Comparison(f"speed vs {name}", mine["pages_per_s"], scores["pages_per_s"],
+                              name, "pages/s/core"))
+    return out
 
 
 _FALLBACK_TEXTS = [

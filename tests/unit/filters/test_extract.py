@@ -228,7 +228,7 @@ def test_length_comparison_runs_on_every_page(monkeypatch):
     box = " ".join(["Jane Doe covers transport and housing for the Gazette."] * 25)  # ~225 words
     article = " ".join(["The committee approved the harbour plan after a long debate."] * 150)
     html = f"<html><body><div>{box}</div><div>{article}</div></body></html>"
-    ex = Extractor()
+    ex = Extractor(ExtractConfig(method="rules"))
 
     def passes(self, html, url, precision):
         return box if precision else article
@@ -252,7 +252,8 @@ def test_second_pass_skipped_only_when_it_cannot_win(monkeypatch):
         return "short primary text of five words" if precision else "x"
 
     monkeypatch.setattr(Extractor, "_trafilatura", passes)
-    Extractor().extract_text("<p>" + "word " * 10 + "</p>")  # 10 < 4 x 6 words: cannot win
+    rules = Extractor(ExtractConfig(method="rules"))
+    rules.extract_text("<p>" + "word " * 10 + "</p>")  # 10 < 4 x 6 words: cannot win
     assert calls == [True]
-    Extractor().extract_text("<p>" + "word " * 30 + "</p>")  # it could: run it
+    rules.extract_text("<p>" + "word " * 30 + "</p>")  # it could: run it
     assert calls == [True, True, False]

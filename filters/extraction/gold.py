@@ -1,0 +1,180 @@
+"""Pages with human-made (or human-reviewed) gold text, one loader per public set, and
+the one metric every extraction figure uses.
+
+Sets (where each comes from and its licence: ``data/extraction/README.md``):
+
+* ``scrapinghub``: 181 article pages, ``../shared/eval/extraction`` (MIT).
+* ``wcxb-<type>``: the WCXB development split (CC-BY-4.0), one set per page type
+  (article, forum, product, collection, listing, documentation, service); the held-out
+  WCXB test split is never read.
+* ``trafilatura``: trafilatura's own evaluation pages (Apache-2.0); its gold is snippets
+  that must / must not appear rather than a whole text.
+
+Metric (ScrapingHub's article-extraction benchmark): ``\\w+`` tokens, 4-token shingles,
+per-page TP/FP/FN normalised to sum 1, precision and recall averaged over pages, F1 of
+the two averages. A snippet page counts snippets the same way: a "with" snippet found is
+a TP, missed an FN; a "without" snippet found is an FP.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import statistics
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from afm.errors import UserError
+
+_TOKEN = re.compile(r"\w+")
+_WS = re.compile(r"\s+")
+
+WCXB_TYPES = ("article", "forum", "product", "collection", "listing", "documentation", "service")
+
+
+@dataclass
+class GoldPage:
+    """One page: its raw bytes and its gold (a whole text, or snippets)."""
+
+    set: str
+    id: str
+    url: str | None
+    body: bytes
+    truth: str | None = None  # whole gold text (shingle metric)
+    with_: list[str] = field(default_factory=list)  # snippets that must appear
+    without: list[str] = field(default_factory=list)  # snippets that must not
+
+
+# ---------------------------------------------------------------------------- metric
+
+
+def shingles(text: str, n: int = 4) -> Counter:
+    """Multiset of n-token shingles (a text shorter than n is one shingle)."""
+    toks = _TOKEN.findall(text or "")
+    return Counter(tuple(toks[i: i + n]) for i in range(max(1, len(toks) - n + 1)) if toks[i: i + n])
+
+
+def page_counts(truth: str, pred: str) -> tuple[float, float, float]:
+    """Normalised (tp, fp, fn) of one page; they sum to 1 unless both texts are empty."""
+    a, b = shingles(truth), shingles(pred)
+    tp = fp = fn = 0
+    for key in a.keys() | b.keys():
+        t, p = a.get(key, 0), b.get(key, 0)
+        tp += min(t, p)
+        fp += max(0, p - t)
+        fn += max(0, t - p)
+    total = tp + fp + fn
+    return (tp / total, fp / total, fn / total) if total else (0.0, 0.0, 0.0)
+
+
+def _fold(text: str) -> str:
+    return _WS.sub(" ", text).strip().lower()
+
+
+def snippet_counts(with_: list[str], without: list[str], pred: str) -> tuple[float, float, float]:
+    """Normalised (tp, fp, fn) from snippets (whitespace and case folded)."""
+    text = _fold(pred)
+    tp = sum(_fold(s) in text for s in with_)
+    fn = len(with_) - tp
+    fp = sum(_fold(s) in text for s in without)
+    total = tp + fp + fn
+    return (tp / total, fp / total, fn / total) if total else (0.0, 0.0, 0.0)
+
+
+def counts(page: GoldPage, pred: str) -> tuple[float, float, float]:
+    """The page's (tp, fp, fn) under its set's gold."""
+    if page.truth is not None:
+        return page_counts(page.truth, pred)
+    return snippet_counts(page.with_, page.without, pred)
+
+
+def page_f1(row: tuple[float, float, float]) -> float:
+    """F1 of one page's counts (the per-page target the selector learns)."""
+    tp, fp, fn = row
+    return 2 * tp / (2 * tp + fp + fn) if tp else (1.0 if fp == fn == 0 else 0.0)
+
+
+def _precision(tp: float, fp: float, fn: float) -> float:
+    if fp == fn == 0:
+        return 1.0
+    return 0.0 if tp == fp == 0 else tp / (tp + fp)
+
+
+def _recall(tp: float, fp: float, fn: float) -> float:
+    if fp == fn == 0:
+        return 1.0
+    return 0.0 if tp == fn == 0 else tp / (tp + fn)
+
+
+def extraction_scores(rows: list[tuple[float, float, float]]) -> dict[str, float]:
+    """Benchmark precision/recall (page averages) and their F1."""
+    ps = [_precision(*r) for r in rows if r[0] + r[1] > 0]
+    rs = [_recall(*r) for r in rows if r[0] + r[2] > 0]
+    p = statistics.mean(ps) if ps else 0.0
+    r = statistics.mean(rs) if rs else 0.0
+    return {"precision": p, "recall": r, "f1": 2 * p * r / (p + r) if p + r else 0.0}
+
+
+# ---------------------------------------------------------------------------- loaders
+
+
+def load_scrapinghub(eval_dir: Path, limit: int | None = None) -> list[GoldPage]:
+    """The 181 pages of ``eval/extraction`` (``eval_dir`` is ``../shared/eval``)."""
+    root = eval_dir / "extraction"
+    truth = json.loads((root / "ground-truth.json").read_text(encoding="utf-8"))
+    pages = []
+    for page_id in sorted(truth)[:limit]:
+        path = root / "html" / f"{page_id}.html.gz"
+        if path.exists():
+            pages.append(GoldPage("scrapinghub", page_id, truth[page_id].get("url"),
+                                  gzip.decompress(path.read_bytes()),
+                                  truth=truth[page_id].get("articleBody") or ""))
+    return pages
+
+
+def load_wcxb(root: Path, limit: int | None = None) -> list[GoldPage]:
+    """WCXB's development split (``root`` holds ``dev/html`` and ``dev/ground-truth``),
+    one set per page type."""
+    pages = []
+    for gt_path in sorted((root / "dev" / "ground-truth").glob("*.json"))[:limit]:
+        gt = json.loads(gt_path.read_text(encoding="utf-8"))
+        html = root / "dev" / "html" / f"{gt_path.stem}.html.gz"
+        if not html.exists():
+            continue
+        kind = ((gt.get("_internal") or {}).get("page_type") or {}).get("primary") or "article"
+        truth = (gt.get("ground_truth") or {}).get("main_content") or ""
+        pages.append(GoldPage(f"wcxb-{kind}", gt_path.stem, gt.get("url"),
+                              gzip.decompress(html.read_bytes()), truth=truth))
+    return pages
+
+
+def load_trafilatura_eval(root: Path, limit: int | None = None) -> list[GoldPage]:
+    """trafilatura's evaluation pages: ``root/evaldata.json`` and the HTML files in
+    ``root/eval`` and ``root/cache`` (the layout of its ``tests`` folder)."""
+    data = json.loads((root / "evaldata.json").read_text(encoding="utf-8"))
+    pages = []
+    for url, item in sorted(data.items())[:limit]:
+        for folder in ("eval", "cache"):
+            path = root / folder / item["file"]
+            if path.exists():
+                pages.append(GoldPage("trafilatura", item["file"], url, path.read_bytes(),
+                                      with_=list(item.get("with") or []),
+                                      without=list(item.get("without") or [])))
+                break
+    return pages
+
+
+def load_sets(scrapinghub: Path | None = None, wcxb: Path | None = None,
+              trafilatura: Path | None = None, limit: int | None = None) -> list[GoldPage]:
+    """Every page of the sets given (a None path: that set is left out)."""
+    pages: list[GoldPage] = []
+    for path, loader in ((scrapinghub, load_scrapinghub), (wcxb, load_wcxb),
+                         (trafilatura, load_trafilatura_eval)):
+        if path is None:
+            continue
+        if not Path(path).is_dir():
+            raise UserError(f"{path}: no such folder (an extraction gold set)")
+        pages.extend(loader(Path(path), limit))
+    return pages

@@ -1,0 +1,133 @@
+"""The learned extraction selector: features, the exported trees, the model file, the
+cascade on a real-looking page, and by-source cross-validation on a made-up table."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from afm.filters.extraction import train
+from afm.filters.extraction.candidates import CANDIDATES, Page, run_candidate
+from afm.filters.extraction.features import agreement, switch_feature_names, switch_features
+from afm.filters.extraction.gold import GoldPage, counts, extraction_scores, page_counts
+from afm.filters.extraction.select import select_text
+from afm.filters.extraction.selector import MODEL_PATH, Selector, TreeEnsemble, load_selector
+
+from afm.errors import UserError
+
+STORY = "".join(f"<p>The river authority said on Tuesday that flood defences built after storm "
+                f"number {i} had held, although fields near the old mill were under water for "
+                "a week and the farmers who work them counted the cost of the lost winter crops "
+                "and of the fences they will have to rebuild before the spring.</p>"
+                for i in range(12))
+PAGE = (f"<html><head><title>Floods</title></head><body><nav><a href='/'>Home</a> "
+        f"<a href='/news'>News</a></nav><article><h1>Floods held back</h1>{STORY}</article>"
+        "<footer>Imprint | Privacy | Contact us</footer></body></html>")
+
+
+def test_every_candidate_runs_and_none_raises() -> None:
+    page = Page(PAGE, "https://example.org/floods")
+    for name in CANDIDATES:
+        text = run_candidate(name, page)
+        assert "storm number 11" in text, name
+    assert run_candidate("traf_fast", Page("", None)) == ""  # empty page: empty, no error
+
+
+def test_agreement_and_switch_features() -> None:
+    assert agreement("a b c d e", "a b c d e") == 1.0
+    assert agreement("", "") == 1.0
+    assert agreement("one two three four five", "six seven eight nine ten") == 0.0
+    texts = {"ref": "alpha beta gamma delta epsilon zeta", "x": "alpha beta gamma delta", "y": ""}
+    x = switch_features(texts, "ref", ("x", "y"), page_words=50)
+    assert x.shape == (2, len(switch_feature_names(("ref", "x", "y"))))
+    assert x[1, -2] == 1.0 and x[0, -2] == 0.0  # "empty" of y, not of x
+
+
+def test_tree_export_matches_sklearn() -> None:
+    from sklearn.ensemble import GradientBoostingRegressor
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(300, 4)).astype(np.float32)
+    y = np.sin(x[:, 0]) + x[:, 1] * (x[:, 2] > 0)
+    model = GradientBoostingRegressor(n_estimators=30, max_depth=3, random_state=0).fit(x, y)
+    ours = TreeEnsemble.from_json(TreeEnsemble.from_sklearn(model).to_json())
+    np.testing.assert_allclose(ours.predict(x), model.predict(x), rtol=1e-6, atol=1e-6)
+
+
+def test_shipped_model_loads_and_is_small() -> None:
+    selector = load_selector()
+    assert MODEL_PATH.stat().st_size < 300_000
+    assert selector.fast_candidates[0] in CANDIDATES and selector.reference in CANDIDATES
+    assert set(selector.all_candidates) <= set(CANDIDATES)
+    assert 0.0 < selector.gate <= 1.0
+
+
+def test_model_file_round_trip_and_refusals(tmp_path) -> None:
+    selector = load_selector()
+    selector.save(tmp_path / "s.json")
+    again = Selector.load(tmp_path / "s.json")
+    assert (again.gate, again.tau, again.others) == (selector.gate, selector.tau, selector.others)
+    (tmp_path / "bad.json").write_text('{"format": "other"}')
+    with pytest.raises(UserError):
+        Selector.load(tmp_path / "bad.json")
+    with pytest.raises(UserError):
+        Selector.load(tmp_path / "missing.json")
+
+
+def test_cascade_fast_path_and_slow_path() -> None:
+    selector = load_selector()
+    text, signals = select_text(selector, PAGE, "https://example.org/floods")
+    assert "storm number 11" in text and "Privacy" not in text
+    assert signals["fast_path"] == 1.0  # both fast candidates find the same article
+    never = Selector(selector.fast_candidates, selector.reference, selector.others, 1.01,
+                     selector.tau, selector.model, {})
+    text, signals = select_text(never, PAGE, None)
+    assert signals["fast_path"] == 0.0 and "storm number 11" in text
+
+
+def test_snippet_and_text_gold() -> None:
+    assert page_counts("a b c d e", "a b c d e") == (1.0, 0.0, 0.0)
+    gold = GoldPage("trafilatura", "p", None, b"", with_=["Flood defences"], without=["Imprint"])
+    assert counts(gold, "the flood defences held") == (1.0, 0.0, 0.0)
+    assert counts(gold, "flood defences; imprint") == (0.5, 0.5, 0.0)
+    assert extraction_scores([(1.0, 0.0, 0.0)])["f1"] == 1.0
+
+
+def _made_up_table() -> train.Table:
+    """Three sources; on every page the reference is right unless its text is empty, when
+    resiliparse is right: a switch the model can learn and that transfers across sources."""
+    rng = np.random.default_rng(1)
+    table = train.Table(names=("traf_fast", "traf_fallback", "traf_recall", "readability",
+                               "resiliparse", "justext"))
+    for source in ("alpha", "beta", "gamma"):
+        for i in range(200):
+            broken = i % 4 == 0
+            good, bad = (1.0, 0.0, 0.0), (0.2, 0.4, 0.4)
+            c = {n: bad for n in table.names}
+            c["traf_fallback"] = bad if broken else good
+            c["resiliparse"] = good if broken else bad
+            c["traf_fast"] = bad if broken else good
+            x = rng.normal(size=(len(train.OTHERS), 8)).astype(np.float32)
+            x[:, 0] = float(broken)
+            x[:, 1] = np.arange(len(train.OTHERS))  # which candidate (real rows: is_<name>)
+            table.sets.append(source)
+            table.counts.append(c)
+            table.agree.append(0.5 if broken else 0.99)
+            table.x.append(x)
+            table.cpu.append({})
+    return table
+
+
+def test_cross_validation_by_source_learns_a_switch_that_transfers(monkeypatch) -> None:
+    monkeypatch.setattr(train, "GBT", {**train.GBT, "n_estimators": 20})
+    monkeypatch.setattr(train, "GATES", (0.9,))
+    table = _made_up_table()
+    results = train.cross_validate_by_source(table)
+    assert set(results) == {"alpha", "beta", "gamma"}
+    for r in results.values():
+        assert r["afm"]["f1"] == pytest.approx(1.0)
+        assert r["afm"]["f1"] > max(s["f1"] for s in r["single"].values())
+        assert r["fast_share"] == pytest.approx(0.75)
+    header, rows = train.report_rows(results)
+    assert header[:5] == ["set", "pages", "afm F1", "best single", "margin"] and len(rows) == 3
+    with pytest.raises(UserError):
+        train.cross_validate_by_source(table.subset(range(400)))  # two sources only
