@@ -61,7 +61,7 @@ def collect_commands() -> list[click.Command]:
 SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Start", ("demo",)),
     ("Crawl", ("crawl", "crawler", "robots")),
-    ("Curate", ("extract", "inspect", "classifier", "quality", "decontam", "dedup", "curate")),
+    ("Curate", ("extract", "extraction", "inspect", "classifier", "quality", "decontam", "dedup", "curate")),
     ("Tokenize", ("tokenizer", "tokenize")),
     ("Pre-train", ("model", "train", "tpu-train", "bench-train", "train-compare")),
     ("Post-train", ("synth", "sft", "rm", "dpo", "ipo", "rl", "itec")),
