@@ -59,7 +59,7 @@ class _Scorer:
         return choose_text(page["P"], page["B"] if ratio else None, cfg)[0]
 
     def f1(self, pages: list[int], rule: tuple) -> float:
-        from afm.filters.bench.filters import extraction_scores, page_counts
+        from afm.filters.extraction.gold import extraction_scores, page_counts
 
         rows = []
         for i in pages:

@@ -18,59 +18,16 @@ from __future__ import annotations
 
 import gzip
 import json
-import re
-import statistics
 import time
-from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
+from afm.filters.extraction.gold import extraction_scores, page_counts
+
 from afm.benchutil import BenchOptions, Comparison
 
-_TOKEN = re.compile(r"\w+")
-
-
-# ---------------------------------------------------------------------------- metric
-
-
-def shingles(text: str, n: int = 4) -> Counter:
-    """Multiset of n-token shingles (a text shorter than n is one shingle)."""
-    toks = _TOKEN.findall(text or "")
-    return Counter(tuple(toks[i : i + n]) for i in range(max(1, len(toks) - n + 1)) if toks[i : i + n])
-
-
-def page_counts(truth: str, pred: str) -> tuple[float, float, float]:
-    """Normalised (tp, fp, fn) of one page; they sum to 1 unless both texts are empty."""
-    a, b = shingles(truth), shingles(pred)
-    tp = fp = fn = 0
-    for key in a.keys() | b.keys():
-        t, p = a.get(key, 0), b.get(key, 0)
-        tp += min(t, p)
-        fp += max(0, p - t)
-        fn += max(0, t - p)
-    total = tp + fp + fn
-    return (tp / total, fp / total, fn / total) if total else (0.0, 0.0, 0.0)
-
-
-def _precision(tp: float, fp: float, fn: float) -> float:
-    if fp == fn == 0:
-        return 1.0
-    return 0.0 if tp == fp == 0 else tp / (tp + fp)
-
-
-def _recall(tp: float, fp: float, fn: float) -> float:
-    if fp == fn == 0:
-        return 1.0
-    return 0.0 if tp == fn == 0 else tp / (tp + fn)
-
-
-def extraction_scores(rows: list[tuple[float, float, float]]) -> dict[str, float]:
-    """Benchmark precision/recall (page averages) and their F1."""
-    ps = [_precision(*r) for r in rows if r[0] + r[1] > 0]
-    rs = [_recall(*r) for r in rows if r[0] + r[2] > 0]
-    p = statistics.mean(ps) if ps else 0.0
-    r = statistics.mean(rs) if rs else 0.0
-    return {"precision": p, "recall": r, "f1": 2 * p * r / (p + r) if p + r else 0.0}
+# The metric (4-token shingles, per-page precision/recall averaged, their F1) is the one in
+# afm.filters.extraction.gold, which the selector's training and cross-validation use too.
 
 
 def load_extraction_benchmark(eval_dir: Path, limit: int | None = None) -> list[dict]:

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 from afm.training.data.loader import LoaderState
-from afm.training.data.preferences import PreferenceDataError, TokenizedPairs
+from afm.training.data.preferences import PairLoader, PreferenceDataError, TokenizedPairs
 
 
 def pack_rows(data: TokenizedPairs, order: np.ndarray, rows: int, seq_len: int, max_pairs: int,
@@ -59,49 +59,31 @@ def pack_rows(data: TokenizedPairs, order: np.ndarray, rows: int, seq_len: int, 
     return out, used
 
 
-class PackedPairLoader:
+class PackedPairLoader(PairLoader):
     """Endless shuffled epochs of packed pair rows; this host's rows of each global batch.
-    The checkpointed state is the position (epoch, next pair), as for unpacked pairs."""
+    Epoch order, the checkpointed position (epoch, next pair) and its checks are the
+    unpacked :class:`PairLoader`'s; only how a batch is filled differs."""
+
+    kind = "packed-pairs"
 
     def __init__(self, data: TokenizedPairs, *, seq_len: int, global_batch: int, max_pairs: int, pad_id: int,
                  seed: int, process_index: int = 0, process_count: int = 1, state: Any = None):
-        if len(data.level) == 0:
-            raise PreferenceDataError("no usable preference pair (every record was rejected)")
-        if global_batch % process_count:
-            raise PreferenceDataError(f"global batch {global_batch} does not split over {process_count} hosts")
-        self.data, self.seq_len, self.max_pairs, self.pad_id, self.seed = data, seq_len, max_pairs, pad_id, seed
-        self.rows, self.pi, self.pc = global_batch, process_index, process_count
-        self.epoch, self.pos = 0, 0
-        if state is not None:
-            lanes = np.asarray(state.lanes)
-            self.epoch, self.pos = int(lanes[0, 1]), int(lanes[0, 2])
-        self.lanes = 1
-
-    def _order(self, epoch: int) -> np.ndarray:
-        return np.random.default_rng([self.seed, epoch]).permutation(len(self.data.level))
-
-    def __iter__(self) -> Iterator[dict[str, np.ndarray]]:
-        return self
+        super().__init__(data, seq_len=seq_len, global_batch=global_batch, pad_id=pad_id, seed=seed,
+                         process_index=process_index, process_count=process_count, state=state)
+        self.max_pairs = max_pairs
 
     def __next__(self) -> dict[str, np.ndarray]:
         order = self._order(self.epoch)
         ahead = np.concatenate([order[self.pos:], self._order(self.epoch + 1)])  # a batch may span epochs
-        batch, used = pack_rows(self.data, ahead, self.rows, self.seq_len, self.max_pairs, self.pad_id)
+        batch, used = pack_rows(self.data, ahead, self.global_batch, self.seq_len, self.max_pairs, self.pad_id)
         self.pos += used
         if self.pos >= order.size:
             self.epoch, self.pos = self.epoch + 1, self.pos - order.size
-        per = self.rows // self.pc
+        per = self.global_batch // self.pc
         return {k: v[self.pi * per:(self.pi + 1) * per] for k, v in batch.items()}
 
-    def state(self) -> LoaderState:
-        return LoaderState({"kind": "packed-pairs", "pairs": len(self.data.level), "seed": self.seed},
-                           np.asarray([[0, self.epoch, self.pos, 0]], np.int64))
-
     def describe(self) -> dict[str, Any]:
-        return {"lanes": 1, "pairs": len(self.data.level), "max_pairs_per_row": self.max_pairs}
-
-    def close(self) -> None:
-        pass
+        return {**super().describe(), "max_pairs_per_row": self.max_pairs}
 
 
 class PackedPairEvalInput:

@@ -344,8 +344,10 @@ class PairLoader:
         mine = np.asarray(picks[self.pi * per : (self.pi + 1) * per])
         return pair_batch(self.data, mine, self.seq_len, self.pad_id)
 
+    kind = "pairs"  # the checkpointed state's kind (a packed loader resumes only its own)
+
     def state(self) -> LoaderState:
-        return LoaderState({"kind": "pairs", "pairs": len(self.data.level), "seed": self.seed},
+        return LoaderState({"kind": self.kind, "pairs": len(self.data.level), "seed": self.seed},
                            np.asarray([[0, self.epoch, self.pos, 0]], np.int64))
 
     def describe(self) -> dict[str, Any]:
