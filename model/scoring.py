@@ -41,7 +41,7 @@ Array = jax.Array
 @dataclass(frozen=True)
 class TokenScores:
     """Per position (and per target, when several are scored): ``logprob`` of the target,
-    whether the target is the ``argmax``, the ``logsumexp`` of the logits (a z-loss) and,
+    whether the target is the ``argmax`` (its logit is the maximum), the ``logsumexp`` of the logits (a z-loss) and,
     when asked for, the ``entropy`` of the predicted distribution."""
 
     logprob: Array  # float32 [B, T] (or [B, T, K] for K targets per position)
@@ -111,7 +111,11 @@ def token_logprobs(
     def fn(logits: Array, y_c: Array) -> tuple[Array, ...]:
         logz = jax.nn.logsumexp(logits, axis=-1)
         target = jnp.take_along_axis(logits, y_c, axis=-1)
-        correct = jnp.argmax(logits, axis=-1)[..., None] == y_c
+        # "the target is the greedy token" as "its logit is the maximum": one max reduce
+        # (shared with the logsumexp) instead of an argmax, whose variadic (value, index)
+        # reduce XLA:CPU runs as a scalar loop, 5x the rest of this function on CPU. The
+        # two differ only when another token's logit equals the target's exactly.
+        correct = target >= jnp.max(logits, axis=-1, keepdims=True)
         out = (target - logz[..., None], correct, logz)
         if entropy:  # H = logz - E_p[logit]
             p = jnp.exp(logits - logz[..., None])
@@ -140,13 +144,19 @@ def score(
     model: Any, inputs: Array, targets: Array, *, positions: Array | None = None,
     segment_ids: Array | None = None, cache: Any = None, dropout_rng: Array | None = None,
     temperature: float = 1.0, chunk: int = 1024, entropy: bool = False, mask: Array | None = None,
+    at: Array | None = None,
 ) -> tuple[TokenScores, Any]:
     """The model's scores of ``targets`` given ``inputs`` (teacher-forced, one forward):
     :func:`token_logprobs` on the model's features, and the updated KV cache when one is
     given (``None`` otherwise); ``mask`` is an explicit attention mask (see
-    ``Transformer.features``). Differentiable; jit it in the caller."""
+    ``Transformer.features``). ``at`` ([B, K] slots) scores only those positions and
+    ``targets`` is then [B, K]: evaluation needs the continuations' few tokens, and the
+    readout (``V x dim`` per token, the largest matmul of a small model) runs on them
+    alone. Differentiable; jit it in the caller."""
     hidden, new_cache = model.features(inputs, positions=positions, segment_ids=segment_ids, cache=cache,
                                        dropout_rng=dropout_rng, mask=mask)
+    if at is not None:
+        hidden = jnp.take_along_axis(hidden, at[..., None].astype(jnp.int32), axis=1)
     scores = token_logprobs(hidden, model.embed[...], targets, logit_scale=model.cfg.logit_scale,
                             chunk=chunk, temperature=temperature, entropy=entropy)
     return scores, new_cache

@@ -64,6 +64,18 @@ class KVCache:
     def max_len(self) -> int:
         return self.k.shape[2]
 
+    def grown(self, max_len: int) -> KVCache:
+        """The same cache with empty slots appended up to ``max_len``. A prefill into a
+        cache exactly the prompt's length is a square causal problem, which attention
+        computes by blocks (``afm.model.attention.block_causal_attention``); the decode
+        steps then need the room."""
+        extra = max_len - self.max_len
+        if extra < 0:
+            raise ValueError(f"cannot shrink a cache of {self.max_len} slots to {max_len}")
+        pad = ((0, 0), (0, 0), (0, extra), (0, 0), (0, 0))
+        return KVCache(k=jnp.pad(self.k, pad), v=jnp.pad(self.v, pad),
+                       segment_ids=jnp.pad(self.segment_ids, ((0, 0), (0, extra))), index=self.index)
+
 
 def attention_mask(
     q_slots: Array, k_slots: Array, q_segments: Array, k_segments: Array

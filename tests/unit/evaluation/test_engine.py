@@ -111,3 +111,16 @@ def test_a_context_with_more_continuations_than_a_row_holds_is_split(model) -> N
     for (a, ga), (b, gb) in zip(alone, shared):
         assert a == pytest.approx(b, abs=1e-4) and ga == gb
     assert {kind for kind, _ in engine.stats.shapes} == {"score", "score_trees"}
+
+
+def test_scored_slots_gather_each_span_and_say_where_it_lands() -> None:
+    """The readout runs only on the scored slots: ``at`` lists them row by row (K from a
+    few fractions of the row), and each span's scores are found again by (row, k, n)."""
+    from afm.evaluation.engine import scored_slots
+
+    at, where = scored_slots([(0, 10, 3), (0, 50, 2), (1, 0, 1)], rows=2, length=512)
+    assert at.shape == (2, 64)  # 5 slots in the fullest row -> 512 / 8
+    assert at[0, :5].tolist() == [10, 11, 12, 50, 51] and at[1, 0] == 0
+    assert where == [(0, 0, 3), (0, 3, 2), (1, 0, 1)]
+    at, _ = scored_slots([(0, 0, 200)], rows=1, length=256)
+    assert at.shape == (1, 256)

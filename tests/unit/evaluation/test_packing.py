@@ -9,6 +9,7 @@ from afm.evaluation.packing import (
     bucket_for,
     length_buckets,
     pack_requests,
+    plan_rows,
     rows_per_bucket,
 )
 
@@ -27,6 +28,7 @@ def test_buckets_are_powers_of_two_ending_at_the_window() -> None:
     assert length_buckets(512) == (64, 128, 256, 512)
     assert length_buckets(300) == (64, 128, 256, 300)
     assert length_buckets(40) == (40,)
+    assert length_buckets(512, midpoints=True) == (64, 96, 128, 192, 256, 384, 512)
     assert bucket_for(65, (64, 128)) == 128
     with pytest.raises(ValueError):
         bucket_for(129, (64, 128))
@@ -96,3 +98,17 @@ def test_trees_place_every_item_once_after_its_context() -> None:
             context = (b.segment_ids[row] == seg) & (b.branch_ids[row] == 0)
             assert b.tokens[row, context].tolist() == list(prefixes[p])
     assert len({b.shape for b in batches}) <= 2 * len(buckets)  # one program per bucket (+ a partial batch)
+
+
+def test_long_rows_take_short_units_into_their_free_room() -> None:
+    """A short unit rides in the room a long row leaves (free: the row's attention costs
+    the same) instead of opening a row of its own; no unit sits in a row shorter than it,
+    and a long unit never goes to a row beyond its own bucket."""
+    sizes = {0: 300, 1: 290, 2: 100, 3: 60, 4: 40}
+    plan = dict(plan_rows(sizes, (64, 128, 256, 512)))
+    assert sorted(u for bins in plan.values() for b in bins for u in b) == [0, 1, 2, 3, 4]
+    assert set(plan) == {512}  # 0 and 1 open the 512 rows; 100, 60 and 40 fill them
+    for bucket, bins in plan.items():
+        assert all(sum(sizes[u] for u in b) <= bucket for b in bins)
+    assert dict(plan_rows({0: 90, 1: 30}, (64, 128, 256))) == {128: [[0, 1]]}
+    assert dict(plan_rows({0: 90, 1: 60}, (64, 128, 256))) == {64: [[1]], 128: [[0]]}
