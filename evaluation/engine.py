@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -162,6 +162,16 @@ def _decode_chunk(graphdef: Any, state: Any, last: Array, cache: Any, next_pos: 
     return toks.T, emitted.T, last, cache, next_pos, done, key
 
 
+@dataclass
+class _InFlight:
+    """A dispatched scoring batch: device results not yet read, and where they go."""
+
+    logp: Array
+    greedy: Array
+    owners: list[int]
+    where: list[tuple[int, int, int]]
+
+
 # ------------------------------------------------------------------------ the engine
 
 
@@ -236,17 +246,10 @@ class InferenceEngine:
         """(sum of continuation log-probs, continuation is the greedy output) per request."""
         for r in requests:
             self.check_length(len(r.inputs))
-        out: list[tuple[float, bool]] = [(0.0, False)] * len(requests)
-        start = time.perf_counter()
-        for batch in pack_requests(requests, self.buckets, self.rows_for, min_rows=self.data_width):
-            self._score_batch(batch, out)
-            if progress is not None:
-                progress(len(batch.placements))
-        self.stats.seconds["score"] += time.perf_counter() - start
-        self.stats.score_requests += len(requests)
-        return out
+        batches = pack_requests(requests, self.buckets, self.rows_for, min_rows=self.data_width)
+        return self._run_scoring(batches, self._dispatch_rows, len(requests), progress)
 
-    def _score_batch(self, batch: PackedBatch, out: list[tuple[float, bool]]) -> None:
+    def _dispatch_rows(self, batch: PackedBatch) -> _InFlight:
         rows, length = batch.shape
         at, where = scored_slots([(row, at + n - scored, scored) for _, row, at, n, scored in batch.placements],
                                  rows, length)
@@ -254,10 +257,7 @@ class InferenceEngine:
         targets = np.take_along_axis(batch.targets, at, axis=1)
         arrays = self._put(batch.tokens, batch.positions, batch.segment_ids, at, targets)
         logp, greedy = _score_rows(self.graphdef, self.state, *arrays)
-        self._collect(np.asarray(logp), np.asarray(greedy), [p[0] for p in batch.placements], where, out)
-        self.stats.score_batches += 1
-        self.stats.real_tokens += batch.real_tokens
-        self.stats.slot_tokens += batch.tokens.size
+        return _InFlight(logp, greedy, [p[0] for p in batch.placements], where)
 
     def score_shared(self, prefixes: Sequence[Sequence[int]],
                      items: Sequence[tuple[int, Sequence[int], Sequence[int]]],
@@ -276,34 +276,49 @@ class InferenceEngine:
             if len(inp) != len(tgt) or not inp:
                 raise ValueError("suffix inputs and targets must be non-empty and of equal length")
             self.check_length(len(prefixes[p]) + len(inp))
-        out: list[tuple[float, bool]] = [(0.0, False)] * len(items)
-        start = time.perf_counter()
-        for batch in pack_trees(prefixes, items, self.buckets, self.rows_for, min_rows=self.data_width):
-            self._score_tree_batch(batch, out)
-            if progress is not None:
-                progress(len(batch.placements))
-        self.stats.seconds["score"] += time.perf_counter() - start
-        self.stats.score_requests += len(items)
-        return out
+        batches = pack_trees(prefixes, items, self.buckets, self.rows_for, min_rows=self.data_width)
+        return self._run_scoring(batches, self._dispatch_trees, len(items), progress)
 
-    def _score_tree_batch(self, batch: TreeBatch, out: list[tuple[float, bool]]) -> None:
+    def _dispatch_trees(self, batch: TreeBatch) -> _InFlight:
         rows, length = batch.shape
         at, where = scored_slots([(row, at, n) for _, row, at, n in batch.placements], rows, length)
         self.stats.shapes.add(("score_trees", (rows, length, at.shape[1])))
         targets = np.take_along_axis(batch.targets, at, axis=1)
         arrays = self._put(batch.tokens, batch.positions, batch.segment_ids, batch.branch_ids, at, targets)
         logp, greedy = _score_trees(self.graphdef, self.state, *arrays)
-        self._collect(np.asarray(logp), np.asarray(greedy), [p[0] for p in batch.placements], where, out)
-        self.stats.score_batches += 1
-        self.stats.real_tokens += batch.real_tokens
-        self.stats.slot_tokens += batch.tokens.size
+        return _InFlight(logp, greedy, [p[0] for p in batch.placements], where)
+
+    def _run_scoring(self, batches: Iterator[PackedBatch] | Iterator[TreeBatch],
+                     dispatch: Callable[[Any], _InFlight], n: int, progress: ProgressFn | None
+                     ) -> list[tuple[float, bool]]:
+        """Dispatch each batch, then collect the one before it: JAX runs a program
+        asynchronously, so the next batch is packed, copied in and (the first time its
+        shape is seen) traced and compiled while the device works on the previous one."""
+        out: list[tuple[float, bool]] = [(0.0, False)] * n
+        start = time.perf_counter()
+        pending: _InFlight | None = None
+        for batch in batches:
+            current = dispatch(batch)
+            self.stats.score_batches += 1
+            self.stats.real_tokens += batch.real_tokens
+            self.stats.slot_tokens += batch.tokens.size
+            if pending is not None:
+                self._collect(pending, out, progress)
+            pending = current
+        if pending is not None:
+            self._collect(pending, out, progress)
+        self.stats.seconds["score"] += time.perf_counter() - start
+        self.stats.score_requests += n
+        return out
 
     @staticmethod
-    def _collect(logp: np.ndarray, greedy: np.ndarray, owners: list[int], where: list[tuple[int, int, int]],
-                 out: list[tuple[float, bool]]) -> None:
+    def _collect(batch: _InFlight, out: list[tuple[float, bool]], progress: ProgressFn | None) -> None:
         """Sum each span's log-probs (float64) and AND its greedy flags into ``out``."""
-        for i, (row, k, n) in zip(owners, where, strict=True):
+        logp, greedy = np.asarray(batch.logp), np.asarray(batch.greedy)
+        for i, (row, k, n) in zip(batch.owners, batch.where, strict=True):
             out[i] = (float(logp[row, k:k + n].astype(np.float64).sum()), bool(greedy[row, k:k + n].all()))
+        if progress is not None:
+            progress(len(batch.owners))
 
     # -- generation -------------------------------------------------------------------
     def generate(

@@ -64,6 +64,7 @@ class AfmLM(TemplateLM):
     """
 
     backend = "causal"
+    uses_torch = False  # lm-eval need not seed (and import) torch for this backend
 
     def __init__(
         self,

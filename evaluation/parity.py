@@ -24,6 +24,12 @@ def hf_reference(hf_dir: str, *, batch_size: int = 16, max_length: int | None = 
                 trust_remote_code=False, **kwargs)
 
 
+def torch_seed(lm: Any, seed: int) -> int | None:
+    """The seed lm-eval should give torch: none for the native backend, which does not use
+    torch (seeding it imports torch, 1-2 s of every cold ``afm eval``)."""
+    return seed if getattr(lm, "uses_torch", True) else None
+
+
 def run_tasks(lm: Any, configs: list[dict[str, Any]], *, limit: int | float | None = None,
               gen_kwargs: dict[str, Any] | None = None, seed: int = 1234) -> dict[str, Any]:
     """``simple_evaluate`` with every request logged."""
@@ -33,7 +39,7 @@ def run_tasks(lm: Any, configs: list[dict[str, Any]], *, limit: int | float | No
     return simple_evaluate(model=lm, tasks=configs, limit=limit, log_samples=True,
                            gen_kwargs=gen_kwargs, bootstrap_iters=0, confirm_run_unsafe_code=True,
                            task_manager=task_manager(),
-                           random_seed=seed, numpy_random_seed=seed, torch_random_seed=seed,
+                           random_seed=seed, numpy_random_seed=seed, torch_random_seed=torch_seed(lm, seed),
                            fewshot_random_seed=seed)
 
 

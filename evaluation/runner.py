@@ -95,6 +95,7 @@ def run_eval(spec: EvalSpec, lm: Any = None) -> dict[str, Any]:
     }
     timing: dict[str, float] = {"load_s": load_s}
     if configs:
+        from afm.evaluation.parity import torch_seed
         from afm.evaluation.suite import task_manager
         from lm_eval.evaluator import simple_evaluate
 
@@ -105,7 +106,8 @@ def run_eval(spec: EvalSpec, lm: Any = None) -> dict[str, Any]:
         out = simple_evaluate(
             model=lm, tasks=configs, limit=spec.limit, log_samples=wants_samples,
             bootstrap_iters=1000, confirm_run_unsafe_code=True, task_manager=task_manager(),
-            random_seed=spec.seed, numpy_random_seed=spec.seed, torch_random_seed=spec.seed, fewshot_random_seed=spec.seed,
+            random_seed=spec.seed, numpy_random_seed=spec.seed, torch_random_seed=torch_seed(lm, spec.seed),
+            fewshot_random_seed=spec.seed,
         )
         timing["tasks_s"] = time.perf_counter() - t0
         results["tasks"] = from_lm_eval(out)

@@ -134,6 +134,25 @@ def test_kv_cache_decoding_equals_full_forward(model: Transformer, scan: bool) -
     np.testing.assert_allclose(jnp.concatenate(steps, axis=1), full, atol=1e-4)
 
 
+def test_prefill_into_a_prompt_sized_cache_then_grown_decodes_the_same(model: Transformer) -> None:
+    """The evaluation engine prefills into a cache exactly the prompt's length (a square
+    causal problem attention computes by blocks) and grows it for the decode steps: the
+    logits equal the full forward's."""
+    cfg = model.cfg
+    toks = _tokens(2, 10, seed=4)
+    full = fwd(model, toks)
+    logits, cache = fwd_cache(model, toks[:, :6], KVCache.create(cfg, batch=2, max_len=6))
+    cache = cache.grown(12)
+    assert cache.max_len == 12 and int(cache.index) == 6
+    steps = [logits]
+    for i in range(6, 10):
+        logits, cache = fwd_cache(model, toks[:, i : i + 1], cache)
+        steps.append(logits)
+    np.testing.assert_allclose(jnp.concatenate(steps, axis=1), full, atol=1e-4)
+    with pytest.raises(ValueError, match="shrink"):
+        cache.grown(4)
+
+
 def test_remat_and_scan_keep_the_function_and_its_gradient(model: Transformer) -> None:
     toks = _tokens(2, 8, seed=4)
 
