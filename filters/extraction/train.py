@@ -41,9 +41,12 @@ from afm.errors import UserError
 FAST = ("traf_fast", "resiliparse")
 REFERENCE = "traf_fallback"
 OTHERS = ("traf_fast", "traf_recall", "readability", "resiliparse", "justext")
-# The vote's members beside the reference: every family but the two slowest trafilatura
-# passes (traf_precision and traf_precision_fb, ~28 ms together, added nothing held out).
-VOTERS = ("traf_recall", "traf_fast", "readability", "boilerpipe", "justext", "resiliparse")
+# The vote's members beside the reference: the two fast candidates (already run when a
+# page reaches the slow path) and trafilatura's readability port (~5 ms/page), three
+# families. Larger panels (boilerpy3, jusText, traf_recall) cost 10-14 ms/page each on
+# the slow path, which cost the cascade plain trafilatura's speed, and did not gain
+# more held out (experiments/extraction-selector/README.md).
+VOTERS = ("traf_fast", "readability", "resiliparse")
 MIN_VOTES = majority(len(VOTERS))
 VOTE = "vote"  # the vote's column in Table.counts
 GATES = (0.7, 0.8, 0.9, 0.95)
