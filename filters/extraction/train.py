@@ -209,7 +209,8 @@ def search(table: Table, pages: Sequence[int]) -> tuple[float, float, dict[str, 
 
 def fit_selector(table: Table, pages: Sequence[int], meta: dict[str, Any] | None = None
                  ) -> Selector:
-    """Gate and tau by :func:`search`, then the switch model on every page of ``pages``."""
+    """The gate by :func:`search`; then, for a table with the vote's column, the vote as
+    the slow path (nothing to fit), else the switch model fitted on every page of ``pages``."""
     gate, tau, margins = search(table, pages)
     if table.votes:
         info = {"vote": {"reference": REFERENCE, "voters": VOTERS, "min_votes": MIN_VOTES},
