@@ -4,7 +4,8 @@ The AFM report extracts text by combining two extractors (a reader mode and Boil
 By default (``method="selector"``) extraction is the learned cascade of
 ``filters/extraction/``: trafilatura's balanced pass and Resiliparse run; when they agree
 that text is the answer (the fast path, most pages), otherwise trafilatura's default mode
-runs and a gradient-boosted model may switch to another candidate. Gold sets, by-set
+and readability run and the answer is a line vote: the default mode's lines plus those a
+majority of the extractors hold (``extraction/vote.py``). Gold sets, by-set
 held-out figures and what did not work: ``experiments/extraction-selector/README.md``.
 ``method="rules"`` keeps the earlier design, described below, measured on the
 article-extraction benchmark in ``../shared/eval/extraction`` (181 real pages,

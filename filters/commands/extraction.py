@@ -53,13 +53,17 @@ def _table(cache: str) -> Any:
     rows file is newer): building it costs minutes, a fit seconds."""
     import pickle
 
-    from afm.filters.extraction.train import build_table
+    from afm.filters.extraction.train import VOTE_SPEC, add_votes, build_table
 
     files = sorted(Path(cache).glob("rows-*.jsonl.gz"))
     path = Path(cache) / "table.pkl"
     if path.exists() and all(f.stat().st_mtime <= path.stat().st_mtime for f in files):
-        return pickle.loads(path.read_bytes())
-    table = build_table(_load_cache(cache))
+        table = pickle.loads(path.read_bytes())
+        if table.vote == VOTE_SPEC:
+            return table
+        table = add_votes(table, _load_cache(cache))  # a table from before the vote
+    else:
+        table = build_table(_load_cache(cache))
     path.write_bytes(pickle.dumps(table))
     return table
 
@@ -98,7 +102,7 @@ def table_cmd(scrapinghub: str | None, wcxb: str | None, trafilatura: str | None
 @click.option("--cache", required=True, type=click.Path(file_okay=False, exists=True))
 @click.option("--tsv", type=click.Path(dir_okay=False), help="Also write the table as TSV (the README's source).")
 def cv_cmd(cache: str, tsv: str | None) -> None:
-    """Leave-one-source-out F1 of the selector next to every single candidate."""
+    """Leave-one-source-out F1 of the selector (fast path + vote) next to every single candidate."""
     from afm.filters.extraction.train import cross_validate_by_source, report_rows
 
     from afm.console import print_table
@@ -114,13 +118,13 @@ def cv_cmd(cache: str, tsv: str | None) -> None:
 @click.option("--cache", required=True, type=click.Path(file_okay=False, exists=True))
 @click.option("--out", type=click.Path(dir_okay=False), help="Model file (default: the shipped one).")
 def train_cmd(cache: str, out: str | None) -> None:
-    """Choose gate and tau by set, fit the switch model on every cached page, write the model."""
+    """Choose the fast path's gate by set (the slow path is the vote), write the model."""
     from afm.filters.extraction.selector import MODEL_PATH
-    from afm.filters.extraction.train import build_table, fit_selector
+    from afm.filters.extraction.train import fit_selector
 
     from afm.console import print_summary
 
-    table = build_table(_load_cache(cache))
+    table = _table(cache)
     sets = sorted(set(table.sets))
     selector = fit_selector(table, range(len(table.sets)),
                             meta={"trained_on": {s: table.sets.count(s) for s in sets}})
@@ -128,7 +132,10 @@ def train_cmd(cache: str, out: str | None) -> None:
     selector.save(path)
     print_summary("extraction selector", {"pages": len(table.sets), "sets": len(sets),
                                           "gate (fast agreement)": selector.gate,
-                                          "tau (switch margin)": selector.tau,
+                                          "slow path": (f"vote: {selector.reference} + lines "
+                                                        f"{selector.min_votes} of "
+                                                        f"{len(selector.voters)} voters hold")
+                                          if selector.votes else f"switch, tau {selector.tau}",
                                           "model": str(path)})
 
 

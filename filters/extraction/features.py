@@ -1,4 +1,6 @@
-"""What the selector sees of each candidate's output on one page.
+"""What the selector sees of each candidate's output on one page: the fast path's
+agreement (used by the shipped cascade) and the older switch model's features (used only
+by a selector file without a vote).
 
 Everything is computed from the candidates' texts and two page-level counts, so it
 costs a fraction of one extractor: lengths (absolute, relative to the longest candidate

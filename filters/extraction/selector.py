@@ -1,5 +1,5 @@
-"""The learned part of extraction: the fast-path gate, a gradient-boosted switch model,
-and the shipped model file.
+"""The learned part of extraction: the fast-path gate, the slow path's vote (or the older
+gradient-boosted switch model), and the shipped model file.
 
 A page goes through a cascade (``select.py``):
 
@@ -7,16 +7,18 @@ A page goes through a cascade (``select.py``):
    Resiliparse: two families, ~15 ms together); when their texts agree (4-token shingle
    Dice overlap at or above ``gate``) the first one's text is the answer: the fast path;
 2. otherwise the *reference* (trafilatura's default mode, its own readability / jusText
-   fallbacks included) runs, and, when the model may switch at all (``tau < 1``), the
-   other *slow* candidates; gradient-boosted trees predict each one's F1 gain over the
-   reference and the page switches to the best when the predicted gain exceeds ``tau``.
+   fallbacks included) runs, then the *voters*; the answer is the reference's text plus
+   the lines at least ``min_votes`` voters hold (``vote.py``). A file without voters
+   (``min_votes`` = 0) keeps the older rule: gradient-boosted trees predict each of
+   ``others``' F1 gain over the reference and the page switches to the best when the
+   predicted gain exceeds ``tau`` (``tau`` >= 1: never).
 
-``gate`` and ``tau`` are chosen by leave-one-source-out cross-validation on the training
-sets (``train.py``): a switch that does not pay on a source it was not fitted on is not
-made (``tau`` = 1: the model never switches, and the other slow candidates never run).
+``gate`` is chosen by leave-one-source-out cross-validation on the training sets
+(``train.py``): the setting whose worst held-out training source gains most over that
+source's best single candidate, the cheapest within noise.
 
-The model file (``data/extraction/selector.json``, made by ``afm extraction train``) holds
-the trees exported from scikit-learn as plain arrays, so extraction needs numpy only.
+The model file (``data/extraction/selector.json``, made by ``afm extraction train``) is
+plain JSON (trees, when there is a switch model, as arrays), so extraction needs numpy only.
 """
 
 from __future__ import annotations
@@ -98,22 +100,31 @@ class Selector:
     tau: float  # predicted F1 gain over the reference needed to switch (>= 1: never)
     model: TreeEnsemble | None  # predicts each of ``others``' gain over the reference
     meta: dict[str, Any]
+    voters: tuple[str, ...] = ()  # the slow path's vote: candidates beside the reference
+    min_votes: int = 0  # voters that must hold a line the reference lacks (0: no vote)
+
+    @property
+    def votes(self) -> bool:
+        """Whether the slow path answers with the vote (else the reference or a switch)."""
+        return self.min_votes > 0 and bool(self.voters)
 
     @property
     def switches(self) -> bool:
         """Whether the slow path can answer other than the reference."""
-        return self.model is not None and bool(self.others) and self.tau < 1.0
+        return (not self.votes and self.model is not None and bool(self.others)
+                and self.tau < 1.0)
 
     @property
     def all_candidates(self) -> tuple[str, ...]:
-        return tuple(dict.fromkeys((*self.fast_candidates, self.reference, *self.others)))
+        return tuple(dict.fromkeys((*self.fast_candidates, self.reference, *self.others,
+                                    *self.voters)))
 
     def save(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         data = {"format": FORMAT, "fast_candidates": self.fast_candidates,
                 "reference": self.reference, "others": self.others, "gate": self.gate,
                 "tau": self.tau, "model": self.model.to_json() if self.model else None,
-                "meta": self.meta}
+                "voters": self.voters, "min_votes": self.min_votes, "meta": self.meta}
         path.write_text(json.dumps(data, separators=(",", ":")) + "\n", encoding="utf-8")
 
     @classmethod
@@ -127,7 +138,8 @@ class Selector:
         model = TreeEnsemble.from_json(data["model"]) if data.get("model") else None
         return cls(tuple(data["fast_candidates"]), str(data["reference"]),
                    tuple(data["others"]), float(data["gate"]), float(data["tau"]), model,
-                   dict(data.get("meta") or {}))
+                   dict(data.get("meta") or {}), tuple(data.get("voters") or ()),
+                   int(data.get("min_votes") or 0))
 
 
 @lru_cache(maxsize=4)

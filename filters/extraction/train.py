@@ -1,6 +1,15 @@
 """Fit the selector on candidate tables, and cross-validate it by source.
 
-The switch model's target is each slow candidate's F1 gain over the reference on a page
+The slow path is the vote (``vote.py``: the reference's lines plus the lines a strict
+majority of the extractors hold, ``VOTERS`` beside the reference). It has no fitted
+weights, so what is chosen by set is the fast path's ``gate``: by leave-one-source-out on
+the training sources, the gate whose worst training source gains most over that source's
+best single candidate, the cheapest (lowest) within ``TOLERANCE``. The vote is a column
+of the table (its page counts) like a candidate's, never one of the single candidates it
+is compared with.
+
+A table without the vote column (a made-up one) keeps the older slow path, a switch
+model. Its target is each slow candidate's F1 gain over the reference on a page
 (under its set's gold); the model is a gradient-boosted regression (scikit-learn, squared
 error, shallow trees) over :func:`~afm.filters.extraction.features.switch_features`,
 fitted on the pages the gate sends to the slow path. Sets are weighted equally (a set of
@@ -8,7 +17,7 @@ fitted on the pages the gate sends to the slow path. Sets are weighted equally (
 
 Cross-validation is by *source* (leave one source out: ScrapingHub, WCXB, trafilatura):
 the held-out source's pages, all of its page types, are never seen by the model, nor by
-the choice of ``gate`` and ``tau``, which is itself a leave-one-source-out search on the
+the choice of ``gate`` (and ``tau``), which is itself a leave-one-source-out search on the
 training sources only (the setting whose worst training source gains most over that
 source's best single candidate). Page-level splits would leak site templates and gold
 conventions between folds, which is exactly what made earlier in-sample gains vanish.
@@ -25,12 +34,21 @@ import numpy as np
 from afm.filters.extraction.features import agreement, switch_feature_names, switch_features
 from afm.filters.extraction.gold import GoldPage, counts, extraction_scores, page_f1
 from afm.filters.extraction.selector import Selector, TreeEnsemble
+from afm.filters.extraction.vote import majority, vote_text
 
 from afm.errors import UserError
 
 FAST = ("traf_fast", "resiliparse")
 REFERENCE = "traf_fallback"
 OTHERS = ("traf_fast", "traf_recall", "readability", "resiliparse", "justext")
+# The vote's members beside the reference: the two fast candidates (already run when a
+# page reaches the slow path) and trafilatura's readability port (~5 ms/page), three
+# families. Larger panels (boilerpy3, jusText, traf_recall) cost 10-14 ms/page each on
+# the slow path, which cost the cascade plain trafilatura's speed, and did not gain
+# more held out (experiments/extraction-selector/README.md).
+VOTERS = ("traf_fast", "readability", "resiliparse")
+MIN_VOTES = majority(len(VOTERS))
+VOTE = "vote"  # the vote's column in Table.counts
 GATES = (0.7, 0.8, 0.9, 0.95)
 TAUS = (0.0, 0.02, 0.05, 0.1, 1.0)
 # F1 differences below this are noise on sets of 100-1,000 pages (one page in 1,000 moves
@@ -55,6 +73,7 @@ class Table:
     x: list[np.ndarray] = field(default_factory=list)  # (len(OTHERS), n_features) per page
     cpu: list[dict[str, float]] = field(default_factory=list)
     names: tuple[str, ...] = ()  # every candidate present on every page (reported)
+    vote: tuple[Any, ...] = ()  # (reference, voters, min_votes) of the VOTE column, if any
 
     def f1(self, i: int, name: str) -> float:
         return page_f1(self.counts[i][name])
@@ -62,7 +81,11 @@ class Table:
     def subset(self, idx: Sequence[int], set_name: str | None = None) -> Table:
         return Table([set_name or self.sets[i] for i in idx], [self.counts[i] for i in idx],
                      [self.agree[i] for i in idx], [self.x[i] for i in idx],
-                     [self.cpu[i] for i in idx], self.names)
+                     [self.cpu[i] for i in idx], self.names, self.vote)
+
+    @property
+    def votes(self) -> bool:
+        return bool(self.vote)
 
 
 def _gold(row: dict[str, Any]) -> GoldPage:
@@ -86,6 +109,22 @@ def build_table(rows: Sequence[dict[str, Any]]) -> Table:
         table.agree.append(agreement(texts[FAST[0]], texts[FAST[1]]))
         table.x.append(switch_features(texts, REFERENCE, OTHERS, int(row.get("page_words") or 0)))
         table.cpu.append(row.get("cpu") or {})
+    return add_votes(table, rows)
+
+
+VOTE_SPEC = (REFERENCE, VOTERS, MIN_VOTES)
+
+
+def add_votes(table: Table, rows: Sequence[dict[str, Any]]) -> Table:
+    """The vote's counts on every page (``rows``: the table's, in order), unless the
+    table already has them for this very vote (seconds per thousand pages)."""
+    if table.vote == VOTE_SPEC:
+        return table
+    if not set(VOTERS) <= set(table.names):
+        raise UserError(f"candidate tables lack some of {list(VOTERS)}; rerun `afm extraction table`")
+    for i, row in enumerate(rows):
+        table.counts[i][VOTE] = counts(_gold(row), vote_text(row["texts"], *VOTE_SPEC))
+    table.vote = VOTE_SPEC
     return table
 
 
@@ -116,6 +155,8 @@ def choose(selector: Selector, table: Table, i: int) -> tuple[str, bool]:
     the cached texts."""
     if table.agree[i] >= selector.gate:
         return selector.fast_candidates[0], True
+    if selector.votes:
+        return VOTE, False
     if selector.switches:
         gain = selector.model.predict(table.x[i])  # type: ignore[union-attr]
         if gain.max() > selector.tau:
@@ -131,8 +172,10 @@ def _best_single(table: Table, pages: Sequence[int]) -> float:
     return max(extraction_scores([table.counts[i][c] for i in pages])["f1"] for c in table.names)
 
 
-def _selector(model: TreeEnsemble | None, gate: float, tau: float, meta: dict[str, Any]
-              ) -> Selector:
+def _selector(model: TreeEnsemble | None, gate: float, tau: float, meta: dict[str, Any],
+              votes: bool = False) -> Selector:
+    if votes:
+        return Selector(FAST, REFERENCE, OTHERS, gate, 1.0, None, meta, VOTERS, MIN_VOTES)
     return Selector(FAST, REFERENCE, OTHERS, gate, tau, model, meta)
 
 
@@ -151,6 +194,10 @@ def search(table: Table, pages: Sequence[int]) -> tuple[float, float, dict[str, 
         test = [i for i in pages if source_of(table.sets[i]) == held]
         best = _best_single(table, test)
         for gate in GATES:
+            if table.votes:  # nothing to fit: the vote's column is the slow path
+                sel = _selector(None, gate, 1.0, {}, votes=True)
+                margins[gate, 1.0].append(_score(sel, table, test) - best)
+                continue
             model = fit_model(table, fit_on, gate)
             for tau in TAUS:
                 margins[gate, tau].append(_score(_selector(model, gate, tau, {}), table, test) - best)
@@ -162,8 +209,13 @@ def search(table: Table, pages: Sequence[int]) -> tuple[float, float, dict[str, 
 
 def fit_selector(table: Table, pages: Sequence[int], meta: dict[str, Any] | None = None
                  ) -> Selector:
-    """Gate and tau by :func:`search`, then the switch model on every page of ``pages``."""
+    """The gate by :func:`search`; then, for a table with the vote's column, the vote as
+    the slow path (nothing to fit), else the switch model fitted on every page of ``pages``."""
     gate, tau, margins = search(table, pages)
+    if table.votes:
+        info = {"vote": {"reference": REFERENCE, "voters": VOTERS, "min_votes": MIN_VOTES},
+                "search_margins": margins, **(meta or {})}
+        return _selector(None, gate, tau, info, votes=True)
     info = {"features": switch_feature_names((REFERENCE, *OTHERS)), "gbt": GBT,
             "search_margins": margins, **(meta or {})}
     return _selector(fit_model(table, pages, gate), gate, tau, info)
@@ -171,7 +223,8 @@ def fit_selector(table: Table, pages: Sequence[int], meta: dict[str, Any] | None
 
 def evaluate(selector: Selector, table: Table, pages: Sequence[int]) -> dict[str, Any]:
     """Per set: F1 of the selector's choices and of every single candidate, the fast
-    path's share and the share switched away from the reference."""
+    path's share and the share answered other than by the reference (the vote's, or
+    switched)."""
     by_set: dict[str, list[int]] = defaultdict(list)
     for i in pages:
         by_set[table.sets[i]].append(i)
@@ -184,7 +237,8 @@ def evaluate(selector: Selector, table: Table, pages: Sequence[int]) -> dict[str
             "fast_share": float(np.mean([f for _c, f in chosen])),
             "switch_share": float(np.mean([not f and c != selector.reference for c, f in chosen])),
             "single": {c: extraction_scores([table.counts[i][c] for i in idx]) for c in table.names},
-            "oracle": extraction_scores([max(table.counts[i].values(), key=page_f1) for i in idx]),
+            "oracle": extraction_scores([max((table.counts[i][c] for c in table.names),
+                                             key=page_f1) for i in idx]),
             "gate": selector.gate, "tau": selector.tau,
         }
     return out
@@ -214,7 +268,7 @@ def report_rows(results: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
     then every candidate, the per-page oracle, the fast path's and the switches' shares."""
     names = list(next(iter(results.values()))["single"])
     header = ["set", "pages", "afm F1", "best single", "margin", *names, "oracle",
-              "fast path", "switched", "gate/tau"]
+              "fast path", "voted/switched", "gate/tau"]
     rows = []
     for set_name, r in results.items():
         best = max(names, key=lambda c: r["single"][c]["f1"])

@@ -131,3 +131,77 @@ def test_cross_validation_by_source_learns_a_switch_that_transfers(monkeypatch) 
     assert header[:5] == ["set", "pages", "afm F1", "best single", "margin"] and len(rows) == 3
     with pytest.raises(UserError):
         train.cross_validate_by_source(table.subset(range(400)))  # two sources only
+
+
+# ----------------------------------------------------------------------------- the vote
+
+REF = "Floods held back\nThe river authority said on Tuesday that the defences held"
+CAPTION = "Fields near the old mill were under water for a whole week"
+MENU = "Subscribe to our newsletter for more news every single morning"
+
+
+def test_vote_adds_a_line_a_majority_holds_and_drops_one_only_one_voter_has() -> None:
+    from afm.filters.extraction.vote import majority, vote_text
+
+    texts = {"ref": REF,
+             "a": f"The river authority said on Tuesday that the defences held\n{CAPTION}",
+             "b": f"{CAPTION}\nThe river authority said on Tuesday that the defences held",
+             "c": f"{MENU}\nThe river authority said on Tuesday that the defences held"}
+    assert majority(3) == 2
+    out = vote_text(texts, "ref", ("a", "b", "c"), majority(3)).split("\n")
+    assert CAPTION in out  # two of three voters hold it
+    assert MENU not in out  # one voter only
+    assert out[:2] == REF.split("\n")  # the reference's lines, never out-voted
+    assert out.index(CAPTION) == 2  # after the line it follows in the voters' texts
+    assert vote_text({"ref": "", "a": "", "b": ""}, "ref", ("a", "b"), 2) == ""
+
+
+def test_vote_pool_keeps_page_order_and_skips_paragraphs_split_differently() -> None:
+    from afm.filters.extraction.vote import pool
+
+    texts = {"ref": "one two three four five six\nten eleven twelve thirteen fourteen",
+             "x": "one two three four\nfive six\nseven eight nine ten\nten eleven twelve thirteen"}
+    # "one two three four" is inside the reference's first line and "five six" is a
+    # short line of its own: only "seven eight nine ten" is new, between the two.
+    assert pool(texts, ("ref", "x")) == ["one two three four five six", "five six",
+                                          "seven eight nine ten",
+                                          "ten eleven twelve thirteen fourteen"]
+
+
+def test_short_lines_count_only_when_a_candidate_has_that_very_line() -> None:
+    from afm.filters.extraction.vote import containment
+
+    texts = {"a": "we met at noon and left at dusk", "b": "at"}
+    held = containment(["at"], texts, ("a", "b"))
+    assert held[0, 0] == 0.0 and held[0, 1] == 1.0
+
+
+def test_cross_validation_never_fits_on_the_held_out_source(monkeypatch) -> None:
+    table = _made_up_table()
+    for c in table.counts:  # a vote column, as build_table makes: the vote path runs
+        c[train.VOTE] = c["resiliparse"] if c["traf_fallback"][0] < 1 else c["traf_fallback"]
+    table.vote = train.VOTE_SPEC
+    seen: list[set[str]] = []
+    real = train.search
+
+    def spy(t: train.Table, pages):  # type: ignore[no-untyped-def]
+        seen.append({train.source_of(t.sets[i]) for i in pages})
+        return real(t, pages)
+
+    monkeypatch.setattr(train, "search", spy)
+    results = train.cross_validate_by_source(table)
+    assert seen == [{"beta", "gamma"}, {"alpha", "gamma"}, {"alpha", "beta"}]
+    for r in results.values():  # the vote column is never a "single" candidate
+        assert train.VOTE not in r["single"]
+        assert r["afm"]["f1"] == pytest.approx(1.0)
+        assert r["switch_share"] == pytest.approx(0.25)  # the slow pages: voted
+
+
+def test_cascade_slow_path_votes() -> None:
+    selector = load_selector()
+    assert selector.votes and selector.min_votes >= 1
+    slow = Selector(selector.fast_candidates, selector.reference, selector.others, 1.01,
+                    selector.tau, selector.model, {}, selector.voters, selector.min_votes)
+    text, signals = select_text(slow, PAGE, None)
+    assert signals["fast_path"] == 0.0 and signals["candidate"] == -1.0
+    assert "storm number 11" in text and "Privacy" not in text

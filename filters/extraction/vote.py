@@ -1,0 +1,123 @@
+"""Block-level voting: the reference extractor's text plus the lines most extractors found.
+
+Picking one candidate per page cannot beat the best candidate on a page; merging their
+*blocks* can. Bevendorff et al. (SIGIR 2023, "An Empirical Comparison of Web Content
+Extraction Algorithms") report that a majority vote of extractors beats every single
+one; this is that vote on lines (one paragraph each), so the merged text keeps whole
+paragraphs in page order:
+
+1. :func:`pool` is the union of the candidates' lines in document order: the
+   reference's lines, then every other candidate's lines the pool does not already cover
+   (half or more of their 4-token shingles), each run of new lines placed after the pool
+   line its candidate's previous line matched, so the order is the page's wherever some
+   candidate kept it.
+2. :func:`containment` says how much of each pooled line every candidate holds.
+3. :func:`vote_text` keeps every line of the reference and adds a line the reference
+   lacks when at least ``min_votes`` of the other voters hold it (a strict majority of
+   all the extractors when ``min_votes`` is :func:`majority`).
+
+Why the reference is never out-voted: on WCXB's listing and collection pages trafilatura's
+default mode alone keeps content the other families drop, and a symmetric vote (or a
+learned per-line model) lost there and on ScrapingHub when held out by set
+(``experiments/extraction-selector/README.md``); additions by majority held up on all three.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import numpy as np
+
+_TOKEN = re.compile(r"\w+")
+# A later candidate's line is already in the pool when this share of its shingles is
+# (a paragraph two extractors split differently is not new).
+COVERED = 0.5
+# A candidate holds a line when it holds this share of the line's shingles.
+HOLDS = 0.5
+
+
+def _tokens(line: str) -> list[str]:
+    return _TOKEN.findall(line.lower())
+
+
+def _shingles(tokens: list[str], n: int = 4) -> list[int]:
+    """Hashed n-token shingles of one line (a line under n tokens is one shingle)."""
+    if len(tokens) < n:
+        return [hash(tuple(tokens))] if tokens else []
+    return list(map(hash, zip(*(tokens[i:] for i in range(n)))))
+
+
+def majority(n_voters: int) -> int:
+    """Votes a line the reference lacks needs: a strict majority of all ``n_voters + 1``
+    extractors (the reference, which lacks it, counts against)."""
+    return n_voters // 2 + 1
+
+
+def pool(texts: dict[str, str], order: Sequence[str]) -> list[str]:
+    """The union of the candidates' lines (``order[0]``'s first, in full), in document
+    order as far as the candidates agree on it, without near-duplicates.
+
+    Each line gets a sort key: the first candidate's line ``i`` is ``(i,)``; a later
+    candidate's new line goes after the pool line its predecessor matched (the anchor),
+    as ``anchor + (rank, q)`` for the ``q``-th line of a run of new lines, so keys sort
+    in page order and a later candidate's run follows an earlier one's at one anchor."""
+    lines: dict[tuple[int, ...], str] = {}
+    where: dict[int, tuple[int, ...]] = {}  # shingle -> key of the first line holding it
+    for rank, name in enumerate(order):
+        cursor: tuple[int, ...] = (-1,)  # key after which the next new line goes
+        run: tuple[tuple[int, ...], int] | None = None  # (anchor, index) in a run of new lines
+        for line in (texts.get(name) or "").split("\n"):
+            toks = _tokens(line)
+            if not toks:
+                continue
+            sh = _shingles(toks)
+            hits = [where[s] for s in sh if s in where]
+            if rank and len(hits) >= COVERED * len(sh):
+                cursor, run = max(hits, key=hits.count), None
+                continue
+            if rank == 0:
+                key: tuple[int, ...] = (len(lines),)
+                cursor = key
+            else:
+                run = (cursor, 0) if run is None else (run[0], run[1] + 1)
+                key = (*run[0], rank, run[1])
+            lines[key] = line
+            for s in sh:
+                where.setdefault(s, key)
+    return [lines[k] for k in sorted(lines)]
+
+
+def containment(lines: Sequence[str], texts: dict[str, str], names: Sequence[str]
+                ) -> np.ndarray:
+    """(lines, names): the share of each line's shingles each candidate holds (shingles
+    taken within the candidate's lines, as the pool's); a line under four tokens is held
+    only by a candidate with that very line ("at" is inside every text)."""
+    sets, short = {}, {}
+    for n in names:
+        per_line = [t for t in map(_tokens, (texts.get(n) or "").split("\n")) if t]
+        sets[n] = {s for t in per_line for s in _shingles(t)}
+        short[n] = {tuple(t) for t in per_line if len(t) < 4}
+    out = np.zeros((len(lines), len(names)), dtype=np.float32)
+    for i, line in enumerate(lines):
+        toks = _tokens(line)
+        if not toks:
+            continue
+        sh = _shingles(toks)
+        for j, n in enumerate(names):
+            out[i, j] = (float(tuple(toks) in short[n]) if len(toks) < 4
+                         else sum(s in sets[n] for s in sh) / len(sh))
+    return out
+
+
+def vote_text(texts: dict[str, str], reference: str, voters: Sequence[str],
+              min_votes: int) -> str:
+    """The reference's lines and, in page order among them, every line at least
+    ``min_votes`` of ``voters`` hold."""
+    voters = [v for v in voters if v != reference]
+    lines = pool(texts, (reference, *voters))
+    if not lines:
+        return ""
+    held = containment(lines, texts, (reference, *voters)) >= HOLDS
+    keep = held[:, 0] | (held[:, 1:].sum(axis=1) >= min_votes)
+    return "\n".join(line for line, k in zip(lines, keep) if k)
