@@ -33,6 +33,7 @@ from afm.evaluation.packing import (
     ScoreRequest,
     TreeBatch,
     bucket_for,
+    fit_rows,
     length_buckets,
     pack_requests,
     pack_trees,
@@ -371,7 +372,7 @@ class InferenceEngine:
                         temperature: float, top_p: float, key: Array, pad_id: int) -> list[list[int]]:
         longest = max(len(p) for p in prompts)
         width = bucket_for(longest, length_buckets(max(self.max_length, longest), 64, midpoints=True))
-        n_rows = self.gen_batch
+        n_rows = fit_rows(len(prompts), self.gen_batch, self.data_width)  # no rows of filler beyond a power of two
         tokens = np.full((n_rows, width), pad_id, np.int32)
         segments = np.zeros((n_rows, width), np.int32)
         for r in range(n_rows):

@@ -127,14 +127,29 @@ def block_causal_attention(q: Array, k: Array, v: Array, mask_block) -> Array:
     at 512 tokens, the same values)."""
     t = q.shape[1]
     size = t // causal_blocks(t)
-    scale = q.shape[-1] ** -0.5
     outs = []
     for start in range(0, t, size):
         end = start + size
-        outs.append(jax.nn.dot_product_attention(
-            q[:, start:end], k[:, :end], v[:, :end], mask=mask_block(start, end), scale=scale,
-            implementation="xla"))
+        outs.append(_masked_block(q[:, start:end], k[:, :end], v[:, :end], mask_block(start, end)))
     return jnp.concatenate(outs, axis=1)
+
+
+def _masked_block(q: Array, k: Array, v: Array, mask: Array) -> Array:
+    """Softmax attention of ``q`` [B, T, N, H] over ``k``/``v`` [B, S, K, H] (grouped-query:
+    ``N`` a multiple of ``K``) under a boolean ``mask`` [B, 1, T, S], float32 scores.
+    The softmax is normalised after the value product (one division per output element,
+    not one per score): on CPU every pass over the score block costs as much as the
+    matmuls, and this saves one (1.3-2x :func:`jax.nn.dot_product_attention` here)."""
+    b, t, n, h = q.shape
+    kv = k.shape[2]
+    qg = q.reshape(b, t, kv, n // kv, h)
+    scores = jnp.einsum("btkgh,bskh->bkgts", qg, k, preferred_element_type=jnp.float32) * (h ** -0.5)
+    scores = jnp.where(mask[:, :, None], scores, jnp.finfo(jnp.float32).min)
+    p = jnp.exp(scores - jnp.max(scores, axis=-1, keepdims=True))
+    total = jnp.sum(p, axis=-1)  # [B, K, G, T]
+    out = jnp.einsum("bkgts,bskh->bkgth", p.astype(v.dtype), v, preferred_element_type=jnp.float32)
+    out = out / total[..., None]
+    return jnp.einsum("bkgth->btkgh", out).reshape(b, t, n, h).astype(q.dtype)
 
 
 # -- the kernels, on local (per-device) shapes ---------------------------------------------

@@ -80,11 +80,13 @@ def _measure(lm: Any, ll: list[dict], gen: list[dict], limit: int, gen_limit: in
 
 
 def bench_eval(opts: BenchOptions) -> list[Comparison]:
+    from afm.evaluation.cpu_devices import use_cpu_cores
     from afm.evaluation.harness import AfmLM
     from afm.evaluation.runner import quiet_progress_bars, set_offline
     from afm.evaluation.tiny import tokenizer_dir, write_tiny_checkpoint
     from afm.model.tokenizer import Tokenizer
 
+    use_cpu_cores()  # as afm eval does, before JAX starts
     cache_warm = _compile_cache_entries() > 0  # before this run compiles anything
     set_offline(False)
     quiet_progress_bars()
@@ -111,13 +113,20 @@ def bench_eval(opts: BenchOptions) -> list[Comparison]:
         name = "lm-eval --model hf: not installed (make bench / make test-all install the hf extra)"
     cache = "warm" if cache_warm else "cold" if _compile_cache_entries() else "off"
     return [
-        Comparison(f"{config}: loglikelihood requests/s ({int(ours['ll_requests'])} requests, warm)", ours["ll"],
+        Comparison(f"{config}: loglikelihood requests/s ({int(ours['ll_requests'])} requests, warm; afm on "
+                   f"{_n_devices()} XLA device(s))", ours["ll"],
                    ref and ref["ll"], name, "req/s", GOAL),
         Comparison(f"{config}: generate_until requests/s (GSM8K prompts, 32 tokens, warm)", ours["gen"],
                    ref and ref["gen"], name, "req/s", GOAL),
         Comparison(f"{config}: cold run incl. compilation / model load (compile cache {cache})", ours["cold"],
                    ref and ref["cold"], name, "s", COLD_GOAL),
     ]
+
+
+def _n_devices() -> int:
+    import jax
+
+    return jax.device_count()
 
 
 def _compile_cache_entries() -> int:

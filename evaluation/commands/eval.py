@@ -184,9 +184,12 @@ def eval_group(ctx: click.Context, **opts: Any) -> None:
 
 
 def _run(opts: dict[str, Any]) -> None:
+    from afm.evaluation.cpu_devices import use_cpu_cores
+
     from afm.console import console, setup_logging
 
     setup_logging("WARNING")
+    use_cpu_cores()  # before JAX starts: a device per core on a CPU host (afm.evaluation.cpu_devices)
     ckpt = resolve_checkpoint(opts["checkpoint"])
     from afm.evaluation.report import print_results, write_report
     from afm.evaluation.results import write_results
