@@ -163,6 +163,13 @@ def _decode_chunk(graphdef: Any, state: Any, last: Array, cache: Any, next_pos: 
     return toks.T, emitted.T, last, cache, next_pos, done, key
 
 
+def default_tokens_per_batch() -> int:
+    """Scoring batch size in tokens: 4,096 on CPU, where smaller batches stay in cache
+    (``afm bench eval``'s items, tiny model, 2 devices on a quiet 2-core box: 1,590-1,640
+    requests/s vs 1,355 at 8,192 and 1,405-1,472 at 2,048), 8,192 on accelerators."""
+    return 4096 if jax.default_backend() == "cpu" else 8192
+
+
 @dataclass
 class _InFlight:
     """A dispatched scoring batch: device results not yet read, and where they go."""
@@ -179,7 +186,8 @@ class _InFlight:
 class InferenceEngine:
     """A model placed on a mesh, ready to score and generate.
 
-    ``tokens_per_batch`` sets the scoring batch (rows x bucket length); ``gen_batch`` the
+    ``tokens_per_batch`` sets the scoring batch (rows x bucket length; default
+    :func:`default_tokens_per_batch`); ``gen_batch`` the
     number of prompts decoded together; ``chunk`` the decode steps between stop checks.
     """
 
@@ -188,7 +196,7 @@ class InferenceEngine:
         model: Any,
         *,
         mesh: Any | None = None,
-        tokens_per_batch: int = 8192,
+        tokens_per_batch: int | None = None,
         gen_batch: int = 16,
         chunk: int = 16,
         smallest_bucket: int = 64,
@@ -203,8 +211,8 @@ class InferenceEngine:
         self.graphdef, state = nnx.split(model)
         self.state = self._place(state)
         self.buckets = length_buckets(self.max_length, smallest_bucket, midpoints=True)
-        self.tokens_per_batch = tokens_per_batch
-        self.rows_for = rows_per_bucket(self.buckets, tokens_per_batch, self.data_width)
+        self.tokens_per_batch = tokens_per_batch or default_tokens_per_batch()
+        self.rows_for = rows_per_bucket(self.buckets, self.tokens_per_batch, self.data_width)
         self.gen_batch = -(-max(1, gen_batch) // self.data_width) * self.data_width
         self.chunk = max(1, chunk)
         self.stats = EngineStats()

@@ -74,7 +74,7 @@ class AfmLM(TemplateLM):
         model: Any = None,
         dtype: str = "float32",
         max_length: int | None = None,
-        tokens_per_batch: int = 8192,
+        tokens_per_batch: int | None = None,
         batch_size: int | str | None = 16,
         chunk: int = 16,
         mesh: str | None = None,
@@ -88,7 +88,7 @@ class AfmLM(TemplateLM):
 
         gen_batch = 16 if batch_size in (None, "auto") or str(batch_size).startswith("auto") else int(batch_size)
         mesh_obj = _parse_mesh(mesh) if mesh else None
-        engine_kw = dict(tokens_per_batch=int(tokens_per_batch), gen_batch=gen_batch,
+        engine_kw = dict(tokens_per_batch=int(tokens_per_batch) if tokens_per_batch else None, gen_batch=gen_batch,
                          chunk=int(chunk), mesh=mesh_obj)
         if model is not None:
             from afm.model.transformer import with_config

@@ -32,7 +32,7 @@ class EvalSpec:
     allow_hub: bool = False
     dtype: str = "float32"
     max_length: int | None = None
-    tokens_per_batch: int = 8192
+    tokens_per_batch: int | None = None  # None: the engine's default for the platform
     gen_batch: int = 16
     mesh: str | None = None
     perplexity_data: list[str] = field(default_factory=list)

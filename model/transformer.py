@@ -213,15 +213,17 @@ class Transformer(nnx.Module):
             if cache is not None:
                 new_k, new_v = new_kv
         else:
-            ks, vs = [], []
+            # Each layer's updated keys/values go back into the stacked cache slot by slot
+            # (``.at[i].set``), which XLA does in place; stacking fresh copies would copy
+            # the whole cache once per decoded token.
+            new_k = None if cache is None else cache.k
+            new_v = None if cache is None else cache.v
             for i, (graphdef, state) in enumerate(zip(graphdefs, layer_states, strict=True)):
-                kv = None if cache is None else (cache.k[i], cache.v[i])
+                kv = None if cache is None else (new_k[i], new_v[i])
                 x, new_kv = make_block_fn(graphdef)(state, x, kv, i)
                 if new_kv is not None:
-                    ks.append(new_kv[0])
-                    vs.append(new_kv[1])
-            if cache is not None:
-                new_k, new_v = jnp.stack(ks), jnp.stack(vs)
+                    new_k = new_k.at[i].set(new_kv[0])
+                    new_v = new_v.at[i].set(new_kv[1])
 
         h = constrain(self.final_norm(x), ("batch", "seq", "embed"))
         if cache is None:

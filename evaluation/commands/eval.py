@@ -145,7 +145,8 @@ def _user_errors() -> tuple[type[BaseException], ...]:
 @click.option("--niah-depths", default=None, help="NIAH needle depths in [0, 1] (default: 0,0.25,0.5,0.75,1).")
 @click.option("--dtype", type=click.Choice(["float32", "bfloat16"]), default="float32", show_default=True, help="Compute dtype.")
 @click.option("--max-length", type=int, default=None, help="Context length (default: the model's max_seq_len).")
-@click.option("--tokens-per-batch", type=int, default=8192, show_default=True, help="Scoring batch size in tokens.")
+@click.option("--tokens-per-batch", type=POSITIVE_INT, default=None,
+              help="Scoring batch size in tokens (default: 4096 on CPU, 8192 on accelerators).")
 @click.option("--batch-size", type=int, default=16, show_default=True, help="Prompts decoded together.")
 @click.option("--mesh", default=None, help="Device mesh DATAxFSDPxTENSORxSEQUENCE, e.g. 2x1x4x1 (default: data over all devices).")
 @click.option("--seed", type=int, default=1234, show_default=True)
