@@ -97,9 +97,7 @@ def masked_attention(q: Array, k: Array, v: Array, mask: Array) -> Array:
     evaluation's tree-packed rows (a causal mask over the full sequence: query blocks)."""
     if q.shape[1] == k.shape[1] and causal_blocks(q.shape[1]) > 1:
         return block_causal_attention(q, k, v, lambda s, e: mask[:, :, s:e, :e])
-    return jax.nn.dot_product_attention(
-        q, k, v, mask=mask, scale=q.shape[-1] ** -0.5, implementation="xla"
-    )
+    return _masked_block(q, k, v, mask)
 
 
 def causal_blocks(t: int) -> int:

@@ -126,14 +126,17 @@ class Attention(nnx.Module):
         *,
         segment_ids: Array | None = None,
         mask: Array | None = None,
-        kv_cache: tuple[Array, Array, Array] | None = None,
+        kv_cache: tuple[Array, ...] | None = None,
     ) -> tuple[Array, tuple[Array, Array] | None]:
         """Full sequence (no ``kv_cache``, no ``mask``): causal attention, kept inside
         documents when ``segment_ids`` are given, on the configured kernel. With
         ``kv_cache`` = (k_cache, v_cache, write_index) the new keys/values are written at
         ``write_index`` and attention runs over the whole cache with ``mask`` (boolean
         [B, 1, T, S]) hiding the slots a query may not see. Returns the output and the
-        updated (k, v) cache."""
+        updated (k, v) cache. ``kv_cache`` = (k_all, v_all, write_index, layer) passes
+        every layer's cache stacked ([L, B, S, K, H]): the new keys/values are written
+        into it in place and the updated stacks returned, instead of a layer's slice
+        being copied out and back for every decoded token."""
         dt = x.dtype
         heads = ("batch", "seq", "heads", None)
         kv_heads = ("batch", "seq", "kv_heads", None)
@@ -144,7 +147,15 @@ class Attention(nnx.Module):
         k = remat.tag(constrain(apply_rope(self.k_norm(k), cos, sin), kv_heads), "key")
         v = remat.tag(constrain(v, kv_heads), "value")
         new_cache = None
-        if kv_cache is not None:
+        if kv_cache is not None and len(kv_cache) == 4:  # the stacked cache of every layer
+            k_all, v_all, index, layer = kv_cache
+            zero = jnp.zeros((), jnp.int32)
+            at = (jnp.asarray(layer, jnp.int32), zero, index, zero, zero)
+            k_all = jax.lax.dynamic_update_slice(k_all, k[None].astype(k_all.dtype), at)
+            v_all = jax.lax.dynamic_update_slice(v_all, v[None].astype(v_all.dtype), at)
+            new_cache = (k_all, v_all)
+            k, v = k_all[layer].astype(dt), v_all[layer].astype(dt)
+        elif kv_cache is not None:
             k_cache, v_cache, index = kv_cache
             zero = jnp.zeros((), jnp.int32)
             k = jax.lax.dynamic_update_slice(k_cache, k.astype(k_cache.dtype), (zero, index, zero, zero))
@@ -210,7 +221,7 @@ class Block(nnx.Module):
         *,
         segment_ids: Array | None = None,
         mask: Array | None = None,
-        kv_cache: tuple[Array, Array, Array] | None = None,
+        kv_cache: tuple[Array, ...] | None = None,
         dropout_rate: float = 0.0,
         dropout_key: Array | None = None,
     ) -> tuple[Array, tuple[Array, Array] | None]:

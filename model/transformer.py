@@ -168,9 +168,10 @@ class Transformer(nnx.Module):
         policy = remat.jax_policy(cfg.remat)
 
         def make_block_fn(graphdef: Any):
-            def block_fn(state: Any, x: Array, kv: tuple[Array, Array] | None, layer: Array | int = 0):
+            def block_fn(state: Any, x: Array, kv: tuple[Array, ...] | None, layer: Array | int = 0):
                 block = nnx.merge(graphdef, state)
-                kv_cache = None if kv is None else (kv[0], kv[1], start)
+                # (k, v) of this layer, or (k_all, v_all, layer): every layer's, stacked
+                kv_cache = None if kv is None else (kv[0], kv[1], start, *kv[2:])
                 key = jax.random.fold_in(dropout_rng, layer) if drop else None
                 return block(x, cos, sin, segment_ids=seg, mask=mask, kv_cache=kv_cache,
                              dropout_rate=cfg.dropout, dropout_key=key)
@@ -213,17 +214,16 @@ class Transformer(nnx.Module):
             if cache is not None:
                 new_k, new_v = new_kv
         else:
-            # Each layer's updated keys/values go back into the stacked cache slot by slot
-            # (``.at[i].set``), which XLA does in place; stacking fresh copies would copy
-            # the whole cache once per decoded token.
+            # Each layer writes its new keys/values straight into the stacked cache (in
+            # place); a layer's slice copied out and stacked back would copy the whole
+            # cache once per decoded token.
             new_k = None if cache is None else cache.k
             new_v = None if cache is None else cache.v
             for i, (graphdef, state) in enumerate(zip(graphdefs, layer_states, strict=True)):
-                kv = None if cache is None else (new_k[i], new_v[i])
+                kv = None if cache is None else (new_k, new_v, i)
                 x, new_kv = make_block_fn(graphdef)(state, x, kv, i)
                 if new_kv is not None:
-                    new_k = new_k.at[i].set(new_kv[0])
-                    new_v = new_v.at[i].set(new_kv[1])
+                    new_k, new_v = new_kv
 
         h = constrain(self.final_norm(x), ("batch", "seq", "embed"))
         if cache is None:
