@@ -170,6 +170,16 @@ def default_tokens_per_batch() -> int:
     return 4096 if jax.default_backend() == "cpu" else 8192
 
 
+def prompt_width(longest: int, max_length: int) -> int:
+    """The row width a batch of prompts is left-padded to: a multiple of 64 up to 512
+    tokens (the prefill pads at most 63 slots: GSM8K's longest prompts then take 320
+    slots, not 384, and the prefill is most of a generation pass), then the 1.5x buckets
+    (fewer programs for long prompts)."""
+    if longest <= 512:
+        return -(-longest // 64) * 64
+    return bucket_for(longest, length_buckets(max(max_length, longest), 64, midpoints=True))
+
+
 @dataclass
 class _InFlight:
     """A dispatched scoring batch: device results not yet read, and where they go."""
@@ -379,7 +389,7 @@ class InferenceEngine:
                         stop_ids: Sequence[int], is_finished: Callable[[int, list[int]], bool] | None,
                         temperature: float, top_p: float, key: Array, pad_id: int) -> list[list[int]]:
         longest = max(len(p) for p in prompts)
-        width = bucket_for(longest, length_buckets(max(self.max_length, longest), 64, midpoints=True))
+        width = prompt_width(longest, self.max_length)
         n_rows = fit_rows(len(prompts), self.gen_batch, self.data_width)  # no rows of filler beyond a power of two
         tokens = np.full((n_rows, width), pad_id, np.int32)
         segments = np.zeros((n_rows, width), np.int32)
