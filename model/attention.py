@@ -135,9 +135,11 @@ def block_causal_attention(q: Array, k: Array, v: Array, mask_block) -> Array:
 def _masked_block(q: Array, k: Array, v: Array, mask: Array) -> Array:
     """Softmax attention of ``q`` [B, T, N, H] over ``k``/``v`` [B, S, K, H] (grouped-query:
     ``N`` a multiple of ``K``) under a boolean ``mask`` [B, 1, T, S], float32 scores.
-    The softmax is normalised after the value product (one division per output element,
-    not one per score): on CPU every pass over the score block costs as much as the
-    matmuls, and this saves one (1.3-2x :func:`jax.nn.dot_product_attention` here)."""
+    The float32 softmax is normalised after the value product (one division per output
+    element, not one per score): on CPU every pass over the score block costs as much as
+    the matmuls, and this saves one (1.3-2x :func:`jax.nn.dot_product_attention` here).
+    16-bit inputs round the normalised probabilities, as jax's kernel does, so the paths
+    of a bfloat16 model (blocks, decoding, the kernel) agree to within summation order."""
     b, t, n, h = q.shape
     kv = k.shape[2]
     qg = q.reshape(b, t, kv, n // kv, h)
@@ -145,8 +147,11 @@ def _masked_block(q: Array, k: Array, v: Array, mask: Array) -> Array:
     scores = jnp.where(mask[:, :, None], scores, jnp.finfo(jnp.float32).min)
     p = jnp.exp(scores - jnp.max(scores, axis=-1, keepdims=True))
     total = jnp.sum(p, axis=-1)  # [B, K, G, T]
-    out = jnp.einsum("bkgts,bskh->bkgth", p.astype(v.dtype), v, preferred_element_type=jnp.float32)
-    out = out / total[..., None]
+    if v.dtype != jnp.float32:  # 16-bit: probabilities rounded after normalising, as jax's kernel does
+        probs = (p / total[..., None]).astype(v.dtype)
+        out = jnp.einsum("bkgts,bskh->bkgth", probs, v, preferred_element_type=jnp.float32)
+    else:
+        out = jnp.einsum("bkgts,bskh->bkgth", p, v) / total[..., None]
     return jnp.einsum("bkgth->btkgh", out).reshape(b, t, n, h).astype(q.dtype)
 
 
