@@ -197,8 +197,8 @@ class InferenceEngine:
     """A model placed on a mesh, ready to score and generate.
 
     ``tokens_per_batch`` sets the scoring batch (rows x bucket length; default
-    :func:`default_tokens_per_batch`); ``gen_batch`` the
-    number of prompts decoded together; ``chunk`` the decode steps between stop checks.
+    :func:`default_tokens_per_batch`); ``gen_batch`` the number of prompts decoded
+    together; ``chunk`` the decode steps between stop checks.
     """
 
     def __init__(
@@ -270,8 +270,8 @@ class InferenceEngine:
 
     def _dispatch_rows(self, batch: PackedBatch) -> _InFlight:
         rows, length = batch.shape
-        at, where = scored_slots([(row, at + n - scored, scored) for _, row, at, n, scored in batch.placements],
-                                 rows, length)
+        spans = [(row, start + n - scored, scored) for _, row, start, n, scored in batch.placements]
+        at, where = scored_slots(spans, rows, length)
         self.stats.shapes.add(("score", (rows, length, at.shape[1])))
         targets = np.take_along_axis(batch.targets, at, axis=1)
         arrays = self._put(batch.tokens, batch.positions, batch.segment_ids, at, targets)
@@ -300,7 +300,7 @@ class InferenceEngine:
 
     def _dispatch_trees(self, batch: TreeBatch) -> _InFlight:
         rows, length = batch.shape
-        at, where = scored_slots([(row, at, n) for _, row, at, n in batch.placements], rows, length)
+        at, where = scored_slots([(row, start, n) for _, row, start, n in batch.placements], rows, length)
         self.stats.shapes.add(("score_trees", (rows, length, at.shape[1])))
         targets = np.take_along_axis(batch.targets, at, axis=1)
         arrays = self._put(batch.tokens, batch.positions, batch.segment_ids, batch.branch_ids, at, targets)
