@@ -16,13 +16,12 @@
 
 from __future__ import annotations
 
-import gzip
 import json
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-from afm.filters.extraction.gold import extraction_scores, page_counts
+from afm.filters.extraction.gold import extraction_scores, load_scrapinghub, page_counts
 
 from afm.benchutil import BenchOptions, Comparison
 
@@ -31,22 +30,10 @@ from afm.benchutil import BenchOptions, Comparison
 
 
 def load_extraction_benchmark(eval_dir: Path, limit: int | None = None) -> list[dict]:
-    """Pages of ``eval/extraction``: ``{"id", "url", "body": bytes, "truth": str}``."""
-    root = eval_dir / "extraction"
-    truth = json.loads((root / "ground-truth.json").read_text(encoding="utf-8"))
-    pages = []
-    for page_id in sorted(truth)[:limit]:
-        path = root / "html" / f"{page_id}.html.gz"
-        if path.exists():
-            pages.append(
-                {
-                    "id": page_id,
-                    "url": truth[page_id].get("url"),
-                    "body": gzip.decompress(path.read_bytes()),
-                    "truth": truth[page_id].get("articleBody") or "",
-                }
-            )
-    return pages
+    """Pages of ``eval/extraction``: ``{"id", "url", "body": bytes, "truth": str}``, read by
+    the one ScrapingHub loader (``afm.filters.extraction.gold.load_scrapinghub``)."""
+    return [{"id": p.id, "url": p.url, "body": p.body, "truth": p.truth or ""}
+            for p in load_scrapinghub(eval_dir, limit)]
 
 
 def evaluate_extractor(pages: list[dict], fn: Callable[[bytes, str | None], str]) -> dict[str, float]:
