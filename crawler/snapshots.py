@@ -28,7 +28,7 @@ with one is an error (:class:`SnapshotError`), as is a store that cannot be read
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urljoin, urlsplit
@@ -384,27 +384,27 @@ class SnapshotIndex:
             return None
         if snap is None:
             return RobotsRules("allow_all", reason=resolved.why)
-        key = f"{snap['host']}|{snap['fetched_at']}"
-        rules = self._robots.get(key)
-        if rules is None:
-            rules = rules_from_fetch(snap["status"], snap["body"])
-            if len(self._robots) > 100_000:
-                self._robots.clear()
-            self._robots[key] = rules
-        return rules
+        return _parsed_once(self._robots, snap, rules_from_fetch)
 
     def tdm_file(self, resolved: Resolved) -> TdmFile | None:
         snap = resolved.snapshot
         if resolved.state != "ok" or snap is None:
             return None
-        key = f"{snap['host']}|{snap['fetched_at']}"
-        tdm = self._tdm.get(key)
-        if tdm is None:
-            tdm = tdm_from_fetch(snap["status"], snap["body"])
-            if len(self._tdm) > 100_000:
-                self._tdm.clear()
-            self._tdm[key] = tdm
-        return tdm
+        return _parsed_once(self._tdm, snap, tdm_from_fetch)
+
+
+def _parsed_once(memo: dict[str, Any], snap: dict[str, Any], parse: Callable[[int | None, bytes | None], Any]) -> Any:
+    """``parse(status, body)`` of a snapshot, once per (host, fetch time): many pages of a
+    host share one robots.txt or tdmrep.json fetch. The memo is bounded (cleared past
+    100,000 entries)."""
+    key = f"{snap['host']}|{snap['fetched_at']}"
+    parsed = memo.get(key)
+    if parsed is None:
+        parsed = parse(snap["status"], snap["body"])
+        if len(memo) > 100_000:
+            memo.clear()
+        memo[key] = parsed
+    return parsed
 
 
 def load_index(paths: Iterable[str]) -> tuple[SnapshotIndex, ReadCounts]:

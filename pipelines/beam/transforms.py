@@ -100,20 +100,15 @@ class FilterFn(_StageFn):
             yield kept
 
 
-class RecordFn(_StageFn):
+class RecordFn(FilterFn):
     """A stage that runs right after reading, on crawl pages and documents alike (the
     ``optout`` stage): a page it drops becomes the reject of a text-less document with
     the page's URL, so its evidence is kept under the same id as an extracted one."""
 
     def process(self, rec: dict[str, Any]) -> Iterator[Any]:
         is_page = "body" in rec and "text" not in rec
-        if not is_page:
-            kept, rejected = apply_filter(self.impl, rec)
-            if rejected is not None:
-                yield self._reject(rejected)
-            else:
-                self.kept_counter.inc()
-                yield kept
+        if not is_page:  # a document: the plain filter
+            yield from super().process(rec)
             return
         try:
             decision = self.impl(rec)
