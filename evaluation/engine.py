@@ -35,6 +35,7 @@ from afm.evaluation.packing import (
     bucket_for,
     fit_rows,
     length_buckets,
+    pack_prompts,
     pack_requests,
     pack_trees,
     rows_per_bucket,
@@ -125,16 +126,26 @@ def scored_slots(spans: Sequence[tuple[int, int, int]], rows: int, length: int
 
 
 @partial(jax.jit, static_argnames=("graphdef", "cache_len"))
-def _prefill(graphdef: Any, state: Any, tokens: Array, segments: Array, *, cache_len: int):
+def _prefill(graphdef: Any, state: Any, tokens: Array, positions: Array, segments: Array,
+             source: Array, last: Array, *, cache_len: int):
+    """Prompts packed several to a row (``tokens`` [P, W]) run once; then each generation
+    row's cache is gathered from the packed one, left-padded: ``source[r, j]`` is the
+    packed (row, slot) whose keys/values fill slot ``j`` of row ``r`` (-1: padding), and
+    ``last[r]`` the slot of its prompt's last token, whose logits start decoding."""
     from afm.model.transformer import KVCache
 
     model = nnx.merge(graphdef, state)
-    positions = jnp.maximum(jnp.cumsum(segments, axis=1) - 1, 0)
-    cache = KVCache.create(model.cfg, tokens.shape[0], tokens.shape[1])  # square: attention by blocks
-    hidden, cache = model.features(tokens, positions=positions, segment_ids=segments, cache=cache)
-    cache = cache.grown(cache_len)
-    last = model.readout(hidden[:, -1:])[:, 0]  # the prompt's last position only: no [B, T, V]
-    return last.astype(jnp.float32), cache, positions[:, -1] + 1
+    packed = KVCache.create(model.cfg, tokens.shape[0], tokens.shape[1])  # square: attention by blocks
+    hidden, packed = model.features(tokens, positions=positions, segment_ids=segments, cache=packed)
+    valid = source[..., 0] >= 0
+    rows, slots = jnp.maximum(source[..., 0], 0), jnp.maximum(source[..., 1], 0)
+    keep = valid[None, :, :, None, None]
+    cache = KVCache(
+        k=jnp.where(keep, packed.k[:, rows, slots], 0), v=jnp.where(keep, packed.v[:, rows, slots], 0),
+        segment_ids=valid.astype(jnp.int32), index=jnp.asarray(source.shape[1], jnp.int32),
+    ).grown(cache_len)
+    logits = model.readout(hidden[last[:, 0], last[:, 1]][:, None])[:, 0]  # no [B, T, V]
+    return logits.astype(jnp.float32), cache
 
 
 @partial(jax.jit, static_argnames=("graphdef", "steps", "greedy"), donate_argnames=("cache",))
@@ -193,12 +204,67 @@ class _InFlight:
 # ------------------------------------------------------------------------ the engine
 
 
+TENSOR_PARALLEL_DECODE_BYTES = 64 << 20
+"""Parameters (in the compute dtype) above which CPU generation splits the weights over
+the cores instead of the rows: a decode step reads every weight for a few rows, so a
+model far larger than the caches is bound by memory bandwidth, and split weights halve
+what each core reads (``100m``, 450 MB, two cores: 16 decode steps 0.71 s split vs
+1.12 s by rows); a small one is bound by per-step overheads, which splitting adds to
+(``tiny``: 468 vs 355 requests/s by rows)."""
+
+
+def decoding_mesh_config(cfg: Any, n_devices: int, backend: str) -> Any:
+    """The mesh generation runs on when the caller names none: rows over every device,
+    except a CPU model above :data:`TENSOR_PARALLEL_DECODE_BYTES`, whose heads (and FFN
+    and vocabulary, by the training sharding rules) are split over as many devices as
+    the key/value heads allow."""
+    from afm.model.config import param_counts
+    from afm.model.sharding import MeshConfig
+
+    weight_bytes = param_counts(cfg)["total"] * jnp.dtype(cfg.dtype).itemsize
+    tensor = math.gcd(n_devices, cfg.n_kv_heads)
+    if backend != "cpu" or tensor == 1 or weight_bytes < TENSOR_PARALLEL_DECODE_BYTES:
+        return MeshConfig(data=-1)
+    return MeshConfig(data=-1, tensor=tensor)
+
+
+@dataclass
+class Placement:
+    """The parameters on one mesh, and how that mesh splits a batch's rows."""
+
+    mesh: Any
+    state: Any
+    data_width: int
+    rows: NamedSharding
+
+    @classmethod
+    def on(cls, mesh: Any, state: Any) -> Placement:
+        """Parameters sharded by the training rules; other state replicated."""
+        from afm.model.params import flatten_state, logical_axes
+        from afm.model.sharding import param_shardings
+
+        names = logical_axes(state)
+        flat, layout = flatten_state(state)
+        shapes = {k: tuple(v.shape) for k, v in flat.items()}
+        shardings = param_shardings(shapes, {k: names.get(k) for k in flat}, mesh)
+        placed = layout.unflatten({k: jax.device_put(v, shardings[k]) for k, v in flat.items()})
+        width = int(mesh.shape["data"] * mesh.shape["fsdp"])
+        return cls(mesh, placed, width, NamedSharding(mesh, PartitionSpec(("data", "fsdp"), None)))
+
+    def put(self, *arrays: np.ndarray) -> list[Array]:
+        """Host arrays onto the mesh, rows split over the data axes."""
+        return [jax.device_put(a, self.rows) for a in arrays]
+
+
 class InferenceEngine:
     """A model placed on a mesh, ready to score and generate.
 
     ``tokens_per_batch`` sets the scoring batch (rows x bucket length; default
     :func:`default_tokens_per_batch`); ``gen_batch`` the number of prompts decoded
-    together; ``chunk`` the decode steps between stop checks.
+    together; ``chunk`` the decode steps between stop checks. ``mesh`` serves both jobs;
+    without one, scoring splits rows over every device and generation runs on
+    :func:`decoding_mesh_config`'s mesh (a second copy of the parameters only when that
+    differs).
     """
 
     def __init__(
@@ -216,17 +282,21 @@ class InferenceEngine:
 
         self.cfg = model.cfg
         self.max_length = int(max_length or model.cfg.max_seq_len)
-        self.mesh = mesh if mesh is not None else make_mesh(MeshConfig(data=-1))
-        self.data_width = int(self.mesh.shape["data"] * self.mesh.shape["fsdp"])
         self.graphdef, state = nnx.split(model)
-        self.state = self._place(state)
+        self.scoring = Placement.on(mesh if mesh is not None else make_mesh(MeshConfig(data=-1)), state)
+        self.decoding = self.scoring
+        if mesh is None:
+            gen_mesh = decoding_mesh_config(self.cfg, len(jax.devices()), jax.default_backend())
+            if gen_mesh != MeshConfig(data=-1):
+                self.decoding = Placement.on(make_mesh(gen_mesh), state)
+        self.mesh = self.scoring.mesh
         self.buckets = length_buckets(self.max_length, smallest_bucket, midpoints=True)
         self.tokens_per_batch = tokens_per_batch or default_tokens_per_batch()
-        self.rows_for = rows_per_bucket(self.buckets, self.tokens_per_batch, self.data_width)
-        self.gen_batch = -(-max(1, gen_batch) // self.data_width) * self.data_width
+        self.rows_for = rows_per_bucket(self.buckets, self.tokens_per_batch, self.scoring.data_width)
+        width = self.decoding.data_width
+        self.gen_batch = -(-max(1, gen_batch) // width) * width
         self.chunk = max(1, chunk)
         self.stats = EngineStats()
-        self._batch_sharding = NamedSharding(self.mesh, PartitionSpec(("data", "fsdp"), None))
 
     @classmethod
     def from_checkpoint(cls, path: str, *, dtype: str = "float32", max_length: int | None = None,
@@ -240,21 +310,6 @@ class InferenceEngine:
         model, _ = load_model(path, **overrides)
         return cls(model, **kwargs)
 
-    def _place(self, state: Any) -> Any:
-        """Parameters sharded by the training rules; other state replicated."""
-        from afm.model.params import flatten_state, logical_axes
-        from afm.model.sharding import param_shardings
-
-        names = logical_axes(state)
-        flat, layout = flatten_state(state)
-        shapes = {k: tuple(v.shape) for k, v in flat.items()}
-        shardings = param_shardings(shapes, {k: names.get(k) for k in flat}, self.mesh)
-        placed = {k: jax.device_put(v, shardings[k]) for k, v in flat.items()}
-        return layout.unflatten(placed)
-
-    def _put(self, *arrays: np.ndarray) -> list[Array]:
-        return [jax.device_put(a, self._batch_sharding) for a in arrays]
-
     # -- scoring ----------------------------------------------------------------------
     def check_length(self, n_tokens: int) -> None:
         if n_tokens > self.max_length:
@@ -265,7 +320,7 @@ class InferenceEngine:
         """(sum of continuation log-probs, continuation is the greedy output) per request."""
         for r in requests:
             self.check_length(len(r.inputs))
-        batches = pack_requests(requests, self.buckets, self.rows_for, min_rows=self.data_width)
+        batches = pack_requests(requests, self.buckets, self.rows_for, min_rows=self.scoring.data_width)
         return self._run_scoring(batches, self._dispatch_rows, len(requests), progress)
 
     def _dispatch_rows(self, batch: PackedBatch) -> _InFlight:
@@ -274,8 +329,8 @@ class InferenceEngine:
         at, where = scored_slots(spans, rows, length)
         self.stats.shapes.add(("score", (rows, length, at.shape[1])))
         targets = np.take_along_axis(batch.targets, at, axis=1)
-        arrays = self._put(batch.tokens, batch.positions, batch.segment_ids, at, targets)
-        logp, greedy = _score_rows(self.graphdef, self.state, *arrays)
+        arrays = self.scoring.put(batch.tokens, batch.positions, batch.segment_ids, at, targets)
+        logp, greedy = _score_rows(self.graphdef, self.scoring.state, *arrays)
         return _InFlight(logp, greedy, [p[0] for p in batch.placements], where)
 
     def score_shared(self, prefixes: Sequence[Sequence[int]],
@@ -295,7 +350,7 @@ class InferenceEngine:
             if len(inp) != len(tgt) or not inp:
                 raise ValueError("suffix inputs and targets must be non-empty and of equal length")
             self.check_length(len(prefixes[p]) + len(inp))
-        batches = pack_trees(prefixes, items, self.buckets, self.rows_for, min_rows=self.data_width)
+        batches = pack_trees(prefixes, items, self.buckets, self.rows_for, min_rows=self.scoring.data_width)
         return self._run_scoring(batches, self._dispatch_trees, len(items), progress)
 
     def _dispatch_trees(self, batch: TreeBatch) -> _InFlight:
@@ -303,8 +358,8 @@ class InferenceEngine:
         at, where = scored_slots([(row, start, n) for _, row, start, n in batch.placements], rows, length)
         self.stats.shapes.add(("score_trees", (rows, length, at.shape[1])))
         targets = np.take_along_axis(batch.targets, at, axis=1)
-        arrays = self._put(batch.tokens, batch.positions, batch.segment_ids, batch.branch_ids, at, targets)
-        logp, greedy = _score_trees(self.graphdef, self.state, *arrays)
+        arrays = self.scoring.put(batch.tokens, batch.positions, batch.segment_ids, batch.branch_ids, at, targets)
+        logp, greedy = _score_trees(self.graphdef, self.scoring.state, *arrays)
         return _InFlight(logp, greedy, [p[0] for p in batch.placements], where)
 
     def _run_scoring(self, batches: Iterator[PackedBatch] | Iterator[TreeBatch],
@@ -385,22 +440,40 @@ class InferenceEngine:
         self.stats.generated_tokens += sum(len(r) for r in results)
         return results
 
+    def _prefill_cost(self, rows: int, width: int) -> float:
+        """Forward FLOPs of a prefill of ``rows`` x ``width`` slots (no readout: only each
+        prompt's last position is read out), the measure :func:`pack_prompts` minimises."""
+        from afm.model.config import flops_per_token
+
+        per_token = flops_per_token(self.cfg, width) - 6.0 * self.cfg.vocab_size * self.cfg.dim
+        return rows * width * per_token
+
     def _generate_batch(self, prompts: list[Sequence[int]], ids: list[int], max_new: int,
                         stop_ids: Sequence[int], is_finished: Callable[[int, list[int]], bool] | None,
                         temperature: float, top_p: float, key: Array, pad_id: int) -> list[list[int]]:
-        longest = max(len(p) for p in prompts)
-        width = prompt_width(longest, self.max_length)
-        n_rows = fit_rows(len(prompts), self.gen_batch, self.data_width)  # no rows of filler beyond a power of two
-        tokens = np.full((n_rows, width), pad_id, np.int32)
-        segments = np.zeros((n_rows, width), np.int32)
-        for r in range(n_rows):
-            p = prompts[r] if r < len(prompts) else prompts[0][-1:]  # filler rows: one token
-            tokens[r, width - len(p):] = p
-            segments[r, width - len(p):] = 1
+        lengths = [len(p) for p in prompts]
+        width = prompt_width(max(lengths), self.max_length)
+        placed = self.decoding
+        n_rows = fit_rows(len(prompts), self.gen_batch, placed.data_width)  # no rows of filler beyond a power of two
+        packed_rows, packed_width, where = pack_prompts(lengths, placed.data_width, self._prefill_cost)
+        tokens = np.full((packed_rows, packed_width), pad_id, np.int32)
+        positions = np.zeros((packed_rows, packed_width), np.int32)
+        segments = np.zeros((packed_rows, packed_width), np.int32)
+        source = np.full((n_rows, width, 2), -1, np.int32)  # filler rows: padding only
+        last = np.zeros((n_rows, 2), np.int32)
+        for r, (p, (row, start)) in enumerate(zip(prompts, where, strict=True)):
+            n = len(p)
+            tokens[row, start:start + n] = p
+            positions[row, start:start + n] = np.arange(n)
+            segments[row, start:start + n] = r + 1
+            source[r, width - n:] = np.stack([np.full(n, row), np.arange(start, start + n)], axis=1)
+            last[r] = (row, start + n - 1)
         steps = -(-max_new // self.chunk) * self.chunk
-        self.stats.shapes.add(("generate", (n_rows, width, width + steps)))
-        tok_d, seg_d = self._put(tokens, segments)
-        last, cache, next_pos = _prefill(self.graphdef, self.state, tok_d, seg_d, cache_len=width + steps)
+        self.stats.shapes.add(("generate", (packed_rows, packed_width, n_rows, width + steps)))
+        tok_d, pos_d, seg_d, src_d, last_d = placed.put(tokens, positions, segments, source, last)
+        last, cache = _prefill(self.graphdef, placed.state, tok_d, pos_d, seg_d, src_d, last_d,
+                               cache_len=width + steps)
+        next_pos = jnp.asarray(lengths + [1] * (n_rows - len(prompts)), jnp.int32)
         done = np.zeros((n_rows,), bool)
         done[len(prompts):] = True
         stops = jnp.asarray(list(stop_ids) or [-1], jnp.int32)
@@ -412,7 +485,7 @@ class InferenceEngine:
         produced = 0
         while produced < max_new and not done.all():
             toks, emitted, last, cache, next_pos, done_d, key = _decode_chunk(
-                self.graphdef, self.state, last, cache, next_pos, jnp.asarray(done), key, stops,
+                self.graphdef, placed.state, last, cache, next_pos, jnp.asarray(done), key, stops,
                 temp, topp, steps=self.chunk, greedy=greedy,
             )
             toks, emitted, done = np.asarray(toks), np.asarray(emitted), np.array(done_d)

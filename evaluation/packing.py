@@ -13,7 +13,7 @@ bucket, however many requests and whatever their lengths.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -101,6 +101,39 @@ def _first_fit_decreasing(lengths: dict[int, int], capacity: int) -> list[list[i
             bins.append([i])
             free.append(capacity - n)
     return bins
+
+
+def pack_prompts(lengths: Sequence[int], multiple_of: int, cost: Callable[[int, int], float],
+                 *, granule: int = 64) -> tuple[int, int, list[tuple[int, int]]]:
+    """Rows for a generation prefill holding every prompt once (first fit, longest first):
+    ``(rows, width, [(row, start) per prompt])``, the cheapest by ``cost(rows, width)``
+    among row counts a power of two times ``multiple_of`` (few compiled shapes) and
+    widths a multiple of ``granule``. Left-padding every prompt to the longest wastes
+    what packing saves: GSM8K's prompts fill 42% of such rows, 94% of two packed ones."""
+    if not lengths or min(lengths) <= 0:
+        raise ValueError("every prompt needs at least one token")
+    total, longest = sum(lengths), max(lengths)
+    best: tuple[float, int, int, list[list[int]]] | None = None
+    rows = multiple_of
+    while True:
+        width = -(-max(longest, -(-total // rows)) // granule) * granule
+        bins = _first_fit_decreasing(dict(enumerate(lengths)), width)
+        while len(bins) > rows:
+            width += granule
+            bins = _first_fit_decreasing(dict(enumerate(lengths)), width)
+        if best is None or cost(rows, width) < best[0]:
+            best = (cost(rows, width), rows, width, bins)
+        if rows >= len(lengths):
+            break
+        rows *= 2
+    _, rows, width, bins = best
+    where: list[tuple[int, int]] = [(0, 0)] * len(lengths)
+    for row, members in enumerate(bins):
+        start = 0
+        for i in members:
+            where[i] = (row, start)
+            start += lengths[i]
+    return rows, width, where
 
 
 def plan_rows(sizes: dict[int, int], buckets: Sequence[int]) -> list[tuple[int, list[list[int]]]]:

@@ -124,3 +124,22 @@ def test_scored_slots_gather_each_span_and_say_where_it_lands() -> None:
     assert where == [(0, 0, 3), (0, 3, 2), (1, 0, 1)]
     at, _ = scored_slots([(0, 0, 200)], rows=1, length=256)
     assert at.shape == (1, 256)
+
+
+def test_a_large_model_decodes_on_split_weights_with_the_same_tokens(model, monkeypatch) -> None:
+    """Above the size threshold CPU generation runs on a tensor-parallel copy of the
+    weights (memory-bound decode); scoring keeps rows split over every device."""
+    import afm.evaluation.engine as engine_module
+    from afm.evaluation.engine import decoding_mesh_config
+    from afm.model.config import get_config
+    from afm.model.sharding import MeshConfig
+
+    assert decoding_mesh_config(model.cfg, 8, "cpu") == MeshConfig(data=-1)  # tiny: rows
+    big = get_config("100m")
+    assert decoding_mesh_config(big, 8, "cpu") == MeshConfig(data=-1, tensor=4)  # 4 key/value heads
+    assert decoding_mesh_config(big, 1, "gpu") == MeshConfig(data=-1)
+    monkeypatch.setattr(engine_module, "TENSOR_PARALLEL_DECODE_BYTES", 0)
+    engine = InferenceEngine(model, gen_batch=4, chunk=8)
+    assert engine.decoding.mesh.shape["tensor"] == 2 and engine.scoring.mesh.shape["tensor"] == 1
+    prompts = [[5, 6, 7], list(range(10, 50)), [9] * 17]
+    assert engine.generate(prompts, max_new_tokens=12) == generate(model, prompts, max_new_tokens=12)

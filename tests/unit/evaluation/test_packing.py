@@ -112,3 +112,24 @@ def test_long_rows_take_short_units_into_their_free_room() -> None:
         assert all(sum(sizes[u] for u in b) <= bucket for b in bins)
     assert dict(plan_rows({0: 90, 1: 30}, (64, 128, 256))) == {128: [[0, 1]]}
     assert dict(plan_rows({0: 90, 1: 60}, (64, 128, 256))) == {64: [[1]], 128: [[0]]}
+
+
+def test_prompts_pack_into_the_cheapest_rows_each_once_without_overlap() -> None:
+    from afm.evaluation.packing import pack_prompts
+
+    lengths = [261, 220, 180, 150, 130, 110, 90, 65]  # GSM8K-like prompts
+    rows, width, where = pack_prompts(lengths, 2, lambda r, w: r * w)
+    assert rows % 2 == 0 and width % 64 == 0 and width >= max(lengths)
+    assert rows * width < len(lengths) * 320  # fewer slots than left-padding to 320
+    used: dict[int, list[tuple[int, int]]] = {}
+    for n, (row, start) in zip(lengths, where, strict=True):
+        assert 0 <= row < rows and start + n <= width
+        used.setdefault(row, []).append((start, start + n))
+    for spans in used.values():
+        spans.sort()
+        assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))
+    # attention that grows with the width keeps rows short
+    rows_q, width_q, _ = pack_prompts(lengths, 2, lambda r, w: r * w * w)
+    assert width_q <= width and rows_q >= rows
+    with pytest.raises(ValueError, match="at least one token"):
+        pack_prompts([3, 0], 1, lambda r, w: r * w)
