@@ -69,8 +69,8 @@ class EngineStats:
 
 
 @partial(jax.jit, static_argnames=("graphdef",))
-def _score_rows(graphdef: Any, state: Any, tokens: Array, positions: Array, segments: Array,
-                at: Array, targets: Array) -> tuple[Array, Array]:
+def _score_rows(state: Any, tokens: Array, positions: Array, segments: Array, at: Array,
+                targets: Array, *, graphdef: Any) -> tuple[Array, Array]:
     """At the slots ``at`` [B, K]: log p(target) (float32) and whether target is the argmax."""
     from afm.model.scoring import score
 
@@ -91,8 +91,8 @@ def tree_mask(segments: Array, branches: Array) -> Array:
 
 
 @partial(jax.jit, static_argnames=("graphdef",))
-def _score_trees(graphdef: Any, state: Any, tokens: Array, positions: Array, segments: Array,
-                 branches: Array, at: Array, targets: Array) -> tuple[Array, Array]:
+def _score_trees(state: Any, tokens: Array, positions: Array, segments: Array, branches: Array,
+                 at: Array, targets: Array, *, graphdef: Any) -> tuple[Array, Array]:
     """At the slots ``at`` [B, K] of tree-packed rows: log p(target) (float32) and whether it
     is the argmax."""
     from afm.model.scoring import score
@@ -126,8 +126,8 @@ def scored_slots(spans: Sequence[tuple[int, int, int]], rows: int, length: int
 
 
 @partial(jax.jit, static_argnames=("graphdef", "cache_len"))
-def _prefill(graphdef: Any, state: Any, tokens: Array, positions: Array, segments: Array,
-             source: Array, last: Array, *, cache_len: int):
+def _prefill(state: Any, tokens: Array, positions: Array, segments: Array, source: Array,
+             last: Array, *, graphdef: Any, cache_len: int):
     """Prompts packed several to a row (``tokens`` [P, W]) run once; then each generation
     row's cache is gathered from the packed one, left-padded: ``source[r, j]`` is the
     packed (row, slot) whose keys/values fill slot ``j`` of row ``r`` (-1: padding), and
@@ -149,9 +149,9 @@ def _prefill(graphdef: Any, state: Any, tokens: Array, positions: Array, segment
 
 
 @partial(jax.jit, static_argnames=("graphdef", "steps", "greedy"), donate_argnames=("cache",))
-def _decode_chunk(graphdef: Any, state: Any, last: Array, cache: Any, next_pos: Array,
-                  done: Array, key: Array, stop_ids: Array, temperature: Array, top_p: Array,
-                  *, steps: int, greedy: bool):
+def _decode_chunk(state: Any, last: Array, cache: Any, next_pos: Array, done: Array, key: Array,
+                  stop_ids: Array, temperature: Array, top_p: Array, *, graphdef: Any, steps: int,
+                  greedy: bool):
     """``steps`` decode steps for every row; rows already ``done`` emit padding."""
     from afm.model.sampling import choose
 
@@ -203,6 +203,9 @@ class _InFlight:
 
 # ------------------------------------------------------------------------ the engine
 
+
+ENGINE_PACKAGES = ("afm.model", "afm.evaluation")
+"""The packages whose code the engine's programs run (part of a stored program's key)."""
 
 TENSOR_PARALLEL_DECODE_BYTES = 64 << 20
 """Parameters (in the compute dtype) above which CPU generation splits the weights over
@@ -310,6 +313,13 @@ class InferenceEngine:
         model, _ = load_model(path, **overrides)
         return cls(model, **kwargs)
 
+    def _run(self, program: Callable[..., Any], static: dict[str, Any], *args: Any) -> Any:
+        """One of this module's jitted programs through :func:`afm.executables.call`: a
+        program compiled by an earlier process is loaded, not traced and lowered again."""
+        from afm.executables import call
+
+        return call(program, {"graphdef": self.graphdef, **static}, *args, packages=ENGINE_PACKAGES)
+
     # -- scoring ----------------------------------------------------------------------
     def check_length(self, n_tokens: int) -> None:
         if n_tokens > self.max_length:
@@ -330,7 +340,7 @@ class InferenceEngine:
         self.stats.shapes.add(("score", (rows, length, at.shape[1])))
         targets = np.take_along_axis(batch.targets, at, axis=1)
         arrays = self.scoring.put(batch.tokens, batch.positions, batch.segment_ids, at, targets)
-        logp, greedy = _score_rows(self.graphdef, self.scoring.state, *arrays)
+        logp, greedy = self._run(_score_rows, {}, self.scoring.state, *arrays)
         return _InFlight(logp, greedy, [p[0] for p in batch.placements], where)
 
     def score_shared(self, prefixes: Sequence[Sequence[int]],
@@ -359,7 +369,7 @@ class InferenceEngine:
         self.stats.shapes.add(("score_trees", (rows, length, at.shape[1])))
         targets = np.take_along_axis(batch.targets, at, axis=1)
         arrays = self.scoring.put(batch.tokens, batch.positions, batch.segment_ids, batch.branch_ids, at, targets)
-        logp, greedy = _score_trees(self.graphdef, self.scoring.state, *arrays)
+        logp, greedy = self._run(_score_trees, {}, self.scoring.state, *arrays)
         return _InFlight(logp, greedy, [p[0] for p in batch.placements], where)
 
     def _run_scoring(self, batches: Iterator[PackedBatch] | Iterator[TreeBatch],
@@ -471,8 +481,8 @@ class InferenceEngine:
         steps = -(-max_new // self.chunk) * self.chunk
         self.stats.shapes.add(("generate", (packed_rows, packed_width, n_rows, width + steps)))
         tok_d, pos_d, seg_d, src_d, last_d = placed.put(tokens, positions, segments, source, last)
-        last, cache = _prefill(self.graphdef, placed.state, tok_d, pos_d, seg_d, src_d, last_d,
-                               cache_len=width + steps)
+        last, cache = self._run(_prefill, {"cache_len": width + steps}, placed.state, tok_d, pos_d, seg_d,
+                                src_d, last_d)
         next_pos = jnp.asarray(lengths + [1] * (n_rows - len(prompts)), jnp.int32)
         done = np.zeros((n_rows,), bool)
         done[len(prompts):] = True
@@ -484,9 +494,9 @@ class InferenceEngine:
         stop_set = set(stop_ids)
         produced = 0
         while produced < max_new and not done.all():
-            toks, emitted, last, cache, next_pos, done_d, key = _decode_chunk(
-                self.graphdef, placed.state, last, cache, next_pos, jnp.asarray(done), key, stops,
-                temp, topp, steps=self.chunk, greedy=greedy,
+            toks, emitted, last, cache, next_pos, done_d, key = self._run(
+                _decode_chunk, {"steps": self.chunk, "greedy": greedy}, placed.state, last, cache,
+                next_pos, jnp.asarray(done), key, stops, temp, topp,
             )
             toks, emitted, done = np.asarray(toks), np.asarray(emitted), np.array(done_d)
             produced += self.chunk

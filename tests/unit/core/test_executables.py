@@ -1,0 +1,73 @@
+"""Compiled programs stored across processes: reused only when nothing that decides them changed."""
+
+from __future__ import annotations
+
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from afm import executables
+
+
+@partial(jax.jit, static_argnames=("power",))
+def _raise(x, *, power: int):
+    return x ** power + 1
+
+
+@pytest.fixture
+def store(tmp_path, monkeypatch):
+    monkeypatch.setattr(executables, "_store_dir", lambda: tmp_path / "executables")
+    monkeypatch.setattr(executables, "_memory", {})
+    return tmp_path / "executables"
+
+
+def _new_process(monkeypatch) -> None:
+    """What a new process starts with: nothing compiled in memory."""
+    monkeypatch.setattr(executables, "_memory", {})
+
+
+def test_a_stored_program_is_loaded_by_the_next_process_with_the_same_result(store, monkeypatch) -> None:
+    x = jnp.arange(6.0)
+    first = executables.call(_raise, {"power": 2}, x, packages=("afm.model",))
+    assert len(list(store.glob("*.bin"))) == 1
+    _new_process(monkeypatch)
+    monkeypatch.setattr(_raise, "lower", None, raising=False)  # loading must not trace or lower
+    again = executables.call(_raise, {"power": 2}, x, packages=("afm.model",))
+    np.testing.assert_array_equal(np.asarray(first), np.asarray(again))
+
+
+def test_static_arguments_shapes_and_source_each_key_their_own_program(store, monkeypatch) -> None:
+    executables.call(_raise, {"power": 2}, jnp.arange(6.0), packages=("afm.model",))
+    executables.call(_raise, {"power": 3}, jnp.arange(6.0), packages=("afm.model",))
+    executables.call(_raise, {"power": 2}, jnp.arange(7.0), packages=("afm.model",))
+    assert len(list(store.glob("*.bin"))) == 3
+    _new_process(monkeypatch)
+    monkeypatch.setattr(executables, "source_hash", lambda packages: "edited")  # the model code changed
+    out = executables.call(_raise, {"power": 2}, jnp.arange(6.0), packages=("afm.model",))
+    assert len(list(store.glob("*.bin"))) == 4 and float(out[2]) == 5.0
+
+
+def test_an_unreadable_stored_program_is_recompiled_and_replaced(store, monkeypatch, capsys) -> None:
+    executables.call(_raise, {"power": 2}, jnp.arange(3.0), packages=("afm.model",))
+    (path,) = store.glob("*.bin")
+    path.write_bytes(b"truncated")
+    _new_process(monkeypatch)
+    out = executables.call(_raise, {"power": 2}, jnp.arange(3.0), packages=("afm.model",))
+    assert [float(v) for v in out] == [1.0, 2.0, 5.0]
+    assert "recompiling" in capsys.readouterr().err and path.read_bytes() != b"truncated"
+
+
+def test_without_a_compile_cache_programs_stay_in_memory(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(executables, "_store_dir", lambda: None)
+    monkeypatch.setattr(executables, "_memory", {})
+    out = executables.call(_raise, {"power": 2}, jnp.ones(2), packages=("afm.model",))
+    assert [float(v) for v in out] == [2.0, 2.0] and len(executables._memory) == 1
+    assert not list(tmp_path.rglob("*.bin"))
+
+
+def test_the_source_hash_follows_the_code() -> None:
+    assert executables.source_hash(("afm.model",)) != executables.source_hash(("afm.evaluation",))
+    assert len(executables.source_hash(("afm.model", "afm.evaluation"))) == 64
