@@ -8,7 +8,7 @@ them (one per scoring bucket and batch size, prefill and decode shapes). :func:`
 keys a jitted function's compiled executable by what decides it — the function, its
 static arguments, the shapes, dtypes and shardings of its array arguments, the jax
 version, the devices, and a hash of the source of the packages the function's code
-lives in — and keeps it in memory and, beside the compile cache, on disk
+lives in and of this module — and keeps it in memory and, beside the compile cache, on disk
 (``<cache>/executables``), loading it back with
 ``jax.experimental.serialize_executable`` in about 0.02 s.
 
@@ -99,6 +99,20 @@ def call(fn: Callable[..., Any], static: dict[str, Any], *args: Any, packages: S
     return compiled(*args)
 
 
+def _compile_fresh(fn: Any, static: dict[str, Any], args: tuple) -> Any:
+    """Compile without JAX's persistent cache: an XLA:CPU executable that cache loaded
+    serialises without its kernels ("Function ... not found" when the next process runs
+    it), so a program to be stored is compiled here, not looked up."""
+    import jax
+
+    enabled = jax.config.jax_enable_compilation_cache
+    jax.config.update("jax_enable_compilation_cache", False)
+    try:
+        return fn.lower(*args, **static).compile()
+    finally:
+        jax.config.update("jax_enable_compilation_cache", enabled)
+
+
 def _load_or_compile(fn: Any, static: dict[str, Any], args: tuple, signature: tuple,
                      packages: Sequence[str]) -> Any:
     import jax
@@ -109,7 +123,7 @@ def _load_or_compile(fn: Any, static: dict[str, Any], args: tuple, signature: tu
         return fn.lower(*args, **static).compile()
     name = getattr(fn, "__wrapped__", fn)
     text = repr((name.__module__, name.__qualname__, signature[1], str(signature[2]), signature[3],
-                 _environment(), source_hash(packages)))
+                 _environment(), source_hash(packages), hashlib.sha256(Path(__file__).read_bytes()).hexdigest()))
     path = folder / (hashlib.sha256(text.encode()).hexdigest() + ".bin")
     if path.is_file():
         try:
@@ -119,7 +133,7 @@ def _load_or_compile(fn: Any, static: dict[str, Any], args: tuple, signature: tu
                                         execution_devices=[by_id[i] for i in device_ids])
         except Exception as exc:  # a file from an interrupted write or another jaxlib: recompile
             print(f"afm: recompiling {name.__qualname__}: stored program unreadable ({exc})", file=sys.stderr)
-    compiled = fn.lower(*args, **static).compile()
+    compiled = _compile_fresh(fn, static, args)
     try:
         blob = pickle.dumps((*serialize(compiled), _execution_devices(compiled)))
     except Exception:  # a backend that cannot serialise: memory only

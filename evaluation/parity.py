@@ -10,6 +10,8 @@ the task metrics. The slow tests call it on the tiny model; ``afm bench eval`` t
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 
@@ -30,17 +32,54 @@ def torch_seed(lm: Any, seed: int) -> int | None:
     return seed if getattr(lm, "uses_torch", True) else None
 
 
+@contextmanager
+def environment_info(lm: Any) -> Iterator[None]:
+    """Inside, lm-eval records the environment the model runs in: for a backend that
+    does not use torch (the native one), JAX's, instead of torch's ``collect_env``
+    report, which imports torch and runs subprocesses (about 2 s of a cold ``afm eval``
+    here) to describe a library the run never touched."""
+    import lm_eval.evaluator as evaluator
+
+    if getattr(lm, "uses_torch", True):
+        yield
+        return
+    original = evaluator.add_env_info
+    evaluator.add_env_info = _add_jax_env_info
+    try:
+        yield
+    finally:
+        evaluator.add_env_info = original
+
+
+def _add_jax_env_info(storage: dict[str, Any]) -> None:
+    """lm-eval's environment keys, filled for a JAX run."""
+    from importlib.metadata import version
+    from pathlib import Path
+
+    import jax
+    from lm_eval.loggers.utils import get_commit_from_path
+
+    devices = jax.devices()
+    storage.update({
+        "pretty_env_info": f"jax {jax.__version__} on {len(devices)} {jax.default_backend()} device(s) "
+                           f"({devices[0].device_kind})",
+        "transformers_version": "N/A (native JAX backend)",
+        "lm_eval_version": version("lm_eval"),
+        "upper_git_hash": get_commit_from_path(Path.cwd().parent),
+    })
+
+
 def run_tasks(lm: Any, configs: list[dict[str, Any]], *, limit: int | float | None = None,
               gen_kwargs: dict[str, Any] | None = None, seed: int = 1234) -> dict[str, Any]:
     """``simple_evaluate`` with every request logged."""
     from afm.evaluation.suite import task_manager
     from lm_eval.evaluator import simple_evaluate
 
-    return simple_evaluate(model=lm, tasks=configs, limit=limit, log_samples=True,
-                           gen_kwargs=gen_kwargs, bootstrap_iters=0, confirm_run_unsafe_code=True,
-                           task_manager=task_manager(),
-                           random_seed=seed, numpy_random_seed=seed, torch_random_seed=torch_seed(lm, seed),
-                           fewshot_random_seed=seed)
+    with environment_info(lm):
+        return simple_evaluate(model=lm, tasks=configs, limit=limit, log_samples=True,
+                               gen_kwargs=gen_kwargs, bootstrap_iters=0, confirm_run_unsafe_code=True,
+                               task_manager=task_manager(), random_seed=seed, numpy_random_seed=seed,
+                               torch_random_seed=torch_seed(lm, seed), fewshot_random_seed=seed)
 
 
 def request_outputs(out: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:

@@ -95,7 +95,7 @@ def run_eval(spec: EvalSpec, lm: Any = None) -> dict[str, Any]:
     }
     timing: dict[str, float] = {"load_s": load_s}
     if configs:
-        from afm.evaluation.parity import torch_seed
+        from afm.evaluation.parity import environment_info, torch_seed
         from afm.evaluation.suite import task_manager
         from lm_eval.evaluator import simple_evaluate
 
@@ -103,12 +103,13 @@ def run_eval(spec: EvalSpec, lm: Any = None) -> dict[str, Any]:
         logging.getLogger("lm_eval.api.task").addFilter(_QuietCustomDataset())
         t0 = time.perf_counter()
         wants_samples = any(c.get("task") == "afm_niah" for c in configs)
-        out = simple_evaluate(
-            model=lm, tasks=configs, limit=spec.limit, log_samples=wants_samples,
-            bootstrap_iters=1000, confirm_run_unsafe_code=True, task_manager=task_manager(),
-            random_seed=spec.seed, numpy_random_seed=spec.seed, torch_random_seed=torch_seed(lm, spec.seed),
-            fewshot_random_seed=spec.seed,
-        )
+        with environment_info(lm):
+            out = simple_evaluate(
+                model=lm, tasks=configs, limit=spec.limit, log_samples=wants_samples,
+                bootstrap_iters=1000, confirm_run_unsafe_code=True, task_manager=task_manager(),
+                random_seed=spec.seed, numpy_random_seed=spec.seed, torch_random_seed=torch_seed(lm, spec.seed),
+                fewshot_random_seed=spec.seed,
+            )
         timing["tasks_s"] = time.perf_counter() - t0
         results["tasks"] = from_lm_eval(out)
         add_groups(results["tasks"], ctx.groups)

@@ -71,3 +71,31 @@ def test_without_a_compile_cache_programs_stay_in_memory(tmp_path, monkeypatch) 
 def test_the_source_hash_follows_the_code() -> None:
     assert executables.source_hash(("afm.model",)) != executables.source_hash(("afm.evaluation",))
     assert len(executables.source_hash(("afm.model", "afm.evaluation"))) == 64
+
+
+_PROCESS = """
+import sys, jax, jax.numpy as jnp
+jax.config.update("jax_compilation_cache_dir", sys.argv[1])
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+from afm import executables
+f = jax.jit(lambda x: -(x ** 3) + jnp.sin(x))
+x = jnp.arange(5.0)
+print(float((f(x) if sys.argv[2] == "plain" else executables.call(f, {}, x, packages=("afm.model",)))[2]))
+"""
+
+
+def test_a_program_stored_from_a_warm_jax_cache_runs_in_the_next_process(tmp_path) -> None:
+    """XLA:CPU executables that JAX's persistent cache loaded serialise without their
+    kernels ("Function ... not found" in the next process); the store compiles afresh.
+    Three processes: JAX's cache is filled, the program stored, then loaded and run."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    runs = [subprocess.run([sys.executable, "-c", _PROCESS, str(tmp_path), mode], capture_output=True,
+                           text=True, timeout=120, env=env) for mode in ("plain", "store", "store")]
+    assert [r.returncode for r in runs] == [0, 0, 0], runs[-1].stderr[-500:]
+    assert len({r.stdout for r in runs}) == 1
+    assert len(list((tmp_path / "executables").glob("*.bin"))) == 1
