@@ -138,13 +138,14 @@ def _n_devices() -> int:
 
 
 def _compile_cache_entries() -> int:
-    """Files in JAX's persistent compilation cache (0 when it is off)."""
+    """Programs the engine would load: stored executables (``afm.executables``) when JAX's
+    persistent compilation cache is on (0 when it is off)."""
     import jax
 
     directory = jax.config.jax_compilation_cache_dir
-    if not directory or not jax.config.jax_enable_compilation_cache or not Path(directory).is_dir():
+    if not directory or not jax.config.jax_enable_compilation_cache:
         return 0
-    return sum(1 for _ in Path(directory).iterdir())
+    return sum(1 for _ in (Path(directory) / "executables").glob("*.bin"))
 
 
 BENCHMARKS = {"eval": bench_eval}
