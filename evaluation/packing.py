@@ -109,7 +109,8 @@ def pack_prompts(lengths: Sequence[int], multiple_of: int, cost: Callable[[int, 
     ``(rows, width, [(row, start) per prompt])``, the cheapest by ``cost(rows, width)``
     among row counts a power of two times ``multiple_of`` (few compiled shapes) and
     widths a multiple of ``granule``. Left-padding every prompt to the longest wastes
-    what packing saves: GSM8K's prompts fill 42% of such rows, 94% of two packed ones."""
+    what packing saves: eight prompts of 65-261 tokens fill 47% of 8 rows of 320 slots and
+    94% of the 2 rows of 640 the ``100m`` model's prefill cost picks."""
     if not lengths or min(lengths) <= 0:
         raise ValueError("every prompt needs at least one token")
     total, longest = sum(lengths), max(lengths)
