@@ -21,6 +21,7 @@ Gold sets (each optional; `cv` needs all three sources, `train` two):
   --scrapinghub DIR   ../shared/eval (its extraction/ folder: 181 ScrapingHub pages), the default
   --wcxb DIR          a WCXB checkout (dev/html, dev/ground-truth; the test split is never read)
   --trafilatura DIR   trafilatura's tests/ folder (evaldata.json, eval/, cache/)
+  --utomo DIR         Utomo & Leu's sets: the Extraction/ folder of MSVCode/ir-research-data
 `table` runs every candidate extractor once per page (minutes) and caches the outputs in
 --cache; `cv` and `train` read that cache (and cache their feature table there).
 Use another selector model with
@@ -28,13 +29,15 @@ Use another selector model with
 """
 
 
-def _sets(scrapinghub: str | None, wcxb: str | None, trafilatura: str | None) -> dict:
+def _sets(scrapinghub: str | None, wcxb: str | None, trafilatura: str | None,
+          utomo: str | None = None) -> dict:
     if scrapinghub is None:
         from afm.benchutil import find_shared_dir
 
         shared = find_shared_dir()
         scrapinghub = str(shared / "eval") if shared else None
-    return {"scrapinghub": scrapinghub, "wcxb": wcxb, "trafilatura": trafilatura}
+    return {"scrapinghub": scrapinghub, "wcxb": wcxb, "trafilatura": trafilatura,
+            "utomo": utomo}
 
 
 def _load_cache(cache: str) -> list[dict]:
@@ -77,11 +80,12 @@ def extraction() -> None:
 @click.option("--scrapinghub", type=click.Path(file_okay=False, exists=True), help="../shared/eval (default when present).")
 @click.option("--wcxb", type=click.Path(file_okay=False, exists=True), help="WCXB checkout (dev split).")
 @click.option("--trafilatura", type=click.Path(file_okay=False, exists=True), help="trafilatura's tests/ folder.")
+@click.option("--utomo", type=click.Path(file_okay=False, exists=True), help="Utomo & Leu's Extraction/ folder.")
 @click.option("--cache", required=True, type=click.Path(file_okay=False), help="Folder for the candidate tables.")
 @click.option("--workers", default=1, show_default=True, type=POSITIVE_INT, help="Processes.")
 @click.option("--limit", type=POSITIVE_INT, help="Pages per source (smoke runs).")
-def table_cmd(scrapinghub: str | None, wcxb: str | None, trafilatura: str | None, cache: str,
-              workers: int, limit: int | None) -> None:
+def table_cmd(scrapinghub: str | None, wcxb: str | None, trafilatura: str | None,
+              utomo: str | None, cache: str, workers: int, limit: int | None) -> None:
     """Run every candidate extractor on the gold pages once; cache their outputs."""
     from afm.filters.extraction.gold import load_sets
     from afm.filters.extraction.table import build_rows, save_rows
@@ -89,7 +93,7 @@ def table_cmd(scrapinghub: str | None, wcxb: str | None, trafilatura: str | None
     from afm.console import print_summary
 
     summary = {}
-    for name, path in _sets(scrapinghub, wcxb, trafilatura).items():
+    for name, path in _sets(scrapinghub, wcxb, trafilatura, utomo).items():
         if path is None:
             continue
         pages = load_sets(**{name: Path(path)}, limit=limit)
@@ -101,14 +105,26 @@ def table_cmd(scrapinghub: str | None, wcxb: str | None, trafilatura: str | None
 @extraction.command("cv", epilog=EPILOG)
 @click.option("--cache", required=True, type=click.Path(file_okay=False, exists=True))
 @click.option("--tsv", type=click.Path(dir_okay=False), help="Also write the table as TSV (the README's source).")
-def cv_cmd(cache: str, tsv: str | None) -> None:
+@click.option("--nested", is_flag=True, help="Choose the vote's panel too (with the gate) on the "
+              "other sources only, per held-out source; adds a paired bootstrap over pages.")
+@click.option("--workers", default=1, show_default=True, type=POSITIVE_INT,
+              help="Processes for the panels' vote columns (--nested).")
+def cv_cmd(cache: str, tsv: str | None, nested: bool, workers: int) -> None:
     """Leave-one-source-out F1 of the selector (fast path + vote) next to every single candidate."""
     from afm.filters.extraction.train import cross_validate_by_source, report_rows
 
     from afm.console import print_table
 
-    header, rows = report_rows(cross_validate_by_source(_table(cache)))
-    print_table("held-out F1 by set (leave one source out)", header, rows)
+    if nested:
+        from afm.filters.extraction import nested as nest
+
+        configs = nest.grid()
+        table = nest.add_vote_columns(_table(cache), _load_cache(cache), configs, workers)
+        header, rows = nest.report_rows(nest.nested_cv(table, configs))
+        print_table("held-out F1 by source, every choice nested", header, rows)
+    else:
+        header, rows = report_rows(cross_validate_by_source(_table(cache)))
+        print_table("held-out F1 by set (leave one source out)", header, rows)
     if tsv:
         Path(tsv).write_text("\n".join("\t".join(map(str, r)) for r in [header, *rows]) + "\n",
                              encoding="utf-8")

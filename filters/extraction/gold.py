@@ -9,6 +9,11 @@ Sets (where each comes from and its licence: ``data/extraction/README.md``):
   WCXB test split is never read.
 * ``trafilatura``: trafilatura's own evaluation pages (Apache-2.0); its gold is snippets
   that must / must not appear rather than a whole text.
+* ``utomo-big5`` / ``utomo-chaos``: Utomo & Leu's web content extraction sets (the
+  ``Extraction`` folder of github.com/MSVCode/ir-research-data, research use): 360 news
+  pages of 9 sites over 2005-2017, and 360 pages of ~240 sites from Google results for
+  36 queries, each with a human-made gold text. One source (``utomo``) for
+  cross-validation: one team's gold conventions.
 
 Metric (ScrapingHub's article-extraction benchmark): ``\\w+`` tokens, 4-token shingles,
 per-page TP/FP/FN normalised to sum 1, precision and recall averaged over pages, F1 of
@@ -166,12 +171,37 @@ def load_trafilatura_eval(root: Path, limit: int | None = None) -> list[GoldPage
     return pages
 
 
+def _read_text(path: Path) -> str:
+    """A gold text file: UTF-8, else Windows-1252 (some of the older pages' gold)."""
+    raw = path.read_bytes()
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        return raw.decode("cp1252", "replace")
+
+
+def load_utomo(root: Path, limit: int | None = None) -> list[GoldPage]:
+    """Utomo & Leu's sets (``root`` is the repository's ``Extraction`` folder): every
+    ``<folder>/html/<name>.htm[l]`` with its ``<folder>/gold/<name>.txt``; the ``big5-*``
+    folders (one per year) are the set ``utomo-big5``, ``chaos-all`` is ``utomo-chaos``."""
+    pages = []
+    for folder in sorted(p for p in root.iterdir() if p.is_dir() and (p / "gold").is_dir()):
+        kind = "big5" if folder.name.startswith("big") else folder.name.split("-")[0]
+        for html in sorted((folder / "html").iterdir())[:limit]:
+            gold = folder / "gold" / f"{html.stem}.txt"
+            if html.suffix in (".htm", ".html") and gold.exists():
+                pages.append(GoldPage(f"utomo-{kind}", f"{folder.name}/{html.stem}", None,
+                                      html.read_bytes(), truth=_read_text(gold)))
+    return pages
+
+
 def load_sets(scrapinghub: Path | None = None, wcxb: Path | None = None,
-              trafilatura: Path | None = None, limit: int | None = None) -> list[GoldPage]:
+              trafilatura: Path | None = None, utomo: Path | None = None,
+              limit: int | None = None) -> list[GoldPage]:
     """Every page of the sets given (a None path: that set is left out)."""
     pages: list[GoldPage] = []
     for path, loader in ((scrapinghub, load_scrapinghub), (wcxb, load_wcxb),
-                         (trafilatura, load_trafilatura_eval)):
+                         (trafilatura, load_trafilatura_eval), (utomo, load_utomo)):
         if path is None:
             continue
         if not Path(path).is_dir():

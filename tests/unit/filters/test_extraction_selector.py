@@ -205,3 +205,53 @@ def test_cascade_slow_path_votes() -> None:
     text, signals = select_text(slow, PAGE, None)
     assert signals["fast_path"] == 0.0 and signals["candidate"] == -1.0
     assert "storm number 11" in text and "Privacy" not in text
+
+
+# ------------------------------------------------------------ more sources, nested choice
+
+
+def test_utomo_loader_pairs_pages_with_gold_and_names_sets(tmp_path) -> None:
+    from afm.filters.extraction.gold import load_sets
+
+    for folder, name in (("big5-05", "flood (1)"), ("chaos-all", "storm (2)")):
+        (tmp_path / folder / "html").mkdir(parents=True)
+        (tmp_path / folder / "gold").mkdir()
+        (tmp_path / folder / "html" / f"{name}.htm").write_bytes(b"<p>The defences held</p>")
+        (tmp_path / folder / "gold" / f"{name}.txt").write_bytes("Caf\xe9 defences".encode("cp1252"))
+    (tmp_path / "chaos-all" / "html" / "orphan.htm").write_bytes(b"<p>no gold</p>")
+    pages = load_sets(utomo=tmp_path)
+    assert [(p.set, p.id) for p in pages] == [("utomo-big5", "big5-05/flood (1)"),
+                                              ("utomo-chaos", "chaos-all/storm (2)")]
+    assert pages[0].truth == "Café defences"  # not UTF-8: read as Windows-1252
+    assert train.source_of(pages[1].set) == "utomo"
+
+
+def test_nested_cv_chooses_the_panel_without_the_held_out_source(monkeypatch) -> None:
+    from afm.filters.extraction import nested
+
+    table = _made_up_table()
+    good = (1.0, 0.0, 0.0)
+    small, big = ("traf_fast", "readability", "resiliparse"), ("traf_recall", "traf_fast",
+                                                              "readability", "resiliparse")
+    for i, c in enumerate(table.counts):  # the small panel fixes broken pages on alpha only
+        broken = c["traf_fallback"] != good
+        c[nested.vote_column(train.REFERENCE, small)] = (
+            good if broken and table.sets[i] == "alpha" else c["traf_fallback"])
+        c[nested.vote_column(train.REFERENCE, big)] = good if broken else c["traf_fallback"]
+    configs = nested.grid(panels=(small, big), gates=(0.9,))
+    seen: list[set[str]] = []
+    real = nested.choose
+
+    def spy(scorer, cf, by_source):  # type: ignore[no-untyped-def]
+        seen.append(set(by_source))
+        return real(scorer, cf, by_source)
+
+    results = nested.nested_cv(table, configs, chooser=spy, n_boot=50)
+    assert seen == [{"beta", "gamma"}, {"alpha", "gamma"}, {"alpha", "beta"}]
+    for r in results.values():  # the big panel is chosen (the small one fails beta, gamma)
+        assert r["config"] == str(nested.Config(big, 0.9))
+        assert r["afm"] == pytest.approx(1.0) and r["margin"] > 0 and r["p_ahead"] == 1.0
+    header, rows = nested.report_rows(results)
+    assert header[5] == "margin" and len(rows) == 3
+    with pytest.raises(UserError):
+        nested.nested_cv(table.subset(range(400)), configs)
