@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 from afm.filters.extraction.gold import GoldPage, counts
-from afm.filters.extraction.train import FAST, REFERENCE, TOLERANCE, Table, source_of
+from afm.filters.extraction.train import FAST, FAST_TRIM, REFERENCE, TOLERANCE, Table, source_of
 from afm.filters.extraction.vote import majority, vote_text
 
 # The panels tried (experiments/extraction-selector/README.md), smallest first. Larger
@@ -36,6 +36,9 @@ PANELS: tuple[tuple[str, ...], ...] = (
     ("traf_recall", "traf_fast", "readability", "boilerpipe", "justext", "resiliparse"),
 )
 GATES = (0.7, 0.8, 0.9, 0.95)
+# The fast path's answers tried: traf_fast's text, and that text less its leading and
+# trailing lines Resiliparse lacks (train.FAST_TRIM, the shipped one).
+FASTS = (FAST[0], FAST_TRIM)
 
 
 @dataclass(frozen=True)
@@ -46,10 +49,11 @@ class Config:
     gate: float
     reference: str = REFERENCE
     fast: str = FAST[0]  # the column that answers on the fast path
+    votes: int = 0  # voters a line the reference lacks needs (0: a strict majority)
 
     @property
     def column(self) -> str:
-        return vote_column(self.reference, self.panel)
+        return vote_column(self.reference, self.panel, self.votes)
 
     @property
     def cost(self) -> tuple[int, float]:
@@ -59,15 +63,17 @@ class Config:
     def __str__(self) -> str:
         ref = "" if self.reference == REFERENCE else f"{self.reference} + "
         fast = "" if self.fast == FAST[0] else f", fast path {self.fast}"
-        return f"{ref}{'+'.join(self.panel)} @ {self.gate}{fast}"
+        votes = f" ({self.votes} of {len(self.panel)})" if self.votes else ""
+        return f"{ref}{'+'.join(self.panel)}{votes} @ {self.gate}{fast}"
 
 
-def vote_column(reference: str, panel: Sequence[str]) -> str:
-    return f"vote:{reference}:{'+'.join(panel)}"
+def vote_column(reference: str, panel: Sequence[str], votes: int = 0) -> str:
+    """The table's column of a vote (``votes`` = 0: a strict majority, :func:`majority`)."""
+    return f"vote:{reference}:{'+'.join(panel)}" + (f":k{votes}" if votes else "")
 
 
 def grid(panels: Iterable[Sequence[str]] = PANELS, gates: Iterable[float] = GATES,
-         references: Iterable[str] = (REFERENCE,), fasts: Iterable[str] = (FAST[0],)
+         references: Iterable[str] = (REFERENCE,), fasts: Iterable[str] = FASTS
          ) -> list[Config]:
     return [Config(tuple(p), g, r, f) for f in fasts for r in references for p in panels
             for g in gates]
@@ -78,19 +84,19 @@ def _gold(row: dict[str, Any]) -> GoldPage:
                     row.get("with") or [], row.get("without") or [])
 
 
-def _row_votes(args: tuple[dict[str, Any], list[tuple[str, tuple[str, ...]]]]
+def _row_votes(args: tuple[dict[str, Any], list[tuple[str, tuple[str, ...], int]]]
                ) -> dict[str, tuple[float, float, float]]:
     row, specs = args
-    return {vote_column(ref, panel): counts(_gold(row), vote_text(row["texts"], ref, panel,
-                                                                   majority(len(panel))))
-            for ref, panel in specs}
+    return {vote_column(ref, panel, k): counts(_gold(row), vote_text(
+                row["texts"], ref, panel, k or majority(len(panel))))
+            for ref, panel, k in specs}
 
 
 def add_vote_columns(table: Table, rows: Sequence[dict[str, Any]], configs: Sequence[Config],
                      workers: int = 1) -> Table:
     """Each configuration's vote counts on every page (``rows``: the table's, in order),
     unless the table has them already (a few seconds per thousand pages and panel)."""
-    specs = sorted({(c.reference, c.panel) for c in configs
+    specs = sorted({(c.reference, c.panel, c.votes) for c in configs
                     if c.column not in table.counts[0]})
     if not specs:
         return table

@@ -7,7 +7,7 @@ from __future__ import annotations
 from afm.filters.extraction.candidates import Page, run_candidate
 from afm.filters.extraction.features import agreement, switch_features
 from afm.filters.extraction.selector import Selector
-from afm.filters.extraction.vote import vote_text
+from afm.filters.extraction.vote import trim_edges, vote_text
 
 
 def select_text(selector: Selector, html: str, url: str | None
@@ -21,6 +21,10 @@ def select_text(selector: Selector, html: str, url: str | None
     chosen = selector.fast_candidates[0]
     fast = agree >= selector.gate
     signals = {"fast_agreement": float(agree), "fast_path": float(fast)}
+    if fast and selector.fast_trim:
+        first, second = selector.fast_candidates[:2]
+        return trim_edges(texts[first], texts[second]), {
+            **signals, "candidate": float(selector.all_candidates.index(first))}
     if not fast:
         chosen = selector.reference
         texts[chosen] = run_candidate(chosen, page)

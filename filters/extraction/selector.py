@@ -5,7 +5,8 @@ A page goes through a cascade (``select.py``):
 
 1. the *fast* candidates run (trafilatura's balanced pass without fallbacks and
    Resiliparse: two families, ~15 ms together); when their texts agree (4-token shingle
-   Dice overlap at or above ``gate``) the first one's text is the answer: the fast path;
+   Dice overlap at or above ``gate``) the first one's text is the answer: the fast path
+   (with ``fast_trim``, less its leading and trailing lines the second one lacks);
 2. otherwise the *reference* (trafilatura's default mode, its own readability / jusText
    fallbacks included) runs, then the *voters*; the answer is the reference's text plus
    the lines at least ``min_votes`` voters hold (``vote.py``). A file without voters
@@ -102,6 +103,7 @@ class Selector:
     meta: dict[str, Any]
     voters: tuple[str, ...] = ()  # the slow path's vote: candidates beside the reference
     min_votes: int = 0  # voters that must hold a line the reference lacks (0: no vote)
+    fast_trim: bool = False  # the fast path drops the edge lines the second fast candidate lacks
 
     @property
     def votes(self) -> bool:
@@ -124,7 +126,8 @@ class Selector:
         data = {"format": FORMAT, "fast_candidates": self.fast_candidates,
                 "reference": self.reference, "others": self.others, "gate": self.gate,
                 "tau": self.tau, "model": self.model.to_json() if self.model else None,
-                "voters": self.voters, "min_votes": self.min_votes, "meta": self.meta}
+                "voters": self.voters, "min_votes": self.min_votes, "fast_trim": self.fast_trim,
+                "meta": self.meta}
         path.write_text(json.dumps(data, separators=(",", ":")) + "\n", encoding="utf-8")
 
     @classmethod
@@ -139,7 +142,7 @@ class Selector:
         return cls(tuple(data["fast_candidates"]), str(data["reference"]),
                    tuple(data["others"]), float(data["gate"]), float(data["tau"]), model,
                    dict(data.get("meta") or {}), tuple(data.get("voters") or ()),
-                   int(data.get("min_votes") or 0))
+                   int(data.get("min_votes") or 0), bool(data.get("fast_trim")))
 
 
 @lru_cache(maxsize=4)

@@ -34,7 +34,7 @@ import numpy as np
 from afm.filters.extraction.features import agreement, switch_feature_names, switch_features
 from afm.filters.extraction.gold import GoldPage, counts, extraction_scores, page_f1
 from afm.filters.extraction.selector import Selector, TreeEnsemble
-from afm.filters.extraction.vote import majority, vote_text
+from afm.filters.extraction.vote import majority, trim_edges, vote_text
 
 from afm.errors import UserError
 
@@ -49,6 +49,10 @@ OTHERS = ("traf_fast", "traf_recall", "readability", "resiliparse", "justext")
 VOTERS = ("traf_fast", "readability", "resiliparse")
 MIN_VOTES = majority(len(VOTERS))
 VOTE = "vote"  # the vote's column in Table.counts
+# The fast path's answer: traf_fast less its leading and trailing lines Resiliparse lacks
+# (chosen by the nested cross-validation over this and the untrimmed traf_fast on every
+# held-out source; experiments/extraction-selector/README.md). Its column in Table.counts:
+FAST_TRIM = "fast_trim"
 GATES = (0.7, 0.8, 0.9, 0.95)
 TAUS = (0.0, 0.02, 0.05, 0.1, 1.0)
 # F1 differences below this are noise on sets of 100-1,000 pages (one page in 1,000 moves
@@ -112,18 +116,21 @@ def build_table(rows: Sequence[dict[str, Any]]) -> Table:
     return add_votes(table, rows)
 
 
-VOTE_SPEC = (REFERENCE, VOTERS, MIN_VOTES)
+VOTE_SPEC = (REFERENCE, VOTERS, MIN_VOTES, FAST_TRIM)
 
 
 def add_votes(table: Table, rows: Sequence[dict[str, Any]]) -> Table:
-    """The vote's counts on every page (``rows``: the table's, in order), unless the
-    table already has them for this very vote (seconds per thousand pages)."""
+    """The vote's counts and the trimmed fast path's on every page (``rows``: the
+    table's, in order), unless the table already has them for this very vote (seconds
+    per thousand pages)."""
     if table.vote == VOTE_SPEC:
         return table
     if not set(VOTERS) <= set(table.names):
         raise UserError(f"candidate tables lack some of {list(VOTERS)}; rerun `afm extraction table`")
     for i, row in enumerate(rows):
-        table.counts[i][VOTE] = counts(_gold(row), vote_text(row["texts"], *VOTE_SPEC))
+        texts, gold = row["texts"], _gold(row)
+        table.counts[i][VOTE] = counts(gold, vote_text(texts, REFERENCE, VOTERS, MIN_VOTES))
+        table.counts[i][FAST_TRIM] = counts(gold, trim_edges(texts[FAST[0]], texts[FAST[1]]))
     table.vote = VOTE_SPEC
     return table
 
@@ -154,7 +161,8 @@ def choose(selector: Selector, table: Table, i: int) -> tuple[str, bool]:
     """(chosen candidate, fast path) for page ``i``: :func:`select.select_text`'s rule on
     the cached texts."""
     if table.agree[i] >= selector.gate:
-        return selector.fast_candidates[0], True
+        return (FAST_TRIM if selector.fast_trim and FAST_TRIM in table.counts[i]
+                else selector.fast_candidates[0]), True
     if selector.votes:
         return VOTE, False
     if selector.switches:
@@ -175,7 +183,8 @@ def _best_single(table: Table, pages: Sequence[int]) -> float:
 def _selector(model: TreeEnsemble | None, gate: float, tau: float, meta: dict[str, Any],
               votes: bool = False) -> Selector:
     if votes:
-        return Selector(FAST, REFERENCE, OTHERS, gate, 1.0, None, meta, VOTERS, MIN_VOTES)
+        return Selector(FAST, REFERENCE, OTHERS, gate, 1.0, None, meta, VOTERS, MIN_VOTES,
+                        fast_trim=True)
     return Selector(FAST, REFERENCE, OTHERS, gate, tau, model, meta)
 
 
@@ -214,6 +223,7 @@ def fit_selector(table: Table, pages: Sequence[int], meta: dict[str, Any] | None
     gate, tau, margins = search(table, pages)
     if table.votes:
         info = {"vote": {"reference": REFERENCE, "voters": VOTERS, "min_votes": MIN_VOTES},
+                "fast_path": "traf_fast less the edge lines resiliparse lacks",
                 "search_margins": margins, **(meta or {})}
         return _selector(None, gate, tau, info, votes=True)
     info = {"features": switch_feature_names((REFERENCE, *OTHERS)), "gbt": GBT,

@@ -121,3 +121,34 @@ def vote_text(texts: dict[str, str], reference: str, voters: Sequence[str],
     held = containment(lines, texts, (reference, *voters)) >= HOLDS
     keep = held[:, 0] | (held[:, 1:].sum(axis=1) >= min_votes)
     return "\n".join(line for line, k in zip(lines, keep) if k)
+
+
+def trim_edges(text: str, other: str) -> str:
+    """``text`` without its leading and trailing lines ``other`` does not hold (as
+    :func:`containment` and ``HOLDS`` say: the fast path's answer, trafilatura's fast pass
+    less the edge lines Resiliparse lacks, mostly bylines, related-story lists and table
+    debris); ``text`` itself when ``other`` holds none of its lines or both end lines.
+    Only the edge lines are looked at (most pages: the first and the last)."""
+    lines = [line for line in text.split("\n") if line.strip()]
+    if not lines:
+        return text
+    per_line = [t for t in map(_tokens, other.split("\n")) if t]
+    sets = {s for t in per_line for s in _shingles(t)}
+    short = {tuple(t) for t in per_line if len(t) < 4}
+
+    def held(line: str) -> bool:
+        toks = _tokens(line)
+        if not toks:
+            return False
+        if len(toks) < 4:
+            return tuple(toks) in short
+        sh = _shingles(toks)
+        return sum(s in sets for s in sh) >= HOLDS * len(sh)
+
+    first = next((i for i, line in enumerate(lines) if held(line)), None)
+    if first is None:
+        return text
+    last = next(i for i in range(len(lines) - 1, first - 1, -1) if held(lines[i]))
+    if first == 0 and last == len(lines) - 1:
+        return text
+    return "\n".join(lines[first:last + 1])

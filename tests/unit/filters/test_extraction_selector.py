@@ -238,7 +238,7 @@ def test_nested_cv_chooses_the_panel_without_the_held_out_source(monkeypatch) ->
         c[nested.vote_column(train.REFERENCE, small)] = (
             good if broken and table.sets[i] == "alpha" else c["traf_fallback"])
         c[nested.vote_column(train.REFERENCE, big)] = good if broken else c["traf_fallback"]
-    configs = nested.grid(panels=(small, big), gates=(0.9,))
+    configs = nested.grid(panels=(small, big), gates=(0.9,), fasts=(train.FAST[0],))
     seen: list[set[str]] = []
     real = nested.choose
 
@@ -255,3 +255,17 @@ def test_nested_cv_chooses_the_panel_without_the_held_out_source(monkeypatch) ->
     assert header[5] == "margin" and len(rows) == 3
     with pytest.raises(UserError):
         nested.nested_cv(table.subset(range(400)), configs)
+
+
+def test_trim_edges_drops_only_the_edge_lines_the_other_lacks() -> None:
+    from afm.filters.extraction.vote import trim_edges
+
+    body = ["The storm reached the coast on Monday night with heavy rain.",
+            "Related: five other stories nobody else printed here at all",
+            "Officials said the river would crest on Wednesday morning."]
+    text = "\n".join(["| | |", "By Staff Writer of the daily news desk", *body,
+                      "- Most viewed story one of the day today"])
+    other = "\n".join([body[0], body[2]])
+    assert trim_edges(text, other) == "\n".join(body)  # the middle line stays
+    assert trim_edges(text, "") == text  # nothing held: untouched
+    assert trim_edges("\n".join(body), "\n".join(body)) == "\n".join(body)
