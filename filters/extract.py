@@ -3,7 +3,8 @@
 The AFM report extracts text by combining two extractors (a reader mode and Boilerpipe).
 By default (``method="selector"``) extraction is the learned cascade of
 ``filters/extraction/``: trafilatura's balanced pass and Resiliparse run; when they agree
-that text is the answer (the fast path, most pages), otherwise trafilatura's default mode
+the balanced pass's text, less its leading and trailing lines Resiliparse lacks, is the
+answer (the fast path, most pages), otherwise trafilatura's default mode
 and readability run and the answer is a line vote: the default mode's lines plus those a
 majority of the extractors hold (``extraction/vote.py``). Gold sets, by-set
 held-out figures and what did not work: ``experiments/extraction-selector/README.md``.
