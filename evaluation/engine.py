@@ -6,14 +6,17 @@ Two jobs:
 * :meth:`InferenceEngine.score` — summed log-probability of each request's continuation and
   whether greedy decoding would have produced it. Requests are packed into fixed-shape
   rows (``afm.evaluation.packing``): one compiled program per length bucket.
-* :meth:`InferenceEngine.generate` — batched decoding with a KV cache: one prefill, then
-  jit-compiled chunks of ``chunk`` decode steps; between chunks the host checks stop
-  *strings* (lm-eval's ``until``), which a token-level stop rule cannot see because a stop
-  string may span tokens. Rows that hit a stop token or string are frozen.
+* :meth:`InferenceEngine.generate` — batched decoding with a KV cache: one prefill of the
+  prompts packed several to a row, each row's cache gathered from it, then jit-compiled
+  chunks of ``chunk`` decode steps; between chunks the host checks stop *strings*
+  (lm-eval's ``until``), which a token-level stop rule cannot see because a stop string
+  may span tokens. Rows that hit a stop token or string are frozen.
 
 Both run on a device mesh: the batch is split over the ``data``/``fsdp`` axes and the
 parameters are placed with the training sharding rules (``afm.model.sharding``), so
-a model trained on a mesh is evaluated on the same mesh.
+a model trained on a mesh is evaluated on the same mesh; without one, a large model
+decodes on CPU with its weights split (:func:`decoding_mesh_config`). The compiled
+programs go through ``afm.executables``, so a new process loads them without tracing.
 """
 
 from __future__ import annotations
