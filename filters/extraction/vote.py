@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -88,25 +89,36 @@ def pool(texts: dict[str, str], order: Sequence[str]) -> list[str]:
     return [lines[k] for k in sorted(lines)]
 
 
+class _LinePool:
+    """One text's 4-token shingles taken within its lines, and its lines under four tokens:
+    what "holds a line" is measured against (:func:`containment`, :func:`trim_edges`)."""
+
+    def __init__(self, text: str) -> None:
+        per_line = [t for t in map(_tokens, text.split("\n")) if t]
+        self.shingles = {s for t in per_line for s in _shingles(t)}
+        self.short = {tuple(t) for t in per_line if len(t) < 4}
+
+    def share(self, tokens: list[str], shingles: list[int]) -> float:
+        """The share of a line's shingles held; a line under four tokens only as that very line."""
+        if len(tokens) < 4:
+            return float(tuple(tokens) in self.short)
+        return sum(s in self.shingles for s in shingles) / len(shingles)
+
+
 def containment(lines: Sequence[str], texts: dict[str, str], names: Sequence[str]
                 ) -> np.ndarray:
     """(lines, names): the share of each line's shingles each candidate holds (shingles
     taken within the candidate's lines, as the pool's); a line under four tokens is held
     only by a candidate with that very line ("at" is inside every text)."""
-    sets, short = {}, {}
-    for n in names:
-        per_line = [t for t in map(_tokens, (texts.get(n) or "").split("\n")) if t]
-        sets[n] = {s for t in per_line for s in _shingles(t)}
-        short[n] = {tuple(t) for t in per_line if len(t) < 4}
+    pools = [_LinePool(texts.get(n) or "") for n in names]
     out = np.zeros((len(lines), len(names)), dtype=np.float32)
     for i, line in enumerate(lines):
         toks = _tokens(line)
         if not toks:
             continue
         sh = _shingles(toks)
-        for j, n in enumerate(names):
-            out[i, j] = (float(tuple(toks) in short[n]) if len(toks) < 4
-                         else sum(s in sets[n] for s in sh) / len(sh))
+        for j, held in enumerate(pools):
+            out[i, j] = held.share(toks, sh)
     return out
 
 
@@ -136,14 +148,7 @@ def trim_edges(text: str, other: str) -> str:
     if not lines:
         return text
     lowered = other.lower()
-    pool: dict[str, set] = {}  # built on first need
-
-    def shingles_of_other() -> tuple[set, set]:
-        if "sets" not in pool:
-            per_line = [t for t in map(_tokens, other.split("\n")) if t]
-            pool["sets"] = {s for t in per_line for s in _shingles(t)}
-            pool["short"] = {tuple(t) for t in per_line if len(t) < 4}
-        return pool["sets"], pool["short"]
+    lazy: dict[str, Any] = {}  # built on first need: most pages never need them
 
     def held(line: str) -> bool:
         toks = _tokens(line)
@@ -153,15 +158,13 @@ def trim_edges(text: str, other: str) -> str:
         if len(toks) >= 4 and _inside_a_line(needle, lowered):
             return True  # every shingle of the line is in that line of ``other``
         if len(toks) < 4:
-            if "lines" not in pool:
-                pool["lines"] = {x.strip() for x in lowered.split("\n")}
-            if needle in pool["lines"]:
+            if "lines" not in lazy:
+                lazy["lines"] = {x.strip() for x in lowered.split("\n")}
+            if needle in lazy["lines"]:
                 return True  # that very line
-        sets, short = shingles_of_other()
-        if len(toks) < 4:
-            return tuple(toks) in short
-        sh = _shingles(toks)
-        return sum(s in sets for s in sh) >= HOLDS * len(sh)
+        if "pool" not in lazy:
+            lazy["pool"] = _LinePool(other)
+        return lazy["pool"].share(toks, _shingles(toks)) >= HOLDS
 
     first = next((i for i, line in enumerate(lines) if held(line)), None)
     if first is None:
