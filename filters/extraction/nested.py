@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from afm.filters.extraction.gold import GoldPage, counts
-from afm.filters.extraction.train import FAST, FAST_TRIM, REFERENCE, TOLERANCE, Table, source_of
+from afm.filters.extraction.gold import counts
+from afm.filters.extraction.train import FAST, FAST_TRIM, REFERENCE, TOLERANCE, Table, row_gold, source_of
 from afm.filters.extraction.vote import majority, vote_text
 
 # The panels tried (experiments/extraction-selector/README.md), smallest first. Larger
@@ -79,15 +79,10 @@ def grid(panels: Iterable[Sequence[str]] = PANELS, gates: Iterable[float] = GATE
             for g in gates]
 
 
-def _gold(row: dict[str, Any]) -> GoldPage:
-    return GoldPage(row["set"], row["id"], row.get("url"), b"", row.get("truth"),
-                    row.get("with") or [], row.get("without") or [])
-
-
 def _row_votes(args: tuple[dict[str, Any], list[tuple[str, tuple[str, ...], int]]]
                ) -> dict[str, tuple[float, float, float]]:
     row, specs = args
-    return {vote_column(ref, panel, k): counts(_gold(row), vote_text(
+    return {vote_column(ref, panel, k): counts(row_gold(row), vote_text(
                 row["texts"], ref, panel, k or majority(len(panel))))
             for ref, panel, k in specs}
 

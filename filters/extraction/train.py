@@ -92,7 +92,8 @@ class Table:
         return bool(self.vote)
 
 
-def _gold(row: dict[str, Any]) -> GoldPage:
+def row_gold(row: dict[str, Any]) -> GoldPage:
+    """The gold side of a cached candidate row (no HTML: the texts are already extracted)."""
     return GoldPage(row["set"], row["id"], row.get("url"), b"", row.get("truth"),
                     row.get("with") or [], row.get("without") or [])
 
@@ -107,7 +108,7 @@ def build_table(rows: Sequence[dict[str, Any]]) -> Table:
         raise UserError(f"candidate tables lack {sorted(missing)}; rerun `afm extraction table`")
     table = Table(names=names)
     for row in rows:
-        texts, gold = row["texts"], _gold(row)
+        texts, gold = row["texts"], row_gold(row)
         table.sets.append(row["set"])
         table.counts.append({name: counts(gold, texts[name]) for name in names})
         table.agree.append(agreement(texts[FAST[0]], texts[FAST[1]]))
@@ -128,7 +129,7 @@ def add_votes(table: Table, rows: Sequence[dict[str, Any]]) -> Table:
     if not set(VOTERS) <= set(table.names):
         raise UserError(f"candidate tables lack some of {list(VOTERS)}; rerun `afm extraction table`")
     for i, row in enumerate(rows):
-        texts, gold = row["texts"], _gold(row)
+        texts, gold = row["texts"], row_gold(row)
         table.counts[i][VOTE] = counts(gold, vote_text(texts, REFERENCE, VOTERS, MIN_VOTES))
         table.counts[i][FAST_TRIM] = counts(gold, trim_edges(texts[FAST[0]], texts[FAST[1]]))
     table.vote = VOTE_SPEC
