@@ -22,7 +22,15 @@ from typing import Any
 
 import numpy as np
 from afm.filters.extraction.gold import counts
-from afm.filters.extraction.train import FAST, FAST_TRIM, REFERENCE, TOLERANCE, Table, row_gold, source_of
+from afm.filters.extraction.train import (
+    FAST,
+    FAST_TRIM,
+    REFERENCE,
+    TOLERANCE,
+    Table,
+    row_gold,
+    source_of,
+)
 from afm.filters.extraction.vote import majority, vote_text
 
 # The panels tried (experiments/extraction-selector/README.md), smallest first. Larger
