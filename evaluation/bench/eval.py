@@ -95,7 +95,7 @@ def bench_eval(opts: BenchOptions) -> list[Comparison]:
     from afm.model.tokenizer import Tokenizer
 
     use_cpu_cores()  # as afm eval does, before JAX starts
-    cache_warm = _compile_cache_entries() > 0  # before this run compiles anything
+    cache_warm = _stored_programs() > 0  # before this run compiles anything
     set_offline(False)
     quiet_progress_bars()
     work = opts.workdir / "eval"
@@ -119,7 +119,7 @@ def bench_eval(opts: BenchOptions) -> list[Comparison]:
         ref = _measure(hf_reference(str(hf_dir), batch_size=32), ll, gen, limit, gen_limit)
     else:
         name = "lm-eval --model hf: not installed (make bench / make test-all install the hf extra)"
-    cache = "warm" if cache_warm else "cold" if _compile_cache_entries() else "off"
+    cache = "warm" if cache_warm else "cold" if _stored_programs() else "off"
     return [
         Comparison(f"{config}: loglikelihood requests/s ({int(ours['ll_requests'])} requests, warm; afm on "
                    f"{_n_devices()} XLA device(s))", ours["ll"],
@@ -137,7 +137,7 @@ def _n_devices() -> int:
     return jax.device_count()
 
 
-def _compile_cache_entries() -> int:
+def _stored_programs() -> int:
     """Programs the engine would load: stored executables (``afm.executables``) when JAX's
     persistent compilation cache is on (0 when it is off)."""
     import jax
