@@ -12,15 +12,20 @@ PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadfile
 
 .PHONY: demo test test-all bench lint venv clean
 
-$(STAMP): pyproject.toml constraints.txt
+# setuptools says "Editable installation. Please be careful with folders in your working directory
+# with the same name as your package" for every editable install (information, not a fault:
+# here afm/ is the package); the filter hides that notice only.
+EDITABLE_QUIET := PYTHONWARNINGS="ignore:Editable installation"
+
+$(STAMP): pyproject.toml setup.py afm/areas.py constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade "pip==26.3" "setuptools==84.2.1" wheel
-	$(BIN)/python -m pip install -q -c constraints.txt -e ".[all]"
+	$(EDITABLE_QUIET) $(BIN)/python -m pip install -q -c constraints.txt -e ".[all]"
 	@touch $(STAMP)
 
 # Extras the slow tier (HF parity: torch, transformers) and the benchmarks (datatrove) need.
 $(VENV)/.installed-%: $(STAMP)
-	$(BIN)/python -m pip install -q -c constraints.txt -e ".[$*]"
+	$(EDITABLE_QUIET) $(BIN)/python -m pip install -q -c constraints.txt -e ".[$*]"
 	@touch $@
 
 venv: $(STAMP)

@@ -1,7 +1,7 @@
 """The one base class of errors in what the user gave: options, files, data, checkpoints.
 
 A :class:`UserError` is reported by the ``afm`` command as one ``Error:`` line, never a
-traceback, whichever command raised it (``afm/cli.py``); its message says what is wrong
+traceback, whichever command raised it (``app/cli.py``); its message says what is wrong
 and, where there is one, the way out. Errors that mean a bug in afm stay ordinary
 exceptions, so their traceback is shown.
 """

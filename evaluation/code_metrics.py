@@ -4,7 +4,7 @@ lm-eval's ``humaneval`` task scores with Hugging Face ``evaluate``'s ``code_eval
 is downloaded from the hub at import time and runs programs with ``exec`` in a forked
 interpreter. Here the same task (prompt = the function signature and docstring, stop at
 the next top-level block, 0-shot, greedy) is scored by running ``prompt + completion``
-and then ``test + check(entry_point)`` in :func:`afm.evaluation.sandbox.run_python`. As in
+and then ``test + check(entry_point)`` in :func:`afm.sandbox.run_python`. As in
 lm-eval's reference (``code_eval``: any exception, ``SystemExit`` included, fails), a
 program passes only when the check returned; here the verdict comes from the sandbox's
 harness, so an exit of any kind (``os._exit(0)``, an ``atexit`` hook) cannot pass either.
@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from afm.evaluation.sandbox import SandboxPolicy, run_python
+from afm.sandbox import SandboxPolicy, run_python
 
 POLICY = SandboxPolicy(timeout_s=10.0, cpu_s=10)
 # HumanEval's own stop sequences: a new top-level statement ends the function body.
@@ -94,5 +94,5 @@ def humaneval_config() -> dict[str, Any]:
         "filter_list": [{"name": "create_test",
                          "filter": [{"function": "custom", "filter_fn": build_predictions}]}],
         "unsafe_code": True,
-        "metadata": {"version": 1.0, "scorer": "afm.evaluation.sandbox"},
+        "metadata": {"version": 1.0, "scorer": "afm.sandbox"},
     }

@@ -13,7 +13,7 @@ The post-training tasks (BFCL, judged writing, safety; kind ``posttrain``) have 
 config: ``afm.evaluation.posttrain`` runs them. Three tasks are defined here rather than
 taken from lm-eval's YAML: ``humaneval`` (lm-eval's
 metric loads HF ``code_eval`` from the hub and runs code unsandboxed; ours runs it in
-``afm.evaluation.sandbox``), ``afm_niah`` (synthetic long context, ``afm.evaluation.niah``)
+``afm.sandbox``), ``afm_niah`` (synthetic long context, ``afm.evaluation.niah``)
 and the MMLU / MATH groups (assembled from the subjects present in the local files).
 """
 
@@ -380,7 +380,7 @@ def default_data_dir() -> str | None:
     env = os.environ.get("AFM_EVAL_DATA")
     if env:
         return env
-    from afm.benchutil import find_shared_dir
+    from afm.shared_data import find_shared_dir
 
     shared = find_shared_dir()
     if shared is not None and (shared / "eval" / "benchmarks").is_dir():

@@ -56,7 +56,6 @@ content types, HTTP errors and pages with nothing to extract each become a
 
 from __future__ import annotations
 
-import codecs
 import datetime as dt
 import html as html_lib
 import re
@@ -64,12 +63,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from afm.filters.base import Decision
+from afm.filters.extraction.decode import (
+    decode_html,
+    header_value,
+    looks_binary,
+    page_words,
+)
 
 from afm.schema import make_document
 
 _WORD = re.compile(r"\w+")
-_HEADER_CHARSET = re.compile(r"charset\s*=\s*[\"']?([\w.:\-]+)", re.I)
-_META_CHARSET = re.compile(rb"<meta[^>]+charset\s*=\s*[\"']?\s*([\w.:\-]+)", re.I)
 _TITLE = re.compile(r"<title[^>]*>(.*?)</title\s*>", re.I | re.S)
 _OG_TITLE = re.compile(
     r"<meta[^>]+(?:property|name)\s*=\s*[\"']og:title[\"'][^>]*content\s*=\s*[\"']([^\"']*)[\"']"
@@ -77,8 +80,6 @@ _OG_TITLE = re.compile(
     re.I,
 )
 _TAG = re.compile(r"<[^>]+>")
-_INVISIBLE_BLOCKS = re.compile(
-    r"<(script|style|noscript|template)\b.*?</\1\s*>|<!--.*?-->", re.I | re.S)
 
 # Lines that introduce other pages rather than belong to this one. Anchored at the line
 # start (or, for headline tags, its end) so prose that merely mentions "related" stays.
@@ -98,12 +99,7 @@ _TAGGED_HEADLINE = re.compile(
     re.I,
 )
 
-_ASCII = bytes(range(128))
 HTML_TYPES = ("text/html", "application/xhtml+xml", "application/xml", "text/xml", "text/plain")
-BINARY_MAGIC = (
-    b"%PDF", b"\x89PNG", b"GIF8", b"\xff\xd8\xff", b"PK\x03\x04", b"\x1f\x8b", b"BZh",
-    b"\x7fELF", b"RIFF", b"OggS", b"ID3", b"\x00\x00\x01\x00", b"wOFF", b"wOF2",
-)
 
 
 @dataclass
@@ -125,94 +121,6 @@ class ExtractConfig:
     teaser_max_words: int = 30  # a longer line is content, never a teaser
     teaser_max_share: float = 0.5  # never trim when the candidates hold more of the text
     require_ok_status: bool = True  # drop non-2xx responses ("http_status")
-
-
-# ---------------------------------------------------------------------------- decoding
-
-
-def _normalise_codec(name: str) -> str | None:
-    """A Python codec for a declared charset name, or None if unknown."""
-    name = name.strip().strip("\"'").lower()
-    # WHATWG: pages labelled latin-1/ascii are decoded as windows-1252.
-    if name in ("iso-8859-1", "latin1", "latin-1", "us-ascii", "ascii", "iso8859-1"):
-        name = "cp1252"
-    try:
-        return codecs.lookup(name).name
-    except LookupError:
-        return None
-
-
-def _header(headers: Any, key: str) -> str:
-    """A header value from a dict or a list of (name, value) pairs (warcio's shape)."""
-    try:
-        items = list(headers.items()) if hasattr(headers, "items") else list(headers or [])
-    except TypeError:
-        return ""
-    for item in items:
-        if not isinstance(item, (tuple, list)) or len(item) != 2:
-            continue
-        k, v = item
-        if str(k).lower() == key:
-            if isinstance(v, bytes):
-                return v.decode("latin-1")
-            return str(v)
-    return ""
-
-
-_CONTROL_BYTES = bytes(b for b in range(32) if b < 9 or 13 < b)
-
-
-def looks_binary(body: bytes) -> bool:
-    """True for bodies that are not text: known magic numbers or many NUL/control bytes."""
-    head = body[:4096]
-    if head.startswith(BINARY_MAGIC):
-        return True
-    if head.startswith((b"\xff\xfe", b"\xfe\xff")):  # UTF-16 BOM: text, decoded later
-        return False
-    if not head:
-        return False
-    if b"\x00" in head:
-        return True
-    control = len(head) - len(head.translate(None, _CONTROL_BYTES))  # C speed, not a loop
-    return control / len(head) > 0.1
-
-
-def decode_html(body: bytes, headers: dict[str, Any] | None = None) -> tuple[str, str, str]:
-    """Decode a page body; returns ``(text, codec, source)`` where ``source`` says how the
-    charset was found (bom/header/meta/utf-8/utf-8-lenient/detected). Raises UnicodeError if nothing works."""
-    for bom, codec in ((codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF16_LE, "utf-16"),
-                       (codecs.BOM_UTF16_BE, "utf-16")):
-        if body.startswith(bom):
-            return body.decode(codec, errors="replace"), codec, "bom"
-    candidates: list[tuple[str, str]] = []
-    match = _HEADER_CHARSET.search(_header(headers, "content-type"))
-    if match:
-        candidates.append((match.group(1), "header"))
-    match = _META_CHARSET.search(body[:8192])
-    if match:
-        candidates.append((match.group(1).decode("ascii", "ignore"), "meta"))
-    candidates.append(("utf-8", "utf-8"))
-    for name, source in candidates:
-        codec = _normalise_codec(name)
-        if codec is None:
-            continue
-        try:
-            return body.decode(codec), codec, source
-        except (UnicodeDecodeError, LookupError):
-            continue
-    # UTF-8 with a few corrupt bytes (truncated downloads, bit rot) stays UTF-8: a detector
-    # would pick a single-byte codec and garble every non-ASCII character instead.
-    # Single-byte text (cp1252...) fails on nearly every non-ASCII byte; corrupt UTF-8 on few.
-    lenient = body.decode("utf-8", errors="replace")
-    non_ascii = len(body.translate(None, _ASCII))
-    if non_ascii and lenient.count("\ufffd") <= 0.05 * non_ascii:
-        return lenient, "utf-8", "utf-8-lenient"
-    from charset_normalizer import from_bytes
-
-    best = from_bytes(body[:200_000]).best()
-    if best is None or best.encoding is None:
-        raise UnicodeError("no charset decodes this body")
-    return body.decode(best.encoding, errors="replace"), best.encoding, "detected"
 
 
 # ---------------------------------------------------------------------------- extraction
@@ -269,14 +177,6 @@ def choose_text(primary: str, balanced: str | None, cfg: ExtractConfig
         "trimmed_lines": float(trimmed),
     }
     return text.strip(), signals
-
-
-def page_words(html: str) -> int:
-    """An upper bound of the words any extraction of the page can return: every word of
-    its markup-free text (scripts, styles and comments removed; tags become spaces, so
-    words are split, never joined)."""
-    text = _TAG.sub(" ", _INVISIBLE_BLOCKS.sub(" ", html))
-    return _word_count(html_lib.unescape(text))
 
 
 def _is_teaser(line: str) -> bool:
@@ -375,7 +275,7 @@ class Extractor:
                 code = 0
             if not 200 <= code < 300:
                 return Decision.drop("http_status", signals, status=status, url=url)
-        ctype = _header(headers, "content-type").split(";")[0].strip().lower()
+        ctype = header_value(headers, "content-type").split(";")[0].strip().lower()
         if ctype and not ctype.startswith(HTML_TYPES):
             return Decision.drop("unsupported_content_type", signals, content_type=ctype, url=url)
         if len(body) > cfg.max_bytes:

@@ -52,6 +52,14 @@ __all__ = [
 ]
 
 
+DECONTAM_NEEDS_INDEX = """\
+decontamination needs a benchmark index, and none is configured. Build one once:
+    afm decontam build-index --suite report --benchmarks ../shared/eval/benchmarks --out decontam-index/
+then pass it:  --decontam-index decontam-index/   (or --set decontaminate.params.index=...)
+or, to curate without decontamination (the manifest and report then say so):
+    --set decontaminate.enabled=false"""
+
+
 @dataclass
 class DecontamConfig:
     """Settings of the decontamination stage."""
@@ -103,8 +111,6 @@ def index_location(cfg: DecontamConfig) -> str:
     if cfg.index:
         return cfg.index
     if not cfg.benchmarks:
-        from afm.pipelines.curate.config import DECONTAM_NEEDS_INDEX
-
         raise ValueError(DECONTAM_NEEDS_INDEX)
     return _cache_location(cfg)[0]
 

@@ -9,7 +9,7 @@ solution against every test in the sandbox -> keep the best passing solution (re
    tests is dropped.
 3. **Solutions** -- ``solutions_per_problem`` samples; a candidate that does not parse or
    does not define the function is dropped without being run.
-4. **Execution** -- each (candidate, test) pair runs in ``afm.evaluation.sandbox`` (its
+4. **Execution** -- each (candidate, test) pair runs in ``afm.sandbox`` (its
    own namespaces, no network, a private /tmp, limits, timeout): the candidate first,
    then the test, in one namespace. A pair passes only when the sandbox's harness saw
    the test return (a key on a pipe the candidate cannot forge), so a candidate that
@@ -166,7 +166,7 @@ def classify(result: Any) -> str:
 
 def run_pairs(pairs: list[tuple[str, str]], cfg: CodeConfig, progress: bool) -> list[str]:
     """Each (solution, test) program in the sandbox; the verdict per pair."""
-    from afm.evaluation.sandbox import SandboxPolicy, run_python
+    from afm.sandbox import SandboxPolicy, run_python
 
     policy = SandboxPolicy(timeout_s=cfg.timeout_s, cpu_s=max(1, int(math.ceil(cfg.timeout_s))))
 
@@ -260,7 +260,7 @@ def synth_code(run: SynthRun, topics: list[str], cfg: CodeConfig) -> dict[str, A
     run.extra_files["triplets.jsonl"] = triplets
     table = {t: dict(s, pass_rate=round(s["passing"] / s["candidates"], 4) if s["candidates"] else 0.0)
              for t, s in sorted(stats.items())}
-    from afm.evaluation.sandbox import isolation_layers
+    from afm.sandbox import isolation_layers
 
     return {"config": vars(cfg), "per_topic": table, "sandbox": list(isolation_layers())}
 

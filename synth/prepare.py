@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from afm.filters.registry import SOURCE_STAGES
+from afm.pipelines.curate.stages import SOURCE_STAGES
 from afm.synth.formats import Conversation, FormatError, conversation_id, to_conversation
 
 from afm.errors import UserError
@@ -55,7 +55,7 @@ SFT_SCHEMA = pa.schema([
     ("loss_mask", pa.list_(pa.int8())), ("messages", pa.string()),
 ], metadata={"afm.record": "sft", "afm.schema_version": "1"})
 _CANDIDATE_SCHEMA = SFT_SCHEMA.append(pa.field("hits", pa.string()))
-STAGES = ("read", *SOURCE_STAGES["chat"])  # the one stage list (afm.filters.registry), after reading
+STAGES = ("read", *SOURCE_STAGES["chat"])  # the one stage list (afm.pipelines.curate.stages), after reading
 ROWS_PER_SHARD = 50_000
 ROW_GROUP = 1024
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from afm.benchutil import find_shared_dir
+from afm.shared_data import find_shared_dir
 
 
 @pytest.fixture(scope="session")
@@ -53,7 +53,7 @@ def _sandbox_where_the_kernel_cannot_isolate():
     """On a host without namespaces (e.g. a CI runner with user namespaces disabled) the
     code-evaluation tests run with weak isolation, whose verdict rule is the same; the
     hostile-program suite, which needs the kernel boundary, skips with the reason."""
-    from afm.evaluation.sandbox import accept_weak_isolation, kernel_boundary
+    from afm.sandbox import accept_weak_isolation, kernel_boundary
 
     if kernel_boundary().kind != "kernel":
         accept_weak_isolation(True)

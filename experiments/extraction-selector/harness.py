@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from afm.filters.commands.extraction import _table
+from afm.app.commands.filters.extraction import _table
 from afm.filters.extraction import train
 
 

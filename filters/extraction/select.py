@@ -5,6 +5,7 @@ stage runs."""
 from __future__ import annotations
 
 from afm.filters.extraction.candidates import Page, run_candidate
+from afm.filters.extraction.decode import page_words
 from afm.filters.extraction.features import agreement, switch_features
 from afm.filters.extraction.selector import Selector
 from afm.filters.extraction.vote import trim_edges, vote_text
@@ -38,8 +39,6 @@ def select_text(selector: Selector, html: str, url: str | None
             for name in selector.others:
                 if name not in texts:
                     texts[name] = run_candidate(name, page)
-            from afm.filters.extract import page_words  # a regex pass: only when it is used
-
             gain = selector.model.predict(  # type: ignore[union-attr]
                 switch_features(texts, selector.reference, selector.others, page_words(html)))
             if gain.max() > selector.tau:

@@ -21,7 +21,7 @@ from afm.filters.extraction.gold import GoldPage
 
 def decode(body: bytes) -> str:
     """The page's text as the extraction stage decodes it (no HTTP headers)."""
-    from afm.filters.extract import decode_html
+    from afm.filters.extraction.decode import decode_html
 
     try:
         return decode_html(body, {})[0]
@@ -31,7 +31,7 @@ def decode(body: bytes) -> str:
 
 def candidate_row(page: GoldPage, names: Iterable[str] = tuple(CANDIDATES)) -> dict[str, Any]:
     """One page's row: every candidate's text and CPU seconds, and the page's gold."""
-    from afm.filters.extract import page_words
+    from afm.filters.extraction.decode import page_words
 
     start = time.process_time()
     parsed = Page(decode(page.body), page.url)

@@ -17,17 +17,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from afm.filters.registry import CURATE_SOURCES, SOURCE_PARAM_DEFAULTS, SOURCE_STAGES, STAGES
-from afm.pipelines.curate.stages import ResolvedStage, resolve_stage
+from afm.pipelines.curate.stages import (
+    CURATE_SOURCES,
+    SOURCE_STAGES,
+    STAGES,
+    ResolvedStage,
+    resolve_stage,
+    stage_params,
+)
+from afm.pipelines.decontaminate import DECONTAM_NEEDS_INDEX
 
 from afm.config import ConfigError, load_config
-
-DECONTAM_NEEDS_INDEX = """\
-decontamination needs a benchmark index, and none is configured. Build one once:
-    afm decontam build-index --suite report --benchmarks ../shared/eval/benchmarks --out decontam-index/
-then pass it:  --decontam-index decontam-index/   (or --set decontaminate.params.index=...)
-or, to curate without decontamination (the manifest and report then say so):
-    --set decontaminate.enabled=false"""
 
 
 @dataclass
@@ -114,10 +114,8 @@ class CurateConfig:
 
     def resolve(self) -> list[ResolvedStage]:
         """Every stage of the source, with its typed config or why it cannot run."""
-        defaults = SOURCE_PARAM_DEFAULTS.get(self.source, {})
         return [
-            resolve_stage(name, getattr(self, name).enabled,
-                          {**defaults.get(name, {}), **getattr(self, name).params})
+            resolve_stage(name, getattr(self, name).enabled, stage_params(name, self.source, getattr(self, name).params))
             for name in self.stage_names()
         ]
 

@@ -54,7 +54,8 @@ class CuratePlan:
 
     def worker_paths(self) -> list[Any]:
         """Every path the pipeline's DoFns open (checked before submission)."""
-        from afm.pipelines.beam.worker_paths import WorkerPath, stage_paths
+        from afm.pipelines.beam.worker_paths import WorkerPath
+        from afm.pipelines.curate.stages import stage_paths
 
         paths = [WorkerPath("input", p) for p in self.inputs]
         paths.append(WorkerPath("output", self.output, "write"))
@@ -156,7 +157,7 @@ def build_pipeline(plan: CuratePlan, pipeline: Any, staging: str | None = None
         write_json,
     )
     from afm.pipelines.beam.packing import pack_record, pack_reject, unpack
-    from afm.pipelines.beam.transforms import (
+    from afm.pipelines.curate.transforms import (
         Counts,
         apply_document_stage,
         apply_global_stage,

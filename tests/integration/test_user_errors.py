@@ -8,9 +8,8 @@ import json
 from pathlib import Path
 
 import pytest
+from afm.app.cli import main
 from click.testing import CliRunner
-
-from afm.cli import main
 
 CHAT = Path(__file__).resolve().parents[1] / "data" / "chat"
 
@@ -163,7 +162,7 @@ def test_a_vocabulary_mismatch_at_init_from_is_one_line(model: Path, shards, tmp
 
 @pytest.fixture
 def host_without_namespaces(monkeypatch):
-    from afm.evaluation.sandbox import Boundary, isolation
+    from afm.sandbox import Boundary, isolation
 
     monkeypatch.setattr(isolation, "_PROBED", [Boundary("weak", "host", "unshare (util-linux) not found")])
     monkeypatch.setattr(isolation, "_ACCEPT_WEAK", [False])

@@ -10,9 +10,8 @@ import shlex
 from pathlib import Path
 
 import pytest
+from afm.app.cli import main
 from click.testing import CliRunner
-
-from afm.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -45,7 +45,7 @@ def _no_leftover_daemons():
 
 
 def _start(config: Path, log: Path) -> subprocess.Popen:
-    cmd = [sys.executable, "-c", "from afm.cli import main; main()", "crawler", "daemon", "--config", str(config)]
+    cmd = [sys.executable, "-c", "from afm.app.cli import main; main()", "crawler", "daemon", "--config", str(config)]
     proc = subprocess.Popen(cmd, stdout=open(log, "ab"), stderr=subprocess.STDOUT)
     _STARTED.append(proc)
     return proc

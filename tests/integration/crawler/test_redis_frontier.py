@@ -76,7 +76,7 @@ def _daemon(tmp_path, n: int, site: LocalSites, redis_url: str, **extra) -> subp
     }
     path = tmp_path / f"crawl{n}.yaml"
     path.write_text(yaml.safe_dump(cfg))
-    cmd = [sys.executable, "-c", "from afm.cli import main; main()", "crawler", "daemon", "--config", str(path)]
+    cmd = [sys.executable, "-c", "from afm.app.cli import main; main()", "crawler", "daemon", "--config", str(path)]
     return subprocess.Popen(cmd, stdout=open(tmp_path / f"log{n}.txt", "ab"), stderr=subprocess.STDOUT)
 
 

@@ -9,8 +9,8 @@ import json
 from pathlib import Path
 
 import pyarrow.parquet as pq
+from afm.app.commands.crawler.crawl import robots_group
 from afm.crawler.api import crawl
-from afm.crawler.commands.crawl import robots_group
 from afm.crawler.testsite import LocalSites, Page
 from afm.crawler.warc import read_index
 from click.testing import CliRunner
@@ -138,7 +138,7 @@ def test_curate_another_crawlers_warc_with_a_robots_snapshot_warc(tmp_path: Path
     """Common Crawl's layout: page WARCs, and robots.txt WARCs taken at other times."""
     import datetime as dt
 
-    from afm.pipelines.commands.curate import curate_command
+    from afm.app.commands.pipelines.curate import curate_command
 
     when = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)
     page = _page("a page").encode()
@@ -168,7 +168,7 @@ def test_bad_snapshot_sources_are_one_line_errors(tmp_path: Path) -> None:
     """Missing or unreadable snapshots stop `afm curate` before any work, in one line."""
     import datetime as dt
 
-    from afm.cli import main
+    from afm.app.cli import main
 
     when = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)
     pages = _write_warc(tmp_path / "pages.warc.gz", "text/html",

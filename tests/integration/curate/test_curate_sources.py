@@ -95,7 +95,7 @@ def test_math_source(tmp_path: Path) -> None:
 
 def test_dry_run_dataflow(tmp_path: Path) -> None:
     """A complete Dataflow submission, checked and its graph built, nothing submitted."""
-    from afm.pipelines.commands.curate import curate_command
+    from afm.app.commands.pipelines.curate import curate_command
     from click.testing import CliRunner
 
     dataflow = ["--runner", "DataflowRunner", "--dry-run", "--project=my-project-123",

@@ -16,7 +16,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-from afm.pipelines.commands.curate import curate_command
+from afm.app.commands.pipelines.curate import curate_command
 from click.testing import CliRunner
 
 LOCAL = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
@@ -243,7 +243,7 @@ def test_curate_with_an_index_drops_contamination(tmp_path: Path, demo_index: Pa
 @pytest.mark.parametrize("bad", ["1", "0"])
 def test_threshold_below_two_is_refused(tmp_path: Path, demo_index: Path, bad: str) -> None:
     """Observed: `afm decontam run --threshold 1` silently turned decontamination off."""
-    from afm.pipelines.commands.decontam import decontam_group
+    from afm.app.commands.pipelines.decontam import decontam_group
 
     src = tmp_path / "d.jsonl"
     src.write_text(json.dumps({"text": "x " * 20}) + "\n")

@@ -13,9 +13,9 @@ import json
 from pathlib import Path
 
 import pyarrow.parquet as pq
-from afm.model.commands.model import tokenizer_group
-from afm.pipelines.commands.curate import curate_command
-from afm.pipelines.commands.tokenize import tokenize_command
+from afm.app.commands.model.model import tokenizer_group
+from afm.app.commands.pipelines.curate import curate_command
+from afm.app.commands.pipelines.tokenize import tokenize_command
 from click.testing import CliRunner
 
 LOCAL = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]

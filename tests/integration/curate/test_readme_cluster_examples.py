@@ -10,9 +10,8 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from afm.app.cli import main
 from click.testing import CliRunner
-
-from afm.cli import main
 
 ROOT = Path(__file__).resolve().parents[3]
 BEAM_VALUE = re.compile(r"(--(?:project|region|temp_location|sdk_container_image|job_endpoint|"

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import apache_beam as beam
 import pytest
+from afm.app.commands.pipelines.decontam import decontam_group
 from afm.filters.benchmarks import DATA_DIR, build_index, demo_benchmark_specs
-from afm.pipelines.commands.decontam import decontam_group
 from afm.pipelines.decontaminate import DecontamConfig, Decontaminate, decontaminate_records
 from apache_beam.testing.util import assert_that, equal_to
 from click.testing import CliRunner

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from afm.app.commands.pipelines.decontam import decontam_group
 from afm.filters.benchmarks import DATA_DIR, SUITES, build_index
-from afm.pipelines.commands.decontam import decontam_group
 from click.testing import CliRunner
 
 

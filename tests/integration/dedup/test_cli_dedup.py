@@ -6,7 +6,7 @@ import json
 import random
 
 import pyarrow.parquet as pq
-from afm.pipelines.commands.dedup import dedup_command
+from afm.app.commands.pipelines.dedup import dedup_command
 from click.testing import CliRunner
 
 from afm.io import write_parquet

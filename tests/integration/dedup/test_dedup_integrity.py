@@ -8,7 +8,7 @@ import random
 from pathlib import Path
 
 import pytest
-from afm.pipelines.commands.dedup import dedup_command
+from afm.app.commands.pipelines.dedup import dedup_command
 from afm.pipelines.dedup.pipeline import index_files
 from click.testing import CliRunner
 

@@ -208,7 +208,7 @@ CASES: list[Case] = [
 
 
 def run_case(case: Case, target: Target) -> dict:
-    from afm.evaluation.sandbox import SandboxPolicy, run_python
+    from afm.sandbox import SandboxPolicy, run_python
 
     policy = SandboxPolicy(**{"tripwire": False, "timeout_s": 10, **case.policy})
     result = run_python(case.program(target), policy, test=case.test)

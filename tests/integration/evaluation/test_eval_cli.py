@@ -6,11 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
+from afm.app.cli import main
 from afm.evaluation.suite import prepare_demo_data
 from afm.evaluation.tiny import tokenizer_dir, write_tiny_checkpoint
 from click.testing import CliRunner
-
-from afm.cli import main
 
 
 @pytest.fixture(scope="module")

@@ -24,8 +24,9 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from afm.evaluation.sandbox import kernel_boundary  # noqa: E402
 from hostile_programs import CASES, Target, problems, run_case  # noqa: E402
+
+from afm.sandbox import kernel_boundary  # noqa: E402
 
 pytestmark = pytest.mark.skipif(kernel_boundary().kind != "kernel",
                                 reason=f"no kernel boundary here: {kernel_boundary().reason}")

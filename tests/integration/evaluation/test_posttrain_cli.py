@@ -9,11 +9,10 @@ import json
 from pathlib import Path
 
 import pytest
+from afm.app.cli import main
 from afm.evaluation.posttrain.bfcl.data import CATEGORIES
 from afm.evaluation.tiny import tokenizer_dir, write_tiny_checkpoint
 from click.testing import CliRunner
-
-from afm.cli import main
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +72,7 @@ def test_engine_generator_renders_tools_with_the_chat_template(checkpoint: Path)
 
 
 def test_demo_safety_stage_labels_toy_scale_and_the_keyword_detector(checkpoint: Path, tmp_path: Path) -> None:
-    from afm.demo import DemoRun
+    from afm.app.demo import DemoRun
 
     run = DemoRun(tmp_path, train_steps=1)
     rates = run.safety(checkpoint, tokenizer_dir(), per_set=3)

@@ -32,7 +32,7 @@ LOCAL = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
 def _warcs(extraction: Path, out: Path, pages: int = 24) -> tuple[list[Path], str]:
     """Real article pages in two gzip WARCs, plus three copies under other URLs and one
     page that quotes a question of the demo benchmark. Returns (files, that page's URL)."""
-    from afm.pipelines.bench.curate import write_html_warcs
+    from afm.app.bench.pipelines.curate import write_html_warcs
 
     truth = json.loads((extraction / "ground-truth.json").read_text(encoding="utf-8"))
     records, bodies = [], []
@@ -69,9 +69,9 @@ def _warcs(extraction: Path, out: Path, pages: int = 24) -> tuple[list[Path], st
 def world(tmp_path_factory, shared_eval) -> dict[str, Any]:
     """Worker-visible inputs ("shared storage"), the launcher's private temp directory,
     and the running services."""
+    from afm.app.bench.pipelines.dedup import synthetic_corpus
     from afm.filters.benchmarks import DATA_DIR, build_index, specs_from
     from afm.model.tokenizer import train_tokenizer
-    from afm.pipelines.bench.dedup import synthetic_corpus
 
     from afm.io import write_parquet
 
@@ -105,7 +105,7 @@ def world(tmp_path_factory, shared_eval) -> dict[str, Any]:
 def _launch(world: dict[str, Any], *args: str) -> subprocess.CompletedProcess:
     """An ``afm`` command as a user launches it: its own process, its own TMPDIR."""
     env = {**os.environ, "TMPDIR": str(world["cluster"].launcher_tmp), "COLUMNS": "200"}
-    return subprocess.run([sys.executable, "-m", "afm.cli", *args,
+    return subprocess.run([sys.executable, "-m", "afm.app.cli", *args,
                            *world["cluster"].pipeline_args],
                           capture_output=True, text=True, env=env, cwd=str(world["base"]),
                           timeout=600)

@@ -7,11 +7,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from afm.app.cli import main
 from afm.training.compress.pruning import SHAPE_FIELDS
 from afm.training.core.metrics import read_metrics
 from click.testing import CliRunner
-
-from afm.cli import main
 
 
 def _afm(*args: str, ok: bool = True) -> str:

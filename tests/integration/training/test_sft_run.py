@@ -84,9 +84,8 @@ def test_loss_counts_assistant_tokens_only_and_dropout_trains_only(sft_data) -> 
 def test_afm_train_runs_an_sft_stage_by_name(sft_data, tmp_path: Path) -> None:
     """The one registry: `afm train --config tiny-sft` is the SFT task (packed
     conversations, assistant-only loss), not an unknown stage."""
+    from afm.app.cli import main
     from click.testing import CliRunner
-
-    from afm.cli import main
 
     train, _ = sft_data
     args = ["train", "--config", "tiny-sft", "--workdir", str(tmp_path / "run"), "--steps", "2",

@@ -96,7 +96,7 @@ def test_eval_hooks_and_profile(tmp_path, token_shards, monkeypatch):
 
 
 def test_cli_prints_params_sha(tmp_path, token_shards):
-    from afm.training.commands.train import train_command
+    from afm.app.commands.training.train import train_command
     from click.testing import CliRunner
 
     args = ["--config", "tiny-core", "--workdir", str(tmp_path / "cli"), "--steps", "1", "--set", "checkpoint.async_save=false"]

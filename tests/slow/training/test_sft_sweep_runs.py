@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 
 import pytest
+from afm.app.studies.sft_sweep import sweep
 from afm.synth.demo_data import write_demo_set
 from afm.synth.prepare import PrepareConfig, prepare_sft
-from afm.training.studies.sft_sweep import sweep
 
 pytestmark = pytest.mark.slow
 TOK = str(Path(__file__).resolve().parents[2] / "data" / "chat")

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import click
+from afm.app.cli import main
 from click.testing import CliRunner
-
-from afm.cli import main
 
 
 def _walk(group: click.Group, prefix: tuple[str, ...] = ()):
@@ -39,9 +38,8 @@ def test_bench_lists_benchmarks():
 
 
 def test_help_lists_every_command_once_by_recipe_section() -> None:
+    from afm.app.cli import SECTIONS, main
     from click.testing import CliRunner
-
-    from afm.cli import SECTIONS, main
 
     out = CliRunner().invoke(main, ["--help"]).output
     titles = [line[:-1] for line in out.splitlines() if line and not line.startswith(" ") and line.endswith(":")]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from afm.demosite import render_site, seed_paths
+from afm.app.demosite import render_site, seed_paths
 
 
 def test_site_has_the_planted_problems():

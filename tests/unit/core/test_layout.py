@@ -83,7 +83,7 @@ def _sources(*exclude: str) -> dict[str, str]:
 def test_one_parquet_writer_one_resolver_no_task_probing() -> None:
     writers = [f for f, s in _sources("afm/io.py").items() if "ParquetWriter" in s or "write_table(" in s]
     assert writers == [], f"Parquet written outside afm.io.write_shard: {writers}"
-    resolvers = [f for f, s in _sources("afm/imports.py", "afm/cli.py", "afm/bench.py").items()
+    resolvers = [f for f, s in _sources("afm/imports.py", "app/cli.py", "app/bench/command.py").items()
                  if "import_module(" in s]
     assert resolvers == [], f"module:attr resolved outside afm.imports: {resolvers}"
     probing = [f for f, s in _sources().items() if f.startswith("training/core/")
@@ -94,7 +94,7 @@ def test_one_parquet_writer_one_resolver_no_task_probing() -> None:
 
 
 def test_one_stage_order_for_curate_inspect_and_sft_prepare() -> None:
-    from afm.filters.registry import SOURCE_STAGES, STAGES, filter_names
+    from afm.pipelines.curate.stages import SOURCE_STAGES, STAGES, filter_names
     from afm.synth.prepare import STAGES as PREPARE
 
     web_documents = tuple(n for n in SOURCE_STAGES["web"] if STAGES[n].kind == "document")
@@ -132,7 +132,7 @@ print(count)
 def test_paths_relative_to_modules_still_point_at_files() -> None:
     """Modules that find files next to themselves (setup scripts, the checkout, data)
     moved into subfolders: each path still names what exists."""
-    from afm.deploy.commands.tpu import REPO_ROOT, SETUP_SCRIPT
+    from afm.app.commands.deploy.tpu import REPO_ROOT, SETUP_SCRIPT
     from afm.pipelines.beam.portable_cluster import REPO
     from afm.training.core.stages import CONFIG_DIR
 

@@ -54,7 +54,7 @@ def test_wheel_holds_every_subpackage_and_no_experiments(wheel: Path) -> None:
     assert not [n for n in names if n.startswith("experiments/") or "/experiments/" in n]
     # Package data travels: stage tables, the demo site, the shipped classifier models.
     assert any(n.startswith("afm/training/configs/") and n.endswith(".yaml") for n in names)
-    assert "afm/demo_site/site.yaml" in names
+    assert "app/demo_site/site.yaml" in names
 
 
 def test_every_subpackage_imports_from_the_installed_wheel(wheel: Path, tmp_path: Path) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from afm.crawler.commands.crawl import robots_group
+from afm.app.commands.crawler.crawl import robots_group
 from afm.crawler.robots import check_urls
 from click.testing import CliRunner
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from afm.pipelines.bench.capacity import ShuffleBytes, capacity, measure_shuffle_bytes
+from afm.app.bench.pipelines.capacity import ShuffleBytes, capacity, measure_shuffle_bytes
 
 
 def test_shuffle_bytes_follow_the_text_and_the_model_adds_up() -> None:

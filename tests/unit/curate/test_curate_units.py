@@ -298,7 +298,7 @@ def test_report_html() -> None:
 
 
 def test_cli_help_has_examples() -> None:
-    from afm.pipelines.commands.curate import curate_command
+    from afm.app.commands.pipelines.curate import curate_command
     from click.testing import CliRunner
 
     result = CliRunner().invoke(curate_command, ["--help"])

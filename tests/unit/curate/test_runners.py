@@ -90,8 +90,8 @@ def test_launcher_temp_paths_fail_for_cluster_workers(tmp_path: Path) -> None:
 def test_dry_runs_report_problems_without_a_traceback(tmp_path: Path, monkeypatch) -> None:
     """(The launcher's temp directory is made a private one, so that tmp_path stands for
     storage the workers share.)"""
-    from afm.pipelines.commands.curate import curate_command
-    from afm.pipelines.commands.dedup import dedup_command
+    from afm.app.commands.pipelines.curate import curate_command
+    from afm.app.commands.pipelines.dedup import dedup_command
 
     from afm.io import write_parquet
     from afm.schema import make_document

@@ -9,7 +9,8 @@ import math
 
 import pytest
 from afm.evaluation import sandbox
-from afm.evaluation.sandbox import (
+
+from afm.sandbox import (
     Boundary,
     SandboxPolicy,
     SandboxUnavailable,

@@ -120,7 +120,7 @@ def test_read_texts_formats(tmp_path):
 
 
 def test_cli_train_prints_metrics_and_rejects_missing_input(tmp_path):
-    from afm.filters.commands.classifier import classifier
+    from afm.app.commands.filters.classifier import classifier
 
     pos, neg = tmp_path / "p.txt", tmp_path / "n.txt"
     pos.write_text("\n".join(_corpus(COOKING, 30, 5)).replace(".\nMore", ". More") + "\n")

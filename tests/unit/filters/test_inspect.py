@@ -6,9 +6,9 @@ import gzip
 import json
 
 import pytest
-from afm.filters.commands.inspect import extract_cmd, inspect_cmd, inspect_page
-from afm.filters.registry import FilterSetupError, config_class
-from afm.filters.registry import document_filters as web_filters
+from afm.app.commands.filters.inspect import extract_cmd, inspect_cmd, inspect_page
+from afm.pipelines.curate.stages import FilterSetupError
+from afm.pipelines.curate.stages import document_filters as web_filters
 from click.testing import CliRunner
 
 PAGE = ("<html><head><title>Library budget</title></head><body><nav>Home | News</nav><article>"
@@ -35,10 +35,10 @@ def test_registry_rejects_unknown_names_and_fields():
         web_filters({"language": {"min_scor": 0.5}})
 
 
-def test_config_class_found_from_type_hints():
-    from afm.filters.pii import PiiConfig, PiiFilter
-
-    assert config_class(PiiFilter) is PiiConfig
+def test_inspect_builds_a_stage_as_curate_does():
+    """One builder: the math source's own defaults apply in `afm inspect` as in `afm curate`."""
+    (math,) = [f for f in web_filters(source="math", strict=False) if f.name == "math"]
+    assert math.cfg.require_math is True
 
 
 def test_inspect_page_html_runs_every_filter():

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from afm.filters.commands.quality import quality
+from afm.app.commands.filters.quality import quality
 from afm.filters.quality_model import DEFAULT_MODEL
 from click.testing import CliRunner
 

@@ -108,7 +108,7 @@ def test_hf_layout_round_trips(model: Transformer) -> None:
 
 
 def test_cli_model_info_init_score(tmp_path: Path) -> None:
-    from afm.model.commands.model import model_group, score_command
+    from afm.app.commands.model.model import model_group, score_command
 
     runner = CliRunner()
     res = runner.invoke(model_group, ["info", "afm-on-device", "--json"])

@@ -14,7 +14,7 @@ from afm.synth.code_data import CodeConfig, classify, parse_problems, parse_test
 from afm.synth.generators import Generation, GenerationRequest
 from afm.synth.run import SynthRun
 
-pytest.importorskip("afm.evaluation.sandbox", reason="the code pipeline runs programs in afm.evaluation's sandbox")
+pytest.importorskip("afm.sandbox", reason="the code pipeline runs programs in afm.evaluation's sandbox")
 
 PROBLEMS = {
     "arithmetic": [

@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 import pyarrow.parquet as pq
+from afm.app.commands.pipelines.tokenize import tokenize_command
 from afm.model.tokenizer import train_tokenizer
-from afm.pipelines.commands.tokenize import tokenize_command
 from click.testing import CliRunner
 
 

@@ -70,8 +70,8 @@ def test_output_is_deterministic_across_workers(inputs, tmp_path: Path) -> None:
 
 
 def test_cli_train_then_tokenize(inputs, tmp_path: Path) -> None:
-    from afm.model.commands.model import tokenizer_group
-    from afm.pipelines.commands.tokenize import tokenize_command
+    from afm.app.commands.model.model import tokenizer_group
+    from afm.app.commands.pipelines.tokenize import tokenize_command
     from click.testing import CliRunner
 
     files, _ = inputs

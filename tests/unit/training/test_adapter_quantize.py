@@ -129,9 +129,8 @@ def test_recovery_adapter_trains_on_the_frozen_quantized_base(quantized, token_s
 
     # The task hands off an adapter directory (what the trainer writes at the end); the
     # light CLI commands read it without loading the model.
+    from afm.app.cli import main
     from click.testing import CliRunner
-
-    from afm.cli import main
 
     adapter = task.export(tmp_path, engine.all_params(state), engine.parts.config, {"steps": 8})
     runner = CliRunner()
@@ -162,9 +161,8 @@ def test_recovery_adapter_trains_on_the_frozen_quantized_base(quantized, token_s
 
 @pytest.mark.slow  # ~1-3 minutes: quantize, train, merge, export and table through the CLI
 def test_cli_quantize_and_adapter_commands(quantized, base_ckpt, token_shards, tmp_path) -> None:
+    from afm.app.cli import main
     from click.testing import CliRunner
-
-    from afm.cli import main
 
     runner = CliRunner()
     res = runner.invoke(main, ["quantize", "--checkpoint", str(base_ckpt), "--target-bpw", "3.9", "--scope",
@@ -216,7 +214,7 @@ def test_cli_quantize_and_adapter_commands(quantized, base_ckpt, token_shards, t
 def test_one_lora_scale_rule_whichever_way_the_rank_is_given() -> None:
     """``--rank 8`` and ``--set task_options.rank=8`` give the same adapter: alpha is
     2 x rank unless set, so the scale alpha/rank is 2 both ways (it was 2 and 4)."""
-    from afm.training.commands.adapter import adapter_overrides
+    from afm.app.commands.training.adapter import adapter_overrides
     from afm.training.core.config import get_train_config
     from afm.training.tasks.adapter import lora_config_from_options
 

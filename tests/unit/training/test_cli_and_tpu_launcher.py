@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import tarfile
 
-from afm.deploy.commands.tpu import TpuPlan, make_tarball, tpu_train_command
-from afm.training.commands.train import bench_train_command, train_command, train_compare_command
+from afm.app.commands.deploy.tpu import TpuPlan, make_tarball, tpu_train_command
+from afm.app.commands.training.train import (
+    bench_train_command,
+    train_command,
+    train_compare_command,
+)
 from click.testing import CliRunner
 
 

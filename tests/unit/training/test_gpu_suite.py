@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import json
 
-from afm.training.bench.gpu_suite import RUNS, comparisons, run_suite
-
-from afm.benchutil import BenchOptions
+from afm.app.bench.common import BenchOptions
+from afm.app.bench.training.gpu_suite import RUNS, comparisons, run_suite
 
 
 def test_dry_run_writes_one_json_with_every_field(tmp_path) -> None:

@@ -162,9 +162,8 @@ def test_held_out_evaluation_reports_greedy_and_sampled_reward(tiny_policy: Path
 
 
 def test_online_rl_needs_a_reward(tiny_policy: Path, tmp_path: Path) -> None:
+    from afm.app.cli import main
     from click.testing import CliRunner
-
-    from afm.cli import main
 
     prompts = tmp_path / "prompts.jsonl"
     prompts.write_text(json.dumps({"prompt": "count to 3"}) + "\n")
@@ -179,9 +178,8 @@ def test_online_rl_needs_a_reward(tiny_policy: Path, tmp_path: Path) -> None:
 
 def test_a_reward_that_cannot_score_stops_the_run_with_the_share(tiny_policy: Path, tmp_path: Path) -> None:
     """task:arith on prompts of another task: every response unscored -> one line, no model."""
+    from afm.app.cli import main
     from click.testing import CliRunner
-
-    from afm.cli import main
 
     prompts = tmp_path / "prompts.jsonl"
     prompts.write_text("\n".join(json.dumps({"prompt": f"tell me a story about {w}"})

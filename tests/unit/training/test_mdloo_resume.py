@@ -14,11 +14,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from afm.app.cli import main
 from afm.training.core.metrics import read_metrics
 from afm.training.tasks.mdloo import MdlooConfig, iteration_rows, run_mdloo
 from click.testing import CliRunner
-
-from afm.cli import main
 
 CHAT = Path(__file__).resolve().parents[2] / "data" / "chat"
 REWARDS = "def shorter(prompt, response):\n    return -len(response) / 10.0\n"

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 def test_bench_train_prints_each_tasks_memory_plan(tmp_path: Path) -> None:
     """``afm bench train --task ...`` compiles each task's step from abstract shapes and
     writes the plans; MDLOO's frozen reference is half the f32 parameters (bf16)."""
-    from afm.cli import main
+    from afm.app.cli import main
 
     result = CliRunner().invoke(main, ["bench", "train", "--config", "tiny", "--seq-len", "64",
                                        "--task", "sft,mdloo", "--workdir", str(tmp_path)])
@@ -31,7 +31,7 @@ def test_bench_train_prints_each_tasks_memory_plan(tmp_path: Path) -> None:
 
 
 def test_bench_train_refuses_a_task_without_a_plan(tmp_path: Path) -> None:
-    from afm.training.bench.memory_plan import task_shape
+    from afm.app.bench.training.memory_plan import task_shape
 
     from afm.errors import UserError
 
@@ -60,9 +60,9 @@ def test_frozen_reference_is_the_start_model_in_compute_dtype() -> None:
 
 
 def test_roofline_bytes_and_peak_bandwidth() -> None:
+    from afm.app.bench.training.rollout import bytes_read, peak_bandwidth
     from afm.model.config import get_config
     from afm.model.transformer import Transformer
-    from afm.training.bench.rollout import bytes_read, peak_bandwidth
     from flax import nnx
 
     assert peak_bandwidth("NVIDIA H100 80GB HBM3") == 3.35e12

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import json
 
+from afm.app.cli import main
 from click.testing import CliRunner
-
-from afm.cli import main
 
 
 def _run(root, name, evals):

@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from afm.app.cli import main
 from afm.model.sharding import MeshConfig, make_mesh
 from afm.training.compress.pruning import (
     apply_baseline,
@@ -27,7 +28,6 @@ from afm.training.core.task import LossContext
 from afm.training.data.loader import make_loader
 from afm.training.tasks.prune import PruneTask, score_key
 
-from afm.cli import main
 from afm.config import ConfigError
 
 D = 192

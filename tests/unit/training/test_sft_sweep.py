@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from afm.training.studies.sft_sweep import perturbations, recommend
+from afm.app.studies.sft_sweep import perturbations, recommend
 
 
 def test_one_weight_at_a_time() -> None:

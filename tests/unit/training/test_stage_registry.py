@@ -42,7 +42,7 @@ def test_stages_of_every_task_resolve_by_name_and_keep_the_recipe() -> None:
 
 
 def test_list_configs_command_lists_every_stage() -> None:
-    from afm.cli import main
+    from afm.app.cli import main
 
     out = CliRunner().invoke(main, ["train", "--list-configs"])
     assert out.exit_code == 0, out.output

@@ -1,0 +1,158 @@
+"""Which boundary this host can give a program, and the command line that sets it up.
+
+``kernel``: ``unshare`` (util-linux) puts the program in new mount, PID and network
+namespaces (plus a user namespace when the caller is not root) and ``launcher.py`` builds
+its filesystem; ``setpriv`` drops every capability. It is probed once per process by
+running a real program through it; when it fails, :func:`require` refuses with the
+reason, unless the caller accepted ``weak`` isolation (a separate process with resource
+limits and the audit tripwire, nothing the kernel enforces between it and the user's
+files, processes or network).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from afm.sandbox.policy import SandboxPolicy, SandboxUnavailable
+
+HERE = Path(__file__).resolve().parent
+HARNESS = (HERE / "harness.py").read_text(encoding="utf-8")
+LAUNCHER = (HERE / "launcher.py").read_text(encoding="utf-8")
+TOOL_DIRS = "/usr/bin:/bin:/usr/sbin:/sbin"
+SYSTEM_PATHS = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc/ld.so.cache",
+                "/etc/alternatives", "/etc/localtime")
+ENV = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8"}
+
+
+@dataclass(frozen=True)
+class Boundary:
+    """How programs run here: ``kernel`` (as ``root`` or in a ``userns``) or ``weak``."""
+
+    kind: str
+    user: str  # root | userns | host
+    reason: str = ""  # why the kernel boundary is unavailable (weak only)
+
+    def layers(self, policy: SandboxPolicy) -> tuple[str, ...]:
+        base = ["process", "rlimits", "timeout(process tree)", "output-cap", "verdict-channel"]
+        if self.kind == "kernel":
+            base += ["pid-namespace", "mount-namespace(private root, no /proc)", "network-namespace",
+                     "private-tmp", "no-capabilities",
+                     "throw-away-uid" if self.user == "root" else "user-namespace"]
+        else:
+            base += ["weak(no kernel boundary)"]
+        if policy.tripwire:
+            base.append("audit-tripwire")
+        return tuple(base)
+
+
+def python() -> str:
+    """The interpreter the sandbox runs: the real binary behind any venv."""
+    return os.path.realpath(sys.executable)
+
+
+def tool(name: str) -> str | None:
+    return shutil.which(name, path=TOOL_DIRS)
+
+
+def bind_paths() -> list[str]:
+    """Read-only host paths the program sees: system libraries and the interpreter."""
+    paths = [p for p in SYSTEM_PATHS if os.path.lexists(p)]
+    for prefix in {sys.base_prefix, sys.base_exec_prefix}:
+        real = os.path.realpath(prefix)
+        if not any(real == p or real.startswith(p + "/") for p in paths):
+            paths.append(real)
+    exe_dir = os.path.dirname(python())
+    if not any(exe_dir == p or exe_dir.startswith(p + "/") for p in paths):
+        paths.append(exe_dir)
+    return paths
+
+
+_UIDS = itertools.count()
+_UID_LOCK = threading.Lock()
+
+
+def throwaway_uid(policy: SandboxPolicy) -> int:
+    """A uid no one uses, different for every concurrent run of this process."""
+    with _UID_LOCK:
+        n = next(_UIDS)
+    return policy.uid_base + (os.getpid() % 1000) * 100 + n % 100
+
+
+def kernel_command(policy: SandboxPolicy, root: str, verdict_fd: int) -> list[str]:
+    import json
+
+    as_root = os.geteuid() == 0
+    cfg = {
+        "root": root, "binds": bind_paths(), "tmp_bytes": policy.tmp_bytes, "python": python(),
+        "harness": HARNESS, "setpriv": tool("setpriv"), "verdict_fd": verdict_fd,
+        "uid": throwaway_uid(policy) if as_root else None, "env": ENV,
+    }
+    namespaces = ["--mount", "--pid", "--net", "--fork", "--kill-child=SIGKILL"]
+    if not as_root:
+        namespaces = ["--user", "--map-root-user", *namespaces]
+    return [tool("unshare") or "unshare", *namespaces, "--", python(), "-I", "-S", "-B", "-c",
+            LAUNCHER, json.dumps(cfg)]
+
+
+def weak_command() -> list[str]:
+    return [python(), "-I", "-S", "-B", "-c", HARNESS]
+
+
+_PROBED: list[Boundary] = []
+_PROBE_LOCK = threading.Lock()
+
+
+def kernel_boundary() -> Boundary:
+    """Probe once: can a program run behind the kernel boundary here? (cached)"""
+    with _PROBE_LOCK:
+        if not _PROBED:
+            _PROBED.append(_probe())
+        return _PROBED[0]
+
+
+def _probe() -> Boundary:
+    user = "root" if os.geteuid() == 0 else "userns"
+    if not sys.platform.startswith("linux"):
+        return Boundary("weak", "host", f"namespaces are Linux-only (this is {sys.platform})")
+    missing = [name for name in ("unshare", "setpriv") if tool(name) is None]
+    if missing:
+        return Boundary("weak", "host", f"{' and '.join(missing)} (util-linux) not found in {TOOL_DIRS}")
+    from afm.sandbox.process import run_in
+
+    probe = Boundary("kernel", user)
+    result = run_in(probe, "import sys\nassert sys.flags.isolated", SandboxPolicy(timeout_s=30), test=None)
+    if result.passed:
+        return probe
+    why = (result.stderr.strip().splitlines() or [result.reason or result.status])[-1]
+    if user == "userns":
+        why += " (unprivileged user namespaces may be disabled: sysctl kernel.unprivileged_userns_clone" \
+               " or user.max_user_namespaces)"
+    return Boundary("weak", "host", why)
+
+
+def require(policy: SandboxPolicy) -> Boundary:
+    """The boundary programs get under ``policy``; refuses when only weak isolation is
+    possible and the policy (or :func:`accept_weak_isolation`) did not accept it."""
+    found = kernel_boundary()
+    if found.kind == "kernel":
+        return found
+    if policy.allow_weak_isolation or _ACCEPT_WEAK[0]:
+        return found
+    raise SandboxUnavailable(
+        f"cannot isolate model-written programs on this host: {found.reason}. "
+        "Pass --allow-weak-sandbox to run them with process limits only.")
+
+
+_ACCEPT_WEAK = [False]
+
+
+def accept_weak_isolation(accept: bool = True) -> None:
+    """Process-wide: run programs with weak isolation where the kernel one is unavailable
+    (what ``--allow-weak-sandbox`` sets)."""
+    _ACCEPT_WEAK[0] = accept

@@ -1,0 +1,94 @@
+"""``afm bench``: run the project's benchmarks; each prints ours vs a same-run baseline."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+import click
+from afm.app.bench.common import BenchFn, BenchOptions, Comparison
+
+from afm.shared_data import find_shared_dir
+
+
+def discover() -> dict[str, BenchFn]:
+    """Every ``BENCHMARKS`` dict of the modules in the app's ``bench/<area>/`` folders."""
+    from afm.app.discovery import app_modules
+
+    found: dict[str, BenchFn] = {}
+    for name in app_modules("bench"):
+        module = importlib.import_module(name)
+        found.update(getattr(module, "BENCHMARKS", {}))
+    return found
+
+
+def print_comparisons(title: str, rows: list[Comparison]) -> None:
+    from afm.console import console, print_table
+
+    table_rows = []
+    for r in rows:
+        base = "" if r.baseline is None else f"{r.baseline:,.4g}"
+        ratio = "" if r.ratio is None else f"{r.ratio:.2f}x"
+        table_rows.append([r.metric, f"{r.ours:,.4g}", base, r.baseline_name, ratio, r.unit, r.goal])
+    print_table(title, ["metric", "afm", "baseline", "baseline is", "ratio", "unit", "goal"], table_rows)
+    console.print()
+
+
+@click.command("bench", epilog="""\b
+Examples:
+  afm bench --list
+  afm bench                      # every benchmark (needs ../shared for the real data)
+  afm bench extraction dedup --quick
+  afm bench train --config 1b --seq-len 4096   # on a GPU host: tokens/s, MFU, memory
+  afm bench train --config afm-on-device --task sft,rm,dpo,mdloo   # memory plans, any backend
+  afm bench dpo_packing           # DPO pairs/s, packed rows vs one pair per row
+  afm bench eval --config 100m                  # the eval engine where compute matters
+  afm bench train --suite gpu                   # issue #32's GPU runs -> bench-train-gpu.json
+""")
+@click.argument("names", nargs=-1)
+@click.option("--list", "list_only", is_flag=True, help="List the benchmarks and exit.")
+@click.option("--quick", is_flag=True, help="Smaller inputs: a smoke run, not a measurement.")
+@click.option("--workdir", type=click.Path(path_type=Path), default=Path("work/bench"), show_default=True)
+@click.option("--config", "model_config", default=None,
+              help="Model config for benchmarks of one model size (train: default per backend; "
+                   "eval: tiny or 100m, default tiny).")
+@click.option("--seq-len", type=click.IntRange(min=1), default=None, help="Sequence length for those benchmarks.")
+@click.option("--task", "tasks", default="",
+              help="train: comma-separated training tasks (sft, rm, dpo, ipo, mdloo) whose per-device memory "
+                   "plan to print from abstract shapes (no step runs), instead of timing pre-training.")
+@click.option("--suite", type=click.Choice(["gpu"]), default=None,
+              help="A benchmark's named set of runs: train --suite gpu (1B bf16, 1B FP8, afm-on-device with "
+                   "--batch auto; one JSON in the workdir).")
+def bench_command(
+    names: tuple[str, ...], list_only: bool, quick: bool, workdir: Path,
+    model_config: str | None, seq_len: int | None, tasks: str, suite: str | None,
+) -> None:
+    """Run benchmarks; every figure is printed next to a baseline measured in the same run."""
+    from afm.console import console
+
+    benches = discover()
+    if list_only:
+        for name in benches:
+            click.echo(name)
+        return
+    unknown = [n for n in names if n not in benches]
+    if unknown:
+        raise click.UsageError(f"unknown benchmark(s) {unknown}; known: {sorted(benches)}")
+    opts = BenchOptions(quick=quick, shared_dir=find_shared_dir(), workdir=workdir,
+                        model_config=model_config, seq_len=seq_len, suite=suite,
+                        tasks=tuple(t.strip() for t in tasks.split(",") if t.strip()))
+    workdir.mkdir(parents=True, exist_ok=True)
+    failures = []
+    for name in names or tuple(benches):
+        console.rule(f"[bold]bench: {name}")
+        try:
+            rows = benches[name](opts)
+        except Exception as exc:  # noqa: BLE001 - one failing bench must not hide the rest
+            console.print(f"[red]bench {name} failed: {type(exc).__name__}: {exc}")
+            failures.append(name)
+            continue
+        print_comparisons(name, rows)
+    if failures:
+        raise SystemExit(f"benchmarks failed: {failures}")
+
+

@@ -1,0 +1,1 @@
+"""Every ``afm`` subcommand, one subfolder per area (each module exports ``COMMANDS``)."""

@@ -1,0 +1,158 @@
+"""``afm extraction``: build the candidate tables, cross-validate and retrain the
+extraction selector that ``afm curate`` ships with (``filters/extraction/``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from afm.options import POSITIVE_INT
+
+EPILOG = """\b
+Examples:
+  afm extraction table --wcxb ../wcxb --trafilatura ../trafilatura/tests --cache work/xsel
+  afm extraction cv --cache work/xsel --tsv cv.tsv
+  afm extraction train --cache work/xsel                 # rewrites the shipped model
+
+\b
+Gold sets (each optional; `cv` needs all three sources, `train` two):
+  --scrapinghub DIR   ../shared/eval (its extraction/ folder: 181 ScrapingHub pages), the default
+  --wcxb DIR          a WCXB checkout (dev/html, dev/ground-truth; the test split is never read)
+  --trafilatura DIR   trafilatura's tests/ folder (evaldata.json, eval/, cache/)
+  --utomo DIR         Utomo & Leu's sets: the Extraction/ folder of MSVCode/ir-research-data
+`table` runs every candidate extractor once per page (minutes) and caches the outputs in
+--cache; `cv` and `train` read that cache (and cache their feature table there).
+Use another selector model with
+`afm curate --set extract.params.selector_path=FILE`.
+"""
+
+
+def _sets(scrapinghub: str | None, wcxb: str | None, trafilatura: str | None,
+          utomo: str | None = None) -> dict:
+    if scrapinghub is None:
+        from afm.shared_data import find_shared_dir
+
+        shared = find_shared_dir()
+        scrapinghub = str(shared / "eval") if shared else None
+    return {"scrapinghub": scrapinghub, "wcxb": wcxb, "trafilatura": trafilatura,
+            "utomo": utomo}
+
+
+def _load_cache(cache: str) -> list[dict]:
+    from afm.filters.extraction.table import load_rows
+
+    from afm.errors import UserError
+
+    files = sorted(Path(cache).glob("rows-*.jsonl.gz"))
+    if not files:
+        raise UserError(f"{cache}: no candidate tables (rows-*.jsonl.gz); run `afm extraction table`")
+    return [row for f in files for row in load_rows(f)]
+
+
+def _table(cache: str) -> Any:
+    """The feature table of the cached rows, itself cached (``table.pkl``, rebuilt when a
+    rows file is newer): building it costs minutes, a fit seconds."""
+    import pickle
+
+    from afm.filters.extraction.train import VOTE_SPEC, add_votes, build_table
+
+    files = sorted(Path(cache).glob("rows-*.jsonl.gz"))
+    path = Path(cache) / "table.pkl"
+    if path.exists() and all(f.stat().st_mtime <= path.stat().st_mtime for f in files):
+        table = pickle.loads(path.read_bytes())
+        if table.vote == VOTE_SPEC:
+            return table
+        table = add_votes(table, _load_cache(cache))  # a table from before the vote
+    else:
+        table = build_table(_load_cache(cache))
+    path.write_bytes(pickle.dumps(table))
+    return table
+
+
+@click.group("extraction", epilog=EPILOG)
+def extraction() -> None:
+    """Train and cross-validate the learned main-text extraction (candidate choice)."""
+
+
+@extraction.command("table", epilog=EPILOG)
+@click.option("--scrapinghub", type=click.Path(file_okay=False, exists=True), help="../shared/eval (default when present).")
+@click.option("--wcxb", type=click.Path(file_okay=False, exists=True), help="WCXB checkout (dev split).")
+@click.option("--trafilatura", type=click.Path(file_okay=False, exists=True), help="trafilatura's tests/ folder.")
+@click.option("--utomo", type=click.Path(file_okay=False, exists=True), help="Utomo & Leu's Extraction/ folder.")
+@click.option("--cache", required=True, type=click.Path(file_okay=False), help="Folder for the candidate tables.")
+@click.option("--workers", default=1, show_default=True, type=POSITIVE_INT, help="Processes.")
+@click.option("--limit", type=POSITIVE_INT, help="Pages per source (smoke runs).")
+def table_cmd(scrapinghub: str | None, wcxb: str | None, trafilatura: str | None,
+              utomo: str | None, cache: str, workers: int, limit: int | None) -> None:
+    """Run every candidate extractor on the gold pages once; cache their outputs."""
+    from afm.filters.extraction.gold import load_sets
+    from afm.filters.extraction.table import build_rows, save_rows
+
+    from afm.console import print_summary
+
+    summary = {}
+    for name, path in _sets(scrapinghub, wcxb, trafilatura, utomo).items():
+        if path is None:
+            continue
+        pages = load_sets(**{name: Path(path)}, limit=limit)
+        n = save_rows(build_rows(pages, workers), Path(cache) / f"rows-{name}.jsonl.gz")
+        summary[f"{name} pages"] = n
+    print_summary("candidate tables", {**summary, "cache": cache})
+
+
+@extraction.command("cv", epilog=EPILOG)
+@click.option("--cache", required=True, type=click.Path(file_okay=False, exists=True))
+@click.option("--tsv", type=click.Path(dir_okay=False), help="Also write the table as TSV (the README's source).")
+@click.option("--nested", is_flag=True, help="Choose the vote's panel too (with the gate) on the "
+              "other sources only, per held-out source; adds a paired bootstrap over pages.")
+@click.option("--workers", default=1, show_default=True, type=POSITIVE_INT,
+              help="Processes for the panels' vote columns (--nested).")
+def cv_cmd(cache: str, tsv: str | None, nested: bool, workers: int) -> None:
+    """Leave-one-source-out F1 of the selector (fast path + vote) next to every single candidate."""
+    from afm.filters.extraction.train import cross_validate_by_source, report_rows
+
+    from afm.console import print_table
+
+    if nested:
+        from afm.filters.extraction import nested as nest
+
+        configs = nest.grid()
+        table = nest.add_vote_columns(_table(cache), _load_cache(cache), configs, workers)
+        header, rows = nest.report_rows(nest.nested_cv(table, configs))
+        print_table("held-out F1 by source, every choice nested", header, rows)
+    else:
+        header, rows = report_rows(cross_validate_by_source(_table(cache)))
+        print_table("held-out F1 by set (leave one source out)", header, rows)
+    if tsv:
+        Path(tsv).write_text("\n".join("\t".join(map(str, r)) for r in [header, *rows]) + "\n",
+                             encoding="utf-8")
+
+
+@extraction.command("train", epilog=EPILOG)
+@click.option("--cache", required=True, type=click.Path(file_okay=False, exists=True))
+@click.option("--out", type=click.Path(dir_okay=False), help="Model file (default: the shipped one).")
+def train_cmd(cache: str, out: str | None) -> None:
+    """Choose the fast path's gate by set (the slow path is the vote), write the model."""
+    from afm.filters.extraction.selector import MODEL_PATH
+    from afm.filters.extraction.train import fit_selector
+
+    from afm.console import print_summary
+
+    table = _table(cache)
+    sets = sorted(set(table.sets))
+    selector = fit_selector(table, range(len(table.sets)),
+                            meta={"trained_on": {s: table.sets.count(s) for s in sets}})
+    path = Path(out) if out else MODEL_PATH
+    selector.save(path)
+    print_summary("extraction selector", {"pages": len(table.sets), "sets": len(sets),
+                                          "gate (fast agreement)": selector.gate,
+                                          "slow path": (f"vote: {selector.reference} + lines "
+                                                        f"{selector.min_votes} of "
+                                                        f"{len(selector.voters)} voters hold")
+                                          if selector.votes else f"switch, tau {selector.tau}",
+                                          "model": str(path)})
+
+
+COMMANDS = [extraction]

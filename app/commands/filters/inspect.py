@@ -1,0 +1,184 @@
+"""``afm inspect`` and ``afm extract``: see what the filters do to one page."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import click
+
+INSPECT_EPILOG = """\b
+Examples:
+  afm inspect page.html --url https://example.org/post
+  afm inspect note.txt --json | jq '.decisions[] | select(.keep == false)'
+  afm inspect page.html.gz --json > why.json
+  afm inspect page.html --source math        # the math source's filters, in its order
+
+\b
+HTML (.html/.htm, optionally .gz) is extracted first; any other file is read as text.
+Every filter runs, even after one has dropped the document, so all reasons show.
+"""
+
+EXTRACT_EPILOG = """\b
+Examples:
+  afm extract page.html
+  afm extract page.html.gz --url https://example.org/article > article.txt
+"""
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def _read(path: Path) -> bytes:
+    data = path.read_bytes()
+    if path.suffix == ".gz":
+        import gzip
+
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError) as exc:
+            raise click.ClickException(f"{path}: not a valid gzip file ({exc})") from exc
+    return data
+
+
+def is_html_path(path: Path) -> bool:
+    suffixes = [s.lower() for s in path.suffixes]
+    if suffixes and suffixes[-1] == ".gz":
+        suffixes = suffixes[:-1]
+    return bool(suffixes) and suffixes[-1] in (".html", ".htm", ".xhtml")
+
+
+def inspect_page(
+    data: bytes, *, html: bool, url: str | None = None, config: dict[str, Any] | None = None,
+    source: str = "web", skipped: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """Run extraction (for HTML) and every per-document filter of ``source`` on one page, in
+    the order ``afm curate`` runs them (``afm.pipelines.curate.stages.SOURCE_STAGES``).
+
+    Returns ``{"text", "language", "decisions": [{"filter", "keep", "reason",
+    "signals"}], "pii", "redacted_text"}``; ``text`` is the text the filters saw
+    (extracted or as read), ``redacted_text`` the text after PII redaction.
+    """
+    from afm.filters.base import Decision
+    from afm.filters.extract import Extractor
+    from afm.pipelines.curate.stages import document_filters
+
+    from afm.schema import make_document
+
+    decisions: list[dict[str, Any]] = []
+
+    def record(name: str, d: Decision) -> None:
+        decisions.append(
+            {
+                "filter": name,
+                "keep": bool(d.keep),
+                "reason": d.reason,
+                "signals": {k: _finite(float(v)) for k, v in d.signals.items()},
+            }
+        )
+
+    if html:
+        decision = Extractor()({"url": url, "status": 200, "headers": {}, "body": data})
+        record("extract", decision)
+        if not decision.keep or decision.document is None:
+            return {"text": "", "language": None, "decisions": decisions, "pii": {}, "redacted_text": ""}
+        doc: dict[str, Any] = dict(decision.document)
+    else:
+        from afm.filters.extract import decode_html
+
+        try:
+            text = decode_html(data)[0]
+        except (UnicodeError, LookupError):
+            text = data.decode("utf-8", errors="replace")
+        doc = dict(make_document(text, url=url))
+    text = doc["text"]
+    redacted = text
+    for flt in document_filters(config, source=source, strict=False, skipped=skipped):
+        try:
+            decision = flt(doc)  # type: ignore[arg-type]
+        except Exception as exc:  # noqa: BLE001 - shown like the pipeline records it
+            decision = Decision.drop(f"error:{type(exc).__name__}", message=str(exc)[:200])
+        record(flt.name, decision)
+        if decision.document is not None:
+            doc = dict(decision.document)
+        if flt.name == "pii":
+            redacted = doc.get("text") or ""
+    return {
+        "text": text,
+        "language": doc.get("language"),
+        "decisions": decisions,
+        "pii": dict(doc.get("pii_redactions") or {}),
+        "redacted_text": redacted,
+    }
+
+
+def _fmt_signals(signals: dict[str, Any], limit: int = 8) -> str:
+    items = [(k, v) for k, v in signals.items() if v not in (0, 0.0, None)] or list(signals.items())
+    parts = [f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in items[:limit]]
+    if len(items) > limit:
+        parts.append(f"... +{len(items) - limit}")
+    return " ".join(parts)
+
+
+@click.command("inspect", epilog=INSPECT_EPILOG)
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--url", default=None, help="The page's URL (URL block-lists, document id).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object to stdout.")
+@click.option("--source", type=click.Choice(["web", "math"]), default="web", show_default=True,
+              help="Whose filters, in curate's order for that source.")
+def inspect_cmd(file: Path, url: str | None, as_json: bool, source: str) -> None:
+    """Show every filter's decision, reason and signals for one HTML or text FILE."""
+    from afm.pipelines.curate.stages import FilterSetupError
+
+    from afm.console import console, print_summary, print_table
+
+    try:
+        skipped: dict[str, str] = {}
+        result = inspect_page(_read(file), html=is_html_path(file), url=url, source=source, skipped=skipped)
+    except FilterSetupError as exc:
+        raise click.ClickException(str(exc)) from exc
+    if as_json:
+        click.echo(json.dumps(result, ensure_ascii=False))
+        return
+    rows = [
+        [d["filter"], "keep" if d["keep"] else "DROP", d["reason"] or "", _fmt_signals(d["signals"])]
+        for d in result["decisions"]
+    ]
+    print_table(f"afm inspect {file.name}", ["filter", "decision", "reason", "signals"], rows)
+    for name, why in skipped.items():
+        console.print(f"[yellow]skipped filter {name}: {why}")
+    first_drop = next((d for d in result["decisions"] if not d["keep"]), None)
+    print_summary(
+        "verdict",
+        {
+            "kept": "no" if first_drop else "yes",
+            "dropped by": f"{first_drop['filter']} ({first_drop['reason']})" if first_drop else "-",
+            "language": result["language"] or "-",
+            "words": len(result["text"].split()),
+            "PII replaced": sum(result["pii"].values()),
+        },
+    )
+
+
+@click.command("extract", epilog=EXTRACT_EPILOG)
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--url", default=None, help="The page's URL (helps the extractor).")
+def extract_cmd(file: Path, url: str | None) -> None:
+    """Print the main text of an HTML FILE (empty output when there is none)."""
+    from afm.filters.extract import Extractor
+
+    from afm.console import console
+
+    decision = Extractor()({"url": url, "status": 200, "headers": {}, "body": _read(file)})
+    if decision.keep and decision.document is not None:
+        click.echo(decision.document["text"])
+    else:
+        console.print(f"[yellow]no text extracted: {decision.reason}")
+
+
+COMMANDS = [inspect_cmd, extract_cmd]

@@ -1,0 +1,112 @@
+"""``afm curate``: crawl output or document files -> curated Parquet shards (Apache Beam).
+
+Top-level imports stay light (click, stdlib): Beam and the filters load inside the command.
+Also runnable as a script (``python app/commands/pipelines/curate.py ...``), which is what the
+Dataflow flex template's launcher does.
+"""
+
+from __future__ import annotations
+
+import click
+from afm.app.commands.pipelines.beam_options import (
+    BEAM_HELP,
+    BeamCommand,
+    finish_dry_run,
+    runner_options,
+)
+
+EPILOG = """\b
+Examples:
+  afm decontam build-index --suite report --benchmarks ../shared/eval/benchmarks --out idx/
+  afm curate --input crawl/ --output corpus/ --decontam-index idx/
+  afm curate --input 'cc/*.warc.gz' --output corpus/ --config curate.yaml
+  afm curate --input docs.parquet --output corpus/ --decontam-index idx/ --set dedup.params.threshold=0.7
+  afm curate --input crawl/ --output corpus/ --set decontaminate.enabled=false
+  afm curate --input 'cc/*.warc.gz' --output corpus/ --robots-snapshots robots-store/ --decontam-index idx/
+  afm curate --input crawl/ --output corpus/ --set optout.enabled=false --decontam-index idx/
+  afm curate --input crawl/ --output corpus/ --set optout.params.domains=[news.example] --decontam-index idx/
+  afm curate --input crawl/ --output corpus/ --decontam-index idx/ --overwrite
+  afm curate --source code --input repos/ --output code-corpus/ --decontam-index idx/
+  afm curate --source math --input crawl/ --output math-corpus/ --decontam-index idx/
+  afm curate --input crawl/ --output corpus/ --decontam-index idx/ --direct_num_workers=2
+  afm curate --input gs://b/crawl/ --output gs://b/corpus/ --runner DataflowRunner \\
+      --project my-proj --region us-central1 --temp_location gs://b/tmp \\
+      --sdk_container_image us-docker.pkg.dev/my-proj/afm/curate:latest \\
+      --set decontaminate.params.index=gs://b/decontam-index --dry-run
+  afm curate --input /shared/crawl/ --output /shared/corpus/ --runner PortableRunner \\
+      --job_endpoint=localhost:8099 --environment_type=EXTERNAL \\
+      --environment_config=localhost:50000 --decontam-index /shared/idx/
+
+""" + BEAM_HELP
+
+
+@click.command("curate", cls=BeamCommand, epilog=EPILOG)
+@click.option("--input", "-i", "inputs", multiple=True, required=True,
+              help="WARC(.gz) / Parquet / JSONL file, directory or glob (local or gs://...); "
+                   "repeatable. For --source code: a directory of cloned repositories or a "
+                   "Parquet of files (path, content, repo).")
+@click.option("--output", "-o", required=True, help="Output directory or bucket path.")
+@click.option("--config", "-c", "config", default=None, help="CurateConfig YAML file.")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
+              help="Config override, e.g. quality_model.enabled=false (repeatable).")
+@click.option("--source", type=click.Choice(["web", "code", "math"]), default=None,
+              help="Stage list to run (default: the config's, else web).")
+@click.option("--decontam-index", default=None, metavar="DIR",
+              help="Benchmark index from `afm decontam build-index` (the decontaminate "
+                   "stage needs one, unless the config turns the stage off); local or "
+                   "gs:// / s3://, read by every worker.")
+@click.option("--robots-snapshots", "robots_snapshots", multiple=True, metavar="PATH",
+              help="robots.txt / tdmrep.json snapshots for the optout stage: a store from "
+                   "`afm robots snapshots`, a crawl directory or robots.txt WARC files "
+                   "(repeatable; default: the robotstxt/ of crawl directories given as input).")
+@click.option("--overwrite", is_flag=True,
+              help="Replace what OUTPUT holds (a finished or an interrupted run); the old "
+                   "output stays until the new run has succeeded.")
+@runner_options
+@click.pass_context
+def curate_command(ctx: click.Context, inputs: tuple[str, ...], output: str, config: str | None,
+                   overrides: tuple[str, ...], runner: str, source: str | None,
+                   dry_run: bool, decontam_index: str | None, robots_snapshots: tuple[str, ...],
+                   overwrite: bool) -> None:
+    """Curate crawl output into clean Parquet shards with the report's pipeline:
+    optout -> extract -> language -> safety -> PII -> dedup -> quality -> decontamination.
+
+    Writes documents-NNNNN.parquet, rejects-NNNNN.parquet (every dropped document with
+    stage and reason), manifest.json, report.html and _SUCCESS (last) into OUTPUT, and
+    fails, promoting nothing, when documents in != kept + rejected.
+    """
+    import logging
+
+    from afm.app.commands.pipelines.usage import user_errors
+    from afm.pipelines.curate.config import load_curate_config
+    from afm.pipelines.curate.pipeline import run_curate
+
+    from afm.console import setup_logging
+
+    setup_logging("WARNING")
+    logging.getLogger("apache_beam").setLevel(logging.WARNING)
+    beam_args = list(ctx.args)
+    if beam_args and not beam_args[0].startswith("-"):
+        raise click.UsageError(f"unexpected argument {beam_args[0]!r} (Beam options start "
+                               "with --)")
+    if decontam_index:
+        overrides = (*overrides, f"decontaminate.params.index={decontam_index}")
+    if robots_snapshots:
+        import json
+
+        overrides = (*overrides, f"optout.params.snapshots={json.dumps(list(robots_snapshots))}")
+    with user_errors():
+        cfg = load_curate_config(config, source=source, overrides=overrides)
+        result = run_curate(list(inputs), output, config=cfg, runner=runner,
+                            source=cfg.source, pipeline_args=beam_args, dry_run=dry_run,
+                            overwrite=overwrite)
+    if dry_run:
+        finish_dry_run(result, runner)
+    else:
+        click.echo(result["outputs"]["report"])
+
+
+COMMANDS = [curate_command]
+
+if __name__ == "__main__":
+    curate_command()

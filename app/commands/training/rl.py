@@ -1,0 +1,218 @@
+"""``afm rl mdloo`` (online RL: MDLOO or the PPO-clip baseline) and ``afm itec`` (a
+committee-distillation round, the preference-pair export, a whole round from a config).
+Light imports only; the work happens in the command bodies."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from afm.options import POSITIVE
+
+
+def _user_errors() -> tuple[type[BaseException], ...]:
+    from afm.config import ConfigError
+
+    return (ConfigError, ValueError, FileNotFoundError)
+
+
+@click.group("rl")
+def rl_group() -> None:
+    """Online reinforcement learning from a reward (report §4.3.3)."""
+
+
+@rl_group.command("mdloo", epilog="""\b
+Examples:
+  afm rl mdloo --policy runs/sft/best --tokenizer tok/ --prompts prompts.jsonl \\
+      --eval-prompts heldout.jsonl --reward task:arith --workdir runs/mdloo
+  afm rl mdloo --config mdloo.yaml --workdir runs/mdloo --set beta=0.1 --set k=8
+  afm rl mdloo --config mdloo.yaml --workdir runs/ppo --set algorithm=ppo   # the baseline
+  afm rl mdloo --config mdloo.yaml --workdir runs/mdloo-rm --rm runs/rm/model
+\b
+Each iteration samples K responses for each of n prompts (batched, KV cache), scores
+them with the reward minus beta * log(pi/pi_ref), takes the leave-one-out advantage and
+runs a few optimiser steps of MDLOO (KL(pi || pi_k) trust region, weight gamma) or PPO-clip.
+There is no default reward: a task reward scores only its own task's prompts. Responses the
+reward cannot score are left out of the update and counted per iteration; past
+max_unscored (default 0.5, --set max_unscored=...) the run stops and says why.
+A run of the one trainer (task mdloo, stage tiny-mdloo underneath): checkpoints every
+iteration, and re-running the same command resumes (also after SIGTERM mid-iteration);
+--iterations says where to stop, so 2 iterations then a rerun to 4 end with the same
+params_sha256 as 4 at once. Writes WORKDIR/metrics.jsonl (per step; the rollout's reward,
+both KLs, length and advantage statistics on each iteration's first step),
+WORKDIR/summary.json, WORKDIR/model and WORKDIR/curves.png.
+""")
+@click.option("--config", "config_file", default=None, type=click.Path(exists=True, dir_okay=False),
+              help="YAML with MdlooConfig fields.")
+@click.option("--workdir", required=True)
+@click.option("--policy", default=None, help="Start checkpoint (afm.model format, e.g. an SFT run's best/).")
+@click.option("--reference", default=None, help="pi_ref (default: the start policy).")
+@click.option("--tokenizer", default=None)
+@click.option("--prompts", default=None, help="JSONL of prompts ('messages' or 'prompt').")
+@click.option("--eval-prompts", default=None,
+              help="Held-out prompts scored with --eval-reward (greedy, and eval_samples sampled replies each).")
+@click.option("--reward", default=None, help="task:NAME (a program's reward), e.g. task:arith. This or --rm is required.")
+@click.option("--rm", "rm", default=None, help="A reward-model checkpoint (afm rm train) as the reward.")
+@click.option("--eval-reward", default=None,
+              help="The true reward the held-out replies are scored with (required with --eval-prompts).")
+@click.option("--algorithm", type=click.Choice(["mdloo", "ppo"]), default=None)
+@click.option("--iterations", type=int, default=None)
+@click.option("--set", "overrides", multiple=True, help="Any MdlooConfig field: KEY=VALUE.")
+def mdloo_command(config_file, workdir, policy, reference, tokenizer, prompts, eval_prompts, reward, rm,
+                  eval_reward, algorithm, iterations, overrides) -> None:
+    """MDLOO online RL (or the PPO-clip baseline) from a start policy and a reward."""
+    from afm.app.studies.rl_curves import plot_rl_curves
+    from afm.training.tasks.mdloo import MdlooConfig, run_mdloo
+
+    from afm.config import load_config
+
+    try:
+        data: dict = {}
+        if config_file:
+            import yaml
+
+            data = yaml.safe_load(open(config_file)) or {}
+        flags = {"policy": policy, "reference": reference, "tokenizer": tokenizer, "prompts": prompts,
+                 "eval_prompts": eval_prompts, "reward": rm or reward, "eval_reward": eval_reward,
+                 "algorithm": algorithm, "iterations": iterations}
+        data.update({k: v for k, v in flags.items() if v is not None})
+        cfg = load_config(MdlooConfig, data, list(overrides))
+        summary = run_mdloo(cfg, workdir)
+    except _user_errors() as exc:
+        raise click.ClickException(str(exc)) from exc
+    png = plot_rl_curves([f"{workdir}/metrics.jsonl"], f"{workdir}/curves.png", labels=[cfg.algorithm])
+    first, last = summary["first"], summary["last"]
+    click.echo(f"{cfg.algorithm}: sampled reward {first.get('reward', float('nan')):.3f} -> "
+               f"{last.get('reward', float('nan')):.3f}, KL to reference {last.get('kl_ref', float('nan')):.3f}")
+    if summary["eval"]:
+        e0, e1 = summary["eval"][0], summary["eval"][-1]
+        click.echo(f"held-out greedy true reward {e0['reward']:.3f} -> {e1['reward']:.3f}")
+        if "sampled_reward" in e0:
+            click.echo(f"held-out sampled true reward {e0['sampled_reward']:.3f} -> {e1['sampled_reward']:.3f}")
+    if summary["preempted"]:
+        click.echo(f"stopped at iteration {summary['iterations']} (signal): rerun the command to resume")
+    click.echo(f"model: {summary['model']}\ncurves: {png}")
+    click.echo(f"params_sha256: {summary['params_sha256']}")
+
+
+@click.group("itec")
+def itec_group() -> None:
+    """iTeC: committee distillation rounds (report §4.3.2)."""
+
+
+@itec_group.command("round", epilog="""\b
+Examples:
+  afm itec round --committee sft=runs/sft/best,mdloo=runs/mdloo/model --prompts prompts.jsonl \\
+      --rm runs/rm/model --tokenizer tok/ --out runs/itec1
+  afm itec round --committee runs/sft/best,runs/mdloo/model --prompts p.jsonl --rm task:arith \\
+      --tokenizer tok/ --out runs/itec1 --k 8 --eval-reward task:arith
+\b
+Writes OUT/sft.jsonl (prompt + the reward's best response per prompt over all members;
+input of `afm sft prepare`), OUT/candidates.jsonl and OUT/round.json (wins per member).
+""")
+@click.option("--committee", required=True, help="NAME=CKPT,NAME=CKPT (or bare checkpoint paths).")
+@click.option("--prompts", required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option("--rm", "rm", required=True, help="Reward-model checkpoint, or task:NAME for a program's reward.")
+@click.option("--tokenizer", required=True, type=click.Path(exists=True))
+@click.option("--out", required=True)
+@click.option("--k", type=int, default=4, show_default=True, help="Responses per prompt per member.")
+@click.option("--max-new-tokens", type=int, default=48, show_default=True)
+@click.option("--temperature", type=POSITIVE, default=1.0, show_default=True)
+@click.option("--eval-reward", default="", help="A true reward to report alongside (e.g. task:arith).")
+@click.option("--limit", type=int, default=0, help="Use the first N prompts only.")
+@click.option("--seed", type=int, default=0, show_default=True)
+def round_command(committee, prompts, rm, tokenizer, out, k, max_new_tokens, temperature, eval_reward, limit,
+                  seed) -> None:
+    """One committee-distillation round: sample, rerank per prompt, write an SFT set."""
+    from afm.training.rl.itec import RoundConfig, parse_committee, run_round
+
+    try:
+        cfg = RoundConfig(prompts=prompts, tokenizer=tokenizer, reward=rm, eval_reward=eval_reward,
+                          committee=parse_committee(committee), k=k, max_new_tokens=max_new_tokens,
+                          temperature=temperature, seed=seed, prompt_limit=limit, out=out)
+        summary = run_round(cfg)
+    except _user_errors() as exc:
+        raise click.ClickException(str(exc)) from exc
+    _print_round(summary)
+
+
+def _print_round(summary: dict) -> None:
+    from afm.console import print_summary
+
+    rows = []
+    for name, s in summary["members"].items():
+        extra = (f", true reward: samples {s['mean_true_reward']:.3f}, own best-of-K "
+                 f"{s['best_of_k_true_reward']:.3f}, greedy {s['greedy_true_reward']:.3f}"
+                 if "mean_true_reward" in s else "")
+        rows.append((f"member {name}", f"won {s['wins']} ({s['win_rate']:.0%}), reward {s['mean_reward']:.3f}{extra}"))
+    rows.append(("reranked set reward", f"{summary['reranked_mean_reward']:.3f}"))
+    if "reranked_true_reward" in summary:
+        rows.append(("reranked set true reward", f"{summary['reranked_true_reward']:.3f}"))
+        m = summary["smallest_set_margin"]
+        rows.append(("set minus closest member", f"{m['mean']:+.3f} +- {m['stderr']:.3f} (paired s.e.; "
+                                                 f"{m['member']}, {m['against'].replace('_', ' ')})"))
+    rows.append(("SFT dataset", summary["sft_dataset"]))
+    print_summary(f"iTeC round {summary['name']}", rows)
+
+
+@itec_group.command("pairs", epilog="""\b
+Examples:
+  afm itec pairs --round runs/itec1 --out runs/itec1/pairs.jsonl
+  afm itec pairs --round runs/itec1 --out prefs.jsonl --annotate arith --per-prompt 2
+""")
+@click.option("--round", "round_dir", required=True, type=click.Path(exists=True, file_okay=False))
+@click.option("--out", required=True)
+@click.option("--per-prompt", type=int, default=1, show_default=True)
+@click.option("--annotate", default="", help="A scripted grader (arith) to turn pairs into preferences.")
+@click.option("--seed", type=int, default=0, show_default=True)
+def pairs_command(round_dir, out, per_prompt, annotate, seed) -> None:
+    """Export response pairs from a round's committee for the next preference collection."""
+    from pathlib import Path
+
+    from afm.training.rl.itec import export_pairs
+
+    try:
+        meta = json.loads((Path(round_dir) / "round.json").read_text())
+        counts = export_pairs(Path(round_dir) / "candidates.jsonl", meta["config"]["prompts"], out,
+                              per_prompt=per_prompt, annotate=annotate, seed=seed)
+    except _user_errors() as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(f"{counts.get('pairs', 0)} pairs -> {out}" +
+               (f" ({counts['skipped_no_distinct_reply']} pair draws skipped: no other member replied differently)"
+                if counts.get("skipped_no_distinct_reply") else ""))
+
+
+@itec_group.command("run", epilog="""\b
+Examples:
+  afm itec run --config round.yaml
+  afm itec run --config round.yaml --set k=8 --set out=runs/itec2
+\b
+The YAML is a RoundConfig: prompts, tokenizer, reward, committee (name, checkpoint and,
+for members to (re)train, train: {algorithm: mdloo|ppo, config: FILE}), k, out,
+pairs_per_prompt, annotate. Missing members are trained first, then the round and the pair
+export run.
+""")
+@click.option("--config", "config_file", required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option("--set", "overrides", multiple=True)
+def run_command(config_file, overrides) -> None:
+    """A whole iTeC round from its config: train missing members, distil, export pairs."""
+    from pathlib import Path
+
+    from afm.training.rl.itec import export_pairs, load_round, run_round, train_missing_members
+
+    try:
+        cfg = load_round(config_file, list(overrides))
+        trained = train_missing_members(cfg)
+        summary = run_round(cfg)
+        counts = export_pairs(Path(cfg.out) / "candidates.jsonl", cfg.prompts, Path(cfg.out) / "pairs.jsonl",
+                              per_prompt=cfg.pairs_per_prompt, annotate=cfg.annotate, seed=cfg.seed)
+    except _user_errors() as exc:
+        raise click.ClickException(str(exc)) from exc
+    if trained:
+        click.echo(f"trained: {', '.join(trained)}")
+    _print_round(summary)
+    click.echo(f"{counts.get('pairs', 0)} pairs -> {Path(cfg.out) / 'pairs.jsonl'}")
+
+
+COMMANDS = [rl_group, itec_group]
