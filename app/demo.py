@@ -178,7 +178,7 @@ class DemoRun:
         return out
 
     def train(self, tokens: Path) -> dict[str, Any]:
-        from afm.training.core.trainer import train
+        from afm.training.runs.train import train
 
         data = [str(tokens)]
         results = {}
@@ -218,15 +218,15 @@ class DemoRun:
         """Teacher -> Soft-Top-K FFN pruning -> pruned checkpoint -> precomputed top-1
         targets -> distilled student (report §3.2.1, tiny)."""
         from afm.training.compress.distill_targets import compute_targets
-        from afm.training.compress.pruning import apply_pruning, learn_masks
-        from afm.training.core.trainer import train
+        from afm.training.compress.pruning import apply_pruning
+        from afm.training.runs.train import train
 
         runs = self.workdir / "train"
         data = [str(tokens)]
         teacher = train("tiny-teacher-core", runs / "tiny-teacher", steps=self.train_steps, data=data)
         self.outputs.append(("checkpoint tiny-teacher", str(runs / "tiny-teacher")))
-        prune = learn_masks(str(runs / "tiny-teacher"), 192, "tiny-prune", str(runs / "tiny-prune"),
-                            data=data, steps=self.train_steps, heldout=data)
+        prune = train("tiny-prune", runs / "tiny-prune", init_from=str(runs / "tiny-teacher"), data=data,
+                      heldout=data, steps=self.train_steps, task_options={"target_ffn_dim": 192})
         pruned = runs / "tiny-pruned"
         apply_pruning(str(runs / "tiny-prune"), str(pruned))
         self.outputs.append(("pruned checkpoint (ffn 576 -> 192)", str(pruned)))
@@ -244,7 +244,8 @@ class DemoRun:
         short SFT run from the last pre-training checkpoint."""
         from afm.synth.demo_data import write_demo_set
         from afm.synth.prepare import PrepareConfig, prepare_sft
-        from afm.training.tasks.sft import heldout_metrics, run_sft
+        from afm.training.runs.train import train
+        from afm.training.tasks.sft import heldout_metrics
 
         root = self.workdir / "sft"
         files = write_demo_set(root / "raw", per_set=60, held_out_per_set=10)
@@ -261,8 +262,8 @@ class DemoRun:
                         dropped[f"{stage}/{reason}"] = dropped.get(f"{stage}/{reason}", 0) + n
         steps = self.train_steps or 30
         before = heldout_metrics("tiny-sft", base, prepared["heldout"])
-        result = run_sft("tiny-sft", root / "run", data=prepared["train"], heldout=prepared["heldout"],
-                         init_from=str(base), steps=steps, overrides=[f"eval.every_steps={max(steps // 3, 1)}"])
+        result = train("tiny-sft", root / "run", data=prepared["train"], heldout=prepared["heldout"],
+                       init_from=str(base), steps=steps, overrides=[f"eval.every_steps={max(steps // 3, 1)}"])
         self.outputs.append(("SFT data", str(root / "train")))
         self.outputs.append(("SFT best checkpoint", str(root / "run" / "best")))
         return {"before": before["loss"], "after": result.get("best_value"), "dropped": dropped,
@@ -307,7 +308,7 @@ class DemoRun:
         import random
 
         from afm.synth.arith_task import corrupted_responses, make_problems, write_preferences
-        from afm.training.tasks.reward_model import run_rm
+        from afm.training.runs.train import train
 
         root = self.workdir / "rm"
         rng = random.Random(0)
@@ -315,11 +316,11 @@ class DemoRun:
             write_preferences(root / f"prefs-{split}.jsonl",
                               [(p.messages(), corrupted_responses(p, rng)) for p in make_problems(n, seed=seed)],
                               pairs_per_prompt=3, seed=seed)
-        result = run_rm("tiny-rm", root / "run", data=[str(root / "prefs-train.jsonl")],
-                        heldout=[str(root / "prefs-heldout.jsonl")], tokenizer=str(tokenizer),
-                        init_from=str(sft_model), steps=min(self.train_steps or 10, 10),
-                        overrides=["eval.every_steps=10", "checkpoint.every_steps=10", "data.seq_len=256"],
-                        quiet=True)
+        result = train("tiny-rm", root / "run", data=[str(root / "prefs-train.jsonl")],
+                       heldout=[str(root / "prefs-heldout.jsonl")], task_options={"tokenizer": str(tokenizer)},
+                       init_from=str(sft_model), steps=min(self.train_steps or 10, 10),
+                       overrides=["eval.every_steps=10", "checkpoint.every_steps=10", "data.seq_len=256"],
+                       quiet=True)
         self.outputs.append(("reward model", result["reward_model"]))
         return result["heldout"]
 
@@ -328,16 +329,17 @@ class DemoRun:
         import json
 
         from afm.synth.arith_task import make_problems
-        from afm.training.tasks.mdloo import MdlooConfig, run_mdloo
+        from afm.training.runs.train import train
 
         root = self.workdir / "mdloo"
         root.mkdir(parents=True, exist_ok=True)
         prompts = root / "prompts.jsonl"
         prompts.write_text("".join(json.dumps({"messages": p.messages()}) + "\n" for p in make_problems(8, seed=0)))
-        cfg = MdlooConfig(policy=str(policy), tokenizer=str(tokenizer), prompts=str(prompts), reward="task:arith",
-                          eval_reward="", iterations=1, prompts_per_iteration=2, k=4, steps_per_iteration=1,
-                          max_new_tokens=16, seq_len=240)
-        summary = run_mdloo(cfg, root / "run")
+        result = train("tiny-mdloo", root / "run", init_from=str(policy), overrides=["data.seq_len=240"],
+                       task_options={"tokenizer": str(tokenizer), "prompts": str(prompts), "reward": "task:arith",
+                                     "iterations": 1, "prompts_per_iteration": 2, "k": 4, "steps_per_iteration": 1,
+                                     "max_new_tokens": 16})
+        summary = result["summary"]
         self.outputs.append(("MDLOO policy", summary["model"]))
         return summary["last"]
 

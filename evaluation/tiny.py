@@ -24,7 +24,7 @@ def tiny_model(seed: int = 0, max_seq_len: int = 512, dtype: str = "float32", co
     """The ``tiny`` config (or another named size, e.g. ``100m`` for the evaluation
     benchmark), randomly initialised, with a longer window for few-shot prompts."""
     from afm.model.config import get_config
-    from afm.model.transformer import init_model
+    from afm.model.initializer import init_model
 
     return init_model(get_config(config, max_seq_len=max_seq_len, dtype=dtype), seed)
 

@@ -5,7 +5,7 @@ stays instant and a training host needs only the JAX stack):
 
 * ``afm.model.config``: ``ModelConfig``, ``CONFIGS``, ``get_config``, ``param_counts``,
   ``flops_per_token`` (and the muParam-simple choices, documented there).
-* ``afm.model.transformer``: ``Transformer(cfg, rngs=...)``, ``KVCache``, ``init_model``.
+* ``afm.model.transformer``: ``Transformer(cfg, rngs=...)``, ``KVCache``; ``afm.model.initializer.init_model`` (a random model, one compiled program per block).
 * ``afm.model.attention``: the attention kernels (XLA reference, cuDNN, TPU splash) and
   their sharded layout; ``resolve_backend``.
 * ``afm.model.remat``: named activation save points and remat policies, memory estimates.

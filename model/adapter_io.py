@@ -136,20 +136,3 @@ def resolve_base(path: str | os.PathLike[str], meta: dict[str, Any], base: str |
     if sibling.exists():
         return str(sibling)
     raise FileNotFoundError(f"adapter {path}: its base {recorded} is gone (pass the base checkpoint explicitly)")
-
-
-def load_adapted_model(path: str | os.PathLike[str], *, base: str | None = None, **config_overrides: Any) -> tuple[Any, ModelConfig]:
-    """The base model of the adapter at ``path`` with the adapter attached (unmerged)."""
-    from afm.model import lora
-    from afm.model.checkpoint import load_model
-
-    adapter, meta = load_adapter(path)
-    model, cfg = load_model(resolve_base(path, meta, base), **config_overrides)
-    recorded = ModelConfig.from_dict(meta["base_config"])
-    shape_fields = ("vocab_size", "dim", "n_layers", "n_heads", "n_kv_heads", "head_dim", "ffn_dim")
-    if any(getattr(recorded, f) != getattr(cfg, f) for f in shape_fields):
-        raise ValueError(f"adapter {path} was trained on a model of another shape than its base")
-    if recorded.palettization != cfg.palettization:
-        raise ValueError(f"adapter {path} was trained on a base with other quantization than {meta['base']}")
-    lora.attach(model, adapter)
-    return model, cfg

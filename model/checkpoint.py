@@ -177,7 +177,7 @@ def load_model(
     ``path`` may also be an adapter directory (``afm.model.adapter_io``): its base is
     loaded (dense or palettized) and the LoRA adapter attached; the config returned is
     the base's."""
-    from afm.model.adapter_io import is_adapter_dir, load_adapted_model
+    from afm.model.adapter_io import is_adapter_dir
 
     if "://" not in os.fspath(path) and is_adapter_dir(path):
         return load_adapted_model(path, **config_overrides)
@@ -203,3 +203,20 @@ def load_params_into(model: Transformer, path: str | os.PathLike[str]) -> Transf
     nnx.replace_by_pure_dict(state, restored)
     nnx.update(model, state)
     return model
+
+
+def load_adapted_model(path: str | os.PathLike[str], *, base: str | None = None, **config_overrides: Any) -> tuple[Any, ModelConfig]:
+    """The base model of the adapter at ``path`` with the adapter attached (unmerged)."""
+    from afm.model import lora
+    from afm.model.adapter_io import load_adapter, resolve_base
+
+    adapter, meta = load_adapter(path)
+    model, cfg = load_model(resolve_base(path, meta, base), **config_overrides)
+    recorded = ModelConfig.from_dict(meta["base_config"])
+    shape_fields = ("vocab_size", "dim", "n_layers", "n_heads", "n_kv_heads", "head_dim", "ffn_dim")
+    if any(getattr(recorded, f) != getattr(cfg, f) for f in shape_fields):
+        raise ValueError(f"adapter {path} was trained on a model of another shape than its base")
+    if recorded.palettization != cfg.palettization:
+        raise ValueError(f"adapter {path} was trained on a base with other quantization than {meta['base']}")
+    lora.attach(model, adapter)
+    return model, cfg

@@ -176,7 +176,7 @@ def _cfg(**kw: Any) -> ModelConfig:
 
 
 # Default remat per size (afm.model.remat): the cheapest policy whose estimated memory
-# (remat.estimate_train_memory_gb) fits 80 GB at 4 sequences x 4096 tokens per device, on
+# (estimate_train_memory_gb, below) fits 80 GB at 4 sequences x 4096 tokens per device, on
 # 1 device up to the 3B on-device model, 8 for the 6.4B teacher, 256 (FSDP) for the server:
 # 1b "none" 41 GB; on-device "dots_except_mlp" 55 GB ("none" 87); teacher 28 GB on 8
 # ("none" 96); server "qkv_attention" 43 GB on 256 ("dots" 120, "none" 190).
@@ -295,3 +295,44 @@ def flops_per_token(cfg: ModelConfig, seq_len: int | None = None, *, causal: boo
     t = cfg.max_seq_len if seq_len is None else seq_len
     attn = attention_flops_per_token(cfg.n_heads, cfg.head_dim, t, causal=causal)
     return 6.0 * matmul_params(cfg) + cfg.n_layers * attn
+
+
+def _saved_values_per_token(cfg: Any, policy: str) -> float:
+    """Activation values kept per token per layer for the backward pass (rough)."""
+    q = cfg.n_heads * cfg.head_dim
+    kv = cfg.n_kv_heads * cfg.head_dim
+    sizes = {
+        "query": q, "key": kv, "value": kv, "attn_context": q, "attn_out": cfg.dim,
+        "mlp_gate": cfg.ffn_dim, "mlp_up": cfg.ffn_dim, "mlp_out": cfg.dim,
+    }
+    block_input = cfg.dim
+    if policy == "none":
+        # every named value plus norms' inputs, the SwiGLU product and f32 norm copies
+        return block_input + sum(sizes.values()) + cfg.ffn_dim + 4 * cfg.dim
+    if policy == "dots":
+        return block_input + sum(sizes.values())
+    from afm.model.remat import saved_names
+
+    names = saved_names(policy) or ()
+    return block_input + sum(sizes[n] for n in names)
+
+
+def estimate_train_memory_gb(
+    cfg: Any, *, tokens_per_device: int, devices: int = 1, policy: str | None = None,
+    optimizer_moments: int = 2, loss_chunk: int = 1024,
+) -> float:
+    """Per-device training memory estimate in GiB: float32 params, gradients and optimizer
+    moments sharded over ``devices`` (FSDP), bf16 saved activations for the backward pass,
+    one recomputed block's working set and one loss chunk of float32 logits.
+
+    It is a planning estimate (XLA's buffer assignment adds 10-30%), used to pick the
+    default remat policy per size and checked against XLA's own figure in the tests.
+    """
+    policy = cfg.remat if policy is None else policy
+    n = param_counts(cfg)["total"]
+    states = n * 4 * (2 + optimizer_moments) / devices  # params + grads + moments, f32
+    saved = _saved_values_per_token(cfg, policy) * cfg.n_layers * tokens_per_device * 2
+    working = _saved_values_per_token(cfg, "none") * tokens_per_device * 2  # one block live
+    seqs = max(tokens_per_device // max(cfg.max_seq_len, 1), 1)
+    logits = seqs * min(loss_chunk, cfg.max_seq_len) * cfg.vocab_size * 4 * 2  # f32 + grad
+    return (states + saved + working + logits) / 2**30

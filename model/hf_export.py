@@ -334,7 +334,6 @@ def export_hf(
 
     if dtype not in _DTYPES:
         raise ValueError(f"dtype must be one of {_DTYPES}")
-    from afm.model.palettize import dense_params
 
     model, cfg = load_model(checkpoint)
     params = dense_params(model)
@@ -447,3 +446,24 @@ def export_peft(
     config = peft_config(adapter, None if base_model is None else os.fspath(base_model))
     (out / "adapter_config.json").write_text(json.dumps(config, indent=2) + "\n")
     return out
+
+
+def dense_params(model: Any) -> dict[str, Any]:
+    """``nnx.to_pure_dict`` of the dense model ``model`` computes: every palettized or
+    int8 weight dequantized, every LoRA adapter merged (float32 NumPy). What an export to
+    a format without palettes (Hugging Face safetensors) writes."""
+    import jax
+    from afm.model.lora import LoRA
+    from afm.model.palettize import Int8Embedding, PalettizedWeight
+    from flax import nnx
+
+    pure = nnx.to_pure_dict(nnx.state(model, nnx.Param))
+    special = [(tuple(path), node) for path, node in nnx.iter_graph(model)
+               if isinstance(node, (PalettizedWeight, Int8Embedding, LoRA))]
+    outer = [(p, n) for p, n in special if not any(q != p and p[:len(q)] == q for q, _ in special)]
+    for path, node in outer:
+        parent = pure
+        for key in path[:-1]:
+            parent = parent[key]
+        parent[path[-1]] = np.asarray(jax.device_get(node[...]), np.float32)
+    return pure

@@ -277,25 +277,6 @@ class Int8Embedding(nnx.Module):
 # ---------------------------------------------------------------------------- structure
 
 
-def dense_params(model: Any) -> dict[str, Any]:
-    """``nnx.to_pure_dict`` of the dense model ``model`` computes: every palettized or
-    int8 weight dequantized, every LoRA adapter merged (float32 NumPy). What an export to
-    a format without palettes (Hugging Face safetensors) writes."""
-    from afm.model.lora import LoRA
-
-    pure = nnx.to_pure_dict(nnx.state(model, nnx.Param))
-    special = [(tuple(path), node) for path, node in nnx.iter_graph(model)
-               if isinstance(node, (PalettizedWeight, Int8Embedding, LoRA))]
-    outer = [(p, n) for p, n in special if not any(q != p and p[:len(q)] == q for q, _ in special)]
-    for path, node in outer:
-        parent = pure
-        for key in path[:-1]:
-            parent = parent[key]
-        parent[path[-1]] = np.asarray(jax.device_get(node[...]), np.float32)
-    return pure
-
-
-
 def _axes_of(param: nnx.Param) -> tuple[str | None, ...]:
     meta = param.get_metadata()
     for key in ("out_sharding", "sharding_names", "sharding"):

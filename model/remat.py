@@ -32,7 +32,7 @@ the previous block's output).
 * ``save:NAME,NAME``: keep exactly these names.
 
 Defaults per model size (``afm.model.config``) are the cheapest policy whose estimated
-per-device training memory (:func:`estimate_train_memory_gb`) fits an 80 GB accelerator at
+per-device training memory (:func:`afm.model.config.estimate_train_memory_gb`) fits an 80 GB accelerator at
 the size's reference shape, with FSDP over the devices the stage uses.
 """
 
@@ -93,44 +93,3 @@ def jax_policy(policy: str) -> Callable[..., Any] | None:
 def tag(x: jax.Array, name: str) -> jax.Array:
     """Mark an activation as the save point ``name`` (an identity otherwise)."""
     return checkpoint_name(x, name)
-
-
-def _saved_values_per_token(cfg: Any, policy: str) -> float:
-    """Activation values kept per token per layer for the backward pass (rough)."""
-    q = cfg.n_heads * cfg.head_dim
-    kv = cfg.n_kv_heads * cfg.head_dim
-    sizes = {
-        "query": q, "key": kv, "value": kv, "attn_context": q, "attn_out": cfg.dim,
-        "mlp_gate": cfg.ffn_dim, "mlp_up": cfg.ffn_dim, "mlp_out": cfg.dim,
-    }
-    block_input = cfg.dim
-    if policy == "none":
-        # every named value plus norms' inputs, the SwiGLU product and f32 norm copies
-        return block_input + sum(sizes.values()) + cfg.ffn_dim + 4 * cfg.dim
-    if policy == "dots":
-        return block_input + sum(sizes.values())
-    names = saved_names(policy) or ()
-    return block_input + sum(sizes[n] for n in names)
-
-
-def estimate_train_memory_gb(
-    cfg: Any, *, tokens_per_device: int, devices: int = 1, policy: str | None = None,
-    optimizer_moments: int = 2, loss_chunk: int = 1024,
-) -> float:
-    """Per-device training memory estimate in GiB: float32 params, gradients and optimizer
-    moments sharded over ``devices`` (FSDP), bf16 saved activations for the backward pass,
-    one recomputed block's working set and one loss chunk of float32 logits.
-
-    It is a planning estimate (XLA's buffer assignment adds 10-30%), used to pick the
-    default remat policy per size and checked against XLA's own figure in the tests.
-    """
-    from afm.model.config import param_counts
-
-    policy = cfg.remat if policy is None else policy
-    n = param_counts(cfg)["total"]
-    states = n * 4 * (2 + optimizer_moments) / devices  # params + grads + moments, f32
-    saved = _saved_values_per_token(cfg, policy) * cfg.n_layers * tokens_per_device * 2
-    working = _saved_values_per_token(cfg, "none") * tokens_per_device * 2  # one block live
-    seqs = max(tokens_per_device // max(cfg.max_seq_len, 1), 1)
-    logits = seqs * min(loss_chunk, cfg.max_seq_len) * cfg.vocab_size * 4 * 2  # f32 + grad
-    return (states + saved + working + logits) / 2**30

@@ -257,17 +257,6 @@ class Transformer(nnx.Module):
         return logits, new_cache
 
 
-def init_model(cfg: ModelConfig, seed: int = 0) -> Transformer:
-    """A randomly initialised model (muParam-simple init, see ``afm.model.config``).
-
-    Made by ``afm.model.initializer``: one compiled program per block shape, reused for
-    every layer, so the compile time does not grow with depth; the values are exactly
-    those of an eager ``Transformer(cfg, rngs=nnx.Rngs(params=seed))``."""
-    from afm.model.initializer import init_model as build
-
-    return build(cfg, seed)
-
-
 RUNTIME_FIELDS = frozenset(
     {"dtype", "remat", "scan_layers", "attention_impl", "max_segments", "max_seq_len",
      "rope_base", "dropout", "fp8", "name", "notes"}

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from afm.training.core.metrics import read_metrics
-from afm.training.core.trainer import train
+from afm.training.runs.train import train
 
 ADAMW_APPENDIX_A = [
     "optimizer.name=adamw",

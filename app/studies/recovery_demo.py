@@ -44,7 +44,7 @@ def run_recovery_demo(
     """Quantize ``checkpoint``, train a recovery adapter on it, and measure all three."""
     from afm.app.studies.recovery_table import Entry, evaluate_entries, markdown, write
     from afm.training.compress.quantize import QuantizeOptions, quantize_checkpoint
-    from afm.training.core.trainer import train
+    from afm.training.runs.train import train
 
     workdir = Path(workdir)
     train_shards, heldout = split_shards(tokens)

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from afm.training.core.config import get_train_config
-from afm.training.tasks.sft import run_sft
+from afm.training.runs.train import train
 
 
 def base_weights(cfg: Any) -> dict[str, float]:
@@ -92,8 +92,8 @@ def sweep(
         console.print(f"[bold]sweep run {i + 1}/{len(plan)}: {label}[/] weights "
                       + ", ".join(f"{k}={v:.3g}" for k, v in sorted(w.items())))
         run_cfg = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, weights=w))
-        result = run_sft(run_cfg, out / f"run-{label}", heldout=heldout, init_from=init_from,
-                         steps=steps, quiet=True)
+        result = train(run_cfg, out / f"run-{label}", heldout=heldout, init_from=init_from,
+                       steps=steps, quiet=True)
         if metric not in result:
             known = ", ".join(k for k in result if k.startswith("eval/")) or "none"
             raise ValueError(f"metric {metric!r} not among the run's results ({known}); pass --heldout "

@@ -27,6 +27,7 @@ def _sweep_width(mcfg: Any, lrs: list[float], batches: list[dict[str, np.ndarray
     from afm.model.sharding import make_mesh
     from afm.training.core.config import TrainConfig
     from afm.training.core.engine import Engine
+    from afm.training.tasks import get_task
 
     from afm.config import load_config
 
@@ -41,7 +42,7 @@ def _sweep_width(mcfg: Any, lrs: list[float], batches: list[dict[str, np.ndarray
             "schedule": {"warmup_steps": max(len(batches) // 10, 1), "final_fraction": 0.1},
             "total_steps": len(batches), "seed": seed, "mesh": {"data": 1, "fsdp": -1},
         })
-        engine = Engine.build(cfg, make_mesh(cfg.mesh, jax.devices()[:1]))  # one device, as a sweep runs
+        engine = Engine.build(cfg, make_mesh(cfg.mesh, jax.devices()[:1]), get_task(cfg.task, cfg))  # one device, as a sweep runs
         state = engine.init_state()
         losses = []
         for step, batch in enumerate(batches):

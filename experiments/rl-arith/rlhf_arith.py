@@ -44,9 +44,7 @@ def run(workdir: str | Path, tokenizer: str, *, sft_steps: int = 80, rm_steps: i
     )
     from afm.synth.prepare import PrepareConfig, prepare_sft
     from afm.training.rl.rollout import sample_groups
-    from afm.training.tasks.dpo import run_preference_optimisation
-    from afm.training.tasks.reward_model import run_rm
-    from afm.training.tasks.sft import run_sft
+    from afm.training.runs.train import train
 
     root = Path(workdir)
     root.mkdir(parents=True, exist_ok=True)
@@ -60,8 +58,8 @@ def run(workdir: str | Path, tokenizer: str, *, sft_steps: int = 80, rm_steps: i
         for name in ("sft", "sft-heldout"):
             prepare_sft([str(root / f"{name}.jsonl")], str(root / "prepared" / name),
                         PrepareConfig("arith", tokenizer), overwrite=True, progress=False)
-        run_sft("tiny-sft", root / "sft", data=[str(root / "prepared" / "sft")],
-                heldout=[str(root / "prepared" / "sft-heldout")], steps=sft_steps, overrides=ov, quiet=True)
+        train("tiny-sft", root / "sft", data=[str(root / "prepared" / "sft")],
+              heldout=[str(root / "prepared" / "sft-heldout")], steps=sft_steps, overrides=ov, quiet=True)
         sft_model = str(root / "sft" / "best")
     else:
         # The RM and DPO runs take the start's shape (tiny-rm is the tiny model plus overrides).
@@ -85,21 +83,21 @@ def run(workdir: str | Path, tokenizer: str, *, sft_steps: int = 80, rm_steps: i
         s = write_preferences(root / f"prefs-{split}.jsonl", pool, pairs_per_prompt=4, seed=1)
         results[f"prefs/{split}"] = {"pairs": s.pairs, "levels": s.levels}
     # 3. reward model
-    rm = run_rm("tiny-rm", root / "rm", data=[str(root / "prefs-train.jsonl")],
-                heldout=[str(root / "prefs-heldout.jsonl")], tokenizer=tokenizer, init_from=str(sft_model),
-                steps=rm_steps, overrides=po, quiet=True)
+    rm = train("tiny-rm", root / "rm", data=[str(root / "prefs-train.jsonl")],
+               heldout=[str(root / "prefs-heldout.jsonl")], task_options={"tokenizer": tokenizer},
+               init_from=str(sft_model), steps=rm_steps, overrides=po, quiet=True)
     results["rm/heldout"] = rm["heldout"]
     # 4. DPO member from the SFT model on the same preference pairs
-    run_preference_optimisation("dpo", "tiny-rm", root / "dpo", data=[str(root / "prefs-train.jsonl")],
-                                tokenizer=tokenizer, init_from=str(sft_model),
-                                heldout=[str(root / "prefs-heldout.jsonl")], beta=0.1, steps=dpo_steps,
-                                overrides=[*po, "optimizer.learning_rate=3e-4"], quiet=True)
+    train("tiny-rm", root / "dpo", data=[str(root / "prefs-train.jsonl")],
+          task_options={"tokenizer": tokenizer, "beta": 0.1}, init_from=str(sft_model),
+          heldout=[str(root / "prefs-heldout.jsonl")], steps=dpo_steps,
+          overrides=[*po, "optimizer.learning_rate=3e-4", "task=dpo"], quiet=True)
     members = ["dpo"]
     if ipo_steps:  # 5. IPO beside it: same start, pairs, stage, LR and batch
-        run_preference_optimisation("ipo", "tiny-rm", root / "ipo", data=[str(root / "prefs-train.jsonl")],
-                                    tokenizer=tokenizer, init_from=str(sft_model),
-                                    heldout=[str(root / "prefs-heldout.jsonl")], beta=ipo_beta, steps=ipo_steps,
-                                    overrides=[*po, "optimizer.learning_rate=3e-4"], quiet=True)
+        train("tiny-rm", root / "ipo", data=[str(root / "prefs-train.jsonl")],
+              task_options={"tokenizer": tokenizer, "beta": ipo_beta}, init_from=str(sft_model),
+              heldout=[str(root / "prefs-heldout.jsonl")], steps=ipo_steps,
+              overrides=[*po, "optimizer.learning_rate=3e-4", "task=ipo"], quiet=True)
         members.append("ipo")
     test = make_problems(64, seed=300)
     results["task_reward/sft"] = task_reward_of(policy, tok, test)

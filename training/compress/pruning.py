@@ -1,9 +1,9 @@
-"""``afm prune learn`` and ``afm prune apply`` as functions: set a pruning run up from a
-teacher checkpoint, and turn a finished run into the smaller model's checkpoint; or, as
-controls for the learned masks, keep the same number of a teacher's FFN units chosen at
-random or by weight magnitude and write the same checkpoint.
-
-The task itself (masks, loss, logging) is ``afm.training.tasks.prune``.
+"""``afm prune apply`` as functions: turn a finished pruning run into the smaller model's
+checkpoint; or, as controls for the learned masks, keep the same number of a teacher's FFN
+units chosen at random or by weight magnitude and write the same checkpoint. The names of
+the learned scores (:func:`score_key`) live here, below the task that learns them
+(``afm.training.tasks.prune``: masks, loss, logging; its stage is set up from the teacher
+by the task itself, for ``afm prune learn`` and ``afm train`` alike).
 """
 
 from __future__ import annotations
@@ -16,47 +16,19 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 from afm.training.compress.soft_topk import kept_indices
-from afm.training.tasks.prune import SCORES, prune_options, score_key
 
+SCORES = "prune/scores"  # one learned score vector per layer: prune/scores/<layer>
 SHAPE_FIELDS = ("vocab_size", "dim", "n_layers", "n_heads", "n_kv_heads", "head_dim", "ffn_dim")
 
 
-def learn_masks(
-    teacher: str,
-    target_ffn_dim: int,
-    config: str,
-    workdir: str,
-    *,
-    data: list[str] | None = None,
-    steps: int | None = None,
-    train_weights: bool | None = None,
-    heldout: list[str] | None = None,
-    overrides: list[str] | None = None,
-    quiet: bool = False,
-) -> dict[str, Any]:
-    """Run (or resume) a ``task: prune`` stage starting from ``teacher``; the model's shapes
-    are the teacher checkpoint's, whatever the stage names. Returns the trainer's result."""
-    from afm.training.core.checkpoint import checkpoint_model_config
-    from afm.training.core.config import get_train_config
-    from afm.training.core.trainer import train
+def score_key(layer: int) -> str:
+    return f"{SCORES}/{layer}"
 
-    from afm.config import ConfigError
 
-    cfg = get_train_config(config, list(overrides or ()))
-    if cfg.task != "prune":
-        raise ConfigError(f"{config}: task is {cfg.task!r}; afm prune learn needs a pruning stage "
-                          "(tiny-prune, on-device-prune, or a YAML file with task: prune)")
-    shapes = checkpoint_model_config(teacher)
-    options = {**cfg.task_options, "target_ffn_dim": int(target_ffn_dim)}
-    if train_weights is not None:
-        options["train_weights"] = bool(train_weights)
-    model_overrides = {**cfg.model_overrides, **{f: getattr(shapes, f) for f in SHAPE_FIELDS}}
-    changes: dict[str, Any] = {"task_options": options, "model_overrides": model_overrides, "init_from": str(teacher)}
-    if heldout:
-        changes["eval"] = dataclasses.replace(cfg.eval, heldout=list(heldout))
-    cfg = dataclasses.replace(cfg, **changes)
-    prune_options(cfg.task_options)  # a bad option fails before anything is built
-    return train(cfg, workdir, steps=steps, data=data, quiet=quiet)
+def w_down_key(layer: int) -> str:
+    return f"layers/{layer}/mlp/w_down"
+
+
 
 
 METHODS = ("soft-top-k", "random", "magnitude")
@@ -179,10 +151,12 @@ def apply_pruning(run: str, out: str, *, overwrite: bool = False) -> dict[str, A
     if meta.get("task") != "prune":
         raise ValueError(f"{step_dir} was written by task {meta.get('task')!r}, not by a pruning run "
                          "(afm prune learn)")
-    opts = prune_options(meta.get("task_options", {}))
+    target = int((meta.get("task_options") or {}).get("target_ffn_dim") or 0)
+    if target <= 0:
+        raise ValueError(f"{step_dir}: the pruning run's task_options name no target_ffn_dim")
     teacher = ModelConfig.from_dict(meta["model"]).replace(max_segments=0)
     params = read_run_params(step_dir)  # the teacher's weights and the learned scores
-    kept = learned_kept(params, teacher.n_layers, opts.target_ffn_dim)
+    kept = learned_kept(params, teacher.n_layers, target)
     summary = write_pruned(teacher, params, kept, out, source=str(step_dir), method="soft-top-k",
                            overwrite=overwrite, extra={"step": meta.get("step")})
     return {**summary, "from": f"{step_dir} (step {meta.get('step')})", "seconds": round(time.perf_counter() - t0, 1)}
@@ -260,6 +234,7 @@ def apply_baseline(teacher: str, out: str, method: str, target_ffn_dim: int, *, 
 
 
 __all__ = [
-    "METHODS", "apply_baseline", "apply_pruning", "check_apply_args", "learn_masks", "learned_kept", "magnitude_kept",
-    "pruned_params", "random_kept", "select_units", "teacher_params", "unit_magnitudes", "write_pruned",
+    "METHODS", "apply_baseline", "apply_pruning", "check_apply_args", "learned_kept", "magnitude_kept",
+    "pruned_params", "random_kept", "select_units", "teacher_params", "unit_magnitudes", "write_pruned", "SCORES",
+    "SHAPE_FIELDS", "score_key", "w_down_key",
 ]

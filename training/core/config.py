@@ -85,6 +85,12 @@ def get_train_config(
     return load_config(TrainConfig, settings, overrides)
 
 
+def with_task_options(config: TrainConfig, **options: Any) -> TrainConfig:
+    """``config`` with ``task_options`` updated (``None`` values leave an option alone)."""
+    extra = {k: v for k, v in options.items() if v is not None}
+    return dataclasses.replace(config, task_options={**dict(config.task_options or {}), **extra})
+
+
 def list_configs() -> list[dict[str, str]]:
     """Every named stage: name, task, model, description and the table it is in."""
     from afm.training.core.stages import stages

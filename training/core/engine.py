@@ -1,6 +1,6 @@
 """Everything compiled for a run: parameters and their shardings, the optimizer, the steps.
 
-``Engine.build(cfg, mesh)`` turns a :class:`~afm.training.core.config.TrainConfig` and a task
+``Engine.build(cfg, mesh, task)`` turns a :class:`~afm.training.core.config.TrainConfig` and a task
 into:
 
 * the model built abstractly (no memory), its parameters as a flat ``{path: array}``
@@ -35,7 +35,7 @@ from afm.training.core.hooks import ModelView
 from afm.training.core.optimizer import build_optimizer
 from afm.training.core.schedules import make_schedule
 from afm.training.core.step import TrainState, make_eval_step, make_train_step
-from afm.training.core.task import Field, LossOutput, ParamSpec, Task, get_task
+from afm.training.core.task import Field, LossOutput, ParamSpec, Task
 from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
@@ -141,8 +141,9 @@ class Engine:
 
     # -- construction ------------------------------------------------------------------------
     @classmethod
-    def build(cls, cfg: TrainConfig, mesh: Mesh, task: Task | None = None) -> Engine:
-        task = task or get_task(cfg.task, cfg)
+    def build(cls, cfg: TrainConfig, mesh: Mesh, task: Task) -> Engine:
+        """The run compiled for ``task`` (the engine never looks a task up by name:
+        ``afm.training.tasks.get_task`` does, above it)."""
         mcfg = task.configure_model(model_config(cfg))
         parts = ModelParts.build(mcfg, cfg.seed)
         shapes, names = dict(parts.shapes), dict(parts.names)
@@ -269,7 +270,7 @@ class Engine:
         return every if keys is None else {k: every[k] for k in keys}
 
     @classmethod
-    def from_checkpoint(cls, cfg: TrainConfig, checkpoint: str, mesh: Mesh | None = None, *,
+    def from_checkpoint(cls, cfg: TrainConfig, checkpoint: str, task: Task, mesh: Mesh | None = None, *,
                         whole_run: bool = False) -> tuple[Engine, Params]:
         """The run's engine and a checkpoint's parameters read into its shardings: the one
         way to put a trained model back on devices for a run's task. ``checkpoint`` is any
@@ -279,7 +280,7 @@ class Engine:
         from afm.model.sharding import make_mesh
         from afm.training.core.checkpoint import restore_params_only
 
-        engine = cls.build(cfg, mesh if mesh is not None else make_mesh(cfg.mesh))
+        engine = cls.build(cfg, mesh if mesh is not None else make_mesh(cfg.mesh), task)
         like = engine.abstract_params(None if whole_run else engine.layout.keys)
         params, _ = restore_params_only(str(checkpoint), like, None if whole_run else engine.layout)
         return engine, params

@@ -8,9 +8,11 @@ pairs, so that microbatches and hosts add up exactly (see ``afm.training.core.st
 
 from __future__ import annotations
 
+from typing import Any
+
 import jax
 import jax.numpy as jnp
-from afm.model.scoring import TokenScores
+from afm.model.scoring import TokenScores, token_logprobs
 
 Array = jax.Array
 
@@ -24,3 +26,24 @@ def cross_entropy_sums(scores: TokenScores, weights: Array) -> dict[str, tuple[A
         "loss": (-jnp.sum(scores.logprob * w), total),
         "accuracy": (jnp.sum(scores.correct.astype(jnp.float32) * w), total),
     }
+
+
+def next_token_loss(params: dict[str, Array], batch: dict[str, Array], ctx: Any, *, chunk: int,
+                    segments: bool, dropout: bool = False) -> Any:
+    """The language-model loss every next-token task shares (pre-training, SFT): the model's
+    features (with ``segment_ids`` / ``positions`` when rows are packed documents or
+    conversations, dropout from ``ctx.rng`` when asked and training), the chunked readout,
+    cross-entropy and accuracy over ``loss_mask`` as ``(sum, weight)`` pairs."""
+    from afm.training.core.task import LossOutput
+
+    model = ctx.model(params)
+    kwargs: dict[str, Any] = {}
+    if segments:
+        kwargs = {"positions": batch["positions"], "segment_ids": batch["segment_ids"]}
+    if dropout and ctx.train:
+        kwargs["dropout_rng"] = ctx.rng
+    hidden, _ = model.features(batch["inputs"], **kwargs)
+    scores = token_logprobs(hidden, model.embed[...], batch["targets"],
+                            logit_scale=ctx.model_config.logit_scale, chunk=chunk)
+    sums = cross_entropy_sums(scores, batch["loss_mask"])
+    return LossOutput(loss=sums["loss"], metrics={"accuracy": sums["accuracy"]})

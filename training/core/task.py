@@ -138,6 +138,28 @@ class InputSource(Protocol):
     def close(self) -> None: ...
 
 
+def parse_task_options(options_class: type | None, raw: dict[str, Any] | None, task: str = "task") -> Any:
+    """The one way ``task_options`` are read: the task's dataclass built from the mapping
+    (unknown keys and wrong types are a :class:`~afm.config.ConfigError` naming the key),
+    then the dataclass's own ``check()`` when it has one. A task without options takes
+    none: any key given is an error."""
+    from afm.config import ConfigError, from_dict
+
+    raw = dict(raw or {})
+    if options_class is None:
+        if raw:
+            raise ConfigError(f"the {task} task takes no task_options; got {sorted(raw)}")
+        return None
+    try:
+        options = from_dict(options_class, raw, "task_options")
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{task}: {exc}") from None
+    check = getattr(options, "check", None)
+    if check is not None:
+        check()
+    return options
+
+
 @runtime_checkable
 class Task(Protocol):
     """Every hook the engine and the loop call; :class:`TaskBase` gives the defaults.
@@ -147,10 +169,18 @@ class Task(Protocol):
     :meth:`make_input`, :meth:`make_eval_input`, and :meth:`before_step`, the loop's hook
     before a step draws its batch (online RL samples its rollouts there). Objective:
     :meth:`loss`. Hand-off: :meth:`export` (what a finished run, and its best checkpoint,
-    leaves behind)."""
+    leaves behind). The run around the loop: :meth:`prepare_config` (the run's config as the
+    task needs it, before anything is built) and :meth:`finish_run` (what the task adds to
+    the run's result), so a stage runs the same whichever command starts it."""
 
     name: str
     artifact: str  # the name of what export() writes in the workdir at the end ("model", ...)
+    options: Any  # the parsed task_options (:func:`parse_task_options`)
+
+    @classmethod
+    def prepare_config(cls, config: Any, workdir: str) -> Any: ...
+
+    def finish_run(self, workdir: str, result: dict[str, Any]) -> dict[str, Any]: ...
 
     def configure_model(self, model_config: Any) -> Any: ...
 
@@ -182,13 +212,31 @@ class Task(Protocol):
 class TaskBase:
     """Defaults for every hook but ``batch_fields``, ``make_input`` and ``loss``: no extra
     parameters, everything trains, the model config and the model unchanged, nothing
-    before a step, the model's parameters as the hand-off."""
+    before a step, the model's parameters as the hand-off, the config as given.
+
+    ``Options`` is the dataclass of the task's ``task_options``; every task parses them the
+    one way, :func:`parse_task_options`, into ``self.options``."""
 
     name = "task"
     artifact = "model"
+    Options: type | None = None  # the task_options dataclass (None: the task takes none)
 
     def __init__(self, config: Any):
         self.config = config  # the run's TrainConfig
+        self.options = parse_task_options(self.Options, config.task_options, self.name)
+
+    @classmethod
+    def prepare_config(cls, config: Any, workdir: str) -> Any:
+        """The run's config as this task needs it, before the task or anything else is built
+        (held-out batch counts, the selection metric, a model shape read from ``init_from``).
+        The one front door (``afm.training.runs.train``) calls it for every command, so
+        ``afm train --config tiny-sft`` and ``afm sft --config tiny-sft`` run the same stage."""
+        return config
+
+    def finish_run(self, workdir: str, result: dict[str, Any]) -> dict[str, Any]:
+        """The run's result with what this task adds once the loop is done (a held-out
+        report, a summary file); called by the front door after the last checkpoint."""
+        return result
 
     def configure_model(self, model_config: Any) -> Any:
         """The model config this task trains (e.g. dropout on, a segment cap)."""
@@ -258,27 +306,3 @@ def task_tokenizer(task: Any) -> Any:
             raise ConfigError(f"the {task.name} task needs task_options.tokenizer (a tokenizer directory)")
         cached = task.__dict__["_tokenizer"] = Tokenizer.load(task.options.tokenizer)
     return cached
-
-
-TASKS: dict[str, str] = {
-    "pretrain": "afm.training.tasks.pretrain:PretrainTask",
-    "prune": "afm.training.tasks.prune:PruneTask",
-    "distill": "afm.training.tasks.distill:DistillTask",
-    "sft": "afm.training.tasks.sft:SftTask",
-    "adapter": "afm.training.tasks.adapter:AdapterTask",
-    "reward_model": "afm.training.tasks.reward_model:RewardModelTask",
-    "dpo": "afm.training.tasks.dpo:DpoTask",
-    "ipo": "afm.training.tasks.dpo:IpoTask",
-    "mdloo": "afm.training.tasks.mdloo:MdlooTask",
-}
-
-
-def get_task(name: str, config: Any) -> Task:
-    """A task by registered name or ``package.module:Class`` import path."""
-    from afm.imports import resolve
-
-    cls = resolve(name, what="task", registry=TASKS)
-    task = cls(config)
-    if not isinstance(task, Task):
-        raise TypeError(f"{TASKS.get(name, name)} does not implement the Task protocol (afm.training.core.task)")
-    return task

@@ -1,6 +1,7 @@
 """The training loop: one trainer for every task (pre-training first; see ``afm.training.core.task``).
 
-``train(config, workdir)`` is the engine behind ``afm train``:
+``run_loop(cfg, workdir, task)`` is the loop behind every training command (through the
+front door, ``afm.training.runs.train``):
 
 1. build the mesh and the :class:`~afm.training.core.engine.Engine` (model and task parameters
    with their shardings, the trainable split, optimizer, jitted steps);
@@ -32,7 +33,7 @@ from afm.model.params import params_sha256
 from afm.model.sharding import make_mesh
 from afm.training.core import muparam
 from afm.training.core.checkpoint import Checkpointer, gather_data_state, restore_params_only
-from afm.training.core.config import TrainConfig, get_train_config
+from afm.training.core.config import TrainConfig
 from afm.training.core.engine import Engine
 from afm.training.core.hooks import HookContext, build_hooks, run_hooks
 from afm.training.core.metrics import MetricsWriter, mfu
@@ -78,18 +79,6 @@ def _console():
     return console
 
 
-def _resolve_config(config: str | TrainConfig, data, init_from, overrides, profile_steps) -> TrainConfig:
-    cfg = get_train_config(config, overrides)
-    if data is not None:
-        cfg = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, paths=list(data)))
-    if init_from is not None:
-        cfg = dataclasses.replace(cfg, init_from=str(init_from))
-    if profile_steps is not None:
-        cfg = dataclasses.replace(cfg, profile_steps=profile_steps)
-    parse_profile_steps(cfg.profile_steps)
-    return cfg
-
-
 def _check_shapes(cfg: TrainConfig, mesh: Any, mcfg: Any) -> None:
     seq_len = cfg.data.seq_len
     if seq_len > mcfg.max_seq_len:
@@ -109,29 +98,14 @@ def _log_dir(cfg: TrainConfig, workdir: str) -> Path:
     return Path(cfg.log_dir or f"afm-logs/{cfg.name}")
 
 
-def train(
-    config: str | TrainConfig,
-    workdir: str | Path,
-    *,
-    steps: int | None = None,
-    data: list[str] | None = None,
-    init_from: str | Path | None = None,
-    overrides: list[str] | tuple[str, ...] = (),
-    profile_steps: str | None = None,
-    quiet: bool = False,
-    task: Task | None = None,
-) -> dict[str, Any]:
-    """Train (or resume) a run in ``workdir`` up to ``steps`` (default: ``total_steps``).
+def run_loop(cfg: TrainConfig, workdir: str | Path, task: Task, *, steps: int | None = None,
+             quiet: bool = False) -> dict[str, Any]:
+    """Train (or resume) ``task`` on ``cfg`` in ``workdir`` up to ``steps`` (default:
+    ``total_steps``). Returns ``first_loss``, ``final_loss``, ``steps``, ``params_sha256``,
+    ``checkpoint`` (last saved step dir), evaluation results and run statistics.
 
-    ``data`` (token shard paths/globs) and ``init_from`` (previous stage's workdir or
-    checkpoint) override the config; ``task``: the run's task object, when the caller made
-    it (e.g. with a reward already in memory), else the config's ``task`` is built.
-    Returns ``first_loss``, ``final_loss``, ``steps``, ``params_sha256``, ``checkpoint``
-    (last saved step dir), evaluation results and run statistics.
-    """
-    from afm.console import print_summary
-
-    cfg = _resolve_config(config, data, init_from, overrides, profile_steps)
+    The loop is given its task; the front door that resolves a config and a task by name
+    and lets the task prepare and finish the run is ``afm.training.runs.train``."""
     stop_at = cfg.total_steps if steps is None else int(steps)
     if stop_at < 0:
         raise ValueError(f"steps must be >= 0, got {stop_at}")
@@ -140,17 +114,14 @@ def train(
         run.loop(stop_at)
     finally:
         run.close()
-    result = run.finish()
-    if run.is_main and not quiet:
-        print_summary(f"train {cfg.name}", {k: v for k, v in result.items() if k != "mixture" and v is not None})
-    return result
+    return run.finish()
 
 
 class Run:
     """One training run in a workdir: the engine, its state and input, the checkpointer,
     hooks and metrics, and the loop over them (see the module docstring)."""
 
-    def __init__(self, cfg: TrainConfig, workdir: str, *, task: Task | None = None, quiet: bool = False):
+    def __init__(self, cfg: TrainConfig, workdir: str, *, task: Task, quiet: bool = False):
         from afm.model.config import flops_per_token
         from afm.model.layers import resolve_attention_impl
 

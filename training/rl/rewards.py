@@ -157,14 +157,14 @@ def task_reward(name: str) -> TaskReward:
 
 def load_reward(spec: str, tokenizer: Any = None) -> RewardFn:
     """``task:NAME`` (a program-computed reward) or a reward-model directory written by
-    ``afm rm train`` (``afm.training.tasks.reward_model.RewardModelScorer``; ``tokenizer``
+    ``afm rm train`` (``afm.training.rl.reward_model.RewardModelScorer``; ``tokenizer``
     overrides the one its metadata names)."""
     if not spec:
         raise UserError("no reward given: pass --reward task:NAME (a program's reward) or --rm CHECKPOINT "
                         "(a reward model from afm rm train)")
     if spec.startswith("task:"):
         return task_reward(spec[len("task:"):])
-    from afm.training.tasks.reward_model import RewardModelScorer
+    from afm.training.rl.reward_model import RewardModelScorer
 
     return RewardModelScorer(spec, tokenizer)
 

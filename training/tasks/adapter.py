@@ -25,6 +25,7 @@ e.g. the recovery adapter; same rank and targets), ``inner`` and ``inner_options
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,25 +33,45 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from afm.model import lora
-from afm.training.core.task import Field, LossContext, LossOutput, ParamSpec, TaskBase, get_task
+from afm.training.core.task import Field, LossContext, LossOutput, ParamSpec, TaskBase
+
+from afm.config import ConfigError
 
 PREFIX = "lora"
 # ModelConfig fields a run may set on top of the base's (shapes and storage come from the base).
 RUN_TIME = ("dtype", "remat", "attention_impl", "max_seq_len", "rope_base", "scan_layers", "dropout")
 
 
-def lora_config_from_options(options: dict[str, Any]) -> lora.LoraConfig:
+@dataclass
+class AdapterOptions:
+    """``task_options`` of the adapter task: the LoRA shape, where it starts, and the task it
+    wraps (``inner``, with its own ``inner_options``)."""
+
+    rank: int = 16
+    alpha: float | None = None  # None: 2 x rank (the one scale rule, alpha / rank = 2)
+    targets: list[str] | str | None = None  # None: every target (comma-separated also works)
+    layers: list[int] | None = None  # None: every layer
+    init_adapter: str = ""  # start from this adapter (same rank and targets)
+    inner: str = "pretrain"
+    inner_options: dict[str, Any] = field(default_factory=dict)
+
+    def check(self) -> None:
+        if self.rank < 1:
+            raise ConfigError(f"task_options.rank must be >= 1, got {self.rank}")
+        if self.inner == "adapter":
+            raise ConfigError("adapter task: the inner task cannot be another adapter task")
+
+
+def lora_config_from_options(options: AdapterOptions) -> lora.LoraConfig:
     """The one LoRA scale rule: ``alpha`` is 2 x rank unless the options set it, so
     ``afm adapter train --rank 8`` and ``--set task_options.rank=8`` train the same adapter
     (scale alpha / rank = 2)."""
-    rank = int(options.get("rank", 16))
-    targets = options.get("targets") or lora.ALL_TARGETS
+    targets = options.targets or lora.ALL_TARGETS
     if isinstance(targets, str):
         targets = [t.strip() for t in targets.split(",") if t.strip()]
-    layers = options.get("layers")
     return lora.LoraConfig(
-        rank=rank, alpha=float(options.get("alpha", 2 * rank)), targets=tuple(targets),
-        layers=None if layers is None else tuple(int(i) for i in layers),
+        rank=options.rank, alpha=float(options.alpha if options.alpha is not None else 2 * options.rank),
+        targets=tuple(targets), layers=None if options.layers is None else tuple(int(i) for i in options.layers),
     )
 
 
@@ -59,21 +80,17 @@ class AdapterTask(TaskBase):
 
     name = "adapter"
     artifact = "adapter"
+    Options = AdapterOptions
 
     def __init__(self, config: Any):
+        from afm.training.tasks import get_task
+
         super().__init__(config)
-        opts = dict(config.task_options)
-        known = {"rank", "alpha", "targets", "layers", "init_adapter", "inner", "inner_options"}
-        unknown = set(opts) - known
-        if unknown:
-            raise ValueError(f"adapter task: unknown task_options {sorted(unknown)} (known: {sorted(known)})")
+        opts = self.options
         self.lora = lora_config_from_options(opts)
-        inner_name = str(opts.get("inner", "pretrain"))
-        if inner_name == "adapter":
-            raise ValueError("adapter task: the inner task cannot be another adapter task")
-        inner_cfg = dataclasses.replace(config, task=inner_name, task_options=dict(opts.get("inner_options") or {}))
-        self.inner = get_task(inner_name, inner_cfg)
-        self.init_adapter = opts.get("init_adapter") or None
+        inner_cfg = dataclasses.replace(config, task=opts.inner, task_options=dict(opts.inner_options))
+        self.inner = get_task(opts.inner, inner_cfg)
+        self.init_adapter = opts.init_adapter or None
         self.base_config = self._base_config()
         self._start: lora.Adapter | None = None
 

@@ -45,12 +45,12 @@ import jax
 import jax.numpy as jnp
 import pyarrow.parquet as pq
 from afm.model.scoring import token_argmax, token_logprobs
-from afm.training.core.task import Field, LossContext, LossOutput, ParamSpec
+from afm.training.core.task import Field, LossContext, LossOutput, ParamSpec, parse_task_options
 from afm.training.data.shards import expand_paths
 from afm.training.tasks.pretrain import PretrainTask
 
 from afm import fs
-from afm.config import ConfigError, from_dict
+from afm.config import ConfigError
 
 TEACHER = "teacher/"
 Array = jax.Array
@@ -65,15 +65,9 @@ class DistillOptions:
     teacher_weight: float = 0.9
     label_weight: float = 0.1
 
-
-def distill_options(task_options: dict[str, Any]) -> DistillOptions:
-    try:
-        opts = from_dict(DistillOptions, dict(task_options), "task_options")
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(str(exc)) from None
-    if opts.teacher_weight < 0 or opts.label_weight < 0 or opts.teacher_weight + opts.label_weight <= 0:
-        raise ConfigError("task_options.teacher_weight and label_weight must be >= 0, not both 0")
-    return opts
+    def check(self) -> None:
+        if self.teacher_weight < 0 or self.label_weight < 0 or self.teacher_weight + self.label_weight <= 0:
+            raise ConfigError("task_options.teacher_weight and label_weight must be >= 0, not both 0")
 
 
 def distillation_sums(
@@ -95,9 +89,10 @@ class DistillTask(PretrainTask):
     """Pre-training with targets 0.9 x teacher top-1 + 0.1 x label (module docstring)."""
 
     name = "distill"
+    Options = DistillOptions
 
     def __init__(self, config: Any):
-        self.options = distill_options(config.task_options)
+        self.options = parse_task_options(DistillOptions, config.task_options, self.name)
         if not self.options.teacher:  # precomputed: the loader packs the column beside tokens
             data = config.data
             if self.options.column not in data.aligned_columns:

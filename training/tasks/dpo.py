@@ -41,11 +41,12 @@ from afm.training.core.task import (
     ParamSpec,
     TaskBase,
     frozen_model_copy,
+    parse_task_options,
     task_tokenizer,
 )
 from afm.training.data.preferences import PairTaskInputs
 
-from afm.config import ConfigError, load_config
+from afm.config import ConfigError
 
 REF = "ref/"
 
@@ -79,6 +80,16 @@ class DpoOptions:
     packing: str = "none"  # none | pairs: several pairs per row (afm.training.data.packed_pairs)
     max_pairs_per_row: int = 8
 
+    def check(self) -> None:
+        if self.reference not in ("frozen", "precomputed"):
+            raise ConfigError(f"task_options.reference must be frozen or precomputed, not {self.reference!r}")
+        if not self.beta > 0:  # also refuses nan (the config loader refuses it too)
+            raise ConfigError(f"task_options.beta must be > 0, got {self.beta}")
+        if self.packing not in ("none", "pairs"):
+            raise ConfigError(f"task_options.packing must be none or pairs, not {self.packing!r}")
+        if self.max_pairs_per_row < 1:
+            raise ConfigError("task_options.max_pairs_per_row must be >= 1")
+
 
 def packed_sequence_logps(model: Any, batch: dict[str, Any], slots: int, *, logit_scale: float, chunk: int):
     """Per pair slot of packed rows: summed reply log-probs of the chosen and rejected
@@ -99,19 +110,32 @@ class DpoTask(PairTaskInputs, TaskBase):
 
     name = "dpo"
     kind = "dpo"
+    Options = DpoOptions
 
     def __init__(self, config: Any):
         super().__init__(config)
-        self.options = load_config(DpoOptions, dict(config.task_options or {}))
-        if self.options.reference not in ("frozen", "precomputed"):
-            raise ConfigError(f"task_options.reference must be frozen or precomputed, not {self.options.reference!r}")
-        if not self.options.beta > 0:  # also refuses nan (the config loader refuses it too)
-            raise ConfigError(f"task_options.beta must be > 0, got {self.options.beta}")
-        if self.options.packing not in ("none", "pairs"):
-            raise ConfigError(f"task_options.packing must be none or pairs, not {self.options.packing!r}")
-        if self.options.max_pairs_per_row < 1:
-            raise ConfigError("task_options.max_pairs_per_row must be >= 1")
         self.packed = self.options.packing == "pairs"
+
+    @classmethod
+    def prepare_config(cls, config: Any, workdir: str) -> Any:
+        """The policy starts from a fine-tuned model (``init_from``, also the reference); the
+        best checkpoint is the one with the highest held-out reward accuracy; with
+        ``reference: precomputed`` the starting model's log-probs are added to the data
+        first (once, under ``workdir/reference_logps``)."""
+        from afm.training.tasks.reward_model import heldout_prepared
+
+        if not config.init_from:
+            raise ConfigError(f"{cls.name} starts from a fine-tuned model: set init_from (--init-from: an SFT "
+                              "run or model)")
+        config = heldout_prepared(config, select=("eval/heldout/reward_accuracy", "max"))
+        options = parse_task_options(DpoOptions, config.task_options, cls.name)
+        if options.reference == "precomputed":
+            config = _with_reference_logps(config, Path(workdir), options.tokenizer)
+        return config
+
+    def finish_run(self, workdir: str, result: dict[str, Any]) -> dict[str, Any]:
+        """The exported policy (no reference in it) as ``model``."""
+        return {**result, "model": result["model_checkpoint"] or str(Path(workdir) / "model")}
 
     tokenizer = property(task_tokenizer)
 
@@ -221,42 +245,7 @@ class IpoTask(DpoTask):
     kind = "ipo"
 
 
-# -- the run ---------------------------------------------------------------------------------
-
-def run_preference_optimisation(kind: str, config: str | Path, workdir: str | Path, *, data: Sequence[str],
-                                tokenizer: str, init_from: str | None, heldout: Sequence[str] = (),
-                                beta: float | None = None, reference: str | None = None,
-                                steps: int | None = None, overrides: Sequence[str] = (),
-                                quiet: bool = False) -> dict[str, Any]:
-    """``afm dpo train`` / ``afm ipo``: train, export the policy to ``workdir/model``."""
-    import dataclasses
-
-    from afm.training.core.config import get_train_config
-    from afm.training.core.trainer import train
-    from afm.training.data.preferences import usable_heldout_pairs
-    from afm.training.tasks.reward_model import with_options
-
-    if kind not in ("dpo", "ipo"):
-        raise ConfigError(f"unknown preference optimisation {kind!r} (dpo or ipo)")
-    cfg = get_train_config(config, [*overrides, f"task={kind}"])  # a reward-model stage works too
-    cfg = with_options(cfg, tokenizer=str(tokenizer), beta=beta, reference=reference)
-    ev = dataclasses.replace(cfg.eval, select_metric="eval/heldout/reward_accuracy", select_mode="max")
-    if heldout:
-        n = usable_heldout_pairs(list(heldout))
-        ev = dataclasses.replace(ev, heldout=list(heldout),
-                                 heldout_batches=max(1, -(-n // cfg.data.global_batch_size)))
-    else:
-        ev = dataclasses.replace(ev, select_metric="")
-    cfg = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, paths=list(data)), eval=ev,
-                              init_from=str(init_from) if init_from else cfg.init_from)
-    if not cfg.init_from:
-        raise ConfigError(f"{kind} starts from a fine-tuned model: pass --init-from (an SFT run or model)")
-    if load_config(DpoOptions, dict(cfg.task_options or {})).reference == "precomputed":
-        cfg = _with_reference_logps(cfg, Path(workdir), tokenizer)
-    summary = train(cfg, workdir, steps=steps, quiet=quiet)
-    summary["model"] = summary["model_checkpoint"] or str(Path(workdir) / "model")  # the policy, no reference
-    return summary
-
+# -- precomputed reference log-probs ---------------------------------------------------------
 
 def _with_reference_logps(cfg: Any, workdir: Path, tokenizer: Any) -> Any:
     """``reference: precomputed`` without a frozen copy in the step (the on-device model's
@@ -330,4 +319,4 @@ def add_reference_logps(paths: Sequence[str], out: str | Path, model_dir: str | 
     return len(pairs)
 
 
-__all__ = ["DpoOptions", "DpoTask", "IpoTask", "add_reference_logps", "dpo_loss", "ipo_loss", "run_preference_optimisation", "sequence_logps"]
+__all__ = ["DpoOptions", "DpoTask", "IpoTask", "add_reference_logps", "dpo_loss", "ipo_loss", "sequence_logps"]

@@ -35,16 +35,17 @@ divergence checks and evaluation hooks (:func:`policy_reward_hook`: the held-out
 reward of greedy and sampled replies). N iterations, or N/2 and a resumed run to N, end
 with the same ``params_sha256``.
 
-:class:`MdlooConfig` is the flat config of ``afm rl mdloo``; :func:`run_mdloo` maps it onto
-a trainer config (stage ``tiny-mdloo`` of ``configs/rl.yaml`` underneath) and trains.
+A stage like every other task's (``mdloo``, ``tiny-mdloo`` in ``configs/rl.yaml``, options in
+``task_options``): ``afm rl mdloo`` and ``afm train`` run it the same way, the task preparing
+the run (:meth:`MdlooTask.prepare_config`: the policy's model, ``n x K`` rows a step, the
+held-out hook) and writing ``summary.json`` at the end (:meth:`MdlooTask.finish_run`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -59,14 +60,17 @@ from afm.training.core.task import (
     ParamSpec,
     TaskBase,
     frozen_model_copy,
+    parse_task_options,
     task_tokenizer,
 )
 from afm.training.data.loader import LoaderState
+from afm.training.data.prompts import read_prompts
 
-from afm.config import ConfigError, load_config
+from afm.config import ConfigError
 
 ALGORITHMS = ("mdloo", "ppo")
 REF = "ref/"
+POLICY_HOOK = "afm.training.tasks.mdloo:policy_reward_hook"  # the held-out policy reward (eval hook)
 
 
 # -- the equations ---------------------------------------------------------------------------
@@ -149,6 +153,21 @@ class MdlooOptions:
     eval_reward: str = ""  # the true reward, for reporting (required with eval_prompts)
     eval_limit: int = 64
     eval_samples: int = 4  # per held-out prompt, at `temperature` (0: greedy only)
+    iterations: int = 0  # the run's length in iterations (sets total_steps); 0: the stage's total_steps
+
+    def check(self) -> None:
+        if self.algorithm not in ALGORITHMS:
+            raise ConfigError(f"task_options.algorithm must be one of {ALGORITHMS}, got {self.algorithm!r}")
+        if not self.temperature > 0:
+            raise ConfigError("task_options.temperature must be > 0: online RL samples its policy (0 would be greedy)")
+        if self.k < 2:
+            raise ConfigError("task_options.k must be >= 2: the leave-one-out advantage needs two responses per prompt")
+        if self.steps_per_iteration < 1 or self.prompts_per_iteration < 1:
+            raise ConfigError("task_options.steps_per_iteration and prompts_per_iteration must be >= 1")
+        if not 0.0 <= self.max_unscored <= 1.0:
+            raise ConfigError(f"task_options.max_unscored must be a share in [0, 1], got {self.max_unscored}")
+        if self.iterations < 0:
+            raise ConfigError(f"task_options.iterations must be >= 0, got {self.iterations}")
 
 
 class RolloutInput:
@@ -198,21 +217,11 @@ class MdlooTask(TaskBase):
     model, a test's program) before the run starts; else ``task_options`` name them."""
 
     name = "mdloo"
+    Options = MdlooOptions
 
     def __init__(self, config: Any):
         super().__init__(config)
-        self.options = load_config(MdlooOptions, dict(config.task_options or {}))
         opts = self.options
-        if opts.algorithm not in ALGORITHMS:
-            raise ConfigError(f"task_options.algorithm must be one of {ALGORITHMS}, got {opts.algorithm!r}")
-        if not opts.temperature > 0:
-            raise ConfigError("task_options.temperature must be > 0: online RL samples its policy (0 would be greedy)")
-        if opts.k < 2:
-            raise ConfigError("task_options.k must be >= 2: the leave-one-out advantage needs two responses per prompt")
-        if opts.steps_per_iteration < 1 or opts.prompts_per_iteration < 1:
-            raise ConfigError("task_options.steps_per_iteration and prompts_per_iteration must be >= 1")
-        if not 0.0 <= opts.max_unscored <= 1.0:
-            raise ConfigError(f"task_options.max_unscored must be a share in [0, 1], got {opts.max_unscored}")
         if opts.prompts_per_iteration * opts.k != config.data.global_batch_size:
             raise ConfigError(f"data.global_batch_size ({config.data.global_batch_size}) must be "
                               f"prompts_per_iteration x k ({opts.prompts_per_iteration} x {opts.k})")
@@ -221,6 +230,56 @@ class MdlooTask(TaskBase):
         self._source: RolloutInput | None = None
         self._prompts: list[Any] | None = None
         self._logprobs: Any = None
+
+    # -- the run ---------------------------------------------------------------------------------
+    @classmethod
+    def prepare_config(cls, config: Any, workdir: str) -> Any:
+        """An online-RL run from a start policy (``init_from``): the model is the policy's
+        (its checkpoint's shapes), a step's batch is ``n x K`` responses, a log line per
+        iteration, ``iterations`` sets ``total_steps``, and the held-out policy reward is an
+        evaluation hook (at the start and the end, and every ``eval.every_steps``) when
+        ``eval_prompts`` are given."""
+        from afm.model.checkpoint import load_config as load_model_config
+
+        opts = parse_task_options(MdlooOptions, config.task_options, cls.name)
+        for name in ("tokenizer", "prompts"):
+            if not getattr(opts, name):
+                raise ConfigError(f"online RL needs task_options.{name} (--{name})")
+        if not config.init_from:
+            raise ConfigError("online RL starts from a policy: set init_from (--policy: an SFT run's best/ or model/)")
+        model = load_model_config(config.init_from)
+        spi = opts.steps_per_iteration
+        changes: dict[str, Any] = {
+            "model_overrides": {**config.model_overrides,
+                                **{f.name: getattr(model, f.name) for f in dataclasses.fields(model)}},
+            "data": dataclasses.replace(config.data, global_batch_size=opts.prompts_per_iteration * opts.k),
+            "log_every": spi,
+        }
+        if opts.iterations:
+            changes["total_steps"] = opts.iterations * spi
+        ev = config.eval
+        if opts.eval_prompts:
+            hooks = list(ev.hooks) if POLICY_HOOK in ev.hooks else [*ev.hooks, POLICY_HOOK]
+            changes["eval"] = dataclasses.replace(ev, hooks=hooks, at_start=True, at_end=True)
+        return dataclasses.replace(config, **changes)
+
+    def finish_run(self, workdir: str, result: dict[str, Any]) -> dict[str, Any]:
+        """``workdir/summary.json``: per-iteration rollout statistics (the first and the last),
+        the held-out evaluations, the exported policy and its ``params_sha256``."""
+        from afm.training.core.metrics import read_metrics
+
+        rows = read_metrics(Path(workdir))
+        spi = self.options.steps_per_iteration
+        history = iteration_rows(rows, spi)
+        evals = [{"iteration": r["step"] // spi,
+                  **{k.split("/", 2)[2]: v for k, v in r.items() if k.startswith("eval/policy/")}}
+                 for r in rows if "eval/policy/reward" in r]
+        summary = {"algorithm": self.options.algorithm, "iterations": result["steps"] // spi,
+                   "seconds": result["seconds"], "first": history[0] if history else {}, "last": history[-1] if history else {},
+                   "eval": evals, "model": result["model_checkpoint"], "params_sha256": result["params_sha256"],
+                   "preempted": result["preempted"], "task_options": dataclasses.asdict(self.options)}
+        (Path(workdir) / "summary.json").write_text(json.dumps(summary, indent=2))
+        return {**result, "summary": summary}
 
     # -- model ---------------------------------------------------------------------------------
     def configure_model(self, model_config: Any) -> Any:
@@ -250,6 +309,9 @@ class MdlooTask(TaskBase):
         }
 
     def make_input(self, *, vocab_size: int, process_index: int, process_count: int, state: Any = None):
+        if self.reward_fn is None and not self.options.reward:
+            raise ConfigError("online RL needs a reward: --reward task:NAME (a program's reward, e.g. task:arith) "
+                              "or --rm CHECKPOINT (a reward model from afm rm train); task_options.reward")
         self._source = RolloutInput(global_batch=self.config.data.global_batch_size, process_index=process_index,
                                     process_count=process_count, state=state)
         return self._source
@@ -405,6 +467,9 @@ class PolicyRewardHook:
         self.task = task
         self.prompts = read_prompts(opts.eval_prompts, opts.eval_limit)
         self.reward = task.eval_reward_fn
+        if self.reward is None and not opts.eval_reward:
+            raise ConfigError("--eval-prompts needs --eval-reward (task_options.eval_prompts needs eval_reward): "
+                              "the true reward the held-out replies are scored with")
         if self.reward is None:
             from afm.training.rl.rewards import load_reward
 
@@ -427,37 +492,7 @@ def policy_reward_hook(context: HookContext) -> PolicyRewardHook:
     return PolicyRewardHook(task)
 
 
-# -- prompts and held-out reward ------------------------------------------------------------
-
-
-def read_prompts(path: str, limit: int | None = None) -> list[list[dict[str, Any]]]:
-    """Prompt conversations from JSONL: ``messages`` (assistant turns at the end are dropped,
-    so an SFT file works) or a plain ``prompt`` string. Bad lines raise with their number."""
-    out: list[list[dict[str, Any]]] = []
-    with open(path, encoding="utf-8") as fh:
-        for n, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{n}: not JSON ({exc.msg})") from None
-            if isinstance(row, dict) and isinstance(row.get("messages"), list):
-                msgs = list(row["messages"])
-                while msgs and msgs[-1].get("role") == "assistant":
-                    msgs.pop()
-            elif isinstance(row, dict) and isinstance(row.get("prompt"), str):
-                msgs = [{"role": "user", "content": row["prompt"]}]
-            else:
-                raise ValueError(f"{path}:{n}: expected an object with 'messages' or 'prompt'")
-            if not msgs:
-                raise ValueError(f"{path}:{n}: the prompt conversation is empty")
-            out.append(msgs)
-            if limit and len(out) >= limit:
-                break
-    if not out:
-        raise ValueError(f"{path}: no prompts")
-    return out
+# -- held-out reward ------------------------------------------------------------------------
 
 
 def evaluate_policy(model: Any, tokenizer: Any, prompts: list[Any], reward: Any, *,
@@ -481,76 +516,6 @@ def evaluate_policy(model: Any, tokenizer: Any, prompts: list[Any], reward: Any,
     return out
 
 
-# -- afm rl mdloo ---------------------------------------------------------------------------
-
-
-@dataclass
-class MdlooConfig:
-    """One online-RL run (``afm rl mdloo --config FILE`` or flags): a flat view of the
-    trainer config :func:`train_config` builds (stage ``tiny-mdloo`` underneath)."""
-
-    policy: str = ""  # the start (SFT) model checkpoint (afm.model format, e.g. RUN/best)
-    reference: str = ""  # pi_ref for the beta penalty (default: the policy's start)
-    tokenizer: str = ""
-    prompts: str = ""  # JSONL rows with "messages" (the prompt conversation) or "prompt"
-    eval_prompts: str = ""  # held-out prompts scored with eval_reward (greedy and sampled)
-    reward: str = ""  # task:NAME or a reward-model checkpoint (required: --reward or --rm)
-    eval_reward: str = ""  # the true reward, for reporting (required with eval_prompts)
-    max_unscored: float = 0.5  # stop when the reward cannot score more than this share of an iteration
-    algorithm: str = "mdloo"  # or "ppo"
-    iterations: int = 20
-    prompts_per_iteration: int = 8  # n
-    k: int = 4  # responses per prompt
-    steps_per_iteration: int = 4  # optimiser steps on each collected batch
-    beta: float = 0.05  # KL(pi || pi_ref) penalty in the reward
-    gamma: float = 0.1  # KL(pi_theta || pi_theta_k) trust region (MDLOO)
-    clip: float = 0.2  # PPO's epsilon
-    learning_rate: float = 1e-4
-    max_new_tokens: int = 48
-    temperature: float = 1.0  # sampling temperature; the policy optimised is softmax(logits / T)
-    seq_len: int = 192  # prompt + response rows (a fixed shape: one compile)
-    eval_every: int = 5  # iterations between held-out evaluations (0: start and end only)
-    eval_limit: int = 64
-    eval_samples: int = 4  # per held-out prompt, at `temperature` (0: greedy only)
-    checkpoint_every: int = 1  # iterations between checkpoints
-    seed: int = 0
-    mesh: dict[str, Any] = field(default_factory=lambda: {"data": 1, "fsdp": -1})
-
-
-def train_config(cfg: MdlooConfig) -> Any:
-    """The trainer config of an ``afm rl mdloo`` run: stage ``tiny-mdloo`` with the policy's
-    model, the task's options, ``n x K`` rows per step and a step count of
-    ``iterations x steps_per_iteration``."""
-    from afm.model.checkpoint import load_config as load_model_config
-    from afm.training.core.config import TrainConfig
-    from afm.training.core.stages import merge, stage_settings
-
-    for name in ("policy", "tokenizer", "prompts"):
-        if not getattr(cfg, name):
-            raise ConfigError(f"MDLOO needs {name}")
-    if cfg.algorithm not in ALGORITHMS:
-        raise ConfigError(f"algorithm must be one of {ALGORITHMS}")
-    model = load_model_config(cfg.policy)
-    spi = cfg.steps_per_iteration
-    options = {name: getattr(cfg, name) for name in (
-        "algorithm", "gamma", "clip", "temperature", "beta", "tokenizer", "prompts", "reward", "max_unscored",
-        "reference",
-        "prompts_per_iteration", "k", "steps_per_iteration", "max_new_tokens", "eval_prompts", "eval_reward",
-        "eval_limit", "eval_samples")}
-    evaluate = bool(cfg.eval_prompts)
-    settings = {
-        "name": f"rl-{cfg.algorithm}", "init_from": str(cfg.policy), "task_options": options,
-        "model_overrides": {f.name: getattr(model, f.name) for f in dataclasses.fields(model)},
-        "data": {"seq_len": cfg.seq_len, "global_batch_size": cfg.prompts_per_iteration * cfg.k},
-        "optimizer": {"learning_rate": cfg.learning_rate}, "mesh": cfg.mesh,
-        "total_steps": max(cfg.iterations * spi, 1), "seed": cfg.seed, "log_every": spi,
-        "checkpoint": {"every_steps": max(cfg.checkpoint_every, 1) * spi},
-        "eval": {"hooks": ["afm.training.tasks.mdloo:policy_reward_hook"] if evaluate else [],
-                 "every_steps": cfg.eval_every * spi, "at_start": evaluate, "at_end": evaluate},
-    }
-    return load_config(TrainConfig, merge(stage_settings("tiny-mdloo"), settings))
-
-
 OPTIMISATION_KEYS = ("kl_prev", "ratio", "objective", "pg", "clipped")
 
 
@@ -570,39 +535,6 @@ def iteration_rows(rows: list[dict[str, Any]], steps_per_iteration: int) -> list
     return out
 
 
-def run_mdloo(cfg: MdlooConfig, workdir: str | Path, *, progress: bool = True,
-              reward_fn: Any = None, eval_reward_fn: Any = None) -> dict[str, Any]:
-    """Train (or resume, in ``workdir``) ``cfg.iterations`` iterations on the one trainer;
-    write ``summary.json`` beside the trainer's ``metrics.jsonl``, checkpoints and
-    ``model/``. ``reward_fn`` / ``eval_reward_fn`` (a :class:`~afm.training.rl.rewards.RewardFn`)
-    replace ``cfg.reward`` / ``cfg.eval_reward`` (a reward model already in memory, tests)."""
-    from afm.training.core.metrics import read_metrics
-    from afm.training.core.trainer import train
-
-    if not cfg.reward and reward_fn is None:
-        raise ConfigError("online RL needs a reward: --reward task:NAME (a program's reward, e.g. task:arith) "
-                          "or --rm CHECKPOINT (a reward model from afm rm train)")
-    if cfg.eval_prompts and not cfg.eval_reward and eval_reward_fn is None:
-        raise ConfigError("--eval-prompts needs --eval-reward: the true reward the held-out replies are scored with")
-    tcfg = train_config(cfg)
-    task = MdlooTask(tcfg)
-    task.reward_fn, task.eval_reward_fn = reward_fn, eval_reward_fn
-    start = time.perf_counter()
-    result = train(tcfg, workdir, task=task, quiet=not progress)
-    rows = read_metrics(Path(workdir))
-    spi = cfg.steps_per_iteration
-    history = iteration_rows(rows, spi)
-    evals = [{"iteration": r["step"] // spi,
-              **{k.split("/", 2)[2]: v for k, v in r.items() if k.startswith("eval/policy/")}}
-             for r in rows if "eval/policy/reward" in r]
-    summary = {"algorithm": cfg.algorithm, "iterations": result["steps"] // spi, "seconds": time.perf_counter() - start,
-               "first": history[0] if history else {}, "last": history[-1] if history else {},
-               "eval": evals, "model": result["model_checkpoint"], "params_sha256": result["params_sha256"],
-               "preempted": result["preempted"], "config": dataclasses.asdict(cfg)}
-    (Path(workdir) / "summary.json").write_text(json.dumps(summary, indent=2))
-    return summary
-
-
-__all__ = ["ALGORITHMS", "MdlooConfig", "MdlooOptions", "MdlooTask", "PolicyRewardHook", "RolloutInput",
-           "evaluate_policy", "iteration_rows", "kl_penalised_reward", "loo_advantage", "mdloo_terms", "policy_reward_hook",
-           "ppo_clip_terms", "read_prompts", "run_mdloo", "train_config"]
+__all__ = ["ALGORITHMS", "POLICY_HOOK", "MdlooOptions", "MdlooTask", "PolicyRewardHook", "RolloutInput",
+           "evaluate_policy", "iteration_rows", "kl_penalised_reward", "loo_advantage", "mdloo_terms",
+           "policy_reward_hook", "ppo_clip_terms"]

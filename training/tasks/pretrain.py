@@ -5,8 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from afm.model.scoring import token_logprobs
-from afm.training.core.losses import cross_entropy_sums
+from afm.training.core.losses import next_token_loss
 from afm.training.core.task import Field, LossContext, LossOutput, TaskBase
 from afm.training.data.loader import LoaderState, make_loader
 
@@ -51,16 +50,4 @@ class PretrainTask(TaskBase):
         return make_loader(cfg, vocab_size=vocab_size, process_index=process_index, process_count=process_count)
 
     def loss(self, params, batch, ctx: LossContext) -> LossOutput:
-        model = ctx.model(params)
-        if self._document:
-            hidden, _ = model.features(
-                batch["inputs"], positions=batch["positions"], segment_ids=batch["segment_ids"]
-            )
-        else:
-            hidden, _ = model.features(batch["inputs"])
-        scores = token_logprobs(
-            hidden, model.embed[...], batch["targets"],
-            logit_scale=ctx.model_config.logit_scale, chunk=self.config.loss_chunk,
-        )
-        sums = cross_entropy_sums(scores, batch["loss_mask"])
-        return LossOutput(loss=sums["loss"], metrics={"accuracy": sums["accuracy"]})
+        return next_token_loss(params, batch, ctx, chunk=self.config.loss_chunk, segments=self._document)

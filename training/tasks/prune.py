@@ -37,6 +37,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from afm.training.compress.pruning import SHAPE_FIELDS, score_key, w_down_key
 from afm.training.compress.soft_topk import (
     binary_entropy,
     hard_top_k,
@@ -44,12 +45,10 @@ from afm.training.compress.soft_topk import (
     soft_top_k,
     temperature_at,
 )
-from afm.training.core.task import LossContext, LossOutput, ParamSpec
+from afm.training.core.task import LossContext, LossOutput, ParamSpec, parse_task_options
 from afm.training.tasks.pretrain import PretrainTask
 
-from afm.config import ConfigError, from_dict
-
-SCORES = "prune/scores"
+from afm.config import ConfigError
 
 
 @dataclass
@@ -61,37 +60,39 @@ class PruneOptions:
     temperature_end: float = 0.005  # eps at the last step of the run's schedule
     train_weights: bool = False  # also train the teacher's weights (jointly); False: frozen
 
-
-def prune_options(task_options: dict[str, Any]) -> PruneOptions:
-    try:
-        opts = from_dict(PruneOptions, dict(task_options), "task_options")
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(str(exc)) from None
-    if opts.target_ffn_dim <= 0:
-        raise ConfigError("task_options.target_ffn_dim must be set to the FFN size to keep "
-                          "(afm prune learn --target-ffn-dim D)")
-    if opts.temperature_start <= 0 or opts.temperature_end <= 0:
-        raise ConfigError("task_options.temperature_start/temperature_end must be positive")
-    return opts
-
-
-def score_key(layer: int) -> str:
-    return f"{SCORES}/{layer}"
-
-
-def w_down_key(layer: int) -> str:
-    return f"layers/{layer}/mlp/w_down"
+    def check(self) -> None:
+        if self.target_ffn_dim <= 0:
+            raise ConfigError("task_options.target_ffn_dim must be set to the FFN size to keep "
+                              "(afm prune learn --target-ffn-dim D)")
+        if self.temperature_start <= 0 or self.temperature_end <= 0:
+            raise ConfigError("task_options.temperature_start/temperature_end must be positive")
 
 
 class PruneTask(PretrainTask):
     """Learn one Soft-Top-K mask per layer over the FFN hidden units (module docstring)."""
 
     name = "prune"
+    Options = PruneOptions
 
     def __init__(self, config: Any):
         super().__init__(config)
-        self.options = prune_options(config.task_options)
         self.n_layers = 0
+
+    @classmethod
+    def prepare_config(cls, config: Any, workdir: str) -> Any:
+        """Pruning starts from a teacher (``init_from``): the model's shapes are its
+        checkpoint's, whatever the stage names, and the options are checked before anything
+        is built."""
+        import dataclasses
+
+        from afm.training.core.checkpoint import checkpoint_model_config
+
+        parse_task_options(PruneOptions, config.task_options, cls.name)
+        if not config.init_from:
+            raise ConfigError("pruning starts from a teacher: set init_from (afm prune learn --teacher)")
+        shapes = checkpoint_model_config(config.init_from)
+        overrides = {**config.model_overrides, **{f: getattr(shapes, f) for f in SHAPE_FIELDS}}
+        return dataclasses.replace(config, model_overrides=overrides)
 
     def configure_model(self, model_config: Any) -> Any:
         d, f = self.options.target_ffn_dim, model_config.ffn_dim
@@ -194,4 +195,4 @@ def mask_hook(context: Any) -> MaskHook:
     return MaskHook(task, context.workdir)
 
 
-__all__ = ["MaskHook", "PruneOptions", "PruneTask", "mask_hook", "prune_options", "score_key"]
+__all__ = ["MaskHook", "PruneOptions", "PruneTask", "mask_hook"]

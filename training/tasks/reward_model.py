@@ -47,11 +47,17 @@ from afm.training.core.task import (
     task_tokenizer,
 )
 from afm.training.data.preferences import GRADES, LEVELS, PairTaskInputs
-
-from afm.config import load_config
+from afm.training.rl.reward_model import (
+    PREFIX,
+    RewardModelScorer,
+    apply_heads,
+    gather_last,
+    head_specs,
+    last_token_index,
+    pairwise_accuracy,
+)
 
 SOFT_LABELS = (0.65, 0.75, 0.85, 0.95)  # negligibly, slightly, better, significantly (report)
-PREFIX = "rm/"
 
 
 @dataclass
@@ -63,64 +69,6 @@ class RewardModelOptions:
 
 
 # -- the pieces, each testable on its own ------------------------------------------------------
-
-def last_token_index(segment_ids: jax.Array) -> jax.Array:
-    """Per row, the index of the last non-padding slot (segment id != 0), for left- or
-    right-padded rows; 0 for an all-padding row."""
-    real = segment_ids != 0
-    t = segment_ids.shape[-1]
-    from_end = jnp.argmax(real[..., ::-1], axis=-1)
-    return jnp.where(real.any(-1), t - 1 - from_end, 0)
-
-
-def segment_last_index(segment_ids: jax.Array, max_segments: int) -> tuple[jax.Array, jax.Array]:
-    """For packed rows: the index of the last token of segments 1..max_segments per row
-    ([B, S]) and whether that segment is present ([B, S])."""
-    t = segment_ids.shape[-1]
-    seg = jnp.arange(1, max_segments + 1)[None, :, None]  # [1, S, 1]
-    hit = segment_ids[:, None, :] == seg  # [B, S, T]
-    pos = jnp.where(hit, jnp.arange(t)[None, None, :], -1)
-    last = pos.max(-1)
-    return jnp.maximum(last, 0), last >= 0
-
-
-def gather_last(hidden: jax.Array, index: jax.Array) -> jax.Array:
-    """``hidden`` [B, T, D] at ``index`` [B] -> [B, D] float32."""
-    return jnp.take_along_axis(hidden, index[:, None, None], axis=1)[:, 0].astype(jnp.float32)
-
-
-def head_specs(dim: int, hidden: int) -> dict[str, ParamSpec]:
-    """The linear reward head and the four MLP heads."""
-
-    def zeros(shape):
-        return lambda rng, _: jnp.zeros(shape, jnp.float32)
-
-    def normal(shape, scale):
-        return lambda rng, _: scale * jax.random.normal(rng, shape, jnp.float32)
-
-    specs = {
-        f"{PREFIX}reward/w": ParamSpec((dim,), (None,), zeros((dim,))),
-        f"{PREFIX}reward/b": ParamSpec((), (), zeros(())),
-    }
-    for g in GRADES:
-        specs |= {
-            f"{PREFIX}{g}/w1": ParamSpec((dim, hidden), (None, None), normal((dim, hidden), dim ** -0.5)),
-            f"{PREFIX}{g}/b1": ParamSpec((hidden,), (None,), zeros((hidden,))),
-            f"{PREFIX}{g}/w2": ParamSpec((hidden, 3), (None, None), normal((hidden, 3), hidden ** -0.5)),
-            f"{PREFIX}{g}/b2": ParamSpec((3,), (None,), zeros((3,))),
-        }
-    return specs
-
-
-def apply_heads(heads: dict[str, jax.Array], features: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """Reward [B] and grading logits [B, 4, 3] from last-token features [B, D]."""
-    reward = features @ heads[f"{PREFIX}reward/w"] + heads[f"{PREFIX}reward/b"]
-    logits = []
-    for g in GRADES:
-        h = jax.nn.gelu(features @ heads[f"{PREFIX}{g}/w1"] + heads[f"{PREFIX}{g}/b1"])
-        logits.append(h @ heads[f"{PREFIX}{g}/w2"] + heads[f"{PREFIX}{g}/b2"])
-    return reward, jnp.stack(logits, axis=1)
-
 
 def soft_label_ranking_loss(r_chosen: jax.Array, r_rejected: jax.Array, p: jax.Array) -> jax.Array:
     """Eq. 3 per pair: ``-p log s(d) - (1-p) log s(-d)``, ``d = r_c - r_r``."""
@@ -147,15 +95,46 @@ def reward_model_loss(r_c, r_r, u_c, u_r, level, grades, lam: float,
 
 # -- the task -----------------------------------------------------------------------------------
 
+def heldout_prepared(config: Any, select: tuple[str, str] | None = None) -> Any:
+    """A pair task's held-out evaluation: its batch count covers every usable held-out pair;
+    ``select`` (metric, mode) picks the best checkpoint by it; without held-out pairs there is
+    nothing to select by, so a held-out selection metric is turned off."""
+    from afm.training.data.preferences import usable_heldout_pairs
+
+    ev = config.eval
+    if select is not None:
+        ev = dataclasses.replace(ev, select_metric=select[0], select_mode=select[1])
+    if ev.heldout:
+        n = usable_heldout_pairs(list(ev.heldout))
+        ev = dataclasses.replace(ev, heldout_batches=max(1, -(-n // config.data.global_batch_size)))
+    elif ev.select_metric.startswith("eval/heldout/"):
+        ev = dataclasses.replace(ev, select_metric="")
+    return dataclasses.replace(config, eval=ev)
+
+
 class RewardModelTask(PairTaskInputs, TaskBase):
     """See the module docstring."""
 
     name = "reward_model"
     artifact = "reward-model"
+    Options = RewardModelOptions
 
-    def __init__(self, config: Any):
-        super().__init__(config)
-        self.options = load_config(RewardModelOptions, dict(config.task_options or {}))
+    @classmethod
+    def prepare_config(cls, config: Any, workdir: str) -> Any:
+        """Held-out evaluation over every usable held-out pair (its batch count computed here);
+        without held-out pairs, selection by a held-out metric is off."""
+        return heldout_prepared(config)
+
+    def finish_run(self, workdir: str, result: dict[str, Any]) -> dict[str, Any]:
+        """The exported reward model's path, and its held-out pairwise accuracy by preference
+        level (``workdir/rm-eval.json``) when the run has held-out pairs."""
+        out = result.get("model_checkpoint") or str(Path(workdir) / self.artifact)
+        result = {**result, "reward_model": str(out)}
+        if self.config.eval.heldout:
+            scorer = RewardModelScorer(out, self.options.tokenizer)
+            result["heldout"] = pairwise_accuracy(scorer, list(self.config.eval.heldout))
+            (Path(workdir) / "rm-eval.json").write_text(json.dumps(result["heldout"], indent=2) + "\n")
+        return result
 
     tokenizer = property(task_tokenizer)
 
@@ -228,157 +207,5 @@ class RewardModelTask(PairTaskInputs, TaskBase):
         return out
 
 
-# -- export and scoring --------------------------------------------------------------------------
-
-class RewardModelScorer:
-    """A trained reward model as a function: ``scorer(prompts, responses)`` -> float32 [N],
-    the reward of each (conversation, reply) pair. Rows are right-padded to a length bucket
-    and scored ``batch_size`` at a time with a jitted forward."""
-
-    def __init__(self, checkpoint: str | Path, tokenizer: Any = None, *, batch_size: int = 16,
-                 max_len: int | None = None):
-        from afm.model.checkpoint import load_model
-        from afm.model.tokenizer import Tokenizer
-
-        root = Path(checkpoint)
-        meta_path = root / "reward_model.json"
-        if not meta_path.is_file():
-            raise FileNotFoundError(f"not a reward model (no reward_model.json): {root}")
-        self.root = root
-        self.meta = json.loads(meta_path.read_text())
-        if tokenizer is None:
-            tokenizer = self.meta.get("tokenizer")
-        self.tokenizer = Tokenizer.load(tokenizer) if isinstance(tokenizer, (str, Path)) else tokenizer
-        # float32 compute: a reward must not depend on the padding bucket it was scored in
-        self.model, self.model_config = load_model(root / "model", dropout=0.0, dtype="float32")
-        with np.load(root / "heads.npz") as z:
-            self.heads = {PREFIX + k: jnp.asarray(z[k]) for k in z.files}
-        self.batch_size = batch_size
-        self.max_len = max_len or int(self.meta.get("seq_len") or self.model_config.max_seq_len)
-        model = self.model
-
-        @jax.jit
-        def forward(heads, tokens, segments):
-            positions = jnp.maximum(jnp.cumsum(segments != 0, axis=-1) - 1, 0).astype(jnp.int32)
-            hidden, _ = model.features(tokens, positions=positions, segment_ids=segments)
-            reward, logits = apply_heads(heads, gather_last(hidden, last_token_index(segments)))
-            return reward, logits
-
-        self._forward = forward
-
-    def encode(self, prompt: list[dict], response: str, stopped: bool = True) -> list[int]:
-        """The conversation with the reply; a reply cut at the token limit (``stopped``
-        False) without the end-of-turn token, so it is scored as the unfinished text it is."""
-        from afm.training.data.preferences import encode_response
-
-        ids, _ = encode_response(self.tokenizer, list(prompt), response)
-        if not stopped and ids and ids[-1] == self.tokenizer.end_id:
-            ids = ids[:-1]
-        return ids
-
-    def score_with_gradings(self, prompts: Sequence[list[dict]], responses: Sequence[str],
-                            stopped: Sequence[bool] | None = None):
-        """Rewards (NaN for a conversation longer than the model's window: the reason is
-        in ``last_reasons``) and the grading heads' classes."""
-        from collections import Counter
-
-        if len(prompts) != len(responses):
-            raise ValueError(f"{len(prompts)} prompts but {len(responses)} responses")
-        flags = [True] * len(responses) if stopped is None else [bool(s) for s in stopped]
-        rewards = np.full(len(prompts), np.nan, np.float32)
-        grades = np.full((len(prompts), len(GRADES)), -1, np.int32)
-        encoded = [self.encode(p, r, s) for p, r, s in zip(prompts, responses, flags, strict=True)]
-        self.last_reasons = Counter()
-        fits = [i for i, ids in enumerate(encoded) if len(ids) <= self.max_len]
-        if len(fits) < len(encoded):
-            self.last_reasons[f"longer than the reward model's window ({self.max_len} tokens)"] = len(encoded) - len(fits)
-        for at in range(0, len(fits), self.batch_size):
-            rows = fits[at : at + self.batch_size]
-            chunk = [encoded[i] for i in rows]
-            longest = max(len(x) for x in chunk)
-            width = min(self.max_len, -(-longest // 16) * 16)
-            tokens = np.zeros((self.batch_size, width), np.int32) + self.tokenizer.pad_id
-            segments = np.zeros((self.batch_size, width), np.int32)
-            for i, ids in enumerate(chunk):
-                tokens[i, : len(ids)] = ids
-                segments[i, : len(ids)] = 1
-            reward, logits = self._forward(self.heads, tokens, segments)
-            rewards[rows] = np.asarray(reward)[: len(chunk)]
-            grades[rows] = np.asarray(jnp.argmax(logits, -1))[: len(chunk)]
-        return rewards, grades
-
-    def __call__(self, prompts: Sequence[list[dict]], responses: Sequence[str],
-                 stopped: Sequence[bool] | None = None) -> np.ndarray:
-        return self.score_with_gradings(prompts, responses, stopped)[0]
-
-    def __repr__(self) -> str:
-        return f"reward model {self.root}"
-
-
-def pairwise_accuracy(scorer: RewardModelScorer, paths: Sequence[str]) -> dict[str, Any]:
-    """Held-out pairwise accuracy of a scorer, overall and by preference level."""
-    from afm.training.data.preferences import read_preferences
-
-    read = read_preferences(list(paths))
-    pairs = read.pairs
-    r_c = scorer([p.prompt for p in pairs], [p.chosen for p in pairs])
-    r_r = scorer([p.prompt for p in pairs], [p.rejected for p in pairs])
-    levels = np.asarray([p.level for p in pairs])
-    # A pair longer than the scorer's window cannot be scored (training drops such pairs as
-    # too_long): counted, and left out of the accuracy.
-    scorable = np.isfinite(r_c) & np.isfinite(r_r)
-    correct = r_c > r_r
-    out: dict[str, Any] = {"pairs": len(pairs), "rejects": len(read.rejects),
-                           "unscored_pairs": int((~scorable).sum()),
-                           "accuracy": float(correct[scorable].mean()) if scorable.any() else float("nan")}
-    levels = np.where(scorable, levels, -1)
-    for i, level in enumerate(LEVELS):
-        at = levels == i
-        out[f"accuracy/{level}"] = float(correct[at].mean()) if at.any() else None
-        out[f"pairs/{level}"] = int(at.sum())
-    return out
-
-
-# -- the run ---------------------------------------------------------------------------------
-
-def with_options(config: Any, **options: Any) -> Any:
-    """``config`` with ``task_options`` updated (``None`` values leave an option alone)."""
-    extra = {k: v for k, v in options.items() if v is not None}
-    return dataclasses.replace(config, task_options={**dict(config.task_options or {}), **extra})
-
-
-def run_rm(config: str | Path | Any, workdir: str | Path, *, data: Sequence[str], tokenizer: str,
-           heldout: Sequence[str] = (), init_from: str | None = None, steps: int | None = None,
-           overrides: Sequence[str] = (), quiet: bool = False) -> dict[str, Any]:
-    """``afm rm train``: train the reward-model task, export ``workdir/reward-model`` and
-    measure its held-out accuracy by preference level."""
-    from afm.training.core.config import TrainConfig, get_train_config
-    from afm.training.core.trainer import train
-    from afm.training.data.preferences import usable_heldout_pairs
-
-    cfg = config if isinstance(config, TrainConfig) else get_train_config(config, overrides, task="reward_model")
-    cfg = with_options(cfg, tokenizer=str(tokenizer))
-    ev = cfg.eval
-    if heldout:
-        n = usable_heldout_pairs(list(heldout))
-        ev = dataclasses.replace(ev, heldout=list(heldout),
-                                 heldout_batches=max(1, -(-n // cfg.data.global_batch_size)))
-    elif ev.select_metric.startswith("eval/heldout/"):
-        ev = dataclasses.replace(ev, select_metric="")
-    changes: dict[str, Any] = {"data": dataclasses.replace(cfg.data, paths=list(data)), "eval": ev}
-    if init_from:
-        changes["init_from"] = str(init_from)
-    cfg = dataclasses.replace(cfg, **changes)
-    summary = train(cfg, workdir, steps=steps, quiet=quiet)
-    out = summary["model_checkpoint"] or str(Path(workdir) / RewardModelTask.artifact)
-    summary["reward_model"] = str(out)
-    if heldout:
-        scorer = RewardModelScorer(out, tokenizer)
-        summary["heldout"] = pairwise_accuracy(scorer, list(heldout))
-        (Path(workdir) / "rm-eval.json").write_text(json.dumps(summary["heldout"], indent=2) + "\n")
-    return summary
-
-
-__all__ = ["SOFT_LABELS", "RewardModelOptions", "RewardModelScorer", "RewardModelTask", "apply_heads",
-           "run_rm", "with_options", "gather_last", "grading_loss", "head_specs", "last_token_index",
-           "pairwise_accuracy", "reward_model_loss", "segment_last_index", "soft_label_ranking_loss"]
+__all__ = ["SOFT_LABELS", "RewardModelOptions", "RewardModelTask", "grading_loss", "heldout_prepared",
+           "reward_model_loss", "soft_label_ranking_loss"]

@@ -10,8 +10,9 @@ report's hyper-parameters on top of it: a constant learning rate (5e-6 for AFM-s
 2e-5 for AFM-on-device) after a short warm-up, and the mixture of named datasets as
 ``data.weights``. Selecting the best
 checkpoint by evaluation is the trainer's (``eval.select_metric``,
-``afm.training.core.selection``); ``run_sft`` sets it up with the held-out assistant-token
-loss unless another metric is chosen.
+``afm.training.core.selection``); :meth:`SftTask.prepare_config` sets it up with the
+held-out assistant-token loss unless another metric is chosen, for every command that runs
+an SFT stage.
 
 Optimizer: the report gives only the LR and dropout for SFT. We fine-tune with AdamW
 (Appendix A's baseline settings, decoupled weight decay 0) and without muParam's
@@ -25,12 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from afm.model.scoring import token_logprobs
-from afm.training.core.losses import cross_entropy_sums
+from afm.training.core.losses import next_token_loss
 from afm.training.core.task import Field, LossContext, LossOutput, TaskBase
 from afm.training.data.loader import HeldOutConversations, conversation_config, make_loader
-
-from afm.config import ConfigError, load_config
 
 
 @dataclass
@@ -44,10 +42,25 @@ class SftTask(TaskBase):
     """See the module docstring."""
 
     name = "sft"
+    Options = SftOptions
 
-    def __init__(self, config: Any):
-        super().__init__(config)
-        self.options = load_config(SftOptions, dict(config.task_options or {}))
+    @classmethod
+    def prepare_config(cls, config: Any, workdir: str) -> Any:
+        """Held-out evaluation over every held-out conversation (its batch count computed
+        here) selecting the best checkpoint by ``eval/heldout/loss``; without held-out data
+        (and no other hook) selection is off: there is nothing to select by."""
+        ev = config.eval
+        if ev.heldout:
+            needed = HeldOutConversations(conversation_config(config.data), list(ev.heldout),
+                                          vocab_size=None).batches_needed()
+            ev = dataclasses.replace(ev, heldout_batches=max(1, needed))
+        if ev.select_metric.startswith("eval/heldout/") and not ev.heldout:
+            ev = dataclasses.replace(ev, select_metric="")
+        if not config.init_from:
+            from afm.console import console
+
+            console.print("[yellow]note: no init_from (--init-from): fine-tuning a freshly initialised model")
+        return dataclasses.replace(config, eval=ev)
 
     def configure_model(self, model_config: Any) -> Any:
         changes: dict[str, Any] = {"dropout": self.options.dropout}
@@ -71,67 +84,7 @@ class SftTask(TaskBase):
                                     process_index=process_index, process_count=process_count)
 
     def loss(self, params: dict[str, Any], batch: dict[str, Any], ctx: LossContext) -> LossOutput:
-        model = ctx.model(params)
-        hidden, _ = model.features(
-            batch["inputs"], positions=batch["positions"], segment_ids=batch["segment_ids"],
-            dropout_rng=ctx.rng if ctx.train else None,
-        )
-        scores = token_logprobs(
-            hidden, model.embed[...], batch["targets"],
-            logit_scale=ctx.model_config.logit_scale, chunk=self.config.loss_chunk,
-        )
-        sums = cross_entropy_sums(scores, batch["loss_mask"])
-        return LossOutput(loss=sums["loss"], metrics={"accuracy": sums["accuracy"]})
-
-
-def run_sft(
-    config: str | Path | Any,
-    workdir: str | Path,
-    *,
-    data: list[str] | None = None,
-    heldout: list[str] | None = None,
-    init_from: str | None = None,
-    steps: int | None = None,
-    overrides: list[str] | tuple[str, ...] = (),
-    quiet: bool = False,
-) -> dict[str, Any]:
-    """``afm sft``: resolve the SFT config, add the held-out evaluation, train.
-
-    ``data`` / ``heldout`` replace ``data.paths`` / ``eval.heldout`` (prepared SFT
-    datasets). The held-out loss then covers every held-out conversation (its batch count
-    is computed here), and the default selection metric ``eval/heldout/loss`` keeps the
-    best checkpoint in ``workdir/best``. Without held-out data and with no other
-    evaluation hook, selection is turned off (there is nothing to select by).
-    """
-    from afm.training.core.config import TrainConfig, get_train_config
-    from afm.training.core.trainer import train
-
-    cfg = config if isinstance(config, TrainConfig) else get_train_config(config, overrides, task="sft")
-    if isinstance(config, TrainConfig) and overrides:
-        cfg = load_config(TrainConfig, {}, overrides, base=cfg)
-    changes: dict[str, Any] = {}
-    if data:
-        changes["data"] = dataclasses.replace(cfg.data, paths=list(data))
-    if init_from:
-        changes["init_from"] = str(init_from)
-    ev = cfg.eval
-    if heldout:
-        ev = dataclasses.replace(ev, heldout=list(heldout))
-    if ev.heldout:
-        needed = HeldOutConversations(conversation_config(changes.get("data", cfg.data)), list(ev.heldout),
-                                      vocab_size=None).batches_needed()
-        ev = dataclasses.replace(ev, heldout_batches=max(1, needed))
-    if ev.select_metric.startswith("eval/heldout/") and not ev.heldout:
-        ev = dataclasses.replace(ev, select_metric="")
-    changes["eval"] = ev
-    cfg = dataclasses.replace(cfg, **changes)
-    if cfg.task != "sft":
-        raise ConfigError(f"afm sft runs the sft task; the config says task={cfg.task!r}")
-    if not cfg.init_from and not quiet:
-        from afm.console import console
-
-        console.print("[yellow]note: no --init-from: fine-tuning a freshly initialised model")
-    return train(cfg, workdir, steps=steps, quiet=quiet)
+        return next_token_loss(params, batch, ctx, chunk=self.config.loss_chunk, segments=True, dropout=True)
 
 
 def heldout_metrics(
@@ -150,10 +103,10 @@ def heldout_metrics(
 
     cfg = config if isinstance(config, TrainConfig) else get_train_config(config, overrides, task="sft")
     cfg = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, paths=list(heldout)))
-    engine, params = Engine.from_checkpoint(cfg, str(checkpoint))
+    engine, params = Engine.from_checkpoint(cfg, str(checkpoint), SftTask(cfg))
     batches = HeldOutConversations(conversation_config(cfg.data), list(heldout), vocab_size=None).batches_needed()
     hook = HeldOutLoss(engine, list(heldout), max(1, batches))
     return hook(0, ModelView(params, engine.model_config, engine.mesh))
 
 
-__all__ = ["SftOptions", "SftTask", "heldout_metrics", "run_sft"]
+__all__ = ["SftOptions", "SftTask", "heldout_metrics"]

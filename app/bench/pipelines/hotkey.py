@@ -193,7 +193,7 @@ def run_dedup(inputs: list[str], out: Path, extra: Sequence[str] = (),
 
     if out.exists():
         shutil.rmtree(out)
-    cmd = [sys.executable, "-m", "afm.app.cli", "dedup", "--output", str(out), *extra]
+    cmd = [sys.executable, "-m", "afm.app", "dedup", "--output", str(out), *extra]
     for path in inputs:
         cmd += ["--input", path]
     start = time.perf_counter()

@@ -48,6 +48,7 @@ def _pairs_per_second(packing: str, data: Any, *, model: str, seq_len: int, rows
     from afm.training.core.engine import Engine
     from afm.training.data.packed_pairs import PackedPairLoader
     from afm.training.data.preferences import PairLoader
+    from afm.training.tasks import get_task
 
     packed = packing == "pairs"
     # unpacked, a pair takes two rows (chosen, rejected): the same rows per step = half the pairs
@@ -55,7 +56,7 @@ def _pairs_per_second(packing: str, data: Any, *, model: str, seq_len: int, rows
     cfg = get_train_config("tiny-dpo", [f"model={model}", f"data.global_batch_size={batch}", f"data.seq_len={seq_len}",
                                         f"model_overrides.max_seq_len={seq_len}", f"task_options.packing={packing}",
                                         "task_options.max_pairs_per_row=16"])
-    engine = Engine.build(cfg, make_mesh(MeshConfig(data=1, fsdp=1), devices=jax.devices()[:1]))
+    engine = Engine.build(cfg, make_mesh(MeshConfig(data=1, fsdp=1), devices=jax.devices()[:1]), get_task(cfg.task, cfg))
     if packed:
         loader: Any = PackedPairLoader(data, seq_len=seq_len, global_batch=batch, max_pairs=16, pad_id=0, seed=0)
     else:

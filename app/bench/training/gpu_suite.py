@@ -2,7 +2,7 @@
 
 1B bf16 and 1B FP8 (``ModelConfig.fp8``) at 4096 tokens, and ``afm-on-device`` bf16 at
 4096 with ``--batch auto`` (the largest per-device batch whose compiled memory plan fits,
-``afm.training.core.autofit``), each with its time to the first step (engine build,
+``afm.training.runs.autofit``), each with its time to the first step (engine build,
 init, compile and one step: what a cold start costs), tokens/s, MFU against the card's
 bf16 peak (FP8 counted bf16-equivalent, as the field reports it), compiled and peak
 memory; plus the card's name and the jax version. It needs only the ``train`` extra.

@@ -1,12 +1,10 @@
 """XLA's per-device memory plan of a task's train step at any model size, from abstract
 shapes only (no parameter is materialised), on any backend, CPU included.
 
-``plan("dpo", "afm-on-device", seq_len=2048, shape=ON_DEVICE["dpo"])`` builds the run's
-:class:`~afm.training.core.engine.Engine` (the task's extra parameters included: DPO's and
-MDLOO's frozen reference, the reward model's heads), lowers its jitted train step on
-``jax.ShapeDtypeStruct`` inputs and reads the compiled executable's memory analysis:
-arguments (parameters, optimizer state, the batch), outputs, temporaries, minus what the
-step donates. That is what the step needs on one device, before any allocator overhead.
+``plan("dpo", "afm-on-device", seq_len=2048, shape=ON_DEVICE["dpo"])`` compiles the run's
+train step on abstract inputs and reads its memory analysis
+(``afm.training.runs.memory_plan.plan_config``, which ``--batch auto`` uses too): what the
+step needs on one device, before any allocator overhead.
 
 Each task's batch is what the README states for the on-device model (:data:`ON_DEVICE`):
 pairs, responses or rows per optimiser step, split into micro-batches so the activations
@@ -15,7 +13,6 @@ of one micro-batch at a time are live.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,6 +62,7 @@ def plan(task: str, model: str, *, seq_len: int, shape: TaskShape, overrides: li
     from afm.model.config import param_counts
     from afm.model.sharding import MeshConfig, make_mesh
     from afm.training.core.config import TrainConfig, get_train_config
+    from afm.training.runs.memory_plan import plan_config
 
     sets = [f"data.seq_len={seq_len}", f"data.global_batch_size={shape.batch}", f"microbatches={shape.microbatches}",
             f"model_overrides.max_seq_len={seq_len}", f"model_overrides.remat={shape.remat}",
@@ -79,28 +77,4 @@ def plan(task: str, model: str, *, seq_len: int, shape: TaskShape, overrides: li
             "scan_layers": shape.scan_layers, "options": dict(shape.options), **out}
 
 
-def plan_config(cfg: Any, mesh: Any) -> dict[str, Any]:
-    """The memory plan (GiB per device) of ``cfg``'s compiled train step on ``mesh``, and
-    its compile time: what :func:`plan` reports, for any run config (``--batch auto``)."""
-    import jax
-    from afm.training.core.engine import Engine
-
-    start = time.perf_counter()
-    engine = Engine.build(cfg, mesh)
-    compiled = engine.lower_train_step().compile()
-    seconds = time.perf_counter() - start
-    stats = compiled.memory_analysis()
-    if stats is None:
-        raise RuntimeError(f"the {jax.default_backend()} backend gives no memory analysis")
-    args, out, temp, alias = (stats.argument_size_in_bytes, stats.output_size_in_bytes,
-                              stats.temp_size_in_bytes, stats.alias_size_in_bytes)
-    frozen = sum(a.size * a.dtype.itemsize for a in jax.tree.leaves(engine.abstract_state.frozen))
-    return {
-        "model_config": engine.model_config, "backend": jax.default_backend(),
-        "arguments_gb": args / GIB, "frozen_gb": frozen / GIB,
-        "outputs_gb": out / GIB, "temporaries_gb": temp / GIB, "donated_gb": alias / GIB,
-        "total_gb": (args + out + temp - alias) / GIB, "compile_s": seconds,
-    }
-
-
-__all__ = ["ALIASES", "ON_DEVICE", "TaskShape", "plan", "plan_config", "task_shape"]
+__all__ = ["ALIASES", "ON_DEVICE", "TaskShape", "plan", "task_shape"]

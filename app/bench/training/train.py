@@ -83,7 +83,7 @@ def bench_train(
 ) -> dict[str, Any]:
     """Time ``steps`` train steps after ``warmup``; returns tokens/s, MFU, memory, backend.
     ``batch="auto"`` / ``remat="auto"``: chosen by the compiled memory plan
-    (``afm.training.core.autofit``), reported under ``auto_fit``."""
+    (``afm.training.runs.autofit``), reported under ``auto_fit``."""
     import jax
     import numpy as np
     from afm.model.config import flops_per_token, get_config, param_counts
@@ -92,6 +92,7 @@ def bench_train(
     from afm.training.core.config import TrainConfig, get_train_config
     from afm.training.core.engine import Engine
     from afm.training.core.metrics import mfu
+    from afm.training.tasks import get_task
 
     started = time.perf_counter()
     on_cpu = jax.default_backend() == "cpu"
@@ -111,11 +112,11 @@ def bench_train(
     mesh = make_mesh(cfg.mesh)
     fit = None
     if auto_batch or auto_remat:
-        from afm.training.core.autofit import fit_config
+        from afm.training.runs.autofit import fit_config
 
         cfg, fit = fit_config(cfg, mesh, batch=auto_batch, remat=auto_remat, device_memory_gb=device_memory_gb)
         batch = cfg.data.global_batch_size
-    engine = Engine.build(cfg, mesh)
+    engine = Engine.build(cfg, mesh, get_task(cfg.task, cfg))
     mcfg = engine.model_config
     state = engine.init_state()
     data = engine.global_batch(_random_batch(engine, np.random.default_rng(0)))

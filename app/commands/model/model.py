@@ -119,7 +119,7 @@ def model_init(config_name: str, out: str, seed: int, overrides: tuple[str, ...]
     start = time.perf_counter()
     with console.status("initialising parameters...", spinner="dots"):
         from afm.model.checkpoint import save_params
-        from afm.model.transformer import init_model
+        from afm.model.initializer import init_model
 
         try:
             path = save_params(init_model(cfg, seed), out, overwrite=overwrite)

@@ -172,7 +172,7 @@ def adapter_train(base, data, workdir, config, rank, alpha, targets, init_adapte
     sets = adapter_overrides(rank, alpha, targets, init_adapter, steps, overrides)
     try:
         from afm.training.core.config import get_train_config
-        from afm.training.core.trainer import train
+        from afm.training.runs.train import train
 
         cfg = get_train_config(config, sets)
         if cfg.task != "adapter":
@@ -210,9 +210,8 @@ def adapter_merge(adapter, out, base, overwrite) -> None:
     from afm.console import print_summary
 
     try:
-        from afm.model.adapter_io import load_adapted_model
-        from afm.model.checkpoint import save_params
-        from afm.model.palettize import dense_params
+        from afm.model.checkpoint import load_adapted_model, save_params
+        from afm.model.hf_export import dense_params
 
         model, cfg = load_adapted_model(adapter, base=base)
         params = dense_params(model)  # dequantized base + scale * A B

@@ -61,11 +61,11 @@ Example:
 def rm_train(config, workdir, init_from, data, heldout, tokenizer, steps, overrides) -> None:
     """Train a reward model on preference pairs."""
     _quiet_logs()
-    from afm.training.tasks.reward_model import run_rm
+    from afm.training.runs.train import train
 
     try:
-        out = run_rm(config, workdir, data=list(data), heldout=list(heldout), tokenizer=tokenizer,
-                     init_from=init_from, steps=steps, overrides=list(overrides))
+        out = train(config, workdir, task="reward_model", data=list(data), heldout=list(heldout) or None,
+                    init_from=init_from, steps=steps, overrides=list(overrides), task_options={"tokenizer": tokenizer})
     except _user_errors() as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(f"reward model: {out['reward_model']}")
@@ -83,7 +83,7 @@ Example:
 def rm_eval(model_dir, heldout, tokenizer) -> None:
     """Pairwise accuracy overall and by preference level."""
     _quiet_logs()
-    from afm.training.tasks.reward_model import RewardModelScorer, pairwise_accuracy
+    from afm.training.rl.reward_model import RewardModelScorer, pairwise_accuracy
 
     try:
         click.echo(json.dumps(pairwise_accuracy(RewardModelScorer(model_dir, tokenizer), list(heldout)), indent=2))
@@ -103,7 +103,7 @@ def rm_score(model_dir, input_path, output, tokenizer) -> None:
     """Reward (and the four gradings) of each (prompt, response) row; bad rows are reported."""
     _quiet_logs()
     from afm.training.data.preferences import GRADES
-    from afm.training.tasks.reward_model import RewardModelScorer
+    from afm.training.rl.reward_model import RewardModelScorer
 
     rows, prompts, responses, bad = [], [], [], []
     with open(input_path, encoding="utf-8") as fh:
@@ -157,7 +157,7 @@ def rm_best_of_n(policy, model_dir, prompts_path, n, max_new_tokens, temperature
     _quiet_logs()
     from afm.model.checkpoint import load_model
     from afm.training.rl.rejection_sampling import best_of_n, write_sft_rows
-    from afm.training.tasks.reward_model import RewardModelScorer
+    from afm.training.rl.reward_model import RewardModelScorer
 
     prompts = []
     with open(prompts_path, encoding="utf-8") as fh:
@@ -202,12 +202,13 @@ Example:
     @click.option("--set", "overrides", multiple=True)
     def command(config, workdir, init_from, data, heldout, tokenizer, beta, reference, steps, overrides) -> None:
         _quiet_logs()
-        from afm.training.tasks.dpo import run_preference_optimisation
+        from afm.training.runs.train import train
 
         try:
-            out = run_preference_optimisation(kind, config, workdir, data=list(data), tokenizer=tokenizer,
-                                              init_from=init_from, heldout=list(heldout), beta=beta,
-                                              reference=reference, steps=steps, overrides=list(overrides))
+            # a reward-model stage works too: its data and model settings, this command's task
+            out = train(config, workdir, data=list(data), heldout=list(heldout) or None, init_from=init_from,
+                        steps=steps, overrides=[*overrides, f"task={kind}"],
+                        task_options={"tokenizer": tokenizer, "beta": beta, "reference": reference})
         except _user_errors() as exc:
             raise click.ClickException(str(exc)) from exc
         click.echo(f"policy: {out['model']}")

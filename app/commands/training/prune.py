@@ -72,12 +72,11 @@ def prune_learn_command(teacher, target_ffn_dim, config, workdir, data, steps, t
 
     setup_logging("WARNING")
     try:
-        from afm.training.compress.pruning import learn_masks
+        from afm.training.runs.train import train
 
-        result = learn_masks(
-            teacher, target_ffn_dim, config, str(workdir), data=list(data) or None, steps=steps,
-            train_weights=train_weights, heldout=list(heldout), overrides=list(overrides),
-        )
+        result = train(config, str(workdir), require_task="prune", init_from=teacher, data=list(data) or None,
+                       heldout=list(heldout) or None, steps=steps, overrides=list(overrides),
+                       task_options={"target_ffn_dim": int(target_ffn_dim), "train_weights": train_weights})
     except _user_errors() as exc:
         raise click.ClickException(str(exc)) from exc
     print_summary("prune learn", result)

@@ -25,28 +25,30 @@ def rl_group() -> None:
 @rl_group.command("mdloo", epilog="""\b
 Examples:
   afm rl mdloo --policy runs/sft/best --tokenizer tok/ --prompts prompts.jsonl \\
-      --eval-prompts heldout.jsonl --reward task:arith --workdir runs/mdloo
-  afm rl mdloo --config mdloo.yaml --workdir runs/mdloo --set beta=0.1 --set k=8
-  afm rl mdloo --config mdloo.yaml --workdir runs/ppo --set algorithm=ppo   # the baseline
-  afm rl mdloo --config mdloo.yaml --workdir runs/mdloo-rm --rm runs/rm/model
+      --eval-prompts heldout.jsonl --reward task:arith --eval-reward task:arith --workdir runs/mdloo
+  afm rl mdloo --config mdloo.yaml --workdir runs/mdloo --set task_options.beta=0.1 --set task_options.k=8
+  afm rl mdloo --config mdloo.yaml --workdir runs/ppo --algorithm ppo       # the baseline
+  afm rl mdloo --config mdloo.yaml --workdir runs/mdloo-rm --rm runs/rm/reward-model
+  afm train --config mdloo.yaml --workdir runs/mdloo                       # the same run
 \b
 Each iteration samples K responses for each of n prompts (batched, KV cache), scores
 them with the reward minus beta * log(pi/pi_ref), takes the leave-one-out advantage and
 runs a few optimiser steps of MDLOO (KL(pi || pi_k) trust region, weight gamma) or PPO-clip.
 There is no default reward: a task reward scores only its own task's prompts. Responses the
 reward cannot score are left out of the update and counted per iteration; past
-max_unscored (default 0.5, --set max_unscored=...) the run stops and says why.
-A run of the one trainer (task mdloo, stage tiny-mdloo underneath): checkpoints every
-iteration, and re-running the same command resumes (also after SIGTERM mid-iteration);
---iterations says where to stop, so 2 iterations then a rerun to 4 end with the same
-params_sha256 as 4 at once. Writes WORKDIR/metrics.jsonl (per step; the rollout's reward,
-both KLs, length and advantage statistics on each iteration's first step),
-WORKDIR/summary.json, WORKDIR/model and WORKDIR/curves.png.
+task_options.max_unscored (default 0.5) the run stops and says why.
+A stage like every training stage (task mdloo; tiny-mdloo by default, or a YAML file with
+`base: tiny-mdloo`, options under task_options; afm train --list-configs): checkpoints,
+and re-running the same command resumes (also after SIGTERM mid-iteration); --iterations
+says where to stop, so 2 iterations then a rerun to 4 end with the same params_sha256 as 4
+at once. Writes WORKDIR/metrics.jsonl (per step; the rollout's reward, both KLs, length and
+advantage statistics on each iteration's first step), WORKDIR/summary.json, WORKDIR/model
+and WORKDIR/curves.png.
 """)
-@click.option("--config", "config_file", default=None, type=click.Path(exists=True, dir_okay=False),
-              help="YAML with MdlooConfig fields.")
+@click.option("--config", default="tiny-mdloo", show_default=True,
+              help="An online-RL stage (mdloo, tiny-mdloo) or a YAML file (base: tiny-mdloo, task_options: ...).")
 @click.option("--workdir", required=True)
-@click.option("--policy", default=None, help="Start checkpoint (afm.model format, e.g. an SFT run's best/).")
+@click.option("--policy", default=None, help="Start checkpoint (afm.model format, e.g. an SFT run's best/); init_from.")
 @click.option("--reference", default=None, help="pi_ref (default: the start policy).")
 @click.option("--tokenizer", default=None)
 @click.option("--prompts", default=None, help="JSONL of prompts ('messages' or 'prompt').")
@@ -57,33 +59,27 @@ WORKDIR/summary.json, WORKDIR/model and WORKDIR/curves.png.
 @click.option("--eval-reward", default=None,
               help="The true reward the held-out replies are scored with (required with --eval-prompts).")
 @click.option("--algorithm", type=click.Choice(["mdloo", "ppo"]), default=None)
-@click.option("--iterations", type=int, default=None)
-@click.option("--set", "overrides", multiple=True, help="Any MdlooConfig field: KEY=VALUE.")
-def mdloo_command(config_file, workdir, policy, reference, tokenizer, prompts, eval_prompts, reward, rm,
+@click.option("--iterations", type=click.IntRange(min=1), default=None,
+              help="Stop after this many iterations (task_options.iterations).")
+@click.option("--set", "overrides", multiple=True,
+              help="Config override KEY=VALUE, e.g. task_options.beta=0.1, optimizer.learning_rate=3e-4, seed=1.")
+def mdloo_command(config, workdir, policy, reference, tokenizer, prompts, eval_prompts, reward, rm,
                   eval_reward, algorithm, iterations, overrides) -> None:
     """MDLOO online RL (or the PPO-clip baseline) from a start policy and a reward."""
     from afm.app.studies.rl_curves import plot_rl_curves
-    from afm.training.tasks.mdloo import MdlooConfig, run_mdloo
+    from afm.training.runs.train import train
 
-    from afm.config import load_config
-
+    options = {"reference": reference, "tokenizer": tokenizer, "prompts": prompts, "eval_prompts": eval_prompts,
+               "reward": rm or reward, "eval_reward": eval_reward, "algorithm": algorithm, "iterations": iterations}
     try:
-        data: dict = {}
-        if config_file:
-            import yaml
-
-            data = yaml.safe_load(open(config_file)) or {}
-        flags = {"policy": policy, "reference": reference, "tokenizer": tokenizer, "prompts": prompts,
-                 "eval_prompts": eval_prompts, "reward": rm or reward, "eval_reward": eval_reward,
-                 "algorithm": algorithm, "iterations": iterations}
-        data.update({k: v for k, v in flags.items() if v is not None})
-        cfg = load_config(MdlooConfig, data, list(overrides))
-        summary = run_mdloo(cfg, workdir)
+        result = train(config, workdir, task="mdloo", require_task="mdloo", init_from=policy,
+                       overrides=list(overrides), task_options=options)
     except _user_errors() as exc:
         raise click.ClickException(str(exc)) from exc
-    png = plot_rl_curves([f"{workdir}/metrics.jsonl"], f"{workdir}/curves.png", labels=[cfg.algorithm])
+    summary = result["summary"]
+    png = plot_rl_curves([f"{workdir}/metrics.jsonl"], f"{workdir}/curves.png", labels=[summary["algorithm"]])
     first, last = summary["first"], summary["last"]
-    click.echo(f"{cfg.algorithm}: sampled reward {first.get('reward', float('nan')):.3f} -> "
+    click.echo(f"{summary['algorithm']}: sampled reward {first.get('reward', float('nan')):.3f} -> "
                f"{last.get('reward', float('nan')):.3f}, KL to reference {last.get('kl_ref', float('nan')):.3f}")
     if summary["eval"]:
         e0, e1 = summary["eval"][0], summary["eval"][-1]
@@ -125,7 +121,7 @@ input of `afm sft prepare`), OUT/candidates.jsonl and OUT/round.json (wins per m
 def round_command(committee, prompts, rm, tokenizer, out, k, max_new_tokens, temperature, eval_reward, limit,
                   seed) -> None:
     """One committee-distillation round: sample, rerank per prompt, write an SFT set."""
-    from afm.training.rl.itec import RoundConfig, parse_committee, run_round
+    from afm.training.runs.itec import RoundConfig, parse_committee, run_round
 
     try:
         cfg = RoundConfig(prompts=prompts, tokenizer=tokenizer, reward=rm, eval_reward=eval_reward,
@@ -170,7 +166,7 @@ def pairs_command(round_dir, out, per_prompt, annotate, seed) -> None:
     """Export response pairs from a round's committee for the next preference collection."""
     from pathlib import Path
 
-    from afm.training.rl.itec import export_pairs
+    from afm.training.runs.itec import export_pairs
 
     try:
         meta = json.loads((Path(round_dir) / "round.json").read_text())
@@ -199,7 +195,7 @@ def run_command(config_file, overrides) -> None:
     """A whole iTeC round from its config: train missing members, distil, export pairs."""
     from pathlib import Path
 
-    from afm.training.rl.itec import export_pairs, load_round, run_round, train_missing_members
+    from afm.training.runs.itec import export_pairs, load_round, run_round, train_missing_members
 
     try:
         cfg = load_round(config_file, list(overrides))

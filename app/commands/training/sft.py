@@ -54,14 +54,14 @@ def sft_group(ctx: click.Context, config, workdir, init_from, data, heldout, ste
         return
     if not config or not workdir:
         raise click.UsageError("afm sft needs --config and --workdir (or a subcommand: prepare, sweep)")
-    from afm.training.tasks.sft import run_sft
+    from afm.training.runs.train import train
 
     from afm.console import setup_logging
 
     setup_logging("WARNING")
     try:
-        result = run_sft(config, workdir, data=list(data) or None, heldout=list(heldout) or None,
-                         init_from=init_from, steps=steps, overrides=list(overrides))
+        result = train(config, workdir, task="sft", require_task="sft", data=list(data) or None,
+                       heldout=list(heldout) or None, init_from=init_from, steps=steps, overrides=list(overrides))
     except _user_errors() as exc:
         raise click.ClickException(str(exc)) from exc
     if result.get("best_step") is not None:

@@ -78,8 +78,9 @@ def train_command(config, workdir, list_configs, steps, data, init_from, overrid
     if not config or not workdir:
         raise click.UsageError("afm train needs --config and --workdir (or --list-configs)")
     _maybe_distributed(coordinator, num_processes, process_id, distributed)
-    from afm.training.core.trainer import TrainingDiverged, train
+    from afm.training.core.trainer import TrainingDiverged
     from afm.training.data.shards import DataError
+    from afm.training.runs.train import train
 
     from afm.config import ConfigError
     from afm.console import setup_logging
@@ -113,7 +114,7 @@ def _print_configs() -> None:
 def _batch_and_remat(batch: str | None, remat: str | None) -> tuple[bool, int | None, bool, str | None]:
     """(batch auto?, global batch, remat auto?, policy), checked: one-line errors."""
     from afm.model import remat as remat_policies
-    from afm.training.core.autofit import parse_auto
+    from afm.training.runs.autofit import parse_auto
 
     from afm.errors import UserError
 
@@ -144,8 +145,8 @@ def _fitted_overrides(config: str, overrides: list[str], batch: str | None, rema
     if not (auto_batch or auto_remat):
         return sets
     from afm.model.sharding import make_mesh
-    from afm.training.core.autofit import fit_config
     from afm.training.core.config import get_train_config
+    from afm.training.runs.autofit import fit_config
 
     from afm.console import console
 

@@ -210,14 +210,12 @@ def _window_rule(model: Any, max_tokens: int) -> tuple[int, Callable[[Sequence[d
 
 
 def _reward_judge(path: str, tokenizer: str | None) -> RewardJudge:
-    """``afm rm train``'s output, loaded through its own scorer (resolved by name: the
-    evaluation package does not import training code; a build without it says so)."""
-    from afm.imports import ImportTargetError, resolve
-
+    """``afm rm train``'s output, loaded through its own scorer (training sits below
+    evaluation; a host without the training stack says so)."""
     if not os.path.isfile(os.path.join(path, "reward_model.json")):
         raise JudgeError(f"--judge rm:{path}: not a reward model (no reward_model.json)")
     try:
-        scorer_cls = resolve("afm.training.tasks.reward_model:RewardModelScorer", what="reward-model scorer")
-    except ImportTargetError as exc:
-        raise JudgeError(f"--judge rm:{path}: this build has no reward-model scorer ({exc})") from None
-    return RewardJudge(scorer_cls(path, tokenizer), name=f"rm:{path}")
+        from afm.training.rl.reward_model import RewardModelScorer
+    except ImportError as exc:
+        raise JudgeError(f"--judge rm:{path}: this installation has no reward-model scorer ({exc})") from None
+    return RewardJudge(RewardModelScorer(path, tokenizer), name=f"rm:{path}")

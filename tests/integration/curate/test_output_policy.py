@@ -66,7 +66,7 @@ def test_kill_9_leaves_nothing_readable_and_is_named(tmp_path: Path) -> None:
     """Observed: kill -9 left a partial set of shards that looked like an output."""
     src = _docs(tmp_path / "big.jsonl", 4000, "k")
     out = tmp_path / "corpus"
-    cmd = [sys.executable, "-m", "afm.app.cli", "curate", "--input", str(src), "--output", str(out),
+    cmd = [sys.executable, "-m", "afm.app", "curate", "--input", str(src), "--output", str(out),
            "--set", 'stages=["pii"]', *LOCAL]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)

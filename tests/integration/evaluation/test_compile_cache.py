@@ -26,7 +26,7 @@ def _eval(cache: Path, ckpt: Path, data: Path, out: Path) -> float:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_COMPILATION", "JAX_ENABLE_COMP",
                                                                      "JAX_PERSISTENT", "AFM_COMPILE"))}
     run = subprocess.run(
-        [sys.executable, "-m", "afm.app.cli", "--compile-cache", str(cache), "eval", "--checkpoint", str(ckpt),
+        [sys.executable, "-m", "afm.app", "--compile-cache", str(cache), "eval", "--checkpoint", str(ckpt),
          "--tokenizer", str(tokenizer_dir()), "--tasks", "arc_easy", "--limit", "50",
          "--data-dir", str(data), "--output", str(out)],
         env=env, capture_output=True, text=True, timeout=1800,

@@ -30,8 +30,8 @@ def test_trainer_runs_a_task_group_as_its_eval_hook(tmp_path) -> None:
     import json
 
     from afm.training.core.metrics import read_metrics
-    from afm.training.core.trainer import train
     from afm.training.data.synthetic import markov_token_shards
+    from afm.training.runs.train import train
 
     shards = [str(p) for p in markov_token_shards(tmp_path / "tokens", docs=40, length=(10, 100))]
     options = {"tokenizer": str(tokenizer_dir()), "tasks": ["arc_easy"], "limit": 4,

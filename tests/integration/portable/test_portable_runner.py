@@ -105,7 +105,7 @@ def world(tmp_path_factory, shared_eval) -> dict[str, Any]:
 def _launch(world: dict[str, Any], *args: str) -> subprocess.CompletedProcess:
     """An ``afm`` command as a user launches it: its own process, its own TMPDIR."""
     env = {**os.environ, "TMPDIR": str(world["cluster"].launcher_tmp), "COLUMNS": "200"}
-    return subprocess.run([sys.executable, "-m", "afm.app.cli", *args,
+    return subprocess.run([sys.executable, "-m", "afm.app", *args,
                            *world["cluster"].pipeline_args],
                           capture_output=True, text=True, env=env, cwd=str(world["base"]),
                           timeout=600)

@@ -16,7 +16,8 @@ from afm.synth.prepare import PrepareConfig, prepare_sft
 from afm.training.core.config import get_train_config
 from afm.training.core.task import LossContext
 from afm.training.data.loader import conversation_config, make_loader
-from afm.training.tasks.sft import SftTask, run_sft
+from afm.training.runs.train import prepare
+from afm.training.tasks.sft import SftTask
 
 TOK = str(Path(__file__).resolve().parents[2] / "data" / "chat")
 OVERRIDES = ["model_overrides.vocab_size=640", "eval.every_steps=10", "checkpoint.every_steps=10"]
@@ -37,7 +38,7 @@ def sft_data(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[str], list[
 def test_sft_lowers_heldout_loss_keeps_best_and_resumes(sft_data, tmp_path: Path) -> None:
     train, held = sft_data
     work = tmp_path / "run"
-    first = run_sft("tiny-sft", work, data=train, heldout=held, steps=20, overrides=OVERRIDES, quiet=True)
+    first = train("tiny-sft", work, data=train, heldout=held, steps=20, overrides=OVERRIDES, quiet=True)
     best = json.loads((work / "best.json").read_text())
     losses = [h["value"] for h in best["history"]]
     assert len(losses) == 2 and losses[1] < losses[0]
@@ -46,11 +47,26 @@ def test_sft_lowers_heldout_loss_keeps_best_and_resumes(sft_data, tmp_path: Path
 
     model, cfg = load_model(work / "best")
     assert cfg.vocab_size == 640 and cfg.dropout == 0.1
-    again = run_sft("tiny-sft", work, data=train, heldout=held, steps=30, overrides=OVERRIDES, quiet=True)
+    again = train("tiny-sft", work, data=train, heldout=held, steps=30, overrides=OVERRIDES, quiet=True)
     assert again["start_step"] == 20 and again["steps"] == 30
     history = json.loads((work / "best.json").read_text())["history"]
     assert [h["step"] for h in history] == [10, 20, 30]
     assert again["eval/heldout/loss"] < losses[0]
+
+
+def test_an_sft_stage_is_prepared_the_same_whichever_command_starts_it(sft_data, tmp_path: Path) -> None:
+    """`afm train --config tiny-sft` and `afm sft --config tiny-sft` go through one front
+    door: held-out batches cover every held-out conversation and select the best checkpoint;
+    without held-out data selection is off (there is nothing to select by)."""
+    train_paths, held = sft_data
+    with_heldout = prepare("tiny-sft", tmp_path, data=train_paths, heldout=held, overrides=OVERRIDES)
+    assert with_heldout.eval.select_metric == "eval/heldout/loss" and with_heldout.eval.heldout_batches > 1
+    via_sft_command = prepare("tiny-sft", tmp_path, data=train_paths, heldout=held, overrides=OVERRIDES,
+                              task="sft", require_task="sft")
+    assert via_sft_command == with_heldout
+    assert prepare("tiny-sft", tmp_path, data=train_paths, overrides=OVERRIDES).eval.select_metric == ""
+    with pytest.raises(Exception, match="runs the sft task"):
+        prepare("tiny-core", tmp_path, require_task="sft")
 
 
 def test_loss_counts_assistant_tokens_only_and_dropout_trains_only(sft_data) -> None:

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 from afm.training.core.hooks import ModelView
 from afm.training.core.metrics import read_metrics
-from afm.training.core.trainer import TrainingDiverged, train
+from afm.training.core.trainer import TrainingDiverged
+from afm.training.runs.train import train
 
 pytestmark = pytest.mark.skipif(jax.device_count() < 8, reason="needs XLA_FLAGS=--xla_force_host_platform_device_count=8")
 

@@ -54,8 +54,8 @@ def _trained_checkpoint(tmp: Path, shared_eval: Path) -> Path:
     where float rounding alone decides a greedy choice."""
     from afm.evaluation.local_data import read_file
     from afm.model.checkpoint import load_model, save_params
-    from afm.training.core.trainer import train
     from afm.training.data.shards import write_token_shard
+    from afm.training.runs.train import train
 
     tok = Tokenizer.load(tokenizer_dir())
     texts = [r["text"] for r in read_file(shared_eval / "benchmarks" / "lambada_openai-test.jsonl.gz")[:1500]]

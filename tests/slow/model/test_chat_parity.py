@@ -82,7 +82,7 @@ def export_tokenizer(out: Path) -> Path:
     from afm.model.checkpoint import save_params
     from afm.model.config import get_config
     from afm.model.hf_export import export_hf
-    from afm.model.transformer import init_model
+    from afm.model.initializer import init_model
 
     cfg = get_config("tiny", vocab_size=640)
     save_params(init_model(cfg), out / "ckpt", cfg)

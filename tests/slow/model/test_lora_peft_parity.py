@@ -15,7 +15,7 @@ from afm.model import lora
 from afm.model.adapter_io import save_adapter
 from afm.model.checkpoint import load_model, save_params
 from afm.model.hf_export import export_hf, export_peft
-from afm.model.transformer import init_model
+from afm.model.initializer import init_model
 
 pytestmark = pytest.mark.slow
 

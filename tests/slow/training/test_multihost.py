@@ -31,7 +31,7 @@ def _launch(workdir: Path, shards: list[str], steps: int, processes: int, *extra
            "XLA_FLAGS": f"--xla_force_host_platform_device_count={DEVICES // processes}"}
     procs = []
     for rank in range(processes):
-        cmd = [sys.executable, "-m", "afm.app.cli", "train", "--config", "tiny-core", "--workdir", str(workdir),
+        cmd = [sys.executable, "-m", "afm.app", "train", "--config", "tiny-core", "--workdir", str(workdir),
                "--steps", str(steps), "--set", "mesh.fsdp=2", "--set", "log_every=1", *extra]
         if processes > 1:
             cmd += ["--coordinator", f"127.0.0.1:{port}", "--num-processes", str(processes), "--process-id", str(rank)]

@@ -17,7 +17,7 @@ def test_sigterm_saves_and_rerun_resumes(tmp_path, token_shards):
     workdir = tmp_path / "run"
 
     def command(steps: int) -> list[str]:
-        cmd = [sys.executable, "-m", "afm.app.cli", "train", "--config", "tiny-core", "--workdir", str(workdir),
+        cmd = [sys.executable, "-m", "afm.app", "train", "--config", "tiny-core", "--workdir", str(workdir),
                "--steps", str(steps), "--set", "total_steps=100000", "--set", "log_every=1"]
         for shard in token_shards:
             cmd += ["--data", shard]

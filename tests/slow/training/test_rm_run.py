@@ -1,4 +1,4 @@
-"""Reward model end to end (slow): scripted arithmetic preferences -> `run_rm` on the tiny
+"""Reward model end to end (slow): scripted arithmetic preferences -> the front door (`afm.training.runs.train`) on the tiny
 model -> exported scorer; held-out pairwise accuracy clearly above chance, and the
 exported scorer agrees with the trainer's own held-out evaluation."""
 
@@ -15,16 +15,16 @@ TOK = str(Path(__file__).resolve().parents[2] / "data" / "chat")
 
 def test_reward_model_learns_the_graders_preferences(tmp_path):
     from afm.synth.arith_task import corrupted_responses, make_problems, write_preferences
-    from afm.training.tasks.reward_model import run_rm
+    from afm.training.runs.train import train
 
     rng = random.Random(0)
     for split, seed, n in (("train", 1, 120), ("heldout", 2, 40)):
         write_preferences(tmp_path / f"{split}.jsonl",
                           [(p.messages(), corrupted_responses(p, rng)) for p in make_problems(n, seed=seed)],
                           pairs_per_prompt=4, seed=seed)
-    out = run_rm("tiny-rm", tmp_path / "run", data=[str(tmp_path / "train.jsonl")],
-                 heldout=[str(tmp_path / "heldout.jsonl")], tokenizer=TOK, steps=40,
-                 overrides=["model_overrides.vocab_size=640"], quiet=True)
+    out = train("tiny-rm", tmp_path / "run", data=[str(tmp_path / "train.jsonl")],
+                heldout=[str(tmp_path / "heldout.jsonl")], task_options={"tokenizer": TOK}, steps=40,
+                overrides=["model_overrides.vocab_size=640"], quiet=True)
     held = out["heldout"]
     assert held["pairs"] == 160 and held["rejects"] == 0
     assert held["accuracy"] > 0.6

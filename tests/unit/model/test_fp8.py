@@ -63,8 +63,9 @@ def test_forward_in_e4m3_and_gradients_in_e5m2() -> None:
 
 def test_a_model_with_fp8_projections_trains_like_the_float_one() -> None:
     from afm.model.config import get_config
+    from afm.model.initializer import init_model
     from afm.model.scoring import score
-    from afm.model.transformer import init_model, with_config
+    from afm.model.transformer import with_config
 
     model = init_model(get_config("tiny", dtype="float32"), 0)
     fp8 = with_config(model, fp8=True)

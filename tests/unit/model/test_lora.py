@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from afm.model import lora
 from afm.model.config import get_config
-from afm.model.transformer import init_model
+from afm.model.initializer import init_model
 from flax import nnx
 
 TINY32 = get_config("tiny", dtype="float32")

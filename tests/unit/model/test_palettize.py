@@ -127,7 +127,8 @@ def test_palettized_model_runs_like_its_dequantized_twin(tmp_path) -> None:
     weights; the export path (dense_params) gives exactly those weights."""
     import jax.numpy as jnp
     from afm.model.checkpoint import load_model, save_params
-    from afm.model.transformer import Transformer, init_model
+    from afm.model.initializer import init_model
+    from afm.model.transformer import Transformer
     from flax import nnx
 
     dense = init_model(TINY32, 0)
@@ -159,7 +160,9 @@ def test_palettized_model_runs_like_its_dequantized_twin(tmp_path) -> None:
     assert cfg.palettization == spec
     assert isinstance(quantized.layers[0].mlp.w_up, palettize.PalettizedWeight)
     assert quantized.layers[0].mlp.w_up.indices[...].dtype == jnp.uint8
-    exported = palettize.dense_params(quantized)
+    from afm.model.hf_export import dense_params
+
+    exported = dense_params(quantized)
     np.testing.assert_array_equal(exported["layers"][1]["mlp"]["w_up"], twin["layers"][1]["mlp"]["w_up"])
     np.testing.assert_allclose(exported["embed"], twin["embed"], rtol=1e-6)
 

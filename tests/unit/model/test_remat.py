@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from afm.model import remat
-from afm.model.config import CONFIGS, get_config
+from afm.model.config import CONFIGS, estimate_train_memory_gb, get_config
 from afm.model.transformer import Transformer
 from flax import nnx
 
@@ -59,9 +59,9 @@ def test_policy_validation_and_estimates():
     for bad in ("sometimes", "save:nope"):
         with pytest.raises(ValueError, match="remat"):
             get_config("tiny", remat=bad)
-    est = {p: remat.estimate_train_memory_gb(CONFIGS["1b"], tokens_per_device=16384, policy=p)
+    est = {p: estimate_train_memory_gb(CONFIGS["1b"], tokens_per_device=16384, policy=p)
            for p in ("none", "dots_except_mlp", "qkv_attention", "full")}
     assert est["full"] < est["qkv_attention"] < est["dots_except_mlp"] < est["none"]
     # every named size's default fits 80 GB at its reference shape (see afm.model.config)
     for name, devices in (("1b", 1), ("afm-on-device", 1), ("afm-teacher-6.4b", 8), ("afm-server", 256)):
-        assert remat.estimate_train_memory_gb(CONFIGS[name], tokens_per_device=16384, devices=devices) < 80, name
+        assert estimate_train_memory_gb(CONFIGS[name], tokens_per_device=16384, devices=devices) < 80, name

@@ -12,9 +12,10 @@ import pytest
 from afm.model.checkpoint import load_model, save_params
 from afm.model.config import get_config
 from afm.model.hf_export import config_from_hf, from_hf_tensors, hf_config, to_hf_tensors
+from afm.model.initializer import init_model
 from afm.model.sampling import generate, sample, top_p_filter
 from afm.model.scoring import score_tokens
-from afm.model.transformer import Transformer, init_model
+from afm.model.transformer import Transformer
 from click.testing import CliRunner
 from flax import nnx
 

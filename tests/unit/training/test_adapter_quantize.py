@@ -18,7 +18,7 @@ TINY = get_config("tiny", dtype="float32")
 @pytest.fixture(scope="module")
 def base_ckpt(token_shards, tmp_path_factory):
     """A tiny model trained a little (a random one is indifferent to quantization noise)."""
-    from afm.training.core.trainer import train
+    from afm.training.runs.train import train
 
     result = train("tiny-core", tmp_path_factory.mktemp("base"), steps=20, data=list(token_shards), quiet=True,
                    overrides=["data.seq_len=32", "data.global_batch_size=8", "data.prefetch=0",
@@ -96,8 +96,8 @@ def test_recovery_adapter_trains_on_the_frozen_quantized_base(quantized, token_s
     from afm.model.sharding import MeshConfig, make_mesh
     from afm.training.core.config import get_train_config
     from afm.training.core.engine import Engine
-    from afm.training.core.task import get_task
     from afm.training.data.loader import make_loader
+    from afm.training.tasks import get_task
 
     qdir, _ = quantized
     cfg = get_train_config("tiny-recovery", [
@@ -216,12 +216,13 @@ def test_one_lora_scale_rule_whichever_way_the_rank_is_given() -> None:
     2 x rank unless set, so the scale alpha/rank is 2 both ways (it was 2 and 4)."""
     from afm.app.commands.training.adapter import adapter_overrides
     from afm.training.core.config import get_train_config
-    from afm.training.tasks.adapter import lora_config_from_options
+    from afm.training.core.task import parse_task_options
+    from afm.training.tasks.adapter import AdapterOptions, lora_config_from_options
 
     by_cli = get_train_config("recovery", adapter_overrides(8, None, None, None, None, ()))  # --rank 8
     by_set = get_train_config("recovery", ["task_options.rank=8"])
     for cfg in (by_cli, by_set):
-        lora_cfg = lora_config_from_options(dict(cfg.task_options))
+        lora_cfg = lora_config_from_options(parse_task_options(AdapterOptions, cfg.task_options))
         assert (lora_cfg.rank, lora_cfg.alpha, lora_cfg.scale) == (8, 16.0, 2.0)
-    explicit = lora_config_from_options({**dict(by_set.task_options), "alpha": 8})
+    explicit = lora_config_from_options(parse_task_options(AdapterOptions, {**dict(by_set.task_options), "alpha": 8}))
     assert explicit.scale == 1.0

@@ -5,8 +5,8 @@ from __future__ import annotations
 import jax
 import pytest
 from afm.model.sharding import MeshConfig, make_mesh
-from afm.training.core.autofit import REMAT_ORDER, autofit, fit_config
 from afm.training.core.config import get_train_config
+from afm.training.runs.autofit import REMAT_ORDER, autofit, fit_config
 
 from afm.errors import UserError
 

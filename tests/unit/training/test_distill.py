@@ -14,6 +14,7 @@ from afm.training.core.config import get_train_config, model_config
 from afm.training.core.engine import Engine, ModelParts
 from afm.training.data.loader import make_loader
 from afm.training.data.shards import DataConfig, DataError, write_token_shard
+from afm.training.tasks import get_task
 from afm.training.tasks.distill import DistillTask
 
 from afm.config import ConfigError
@@ -52,7 +53,7 @@ def _cfg(paths, *extra):
 
 
 def _engine(cfg):
-    return Engine.build(cfg, make_mesh(MeshConfig(data=1), jax.devices()[:1]))
+    return Engine.build(cfg, make_mesh(MeshConfig(data=1), jax.devices()[:1]), get_task(cfg.task, cfg))
 
 
 def _input(cfg):

@@ -40,9 +40,10 @@ def test_dpo_and_ipo_losses_equal_stored_reference_values(beta):
 def test_task_starts_at_reference_and_a_step_prefers_chosen(kind, tmp_path):
     from afm.synth.arith_task import make_problems
     from afm.training.core.config import get_train_config, model_config
+    from afm.training.core.config import with_task_options as with_options
     from afm.training.core.engine import ModelParts
-    from afm.training.core.task import LossContext, get_task
-    from afm.training.tasks.reward_model import with_options
+    from afm.training.core.task import LossContext
+    from afm.training.tasks import get_task
 
     rows = [{"prompt": p.messages(), "chosen": p.solution(), "rejected": f"Answer: {p.answer + 1}",
              "level": "significantly_better"} for p in make_problems(4, seed=5)]
@@ -87,7 +88,7 @@ def test_afm_dpo_trains_from_a_model_and_exports_the_policy(tmp_path, reference)
     from afm.model.config import get_config
     from afm.model.transformer import Transformer
     from afm.synth.arith_task import make_problems
-    from afm.training.tasks.dpo import run_preference_optimisation
+    from afm.training.runs.train import train
     from flax import nnx
 
     start = tmp_path / "sft-model"
@@ -95,11 +96,12 @@ def test_afm_dpo_trains_from_a_model_and_exports_the_policy(tmp_path, reference)
     rows = [{"prompt": p.messages(), "chosen": p.solution(), "rejected": f"Answer: {p.answer + 1}",
              "level": "better"} for p in make_problems(8, seed=3)]
     (tmp_path / "p.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    out = run_preference_optimisation(
-        "dpo", "tiny-rm", tmp_path / "dpo", data=[str(tmp_path / "p.jsonl")], tokenizer=TOK,
-        init_from=str(start), beta=0.1, steps=2, quiet=True, reference=reference,
-        overrides=["model_overrides.vocab_size=640", "model_overrides.n_layers=1", "data.global_batch_size=8",
-                   "checkpoint.every_steps=2", "optimizer.learning_rate=1e-2"])
+    out = train(
+        "tiny-rm", tmp_path / "dpo", data=[str(tmp_path / "p.jsonl")],
+        task_options={"tokenizer": TOK, "beta": 0.1, "reference": reference},
+        init_from=str(start), steps=2, quiet=True,
+        overrides=["task=dpo", "model_overrides.vocab_size=640", "model_overrides.n_layers=1",
+                   "data.global_batch_size=8", "checkpoint.every_steps=2", "optimizer.learning_rate=1e-2"])
     policy, _ = load_model(out["model"], dropout=0.0)
     base, _ = load_model(start, dropout=0.0)
     tokens = jnp.arange(16, dtype=jnp.int32)[None]

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from afm.training.rl.itec import Member, RoundConfig, export_pairs, parse_committee, run_round
 from afm.training.rl.rewards import TaskReward
+from afm.training.runs.itec import Member, RoundConfig, export_pairs, parse_committee, run_round
 
 from afm.config import ConfigError
 
@@ -92,7 +92,7 @@ def test_a_reward_that_scores_nothing_stops_the_round(members: list[Member], tmp
 
 
 def test_paired_margin_is_the_mean_difference_with_its_paired_error() -> None:
-    from afm.training.rl.itec import paired_margin
+    from afm.training.runs.itec import paired_margin
 
     a, b = np.array([1.0, 1.0, 0.0, 1.0]), np.array([0.0, 1.0, 0.0, 0.0])
     m = paired_margin(a, b)
@@ -117,8 +117,8 @@ def test_round_reranks_with_a_reward_model_checkpoint(members: list[Member], tmp
     from afm.model.checkpoint import save_params
     from afm.model.config import get_config
     from afm.model.transformer import Transformer
+    from afm.training.rl.reward_model import PREFIX, RewardModelScorer, head_specs
     from afm.training.rl.rewards import load_reward
-    from afm.training.tasks.reward_model import PREFIX, RewardModelScorer, head_specs
     from flax import nnx
 
     rm = tmp_path / "rm"

@@ -12,16 +12,14 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from afm.training.core.metrics import read_metrics
+from afm.training.data.prompts import read_prompts
 from afm.training.rl.rewards import TaskReward
 from afm.training.tasks.mdloo import (
-    MdlooConfig,
     iteration_rows,
     kl_penalised_reward,
     loo_advantage,
     mdloo_terms,
     ppo_clip_terms,
-    read_prompts,
-    run_mdloo,
 )
 
 CHAT = Path(__file__).resolve().parents[2] / "data" / "chat"
@@ -187,14 +185,16 @@ def test_a_reward_that_cannot_score_stops_the_run_with_the_share(tiny_policy: Pa
     result = CliRunner().invoke(main, [
         "rl", "mdloo", "--policy", str(tiny_policy), "--tokenizer", str(CHAT), "--prompts", str(prompts),
         "--workdir", str(tmp_path / "run"), "--reward", "task:arith", "--iterations", "1",
-        "--set", "prompts_per_iteration=4", "--set", "k=2", "--set", "max_new_tokens=4", "--set", "seq_len=64"])
+        "--set", "task_options.prompts_per_iteration=4", "--set", "task_options.k=2",
+        "--set", "task_options.max_new_tokens=4", "--set", "data.seq_len=64"])
     text = " ".join(result.output.split())
     assert result.exit_code != 0 and "Traceback" not in result.output, result.output
     assert "could not score 100% of 8 responses in iteration 0 (NotArithmetic: 8)" in text, text
     assert not (tmp_path / "run" / "model").exists()
 
 
-def test_a_reward_that_scores_some_responses_runs_and_reports_the_share(tiny_policy: Path, tmp_path: Path) -> None:
+def test_a_reward_that_scores_some_responses_runs_and_reports_the_share(tiny_policy: Path, tmp_path: Path,
+                                                                         online_rl) -> None:
     prompts = tmp_path / "prompts.jsonl"
     prompts.write_text("\n".join(json.dumps({"prompt": f"count to {i}"}) for i in range(4)) + "\n")
 
@@ -203,28 +203,26 @@ def test_a_reward_that_scores_some_responses_runs_and_reports_the_share(tiny_pol
             raise ValueError("even: this grader takes odd counts only")
         return -len(response) / 10.0
 
-    cfg = MdlooConfig(policy=str(tiny_policy), tokenizer=str(CHAT), prompts=str(prompts), iterations=2,
-                      prompts_per_iteration=4, k=2, steps_per_iteration=1, max_new_tokens=6, seq_len=64,
-                      eval_every=0, max_unscored=0.75)
-    run_mdloo(cfg, tmp_path / "run", progress=False, reward_fn=TaskReward(odd_only))
+    online_rl(tiny_policy, prompts, tmp_path / "run", reward_fn=TaskReward(odd_only), seq_len=64, iterations=2,
+              prompts_per_iteration=4, k=2, steps_per_iteration=1, max_new_tokens=6, max_unscored=0.75)
     rows = iteration_rows(read_metrics(tmp_path / "run"), 1)
     shares = [r["unscored_share"] for r in rows]
     assert all(0.0 <= s <= 0.75 for s in shares) and any(s > 0 for s in shares)
     assert all(np.isfinite(r["reward"]) or r["unscored_share"] == 1.0 for r in rows)
 
 
-def run_tiny_loop(policy: Path, workdir: Path, algorithm: str, *, iterations: int = 2, steps: int = 1,
+def run_tiny_loop(run_online_rl, policy: Path, workdir: Path, algorithm: str, *, iterations: int = 2, steps: int = 1,
                   with_eval: bool = False) -> tuple[dict, list[dict]]:
     """A few iterations on a random tiny policy with a reward it can move (shorter is better)."""
     prompts = workdir / "prompts.jsonl"
     workdir.mkdir(parents=True, exist_ok=True)
     prompts.write_text("\n".join(json.dumps({"prompt": f"count to {i}"}) for i in range(4)) + "\n")
     reward = TaskReward(lambda p, r: -len(r) / 10.0)
-    cfg = MdlooConfig(policy=str(policy), tokenizer=str(CHAT), prompts=str(prompts),
-                      eval_prompts=str(prompts) if with_eval else "", algorithm=algorithm, iterations=iterations,
-                      prompts_per_iteration=2, k=4, steps_per_iteration=steps, max_new_tokens=8, seq_len=64,
-                      eval_every=0, learning_rate=1e-3, temperature=0.7)
-    summary = run_mdloo(cfg, workdir / algorithm, progress=False, reward_fn=reward, eval_reward_fn=reward)
+    summary = run_online_rl(policy, prompts, workdir / algorithm, reward_fn=reward, eval_reward_fn=reward,
+                            seq_len=64, learning_rate=1e-3, eval_prompts=str(prompts) if with_eval else "",
+                            algorithm=algorithm,
+                            iterations=iterations, prompts_per_iteration=2, k=4, steps_per_iteration=steps,
+                            max_new_tokens=8, temperature=0.7)["summary"]
     rows = iteration_rows(read_metrics(workdir / algorithm), steps)  # one per iteration
     assert len(rows) == iterations
     for row in rows:
@@ -238,8 +236,8 @@ def run_tiny_loop(policy: Path, workdir: Path, algorithm: str, *, iterations: in
     return summary, rows
 
 
-def test_tiny_mdloo_loop_end_to_end(tiny_policy: Path, tmp_path: Path) -> None:
-    summary, rows = run_tiny_loop(tiny_policy, tmp_path, "mdloo")
+def test_tiny_mdloo_loop_end_to_end(tiny_policy: Path, tmp_path: Path, online_rl) -> None:
+    summary, rows = run_tiny_loop(online_rl, tiny_policy, tmp_path, "mdloo")
     assert summary["eval"] == [] and rows[1]["iteration"] == 1
 
 
@@ -255,7 +253,7 @@ def test_read_prompts_drops_trailing_assistant_and_names_bad_lines(tmp_path: Pat
 
 
 @pytest.mark.slow
-def test_tiny_ppo_loop_with_eval(tiny_policy: Path, tmp_path: Path) -> None:
+def test_tiny_ppo_loop_with_eval(tiny_policy: Path, tmp_path: Path, online_rl) -> None:
     """The PPO-clip switch runs the same loop; greedy evaluation at the start and the end."""
-    summary, rows = run_tiny_loop(tiny_policy, tmp_path, "ppo", iterations=2, steps=2, with_eval=True)
+    summary, rows = run_tiny_loop(online_rl, tiny_policy, tmp_path, "ppo", iterations=2, steps=2, with_eval=True)
     assert "clipped" in rows[0] and len(summary["eval"]) == 2

@@ -16,13 +16,13 @@ import numpy as np
 import pytest
 from afm.app.cli import main
 from afm.training.core.metrics import read_metrics
-from afm.training.tasks.mdloo import MdlooConfig, iteration_rows, run_mdloo
+from afm.training.tasks.mdloo import iteration_rows
 from click.testing import CliRunner
 
 CHAT = Path(__file__).resolve().parents[2] / "data" / "chat"
 REWARDS = "def shorter(prompt, response):\n    return -len(response) / 10.0\n"
-SETTINGS = {"prompts_per_iteration": 2, "k": 4, "steps_per_iteration": 2, "max_new_tokens": 8, "seq_len": 64,
-            "learning_rate": 1e-3, "temperature": 0.7, "eval_reward": ""}
+OPTIONS = {"prompts_per_iteration": 2, "k": 4, "steps_per_iteration": 2, "max_new_tokens": 8, "temperature": 0.7}
+SETS = [*(f"task_options.{k}={v}" for k, v in OPTIONS.items()), "data.seq_len=64", "optimizer.learning_rate=1e-3"]
 
 
 @pytest.fixture(scope="module")
@@ -45,8 +45,8 @@ def cli(setup: dict[str, Path], workdir: Path, iterations: int, monkeypatch: pyt
     args = ["rl", "mdloo", "--workdir", str(workdir), "--policy", str(setup["policy"]), "--tokenizer", str(CHAT),
             "--prompts", str(setup["prompts"]), "--reward", "task:afm_test_rl_rewards:shorter",
             "--iterations", str(iterations)]
-    for key, value in SETTINGS.items():
-        args += ["--set", f"{key}={value if value != '' else chr(39) * 2}"]
+    for value in SETS:
+        args += ["--set", value]
     out = CliRunner().invoke(main, args)
     assert out.exit_code == 0, out.output
     return re.search(r"params_sha256: ([0-9a-f]{64})", out.output).group(1)
@@ -62,7 +62,7 @@ def test_two_iterations_then_a_rerun_to_four_equal_four_at_once(setup, four_at_o
     half = cli(setup, tmp_path / "run", 2, monkeypatch)
     resumed = cli(setup, tmp_path / "run", 4, monkeypatch)
     assert resumed == four_at_once and half != resumed  # it trained on, from where it was
-    rows = iteration_rows(read_metrics(tmp_path / "run"), SETTINGS["steps_per_iteration"])
+    rows = iteration_rows(read_metrics(tmp_path / "run"), OPTIONS["steps_per_iteration"])
     assert [r["iteration"] for r in rows] == [0, 1, 2, 3]
     assert np.isfinite([r["reward"] for r in rows]).all()
     assert (tmp_path / "run" / "model" / "config.json").exists() and (tmp_path / "run" / "curves.png").exists()
@@ -82,15 +82,17 @@ class SigtermOnIteration:
         return np.asarray([-len(r) / 10.0 for r in responses], np.float32)
 
 
-def test_sigterm_mid_iteration_then_a_rerun_equals_four_at_once(setup, four_at_once, tmp_path):
+def test_sigterm_mid_iteration_then_a_rerun_equals_four_at_once(setup, four_at_once, tmp_path, online_rl):
     if threading.current_thread() is not threading.main_thread():
         pytest.skip("signal handlers need the main thread")
-    cfg = MdlooConfig(policy=str(setup["policy"]), tokenizer=str(CHAT), prompts=str(setup["prompts"]),
-                      iterations=4, **{k: v for k, v in SETTINGS.items()})
-    stopped = run_mdloo(cfg, tmp_path / "run", progress=False, reward_fn=SigtermOnIteration(at=1))
+    def run(reward_fn: SigtermOnIteration) -> dict:
+        return online_rl(setup["policy"], setup["prompts"], tmp_path / "run", reward_fn=reward_fn, seq_len=64,
+                         learning_rate=1e-3, iterations=4, **OPTIONS)
+
+    stopped = run(SigtermOnIteration(at=1))
     assert stopped["preempted"]
     steps = sorted(int(p.name) for p in (tmp_path / "run" / "checkpoints").iterdir() if p.name.isdigit())
     assert steps[-1] == 3  # iteration 1 (steps 2-3) half done: its batch is in the checkpoint
     assert (tmp_path / "run" / "checkpoints" / "3" / "data_arrays").exists()
-    resumed = run_mdloo(cfg, tmp_path / "run", progress=False, reward_fn=SigtermOnIteration(at=-1))
+    resumed = run(SigtermOnIteration(at=-1))
     assert not resumed["preempted"] and resumed["params_sha256"] == four_at_once

@@ -17,9 +17,10 @@ TOK = str(Path(__file__).resolve().parents[2] / "data" / "chat")
 def _loss(kind: str, tmp_path: Path, packing: str, rows: int) -> tuple[float, float, dict]:
     from afm.synth.arith_task import make_problems
     from afm.training.core.config import get_train_config, model_config
+    from afm.training.core.config import with_task_options as with_options
     from afm.training.core.engine import ModelParts
-    from afm.training.core.task import LossContext, get_task
-    from afm.training.tasks.reward_model import with_options
+    from afm.training.core.task import LossContext
+    from afm.training.tasks import get_task
 
     problems = make_problems(6, seed=11)
     recs = [{"prompt": p.messages(), "chosen": p.solution(), "rejected": f"Answer: {p.answer + i + 1}",

@@ -47,9 +47,10 @@ def test_the_reply_span_is_the_final_assistant_turn() -> None:
 
 def _task(kind: str, tmp_path: Path, beta: float | None = 0.5):
     from afm.training.core.config import get_train_config, model_config
+    from afm.training.core.config import with_task_options as with_options
     from afm.training.core.engine import ModelParts
-    from afm.training.core.task import LossContext, get_task
-    from afm.training.tasks.reward_model import with_options
+    from afm.training.core.task import LossContext
+    from afm.training.tasks import get_task
 
     (tmp_path / "p.jsonl").write_text("\n".join(json.dumps(r) for r in PAIRS) + "\n")
     cfg = get_train_config("tiny-rm", [f"task={kind}", "model_overrides.vocab_size=640", "data.global_batch_size=2",
@@ -110,7 +111,7 @@ def test_multi_turn_loss_equals_the_transcription_on_the_final_reply(kind: str, 
 
 def test_reward_model_scores_the_final_reply_of_multi_turn_pairs(tmp_path: Path) -> None:
     """Rows hold the whole conversation; the reward is read at the final reply's end token."""
-    from afm.training.tasks.reward_model import last_token_index
+    from afm.training.rl.reward_model import last_token_index
 
     task, batch, params, parts, ctx = _task("reward_model", tmp_path, beta=None)
     for side in ("chosen", "rejected"):

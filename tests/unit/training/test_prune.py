@@ -19,6 +19,7 @@ from afm.training.compress.pruning import (
     magnitude_kept,
     pruned_params,
     random_kept,
+    score_key,
     select_units,
     unit_magnitudes,
 )
@@ -26,7 +27,8 @@ from afm.training.core.config import get_train_config, model_config
 from afm.training.core.engine import Engine, ModelParts
 from afm.training.core.task import LossContext
 from afm.training.data.loader import make_loader
-from afm.training.tasks.prune import PruneTask, score_key
+from afm.training.tasks import get_task
+from afm.training.tasks.prune import PruneTask
 
 from afm.config import ConfigError
 
@@ -42,7 +44,7 @@ def _cfg(token_shards, *extra):
 
 
 def _engine(cfg):
-    return Engine.build(cfg, make_mesh(MeshConfig(data=1), jax.devices()[:1]))
+    return Engine.build(cfg, make_mesh(MeshConfig(data=1), jax.devices()[:1]), get_task(cfg.task, cfg))
 
 
 def _random_model(engine, seed=3):

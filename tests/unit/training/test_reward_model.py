@@ -18,14 +18,13 @@ from afm.training.data.preferences import (
     read_preferences,
     tokenize_pairs,
 )
-from afm.training.tasks.reward_model import (
-    SOFT_LABELS,
+from afm.training.rl.reward_model import (
     apply_heads,
     head_specs,
     last_token_index,
-    reward_model_loss,
     segment_last_index,
 )
+from afm.training.tasks.reward_model import SOFT_LABELS, reward_model_loss
 
 TOK = str(Path(__file__).resolve().parents[2] / "data" / "chat")
 GOOD = {"prompt": [{"role": "user", "content": "2+2?"}], "chosen": "4", "rejected": "5",
@@ -127,7 +126,7 @@ def test_last_token_with_right_and_left_padding_and_packing():
     # sees the same tokens at the same positions with the padding masked out
     from afm.model.config import get_config
     from afm.model.transformer import Transformer
-    from afm.training.tasks.reward_model import gather_last
+    from afm.training.rl.reward_model import gather_last
     from flax import nnx
 
     cfg = get_config("tiny").replace(vocab_size=64, dtype="float32")

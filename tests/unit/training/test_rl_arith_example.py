@@ -9,7 +9,6 @@ import json
 from pathlib import Path
 
 import pytest
-import yaml
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "experiments" / "rl-arith"
 
@@ -23,17 +22,21 @@ def _make_data_module():
 
 @pytest.mark.parametrize("name", ["mdloo.yaml", "ppo.yaml"])
 def test_online_rl_configs_load(name):
-    from afm.training.tasks.mdloo import MdlooConfig
+    """The experiment's online-RL runs are stages like any other: task mdloo on tiny-mdloo,
+    their options the task's own (checked by the task's one options parser)."""
+    from afm.training.core.config import get_train_config
+    from afm.training.core.task import parse_task_options
+    from afm.training.tasks.mdloo import MdlooOptions
 
-    from afm.config import load_config
-
-    cfg = load_config(MdlooConfig, yaml.safe_load((EXAMPLE / name).read_text()))
-    assert cfg.algorithm == name.split(".")[0]
-    assert cfg.eval_reward == "task:arith"
+    cfg = get_train_config(EXAMPLE / name)
+    assert cfg.task == "mdloo" and cfg.init_from == "work/rl/sft/best"
+    opts = parse_task_options(MdlooOptions, cfg.task_options, "mdloo")
+    assert opts.algorithm == name.split(".")[0] and opts.eval_reward == "task:arith"
+    assert opts.iterations == 80 and cfg.eval.every_steps == 20 * opts.steps_per_iteration
 
 
 def test_round_config_loads_and_names_the_refreshed_reward_model():
-    from afm.training.rl.itec import load_round
+    from afm.training.runs.itec import load_round
 
     cfg = load_round(EXAMPLE / "round.yaml")
     assert {m.name for m in cfg.committee} == {"sft", "dpo", "mdloo", "ppo"}

@@ -18,7 +18,7 @@ def exported(tmp_path_factory):
     from afm.model.checkpoint import save_params
     from afm.model.config import get_config
     from afm.model.transformer import Transformer
-    from afm.training.tasks.reward_model import PREFIX, head_specs
+    from afm.training.rl.reward_model import PREFIX, head_specs
     from flax import nnx
 
     root = tmp_path_factory.mktemp("rm") / "reward-model"
@@ -36,7 +36,7 @@ def exported(tmp_path_factory):
 
 def test_scorer_signature_and_batch_independence(exported):
     from afm.synth.arith_task import make_problems
-    from afm.training.tasks.reward_model import RewardModelScorer
+    from afm.training.rl.reward_model import RewardModelScorer
 
     root, _ = exported
     scorer = RewardModelScorer(root, TOK, batch_size=4)
@@ -82,8 +82,8 @@ def test_a_cut_reply_is_scored_without_the_end_token_and_a_too_long_one_not_at_a
     scored as the unfinished text it is; a conversation past the window is unscored (NaN,
     with the reason), never scored with its start cut off."""
     from afm.synth.arith_task import make_problems
+    from afm.training.rl.reward_model import RewardModelScorer
     from afm.training.rl.rewards import score_responses
-    from afm.training.tasks.reward_model import RewardModelScorer
 
     root, _ = exported
     scorer = RewardModelScorer(root, TOK, batch_size=4)

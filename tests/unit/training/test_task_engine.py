@@ -10,8 +10,9 @@ import pytest
 from afm.model.sharding import MeshConfig, make_mesh
 from afm.training.core.config import get_train_config
 from afm.training.core.engine import Engine
-from afm.training.core.task import ParamSpec, Task, get_task
+from afm.training.core.task import ParamSpec, Task
 from afm.training.data.loader import make_loader
+from afm.training.tasks import get_task
 from afm.training.tasks.pretrain import PretrainTask
 
 
@@ -42,8 +43,9 @@ def test_gradient_accumulation_equals_one_large_batch(token_shards):
     cfg = _cfg(token_shards)
     loader = make_loader(cfg.data, vocab_size=512)
     batches = [next(loader) for _ in range(3)]
-    one, m1 = _run(Engine.build(cfg, _one_device()), batches)
-    acc, m4 = _run(Engine.build(_cfg(token_shards, "microbatches=4"), _one_device()), batches)
+    acc_cfg = _cfg(token_shards, "microbatches=4")
+    one, m1 = _run(Engine.build(cfg, _one_device(), get_task(cfg.task, cfg)), batches)
+    acc, m4 = _run(Engine.build(acc_cfg, _one_device(), get_task(acc_cfg.task, acc_cfg)), batches)
     for a, b in zip(m1, m4):
         assert a["loss"] == pytest.approx(b["loss"], rel=1e-5)
         assert a["batch_checksum"] == b["batch_checksum"]

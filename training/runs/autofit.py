@@ -3,9 +3,9 @@ remat policy whose *compiled* memory plan fits the device.
 
 Why: a fixed batch of 4 left 50-90 GB of an H200 idle, and the 3B model recomputed
 activations it had memory to keep (issue #32); doubling the per-device batch alone gave
-OLMo-core 25% at 1B. An estimate (``afm.model.remat.estimate_train_memory_gb``) is off by
+OLMo-core 25% at 1B. An estimate (``afm.model.config.estimate_train_memory_gb``) is off by
 10-30%, so the choice is made on XLA's own figure: the run's train step is compiled on
-abstract inputs for each candidate (``afm.app.bench.training.memory_plan.plan_config``, on the
+abstract inputs for each candidate (``afm.training.runs.memory_plan.plan_config``, on the
 run's mesh, so the figure is per device) and its memory analysis compared with the
 device's memory times a headroom fraction for the allocator.
 
@@ -134,7 +134,7 @@ def _current_remat(cfg: Any) -> str:
 
 
 def _compiled_gb(cfg: Any, mesh: Any) -> float:
-    from afm.app.bench.training.memory_plan import plan_config
+    from afm.training.runs.memory_plan import plan_config
 
     return float(plan_config(cfg, mesh)["total_gb"])
 

@@ -105,7 +105,7 @@ def load_round(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) ->
 
 def train_missing_members(cfg: RoundConfig, *, progress: bool = True) -> list[str]:
     """Train every member whose checkpoint is missing from its ``train`` spec; the names trained."""
-    from afm.training.tasks.mdloo import MdlooConfig, run_mdloo
+    from afm.training.runs.train import train
 
     trained = []
     for m in cfg.committee:
@@ -115,12 +115,9 @@ def train_missing_members(cfg: RoundConfig, *, progress: bool = True) -> list[st
         if not algo:
             raise ConfigError(f"member {m.name!r}: checkpoint {m.checkpoint} is missing and it has no train spec")
         if algo in ("mdloo", "ppo"):
-            import yaml
-
-            spec = yaml.safe_load(Path(m.train.config).read_text()) or {}
-            mcfg = load_config(MdlooConfig, {**spec, "algorithm": algo})
             workdir = m.train.workdir or str(Path(m.checkpoint).parent)
-            summary = run_mdloo(mcfg, workdir, progress=progress)
+            summary = train(m.train.config, workdir, task="mdloo", require_task="mdloo",
+                            task_options={"algorithm": algo}, quiet=not progress)["summary"]
             if Path(summary["model"]).resolve() != Path(m.checkpoint).resolve():
                 raise ConfigError(f"member {m.name!r}: training wrote {summary['model']}, the round expects "
                                   f"{m.checkpoint} (set checkpoint to WORKDIR/model)")
@@ -154,9 +151,9 @@ def run_round(cfg: RoundConfig, *, reward_fn: Any = None, eval_reward_fn: Any = 
     """Sample, rerank per prompt, write the distilled SFT set; see the module docstring."""
     from afm.model.checkpoint import load_model
     from afm.model.tokenizer import Tokenizer
+    from afm.training.data.prompts import read_prompts
     from afm.training.rl.rewards import check_unscored, load_reward, score_responses
     from afm.training.rl.rollout import sample_groups
-    from afm.training.tasks.mdloo import read_prompts
 
     if not cfg.committee:
         raise ConfigError("the committee is empty")
@@ -282,7 +279,7 @@ def export_pairs(candidates: str | Path, prompts_path: str | Path, out: str | Pa
     ``{"prompt", "response_a", "response_b", "member_a", "member_b"}`` for annotators; with
     ``annotate="arith"`` the scripted grader turns it into a preference record
     (``afm.training.data.preferences`` format)."""
-    from afm.training.tasks.mdloo import read_prompts
+    from afm.training.data.prompts import read_prompts
 
     prompts = read_prompts(str(prompts_path))
     by_prompt: dict[int, list[dict[str, Any]]] = {}
