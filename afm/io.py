@@ -98,6 +98,43 @@ def write_shard(
     return fs.size(path)
 
 
+class ShardSequence:
+    """Rows -> numbered shards ``<prefix>-00000.parquet``, ``-00001``... in ``directory``,
+    ``rows_per_shard`` rows each, every one through :func:`write_shard`; records are
+    coerced to ``schema`` (:func:`afm.schema.to_table`). :meth:`close` writes the rest."""
+
+    def __init__(self, directory: str | os.PathLike[str], prefix: str, schema: pa.Schema, *,
+                 rows_per_shard: int, row_group_size: int | None = None, compression: str | None = "zstd"):
+        self.directory, self.prefix, self.schema = str(directory), prefix, schema
+        self.rows_per_shard, self.row_group_size, self.compression = rows_per_shard, row_group_size, compression
+        self.buffer: list[dict[str, Any]] = []
+        self.files: list[str] = []
+        self.count = 0
+
+    def add(self, row: dict[str, Any]) -> None:
+        self.buffer.append(row)
+        self.count += 1
+        if len(self.buffer) >= self.rows_per_shard:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.buffer:
+            return
+        path = fs.join(self.directory, f"{self.prefix}-{len(self.files):05d}.parquet")
+        write_shard(path, to_table(self.buffer, self.schema), self.schema, compression=self.compression,
+                    row_group_size=self.row_group_size)
+        self.files.append(path)
+        self.buffer = []
+
+    close = flush
+
+
+def read_shard(path: str | os.PathLike[str], columns: list[str] | None = None) -> pa.Table:
+    """The one Parquet shard reader: the file (or the ``columns`` of it) as a table, from
+    any filesystem (:mod:`afm.fs`)."""
+    return pq.read_table(fs.open_input(str(path)), columns=columns)
+
+
 def write_parquet(
     records: list[dict[str, Any]],
     path: str | os.PathLike[str],

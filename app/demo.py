@@ -23,6 +23,8 @@ from typing import Any
 
 import click
 
+from afm.io import read_shard
+
 
 def _available(module: str) -> bool:
     try:
@@ -109,12 +111,11 @@ class DemoRun:
     def check_optouts(self, corpus: Path, sites: Any) -> None:
         """The hosts that opted out (``optout: true`` in site.yaml) lost exactly their
         pages to the optout stage, and nothing else did."""
-        import pyarrow.parquet as pq
         from afm.app.demosite import optout_hosts
 
         rejected: dict[str, int] = {}
         for shard in sorted(corpus.glob("rejects-*.parquet")):
-            for row in pq.read_table(shard, columns=["url", "rejected_by"]).to_pylist():
+            for row in read_shard(shard, columns=["url", "rejected_by"]).to_pylist():
                 if row["rejected_by"] == "optout":
                     host = sites.host_of(row["url"].split("/")[2].split(":")[0])
                     rejected[host] = rejected.get(host, 0) + 1

@@ -40,6 +40,7 @@ from afm.crawler.training import FileContext
 
 from afm import fs
 from afm.errors import UserError
+from afm.io import read_shard
 
 SNAPSHOT_DIR = "robotstxt"  # in a crawl's output directory
 ROBOTS, TDMREP = "robots.txt", "tdmrep.json"
@@ -168,7 +169,6 @@ def _warc_snapshots(path: str, counts: ReadCounts) -> Iterator[dict[str, Any]]:
 
 
 def _store_snapshots(path: str, counts: ReadCounts) -> Iterator[dict[str, Any]]:
-    import pyarrow.parquet as pq
 
     from afm.outputs import IncompleteOutput, check_complete
 
@@ -181,7 +181,7 @@ def _store_snapshots(path: str, counts: ReadCounts) -> Iterator[dict[str, Any]]:
     for shard in shards:
         counts.files += 1
         try:
-            table = pq.read_table(fs.open_input(shard))
+            table = read_shard(shard)
         except Exception as exc:  # noqa: BLE001 - any unreadable shard is the same error
             raise SnapshotError(f"robots snapshot store {path}: {fs.basename(shard)} cannot be "
                                 f"read ({type(exc).__name__}: {exc}); rebuild it with "

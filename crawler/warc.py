@@ -25,10 +25,11 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 from warcio.archiveiterator import ArchiveIterator
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
+
+from afm.io import read_shard
 
 INDEX_SCHEMA = pa.schema(
     [
@@ -223,7 +224,7 @@ def read_index(out_dir: str | Path) -> list[dict[str, Any]]:
     index_dir = path / "index" if (path / "index").is_dir() else path
     rows: list[dict[str, Any]] = []
     for shard in sorted(index_dir.glob("*.parquet")):
-        rows.extend(pq.read_table(shard).to_pylist())
+        rows.extend(read_shard(shard).to_pylist())
     return rows
 
 

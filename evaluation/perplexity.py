@@ -16,10 +16,11 @@ from typing import Any
 from afm.evaluation.engine import InferenceEngine
 from afm.evaluation.packing import ScoreRequest
 
+from afm.io import read_shard
+
 
 def read_token_docs(inputs: list[str], max_docs: int | None = None) -> list[tuple[str, list[int]]]:
     """(source, tokens) per document of Parquet token shards (files, folders or globs)."""
-    import pyarrow.parquet as pq
 
     from afm.io import DatasetError, resolve_token_shards
 
@@ -31,7 +32,7 @@ def read_token_docs(inputs: list[str], max_docs: int | None = None) -> list[tupl
         raise FileNotFoundError(f"no .parquet token shards in {inputs}")
     docs: list[tuple[str, list[int]]] = []
     for path in files:
-        table = pq.read_table(path)
+        table = read_shard(path)
         if "tokens" not in table.column_names:
             raise ValueError(f"{path}: not a token shard (no 'tokens' column)")
         sources = table.column("source").to_pylist() if "source" in table.column_names else None

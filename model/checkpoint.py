@@ -26,6 +26,7 @@ from afm.model.transformer import Transformer
 from etils import epath
 from flax import nnx
 
+from afm import fs
 from afm.errors import UserError
 
 Path = epath.Path
@@ -33,7 +34,7 @@ Path = epath.Path
 
 def _path(path: str | os.PathLike[str]) -> epath.Path:
     text = os.fspath(path)
-    return epath.Path(text if "://" in text else os.path.abspath(text))
+    return epath.Path(text if fs.is_remote(text) else os.path.abspath(fs.local(text)))
 
 FORMAT = "afm-model-v1"
 
@@ -179,7 +180,7 @@ def load_model(
     the base's."""
     from afm.model.adapter_io import is_adapter_dir
 
-    if "://" not in os.fspath(path) and is_adapter_dir(path):
+    if not fs.is_remote(path) and is_adapter_dir(path):
         return load_adapted_model(path, **config_overrides)
     path = _path(path)
     cfg = load_config(path)

@@ -40,6 +40,8 @@ import pyarrow as pa
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
+from afm import fs
+
 TOKEN_SCHEMA = pa.schema(
     [
         pa.field("id", pa.string(), nullable=False),
@@ -55,7 +57,7 @@ _SKIP = "skipped"
 
 
 def _join(base: str, name: str) -> str:
-    return f"{base.rstrip('/')}/{name}" if "://" in base else os.path.join(base, name)
+    return fs.join(base, name)
 
 
 def shard_of(doc_id: str, num_shards: int) -> int:

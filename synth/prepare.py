@@ -41,14 +41,13 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 from afm.pipelines.curate.stages import SOURCE_STAGES
 from afm.synth.formats import Conversation, FormatError, conversation_id, to_conversation
 
 from afm.errors import UserError
-from afm.io import write_shard
+from afm.io import ShardSequence, read_shard
 from afm.readers import Failure, Record, read_file
-from afm.schema import REJECT_SCHEMA, make_reject, to_table
+from afm.schema import REJECT_SCHEMA, make_reject
 
 SFT_SCHEMA = pa.schema([
     ("id", pa.string()), ("source", pa.string()), ("tokens", pa.list_(pa.int32())),
@@ -84,33 +83,6 @@ class StageCount:
     def as_dict(self) -> dict[str, Any]:
         return {"in": self.seen, "kept": self.seen - self.rejected, "rejected": self.rejected,
                 "reasons": dict(self.reasons)}
-
-
-class _Writer:
-    """Rows -> numbered Parquet shards in a directory (temp name + rename per shard)."""
-
-    def __init__(self, directory: str, prefix: str, schema: pa.Schema, rows_per_shard: int = ROWS_PER_SHARD):
-        self.directory, self.prefix, self.schema = directory, prefix, schema
-        self.rows_per_shard = rows_per_shard
-        self.buffer: list[dict[str, Any]] = []
-        self.files: list[str] = []
-        self.count = 0
-
-    def add(self, row: dict[str, Any]) -> None:
-        self.buffer.append(row)
-        self.count += 1
-        if len(self.buffer) >= self.rows_per_shard:
-            self.flush()
-
-    def flush(self) -> None:
-        if not self.buffer:
-            return
-        path = os.path.join(self.directory, f"{self.prefix}-{len(self.files):05d}.parquet")
-        table = (to_table(self.buffer, self.schema) if self.schema is REJECT_SCHEMA
-                 else pa.Table.from_pylist(self.buffer, schema=self.schema))
-        write_shard(path, table, table.schema, row_group_size=ROW_GROUP)
-        self.files.append(path)
-        self.buffer = []
 
 
 def _redact_value(value: Any, scan: Callable[[str], tuple[str, dict[str, int], dict[str, float]]],
@@ -208,8 +180,9 @@ def prepare_sft(inputs: list[str], output: str, cfg: PrepareConfig, *, overwrite
     out = OutputDir.prepare(output, overwrite=overwrite)
     counts = {s: StageCount() for s in STAGES}
     redactions: Counter = Counter()
-    rejects = _Writer(out.staging, "rejects", REJECT_SCHEMA)
-    candidates = _Writer(out.staging, ".candidates", _CANDIDATE_SCHEMA)
+    rejects = ShardSequence(out.staging, "rejects", REJECT_SCHEMA, rows_per_shard=ROWS_PER_SHARD, row_group_size=ROW_GROUP)
+    candidates = ShardSequence(out.staging, ".candidates", _CANDIDATE_SCHEMA, rows_per_shard=ROWS_PER_SHARD,
+                               row_group_size=ROW_GROUP)
     seen_ids: dict[str, str] = {}
     doc_freq: Counter = Counter()  # benchmark n-gram key -> conversations holding it
     try:
@@ -315,14 +288,14 @@ def prepare_sft(inputs: list[str], output: str, cfg: PrepareConfig, *, overwrite
 
 
 def _decide(files: list[str], out: Any, cfg: PrepareConfig, doc_freq: Counter, count: StageCount,
-            rejects: _Writer, decontaminate: bool) -> dict[str, Any]:
+            rejects: ShardSequence, decontaminate: bool) -> dict[str, Any]:
     """Second pass: drop candidates holding a benchmark n-gram below the common-usage count,
     write the rest as the dataset's shards."""
-    writer = _Writer(out.staging, "tokens", SFT_SCHEMA)
+    writer = ShardSequence(out.staging, "tokens", SFT_SCHEMA, rows_per_shard=ROWS_PER_SHARD, row_group_size=ROW_GROUP)
     tokens = trained = 0
     per_benchmark: dict[str, int] = defaultdict(int)
     for path in files:
-        for row in pq.read_table(path).to_pylist():
+        for row in read_shard(path).to_pylist():
             count.seen += 1
             hits = json.loads(row.pop("hits"))
             rare = [h for h in hits if doc_freq[h["key"]] < cfg.threshold] if decontaminate else []

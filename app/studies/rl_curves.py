@@ -23,7 +23,7 @@ def plot_rl_curves(metrics_files: Sequence[str], out: str, *, labels: Sequence[s
     fig, axes = plt.subplots(1, len(keys) + 1, figsize=(4 * (len(keys) + 1), 3.2))
     for i, path in enumerate(metrics_files):
         summary = Path(path).with_name("summary.json")
-        spi = json.loads(summary.read_text())["config"]["steps_per_iteration"] if summary.exists() else 1
+        spi = json.loads(summary.read_text())["task_options"]["steps_per_iteration"] if summary.exists() else 1
         rows = iteration_rows(read_metrics(Path(path).parent), spi)
         label = labels[i] if labels else Path(path).parent.name
         for ax, (key, title) in zip(axes, keys):

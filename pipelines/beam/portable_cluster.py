@@ -50,13 +50,11 @@ def wait_for_port(port: int, proc: subprocess.Popen, log: Path, timeout: float =
 
 
 def package_parts() -> list[str]:
-    """What a build of the checkout needs: the project files and every package directory
-    that pyproject.toml maps (read from it, so a new package is never left out)."""
-    import tomllib
+    """What a build of the checkout needs: the project files and every area's folder (from
+    the one area list, ``afm/areas.py``, as ``setup.py`` reads it)."""
+    from afm.areas import AREAS
 
-    meta = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
-    dirs = meta["tool"]["setuptools"]["package-dir"].values()
-    return ["pyproject.toml", "README.md", "constraints.txt", *sorted({d.split("/")[0] for d in dirs})]
+    return ["pyproject.toml", "setup.py", "README.md", "constraints.txt", *sorted(a.folder for a in AREAS)]
 
 
 def install_site(target: Path, scratch: Path) -> None:

@@ -34,6 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from afm import fs
 from afm.errors import UserError
 
 RUNNERS = ("DirectRunner", "PortableRunner", "DataflowRunner", "FlinkRunner", "SparkRunner",
@@ -294,7 +295,7 @@ def _check_jar(kind: str, jar: str | None, check: OptionCheck, *, needs_java: bo
             f"PATH (beam-runners-{name}-*-job-server-2.77.0.jar, from Maven Central), or "
             f"--job_endpoint=HOST:PORT of a {kind} job server that is already running")
         return
-    if "://" not in jar and not os.path.isfile(jar):
+    if not fs.is_remote(jar) and not os.path.isfile(jar):
         check.errors.append(f"--{name}_job_server_jar={jar}: no such file")
     if needs_java and shutil.which("java") is None:
         check.errors.append(f"--{name}_job_server_jar: starting the job server needs java on "

@@ -27,6 +27,7 @@ from afm.pipelines.curate.stages import (
 )
 from afm.pipelines.decontaminate import DECONTAM_NEEDS_INDEX
 
+from afm import fs
 from afm.config import ConfigError, load_config
 
 
@@ -158,7 +159,7 @@ def load_curate_config(
 ) -> CurateConfig:
     """A :class:`CurateConfig` from a config object, YAML path, dict or nothing (defaults);
     ``source`` (the CLI's ``--source``) wins over the file's."""
-    if isinstance(config, str) and "://" in config:  # gs://... (e.g. a flex-template run)
+    if isinstance(config, str) and fs.is_remote(config):  # gs://... (e.g. a flex-template run)
         config = _read_remote_yaml(config)
     if isinstance(config, CurateConfig):
         cfg = load_config(CurateConfig, None, overrides, base=config)

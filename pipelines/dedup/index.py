@@ -22,6 +22,7 @@ from typing import Any
 import apache_beam as beam
 
 from afm import fs
+from afm.io import read_shard
 
 INDEX_META = "_index.json"
 INDEX_GLOB_PREFIX = "part-"
@@ -83,10 +84,7 @@ def check_index(index_dir: str, want: dict[str, Any], create: bool) -> None:
 
 def read_index_file(path: str) -> Iterator[tuple[str, bytes, bytes, bytes]]:
     """``(key, content_hash, band_keys, signature)`` of every row of one part."""
-    import pyarrow.parquet as pq
-
-    with fs.open_read(path) as fh:
-        table = pq.read_table(fh, columns=["key", "content_hash", "band_keys", "signature"])
+    table = read_shard(path, columns=["key", "content_hash", "band_keys", "signature"])
     yield from zip(*(table.column(i).to_pylist() for i in range(4)))
 
 

@@ -36,6 +36,8 @@ import numpy as np
 from afm.model import palettize
 from afm.model.config import ModelConfig, Palettization
 
+from afm.io import read_shard
+
 
 @dataclass(frozen=True)
 class QuantizeOptions:
@@ -74,14 +76,13 @@ class QuantizeOptions:
 def token_rows(patterns: list[str], rows: int, seq_len: int, eos_id: int = 2) -> np.ndarray:
     """``[rows, seq_len + 1]`` int32: documents of the token shards (sorted shard order,
     each followed by EOS) concatenated and cut into rows; the first ``rows`` rows."""
-    import pyarrow.parquet as pq
     from afm.training.data.shards import DataError, expand_paths
 
     need = rows * (seq_len + 1)
     stream: list[np.ndarray] = []
     have = 0
     for path in expand_paths(patterns):
-        table = pq.read_table(path, columns=["tokens"])
+        table = read_shard(path, columns=["tokens"])
         for toks in table.column("tokens").to_numpy(zero_copy_only=False):
             doc = np.asarray(toks, np.int32)
             stream += [doc, np.asarray([eos_id], np.int32)]

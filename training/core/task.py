@@ -180,6 +180,8 @@ class Task(Protocol):
     @classmethod
     def prepare_config(cls, config: Any, workdir: str) -> Any: ...
 
+    def start_run(self, workdir: str) -> None: ...
+
     def finish_run(self, workdir: str, result: dict[str, Any]) -> dict[str, Any]: ...
 
     def configure_model(self, model_config: Any) -> Any: ...
@@ -232,6 +234,11 @@ class TaskBase:
         The one front door (``afm.training.runs.train``) calls it for every command, so
         ``afm train --config tiny-sft`` and ``afm sft --config tiny-sft`` run the same stage."""
         return config
+
+    def start_run(self, workdir: str) -> None:
+        """A last check once the task is built and given what only the caller has (a reward
+        in memory), before anything is compiled: what the run cannot do without is a
+        one-line error now, not after the model is built."""
 
     def finish_run(self, workdir: str, result: dict[str, Any]) -> dict[str, Any]:
         """The run's result with what this task adds once the loop is done (a held-out

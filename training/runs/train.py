@@ -89,6 +89,7 @@ def train(
     built = get_task(cfg.task, cfg)
     if configure_task is not None:
         configure_task(built)
+    built.start_run(str(workdir))
     result = run_loop(cfg, workdir, built, steps=steps, quiet=quiet)
     import jax
 

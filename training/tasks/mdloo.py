@@ -263,6 +263,15 @@ class MdlooTask(TaskBase):
             changes["eval"] = dataclasses.replace(ev, hooks=hooks, at_start=True, at_end=True)
         return dataclasses.replace(config, **changes)
 
+    def start_run(self, workdir: str) -> None:
+        """No default reward: a task reward scores only its own task's prompts."""
+        if self.reward_fn is None and not self.options.reward:
+            raise ConfigError("online RL needs a reward: --reward task:NAME (a program's reward, e.g. task:arith) "
+                              "or --rm CHECKPOINT (a reward model from afm rm train); task_options.reward")
+        if self.options.eval_prompts and self.eval_reward_fn is None and not self.options.eval_reward:
+            raise ConfigError("--eval-prompts needs --eval-reward (task_options.eval_prompts needs eval_reward): "
+                              "the true reward the held-out replies are scored with")
+
     def finish_run(self, workdir: str, result: dict[str, Any]) -> dict[str, Any]:
         """``workdir/summary.json``: per-iteration rollout statistics (the first and the last),
         the held-out evaluations, the exported policy and its ``params_sha256``."""
@@ -309,9 +318,6 @@ class MdlooTask(TaskBase):
         }
 
     def make_input(self, *, vocab_size: int, process_index: int, process_count: int, state: Any = None):
-        if self.reward_fn is None and not self.options.reward:
-            raise ConfigError("online RL needs a reward: --reward task:NAME (a program's reward, e.g. task:arith) "
-                              "or --rm CHECKPOINT (a reward model from afm rm train); task_options.reward")
         self._source = RolloutInput(global_batch=self.config.data.global_batch_size, process_index=process_index,
                                     process_count=process_count, state=state)
         return self._source

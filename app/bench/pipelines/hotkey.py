@@ -39,6 +39,8 @@ from typing import Any
 
 from afm.app.bench.common import BenchOptions, Comparison
 
+from afm.io import read_shard
+
 BOILERPLATE = (
     "Before you continue. We use cookies and data to deliver and maintain our services, "
     "track outages and protect against spam, fraud and abuse, and measure audience "
@@ -189,7 +191,6 @@ def run_dedup(inputs: list[str], out: Path, extra: Sequence[str] = (),
     process tree in ``services``: name -> pid, e.g. a worker pool) and output ids."""
     import contextlib
 
-    import pyarrow.parquet as pq
 
     if out.exists():
         shutil.rmtree(out)
@@ -209,7 +210,7 @@ def run_dedup(inputs: list[str], out: Path, extra: Sequence[str] = (),
         raise RuntimeError(f"afm dedup failed ({proc.returncode}):\n{log[-3000:]}")
     kept = []
     for f in sorted(out.glob("documents-*.parquet")):
-        kept += pq.read_table(f, columns=["id"]).column("id").to_pylist()
+        kept += read_shard(f, columns=["id"]).column("id").to_pylist()
     return {"seconds": seconds, "peak_total_mb": mem.peak_total_mb,
             "peak_single_mb": mem.peak_single_mb, "kept": kept, "log": log,
             "services": {name: (t.peak_single_mb, t.peak_total_mb)

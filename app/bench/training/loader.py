@@ -22,6 +22,8 @@ from typing import Any
 import numpy as np
 from afm.app.bench.common import BenchOptions, Comparison
 
+from afm.io import read_shard
+
 SOURCES = ("web", "code", "math")
 WEIGHTS = {"web": 0.6, "code": 0.3, "math": 0.1}
 
@@ -91,9 +93,8 @@ class _RandomAccessRows:
 
 def _grain_baseline(files: list[str], seq_len: int, batch: int) -> Any:
     import grain
-    import pyarrow.parquet as pq
 
-    sources = np.concatenate([pq.read_table(f, columns=["source"]).column(0).to_numpy(zero_copy_only=False) for f in files])
+    sources = np.concatenate([read_shard(f, columns=["source"]).column(0).to_numpy(zero_copy_only=False) for f in files])
     parts = []
     for i, s in enumerate(SOURCES):
         ds = grain.MapDataset.source(_RandomAccessRows(files, np.flatnonzero(sources == s)))

@@ -1,8 +1,8 @@
 """``afm curate``: crawl output or document files -> curated Parquet shards (Apache Beam).
 
 Top-level imports stay light (click, stdlib): Beam and the filters load inside the command.
-Also runnable as a script (``python app/commands/pipelines/curate.py ...``), which is what the
-Dataflow flex template's launcher does.
+The Dataflow flex template's launcher runs it as a script through
+``deploy/dataflow/curate_main.py``.
 """
 
 from __future__ import annotations
@@ -107,6 +107,3 @@ def curate_command(ctx: click.Context, inputs: tuple[str, ...], output: str, con
 
 
 COMMANDS = [curate_command]
-
-if __name__ == "__main__":
-    curate_command()

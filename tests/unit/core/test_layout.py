@@ -1,7 +1,8 @@
 """The layout shows the architecture, and each job is done once: folder READMEs name every
-module, ``training/`` is rooms rather than a flat list, the front page stays a front page,
-evaluation does not reach into training, the training host needs no pipeline library, and
-the one writer / resolver / stage order are the only ones."""
+module, ``training/`` is rooms rather than a flat list, the front page stays a front page
+and links the architecture page, the training host needs no pipeline library, and the one
+writer / reader / resolver / stage order are the only ones. (The layer order itself:
+``test_layers.py``.)"""
 
 from __future__ import annotations
 
@@ -14,8 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from afm.areas import AREAS as LAYERS
+
 ROOT = Path(__file__).resolve().parents[3]
-AREAS = ("afm", "crawler", "filters", "pipelines", "model", "training", "evaluation", "synth", "deploy")
+AREAS = (*(a.folder for a in LAYERS), "deploy")
 
 
 def modules(area: str) -> list[Path]:
@@ -26,7 +29,8 @@ def test_training_is_rooms_not_a_flat_list() -> None:
     top = sorted(p.name for p in (ROOT / "training").glob("*.py"))
     assert len(top) <= 4, top
     rooms = {p.name for p in (ROOT / "training").iterdir() if p.is_dir() and (p / "__init__.py").exists()}
-    assert {"core", "data", "tasks", "rl", "compress", "commands", "bench"} <= rooms
+    assert {"core", "data", "tasks", "rl", "compress", "runs"} <= rooms
+    assert not rooms & {"commands", "bench", "studies"}  # the app's, in app/
 
 
 @pytest.mark.parametrize("area", AREAS)
@@ -42,6 +46,7 @@ def test_front_page_is_a_front_page() -> None:
     text = (ROOT / "README.md").read_text()
     assert len(text.splitlines()) <= 200
     assert text.index("make demo") < 1500 and "make test" in text[:2000]
+    assert "docs/architecture.md" in text
     for where in ("a filter", "a trainer task", "a benchmark", "a stage config", "an eval hook"):
         assert f"**{where}**" in text, where
     linked = [line.split("](", 1)[1].split(")", 1)[0].split("#")[0] for line in text.splitlines() if "](" in line]
@@ -64,12 +69,6 @@ def _imports(path: Path) -> set[str]:
     return names
 
 
-def test_evaluation_does_not_import_training() -> None:
-    bad = {str(p.relative_to(ROOT)): sorted(m for m in _imports(p) if m.startswith("afm.training"))
-           for p in modules("evaluation")}
-    assert not {k: v for k, v in bad.items() if v}
-
-
 def _sources(*exclude: str) -> dict[str, str]:
     out = {}
     for area in AREAS:
@@ -83,8 +82,12 @@ def _sources(*exclude: str) -> dict[str, str]:
 def test_one_parquet_writer_one_resolver_no_task_probing() -> None:
     writers = [f for f, s in _sources("afm/io.py").items() if "ParquetWriter" in s or "write_table(" in s]
     assert writers == [], f"Parquet written outside afm.io.write_shard: {writers}"
-    resolvers = [f for f, s in _sources("afm/imports.py", "app/cli.py", "app/bench/command.py").items()
-                 if "import_module(" in s]
+    readers = [f for f, s in _sources("afm/io.py").items() if re.search(r"\b(pq|parquet)\.read_table\(", s)]
+    assert readers == [], f"Parquet shards read outside afm.io.read_shard: {readers}"
+    by_hand = [f for f, s in _sources("afm/fs.py").items() if re.search(r"\"://\" (not )?in (path|base|jar|config|text|os\.fspath)", s)]
+    assert by_hand == [], f"remote paths tested by hand, not with afm.fs.is_remote: {by_hand}"
+    resolvers = [f for f, s in _sources("afm/imports.py", "app/discovery.py", "app/cli.py",
+                                        "app/bench/command.py").items() if "import_module(" in s]
     assert resolvers == [], f"module:attr resolved outside afm.imports: {resolvers}"
     probing = [f for f, s in _sources().items() if f.startswith("training/core/")
                and ("getattr(task" in s or "getattr(self.task" in s or "getattr(source" in s)]

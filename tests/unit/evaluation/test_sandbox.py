@@ -8,8 +8,8 @@ from __future__ import annotations
 import math
 
 import pytest
-from afm.evaluation import sandbox
 
+from afm import sandbox
 from afm.sandbox import (
     Boundary,
     SandboxPolicy,

@@ -65,7 +65,7 @@ def test_fit_config_applies_the_choice(one_device, monkeypatch) -> None:
 
 def test_on_the_compiled_plan_of_the_tiny_model(one_device) -> None:
     """The real planner: XLA's memory analysis of the compiled step, on CPU."""
-    from afm.app.bench.training.memory_plan import plan_config
+    from afm.training.runs.memory_plan import plan_config
 
     cfg = get_train_config("tiny-core", ["data.seq_len=64", "model_overrides.max_seq_len=64"])
     fit = autofit(cfg, one_device, batch=True, remat=False, budget_gb=1.0, max_per_device=4)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from afm.training.core.config import get_train_config, list_configs, model_config
 from afm.training.core.stages import CONFIG_DIR, merge, stage_table, stages
-from afm.training.core.task import TASKS
+from afm.training.tasks import TASKS
 from click.testing import CliRunner
 
 from afm.config import ConfigError
