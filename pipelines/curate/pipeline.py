@@ -4,7 +4,7 @@
          -> documents-NNNNN.parquet + rejects-NNNNN.parquet + manifest.json + report.html
 
 (``--source math`` and ``--source code`` swap in the math and code filters, see
-``afm.filters.registry.SOURCE_STAGES``). Every stage is switchable in
+``afm.pipelines.curate.stages.SOURCE_STAGES``). Every stage is switchable in
 :class:`~afm.pipelines.curate.config.CurateConfig`; a stage whose module is not installed
 is reported as unavailable and passes documents through. Every PCollection between stages
 is counted, and the run ends by checking that documents in = kept + rejected per stage and
