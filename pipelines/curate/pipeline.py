@@ -19,7 +19,6 @@ Python API (used by ``afm curate`` and ``afm demo``)::
 from __future__ import annotations
 
 import datetime as dt
-import json
 import logging
 import os
 import time
@@ -28,13 +27,13 @@ from pathlib import Path
 from typing import Any
 
 from afm.pipelines.curate.config import CurateConfig, load_curate_config
+from afm.pipelines.curate.graph import build_pipeline
 from afm.pipelines.curate.stages import ResolvedStage
 
 from afm.config import to_dict
 
 MANIFEST = "manifest.json"
 REPORT = "report.html"
-STATS = ".stats.json"  # hidden: run scratch, never promoted
 
 
 @dataclass
@@ -140,235 +139,6 @@ def refuse_unless_ok(runner: str, check: Any) -> None:
         raise ValueError(f"cannot run on {runner}:\n  - " + "\n  - ".join(check.errors))
 
 
-def build_pipeline(plan: CuratePlan, pipeline: Any, staging: str | None = None
-                   ) -> dict[str, Any]:
-    """Add the whole curate graph to ``pipeline``, writing into ``staging`` (the run's
-    staging directory; default ``<output>/.staging-dry-run`` for graph checks). Returns
-    a few handles: the global stage objects (whose ``commit`` runs after success), the
-    stats path, and PCollections for tests."""
-    import apache_beam as beam
-    from afm.pipelines.beam.ids import UniqueIds
-    from afm.pipelines.beam.io import (
-        FailOncePerBundle,
-        ReadInputs,
-        WriteShards,
-        join,
-        should_reshuffle,
-        write_json,
-    )
-    from afm.pipelines.beam.packing import pack_record, pack_reject, unpack
-    from afm.pipelines.curate.transforms import (
-        Counts,
-        apply_document_stage,
-        apply_global_stage,
-        apply_record_stage,
-        apply_top_fraction_stage,
-        tag_reject,
-    )
-    from apache_beam.pvalue import AsSingleton
-
-    from afm.schema import DOCUMENT_SCHEMA, REJECT_SCHEMA
-
-    cfg = plan.config
-    source = cfg.source
-    staging = staging or join(plan.output, ".staging-dry-run")
-    faults = set(cfg.debug.fail_once_at)
-    marker_dir = cfg.debug.marker_dir
-    counts = Counts()
-    chain: dict[str, list[str]] = {}
-    stage_reports: list[Any] = []
-    global_stages: list[Any] = []
-
-    names = [s.name for s in plan.stages]
-    # Without an extract stage (code, dedup, decontam run) crawl pages cannot become
-    # documents: the reader rejects them.
-    spread = should_reshuffle(cfg.read.reshuffle, len(plan.inputs),
-                              cfg.read.reshuffle_below_files)
-    read = pipeline | "read" >> ReadInputs(plan.inputs, source, allow_pages="extract" in names,
-                                          text_fields=plan.text_fields, reshuffle=spread)
-    # "in" is counted on each part: a Flatten of them would be one more full copy of the
-    # input held by the local runner, only to be counted.
-    for part, label in ((read["pages"], "read.pages"), (read["docs"], "read.docs"),
-                        (read["rejected"], "read.rejected")):
-        counts.add(part, "read.in")
-        counts.add(part, label)
-    counts.add(read["skipped"], "read.not_documents")
-    rejected_parts = [read["rejected"]]
-
-    def unique_ids(docs: Any, labels: list[str]) -> tuple[Any, list[str]]:
-        """The duplicate-id policy, right after documents exist (see pipelines/beam/ids.py)."""
-        counts.add(docs, "ids.in")
-        chain["ids"] = labels
-        out = docs | "ids" >> UniqueIds()
-        rejected = out["rejected"] | "ids tag rejects" >> beam.Map(tag_reject, "ids")
-        rejected_parts.append(rejected)
-        counts.add(rejected, "ids.rejected")
-        counts.add(out["kept"], "ids.kept")
-        return out["kept"], ["ids.kept"]
-
-    current = read["docs"]
-    current_labels = ["read.docs"]
-    pages, pages_labels = read["pages"], ["read.pages"]
-    if "extract" not in names:
-        current, current_labels = unique_ids(current, current_labels)
-    for stage in plan.stages:
-        if stage.kind == "record":
-            # Right after reading (optout): on crawl pages and documents alike.
-            chain[stage.name] = pages_labels + current_labels
-            counts.add(pages, f"{stage.name}.in")
-            counts.add(current, f"{stage.name}.in")
-            if stage.active:
-                pages, rejected_pages = apply_record_stage(pages, stage, source, "pages")
-                current, rejected_docs = apply_record_stage(current, stage, source, "docs")
-                for part in (rejected_pages, rejected_docs):
-                    rejected_parts.append(part)
-                    counts.add(part, f"{stage.name}.rejected")
-            counts.add(pages, f"{stage.name}.kept")
-            counts.add(current, f"{stage.name}.kept")
-            counts.add(pages, f"{stage.name}.kept.pages")
-            counts.add(current, f"{stage.name}.kept.docs")
-            pages_labels = [f"{stage.name}.kept.pages"]
-            current_labels = [f"{stage.name}.kept.docs"]
-            continue
-        if stage.name == "extract":
-            stage_in, in_labels = pages, pages_labels
-        else:
-            stage_in, in_labels = current, current_labels
-        counts.add(stage_in, f"{stage.name}.in")
-        chain[stage.name] = in_labels
-        if not stage.active and stage.kind == "page":
-            # Pages cannot pass an extractor that does not run: each becomes a reject.
-            rejected = stage_in | f"{stage.name} not run" >> beam.Map(
-                _unextracted, source, stage.status)
-            rejected_parts.append(rejected)
-            counts.add(rejected, f"{stage.name}.rejected")
-            kept = pipeline | f"{stage.name} nothing extracted" >> beam.Create([])
-        elif not stage.active:
-            kept = stage_in
-        elif stage.kind == "global":
-            kept, rejected, report, obj = apply_global_stage(stage_in, stage)
-            global_stages.append(obj)
-            rejected_parts.append(rejected)
-            counts.add(rejected, f"{stage.name}.rejected")
-            if report is not None:
-                stage_reports.append(report | f"{stage.name} report" >> beam.Map(
-                    lambda r, name: (name, r), stage.name))
-        elif getattr(stage.config, "top_fraction", None):
-            kept, rejected = apply_top_fraction_stage(stage_in, stage, source)
-            rejected_parts.append(rejected)
-            counts.add(rejected, f"{stage.name}.rejected")
-        else:
-            kept, rejected = apply_document_stage(stage_in, stage, source)
-            rejected_parts.append(rejected)
-            counts.add(rejected, f"{stage.name}.rejected")
-        if stage.name in faults:
-            kept = kept | f"fault after {stage.name}" >> beam.ParDo(
-                FailOncePerBundle(stage.name, marker_dir))
-        counts.add(kept, f"{stage.name}.kept")
-        if stage.name == "extract":
-            current = (kept, current) | "extracted + documents" >> beam.Flatten()
-            current, current_labels = unique_ids(current, ["extract.kept", *current_labels])
-        else:
-            current, current_labels = kept, [f"{stage.name}.kept"]
-
-    documents = current
-    out_cfg = cfg.output
-    # Packed right where they are made: what the shuffles and the flatten of all
-    # rejects carry is compressed bytes (and a reject's text is already trimmed).
-    chars = out_cfg.reject_text_chars
-    rejects = (
-        tuple(part | f"pack rejects {i}" >> beam.Map(pack_reject, chars)
-              for i, part in enumerate(rejected_parts))
-        | "all rejects" >> beam.Flatten()
-    )
-    write_fault = marker_dir if "write" in faults else None
-    mb = 1024 * 1024
-    doc_files = (
-        documents
-        | "pack documents" >> beam.Map(pack_record)
-        | "write documents" >> WriteShards(
-            staging, "documents", DOCUMENT_SCHEMA, int(out_cfg.shard_target_mb * mb),
-            out_cfg.compression, fail_marker_dir=write_fault)
-    )
-    file_parts = [doc_files]
-    if out_cfg.write_rejects:
-        file_parts.append(rejects | "write rejects" >> WriteShards(
-            staging, "rejects", REJECT_SCHEMA, int(out_cfg.rejects_shard_target_mb * mb),
-            out_cfg.compression, fail_marker_dir=write_fault))
-
-    count_dict = counts.collect(pipeline) | "counts" >> beam.combiners.ToDict()
-    reasons = (
-        rejects
-        | "reason keys" >> beam.Map(lambda p: (f"reason|{p[2]}", 1))
-        | "count reasons" >> beam.CombinePerKey(sum)
-        | "reasons" >> beam.combiners.ToDict()
-    )
-    not_documents = (
-        read["skipped"]
-        | "what keys" >> beam.Map(lambda s: (s["what"], 1))
-        | "count what" >> beam.CombinePerKey(sum)
-        | "not documents" >> beam.combiners.ToDict()
-    )
-    unknown_loss = (
-        read["rejected"]
-        | "unknown loss" >> beam.Filter(_unknown_loss)
-        | "unknown loss places" >> beam.Map(
-            lambda r: json.loads(r["details"] or "{}").get("file", "?"))
-        | "unknown loss list" >> beam.combiners.ToList()
-    )
-    samples = (
-        rejects
-        | "sample keys" >> beam.Map(lambda p: (p[2], p))
-        | "sample per reason" >> beam.combiners.Top.PerKey(
-            max(1, out_cfg.samples_per_reason), key=lambda p: p[0], reverse=True)
-        | "sample views" >> beam.MapTuple(
-            lambda label, packed: (label, [_sample_view(unpack(p[3])) for p in packed]))
-        | "samples" >> beam.combiners.ToDict()
-    )
-    files = tuple(file_parts) | "all files" >> beam.Flatten() | "files" >> beam.combiners.ToList()
-    if stage_reports:
-        reports = tuple(stage_reports) | "stage reports" >> beam.Flatten()
-    else:
-        reports = pipeline | "no stage reports" >> beam.Create([])
-    reports = reports | "reports" >> beam.combiners.ToDict()
-    stats_path = join(staging, STATS)
-    _ = (
-        pipeline
-        | "stats path" >> beam.Create([stats_path])
-        | "write stats" >> beam.Map(
-            lambda path, c, r, s, f, sr, nd, ul, ch: write_json(path, {
-                "counts": c, "reasons": r, "samples": s, "files": f, "stage_reports": sr,
-                "not_documents": nd, "unknown_loss": ul, "chain": ch}),
-            c=AsSingleton(count_dict), r=AsSingleton(reasons), s=AsSingleton(samples),
-            f=AsSingleton(files), sr=AsSingleton(reports), nd=AsSingleton(not_documents),
-            ul=AsSingleton(unknown_loss), ch=chain)
-    )
-    return {"documents": documents, "rejects": rejects, "chain": chain,
-            "global_stages": global_stages, "stats_path": stats_path}
-
-
-def _unknown_loss(reject: dict[str, Any]) -> bool:
-    """A read reject standing for an unknown number of records (e.g. a truncated tail)."""
-    return '"records_lost": "unknown"' in (reject.get("details") or "")
-
-
-def _unextracted(page: dict[str, Any], source: str, status: str) -> dict[str, Any]:
-    """The reject of a crawl page when the extract stage is disabled or unavailable."""
-    from afm.schema import make_document, make_reject
-
-    doc = make_document("", url=page.get("url"), source=source,
-                        fetched_at=page.get("fetched_at"))
-    reason = "extract_disabled" if status == "disabled" else "extract_unavailable"
-    return make_reject(doc, "extract", reason, status=status)
-
-
-def _sample_view(rec: dict[str, Any]) -> dict[str, Any]:
-    """The part of a reject shown in report.html (text trimmed)."""
-    text = rec.get("text") or ""
-    return {"id": rec.get("id"), "url": rec.get("url"), "reason": rec.get("reason"),
-            "details": rec.get("details"), "text": text[:400] + ("..." if len(text) > 400 else "")}
-
-
 def dry_run_curate(plan: CuratePlan) -> dict[str, Any]:
     """Build the graph and check the options for the chosen runner, without running it."""
     import apache_beam as beam
@@ -405,7 +175,6 @@ def execute_curate(plan: CuratePlan, output_dir: Any = None, options: Any = None
     claimed here, refusing a non-empty output); ``options``: from :func:`preflight`
     (default: checked here)."""
     import apache_beam as beam
-    from afm.pipelines.beam.accounting import AccountingError, check_accounting, print_accounting
     from afm.pipelines.beam.io import join, read_json
     from afm.pipelines.beam.runners import make_runner, run_to_completion
     from afm.pipelines.curate.report import write_report
@@ -427,23 +196,7 @@ def execute_curate(plan: CuratePlan, output_dir: Any = None, options: Any = None
         result = run_to_completion(pipeline)
         elapsed = time.time() - started
         stats = read_json(handles["stats_path"])
-        counts = dict(stats["counts"])
-        counts["read.kept"] = counts.get("read.pages", 0) + counts.get("read.docs", 0)
-        stage_status = [("read", "ready")]
-        if not any(s.name == "extract" for s in plan.stages):
-            stage_status.append(("ids", "ready"))  # right after reading
-        for s in plan.stages:
-            stage_status.append((s.name, s.status))
-            if s.name == "extract":
-                stage_status.append(("ids", "ready"))  # once pages became documents
-        files = sorted(stats["files"], key=lambda f: f["path"])
-        accounting = check_accounting(counts, stage_status, stats["chain"], files,
-                                      rejects_written=plan.config.output.write_rejects,
-                                      reasons=stats["reasons"])
-        print_accounting(accounting)
-        if not accounting.ok:
-            raise AccountingError("accounting rule violated (nothing was promoted):\n  - "
-                                  + "\n  - ".join(accounting.problems))
+        accounting, counts, files = _checked_accounting(plan, stats)
         for f in files:  # where each shard will be once promoted
             f["path"] = join(plan.output, f["path"].rsplit("/", 1)[-1])
         manifest = _manifest(plan, options, accounting, counts, stats, files, elapsed,
@@ -452,22 +205,49 @@ def execute_curate(plan: CuratePlan, output_dir: Any = None, options: Any = None
         out.promote(manifest)
     except BaseException:
         out.abort()
-        for obj in handles["global_stages"]:
-            abort = getattr(obj, "abort", None)
-            if abort is not None:
-                abort()
+        _each_global_stage(handles["global_stages"], "abort")
         raise
-    for obj in handles["global_stages"]:
-        commit = getattr(obj, "commit", None)
-        if commit is not None:
-            commit()
+    _each_global_stage(handles["global_stages"], "commit")
     if manifest["decontamination"] == "off":
         console.print("[bold yellow]decontamination: off (the config turned the stage off); "
                       "this corpus is NOT checked against benchmarks")
-    if manifest["warnings"]:
-        for warning in manifest["warnings"]:
-            console.print(f"[bold yellow]warning: {warning}")
+    for warning in manifest["warnings"]:
+        console.print(f"[bold yellow]warning: {warning}")
     return manifest
+
+
+def _checked_accounting(plan: CuratePlan, stats: dict[str, Any]) -> tuple[Any, dict[str, int], list[dict]]:
+    """The run's counts checked against the accounting rule (documents in = kept + rejected
+    per stage and in total, the files holding exactly those rows); raises
+    :class:`~afm.pipelines.beam.accounting.AccountingError`, promoting nothing, when not."""
+    from afm.pipelines.beam.accounting import AccountingError, check_accounting, print_accounting
+
+    counts = dict(stats["counts"])
+    counts["read.kept"] = counts.get("read.pages", 0) + counts.get("read.docs", 0)
+    stage_status = [("read", "ready")]
+    if not any(s.name == "extract" for s in plan.stages):
+        stage_status.append(("ids", "ready"))  # right after reading
+    for s in plan.stages:
+        stage_status.append((s.name, s.status))
+        if s.name == "extract":
+            stage_status.append(("ids", "ready"))  # once pages became documents
+    files = sorted(stats["files"], key=lambda f: f["path"])
+    accounting = check_accounting(counts, stage_status, stats["chain"], files,
+                                  rejects_written=plan.config.output.write_rejects, reasons=stats["reasons"])
+    print_accounting(accounting)
+    if not accounting.ok:
+        raise AccountingError("accounting rule violated (nothing was promoted):\n  - "
+                              + "\n  - ".join(accounting.problems))
+    return accounting, counts, files
+
+
+def _each_global_stage(objects: list[Any], method: str) -> None:
+    """``commit`` (after the output is promoted) or ``abort`` what global stages keep
+    beyond the run (the dedup index)."""
+    for obj in objects:
+        call = getattr(obj, method, None)
+        if call is not None:
+            call()
 
 
 def _metrics(result: Any) -> dict[str, Any]:
@@ -587,7 +367,6 @@ def run_curate(
     """
     from afm.pipelines.beam.runners import build_options
 
-    from afm.config import print_config
     from afm.console import console, print_summary
     from afm.outputs import OutputDir
 
@@ -603,22 +382,10 @@ def run_curate(
         refuse_unless_ok(plan.runner, check)
         out = OutputDir.prepare(plan.output, overwrite=overwrite)
     if not quiet:
-        print_config(plan.config, title=f"{command} ({plan.config.source}) config")
-        for stage in plan.stages:
-            color = {"ready": "green", "disabled": "yellow"}.get(stage.status, "red")
-            console.print(f"  stage [bold]{stage.name:<14}[/] [{color}]{stage.status}[/]")
+        _print_plan(plan, command)
     if dry_run:
         report = dry_run_curate(plan)
-        print_summary(f"{command} dry run", {
-            "runner": plan.runner, "inputs": len(plan.inputs),
-            "graph transforms": report["graph_transforms"],
-            "option errors": len(report["option_errors"]),
-            "option warnings": len(report["option_warnings"]),
-        })
-        for w in report["option_warnings"]:
-            console.print(f"[yellow]warning: {w}")
-        for e in report["option_errors"]:
-            console.print(f"[red]error: {e}")
+        _print_dry_run(plan, report, command)
         return report
     for warning in check.warnings:
         console.print(f"[yellow]warning: {warning}")
@@ -638,6 +405,30 @@ def run_curate(
         })
     return manifest
 
+
+def _print_plan(plan: CuratePlan, command: str) -> None:
+    from afm.config import print_config
+    from afm.console import console
+
+    print_config(plan.config, title=f"{command} ({plan.config.source}) config")
+    for stage in plan.stages:
+        color = {"ready": "green", "disabled": "yellow"}.get(stage.status, "red")
+        console.print(f"  stage [bold]{stage.name:<14}[/] [{color}]{stage.status}[/]")
+
+
+def _print_dry_run(plan: CuratePlan, report: dict[str, Any], command: str) -> None:
+    from afm.console import console, print_summary
+
+    print_summary(f"{command} dry run", {
+        "runner": plan.runner, "inputs": len(plan.inputs),
+        "graph transforms": report["graph_transforms"],
+        "option errors": len(report["option_errors"]),
+        "option warnings": len(report["option_warnings"]),
+    })
+    for w in report["option_warnings"]:
+        console.print(f"[yellow]warning: {w}")
+    for e in report["option_errors"]:
+        console.print(f"[red]error: {e}")
 
 __all__ = ["CuratePlan", "CurateConfig", "build_pipeline", "dry_run_curate", "execute_curate",
            "plan_curate", "run_curate"]
