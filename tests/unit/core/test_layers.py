@@ -197,3 +197,12 @@ def test_no_cycle_between_the_rooms_of_an_area(area: str) -> None:
     ``training``, for one, the engine (``core``) never names a task, and the front door
     that does (``runs``) is the one room above ``tasks``."""
     assert cycles(rooms_of(area)) == []
+
+
+def test_the_architecture_page_draws_the_declared_order() -> None:
+    """The picture cannot drift from ``afm/areas.py``: its chain of areas is the same order."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    chain = re.search(r"^\s*(\w+(?: --> \w+)+)\s*$", text, re.M).group(1).split(" --> ")
+    assert chain == ["core" if a.folder == "afm" else a.folder for a in AREAS]
+    listed = [line.split()[0] for line in text.split("```")[3].strip().splitlines()]  # the text picture
+    assert listed == list(reversed(["afm" if a.folder == "afm" else a.folder for a in AREAS]))
