@@ -13,7 +13,16 @@ lives in and of this module — and keeps it in memory and, beside the compile c
 ``jax.experimental.serialize_executable`` in about 0.02 s.
 
 Safety: a stored program is reused only when the source hash matches, so an edited
-model is recompiled, never run stale. Files are written private to the user into the
+model is recompiled, never run stale. A program to be stored is compiled afresh, never
+taken from JAX's persistent cache: an XLA:CPU executable that cache loaded serialises
+without its kernels and fails when loaded ("Function iota_convert_fusion not found"). JAX
+decides once per process whether it reads that cache, so turning the flag off for one
+compile does nothing after anything else compiled (a model trained in the same process, a
+notebook): :func:`_persistent_cache_off` makes JAX decide again around the compile, the
+compile asks for a program of its own (:data:`FRESH_COMPILE`, so JAX's in-memory cache cannot
+hand back one it loaded earlier), and a compile JAX still reports as a cache hit is kept in
+memory, never stored. :data:`COUNTS`
+says what happened (compiled, loaded, stored, kept in memory after a cache hit). Files are written private to the user into the
 cache directory JAX already trusts (loading deserialises, as JAX's own cache does);
 anything unreadable is recompiled and overwritten. With the compile cache off,
 executables are kept in memory only.
@@ -21,17 +30,31 @@ executables are kept in memory only.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import os
 import pickle
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 _memory: dict[Any, Any] = {}
 _source_hashes: dict[tuple[str, ...], str] = {}
+COUNTS: dict[str, int] = {"compiled": 0, "loaded": 0, "stored": 0, "cache_hit_not_stored": 0}
+_cache_hits = [0]  # JAX's persistent-cache hits seen in this process (a monitoring listener)
+# A compiler option that changes nothing in the program (it only concerns dumps, which are
+# off) but is part of the key of JAX's in-memory cache of compiled programs: without it,
+# a program this process already compiled (or loaded from JAX's persistent cache) would be
+# handed back as it is, and a loaded one is what must never be stored.
+FRESH_COMPILE = {"xla_dump_hlo_as_text": False}
+_listening = [False]
+
+
+def _count_cache_hits(event: str, **_: Any) -> None:
+    if event == "/jax/compilation_cache/cache_hits":
+        _cache_hits[0] += 1
 
 
 def source_hash(packages: Sequence[str]) -> str:
@@ -102,18 +125,39 @@ def call(fn: Callable[..., Any], static: dict[str, Any], *args: Any, packages: S
     return compiled(*args)
 
 
-def _compile_fresh(fn: Any, static: dict[str, Any], args: tuple) -> Any:
-    """Compile without JAX's persistent cache: an XLA:CPU executable that cache loaded
-    serialises without its kernels ("Function ... not found" when the next process runs
-    it), so a program to be stored is compiled here, not looked up."""
+@contextlib.contextmanager
+def _persistent_cache_off() -> Iterator[None]:
+    """JAX's persistent cache off for what runs inside, whatever the process compiled
+    before. ``is_cache_used`` is decided once per process and memoised, so the flag alone
+    changes nothing once a program was compiled; ``reset_cache`` (public in
+    ``jax.experimental.compilation_cache``) makes JAX decide again: off inside, and on
+    again, as configured, for the next compile after."""
     import jax
+    from jax.experimental.compilation_cache import compilation_cache
 
     enabled = jax.config.jax_enable_compilation_cache
+    compilation_cache.reset_cache()
     jax.config.update("jax_enable_compilation_cache", False)
     try:
-        return fn.lower(*args, **static).compile()
+        yield
     finally:
         jax.config.update("jax_enable_compilation_cache", enabled)
+        compilation_cache.reset_cache()
+
+
+def _compile_fresh(fn: Any, static: dict[str, Any], args: tuple) -> tuple[Any, bool]:
+    """The program compiled with JAX's persistent cache off (see the module docstring), and
+    whether JAX nevertheless reported a cache hit (then it must not be stored)."""
+    import jax
+
+    if not _listening[0]:
+        jax.monitoring.register_event_listener(_count_cache_hits)
+        _listening[0] = True
+    hits = _cache_hits[0]
+    with _persistent_cache_off():
+        compiled = fn.lower(*args, **static).compile(compiler_options=FRESH_COMPILE)
+    COUNTS["compiled"] += 1
+    return compiled, _cache_hits[0] != hits
 
 
 def _load_or_compile(fn: Any, static: dict[str, Any], args: tuple, signature: tuple,
@@ -133,11 +177,16 @@ def _load_or_compile(fn: Any, static: dict[str, Any], args: tuple, signature: tu
         try:
             payload, in_tree, out_tree, device_ids = pickle.loads(path.read_bytes())
             by_id = {d.id: d for d in jax.devices()}
-            return deserialize_and_load(payload, in_tree, out_tree,
-                                        execution_devices=[by_id[i] for i in device_ids])
+            loaded = deserialize_and_load(payload, in_tree, out_tree,
+                                          execution_devices=[by_id[i] for i in device_ids])
+            COUNTS["loaded"] += 1
+            return loaded
         except Exception as exc:  # a file from an interrupted write or another jaxlib: recompile
             print(f"afm: recompiling {name.__qualname__}: stored program unreadable ({exc})", file=sys.stderr)
-    compiled = _compile_fresh(fn, static, args)
+    compiled, from_cache = _compile_fresh(fn, static, args)
+    if from_cache:  # loaded by JAX's cache after all: runs here, but would not in the next process
+        COUNTS["cache_hit_not_stored"] += 1
+        return compiled
     try:
         blob = pickle.dumps((*serialize(compiled), _execution_devices(compiled)))
     except Exception:  # a backend that cannot serialise: memory only
@@ -146,4 +195,5 @@ def _load_or_compile(fn: Any, static: dict[str, Any], args: tuple, signature: tu
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
     tmp.write_bytes(blob)
     os.replace(tmp, path)
+    COUNTS["stored"] += 1
     return compiled

@@ -5,8 +5,9 @@ Tasks (``task: module:Class``), evaluation hooks (``eval.hooks``), task rewards
 synthetic-data generators (``--generator module:factory``), curate stages and the web
 filters are all found by :func:`resolve`: a short registered name, or an import path,
 turned into the object with one clear error when it cannot be. :func:`probe` says why a
-module cannot be used (not installed, needs a missing dependency, broken), for components
-that are optional in an installation (a curate stage whose extra is absent).
+component cannot be used when a third-party library it needs is not installed (a curate
+stage whose extra is absent), and raises :class:`BrokenComponent` for code of this
+project that is broken.
 """
 
 from __future__ import annotations
@@ -46,20 +47,32 @@ def resolve(target: str, *, what: str = "target", registry: Mapping[str, str] | 
         raise ImportTargetError(f"{what} {target!r}: cannot import {path} ({exc})") from exc
 
 
+class BrokenComponent(UserError):
+    """Code of this project that cannot be used: a module of ``afm`` that does not import, or
+    lacks a name a registry says it has. Never an optional component: a bug to fix."""
+
+
 def probe(module: str, *attrs: str) -> str | None:
-    """None when ``module`` imports and has ``attrs``; else a one-line reason why not."""
+    """None when ``module`` imports and has ``attrs``; else a one-line reason why not, when
+    the reason is a third-party library this installation lacks (an extra not installed).
+
+    Anything else is :class:`BrokenComponent`: a module of this project is never "not
+    installed" (the editable install and the wheel hold every one), so a missing ``afm``
+    module, a renamed attribute or an import that raises is an error, not an absent option
+    (a renamed filter config must fail the run, not let its documents pass unfiltered)."""
     try:
         mod = importlib.import_module(module)
     except ModuleNotFoundError as exc:
-        if exc.name and (module == exc.name or module.startswith(exc.name + ".")):
-            return f"module {module} is not installed"
-        return f"module {module} needs {exc.name!r}, which is not installed"
-    except Exception as exc:  # noqa: BLE001 - a broken optional module is reported, not fatal
-        return f"module {module} fails to import: {type(exc).__name__}: {exc}"
-    missing = [a for a in attrs if not hasattr(mod, a)]
-    if missing:
-        return f"module {module} has no {', '.join(missing)}"
+        missing = exc.name or ""
+        if missing and missing.split(".")[0] != "afm":
+            return f"module {module} needs {missing!r}, which is not installed"
+        raise BrokenComponent(f"module {module} cannot be imported: {exc}") from exc
+    except Exception as exc:
+        raise BrokenComponent(f"module {module} fails to import: {type(exc).__name__}: {exc}") from exc
+    missing_attrs = [a for a in attrs if not hasattr(mod, a)]
+    if missing_attrs:
+        raise BrokenComponent(f"module {module} has no {', '.join(missing_attrs)}")
     return None
 
 
-__all__ = ["ImportTargetError", "probe", "resolve", "split_target"]
+__all__ = ["BrokenComponent", "ImportTargetError", "probe", "resolve", "split_target"]

@@ -157,6 +157,11 @@ def run_eval(spec: EvalSpec, lm: Any = None) -> dict[str, Any]:
     }
     timing["total_s"] = time.perf_counter() - started
     results["timing"] = timing
+    from afm import executables
+
+    # How the engine's programs were obtained this process: compiled, loaded from the store
+    # of compiled programs, stored; a warm start compiles none.
+    results["programs"] = dict(executables.COUNTS)
     results["notes"].update(ctx.notes)
     if getattr(lm, "clamped_generation", False):
         results["notes"]["generation"] = (f"some tasks ask for more new tokens than the model's "

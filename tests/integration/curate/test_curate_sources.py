@@ -6,9 +6,6 @@ import json
 from pathlib import Path
 
 import pyarrow.parquet as pq
-import pytest
-
-from afm.imports import probe as probe_module
 
 LOCAL = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
 MIT = ("MIT License\n\nCopyright (c) 2024 Example\n\nPermission is hereby granted, free of "
@@ -38,8 +35,6 @@ def _ids(files: list[dict]) -> list[dict]:
 
 
 def test_code_source(tmp_path: Path) -> None:
-    if probe_module("afm.filters.code", "CodeFilter", "iter_repo_files"):
-        pytest.skip("afm.filters.code is not installed")
     from afm.pipelines.curate.pipeline import run_curate
 
     repos = tmp_path / "repos"
@@ -64,8 +59,6 @@ def test_code_source(tmp_path: Path) -> None:
 
 
 def test_math_source(tmp_path: Path) -> None:
-    if probe_module("afm.filters.math", "MathFilter"):
-        pytest.skip("afm.filters.math is not installed")
     from afm.pipelines.curate.pipeline import run_curate
 
     docs = [
@@ -118,8 +111,6 @@ def test_dry_run_dataflow(tmp_path: Path) -> None:
 
 def test_quality_top_fraction(tmp_path: Path) -> None:
     """``quality_model.params.top_fraction``: a corpus-wide cut keeps the best-scored half."""
-    if probe_module("afm.filters.quality_model", "QualityScoreCut"):
-        pytest.skip("afm.filters.quality_model is not installed")
     from afm.pipelines.curate.pipeline import run_curate
 
     texts = [

@@ -99,3 +99,49 @@ def test_a_program_stored_from_a_warm_jax_cache_runs_in_the_next_process(tmp_pat
     assert [r.returncode for r in runs] == [0, 0, 0], runs[-1].stderr[-500:]
     assert len({r.stdout for r in runs}) == 1
     assert len(list((tmp_path / "executables").glob("*.bin"))) == 1
+
+
+_IN_ONE_PROCESS = """
+import sys
+from pathlib import Path
+import jax, jax.numpy as jnp
+root = Path(sys.argv[1])
+jax.config.update("jax_compilation_cache_dir", str(root / "jax"))
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+from afm import executables
+
+@jax.jit
+def warmup(x):  # something compiled first with JAX's cache on (a model trained, say)
+    return jnp.cumsum(x) * 3
+
+@jax.jit
+def program(x):  # a fusion with its own kernel (iota, convert, compare)
+    return jnp.where(jnp.arange(x.shape[0]) % 3 == 0, x.astype(jnp.float32) * 2, -x) + 1
+
+x = jnp.arange(12, dtype=jnp.int32)
+if sys.argv[2] == "plain":  # the program compiled through JAX alone: now in its persistent cache
+    print(list(map(float, program.lower(x).compile()(x))))
+    sys.exit()
+if sys.argv[2] == "store":  # this process compiles first with JAX's cache on: the program comes from it
+    warmup(x).block_until_ready()
+    program.lower(x).compile()
+print(list(map(float, executables.call(program, {}, x, packages=("afm.model",)))))
+"""
+
+
+def test_a_process_that_compiled_with_the_jax_cache_on_stores_runnable_programs(tmp_path) -> None:
+    """JAX decides once per process whether it reads its persistent cache, so once anything
+    was compiled (a model trained in the same process, as a notebook does) switching the
+    cache off for one compile does nothing: the store then wrote a cache-loaded XLA:CPU
+    executable, which fails when loaded ("Function iota_convert_fusion not found"). A program
+    to be stored is compiled afresh whatever the process compiled before."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    runs = [subprocess.run([sys.executable, "-c", _IN_ONE_PROCESS, str(tmp_path), mode], capture_output=True,
+                           text=True, timeout=120, env=env) for mode in ("plain", "store", "load")]
+    assert [r.returncode for r in runs] == [0, 0, 0], runs[-1].stderr[-1500:]
+    assert len({r.stdout for r in runs}) == 1
