@@ -71,7 +71,6 @@ def test_only_a_missing_third_party_library_makes_a_stage_unavailable(monkeypatc
     """A stage whose extra is not installed is unavailable (reported, documents pass); a stage
     of this project that cannot be built is a failure: a missing afm module, a renamed config
     class or a module that raises on import never turns into a skipped filter."""
-    import sys
 
     from afm.pipelines.curate import stages as registry
 
