@@ -82,7 +82,6 @@ def _expected(site: LocalSites) -> set[str]:
     return {site.url(h, p) for h in HOSTS for p in ["/", *[f"/p{i}" for i in range(PAGES)]]}
 
 
-@pytest.mark.slow
 def test_kill_9_then_restart_fetches_every_page_exactly_once(tmp_path):
     with LocalSites(_site(delay=0.15)) as site:
         config = _write_config(tmp_path, site)
@@ -111,7 +110,6 @@ def test_kill_9_then_restart_fetches_every_page_exactly_once(tmp_path):
         assert not (refetched & before_kill)
 
 
-@pytest.mark.slow
 def test_sigterm_stops_cleanly_and_inbox_seeds_are_taken(tmp_path):
     with LocalSites(_site(delay=0.15)) as site:
         config = _write_config(tmp_path, site, seeds=[site.url("h1", "/p25")], idle_exit_seconds=0)

@@ -23,30 +23,39 @@ def redis_url(tmp_path):
     binary = shutil.which("redis-server")
     if binary is None:
         pytest.skip("redis-server is not installed (Debian: apt-get install -y redis-server)")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-         "--dir", str(tmp_path)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
+    proc, port = _start_redis(binary, tmp_path)
     try:
-        import redis
-
-        client = redis.Redis(host="127.0.0.1", port=port)
-        for _ in range(100):
-            try:
-                client.ping()
-                break
-            except redis.ConnectionError:
-                time.sleep(0.05)
-        else:
-            pytest.fail("redis-server did not start")
         yield f"redis://127.0.0.1:{port}/0"
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def _start_redis(binary: str, folder) -> tuple[subprocess.Popen, int]:
+    """A redis-server of our own, serving before its port is used: a free port can be taken
+    between choosing it and the server binding it, so the server is asked for its own pid
+    on that port, and another port is tried when it did not start."""
+    import redis
+
+    for _ in range(5):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        proc = subprocess.Popen(
+            [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+             "--dir", str(folder)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        client = redis.Redis(host="127.0.0.1", port=port)
+        for _ in range(200):
+            if proc.poll() is not None:
+                break  # could not bind: the port was taken meanwhile
+            try:
+                if client.info("server")["process_id"] == proc.pid:
+                    return proc, port
+            except redis.ConnectionError:
+                time.sleep(0.05)
+        proc.kill()
+        proc.wait(10)
+    pytest.fail("redis-server did not start on a free port")
 
 
 def _site() -> dict:
@@ -80,7 +89,6 @@ def _daemon(tmp_path, n: int, site: LocalSites, redis_url: str, **extra) -> subp
     return subprocess.Popen(cmd, stdout=open(tmp_path / f"log{n}.txt", "ab"), stderr=subprocess.STDOUT)
 
 
-@pytest.mark.slow
 def test_two_daemons_share_one_frontier(tmp_path, redis_url):
     with LocalSites(_site()) as site:
         procs = [_daemon(tmp_path, n, site, redis_url) for n in range(2)]
@@ -103,7 +111,6 @@ def test_two_daemons_share_one_frontier(tmp_path, redis_url):
     assert len(stored) == len(HOSTS) * (PAGES + 1)
 
 
-@pytest.mark.slow
 def test_kill_9_of_one_daemon_loses_nothing(tmp_path, redis_url):
     """Requests a killed daemon had taken (or whose records it lost) go back to the queue."""
     with LocalSites(_site()) as site:

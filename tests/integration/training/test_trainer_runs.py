@@ -123,7 +123,6 @@ def test_three_tiny_stages_chain_and_loss_falls(tmp_path, token_shards):
     assert ctx["steps"] == 2 and ctx["final_loss"] < core["first_loss"]
 
 
-@pytest.mark.slow
 def test_nan_guard_names_last_good_checkpoint(tmp_path, token_shards):
     with pytest.raises(TrainingDiverged, match=r"last good checkpoint: .*checkpoints/2"):
         train("tiny-core", tmp_path / "nan", steps=2, data=token_shards, quiet=True)
@@ -131,7 +130,6 @@ def test_nan_guard_names_last_good_checkpoint(tmp_path, token_shards):
               overrides=["optimizer.learning_rate=1.0e+38", "log_every=1"])
 
 
-@pytest.mark.slow
 def test_skipped_steps_leave_params_and_stop_after_too_many(tmp_path, token_shards):
     """Every gradient above drop_norm: no step changes the parameters, and the run stops
     once more than max_consecutive steps in a row were skipped."""

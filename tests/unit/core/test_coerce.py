@@ -90,9 +90,13 @@ def test_bad_timestamps_are_cleared(value: object) -> None:
 
 
 def test_timestamps_accepted() -> None:
+    """A naive timestamp is read as UTC (what crawlers and Common Crawl write), an aware one
+    converted to UTC, a number as seconds since the epoch."""
     naive = dt.datetime(2024, 1, 1, 12)
-    assert _doc({"text": "t", "fetched_at": naive})[0]["fetched_at"].tzinfo is not None
-    assert _doc({"text": "t", "fetched_at": 0})[0]["fetched_at"].year == 1970
+    assert _doc({"text": "t", "fetched_at": naive})[0]["fetched_at"] == dt.datetime(2024, 1, 1, 12, tzinfo=dt.UTC)
+    paris = dt.datetime(2024, 1, 1, 13, tzinfo=dt.timezone(dt.timedelta(hours=1)))
+    assert _doc({"text": "t", "fetched_at": paris})[0]["fetched_at"] == dt.datetime(2024, 1, 1, 12, tzinfo=dt.UTC)
+    assert _doc({"text": "t", "fetched_at": 0})[0]["fetched_at"] == dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
 def test_pages_for_extraction() -> None:

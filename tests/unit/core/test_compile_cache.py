@@ -13,6 +13,9 @@ from afm.errors import UserError
 
 @pytest.fixture
 def env(monkeypatch, tmp_path):
+    """``configure`` writes JAX's variables into ``os.environ`` itself: the whole environment
+    is restored afterwards, so nothing leaks into later tests."""
+    saved = dict(os.environ)
     for name in ("AFM_COMPILE_CACHE", "AFM_COMPILE_CACHE_MIN_SECS", "JAX_COMPILATION_CACHE_DIR",
                  "JAX_ENABLE_COMPILATION_CACHE", "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"):
         monkeypatch.delenv(name, raising=False)
@@ -20,7 +23,9 @@ def env(monkeypatch, tmp_path):
     monkeypatch.setattr("afm.compile_cache._jax_dir_already_set",
                         lambda: os.environ.get("JAX_COMPILATION_CACHE_DIR"))
     monkeypatch.setattr("afm.compile_cache._apply_to_jax", lambda *a: None)  # leave the tests' cache
-    return monkeypatch
+    yield monkeypatch
+    os.environ.clear()
+    os.environ.update(saved)
 
 
 def test_default_is_the_user_cache_dir(env, tmp_path: Path) -> None:
