@@ -35,6 +35,17 @@ def test_coordinate_descent_matches_colt5(seed):
     np.testing.assert_allclose(ours, ref, atol=2e-5, rtol=1e-4)
 
 
+def test_the_fast_tiers_stored_values_are_colt5s_today():
+    """``tests/unit/training/test_soft_topk.py`` keeps colt5-attention's output as numbers;
+    recomputed here with the library itself, so a stored value can never drift from it."""
+    torch = pytest.importorskip("torch")
+    coor_descent = pytest.importorskip("colt5_attention.coor_descent").coor_descent
+    from tests.unit.training.test_soft_topk import COLT5_K3_EPS05, S
+
+    live = coor_descent(torch.tensor(S), n_iters=20, k=3, eps=0.5, eps_init=4.0, eps_decay=0.7).numpy()
+    np.testing.assert_allclose(live, COLT5_K3_EPS05, atol=1e-6, rtol=0)
+
+
 @pytest.mark.parametrize("seed", range(8))
 def test_exact_solver_matches_scipy(seed):
     optimize = pytest.importorskip("scipy.optimize")
