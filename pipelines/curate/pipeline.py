@@ -395,6 +395,7 @@ def run_curate(
         console.print(f"[yellow]warning: {warning}")
     manifest = execute_curate(plan, out, options)
     if not quiet:
+        cost = manifest.get("optout_cost") or {}
         print_summary(command, {
             "runner": plan.runner,
             "inputs": len(plan.inputs),
@@ -402,6 +403,9 @@ def run_curate(
             "kept": manifest["totals"]["kept"],
             "rejected": manifest["totals"]["rejected"],
             "not documents (e.g. WARC requests)": sum(manifest["not_documents"].values()),
+            **({"opted out (pages / hosts / share of words)":
+                f"{cost['pages']:,} / {cost['hosts']:,} / {100 * cost['share_of_words']:.2f}%"}
+               if cost else {}),
             "decontamination": manifest["decontamination"],
             "document shards": len(manifest["outputs"]["documents"]),
             "seconds": manifest["elapsed_s"],

@@ -43,8 +43,9 @@ Examples:
   afm crawl --seeds https://example.com/ --out crawl/ --user-agent afmbot
   afm crawl --seeds http://127.0.0.1:8000/ --out crawl/ --allow-private  # local test site
   afm crawl --config crawl.yaml --set fallback_agent=Googlebot
-  afm crawl --seeds seeds.txt --out crawl/ --set training_agent=mybot-extended  # training token
-  afm crawl --seeds seeds.txt --out crawl/ --set tdmrep=false --set 'optout_directives=[]'
+  afm crawl --seeds seeds.txt --out crawl/ --set 'training_agents=[preset:ai-training]'  # any AI crawler's rules
+  afm crawl --seeds seeds.txt --out crawl/ --set 'training_agents=[mybot-extended]'  # one more token
+  afm crawl --seeds seeds.txt --out crawl/ --set tdmrep=false --set 'directives=[]'
 """,
 )
 @click.option("--seeds", multiple=True, help="Seed URL or file of URLs (repeatable; also positional).")
@@ -69,8 +70,9 @@ def crawl_command(
 ) -> None:
     """One-shot crawl: fetch politely from the seeds, write WARC + a Parquet index.
 
-    Each page's training use (robots.txt for the training token, noai, TDMRep) is
-    recorded with its evidence; every robots.txt / tdmrep.json is kept in OUT/robotstxt/.
+    Each page's training use (noai, TDMRep, robots.txt for every training token, Content
+    Signals, Content-Usage) is recorded with its evidence; every robots.txt /
+    tdmrep.json is kept in OUT/robotstxt/.
 
     Re-running with the same --out resumes: pages whose records were lost with an
     unfinished WARC file are fetched again, finished ones are not.
