@@ -19,7 +19,7 @@ Labels of the earlier drafts are read because publishers deployed them while the
 current; a statement in the latest vocabulary is unaffected by them.
 
 **Cloudflare Content Signals** (``Content-Signal``): ``key=value`` pairs separated by
-commas, values ``yes`` / ``no``; ``ai-train`` is training (contentsignals.org, CC0,
+commas, values ``yes`` / ``no`` (``y`` / ``n`` read alike); ``ai-train`` is training (contentsignals.org, CC0,
 2025-09-24; Cloudflare's managed robots.txt writes ``Content-signal: search=yes,
 ai-train=no`` in its ``User-Agent: *`` group). Cloudflare also sends it as an HTTP
 response field. Keys and values are read without case, spaces allowed; a key given twice
@@ -99,6 +99,7 @@ def signal_statement(value: str) -> dict[str, str]:
     for member in value.replace(";", ",").split(","):
         key, sep, val = member.partition("=")
         key, val = key.strip(" \t\"'").lower(), val.strip(" \t\"'").lower()
+        val = {"y": "yes", "n": "no"}.get(val, val)  # the aipref spelling, read alike
         if not sep or not key or val not in ("yes", "no"):
             continue
         out[key] = "no" if "no" in (val, out.get(key)) else val

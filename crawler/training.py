@@ -24,10 +24,11 @@ A page is opted out when any of these says so (each can be switched off):
    a set (``training_agents``; afm's own ``afmbot-extended`` always in it, the preset
    ``preset:ai-training`` adds GPTBot, CCBot, Google-Extended, ... :mod:`afm.crawler.agents`):
    every token the file names decides with its own group, and any one that disallows
-   opts the URL out (the evidence names it). When the file names none of them, the
-   crawl token's decision stands (with its fallback token and ``fallback_first``), as
-   Applebot-Extended falls back to Applebot's rules, so a site that later disallows our
-   crawler entirely is opted out too;
+   opts the URL out (the evidence names it). When the file does not name our own
+   training token, the crawl token's decision stands for it (with its fallback token and
+   ``fallback_first``), as Applebot-Extended falls back to Applebot's rules, so a site
+   that later disallows our crawler entirely is opted out too; adding tokens only ever
+   adds opt-outs;
 4. **Content Signals** (``content_signals``) - ``Content-Signal: ai-train=no`` in the
    robots.txt group of the crawl token or of a training token (Cloudflare writes it in
    ``User-agent: *``; a token's own group that states no ``ai-train`` takes it from the
@@ -129,6 +130,14 @@ class TrainingPolicy:
     directives: tuple[str, ...] = ("noai",)
     content_signals: bool = True
     content_usage: bool = True
+    training_agent: str | None = None  # the earlier single-token form: added to the set
+
+    def __post_init__(self) -> None:
+        agents = tuple(self.training_agents)
+        if self.training_agent and self.training_agent.lower() not in {a.lower() for a in agents}:
+            agents += (self.training_agent,)
+        object.__setattr__(self, "training_agents", agents)
+        object.__setattr__(self, "training_agent", None)
 
     @property
     def agents(self) -> tuple[str, ...]:
@@ -174,13 +183,15 @@ class TrainingPolicy:
         return out
 
     # ---- robots.txt --------------------------------------------------------------------------
-    def _readers(self) -> list[tuple[str, str | None, bool]]:
+    def _readers(self, robots: Any) -> list[tuple[str, str | None, bool]]:
         """``(token, fallback, fallback_first)`` for every token whose robots.txt group
-        is read for usage preferences: the crawl token (with its fallback), then each
-        training token (its own group or ``*``)."""
+        is read for usage preferences: the crawl token (with its fallback), afm's own
+        training token, and each other training token the file names (one it does not
+        name would read the ``*`` group, which the crawl token reads already)."""
         out = [(self.crawl_agent, self.fallback_agent, self.fallback_first)] if self.crawl_agent else []
         return out + [(t, None, False) for t in self.training_agents
-                      if t.lower() != self.crawl_agent.lower()]
+                      if t.lower() != self.crawl_agent.lower()
+                      and (t.lower() == OWN_TRAINING_TOKEN or robots.names(t))]
 
     def robots_evidence(self, url: str, rules: RobotsRules | None,
                         robots_file: FileContext | None) -> list[dict]:
@@ -188,11 +199,14 @@ class TrainingPolicy:
             return []
         named = [t for t in self.training_agents
                  if rules.robots is not None and rules.robots.names(t)]
-        if named:
-            verdicts = [(t, rules.decide(url, t)) for t in named]
-        else:
-            verdicts = [(self.crawl_agent, rules.decide(url, self.crawl_agent, self.fallback_agent,
-                                                        self.fallback_first))]
+        verdicts = [(t, rules.decide(url, t)) for t in named]
+        own = [t for t in self.training_agents
+               if t.lower() in (OWN_TRAINING_TOKEN, f"{self.crawl_agent}-extended".lower())]
+        if not any(t in named for t in (own or self.training_agents)):
+            # Our training token is not named: the crawl token's decision stands for it
+            # (Applebot-Extended follows Applebot). Other tokens count only where named.
+            verdicts.append((self.crawl_agent, rules.decide(
+                url, self.crawl_agent, self.fallback_agent, self.fallback_first)))
         by_rule: dict[Any, dict[str, Any]] = {}
         for agent, verdict in verdicts:
             if verdict.allowed:
@@ -218,7 +232,7 @@ class TrainingPolicy:
             return []
         robots = rules.robots
         found: dict[tuple[str, int], dict[str, Any]] = {}
-        for agent, fallback, first in self._readers():
+        for agent, fallback, first in self._readers(robots):
             groups = robots.groups_for(agent, fallback, first)
             for kind, on in ((CONTENT_SIGNAL, self.content_signals),
                              (CONTENT_USAGE, self.content_usage)):

@@ -350,3 +350,16 @@ def test_policy_fields_are_one_configuration():
     assert shared <= set(CrawlConfig.__dataclass_fields__)
     assert shared <= set(OptoutConfig.__dataclass_fields__)
     assert isinstance(POLICY, TrainingPolicy)
+
+
+def test_more_training_tokens_only_ever_add_opt_outs():
+    """A file that names CCBot (allowed) but disallows everyone else: afm's own token is
+    not named, so the crawl token's decision (the * group) stands with or without the
+    preset; and a group naming afm's own token still decides for it."""
+    rules = rules_from_fetch(200, b"User-agent: CCBot\nAllow: /\n\nUser-agent: *\nDisallow: /\n")
+    preset = ConsentSettings(training_agents=["preset:ai-training"]).training_policy("afmbot")
+    assert POLICY.decide("https://a.example/x", robots=rules).optout
+    assert preset.decide("https://a.example/x", robots=rules).optout
+    welcome = rules_from_fetch(200, b"User-agent: afmbot\nDisallow: /\n\n"
+                                    b"User-agent: afmbot-extended\nAllow: /\n")
+    assert not preset.decide("https://a.example/x", robots=welcome).optout
