@@ -31,6 +31,7 @@ combine as vocab-07 section 5.1 says: any disallow wins, then any allow, else un
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -83,6 +84,7 @@ def aipref_statement(value: str | bytes) -> dict[str, str]:
     return out
 
 
+@functools.lru_cache(maxsize=4096)
 def aipref_training(value: str | bytes) -> Preference:
     """What a Content-Usage statement says about training (see the module docstring)."""
     statement = aipref_statement(value)
@@ -106,6 +108,7 @@ def signal_statement(value: str) -> dict[str, str]:
     return out
 
 
+@functools.lru_cache(maxsize=4096)
 def signal_training(value: str) -> Preference:
     """What a Content-Signal value says about training (``ai-train``)."""
     statement = signal_statement(value)

@@ -21,6 +21,7 @@ Three layers:
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 from dataclasses import dataclass, field
@@ -70,6 +71,7 @@ def escape_pattern(pattern: str) -> str:
     return _PCT.sub(lambda m: "%" + m.group(1).upper(), "".join(out))
 
 
+@functools.lru_cache(maxsize=4096)
 def path_of(url: str) -> str:
     """Path, params and query of ``url`` as given (no re-encoding), ``/`` if empty.
 
@@ -278,8 +280,10 @@ class RobotsTxt:
 
     def names(self, agent: str) -> bool:
         """Whether a group names ``agent`` itself (not through ``*`` or a fallback)."""
-        token = agent.lower()
-        return any(token in g.agents for g in self.groups)
+        named = self.__dict__.get("_named")
+        if named is None:  # the file is not changed once parsed: one set, made once
+            named = self.__dict__["_named"] = frozenset(a for g in self.groups for a in g.agents)
+        return agent.lower() in named
 
     def decide(
         self, url: str, agent: str, fallback: str | None = None, fallback_first: bool = False
