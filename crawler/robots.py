@@ -190,6 +190,9 @@ class RobotsTxt:
     groups: list[Group] = field(default_factory=list)
     sitemaps: list[str] = field(default_factory=list)
     truncated: bool = False
+    # Content-Usage / Content-Signal lines before any user-agent line: in no group, so
+    # read as said to every crawler (a publisher who wrote one meant it).
+    site_usage: list[UsageRule] = field(default_factory=list)
 
     # ---- parsing -------------------------------------------------------------------
     @classmethod
@@ -228,6 +231,8 @@ class RobotsTxt:
                 _add_rule(current, key in _ALLOW_KEYS, value, lineno)
             elif key in _USAGE_KEYS:
                 if current is None:
+                    site = Group(usage=robots.site_usage)
+                    _add_usage(site, _USAGE_KEYS[key], value, lineno)
                     continue
                 # draft-ietf-aipref-attach-05 3: a rule of the group (it ends the run of
                 # user-agent lines as Allow/Disallow do); Content-Signal is read alike.
@@ -338,6 +343,10 @@ class RobotsTxt:
 
     def global_groups(self) -> list[Group]:
         return [g for g in self.groups if g.is_global]
+
+    def site_groups(self) -> list[Group]:
+        """The usage lines outside every group, as one group (empty when none)."""
+        return [Group(is_global=True, usage=self.site_usage)] if self.site_usage else []
 
 
 @dataclass(frozen=True)

@@ -260,16 +260,19 @@ class TrainingPolicy:
                ) -> tuple[Preference, list[UsageRule]]:
         """The training preference of ``kind`` rules for ``url`` in ``groups`` and the
         rules that said so. A Content-Signal left unstated by a token's own groups is
-        taken from the ``*`` group (stated to every visitor)."""
-        rules = robots.usage_rules(url, kind, groups)
-        prefs = [(training(kind, r.statement), r) for r in rules]
-        pref = combine(p for p, _ in prefs)
-        if (kind == CONTENT_SIGNAL and pref.value == "unknown" and groups
-                and not any(g.is_global for g in groups)):
-            rules = robots.usage_rules(url, kind, robots.global_groups())
+        taken from the ``*`` group (stated to every visitor); a statement still unknown is
+        taken from lines written before any group (said to every crawler)."""
+        tiers = [groups]
+        if kind == CONTENT_SIGNAL and groups and not any(g.is_global for g in groups):
+            tiers.append(robots.global_groups())
+        tiers.append(robots.site_groups())
+        for tier in tiers:
+            rules = robots.usage_rules(url, kind, tier)
             prefs = [(training(kind, r.statement), r) for r in rules]
             pref = combine(p for p, _ in prefs)
-        return pref, [r for p, r in prefs if p.value == pref.value]
+            if pref.value != "unknown":
+                return pref, [r for p, r in prefs if p.value == pref.value]
+        return Preference(), []
 
     # ---- the decision ----------------------------------------------------------------------
     def decide(self, url: str, *, signals: PageSignals | None = None, fetched_at: Any = None,

@@ -363,3 +363,15 @@ def test_more_training_tokens_only_ever_add_opt_outs():
     welcome = rules_from_fetch(200, b"User-agent: afmbot\nDisallow: /\n\n"
                                     b"User-agent: afmbot-extended\nAllow: /\n")
     assert not preset.decide("https://a.example/x", robots=welcome).optout
+
+
+def test_usage_lines_outside_every_group_are_said_to_every_crawler():
+    """RFC 9309 2.2 puts rules in groups; a Content-Signal / Content-Usage line before any
+    user-agent line is in none, but its author meant it: it applies unless a group says
+    otherwise for the token."""
+    for line in (b"Content-Signal: ai-train=no\n", b"Content-Usage: train-ai=n\n"):
+        rules = rules_from_fetch(200, line + b"User-agent: *\nAllow: /\n")
+        assert POLICY.decide("https://a.example/x", robots=rules).optout, line
+    rules = rules_from_fetch(200, b"Content-Usage: train-ai=n\nUser-agent: *\n"
+                                  b"Content-Usage: train-ai=y\n")
+    assert not POLICY.decide("https://a.example/x", robots=rules).optout
