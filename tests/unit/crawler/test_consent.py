@@ -375,3 +375,21 @@ def test_usage_lines_outside_every_group_are_said_to_every_crawler():
     rules = rules_from_fetch(200, b"Content-Usage: train-ai=n\nUser-agent: *\n"
                                   b"Content-Usage: train-ai=y\n")
     assert not POLICY.decide("https://a.example/x", robots=rules).optout
+
+
+def test_robots_check_decides_training_use_as_the_crawler_does(tmp_path):
+    from afm.app.commands.crawler.crawl import robots_group
+    from click.testing import CliRunner
+
+    robots = tmp_path / "robots.txt"
+    robots.write_bytes(CLOUDFLARE_MANAGED)
+    result = CliRunner().invoke(robots_group, ["check", "--robots", str(robots), "--agent", "afmbot",
+                                               "--training", "preset:ai-training",
+                                               "https://a.example/x"])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0] == "allowed https://a.example/x"
+    assert lines[1].startswith("training optout https://a.example/x") and "GPTBot" in lines[1]
+    bad = CliRunner().invoke(robots_group, ["check", "--robots", str(robots), "--agent", "afmbot",
+                                            "--training", "GPT Bot", "https://a.example/x"])
+    assert bad.exit_code != 0 and "Traceback" not in bad.output
