@@ -33,9 +33,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from afm.headers import Headers
 from afm.schema import DOCUMENT_FIELDS, SOURCES, document_id
 
 STRING_FIELDS = ("title", "language", "dup_cluster")
+# Crawl-page fields kept as they are (afm.readers.warc.PAGE_FIELDS): the crawler's stored
+# training-use decision, which the optout stage reads.
+PAGE_EXTRA_FIELDS = ("training_use", "training_evidence", "warc_truncated")
 FLOAT_FIELDS = ("language_score", "quality_score", "safety_score")
 FLOAT32_MAX = 3.4028234663852886e38
 _INT32 = 2**31 - 1
@@ -278,17 +282,18 @@ def _page(rec: dict[str, Any]) -> Outcome:
         status = int(status)
     # Anything else stays as it is: the extractor drops it as ``http_status`` and names
     # the value, which says more than a reader's guess would.
+    # Every field line is kept (a repeated X-Robots-Tag is two lines; a dict value may be
+    # a list of lines): afm.headers.Headers, the one representation readers share.
     headers = rec.get("headers")
-    if isinstance(headers, list):
-        try:
-            headers = {str(k): str(v) for k, v in headers}
-        except (TypeError, ValueError):
-            headers = None
-    if isinstance(headers, dict):
-        headers = {str(k): str(v) for k, v in headers.items()}
-    elif headers is not None:
+    if headers is not None and not isinstance(headers, (list, tuple, dict)):
         notes.append("headers:cleared")
         headers = None
-    page = {"url": url, "status": status, "headers": headers or {}, "body": body,
+    pairs = Headers.of(headers).pairs()
+    if headers and not pairs:
+        notes.append("headers:cleared")
+    page = {"url": url, "status": status, "headers": pairs, "body": body,
             "fetched_at": _timestamp(rec.get("fetched_at"), "fetched_at", notes)}
+    for key in PAGE_EXTRA_FIELDS:  # the crawler's stored training-use decision
+        if isinstance(rec.get(key), str) and rec[key]:
+            page[key] = rec[key]
     return Outcome("page", page, notes)

@@ -7,10 +7,8 @@ settings by :func:`scrapy_settings` so every knob has one name and one default.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from afm.crawler.training import TrainingPolicy
+from afm.crawler.training import ConsentSettings, TrainingPolicy
 
 DEFAULT_CONTENT_TYPES = [
     "text/html",
@@ -22,15 +20,18 @@ DEFAULT_CONTENT_TYPES = [
 
 
 @dataclass
-class CrawlConfig:
+class CrawlConfig(ConsentSettings):
+    """Every crawl setting. The training-use settings (``training_agents``,
+    ``fallback_agent``, ``fallback_first``, ``tdmrep``, ``directives``,
+    ``content_signals``, ``content_usage``, ...) are :class:`ConsentSettings`, the same
+    fields curate's ``optout`` stage has, so both decide with one policy."""
+
     seeds: list[str] = field(default_factory=list)  # URLs, or files with one URL a line
     out_dir: str = "crawl"
     max_pages: int = 1000  # pages scheduled in total (per daemon with Redis)
     per_host_budget: int = 10_000  # pages scheduled per host
     max_depth: int = 20  # link hops from a seed
-    user_agent: str = "afmbot"  # our robots.txt product token
-    fallback_agent: str | None = None  # obeyed when neither our token nor * is named
-    fallback_first: bool = False  # fallback group before the * group (Applebot's own order)
+    user_agent: str = "afmbot"  # our robots.txt product token (the crawl token)
     user_agent_header: str = ""  # full User-Agent header; default "<token>/0.1 (+afm)"
     allow_private: bool = False  # allow loopback/private/link-local/metadata addresses
     follow_links: bool = True
@@ -44,11 +45,10 @@ class CrawlConfig:
     autothrottle_max_delay: float = 30.0
     robots_cache_seconds: float = 24 * 3600
     robots_retry_seconds: float = 600.0
-    # training use (afm.crawler.training): decided and recorded per page; `afm curate`'s
-    # optout stage applies it again with the newest robots.txt / tdmrep.json snapshots
-    training_agent: str = "afmbot-extended"  # robots.txt token deciding training use ("" = the crawl token's)
-    tdmrep: bool = True  # fetch /.well-known/tdmrep.json per host; read tdm-reservation headers and meta
-    optout_directives: list[str] = field(default_factory=lambda: ["noai"])  # X-Robots-Tag / meta robots values
+    # training use (afm.crawler.training, ConsentSettings): decided and recorded per page;
+    # `afm curate`'s optout stage applies it again with the newest snapshots. With
+    # `tdmrep` the crawler also fetches /.well-known/tdmrep.json once per host.
+    optout_directives: list[str] | None = None  # earlier name of `directives` (wins when set)
     snapshots: bool = True  # keep every robots.txt / tdmrep.json response in <out>/robotstxt/
     # safety
     max_response_bytes: int = 10 * 1024 * 1024
@@ -78,13 +78,13 @@ class CrawlConfig:
     def header_user_agent(self) -> str:
         return self.user_agent_header or f"{self.user_agent}/0.1 (+https://example.invalid/afm)"
 
-    def training_policy(self) -> TrainingPolicy:
-        """The training-use policy of this crawl (the crawl token plus the training token)."""
-        from afm.crawler.training import TrainingPolicy
+    def __post_init__(self) -> None:
+        if self.optout_directives is not None:
+            self.directives = list(self.optout_directives)
 
-        return TrainingPolicy(crawl_agent=self.user_agent, training_agent=self.training_agent,
-                              fallback_agent=self.fallback_agent, fallback_first=self.fallback_first,
-                              tdmrep=self.tdmrep, directives=tuple(self.optout_directives))
+    def training_policy(self, crawl_agent: str | None = None) -> TrainingPolicy:
+        """The training-use policy of this crawl (the crawl token plus the training tokens)."""
+        return super().training_policy(crawl_agent or self.user_agent)
 
 
 def scrapy_settings(cfg: CrawlConfig) -> dict:

@@ -9,7 +9,10 @@ meaning its directory, ``*`` followed by text still being the global group).
 
 Three layers:
 
-* :class:`RobotsTxt` - one parsed file: groups, rules, ``Crawl-delay``, ``Sitemap``.
+* :class:`RobotsTxt` - one parsed file: groups, rules, ``Crawl-delay``, ``Sitemap``, and
+  the usage-preference rules of a group (``Content-Usage``, draft-ietf-aipref-attach-05
+  section 3; ``Content-Signal``, Cloudflare's Content Signals), which say how a crawlable
+  path may be *used* (:mod:`afm.crawler.preferences` reads their values).
 * :class:`RobotsRules` - what a fetch of ``/robots.txt`` means for a host: the parsed
   file, "allow all" (4xx) or "disallow all" (5xx, unreachable), with its expiry.
 * :func:`rules_from_fetch` - the RFC's status-code table, used by the crawler's
@@ -18,9 +21,12 @@ Three layers:
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 from dataclasses import dataclass, field
+
+from afm.crawler.preferences import split_rule
 
 #: RFC 9309 2.5: crawlers MUST parse at least 500 KiB; we parse exactly that much.
 MAX_ROBOTS_BYTES = 500 * 1024
@@ -36,6 +42,7 @@ _ALLOW_KEYS = {"allow"}
 _DISALLOW_KEYS = {"disallow", "dissallow", "dissalow", "disalow", "diasllow", "disallaw"}
 _SITEMAP_KEYS = {"sitemap", "site-map"}
 _DELAY_KEYS = {"crawl-delay", "crawldelay", "crawl delay"}
+_USAGE_KEYS = {"content-usage": "content-usage", "content-signal": "content-signal"}
 _PRODUCT_TOKEN = re.compile(r"[A-Za-z_-]*")
 _VALID_AGENT = re.compile(r"^[A-Za-z_-]+$")
 _LINE_SPLIT = re.compile(r"\r\n|\r|\n")
@@ -64,6 +71,7 @@ def escape_pattern(pattern: str) -> str:
     return _PCT.sub(lambda m: "%" + m.group(1).upper(), "".join(out))
 
 
+@functools.lru_cache(maxsize=4096)
 def path_of(url: str) -> str:
     """Path, params and query of ``url`` as given (no re-encoding), ``/`` if empty.
 
@@ -139,6 +147,32 @@ class Rule:
 
 
 @dataclass
+class UsageRule:
+    """A ``Content-Usage`` / ``Content-Signal`` line of a group: an optional path (matched
+    like Allow/Disallow paths, longest first; none matches every path with the lowest
+    priority) and the statement of preference, kept as written."""
+
+    kind: str  # "content-usage" | "content-signal"
+    pattern: str | None
+    statement: str
+    line: int
+    _compiled: PathPattern | None = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self._compiled = PathPattern(self.pattern) if self.pattern else None
+
+    def priority(self, path: str) -> int:
+        """-1 when the rule's path does not match, else its length (0: no path)."""
+        if self._compiled is None:
+            return 0
+        return self._compiled.length if self._compiled.matches(path) else -1
+
+    def text(self) -> str:
+        name = "Content-Usage" if self.kind == "content-usage" else "Content-Signal"
+        return f"{name}: {self.pattern + ' ' if self.pattern else ''}{self.statement}"
+
+
+@dataclass
 class Group:
     """One group: the user-agent lines that open it and the rules that follow."""
 
@@ -146,6 +180,7 @@ class Group:
     is_global: bool = False
     rules: list[Rule] = field(default_factory=list)
     crawl_delay: float | None = None
+    usage: list[UsageRule] = field(default_factory=list)
 
 
 @dataclass
@@ -155,6 +190,9 @@ class RobotsTxt:
     groups: list[Group] = field(default_factory=list)
     sitemaps: list[str] = field(default_factory=list)
     truncated: bool = False
+    # Content-Usage / Content-Signal lines before any user-agent line: in no group, so
+    # read as said to every crawler (a publisher who wrote one meant it).
+    site_usage: list[UsageRule] = field(default_factory=list)
 
     # ---- parsing -------------------------------------------------------------------
     @classmethod
@@ -191,6 +229,15 @@ class RobotsTxt:
                     continue  # rules before any user-agent line belong to no group
                 rules_seen = True
                 _add_rule(current, key in _ALLOW_KEYS, value, lineno)
+            elif key in _USAGE_KEYS:
+                if current is None:
+                    site = Group(usage=robots.site_usage)
+                    _add_usage(site, _USAGE_KEYS[key], value, lineno)
+                    continue
+                # draft-ietf-aipref-attach-05 3: a rule of the group (it ends the run of
+                # user-agent lines as Allow/Disallow do); Content-Signal is read alike.
+                rules_seen = True
+                _add_usage(current, _USAGE_KEYS[key], value, lineno)
             elif key in _SITEMAP_KEYS:
                 if value:
                     robots.sitemaps.append(value)
@@ -238,8 +285,10 @@ class RobotsTxt:
 
     def names(self, agent: str) -> bool:
         """Whether a group names ``agent`` itself (not through ``*`` or a fallback)."""
-        token = agent.lower()
-        return any(token in g.agents for g in self.groups)
+        named = self.__dict__.get("_named")
+        if named is None:  # the file is not changed once parsed: one set, made once
+            named = self.__dict__["_named"] = frozenset(a for g in self.groups for a in g.agents)
+        return agent.lower() in named
 
     def decide(
         self, url: str, agent: str, fallback: str | None = None, fallback_first: bool = False
@@ -271,6 +320,33 @@ class RobotsTxt:
         groups = self.groups_for(agent, fallback, fallback_first)
         delays = [g.crawl_delay for g in groups if g.crawl_delay is not None]
         return max(delays) if delays else None
+
+    def usage_rules(self, url: str, kind: str, groups: list[Group]) -> list[UsageRule]:
+        """The ``kind`` rules of ``groups`` that decide for ``url``: those whose path
+        matches with the greatest length (draft-ietf-aipref-attach-05 3.1: Allow and
+        Disallow's longest-match, by encoded bytes); several with that length all apply
+        (their statements are combined, 3.1)."""
+        path = path_of(url)
+        if "%" in path:
+            path = _PCT.sub(lambda m: "%" + m.group(1).upper(), path)
+        best, out = -1, []
+        for group in groups:
+            for rule in group.usage:
+                if rule.kind != kind:
+                    continue
+                p = rule.priority(path)
+                if p > best:
+                    best, out = p, [rule]
+                elif p == best and p >= 0:
+                    out.append(rule)
+        return out
+
+    def global_groups(self) -> list[Group]:
+        return [g for g in self.groups if g.is_global]
+
+    def site_groups(self) -> list[Group]:
+        """The usage lines outside every group, as one group (empty when none)."""
+        return [Group(is_global=True, usage=self.site_usage)] if self.site_usage else []
 
 
 @dataclass(frozen=True)
@@ -329,6 +405,11 @@ def _add_agent(group: Group, value: str) -> None:
     name = token.group(0).lower() if token else ""
     if name:
         group.agents.append(name)
+
+
+def _add_usage(group: Group, kind: str, value: str, lineno: int) -> None:
+    path, statement = split_rule(value)
+    group.usage.append(UsageRule(kind, escape_pattern(path) if path else None, statement, lineno))
 
 
 def _add_rule(group: Group, allow: bool, value: str, lineno: int) -> None:

@@ -76,6 +76,7 @@ def run_crawl(cfg: CrawlConfig, extra_settings: dict[str, Any] | None = None) ->
         raise ValueError(f"user agent {cfg.user_agent!r} is not a product token ([A-Za-z_-]+)")
     if cfg.fallback_agent and not is_valid_product_token(cfg.fallback_agent):
         raise ValueError(f"fallback agent {cfg.fallback_agent!r} is not a product token ([A-Za-z_-]+)")
+    cfg.check_consent()  # an unknown training token, preset or directive: before any fetch
     read_seeds(cfg.seeds)  # a missing seed file is an error before anything starts
     out_dir = Path(cfg.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -12,12 +12,19 @@ A snapshot is ``{host, kind, url, fetched_at, status, location, body, error, sou
 ``tdmrep.json``. Which snapshot of a host counts (:meth:`SnapshotIndex.resolve`):
 
 * the newest *conclusive* one (2xx, 4xx, or a 3xx followed to its target's snapshot):
-  a later snapshot wins over the one taken when the page was fetched;
+  a later snapshot wins over the one taken when the page was fetched. A redirect is
+  followed (RFC 9309 2.3.1.2, up to five hops, across hosts) to whatever the snapshot set
+  captured at its target: another host's ``/robots.txt``, or any other URL - Common
+  Crawl's robots.txt WARCs hold the redirect and, as its own record, the response at its
+  target (``https://cdn.example/robots/site.txt``). A target the set did not capture is a
+  host with no snapshot (curate's ``missing`` setting decides);
 * a newer 5xx / 429 is a transient failure and does not hide it (RFC 9309 2.3.1.4 lets a
   crawler keep using a cached copy); with no conclusive snapshot at all, it is RFC 9309's
   "disallow all" and the page cannot be verified;
-* a newer *damaged* snapshot (a record that could not be read) can not be trusted either
-  way: the page cannot be verified. Never a silent allow. A damaged record's fetch time
+* a newer *damaged* snapshot (a record that could not be read, one marked
+  ``WARC-Truncated`` - WARC 1.1 section 5.13: its body is not the whole response, so its
+  readable part may lack the rule that opts out - or one whose HTTP status is not a status)
+  can not be trusted either way: the page cannot be verified. Never a silent allow. A damaged record's fetch time
   cannot be read, so it counts as the newest: leave the damaged file out (or repair it)
   to decide that host's pages again.
 
@@ -40,6 +47,7 @@ from afm.crawler.training import FileContext
 
 from afm import fs
 from afm.errors import UserError
+from afm.headers import Headers
 from afm.io import read_shard
 
 SNAPSHOT_DIR = "robotstxt"  # in a crawl's output directory
@@ -100,7 +108,7 @@ def state_of(snap: dict[str, Any]) -> str:
     """``conclusive`` (2xx, 4xx), ``redirect`` (3xx), ``unavailable`` (5xx, 429) or
     ``damaged`` (no readable status)."""
     status = snap.get("status")
-    if status is None:
+    if status is None or not 100 <= status <= 599:
         return "damaged"
     if status == 429 or status >= 500:
         return "unavailable"
@@ -131,35 +139,72 @@ class ReadCounts:
     files: int = 0
 
 
-def _warc_snapshots(path: str, counts: ReadCounts) -> Iterator[dict[str, Any]]:
+def url_key(url: str) -> str:
+    """A URL as a capture is looked up by: scheme and host as :func:`host_of` writes them,
+    then the path and query as given (the fragment dropped)."""
+    parts = urlsplit(url.strip())
+    rest = parts.path or "/"
+    return host_of(url) + rest + (f"?{parts.query}" if parts.query else "")
+
+
+def _record_snapshot(page: dict[str, Any], kind: str, path: str) -> dict[str, Any]:
+    """The snapshot of one readable response record: truncated (``WARC-Truncated``) or
+    with no valid HTTP status, it is a damaged snapshot, dated."""
+    headers = Headers.of(page.get("headers"))
+    status = page.get("status")
+    error = None
+    truncated = page.get("warc_truncated")
+    if truncated:
+        status, error = None, (f"damaged: WARC-Truncated: {truncated} (the record holds part "
+                               "of the response only)")
+    elif not isinstance(status, int) or not 100 <= status <= 599:
+        status, error = None, f"damaged: HTTP status {page.get('status')!r} is not a status"
+    return make_snapshot(page["url"], kind, fetched_at=page.get("fetched_at"), status=status,
+                         body=page.get("body") or b"", location=headers.get("location"),
+                         error=error, source=path)
+
+
+def _warc_snapshots(path: str, counts: ReadCounts, others: dict[str, set[str]] | None = None,
+                    wanted: dict[str, str] | None = None) -> Iterator[dict[str, Any]]:
+    """The robots.txt / tdmrep.json snapshots of one WARC file. ``others`` collects the
+    URLs of the other responses (``url_key`` -> files), where a redirect's target may be;
+    ``wanted`` (``url_key`` -> kind) instead yields just those records, as snapshots of
+    that kind (the second pass that follows redirects)."""
     from afm.readers import Failure, Record, read_file
 
     unattributed: list[str] = []
     for item in read_file(path):
-        counts.records += 1
+        if wanted is None:
+            counts.records += 1
+        url = item.value.get("url") if isinstance(item, Record) else getattr(item, "url", None)
+        kind = snapshot_kind(url) if wanted is None else wanted.get(url_key(url)) if url else None
         if isinstance(item, Record):
-            page = item.value
-            kind = snapshot_kind(page.get("url"))
             if kind is None:
-                counts.other += 1
+                if wanted is None:
+                    counts.other += 1
+                    if others is not None and url:
+                        others.setdefault(url_key(url), set()).add(path)
                 continue
-            headers = {str(k).lower(): v for k, v in (page.get("headers") or {}).items()}
+            snap = _record_snapshot(item.value, kind, path)
             counts.snapshots += 1
-            yield make_snapshot(page["url"], kind, fetched_at=page.get("fetched_at"),
-                                status=page.get("status"), body=page.get("body") or b"",
-                                location=headers.get("location"), source=path)
+            counts.damaged += snap["status"] is None
+            yield snap
         elif isinstance(item, Failure):
-            kind = snapshot_kind(item.url)
             if kind is None and item.url:
-                counts.other += 1  # a damaged page record, not a control file
+                if wanted is None:
+                    counts.other += 1  # a damaged page record, not a control file
+                    if others is not None:
+                        others.setdefault(url_key(item.url), set()).add(path)
                 continue
             if kind is None:
-                unattributed.append(item.where.describe())
+                if wanted is None:
+                    unattributed.append(item.where.describe())
                 continue
+            counts.snapshots += 1
             counts.damaged += 1
             yield make_snapshot(item.url or "", kind, fetched_at=None, status=None,
                                 error=f"damaged: {item.reason}: {item.error[:200]}", source=path)
-        else:
+        elif wanted is None:
             counts.other += 1
     if unattributed:
         raise SnapshotError(
@@ -241,14 +286,42 @@ def source_files(paths: Iterable[str]) -> list[tuple[str, str]]:
 
 def read_snapshots(paths: Iterable[str], counts: ReadCounts | None = None
                    ) -> Iterator[dict[str, Any]]:
-    """Every snapshot of every source (see :func:`source_files`)."""
+    """Every snapshot of every source (see :func:`source_files`), then the responses that
+    redirects lead to (any URL: read again from the WARC files that hold them, hop by hop,
+    at most :data:`MAX_REDIRECTS` rounds)."""
     counts = counts if counts is not None else ReadCounts()
+    others: dict[str, set[str]] = {}
+    captured: set[tuple[str, str]] = set()
+    pending: dict[str, str] = {}  # url_key of a redirect target -> kind
+
+    def note(snap: dict[str, Any]) -> None:
+        if snap.get("url"):
+            captured.add((url_key(snap["url"]), snap["kind"]))
+        location = snap.get("location")
+        if location and snap.get("status") is not None and 300 <= snap["status"] < 400:
+            target = urljoin(snap["url"] or snap["host"] + "/", location)
+            if snapshot_kind(target) != snap["kind"]:
+                pending.setdefault(url_key(target), snap["kind"])
+
     for kind, path in source_files(paths):
         if kind == "store":
-            yield from _store_snapshots(path, counts)
+            source: Iterator[dict[str, Any]] = _store_snapshots(path, counts)
         else:
             counts.files += 1
-            yield from _warc_snapshots(path, counts)
+            source = _warc_snapshots(path, counts, others)
+        for snap in source:
+            note(snap)
+            yield snap
+    for _round in range(MAX_REDIRECTS):
+        wanted = {key: kind for key, kind in pending.items() if (key, kind) not in captured}
+        pending = {}
+        files = sorted({f for key in wanted for f in others.get(key, ())})
+        if not files:
+            return
+        for path in files:
+            for snap in _warc_snapshots(path, counts, wanted=wanted):
+                note(snap)
+                yield snap
 
 
 def _order(snap: dict[str, Any]) -> tuple[dt.datetime, int]:
@@ -304,13 +377,21 @@ class Resolved:
 
 
 class SnapshotIndex:
-    """Snapshots by host and kind, newest first, with the rules of the module docstring."""
+    """Snapshots by host and kind, newest first, with the rules of the module docstring;
+    responses captured at a redirect's target that is no control-file URL are kept apart,
+    by URL (they are no host's robots.txt)."""
 
     def __init__(self, snapshots: Iterable[dict[str, Any]] = ()) -> None:
         grouped: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        captures: dict[tuple[str, str], list[dict[str, Any]]] = {}
         for snap in snapshots:
-            grouped.setdefault((snap["host"], snap["kind"]), []).append(snap)
+            url = snap.get("url")
+            if url and snapshot_kind(url) != snap["kind"]:
+                captures.setdefault((url_key(url), snap["kind"]), []).append(snap)
+            else:
+                grouped.setdefault((snap["host"], snap["kind"]), []).append(snap)
         self._by_key = {key: effective(snaps) for key, snaps in grouped.items()}
+        self._captures = {key: effective(snaps) for key, snaps in captures.items()}
         self._by_name: dict[str, list[str]] = {}
         for host, _kind in self._by_key:
             names = self._by_name.setdefault(hostname_of(host), [])
@@ -329,6 +410,8 @@ class SnapshotIndex:
     def snapshots(self) -> Iterator[dict[str, Any]]:
         for key in sorted(self._by_key):
             yield from self._by_key[key]
+        for key in sorted(self._captures):
+            yield from self._captures[key]
 
     def _candidates(self, host: str, kind: str) -> list[dict[str, Any]] | None:
         snaps = self._by_key.get((host, kind))
@@ -342,37 +425,49 @@ class SnapshotIndex:
             return None
         return max(others, key=lambda s: s[0]["fetched_at"] or EPOCH)
 
+    def _target(self, url: str, kind: str) -> list[dict[str, Any]] | None:
+        """What the snapshots captured at a redirect's target ``url``."""
+        captured = self._captures.get((url_key(url), kind))
+        if captured is not None:
+            return captured
+        if snapshot_kind(url) == kind:
+            return self._candidates(host_of(url), kind)
+        return None
+
     def resolve(self, host: str, kind: str) -> Resolved:
         trail: list[str] = []
-        current = host
+        where = host
+        snaps = self._candidates(host, kind)
+        if snaps is None:
+            return Resolved("missing")
         for _hop in range(MAX_REDIRECTS + 1):
-            snaps = self._candidates(current, kind)
-            if snaps is None:
-                if trail:  # a redirect whose target was not captured: RFC 9309 2.3.1.2
-                    return Resolved("ok", None, "redirect target not in the snapshots: "
-                                    "treated as unavailable (allow)", trail)
-                return Resolved("missing")
             unavailable = None
             for snap in snaps:
                 state = state_of(snap)
                 if state == "damaged":
                     return Resolved("unverifiable", snap, f"the newest {kind} snapshot of "
-                                    f"{current} is damaged ({snap.get('error')})", trail)
+                                    f"{where} is damaged ({snap.get('error')})", trail)
                 if state == "unavailable":
                     unavailable = unavailable or snap
                     continue
                 if state == "redirect":
-                    target = urljoin(snap["url"] or current + "/", snap.get("location") or "")
-                    if not snap.get("location") or snapshot_kind(target) != kind:
-                        return Resolved("ok", None, f"{kind} redirects to {target or '(none)'}: "
-                                        "treated as unavailable (allow)", trail + [target])
+                    location = snap.get("location")
+                    if not location:
+                        return Resolved("ok", None, f"{kind} redirects with no Location: "
+                                        "treated as unavailable (allow)", trail)
+                    target = urljoin(snap["url"] or where + "/", location)
                     trail.append(target)
-                    current = host_of(target)
+                    where = target
+                    found = self._target(target, kind)
+                    if found is None:  # RFC 9309 2.3.1.2: a target nobody captured
+                        return Resolved("missing", None, f"the redirect target {target} is "
+                                        "not in the snapshots", trail)
+                    snaps = found
                     break
                 return Resolved("ok", snap, "", trail)
             else:
                 return Resolved("unverifiable", unavailable,
-                                f"{kind} of {current} was unavailable (HTTP "
+                                f"{kind} of {where} was unavailable (HTTP "
                                 f"{unavailable['status'] if unavailable else '?'}) and no earlier "
                                 "snapshot could be read: RFC 9309 2.3.1.4 disallows all", trail)
         return Resolved("ok", None, f"more than {MAX_REDIRECTS} redirects: treated as "

@@ -22,6 +22,11 @@ Keys of a host's mapping are paths (with the query when one is given); a key end
 :class:`Page` or a callable ``(request_path, request_headers) -> Page``. A host's mapping
 may be any ``Mapping`` (a generated site need not build every page up front). Unknown
 paths get 404.
+
+A page's ``headers`` is a dict, or a list of ``(name, value)`` pairs to send a field as
+several field lines (``[("X-Robots-Tag", "noai"), ("X-Robots-Tag", "noarchive")]``); a
+value holding ``"\r\n "`` goes out as an obsolete line fold (RFC 9112 5.2), as old
+proxies send them.
 """
 
 from __future__ import annotations
@@ -41,11 +46,12 @@ _PLACEHOLDER = "{{host:"
 
 @dataclass
 class Page:
-    """One response: body, status, headers (Content-Type defaults to UTF-8 HTML), delay."""
+    """One response: body, status, headers (a dict, or pairs for repeated field lines;
+    Content-Type defaults to UTF-8 HTML), delay."""
 
     body: bytes | str
     status: int = 200
-    headers: dict[str, str] | None = None
+    headers: dict[str, str] | list[tuple[str, str]] | None = None
     delay: float = 0.0
 
 
@@ -82,7 +88,8 @@ class _Handler(BaseHTTPRequestHandler):
         page = owner._resolve(host, self.path, dict(self.headers.items()))
         if page.delay > 0:
             time.sleep(page.delay)
-        headers = dict(page.headers or {})
+        given = page.headers or {}
+        headers = list(given.items()) if isinstance(given, dict) else list(given)
         body = page.body
         if isinstance(body, str):
             body = owner.rewrite(body).encode("utf-8")
@@ -91,12 +98,12 @@ class _Handler(BaseHTTPRequestHandler):
                 "utf-8", errors="surrogateescape"
             )
         if not _has(headers, "content-type"):
-            headers["Content-Type"] = "text/html; charset=utf-8"
+            headers.append(("Content-Type", "text/html; charset=utf-8"))
         if not _has(headers, "content-length"):
-            headers["Content-Length"] = str(len(body))
+            headers.append(("Content-Length", str(len(body))))
         try:
             self.send_response(page.status)
-            for key, value in headers.items():
+            for key, value in headers:
                 self.send_header(key, value)
             self.end_headers()
             if send_body:
@@ -105,8 +112,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True  # the client gave up (size cap, timeout): fine
 
 
-def _has(headers: dict[str, str], name: str) -> bool:
-    return any(k.lower() == name for k in headers)
+def _has(headers: list[tuple[str, str]], name: str) -> bool:
+    return any(k.lower() == name for k, _ in headers)
 
 
 class LocalSites:

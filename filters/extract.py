@@ -184,8 +184,13 @@ def _is_teaser(line: str) -> bool:
                 or _TAGGED_HEADLINE.search(line))
 
 
-def _word_count(text: str | None) -> int:
+def word_count(text: str | None) -> int:
+    """Words of ``text`` (runs of word characters): the unit of ``text_words`` and of the
+    curate report's opt-out cost."""
     return len(_WORD.findall(text or ""))
+
+
+_word_count = word_count
 
 
 class Extractor:

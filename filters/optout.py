@@ -3,60 +3,69 @@
 The crawler decides training use when it fetches a page (:mod:`afm.crawler.training`),
 but opt-outs change, and pages from other crawlers (Common Crawl) were never decided by
 us. So right after reading, before any extraction, every crawl page and every document
-with a URL is checked again, in this order (every signal found is recorded as evidence;
-any one opts the page out):
+with a URL is checked again with the crawler's own policy object (:class:`OptoutConfig`
+inherits the crawl's :class:`~afm.crawler.training.ConsentSettings`; ``fallback_first``,
+the training tokens and every switch mean the same in both). In this order (every signal
+found is recorded as evidence; any one opts the page out):
 
 1. **domain list** (``domains``, ``domains_file``): hosts, and their subdomains, that told
    us out of band;
-2. **the page's own signals** (``page_signals``), from the stored response: ``noai`` (the
-   ``directives`` list) in ``X-Robots-Tag`` or meta robots, and ``tdm-reservation: 1`` in
-   the header or HTML meta;
+2. **the page's own signals** (``page_signals``), from the stored response, every header
+   field line kept (:class:`afm.headers.Headers`): ``noai`` (the ``directives`` list) in
+   ``X-Robots-Tag`` or meta robots, ``tdm-reservation: 1`` in the header or HTML meta,
+   ``Content-Signal: ai-train=no`` and ``Content-Usage: train-ai=n`` response fields;
 3. **TDMRep** (``tdmrep``): the newest ``/.well-known/tdmrep.json`` snapshot of the host,
    superseded by the page's header and meta (the protocol's priority);
-4. **robots.txt** (``robots``): the newest robots.txt snapshot of the host, read for the
-   training token (``training_agent``), or for the crawl token when the file does not
-   name the training token.
+4. **robots.txt** (``robots``, ``content_signals``, ``content_usage``): the newest
+   robots.txt snapshot of the host, read for every training token and for the crawl token
+   (``crawl_agent``) as the crawler reads it;
+5. **the crawler's stored decision** (``crawler_decision``): a page whose WARC record
+   says ``AFM-Training-Use: optout`` stays opted out even when the signals above, read
+   again, allow it; the reject then says the two disagree (``disagreement``), and so does
+   a page the crawler allowed and curate opts out (a later opt-out). A stored ``allowed``
+   never overrules an opt-out found now.
 
 Snapshots come from ``snapshots``: stores built by ``afm robots snapshots``, crawl output
 directories (their ``robotstxt/``), or robots.txt WARC files such as Common Crawl's; every
 path is read through :mod:`afm.fs` (local, ``gs://``, ``s3://``). Rules for which snapshot
-decides are :mod:`afm.crawler.snapshots`'s: the newest readable one wins, a damaged newest
-snapshot makes the page unverifiable (reason ``optout_unverifiable``, never a silent
-allow), a host with no snapshot is decided by ``missing``.
+decides are :mod:`afm.crawler.snapshots`'s: the newest readable one wins, a damaged or
+``WARC-Truncated`` newest snapshot makes the page unverifiable (reason
+``optout_unverifiable``, never a silent allow), a host with no snapshot is decided by
+``missing``.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from afm.crawler.directives import PageSignals, page_signals
 from afm.crawler.robots import rules_from_fetch
 from afm.crawler.snapshots import ROBOTS, TDMREP, SnapshotIndex, host_of, load_index, state_of
-from afm.crawler.training import TrainingPolicy, iso
+from afm.crawler.training import ALLOWED, OPTOUT, ConsentSettings, iso
 from afm.filters.base import Decision
 
 from afm import fs
 from afm.errors import UserError
+from afm.headers import Headers
 
 REASON = "optout"
 UNVERIFIABLE = "optout_unverifiable"
 NO_SNAPSHOT = "optout_no_snapshot"
+CRAWLER_SIGNAL = "crawler decision"
 
 
 @dataclass
-class OptoutConfig:
-    """Which opt-out signals the ``optout`` stage honours (each can be switched off)."""
+class OptoutConfig(ConsentSettings):
+    """Which opt-out signals the ``optout`` stage honours (each can be switched off). The
+    training-use fields are the crawl's own (:class:`ConsentSettings`)."""
 
     snapshots: list[str] = field(default_factory=list)  # stores, crawl dirs, robots WARCs
-    training_agent: str = "afmbot-extended"  # the robots.txt token deciding training use
-    crawl_agent: str = "afmbot"  # its decision stands when the training token is not named
-    fallback_agent: str | None = None
-    robots: bool = True  # robots.txt snapshots (needs `snapshots`)
-    tdmrep: bool = True  # tdmrep.json snapshots, and the page's tdm-reservation header/meta
-    page_signals: bool = True  # the stored response's own X-Robots-Tag / meta / TDM values
-    directives: list[str] = field(default_factory=lambda: ["noai"])  # e.g. add "noimageai"
+    crawl_agent: str = "afmbot"  # the crawl token (the crawl's user_agent)
+    page_signals: bool = True  # the stored response's own X-Robots-Tag / meta / TDM / usage fields
+    crawler_decision: bool = True  # a stored AFM-Training-Use: optout is honoured
     domains: list[str] = field(default_factory=list)  # opted-out hosts (and subdomains)
     domains_file: str | None = None  # one domain a line, '#' comments (any filesystem)
     missing: Literal["allow", "reject"] = "allow"  # a host with no snapshot at all
@@ -64,9 +73,7 @@ class OptoutConfig:
     def validate(self) -> None:
         if self.missing not in ("allow", "reject"):
             raise ValueError(f"missing: expected allow or reject, got {self.missing!r}")
-        unknown = [d for d in self.directives if d not in ("noai", "noimageai")]
-        if unknown:
-            raise ValueError(f"directives: unknown {unknown}; known: noai, noimageai")
+        self.check_consent()
 
 
 def read_domains(path: str) -> list[str]:
@@ -79,17 +86,23 @@ def read_domains(path: str) -> list[str]:
             if line.split("#", 1)[0].strip()]
 
 
-def _header_pairs(headers: Any) -> list[tuple[str, str]]:
-    if isinstance(headers, dict):
-        return [(str(k), str(v)) for k, v in headers.items()]
-    if isinstance(headers, list):
-        return [(str(k), str(v)) for k, v in headers]
-    return []
-
-
-def _is_html(headers: list[tuple[str, str]], body: bytes) -> bool:
-    ctype = next((v for k, v in headers if k.lower() == "content-type"), "").lower()
+def _is_html(headers: Headers, body: bytes) -> bool:
+    ctype = (headers.get("content-type") or "").lower()
     return "html" in ctype or (not ctype and b"<html" in body[:1024].lower())
+
+
+def stored_decision(record: dict[str, Any]) -> tuple[str | None, Any]:
+    """The crawler's stored decision of a page (``AFM-Training-Use`` and its evidence,
+    :mod:`afm.crawler.warc`): ``(allowed | optout | None, evidence)``."""
+    use = record.get("training_use")
+    if not isinstance(use, str) or use.strip().lower() not in (ALLOWED, OPTOUT):
+        return None, None
+    raw = record.get("training_evidence")
+    try:
+        evidence = json.loads(raw) if isinstance(raw, str) and raw else None
+    except ValueError:
+        evidence = raw  # kept as written: unreadable evidence is still evidence
+    return use.strip().lower(), evidence
 
 
 class OptoutFilter:
@@ -101,11 +114,7 @@ class OptoutFilter:
                  index: SnapshotIndex | None = None) -> None:
         self.cfg = cfg or OptoutConfig()
         self.cfg.validate()
-        self.policy = TrainingPolicy(crawl_agent=self.cfg.crawl_agent,
-                                     training_agent=self.cfg.training_agent,
-                                     fallback_agent=self.cfg.fallback_agent,
-                                     robots=self.cfg.robots, tdmrep=self.cfg.tdmrep,
-                                     directives=tuple(self.cfg.directives))
+        self.policy = self.cfg.training_policy(self.cfg.crawl_agent)
         domains = list(self.cfg.domains)
         if self.cfg.domains_file:
             domains += read_domains(self.cfg.domains_file)
@@ -130,8 +139,43 @@ class OptoutFilter:
         body = record.get("body") or b""
         if isinstance(body, str):
             body = body.encode("utf-8", "replace")
-        headers = _header_pairs(record.get("headers"))
+        headers = Headers.of(record.get("headers"))
         return page_signals(headers, body, _is_html(headers, body), self.policy.agents)
+
+    def _host_files(self, host: str) -> tuple[Any, Any, Any, Any, list[dict[str, Any]], bool]:
+        """tdmrep.json and robots.txt of ``host`` from the snapshots: ``(tdm, its context,
+        rules, their context, unverifiable evidence, no robots.txt snapshot at all)``."""
+        tdm = tdm_ctx = rules = robots_ctx = None
+        unverifiable: list[dict[str, Any]] = []
+        missing = False
+        if self.index is None:
+            return tdm, tdm_ctx, rules, robots_ctx, unverifiable, missing
+        if self.cfg.tdmrep:
+            resolved = self.index.resolve(host, TDMREP)
+            if resolved.state == "unverifiable":
+                snap = resolved.snapshot
+                if snap is not None and state_of(snap) == "unavailable":
+                    from afm.crawler.tdmrep import tdm_from_fetch
+
+                    tdm, tdm_ctx = tdm_from_fetch(snap["status"], b""), resolved.context()
+                else:
+                    unverifiable.append({"signal": TDMREP, **resolved.evidence()})
+            elif resolved.state == "ok":
+                tdm, tdm_ctx = self.index.tdm_file(resolved), resolved.context()
+        if self.cfg.robots or self.cfg.content_signals or self.cfg.content_usage:
+            resolved = self.index.resolve(host, ROBOTS)
+            if resolved.state == "missing":
+                missing = True
+            elif resolved.state == "unverifiable":
+                snap = resolved.snapshot
+                if snap is not None and state_of(snap) == "unavailable":
+                    rules = rules_from_fetch(snap["status"], b"")  # RFC 9309: disallow all
+                    robots_ctx = resolved.context()
+                else:
+                    unverifiable.append({"signal": ROBOTS, **resolved.evidence()})
+            else:
+                rules, robots_ctx = self.index.robots_rules(resolved), resolved.context()
+        return tdm, tdm_ctx, rules, robots_ctx, unverifiable, missing
 
     def __call__(self, record: dict[str, Any]) -> Decision:
         url = record.get("url")
@@ -139,55 +183,39 @@ class OptoutFilter:
             return Decision(True)  # a document without a URL: nothing to check it by
         host = host_of(url)
         fetched_at = record.get("fetched_at")
-        if isinstance(fetched_at, dt.datetime) or fetched_at is None:
-            fetched = fetched_at
-        else:
-            fetched = None
-        evidence = self._domain(host)
+        fetched = fetched_at if isinstance(fetched_at, dt.datetime) else None
+        policy = self.policy
         signals = self._signals(record)
-        evidence += self.policy.directive_evidence(signals, fetched)
-        unverifiable: list[dict[str, Any]] = []
-        tdm = tdm_ctx = rules = robots_ctx = None
-        if self.index is not None:
-            if self.cfg.tdmrep:
-                resolved = self.index.resolve(host, TDMREP)
-                if resolved.state == "unverifiable":
-                    snap = resolved.snapshot
-                    if snap is not None and state_of(snap) == "unavailable":
-                        from afm.crawler.tdmrep import tdm_from_fetch
-
-                        tdm, tdm_ctx = tdm_from_fetch(snap["status"], b""), resolved.context()
-                    else:
-                        unverifiable.append({"signal": TDMREP, **resolved.evidence()})
-                else:
-                    tdm, tdm_ctx = self.index.tdm_file(resolved), resolved.context()
-            if self.cfg.robots:
-                resolved = self.index.resolve(host, ROBOTS)
-                if resolved.state == "missing":
-                    if self.cfg.missing == "reject" and not evidence:
-                        return Decision.drop(NO_SNAPSHOT, url=url, host=host,
-                                             evidence=[{"signal": ROBOTS, "detail":
-                                                        "no robots.txt snapshot of this host"}])
-                elif resolved.state == "unverifiable":
-                    snap = resolved.snapshot
-                    if snap is not None and state_of(snap) == "unavailable":
-                        rules = rules_from_fetch(snap["status"], b"")  # RFC 9309: disallow all
-                        robots_ctx = resolved.context()
-                    else:
-                        unverifiable.append({"signal": ROBOTS, **resolved.evidence()})
-                else:
-                    rules, robots_ctx = self.index.robots_rules(resolved), resolved.context()
+        evidence = self._domain(host) + policy.directive_evidence(signals, fetched)
+        tdm, tdm_ctx, rules, robots_ctx, unverifiable, missing = self._host_files(host)
+        if missing and self.cfg.missing == "reject" and not evidence:
+            return Decision.drop(NO_SNAPSHOT, url=url, host=host, evidence=[
+                {"signal": ROBOTS, "detail": "no robots.txt snapshot of this host"}])
         if tdm is not None or signals.tdm_header is not None or signals.tdm_meta is not None:
-            evidence += self.policy.tdm_evidence(url, tdm, tdm_ctx, signals, fetched)
+            evidence += policy.tdm_evidence(url, tdm, tdm_ctx, signals, fetched)
         if rules is not None:
-            evidence += self.policy.robots_evidence(url, rules, robots_ctx)
+            evidence += policy.robots_evidence(url, rules, robots_ctx)
+            evidence += policy.robots_usage_evidence(url, rules, robots_ctx)
+        evidence += policy.header_usage_evidence(signals, fetched)
+        details: dict[str, Any] = {}
+        stored, stored_evidence = stored_decision(record) if self.cfg.crawler_decision else (None, None)
+        if stored == OPTOUT and not evidence:
+            details["disagreement"] = "crawler optout, curate allowed"
+            evidence.append({"signal": CRAWLER_SIGNAL, "source": "AFM-Training-Use",
+                             "stored": OPTOUT, "evidence": stored_evidence,
+                             "fetched_at": iso(fetched)})
+        elif stored == ALLOWED and (evidence or unverifiable):
+            details["disagreement"] = "crawler allowed, curate optout"
+        if stored is not None:
+            details["crawler_decision"] = stored
         if evidence:
             return Decision.drop(REASON, url=url, host=host, fetched_at=iso(fetched),
-                                 evidence=evidence)
+                                 evidence=evidence, **details)
         if unverifiable:
-            return Decision.drop(UNVERIFIABLE, url=url, host=host, evidence=unverifiable)
+            return Decision.drop(UNVERIFIABLE, url=url, host=host, evidence=unverifiable,
+                                 **details)
         return Decision(True)
 
 
-__all__ = ["NO_SNAPSHOT", "REASON", "UNVERIFIABLE", "OptoutConfig", "OptoutFilter",
-           "read_domains"]
+__all__ = ["CRAWLER_SIGNAL", "NO_SNAPSHOT", "REASON", "UNVERIFIABLE", "OptoutConfig",
+           "OptoutFilter", "read_domains", "stored_decision"]

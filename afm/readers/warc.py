@@ -8,7 +8,12 @@ decode each record's HTTP message (status line, headers, chunked transfer, conte
 encodings). It yields, per record, one :mod:`afm.readers` item:
 
 * a ``page`` :class:`~afm.readers.Record` for an HTTP response
-  (``{"url", "status", "headers", "body", "fetched_at"}``);
+  (``{"url", "status", "headers", "body", "fetched_at"}``; ``headers`` is every HTTP field
+  line as ``[name, value]`` pairs in order, :class:`afm.headers.Headers` reads them: a
+  repeated ``X-Robots-Tag`` line is two lines, never one lost to a dict). When the record
+  carries them, the crawler's stored training-use decision (``AFM-Training-Use``,
+  ``AFM-Training-Evidence``) is ``training_use`` / ``training_evidence``, and a
+  ``WARC-Truncated`` field (WARC 1.1 section 5.13) is ``warc_truncated``;
 * :class:`~afm.readers.Skipped` for records that are not documents (request, warcinfo,
   metadata, revisit, DNS and other non-HTTP responses);
 * :class:`~afm.readers.Failure` for a record that cannot be read, with its offset.
@@ -29,6 +34,7 @@ import re
 from collections.abc import Iterator
 from typing import Any, BinaryIO
 
+from afm.headers import Headers
 from afm.readers import MAX_RECORD_BYTES, VERIFY_LOOKAHEAD, Failure, Item, Record, Skipped, Where
 from afm.readers.byte_stream import Damage, MemberEnd, MemberStart, iter_events
 
@@ -38,6 +44,10 @@ NOT_DOCUMENTS = {"request", "warcinfo", "metadata", "revisit", "conversion", "co
 _WARC_START = re.compile(rb"WARC/\d")
 _WARC_VERSION_LINE = re.compile(rb"WARC/\d\.\d+\r?\n")
 _ARC_HEADER = re.compile(rb"^[a-z]+:\S* \S+ \d{14} \S+ \d+\r?$")
+# WARC named fields copied onto the page (lower-cased WARC field -> page key): the
+# crawler's training-use decision (afm.crawler.warc) and WARC 1.1's truncation mark.
+PAGE_FIELDS = {"afm-training-use": "training_use", "afm-training-evidence": "training_evidence",
+               "warc-truncated": "warc_truncated"}
 
 
 def _warc_start(data: bytes) -> bool:
@@ -299,7 +309,12 @@ class _Framer:
             return Skipped(where, "non-HTTP response")
         page["url"] = url
         page["fetched_at"] = _warc_date(headers.get("warc-date"))
-        notes = ("warc_truncated",) if headers.get("warc-truncated") else ()
+        for field, key in PAGE_FIELDS.items():
+            if headers.get(field):
+                page[key] = headers[field]
+            elif field == "warc-truncated" and field in headers:
+                page[key] = "unspecified"  # truncated, reason not given: still truncated
+        notes = ("warc_truncated",) if "warc-truncated" in headers else ()
         return Record(page, where, kind="page", notes=notes)
 
     # ------------------------------------------------------------------------------ ARC
@@ -372,7 +387,7 @@ def _http_page(raw: bytes) -> tuple[dict[str, Any] | None, str]:
             status = int(http.get_statuscode() or 0)
         except (TypeError, ValueError):
             status = 0
-        return {"status": status, "headers": dict(http.headers), "body": body}, ""
+        return {"status": status, "headers": Headers(http.headers).pairs(), "body": body}, ""
     except Exception as exc:  # noqa: BLE001 - any parse failure is this record's reject
         return None, f"{type(exc).__name__}: {exc}"[:300]
 

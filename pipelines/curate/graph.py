@@ -32,6 +32,7 @@ def build_pipeline(plan: Any, pipeline: Any, staging: str | None = None) -> dict
     graph.read_inputs()
     for stage in plan.stages:
         graph.run_stage(stage)
+    graph.optout_cost()
     files = graph.write_shards(staging)
     stats_path = graph.write_stats(staging, files)
     return {"documents": graph.documents, "rejects": graph.rejects, "chain": graph.chain,
@@ -55,6 +56,8 @@ class CurateGraph:
     documents: Any = None  # the documents kept so far
     labels: list[str] = field(default_factory=list)
     rejects: Any = None
+    optout_rejects: Any = None  # (pages, documents) the optout stage dropped
+    extracted: Any = None  # the documents extraction made of what the optout stage kept
 
     def __post_init__(self) -> None:
         from afm.pipelines.curate.transforms import Counts
@@ -132,6 +135,7 @@ class CurateGraph:
             self.documents = (kept, self.documents) | "extracted + documents" >> beam.Flatten()
             self.labels = ["extract.kept", *self.labels]
             self.unique_ids()
+            self.extracted = self.documents
         else:
             self.documents, self.labels = kept, [f"{stage.name}.kept"]
 
@@ -143,14 +147,31 @@ class CurateGraph:
         self.counts.add(self.pages, f"{stage.name}.in")
         self.counts.add(self.documents, f"{stage.name}.in")
         if stage.active:
-            self.pages, rejected_pages = apply_record_stage(self.pages, stage, self.source, "pages")
+            measure = next((s for s in self.plan.stages if s.name == "extract"), None)
+            self.pages, rejected_pages = apply_record_stage(self.pages, stage, self.source, "pages",
+                                                            measure)
             self.documents, rejected_docs = apply_record_stage(self.documents, stage, self.source, "docs")
             self.reject(rejected_pages, stage.name)
             self.reject(rejected_docs, stage.name)
+            if stage.name == "optout":
+                self.optout_rejects = (rejected_pages, rejected_docs)
+                if "extract" not in self.names:
+                    self.extracted = self.documents
         for part, kind in ((self.pages, "pages"), (self.documents, "docs")):
             self.counts.add(part, f"{stage.name}.kept")
             self.counts.add(part, f"{stage.name}.kept.{kind}")
         self.pages_labels, self.labels = [f"{stage.name}.kept.pages"], [f"{stage.name}.kept.docs"]
+
+    def optout_cost(self) -> None:
+        """What the optout stage removed, per signal (:mod:`afm.pipelines.curate.optout_cost`),
+        as its stage report."""
+        import apache_beam as beam
+        from afm.pipelines.curate.optout_cost import optout_cost
+
+        if self.optout_rejects is None:
+            return
+        rejects = self.optout_rejects | "optout rejects" >> beam.Flatten()
+        self.stage_reports.append(optout_cost(rejects, self.extracted, self.pipeline))
 
     def apply(self, stage: ResolvedStage, stage_in: Any) -> Any:
         """The stage's kept PCollection; its rejects (and a global stage's report) recorded."""

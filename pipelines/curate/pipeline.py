@@ -295,6 +295,8 @@ def _manifest(plan: CuratePlan, options: Any, accounting: Any, counts: dict[str,
             "optout: no robots.txt / tdmrep.json snapshots (no --robots-snapshots, and no "
             "input is a crawl directory with robotstxt/): only the pages' own noai / TDM "
             "signals and the domain list were checked")
+    stage_reports = dict(stats.get("stage_reports", {}))
+    optout_cost = stage_reports.pop("optout", None)
     if "decontaminate" in cfg.stage_names():
         decontam = "off" if cfg.decontamination_off else "on"
     else:
@@ -326,7 +328,9 @@ def _manifest(plan: CuratePlan, options: Any, accounting: Any, counts: dict[str,
         "warnings": warnings,
         "counts": counts,
         "metrics": metrics,
-        "stage_reports": stats.get("stage_reports", {}),
+        "stage_reports": stage_reports,
+        # pages, hosts and words the optout stage removed, per signal (optout_cost.py)
+        "optout_cost": optout_cost,
         "outputs": {
             "documents": [f for f in files if f["kind"] == "documents"],
             "rejects": [f for f in files if f["kind"] == "rejects"],
@@ -391,6 +395,7 @@ def run_curate(
         console.print(f"[yellow]warning: {warning}")
     manifest = execute_curate(plan, out, options)
     if not quiet:
+        cost = manifest.get("optout_cost") or {}
         print_summary(command, {
             "runner": plan.runner,
             "inputs": len(plan.inputs),
@@ -398,6 +403,9 @@ def run_curate(
             "kept": manifest["totals"]["kept"],
             "rejected": manifest["totals"]["rejected"],
             "not documents (e.g. WARC requests)": sum(manifest["not_documents"].values()),
+            **({"opted out (pages / hosts / share of words)":
+                f"{cost['pages']:,} / {cost['hosts']:,} / {100 * cost['share_of_words']:.2f}%"}
+               if cost else {}),
             "decontamination": manifest["decontamination"],
             "document shards": len(manifest["outputs"]["documents"]),
             "seconds": manifest["elapsed_s"],

@@ -93,6 +93,7 @@ def render_report(manifest: dict[str, Any], samples: dict[str, list[dict[str, An
     if notes:
         listed = ", ".join(f"{_e(k)} {v:,}" for k, v in sorted(notes.items()))
         notices.append(f"<p>Fields converted, cleared or repaired while reading: {listed}.</p>")
+    optout_html = _optout_cost_html(manifest.get("optout_cost"))
     shards = manifest["outputs"]["documents"]
     total_bytes = sum(f["bytes"] for f in shards)
     config = json.dumps(manifest["config"], indent=2, sort_keys=False)
@@ -117,6 +118,7 @@ pre {{ white-space: pre-wrap; background: #f6f6f6; padding: 6px; font-size: 12px
 <img alt="curate funnel" src="data:image/png;base64,{png}">
 <table><tr><th>stage</th><th>status</th><th>in</th><th>kept</th><th>dropped</th>
 <th>dropped %</th></tr>{rows}</table>
+{optout_html}
 <h2>Rejects by reason</h2>
 <table><tr><th>stage</th><th>reason</th><th>documents</th></tr>{''.join(reason_rows)}</table>
 <h2>Sample rejects</h2>
@@ -124,6 +126,28 @@ pre {{ white-space: pre-wrap; background: #f6f6f6; padding: 6px; font-size: 12px
 <h2>Config</h2><pre>{_e(config)}</pre>
 </body></html>
 """
+
+
+def _optout_cost_html(cost: dict[str, Any] | None) -> str:
+    """The "what opting out cost" section: totals, per signal, per training token."""
+    if not cost:
+        return ""
+    rows = "".join(
+        f"<tr><td>{_e(signal)}</td><td>{v['pages']:,}</td><td>{v['hosts']:,}</td>"
+        f"<td>{v['words']:,}</td></tr>" for signal, v in cost["by_signal"].items())
+    agents = "".join(f"<tr><td>{_e(a)}</td><td>{v['pages']:,}</td><td>{v['words']:,}</td></tr>"
+                     for a, v in cost["by_agent"].items())
+    agent_table = ("<table><tr><th>robots.txt token</th><th>pages</th><th>words</th></tr>"
+                   f"{agents}</table>" if agents else "")
+    disagree = "".join(f"<li>{_e(k)}: {v:,}</li>" for k, v in cost["disagreements"].items())
+    disagree_html = (f"<p>Pages where the crawler's stored decision and curate's differ "
+                     f"(kept opted out):</p><ul>{disagree}</ul>" if disagree else "")
+    return (f"<h2>What opting out cost</h2><p>{cost['pages']:,} page(s) of {cost['hosts']:,} "
+            f"host(s), {cost['words']:,} words: {100.0 * cost['share_of_words']:.2f}% of the "
+            f"words extraction yields ({cost['kept_words']:,} kept). A page opted out by "
+            "several signals counts under each.</p>"
+            "<table><tr><th>signal</th><th>pages</th><th>hosts</th><th>words</th></tr>"
+            f"{rows}</table>{agent_table}{disagree_html}")
 
 
 def write_report(manifest: dict[str, Any], samples: dict[str, list[dict[str, Any]]],

@@ -103,7 +103,29 @@ class FilterFn(_StageFn):
 class RecordFn(FilterFn):
     """A stage that runs right after reading, on crawl pages and documents alike (the
     ``optout`` stage): a page it drops becomes the reject of a text-less document with
-    the page's URL, so its evidence is kept under the same id as an extracted one."""
+    the page's URL, so its evidence is kept under the same id as an extracted one.
+
+    ``measure``: the run's extract stage; a page dropped here is then extracted (what the
+    extract stage would have done with it, had it been kept) and its words recorded in the
+    reject's details (``text_words``): what the drop cost, for the report."""
+
+    def __init__(self, stage: ResolvedStage, source: str, measure: ResolvedStage | None = None):
+        super().__init__(stage, source)
+        self.measure = measure
+
+    def setup(self) -> None:
+        super().setup()
+        self.extractor = (build_stage_object(self.measure)
+                          if self.measure is not None and self.measure.active else None)
+
+    def _words(self, page: dict[str, Any]) -> int:
+        if self.extractor is None:
+            return 0
+        try:
+            decision = self.extractor(page)
+        except Exception:  # noqa: BLE001 - a measurement: a page that fails extraction holds 0
+            return 0
+        return int(decision.signals.get("text_words", 0)) if decision.keep else 0
 
     def process(self, rec: dict[str, Any]) -> Iterator[Any]:
         is_page = "body" in rec and "text" not in rec
@@ -121,8 +143,11 @@ class RecordFn(FilterFn):
             self.kept_counter.inc()
             yield rec
             return
+        details = dict(decision.details)
+        if self.extractor is not None:
+            details["text_words"] = self._words(rec)
         yield self._reject(make_reject(self._skeleton(rec), self.stage.name,
-                                       decision.reason or "dropped", **decision.details))
+                                       decision.reason or "dropped", **details))
 
     def _skeleton(self, page: dict[str, Any]) -> dict[str, Any]:
         return make_document("", url=page.get("url"), source=self.source,
@@ -130,10 +155,12 @@ class RecordFn(FilterFn):
 
 
 def apply_record_stage(records: beam.PCollection, stage: ResolvedStage, source: str,
-                       label: str) -> tuple[beam.PCollection, beam.PCollection]:
-    """A ``record`` stage over one part of what was read (``label``: pages / docs)."""
-    out = records | f"{stage.name} {label}" >> beam.ParDo(RecordFn(stage, source)).with_outputs(
-        REJECTED, main="kept")
+                       label: str, measure: ResolvedStage | None = None
+                       ) -> tuple[beam.PCollection, beam.PCollection]:
+    """A ``record`` stage over one part of what was read (``label``: pages / docs);
+    ``measure``: see :class:`RecordFn`."""
+    out = records | f"{stage.name} {label}" >> beam.ParDo(
+        RecordFn(stage, source, measure)).with_outputs(REJECTED, main="kept")
     return out.kept, out[REJECTED]
 
 

@@ -43,8 +43,9 @@ Examples:
   afm crawl --seeds https://example.com/ --out crawl/ --user-agent afmbot
   afm crawl --seeds http://127.0.0.1:8000/ --out crawl/ --allow-private  # local test site
   afm crawl --config crawl.yaml --set fallback_agent=Googlebot
-  afm crawl --seeds seeds.txt --out crawl/ --set training_agent=mybot-extended  # training token
-  afm crawl --seeds seeds.txt --out crawl/ --set tdmrep=false --set 'optout_directives=[]'
+  afm crawl --seeds seeds.txt --out crawl/ --set 'training_agents=[preset:ai-training]'  # any AI crawler's rules
+  afm crawl --seeds seeds.txt --out crawl/ --set 'training_agents=[mybot-extended]'  # one more token
+  afm crawl --seeds seeds.txt --out crawl/ --set tdmrep=false --set 'directives=[]'
 """,
 )
 @click.option("--seeds", multiple=True, help="Seed URL or file of URLs (repeatable; also positional).")
@@ -69,8 +70,9 @@ def crawl_command(
 ) -> None:
     """One-shot crawl: fetch politely from the seeds, write WARC + a Parquet index.
 
-    Each page's training use (robots.txt for the training token, noai, TDMRep) is
-    recorded with its evidence; every robots.txt / tdmrep.json is kept in OUT/robotstxt/.
+    Each page's training use (noai, TDMRep, robots.txt for every training token, Content
+    Signals, Content-Usage) is recorded with its evidence; every robots.txt /
+    tdmrep.json is kept in OUT/robotstxt/.
 
     Re-running with the same --out resumes: pages whose records were lost with an
     unfinished WARC file are fetched again, finished ones are not.
@@ -152,30 +154,51 @@ def robots_group() -> None:
 Examples:
   afm robots check --robots robots.txt --agent afmbot https://example.com/private/x
   afm robots check --robots robots.txt --agent afmbot --fallback Googlebot URL1 URL2
+  afm robots check --robots robots.txt --agent afmbot --training preset:ai-training URL
 """,
 )
 @click.option("--robots", "robots_file", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True)
 @click.option("--agent", required=True, help="Product token to decide for.")
 @click.option("--fallback", default=None, help="Token whose group applies when neither --agent nor * is named.")
 @click.option("--fallback-first", is_flag=True, help="Prefer the fallback's group over * (Applebot's own order).")
+@click.option("--training", "training", multiple=True,
+              help="Also decide training use for these training tokens / presets "
+                   "(afmbot-extended always; e.g. preset:ai-training), as the crawler does.")
 @click.argument("urls", nargs=-1, required=True)
 def robots_check_command(
-    robots_file: Path, agent: str, fallback: str | None, fallback_first: bool, urls: tuple[str, ...]
+    robots_file: Path, agent: str, fallback: str | None, fallback_first: bool,
+    training: tuple[str, ...], urls: tuple[str, ...]
 ) -> None:
     """Print `allowed URL` or `disallowed URL` per URL, deciding exactly as the crawler does.
 
-    URLs are taken as given (not re-encoded); the file is read as a 200 response.
+    With --training, a second line per URL says `training allowed URL` or `training optout
+    URL` and the signals (robots.txt groups of the training tokens, Content-Signal,
+    Content-Usage). URLs are taken as given (not re-encoded); the file is read as a 200
+    response.
     """
     from afm.crawler.robots import rules_from_fetch
+    from afm.crawler.training import ConsentSettings
 
     from afm.console import print_summary
 
     rules = rules_from_fetch(200, robots_file.read_bytes())
+    policy = None
+    if training:
+        try:
+            policy = ConsentSettings(training_agents=list(training), fallback_agent=fallback,
+                                     fallback_first=fallback_first).training_policy(agent)
+        except ValueError as exc:
+            raise click.UsageError(str(exc)) from exc
     allowed = 0
     for url in urls:
         ok = rules.allowed(url, agent, fallback, fallback_first)
         allowed += ok
         click.echo(f"{'allowed' if ok else 'disallowed'} {url}")
+        if policy is not None:
+            decision = policy.decide(url, robots=rules)
+            why = "; ".join(f"{e['signal']}: {e.get('rule', '')} ({', '.join(e.get('agents') or [])})"
+                            for e in decision.evidence)
+            click.echo(f"training {decision.use} {url}" + (f"  [{why}]" if why else ""))
     sys.stdout.flush()
     delay = rules.crawl_delay(agent, fallback, fallback_first)
     print_summary("robots check", {"allowed": allowed, "disallowed": len(urls) - allowed,

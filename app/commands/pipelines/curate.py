@@ -25,6 +25,7 @@ Examples:
   afm curate --input 'cc/*.warc.gz' --output corpus/ --robots-snapshots robots-store/ --decontam-index idx/
   afm curate --input crawl/ --output corpus/ --set optout.enabled=false --decontam-index idx/
   afm curate --input crawl/ --output corpus/ --set optout.params.domains=[news.example] --decontam-index idx/
+  afm curate --input 'cc/*.warc.gz' --output corpus/ --robots-snapshots robots-store/ --set 'optout.params.training_agents=[preset:ai-training]' --decontam-index idx/
   afm curate --input crawl/ --output corpus/ --decontam-index idx/ --overwrite
   afm curate --source code --input repos/ --output code-corpus/ --decontam-index idx/
   afm curate --source math --input crawl/ --output math-corpus/ --decontam-index idx/

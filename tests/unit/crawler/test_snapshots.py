@@ -184,3 +184,81 @@ def test_damaged_store_is_an_error(tmp_path):
         load_index([str(store)])
     with pytest.raises(SnapshotError, match="not found"):
         load_index([str(tmp_path / "nowhere")])
+
+
+# ---- Common Crawl's robots.txt WARCs: redirects and truncation ------------------------------
+
+
+def _cc_warc(path: Path, records: list[tuple[str, int, list[tuple[str, str]], bytes, dict]]) -> Path:
+    """A robots.txt WARC as Common Crawl writes one: each fetch (a redirect, its target)
+    is its own response record."""
+    with path.open("wb") as fh:
+        writer = WARCWriter(fh, gzip=True)
+        for url, status, headers, body, fields in records:
+            http = StatusAndHeaders(f"{status} X", [("Content-Type", "text/plain"), *headers],
+                                    protocol="HTTP/1.1")
+            writer.write_record(writer.create_warc_record(
+                url, "response", payload=io.BytesIO(body), length=len(body), http_headers=http,
+                warc_headers_dict={"WARC-Date": T1.strftime("%Y-%m-%dT%H:%M:%SZ"), **fields}))
+    return path
+
+
+@pytest.mark.parametrize("target", [
+    "https://cdn.example/robots/site-a.txt",  # another host, another path
+    "https://a.example/robots/",  # same host, another path
+    "https://www.a.example/robots.txt",  # another host's robots.txt
+])
+def test_redirect_is_followed_to_its_target_in_the_same_capture_set(tmp_path, target):
+    """RFC 9309 2.3.1.2: "crawlers SHOULD follow at least five consecutive redirects, even
+    across authorities (for example, hosts in the case of HTTP)". The target is in the
+    set, as its own record: it decides, directly and through a store."""
+    warc = _cc_warc(tmp_path / "CC-robotstxt.warc.gz", [
+        ("https://a.example/robots.txt", 301, [("Location", target)], b"moved", {}),
+        (target, 200, [], OPT_OUT, {}),
+    ])
+    index, _ = load_index([str(warc)])
+    keep, reason, details = _use(index, "https://a.example/page")
+    assert (keep, reason) == (False, "optout")
+    assert details["evidence"][0]["file"] == target
+    build_store([str(warc)], str(tmp_path / "store"))
+    index, _ = load_index([str(tmp_path / "store")])
+    assert _use(index, "https://a.example/page")[1] == "optout"
+    if "cdn.example" in target:  # a capture is no host's robots.txt
+        assert _use(index, "https://cdn.example/page")[0]
+
+
+def test_redirect_chain_and_uncaptured_target(tmp_path):
+    warc = _cc_warc(tmp_path / "r.warc.gz", [
+        ("https://a.example/robots.txt", 301, [("Location", "/r1")], b"", {}),
+        ("https://a.example/r1", 302, [("Location", "https://b.example/r2.txt")], b"", {}),
+        ("https://b.example/r2.txt", 200, [], OPT_OUT, {}),
+        ("https://c.example/robots.txt", 301, [("Location", "https://elsewhere.example/x")], b"", {}),
+    ])
+    index, _ = load_index([str(warc)])
+    assert _use(index, "https://a.example/page")[1] == "optout"
+    # a target nobody captured is a host without snapshot: `missing` decides
+    assert _use(index, "https://c.example/page")[0]
+    strict = OptoutFilter(OptoutConfig(missing="reject"), index=index)
+    assert strict({"url": "https://c.example/page", "text": "t"}).reason == "optout_no_snapshot"
+
+
+def test_truncated_robots_record_is_damage_not_an_allow(tmp_path):
+    """WARC 1.1 5.13: WARC-Truncated "indicates that the record's content block was
+    truncated"; the readable part (here: allow all) is not the publisher's whole file."""
+    warc = _cc_warc(tmp_path / "r.warc.gz", [
+        ("https://t.example/robots.txt", 200, [], ALLOW, {"WARC-Truncated": "length"}),
+    ])
+    index, counts = load_index([str(warc)])
+    assert counts.damaged == 1
+    keep, reason, details = _use(index, "https://t.example/page")
+    assert (keep, reason) == (False, "optout_unverifiable")
+    assert "WARC-Truncated" in details["evidence"][0]["detail"]
+    # a newer complete snapshot of the host decides again
+    newer = write_warc(tmp_path / "newer.warc", [("https://t.example/robots.txt", 200, ALLOW, T2)])
+    index, _ = load_index([str(warc), str(newer)])
+    assert _use(index, "https://t.example/page")[0]
+
+
+def test_a_status_that_is_no_status_is_damage(tmp_path):
+    index = SnapshotIndex([_snap("https://z.example", ALLOW, T1, status=0)])
+    assert _use(index, "https://z.example/x")[1] == "optout_unverifiable"

@@ -18,7 +18,7 @@ from afm.crawler.robots import RobotsTxt, rules_from_fetch
 from afm.crawler.tdmrep import parse_tdmrep, tdm_from_fetch
 from afm.crawler.training import FileContext, TrainingPolicy
 
-POLICY = TrainingPolicy(crawl_agent="afmbot", training_agent="afmbot-extended")
+POLICY = TrainingPolicy(crawl_agent="afmbot", training_agents=("afmbot-extended",))
 
 # Apple's own pattern: Applebot may crawl, Applebot-Extended (training) may not.
 SPLIT = b"User-agent: afmbot-extended\nDisallow: /\n\nUser-agent: *\nAllow: /\n"

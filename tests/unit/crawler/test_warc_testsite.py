@@ -8,6 +8,8 @@ import pytest
 from afm.crawler.testsite import LocalSites, Page
 from afm.crawler.warc import WarcStore, iter_warc_responses, read_index
 
+from afm.headers import Headers
+
 
 def test_warc_rotation_index_and_reader(tmp_path):
     store = WarcStore(tmp_path, max_bytes=2000)
@@ -26,7 +28,7 @@ def test_warc_rotation_index_and_reader(tmp_path):
     assert len(pages) == 10
     first = next(p for p in pages if p["url"] == "http://h/0")
     assert first["status"] == 200 and first["body"] == b"page 0 " * 50
-    assert "X-Crawler-Content-Encoding" in first["headers"]  # stored body is decoded
+    assert "X-Crawler-Content-Encoding" in Headers.of(first["headers"])  # stored body is decoded
     assert first["fetched_at"].tzinfo is not None
     # the index offset points at the response record
     row = next(r for r in rows if r["url"] == "http://h/3")
