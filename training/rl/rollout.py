@@ -36,6 +36,7 @@ class Rollout:
     response_ids: list[list[int]]  # n * K, through the end token when one was produced
     texts: list[str]  # n * K decoded responses (without the end token)
     stopped: np.ndarray  # [n * K] bool: the row ended with a stop token
+    # log-probs under the distribution each token was drawn from (temperature, top-p)
     sampler_logprobs: list[list[float]] = field(default_factory=list)
     seconds: float = 0.0
     stop_reasons: list[str] = field(default_factory=list)  # end_of_turn | end_of_text | length
@@ -88,6 +89,7 @@ def sample_groups(
                       pad_id=tokenizer.pad_id)
         out.tokens += part.tokens
         out.logprobs += part.logprobs
+        out.model_logprobs += part.model_logprobs
         out.stopped += part.stopped
         out.stop_tokens += part.stop_tokens or []
     seconds = time.perf_counter() - start
