@@ -59,7 +59,9 @@ from afm.training.core.task import (
     LossOutput,
     ParamSpec,
     TaskBase,
+    frozen_model,
     frozen_model_copy,
+    frozen_storage,
     parse_task_options,
     task_tokenizer,
 )
@@ -305,9 +307,15 @@ class MdlooTask(TaskBase):
         from afm.training.core.checkpoint import restore_params_only
         from afm.training.core.engine import ModelParts
 
-        layout = ModelParts.layout_of(self.configure_model(_model_config_of(self.config)))
-        params, _ = restore_params_only(self.options.reference, {k[len(REF):]: v for k, v in like.items()}, layout)
-        return {REF + k: v.astype(like[REF + k].dtype) for k, v in params.items()}  # stored in compute dtype
+        mcfg = self.configure_model(_model_config_of(self.config))
+        parts = ModelParts.build(mcfg, 0)
+        # The checkpoint holds the model's own layout; the copy is stored as frozen_storage
+        # says (compute dtype, layers pre-stacked when scanned), made once with its shardings.
+        target = {k: like.get(REF + k, jax.ShapeDtypeStruct(shape, parts.dtypes[k]))
+                  for k, shape in parts.shapes.items()}
+        params, _ = restore_params_only(self.options.reference, target, parts.layout)
+        shardings = {k: getattr(v, "sharding", None) for k, v in like.items()}
+        return jax.jit(lambda p: frozen_storage(p, mcfg, REF), out_shardings=shardings)(params)
 
     # -- data ----------------------------------------------------------------------------------
     def batch_fields(self) -> dict[str, Field]:
@@ -421,9 +429,8 @@ class MdlooTask(TaskBase):
             build, temperature, chunk = view.build_model, self.options.temperature, self.config.loss_chunk
 
             def both(params: dict[str, jax.Array], batch: dict[str, jax.Array]) -> tuple[jax.Array, jax.Array]:
-                ref = {k[len(REF):]: v for k, v in params.items() if k.startswith(REF)}
                 return (response_logprobs_of(build(params), batch, temperature, chunk),
-                        response_logprobs_of(build(ref), batch, temperature, chunk))
+                        response_logprobs_of(frozen_model(build, params, REF), batch, temperature, chunk))
 
             self._logprobs = jax.jit(both)
         rows = len(packed["inputs"])
