@@ -146,6 +146,20 @@ def _sample_jit(
     return out, out_lp, out_model_lp, done
 
 
+def sample_program(model: Transformer, rows: int, prompt_len: int, *, max_new_tokens: int,
+                   greedy: bool = False) -> Any:
+    """The sampler's compiled-to-be program for ``rows`` prompts of ``prompt_len`` tokens
+    (rounded to the length bucket), lowered on abstract inputs: ``model`` may be abstract
+    (``nnx.eval_shape``). For memory plans: nothing runs, nothing is allocated."""
+    width = max(prompt_len, min(-(-prompt_len // _BUCKET) * _BUCKET, model.cfg.max_seq_len - max_new_tokens))
+    graphdef, state = nnx.split(model)
+    ints = jax.ShapeDtypeStruct((rows, width), jnp.int32)
+    f32 = jax.ShapeDtypeStruct((), jnp.float32)
+    return _sample_jit.lower(graphdef, state, ints, ints, jax.ShapeDtypeStruct((2,), jnp.int32),
+                             jax.eval_shape(lambda: jax.random.key(0)), f32, f32,
+                             max_new_tokens=max_new_tokens, greedy=greedy)
+
+
 def _pad_prompts(
     prompts: Sequence[Sequence[int]], pad_id: int, max_width: int
 ) -> tuple[np.ndarray, np.ndarray]:

@@ -170,6 +170,17 @@ def frozen_model(build_model: Callable[[dict[str, Array]], Any], params: dict[st
     return StackedLayersView(build_model(own), stacked)
 
 
+@dataclass(frozen=True)
+class SideProgram:
+    """A program a task runs beside its train step while the run's state stays on the
+    device (online RL's rollout sampler and its scoring pass), lowered on abstract inputs
+    for the run's memory plan. ``resident_bytes``: how much of its arguments is that state
+    (the parameters it reads), so the plan does not count them twice."""
+
+    lowered: Any
+    resident_bytes: int
+
+
 @jax.tree_util.register_dataclass
 @dataclass
 class LossOutput:
@@ -275,6 +286,8 @@ class Task(Protocol):
 
     def before_step(self, step: int, view: ModelView) -> dict[str, float]: ...
 
+    def side_programs(self, engine: Any) -> dict[str, SideProgram]: ...
+
     def loss(self, params: dict[str, Array], batch: dict[str, Array], ctx: LossContext) -> LossOutput: ...
 
     def export(self, directory: Path, params: dict[str, Any], model_config: Any, info: dict[str, Any]) -> Path: ...
@@ -347,6 +360,12 @@ class TaskBase:
         """Called by the loop before step ``step`` (0-based: the number of steps done)
         draws its batch, with the current model; returns metrics to log with that step.
         Online RL samples its rollouts here; other tasks do nothing."""
+        return {}
+
+    def side_programs(self, engine: Any) -> dict[str, SideProgram]:
+        """The programs :meth:`before_step` runs, lowered on abstract inputs for the memory
+        plan (``afm.training.runs.memory_plan``): the device holds the run's whole state
+        while they run, so each must fit beside it. None for a task that runs none."""
         return {}
 
     def export(self, directory: Path, params: dict[str, Any], model_config: Any, info: dict[str, Any]) -> Path:

@@ -28,6 +28,15 @@ def test_bench_train_prints_each_tasks_memory_plan(tmp_path: Path) -> None:
         assert plans[task]["frozen_gb"] == pytest.approx(f32_params / 2, rel=0.01)
     assert plans["sft"]["frozen_gb"] == 0
     assert "memory plan per device: tiny @ 64" in result.output
+    # MDLOO's rollout sampler and scoring pass run beside the step with the state resident:
+    # each is planned, on top of that state, and the run's peak is the largest
+    assert plans["sft"]["programs"] == {} and plans["sft"]["peak_gb"] == plans["sft"]["total_gb"]
+    programs = plans["mdloo"]["programs"]
+    assert set(programs) == {"rollout", "scoring"}
+    for q in programs.values():
+        assert q["temporaries_gb"] > 0 and q["total_gb"] > q["state_gb"] > 0
+    assert plans["mdloo"]["peak_gb"] == max(plans["mdloo"]["total_gb"], *(q["total_gb"] for q in programs.values()))
+    assert "rollout" in result.output and "scoring" in result.output
 
 
 def test_bench_train_refuses_a_task_without_a_plan(tmp_path: Path) -> None:
