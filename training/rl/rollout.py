@@ -42,9 +42,18 @@ class Rollout:
     stop_reasons: list[str] = field(default_factory=list)  # end_of_turn | end_of_text | length
 
     def finished(self) -> np.ndarray:
-        """[n * K] bool: the reply ended on its own (not cut at ``max_new_tokens``): the
-        only replies that may win a reranking or become a complete training turn."""
-        return np.asarray([r != "length" for r in self.stop_reasons], bool)
+        """[n * K] bool: the reply ended on its own (not cut at ``max_new_tokens``, the one
+        rule of ``afm.finish``): the only replies that may win a reranking or become a
+        complete training turn."""
+        from afm.finish import is_cut
+
+        return np.asarray([not is_cut(r) for r in self.stop_reasons], bool)
+
+    def replies(self) -> list[Any]:
+        """Every response as an ``afm.finish.Reply`` (its text and why it stopped)."""
+        from afm.finish import Reply
+
+        return [Reply(t, r) for t, r in zip(self.texts, self.stop_reasons, strict=True)]
 
     @property
     def new_tokens(self) -> int:
