@@ -14,9 +14,11 @@ Outputs of :func:`run_round` in ``out/``:
   and the true reward when an ``eval_reward`` is given;
 * ``sft.jsonl`` -- the distilled dataset: one ``{"id", "messages"}`` conversation per prompt
   (prompt + the best *finished* response: a reply cut at ``max_new_tokens`` never wins, so
-  no truncated reply becomes a complete turn), the chat JSONL that ``afm sft prepare`` reads;
-* ``round.json`` -- wins per member, mean reward per member and of the reranked set, and
-  the round's config (so it can be re-run).
+  no truncated reply becomes a complete turn: ``afm.finish``), the chat JSONL that ``afm sft
+  prepare`` reads;
+* ``round.json`` -- wins per member, mean reward per member and of the reranked set, the
+  replies cut at the token limit (``cut_replies``, per member and in all), and the round's
+  config (so it can be re-run).
 
 :class:`RoundConfig` is the whole round as YAML: the prompts, the reward, the committee and,
 per member, how it is (re)trained (``train: {algorithm: mdloo|ppo, config: FILE}``) when its
@@ -35,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from afm.config import ConfigError, load_config
+from afm.finish import STAT, is_cut
 
 
 @dataclass
@@ -240,7 +243,8 @@ def run_round(cfg: RoundConfig, *, reward_fn: Any = None, eval_reward_fn: Any = 
     for nm in names:
         stats: dict[str, Any] = {"wins": wins[nm], "win_rate": wins[nm] / n,
                                  "mean_reward": _mean(scores[nm]), "tokens_per_second": speed[nm],
-                                 "stop_reasons": dict(Counter(reasons[nm]))}
+                                 "stop_reasons": dict(Counter(reasons[nm])),
+                                 STAT: int(sum(is_cut(r) for r in reasons[nm]))}
         if truth is not None:
             t = true[nm]
             own = np.where(usable[nm], scores[nm], -np.inf).argmax(1)
@@ -258,6 +262,8 @@ def run_round(cfg: RoundConfig, *, reward_fn: Any = None, eval_reward_fn: Any = 
         "name": cfg.name, "prompts": n, "k": k, "members": members,
         "reranked_mean_reward": float(flat[kept].max(axis=1).mean()) if kept else float("nan"),
         "prompts_with_tied_best": ties, "prompts_without_a_finished_reply": without,
+        # replies that stopped for length: never a candidate for the SFT set (afm.finish)
+        STAT: int(sum(members[nm][STAT] for nm in names)),
         "sft_dataset": str(out / "sft.jsonl"), "candidates": str(out / "candidates.jsonl"),
         "config": asdict(cfg),
     }
@@ -293,14 +299,16 @@ def export_pairs(candidates: str | Path, prompts_path: str | Path, out: str | Pa
     elif annotate:
         raise ConfigError(f"unknown grader {annotate!r} (known: arith)")
     rng = random.Random(seed)
-    counts = Counter({"pairs": 0})
+    counts = Counter({"pairs": 0, STAT: 0, "skipped_unscored": 0})
     with open(out, "w", encoding="utf-8") as fh:
         for p, rows in sorted(by_prompt.items()):
             if p >= len(prompts):
                 raise ConfigError(f"candidate prompt_index {p} but only {len(prompts)} prompts in {prompts_path}")
-            # A reply cut at the token limit or left unscored is no candidate for a preference.
-            rows = [r for r in rows if r.get("stop_reason", "end_of_turn") != "length" and r["reward"] is not None]
-            counts["skipped_unfinished_or_unscored"] += len(by_prompt[p]) - len(rows)
+            # A reply cut at the token limit (afm.finish) or left unscored is no candidate for a preference.
+            finished = [r for r in rows if not is_cut(r.get("stop_reason"))]
+            counts[STAT] += len(rows) - len(finished)
+            rows = [r for r in finished if r["reward"] is not None]
+            counts["skipped_unscored"] += len(finished) - len(rows)
             if not rows:
                 continue
             rows = sorted(rows, key=lambda r: -r["reward"])

@@ -290,7 +290,7 @@ def add_reference_logps(paths: Sequence[str], out: str | Path, model_dir: str | 
     def logps(tokens, segments, response):
         return sequence_logps(model, tokens, segments, response, logit_scale=mcfg.logit_scale, chunk=1024)[0]
 
-    def score(seqs: list[tuple[list[int], int]]) -> np.ndarray:
+    def score(seqs: list[tuple[list[int], np.ndarray]]) -> np.ndarray:
         out_ = np.zeros(len(seqs), np.float32)
         for at in range(0, len(seqs), batch_size):
             chunk = seqs[at : at + batch_size]
@@ -298,8 +298,8 @@ def add_reference_logps(paths: Sequence[str], out: str | Path, model_dir: str | 
             t = np.full((batch_size, width), tok.pad_id, np.int32)
             g = np.zeros((batch_size, width), np.int32)
             r = np.zeros((batch_size, width), np.float32)
-            for i, (ids, start) in enumerate(chunk):
-                t[i, : len(ids)], g[i, : len(ids)], r[i, start : len(ids)] = ids, 1, 1.0
+            for i, (ids, reply) in enumerate(chunk):
+                t[i, : len(ids)], g[i, : len(ids)], r[i, : len(ids)] = ids, 1, reply
             out_[at : at + len(chunk)] = np.asarray(logps(t, g, r))[: len(chunk)]
         return out_
 

@@ -73,7 +73,10 @@ def test_round_reranks_per_prompt_and_records_wins(members: list[Member], tmp_pa
     assert counts["pairs"] == len(pairs) and all(p["member_a"] != p["member_b"] for p in pairs)
     finished_texts = {c["response"] for c in finished}
     assert all(p["response_a"] in finished_texts and p["response_b"] in finished_texts for p in pairs)
-    assert counts["skipped_unfinished_or_unscored"] == len(cands) - len([c for c in cands if c["stop_reason"] != "length"])
+    n_cut = len([c for c in cands if c["stop_reason"] == "length"])
+    assert counts["cut_replies"] == n_cut and counts["skipped_unscored"] == 0  # every finished reply was scored
+    # the round's stats count the cut replies, per member and in all
+    assert summary["cut_replies"] == n_cut == sum(m["cut_replies"] for m in summary["members"].values())
 
 
 def test_a_reward_that_scores_nothing_stops_the_round(members: list[Member], tmp_path: Path) -> None:
