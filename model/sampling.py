@@ -160,6 +160,30 @@ def sample_program(model: Transformer, rows: int, prompt_len: int, *, max_new_to
                              max_new_tokens=max_new_tokens, greedy=greedy)
 
 
+@partial(jax.jit, static_argnames=("graphdef", "k"))
+def _first_token_jit(graphdef: Any, state: Any, tokens: Array, segments: Array, *, k: int) -> tuple[Array, Array]:
+    model = nnx.merge(graphdef, state)
+    positions = jnp.maximum(jnp.cumsum(segments, axis=1) - 1, 0)
+    hidden, _ = model.features(tokens, positions=positions, segment_ids=segments)
+    logprobs = jax.nn.log_softmax(model.readout(hidden[:, -1:])[:, 0], axis=-1)
+    top, ids = jax.lax.top_k(logprobs, k)
+    return ids, top
+
+
+def first_token_logprobs(model: Transformer, prompt_tokens: Sequence[Sequence[int]], k: int,
+                         pad_id: int = 0) -> list[list[tuple[int, float]]]:
+    """Per prompt, the ``k`` most likely next tokens and their log-probabilities under the
+    model (T = 1): what an OpenAI-compatible server's ``top_logprobs`` gives for a reply's
+    first token (a judge read by its log-probs, e.g. AlpacaEval's weighted annotator)."""
+    if k < 1:
+        raise ValueError("k must be at least 1")
+    tokens, segments = _pad_prompts(prompt_tokens, pad_id, model.cfg.max_seq_len)
+    graphdef, state = nnx.split(model)
+    ids, top = _first_token_jit(graphdef, state, jnp.asarray(tokens), jnp.asarray(segments),
+                                k=min(k, model.cfg.vocab_size))
+    return [list(zip(map(int, i), map(float, t), strict=True)) for i, t in zip(np.asarray(ids), np.asarray(top))]
+
+
 def _pad_prompts(
     prompts: Sequence[Sequence[int]], pad_id: int, max_width: int
 ) -> tuple[np.ndarray, np.ndarray]:

@@ -37,10 +37,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from afm.finish import DROP_REASON, is_cut
 from afm.synth import prompts
 from afm.synth.generators import GenerationRequest
 from afm.synth.run import SynthRun
+
+from afm.finish import DROP_REASON, is_cut
 
 
 @dataclass

@@ -23,7 +23,6 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from afm.finish import DROP_REASON, STAT
 from afm.synth.generators import (
     CachedGenerator,
     Generation,
@@ -31,6 +30,8 @@ from afm.synth.generators import (
     Generator,
     generate_texts,
 )
+
+from afm.finish import DROP_REASON, STAT
 
 
 def default_cache(output: str) -> str:

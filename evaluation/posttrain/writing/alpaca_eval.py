@@ -237,9 +237,9 @@ def length_controlled(prefs: Sequence[float | None], model_lengths: Sequence[int
     keep = np.isfinite(y_all)
     note = ("every item has the same features at zero length, so every predicted preference is equal and the "
             "standard error is 0 by construction" if "instruction_difficulty" not in columns else None)
-    if keep.sum() < 2:
+    if keep.sum() < n_splits:  # AlpacaEval's grouped CV needs a group per fold
         return {"lc_win_rate": None, "lc_stderr": None, "glm": glm, "weights": None,
-                "note": "fewer than two annotated items"}
+                "note": f"fewer annotated items than the GLM's {n_splits} cross-validation folds"}
     delta = np.asarray(baseline_lengths, np.float64) - np.asarray(model_lengths, np.float64)
     std = delta.std(ddof=1)
     std_delta = delta / std if std > 0 else np.zeros(n)

@@ -10,9 +10,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from afm.finish import DROP_REASON, is_cut
 from afm.synth.generators import Generation
 from afm.synth.run import SynthRun, finish, open_output
+
+from afm.finish import DROP_REASON, is_cut
 
 sys.path.insert(0, str(Path(__file__).parent))
 

@@ -152,3 +152,57 @@ def test_the_formula_follows_the_data_given() -> None:
     assert alpaca_eval.choose_glm(difficulty, gamed) == "length_controlled_v1"
     assert alpaca_eval.choose_glm(difficulty, None) == "length_controlled_noreg"
     assert alpaca_eval.choose_glm(None, None) == "length_controlled_minimal"
+
+
+class _LogprobJudge:
+    """Answers AlpacaEval's annotator request with fixed top log-probs per instruction."""
+
+    def __init__(self, answers: dict[str, object]):
+        self.answers, self.asked = answers, []
+
+    def ask_logprobs(self, conversations, *, top_logprobs, max_tokens, temperature):
+        from afm.evaluation.posttrain.judges.judge import JudgeReply
+
+        self.asked.append((len(conversations), top_logprobs, max_tokens, temperature))
+        out = []
+        for conv in conversations:
+            key = next(k for k in self.answers if k in conv[-1]["content"])
+            value = self.answers[key]
+            out.append(JudgeReply(None, "HTTP 500") if value == "fail" else JudgeReply("x", top_logprobs=value))
+        return out
+
+
+def test_weighted_annotation_of_a_run_keeps_failures_apart() -> None:
+    """Identical outputs are a draw without asking; a failed request and a reply without
+    m or M have no preference (left out of the win rate, never a win)."""
+    judge = _LogprobJudge({"q1": {"m": math.log(0.25), "M": math.log(0.75)}, "q2": "fail",
+                           "q3": {"The": -0.1}})
+    notes = alpaca_eval.annotate_weighted(judge, ["q1", "q2", "q3", "q4"], ["r1", "r2", "r3", "same"],
+                                          ["a1", "a2", "a3", "same"])
+    assert judge.asked == [(3, 5, 1, 1.0)]  # one token, top 5, temperature 1: the annotator's settings
+    switched = alpaca_eval.is_switched("q1")
+    assert notes[0].preference == pytest.approx(1.25 if switched else 1.75)  # P(model) = P(token of the model)
+    assert notes[1].preference is None and "judge failed" in notes[1].error
+    assert notes[2].preference is None and "neither m nor M" in notes[2].error
+    assert notes[3].preference == 1.5
+    assert alpaca_eval.win_rate([n.preference for n in notes])["n_failed"] == 2
+
+
+def test_a_checkpoint_judge_returns_its_first_tokens_log_probs() -> None:
+    """What an OpenAI server's top_logprobs gives: the k likeliest first tokens under the
+    model, checked against a direct log-softmax of the prompt's last logits."""
+    import jax.numpy as jnp
+    from afm.model.config import get_config
+    from afm.model.sampling import first_token_logprobs
+    from afm.model.transformer import Transformer
+    from flax import nnx
+
+    model = Transformer(get_config("tiny").replace(dtype="float32"), rngs=nnx.Rngs(0))
+    prompts = [[1, 5, 9], [4, 2, 7, 7, 3]]
+    got = first_token_logprobs(model, prompts, 5)
+    for prompt, top in zip(prompts, got, strict=True):
+        logits = np.asarray(model(jnp.asarray([prompt])))[0, -1].astype(np.float64)
+        lp = logits - logits.max() - np.log(np.exp(logits - logits.max()).sum())
+        order = np.argsort(-lp)[:5]
+        assert [t for t, _ in top] == order.tolist()
+        np.testing.assert_allclose([v for _, v in top], lp[order], atol=1e-5)
