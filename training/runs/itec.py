@@ -138,15 +138,23 @@ def _mean(values: Any) -> float:
     return float(x.mean()) if x.size else float("nan")
 
 
+def _coverage(values: Any) -> dict[str, int]:
+    """How many of the values a mean of :func:`_mean` rests on, of how many: a column that
+    averages what could be scored says how much could not."""
+    x = np.asarray(values, np.float64)
+    return {"scored": int(np.isfinite(x).sum()), "of": int(x.size)}
+
+
 def paired_margin(set_reward: np.ndarray, member_reward: np.ndarray) -> dict[str, float]:
     """Mean per-prompt difference (reranked set minus a member alone) and its standard
     error: both are scored on the same prompts, so the paired error is the honest one."""
     d = np.asarray(set_reward, np.float64) - np.asarray(member_reward, np.float64)
+    prompts = int(d.size)
     d = d[np.isfinite(d)]  # a prompt the true reward could not score has no difference
     if not d.size:
-        return {"mean": float("nan"), "stderr": float("nan")}
+        return {"mean": float("nan"), "stderr": float("nan"), "prompts": 0, "of": prompts}
     se = float(d.std(ddof=1) / np.sqrt(d.size)) if d.size > 1 else float("nan")
-    return {"mean": float(d.mean()), "stderr": se}
+    return {"mean": float(d.mean()), "stderr": se, "prompts": int(d.size), "of": prompts}
 
 
 def run_round(cfg: RoundConfig, *, reward_fn: Any = None, eval_reward_fn: Any = None,
@@ -255,6 +263,9 @@ def run_round(cfg: RoundConfig, *, reward_fn: Any = None, eval_reward_fn: Any = 
             stats["mean_true_reward"] = _mean(t)
             stats["greedy_true_reward"] = _mean(alone["greedy"])
             stats["best_of_k_true_reward"] = _mean(alone["own_best_of_k"])
+            # what each of those means rests on (the true reward leaves unscored replies NaN)
+            stats["true_reward_coverage"] = {"samples": _coverage(t), "greedy": _coverage(alone["greedy"]),
+                                             "best_of_k": _coverage(alone["own_best_of_k"])}
             stats["set_margin"] = {way: paired_margin(np.asarray(chosen_true), per_prompt[kept])
                                    for way, per_prompt in alone.items()}
         members[nm] = stats
@@ -269,6 +280,7 @@ def run_round(cfg: RoundConfig, *, reward_fn: Any = None, eval_reward_fn: Any = 
     }
     if truth is not None and chosen_true:
         summary["reranked_true_reward"] = _mean(chosen_true)
+        summary["reranked_true_reward_coverage"] = {**_coverage(chosen_true), "prompts": n}
         # Does the reranked set beat each member alone, and by how much at the closest?
         margins = [(nm, way, m) for nm in names for way, m in members[nm]["set_margin"].items()]
         nm, way, m = min(margins, key=lambda x: x[2]["mean"])
