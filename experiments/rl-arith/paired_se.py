@@ -21,7 +21,6 @@ from pathlib import Path
 
 import numpy as np
 
-
 METRICS = ("reward", "correct", "other")
 CORRECT_WEIGHT = 1.0  # the task reward's weight of a correct answer (GraderConfig.correct_weight)
 
