@@ -56,6 +56,11 @@ class ParamLayout:
         return jax.tree.unflatten(self.treedef, [flat[k] for k in self.keys])
 
 
+def leaf_paths(tree: Any) -> list[str]:
+    """The flat key of each leaf of ``tree`` (as :func:`flatten_state` names it), in leaf order."""
+    return [_path_str(path) for path, _ in jax.tree_util.tree_flatten_with_path(tree)[0]]
+
+
 def flatten_state(state: Any) -> tuple[dict[str, Any], ParamLayout]:
     """``nnx.State`` (or any pytree) -> (flat dict, layout to rebuild it)."""
     leaves_with_path, treedef = jax.tree_util.tree_flatten_with_path(state)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -28,14 +28,21 @@ _BUCKET = 16
 @dataclass
 class SampleOutput:
     """Per row: the new tokens (through the first stop token, which is included), their
-    log-probabilities under the model (temperature 1, no top-p), whether a stop token
-    ended the row (False: it ran out of ``max_new_tokens``) and the stop token itself
-    (``None`` for a row cut at the limit)."""
+    log-probabilities, whether a stop token ended the row (False: it ran out of
+    ``max_new_tokens``) and the stop token itself (``None`` for a row cut at the limit).
+
+    ``logprobs`` are under the distribution each token was *drawn from*: the logits divided
+    by the temperature, then restricted to the top-p nucleus and renormalised; the
+    behaviour policy an importance ratio or a KL estimate needs. Greedy decoding (T = 0)
+    draws from no distribution; its ``logprobs`` are the model's at T = 1.
+    ``model_logprobs`` are always the model's own (T = 1, no top-p), e.g. for a
+    perplexity of what was sampled."""
 
     tokens: list[list[int]]
     logprobs: list[list[float]]
     stopped: list[bool]
     stop_tokens: list[int | None] | None = None
+    model_logprobs: list[list[float]] = field(default_factory=list)
 
 
 def top_p_filter(logits: Array, top_p: Array) -> Array:
@@ -56,14 +63,34 @@ def top_p_filter(logits: Array, top_p: Array) -> Array:
     return jnp.where(keep, logits, -jnp.inf)
 
 
+def sampling_logits(logits: Array, *, temperature: Array, top_p: Array) -> Array:
+    """The logits of the distribution a sampler at ``temperature`` and ``top_p`` draws
+    from (float32 [B, V]): ``logits / T``, everything outside the nucleus at -inf. Its
+    log-softmax is the log-probability of a drawn token."""
+    return top_p_filter(logits / temperature, top_p)
+
+
 def choose(
     logits: Array, key: Array, *, greedy: bool, temperature: Array, top_p: Array
 ) -> Array:
     """Next token per row from float32 logits [B, V]."""
+    return choose_with_logprob(logits, key, greedy=greedy, temperature=temperature, top_p=top_p)[0]
+
+
+def choose_with_logprob(
+    logits: Array, key: Array, *, greedy: bool, temperature: Array, top_p: Array
+) -> tuple[Array, Array, Array]:
+    """Next token per row, its log-probability under the distribution it was drawn from
+    (see :class:`SampleOutput`) and under the model (T = 1, no top-p)."""
+    model_lp = jax.nn.log_softmax(logits, axis=-1)
     if greedy:
-        return jnp.argmax(logits, axis=-1).astype(jnp.int32)
-    scaled = top_p_filter(logits / temperature, top_p)
-    return jax.random.categorical(key, scaled, axis=-1).astype(jnp.int32)
+        tok = jnp.argmax(logits, axis=-1).astype(jnp.int32)
+        lp = jnp.take_along_axis(model_lp, tok[:, None], axis=-1)[:, 0]
+        return tok, lp, lp
+    scaled = sampling_logits(logits, temperature=temperature, top_p=top_p)
+    tok = jax.random.categorical(key, scaled, axis=-1).astype(jnp.int32)
+    drawn_lp = jnp.take_along_axis(jax.nn.log_softmax(scaled, axis=-1), tok[:, None], axis=-1)[:, 0]
+    return tok, drawn_lp, jnp.take_along_axis(model_lp, tok[:, None], axis=-1)[:, 0]
 
 
 @partial(jax.jit, static_argnames=("graphdef", "max_new_tokens", "greedy"))
@@ -79,7 +106,7 @@ def _sample_jit(
     *,
     max_new_tokens: int,
     greedy: bool,
-) -> tuple[Array, Array, Array]:
+) -> tuple[Array, Array, Array, Array]:
     model = nnx.merge(graphdef, state)
     b, p = tokens.shape
     positions = jnp.maximum(jnp.cumsum(segments, axis=1) - 1, 0)
@@ -90,6 +117,7 @@ def _sample_jit(
 
     out = jnp.zeros((b, max_new_tokens), jnp.int32)
     out_lp = jnp.zeros((b, max_new_tokens), jnp.float32)
+    out_model_lp = jnp.zeros((b, max_new_tokens), jnp.float32)
     done = jnp.zeros((b,), bool)
 
     def cond(carry: tuple) -> Array:
@@ -97,13 +125,13 @@ def _sample_jit(
         return (step < max_new_tokens) & ~jnp.all(done)
 
     def body(carry: tuple) -> tuple:
-        step, last, cache, next_pos, key, out, out_lp, done = carry
+        step, last, cache, next_pos, key, out, out_lp, out_model_lp, done = carry
         key, sub = jax.random.split(key)
-        tok = choose(last, sub, greedy=greedy, temperature=temperature, top_p=top_p)
-        lp = jnp.take_along_axis(jax.nn.log_softmax(last, axis=-1), tok[:, None], axis=-1)[:, 0]
+        tok, lp, model_lp = choose_with_logprob(last, sub, greedy=greedy, temperature=temperature, top_p=top_p)
         tok = jnp.where(done, 0, tok)
         out = out.at[:, step].set(tok)
         out_lp = out_lp.at[:, step].set(jnp.where(done, 0.0, lp))
+        out_model_lp = out_model_lp.at[:, step].set(jnp.where(done, 0.0, model_lp))
         done = done | jnp.isin(tok, stop_ids)
         logits, cache = model(
             tok[:, None],
@@ -111,11 +139,49 @@ def _sample_jit(
             segment_ids=jnp.ones((b, 1), jnp.int32),
             cache=cache,
         )
-        return step + 1, logits[:, 0], cache, next_pos + 1, key, out, out_lp, done
+        return step + 1, logits[:, 0], cache, next_pos + 1, key, out, out_lp, out_model_lp, done
 
-    carry = (jnp.zeros((), jnp.int32), last, cache, next_pos, key, out, out_lp, done)
-    step, _, _, _, _, out, out_lp, done = jax.lax.while_loop(cond, body, carry)
-    return out, out_lp, done
+    carry = (jnp.zeros((), jnp.int32), last, cache, next_pos, key, out, out_lp, out_model_lp, done)
+    _, _, _, _, _, out, out_lp, out_model_lp, done = jax.lax.while_loop(cond, body, carry)
+    return out, out_lp, out_model_lp, done
+
+
+def sample_program(model: Transformer, rows: int, prompt_len: int, *, max_new_tokens: int,
+                   greedy: bool = False) -> Any:
+    """The sampler's compiled-to-be program for ``rows`` prompts of ``prompt_len`` tokens
+    (rounded to the length bucket), lowered on abstract inputs: ``model`` may be abstract
+    (``nnx.eval_shape``). For memory plans: nothing runs, nothing is allocated."""
+    width = max(prompt_len, min(-(-prompt_len // _BUCKET) * _BUCKET, model.cfg.max_seq_len - max_new_tokens))
+    graphdef, state = nnx.split(model)
+    ints = jax.ShapeDtypeStruct((rows, width), jnp.int32)
+    f32 = jax.ShapeDtypeStruct((), jnp.float32)
+    return _sample_jit.lower(graphdef, state, ints, ints, jax.ShapeDtypeStruct((2,), jnp.int32),
+                             jax.eval_shape(lambda: jax.random.key(0)), f32, f32,
+                             max_new_tokens=max_new_tokens, greedy=greedy)
+
+
+@partial(jax.jit, static_argnames=("graphdef", "k"))
+def _first_token_jit(graphdef: Any, state: Any, tokens: Array, segments: Array, *, k: int) -> tuple[Array, Array]:
+    model = nnx.merge(graphdef, state)
+    positions = jnp.maximum(jnp.cumsum(segments, axis=1) - 1, 0)
+    hidden, _ = model.features(tokens, positions=positions, segment_ids=segments)
+    logprobs = jax.nn.log_softmax(model.readout(hidden[:, -1:])[:, 0], axis=-1)
+    top, ids = jax.lax.top_k(logprobs, k)
+    return ids, top
+
+
+def first_token_logprobs(model: Transformer, prompt_tokens: Sequence[Sequence[int]], k: int,
+                         pad_id: int = 0) -> list[list[tuple[int, float]]]:
+    """Per prompt, the ``k`` most likely next tokens and their log-probabilities under the
+    model (T = 1): what an OpenAI-compatible server's ``top_logprobs`` gives for a reply's
+    first token (a judge read by its log-probs, e.g. AlpacaEval's weighted annotator)."""
+    if k < 1:
+        raise ValueError("k must be at least 1")
+    tokens, segments = _pad_prompts(prompt_tokens, pad_id, model.cfg.max_seq_len)
+    graphdef, state = nnx.split(model)
+    ids, top = _first_token_jit(graphdef, state, jnp.asarray(tokens), jnp.asarray(segments),
+                                k=min(k, model.cfg.vocab_size))
+    return [list(zip(map(int, i), map(float, t), strict=True)) for i, t in zip(np.asarray(ids), np.asarray(top))]
 
 
 def _pad_prompts(
@@ -166,7 +232,7 @@ def sample(
         )
     graphdef, state = nnx.split(model)
     stops = jnp.asarray(list(stop_tokens) or [-1], jnp.int32)
-    out, out_lp, _ = _sample_jit(
+    out, out_lp, out_model_lp, _ = _sample_jit(
         graphdef,
         state,
         jnp.asarray(tokens),
@@ -178,16 +244,17 @@ def sample(
         max_new_tokens=max_new_tokens,
         greedy=temperature == 0.0,
     )
-    out_np, lp_np = np.asarray(out), np.asarray(out_lp)
+    out_np, lp_np, model_lp_np = np.asarray(out), np.asarray(out_lp), np.asarray(out_model_lp)
     stop_set = set(stop_tokens)
     result = SampleOutput(tokens=[], logprobs=[], stopped=[], stop_tokens=[])
-    for row, lps in zip(out_np.tolist(), lp_np.tolist()):
+    for row, lps, model_lps in zip(out_np.tolist(), lp_np.tolist(), model_lp_np.tolist()):
         end = next((i + 1 for i, t in enumerate(row) if t in stop_set), None)
         result.stopped.append(end is not None)
         result.stop_tokens.append(None if end is None else row[end - 1])
         end = len(row) if end is None else end
         result.tokens.append(row[:end])
         result.logprobs.append(lps[:end])
+        result.model_logprobs.append(model_lps[:end])
     return result
 
 

@@ -50,30 +50,38 @@ class TokenScores:
     entropy: Array | None = None  # float32 [B, T]
 
 
-def _chunk_size(t: int, requested: int) -> int:
-    """The largest divisor of ``t`` that is at most ``requested``."""
-    size = max(1, min(requested, t))
-    while t % size:
-        size -= 1
-    return size
+def chunk_layout(t: int, requested: int) -> tuple[int, int]:
+    """``(chunks, size)`` for ``t`` positions in chunks of at most ``requested``: as few
+    chunks as the request allows (``ceil(t / requested)``), all of one size, the last one
+    padded. A length with no good divisor (DPO's ``seq_len - 1``: 8191 is prime) keeps
+    ``requested``-sized chunks instead of falling to chunks of one position."""
+    if t < 1:
+        raise ValueError(f"nothing to score: {t} positions")
+    n = -(-t // max(1, min(requested, t)))
+    return n, -(-t // n)
 
 
 def _chunked_readout(hidden: Array, table: Array, xs: tuple[Array, ...], fn, *, logit_scale: float, chunk: int):
     """Run ``fn(logits [B, S, C, V] float32, *xs_chunk) -> tuple of [B, S, C, ...]`` over
     sequence chunks under ``lax.scan`` with the logits rematerialised in the backward
     pass; ``xs`` are per-position arrays ``[B, T, ...]``. Returns the outputs as
-    ``[B, T, ...]``. The one chunk loop behind every readout-based quantity."""
+    ``[B, T, ...]``. The one chunk loop behind every readout-based quantity. Positions
+    past the end of a shard (the last chunk's padding) are scored on zero features and
+    dropped before anything is returned, so they add nothing to a value or a gradient."""
     b, t, d = hidden.shape
     shards = partitioning.shards("seq")
     if t % shards:
         shards = 1
     per_shard = t // shards
-    size = _chunk_size(per_shard, chunk)
-    n = per_shard // size
+    n, size = chunk_layout(per_shard, chunk)
+    pad = n * size - per_shard
     table = table.astype(hidden.dtype)
 
     def split(x: Array) -> Array:  # [B, T, ...] -> [n, B, shards, size, ...]
-        return jnp.moveaxis(x.reshape(b, shards, n, size, *x.shape[2:]), 2, 0)
+        x = x.reshape(b, shards, per_shard, *x.shape[2:])
+        if pad:
+            x = jnp.pad(x, [(0, 0), (0, 0), (0, pad)] + [(0, 0)] * (x.ndim - 3))
+        return jnp.moveaxis(x.reshape(b, shards, n, size, *x.shape[3:]), 2, 0)
 
     @jax.checkpoint
     def score_chunk(h_c: Array, *x_c: Array) -> tuple[Array, ...]:
@@ -87,7 +95,8 @@ def _chunked_readout(hidden: Array, table: Array, xs: tuple[Array, ...], fn, *, 
     _, outs = jax.lax.scan(body, None, (split(hidden), *(split(x) for x in xs)))
 
     def back(x: Array) -> Array:  # [n, B, shards, size, ...] -> [B, T, ...]
-        return jnp.moveaxis(x, 0, 2).reshape(b, t, *x.shape[4:])
+        x = jnp.moveaxis(x, 0, 2).reshape(b, shards, n * size, *x.shape[4:])
+        return x[:, :, :per_shard].reshape(b, t, *x.shape[3:])
 
     return tuple(back(o) for o in outs)
 
@@ -181,4 +190,4 @@ def score_tokens(model: Any, ids: Sequence[int]) -> list[float]:
     return [float(x) for x in np.asarray(out[0])]
 
 
-__all__ = ["TokenScores", "score", "score_tokens", "token_argmax", "token_logprobs"]
+__all__ = ["TokenScores", "chunk_layout", "score", "score_tokens", "token_argmax", "token_logprobs"]

@@ -31,6 +31,27 @@ from flax import nnx
 
 Array = jax.Array
 
+
+def scan_storage(x: Array, dtype: Any) -> Array:
+    """How a parameter is held for compute: float weight matrices (ndim >= 2) in the
+    compute ``dtype`` (every use casts them to it first, so the rounding is the same
+    wherever it happens), 1-D norm scales and integer (palettized) storage as they are
+    (norms are applied in float32). The layer scan stacks by this rule, and so does a
+    frozen copy of the model (a DPO/MDLOO reference), so the copy computes exactly what
+    the model computes."""
+    if x.ndim >= 2 and jnp.issubdtype(x.dtype, jnp.floating):
+        return x.astype(dtype)
+    return x
+
+
+def layer_paths(layer_state: Any) -> list[str]:
+    """The '/'-joined path of each leaf of one layer's state, in leaf order (``attn/wq``):
+    the names under which pre-stacked layer parameters are handed to
+    :meth:`Transformer.features`."""
+    from afm.model.params import leaf_paths
+
+    return leaf_paths(layer_state)
+
 @flax.struct.dataclass
 class KVCache:
     """Keys/values of every layer for ``max_len`` slots, and what each slot holds.
@@ -125,6 +146,7 @@ class Transformer(nnx.Module):
         cache: KVCache | None = None,
         dropout_rng: Array | None = None,
         mask: Array | None = None,
+        stacked_layers: dict[str, Array] | None = None,
     ) -> tuple[Array, KVCache | None]:
         """Final-norm hidden states [B, T, dim] (compute dtype) and the updated cache.
 
@@ -134,6 +156,10 @@ class Transformer(nnx.Module):
         [B, 1, T, T], full sequence only) replaces the causal/segment rule with an
         explicit one, e.g. evaluation's tree-packed rows where several continuations
         share one context (``afm.evaluation.packing``); it runs the XLA reference kernel.
+        ``stacked_layers`` (``scan_layers`` only) are every layer's parameters already
+        stacked ``[n_layers, ...]`` by :func:`scan_storage`, keyed by :func:`layer_paths`:
+        a frozen copy stored that way is scanned as it is, instead of being stacked again
+        (a copy of every layer) in every step.
         """
         cfg = self.cfg
         dtype = jnp.dtype(cfg.dtype)
@@ -181,26 +207,22 @@ class Transformer(nnx.Module):
             return block_fn
 
         new_k = new_v = None
+        if stacked_layers is not None and not cfg.scan_layers:
+            raise ValueError("stacked_layers are for a model that scans its layers (scan_layers=True)")
         if cfg.scan_layers:
             if any(g != graphdefs[0] for g in graphdefs[1:]):
                 raise ValueError("scan_layers needs layers of one structure (e.g. one bit width "
                                  "for every palettized layer): set scan_layers=False")
             block_fn = make_block_fn(graphdefs[0])
-            # Stack the per-layer parameters along a new leading axis for the scan. Weight
-            # matrices are cast to the compute dtype first (the blocks cast them anyway), so
-            # the stacked copy costs half the f32 size; 1-D norm scales and integer
-            # (palettized) storage stay as they are.
+            # Stack the per-layer parameters along a new leading axis for the scan, each
+            # held as scan_storage says (weight matrices in the compute dtype: the stacked
+            # copy costs half the f32 size), unless they come stacked already.
             _, treedef = jax.tree.flatten(layer_states[0])
-
-            def stack(*xs: Array) -> Array:
-                xs = tuple(
-                    x.astype(dtype) if x.ndim >= 2 and jnp.issubdtype(x.dtype, jnp.floating) else x for x in xs
-                )
-                return jnp.stack(xs)
-
-            stacked = [
-                stack(*xs) for xs in zip(*(jax.tree.leaves(s) for s in layer_states), strict=True)
-            ]
+            if stacked_layers is not None:
+                stacked = [stacked_layers[p] for p in layer_paths(layer_states[0])]
+            else:
+                stacked = [jnp.stack([scan_storage(x, dtype) for x in xs])
+                           for xs in zip(*(jax.tree.leaves(s) for s in layer_states), strict=True)]
 
             def body(x: Array, xs: Any):
                 leaves, kv, layer = xs
@@ -255,6 +277,30 @@ class Transformer(nnx.Module):
         if cache is None:
             return logits
         return logits, new_cache
+
+
+class StackedLayersView:
+    """A model whose layers are scanned from parameters stored pre-stacked (a frozen
+    reference): ``features``, ``readout``, ``embed`` and ``cfg`` as the model's, every
+    forward handed ``stacked_layers``. What reads a model through those (the chunked
+    scoring, DPO's sequence log-probs) reads this the same way."""
+
+    def __init__(self, model: Transformer, stacked_layers: dict[str, Array]):
+        self.model, self.stacked_layers = model, stacked_layers
+
+    @property
+    def cfg(self) -> ModelConfig:
+        return self.model.cfg
+
+    @property
+    def embed(self) -> Any:
+        return self.model.embed
+
+    def features(self, tokens: Array, **kwargs: Any) -> tuple[Array, KVCache | None]:
+        return self.model.features(tokens, stacked_layers=self.stacked_layers, **kwargs)
+
+    def readout(self, h: Array) -> Array:
+        return self.model.readout(h)
 
 
 RUNTIME_FIELDS = frozenset(

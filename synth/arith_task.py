@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from afm.finish import Reply
+
 LEVELS = ("negligibly_better", "slightly_better", "better", "significantly_better")
 GRADES = ("instruction_following", "verbosity", "truthfulness", "harmlessness")
 MAJOR, MINOR, NO_ISSUE = 0, 1, 2
@@ -291,12 +293,13 @@ class PreferenceWriteSummary:
     pairs: int = 0
     skipped_identical: int = 0
     skipped_not_arithmetic: int = 0
+    cut_replies: int = 0  # replies that stopped for length: never a finished turn (afm.finish)
     levels: dict[str, int] = field(default_factory=lambda: dict.fromkeys(LEVELS, 0))
 
 
 def write_preferences(
     path: str | Path,
-    samples: Iterable[tuple[Sequence[dict[str, Any]], Sequence[str]]],
+    samples: Iterable[tuple[Sequence[dict[str, Any]], Sequence[str | Reply]]],
     *,
     pairs_per_prompt: int = 2,
     seed: int = 0,
@@ -305,8 +308,11 @@ def write_preferences(
     """Preference JSONL from responses sampled per prompt: up to ``pairs_per_prompt``
     random pairs of *distinct* responses per prompt, each graded by :func:`grade_pair`.
 
-    ``samples`` yields ``(conversation, responses)``; prompts that are not arithmetic
-    problems are counted and skipped (the grader cannot judge them)."""
+    ``samples`` yields ``(conversation, responses)``; a response is a string (scripted:
+    finished) or an ``afm.finish.Reply`` with why it stopped. A reply that stopped for
+    length is never a finished turn: it is dropped before pairing and counted
+    (``cut_replies``). Prompts that are not arithmetic problems are counted and skipped
+    (the grader cannot judge them)."""
     rng = random.Random(seed)
     summary = PreferenceWriteSummary()
     out = Path(path)
@@ -319,8 +325,11 @@ def write_preferences(
             except NotArithmetic:
                 summary.skipped_not_arithmetic += 1
                 continue
-            distinct = list(dict.fromkeys(responses))
-            summary.skipped_identical += len(responses) - len(distinct)
+            replies = [r if isinstance(r, Reply) else Reply(r) for r in responses]
+            finished = [r.text for r in replies if not r.cut]
+            summary.cut_replies += len(replies) - len(finished)
+            distinct = list(dict.fromkeys(finished))
+            summary.skipped_identical += len(finished) - len(distinct)
             candidates = list(itertools.combinations(range(len(distinct)), 2))
             rng.shuffle(candidates)
             for k, (i, j) in enumerate(candidates[:pairs_per_prompt]):

@@ -7,8 +7,10 @@ solution against every test in the sandbox -> keep the best passing solution (re
 2. **Tests** -- ``tests_per_problem`` ``assert`` lines per problem; a line that is not a
    single assert statement is discarded; a problem with fewer than ``min_tests`` valid
    tests is dropped.
-3. **Solutions** -- ``solutions_per_problem`` samples; a candidate that does not parse or
-   does not define the function is dropped without being run.
+3. **Solutions** -- ``solutions_per_problem`` samples; a candidate that stopped for length
+   (``afm.finish``: never a finished turn; ``cut_reply``, counted in the manifest's
+   ``cut_replies``), does not parse or does not define the function is dropped without
+   being run.
 4. **Execution** -- each (candidate, test) pair runs in ``afm.sandbox`` (its
    own namespaces, no network, a private /tmp, limits, timeout): the candidate first,
    then the test, in one namespace. A pair passes only when the sandbox's harness saw
@@ -38,6 +40,8 @@ from typing import Any
 from afm.synth import prompts
 from afm.synth.generators import GenerationRequest
 from afm.synth.run import SynthRun
+
+from afm.finish import DROP_REASON, is_cut
 
 
 @dataclass
@@ -219,6 +223,9 @@ def synth_code(run: SynthRun, topics: list[str], cfg: CodeConfig) -> dict[str, A
     for p, gen in zip(testable, sols):
         for k, text in enumerate(gen.texts):
             stats[p.topic]["candidates"] += 1
+            if is_cut(gen.finish[k] if k < len(gen.finish) else None):  # never a finished turn
+                run.drop("solutions", DROP_REASON, p.id, topic=p.topic, candidate=k, reply=text[:300])
+                continue
             code = code_block(text)
             why = defines(code, p.function)
             if why:

@@ -56,6 +56,7 @@ class GenerationRequest:
     stop: tuple[str, ...] = ()
     seed: int = 0
     tools: tuple[dict[str, Any], ...] = ()  # function schemas offered (tool-use data)
+    top_logprobs: int = 0  # also return the k likeliest first tokens' log-probs (a judge read by them)
     tag: str = ""  # which pipeline step asked (statistics only; not part of the key)
 
     def key(self, model: str) -> str:
@@ -66,17 +67,21 @@ class GenerationRequest:
         data["tools"] = list(self.tools)
         if not self.tools:
             del data["tools"]
+        if not self.top_logprobs:  # keys of requests without it stay what they were
+            del data["top_logprobs"]
         blob = json.dumps({"model": model, **data}, sort_keys=True, ensure_ascii=False)
         return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 @dataclass
 class Generation:
-    """The ``n`` sampled texts of one request and why each ended (``stop`` / ``length``)."""
+    """The ``n`` sampled texts of one request, why each ended (``stop`` / ``length``) and,
+    when asked for, each sample's first token's most likely alternatives ``{token: logprob}``."""
 
     texts: list[str]
     finish: list[str] = field(default_factory=list)
     cached: bool = False
+    top_logprobs: list[dict[str, float]] | None = None
 
 
 @runtime_checkable
@@ -141,11 +146,31 @@ class CheckpointGenerator:
                                              requests[i].stop)
                     texts[i].append(text)
                     finish[i].append("stop" if stopped or hit else "length")
+            tops = self._first_tokens([i for i in members if requests[i].top_logprobs],
+                                      {i: p for i, p in rows}, requests)
             for i in members:
-                results[i] = Generation(texts[i], finish[i])
+                results[i] = Generation(texts[i], finish[i],
+                                        top_logprobs=[tops[i]] * len(texts[i]) if i in tops else None)
                 if on_result:
                     on_result(i, results[i])
         return [r for r in results if r is not None]
+
+    def _first_tokens(self, asked: list[int], prompts: dict[int, list[int]],
+                      requests: Sequence[GenerationRequest]) -> dict[int, dict[str, float]]:
+        """The first token's top log-probs of each asked request, the token as its text."""
+        from afm.model.sampling import first_token_logprobs
+
+        out: dict[int, dict[str, float]] = {}
+        for lo in range(0, len(asked), self.batch_size):
+            chunk = asked[lo: lo + self.batch_size]
+            k = max(requests[i].top_logprobs for i in chunk)
+            for i, pairs in zip(chunk, first_token_logprobs(self.model, [prompts[i] for i in chunk], k,
+                                                            self.tokenizer.pad_id)):
+                top: dict[str, float] = {}
+                for token, lp in pairs[: requests[i].top_logprobs]:
+                    top.setdefault(self.tokenizer.decode([token]), lp)  # the likelier of two with one text
+                out[i] = top
+        return out
 
 
 class RateLimiter:
@@ -222,6 +247,8 @@ class OpenAIGenerator:
             body["stop"] = list(r.stop)
         if r.tools:
             body["tools"] = list(r.tools)
+        if r.top_logprobs:
+            body["logprobs"], body["top_logprobs"] = True, r.top_logprobs
         return body
 
     def _one(self, r: GenerationRequest) -> Generation:
@@ -262,11 +289,17 @@ class OpenAIGenerator:
                      + "".join(tool_call_text(t) for t in c["message"].get("tool_calls") or [])
                      for c in choices]
             finish = [c.get("finish_reason") or "stop" for c in choices]
+            tops = None
+            if r.top_logprobs:  # the first token's alternatives; none returned: an empty dict
+                tops = []
+                for c in choices:
+                    content = ((c.get("logprobs") or {}).get("content") or [{}])
+                    tops.append({t["token"]: float(t["logprob"]) for t in content[0].get("top_logprobs") or []})
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise GenerationError(f"malformed chat completion response ({exc}): {resp.text[:300]}") from None
         if len(texts) != r.n:
             raise GenerationError(f"asked for n={r.n} samples, the server returned {len(texts)}")
-        return Generation(texts, finish)
+        return Generation(texts, finish, top_logprobs=tops)
 
     def generate(self, requests: Sequence[GenerationRequest], on_result: OnResult | None = None
                  ) -> list[Generation]:
@@ -307,7 +340,7 @@ class CachedGenerator:
         for i, key in enumerate(keys):
             hit = self.cache.get(key)
             if hit is not None:
-                results[i] = Generation(hit["texts"], hit["finish"], cached=True)
+                results[i] = Generation(hit["texts"], hit["finish"], cached=True, top_logprobs=hit.get("top_logprobs"))
                 if on_result:
                     on_result(i, results[i])  # type: ignore[arg-type]
             else:
@@ -315,7 +348,10 @@ class CachedGenerator:
 
         def store(j: int, gen: Generation) -> None:
             i = missing[j]
-            self.cache.put(keys[i], {"texts": gen.texts, "finish": gen.finish})
+            entry: dict[str, Any] = {"texts": gen.texts, "finish": gen.finish}
+            if gen.top_logprobs is not None:
+                entry["top_logprobs"] = gen.top_logprobs
+            self.cache.put(keys[i], entry)
             self.generated += 1
             results[i] = gen
             if on_result:

@@ -20,7 +20,9 @@ Solutions: ``samples`` per problem at ``temperature``. A solution is kept when i
 answer (``afm.synth.answers``: the evaluation's GSM8K / MATH rules) equals the ground
 truth; without one, the judge (``verify: judge``) or a majority of the samples
 (``verify: majority``) decides. At most ``keep_per_problem`` distinct solutions per
-problem are kept. Every drop is recorded with its stage and reason.
+problem are kept. A solution or an evolved problem that stopped for length is never a
+finished turn (``afm.finish``): dropped as ``cut_reply`` and counted in the manifest's
+``cut_replies``. Every drop is recorded with its stage and reason.
 """
 
 from __future__ import annotations
@@ -141,9 +143,12 @@ def evolve(run: SynthRun, seeds: list[Problem], cfg: MathConfig) -> list[Problem
             meta.append((name, s))
     candidates = []
     for (name, s), gen in zip(meta, run.ask(requests, "evolve")):
-        text = _clean_problem(gen.texts[0])
-        if not text or gen.finish[0] == "length":
-            run.drop("evolve", "empty_or_cut", s.id, strategy=name, text=text)
+        texts = run.finished("evolve", gen, s.id, strategy=name)
+        text = _clean_problem(texts[0]) if texts else ""
+        if not texts:
+            continue
+        if not text:
+            run.drop("evolve", "empty", s.id, strategy=name, text=text)
             continue
         gold = s.gold if name == "rephrase" else None
         candidates.append(Problem(f"{s.id}/{name}", text, gold, s.style, name, s.seed_id))
@@ -187,10 +192,11 @@ def solve_and_filter(run: SynthRun, problems: list[Problem], cfg: MathConfig) ->
     to_judge: list[tuple[Problem, str]] = []
     verified: dict[str, list[tuple[str, str]]] = {p.id: [] for p in problems}
     for p, gen in zip(problems, generations):
-        answers = [extract_answer(t, p.style) for t in gen.texts]
         run.count("solutions", "sampled", len(gen.texts))
+        texts = run.finished("solve", gen, p.id, strategy=p.strategy)  # a cut solution never trains
+        answers = [extract_answer(t, p.style) for t in texts]
         if p.gold is not None:
-            for text, ans in zip(gen.texts, answers):
+            for text, ans in zip(texts, answers):
                 if ans is None:
                     run.drop("solve", "no_final_answer", p.id, strategy=p.strategy)
                 elif answers_match(ans, p.gold, p.style):
@@ -200,14 +206,14 @@ def solve_and_filter(run: SynthRun, problems: list[Problem], cfg: MathConfig) ->
         elif cfg.verify == "majority":
             votes = Counter(a for a in answers if a is not None)
             top, n = votes.most_common(1)[0] if votes else (None, 0)
-            for text, ans in zip(gen.texts, answers):
+            for text, ans in zip(texts, answers):
                 if top is not None and n > len(gen.texts) / 2 and ans == top:
                     verified[p.id].append((text, "majority"))
                 else:
                     run.drop("solve", "no_majority" if ans is not None else "no_final_answer", p.id,
                              strategy=p.strategy, answer=ans)
         else:
-            for text, ans in zip(gen.texts, answers):
+            for text, ans in zip(texts, answers):
                 if ans is None:
                     run.drop("solve", "no_final_answer", p.id, strategy=p.strategy)
                 else:

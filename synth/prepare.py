@@ -5,7 +5,11 @@ Stages, in order, each counted (records in = kept + rejected, per stage and in t
 1. **read** -- JSONL / Parquet records through the project's input boundary
    (``afm.readers``): an undecodable line or row group is a reject, never a crash.
 2. **format** -- any known layout (``afm.synth.formats``) -> a validated conversation with
-   at least one assistant turn (nothing to train on otherwise).
+   at least one assistant turn (nothing to train on otherwise), none of whose replies
+   stopped for length (``afm.finish``: a ``finish_reason`` / ``stop_reason`` of
+   ``length`` or ``max_tokens`` on the row or on an assistant message; the chat template
+   would close the cut reply as a finished turn): ``cut_reply``, counted in the manifest's
+   ``cut_replies``.
 3. **pii** -- the PII filter of the curation pipeline (``afm.filters.pii``) on every
    message text and string tool-call argument: personal data replaced by typed
    placeholders; a conversation made mostly of personal data dropped (``mostly_pii``).
@@ -45,6 +49,7 @@ from afm.pipelines.curate.stages import SOURCE_STAGES
 from afm.synth.formats import Conversation, FormatError, conversation_id, to_conversation
 
 from afm.errors import UserError
+from afm.finish import DROP_REASON, STAT, cut_in_record
 from afm.io import ShardSequence, read_shard
 from afm.readers import Failure, Record, read_file
 from afm.schema import REJECT_SCHEMA, make_reject
@@ -205,8 +210,11 @@ def prepare_sft(inputs: list[str], output: str, cfg: PrepareConfig, *, overwrite
                 conv = to_conversation(item.value)
                 if not any(m["role"] == "assistant" for m in conv.messages):
                     raise FormatError("no assistant turn: nothing to train on")
+                if cut_in_record(item.value, conv.messages):
+                    raise FormatError(f"{DROP_REASON}: a reply stopped for length is never a finished turn")
             except FormatError as exc:
-                reason = "no_assistant_turn" if "no assistant" in str(exc) else "bad_format"
+                reason = ("no_assistant_turn" if "no assistant" in str(exc)
+                          else DROP_REASON if str(exc).startswith(DROP_REASON) else "bad_format")
                 counts["format"].rejected += 1
                 counts["format"].reasons[reason] += 1
                 rid = hashlib.sha256(raw.encode("utf-8", "surrogatepass")).hexdigest()[:24]
@@ -273,6 +281,7 @@ def prepare_sft(inputs: list[str], output: str, cfg: PrepareConfig, *, overwrite
                           "sha256": hashlib.sha256(tok.path.read_bytes()).hexdigest()},
             "chat_template_sha256": hashlib.sha256(CHAT_TEMPLATE.encode()).hexdigest(),
             "totals": totals, "stages": {s: c.as_dict() for s, c in counts.items()},
+            STAT: counts["format"].reasons[DROP_REASON],  # rows whose reply stopped for length
             "tokens": kept["tokens"], "trained_tokens": kept["trained"],
             "pii_redactions": dict(redactions), "pii": cfg.pii,
             "decontamination": ({"index": os.path.abspath(cfg.decontam_index), "threshold": cfg.threshold,

@@ -31,6 +31,8 @@ from afm.synth.generators import (
     generate_texts,
 )
 
+from afm.finish import DROP_REASON, STAT
+
 
 def default_cache(output: str) -> str:
     return os.path.abspath(output.rstrip("/")) + ".cache.sqlite"
@@ -55,6 +57,20 @@ class SynthRun:
     def drop(self, stage: str, reason: str, item: Any, **details: Any) -> None:
         self.counts[stage][f"dropped:{reason}"] += 1
         self.dropped.append({"stage": stage, "reason": reason, "item": item, **details})
+
+    def finished(self, stage: str, gen: Generation, item: Any, **details: Any) -> list[str]:
+        """The texts of ``gen`` that ended on their own; each reply that stopped for length
+        (``afm.finish``: never a finished turn) is dropped with reason ``cut_reply`` and
+        counted in the manifest's ``cut_replies``."""
+        from afm.finish import DROP_REASON, is_cut
+
+        kept = []
+        for i, text in enumerate(gen.texts):
+            if is_cut(gen.finish[i] if i < len(gen.finish) else None):
+                self.drop(stage, DROP_REASON, item, reply=text[:300], **details)
+            else:
+                kept.append(text)
+        return kept
 
     def keep(self, stage: str, conversation: dict[str, Any]) -> None:
         self.counts[stage]["kept"] += 1
@@ -91,6 +107,7 @@ def finish(run: SynthRun, out: Any, manifest: dict[str, Any]) -> dict[str, Any]:
     manifest = {
         "kind": f"synth-{run.name}", "generator": gen.name,
         "kept": len(run.kept), "dropped": len(run.dropped),
+        STAT: sum(d["reason"] == DROP_REASON for d in run.dropped),  # replies cut at the token limit
         "dropped_by_reason": dict(Counter(f"{d['stage']}/{d['reason']}" for d in run.dropped)),
         "counts": {k: dict(v) for k, v in run.counts.items()},
         "cache": ({"path": str(cache.path), "replayed": cache.hits, "new": cache.writes}

@@ -13,6 +13,9 @@
   tools available; kept when the reply calls nothing (this data teaches the model not to
   over-trigger tools).
 
+A reply that stopped for length is never a finished turn (``afm.finish``): it is dropped
+as ``cut_reply`` before any check and counted in the manifest's ``cut_replies``.
+
 The kept conversations carry ``tools`` and the assistant's ``tool_calls`` in the chat
 format (``afm.model.chat``), ready for ``afm sft prepare``. Calls are read from the
 reply as the template writes them (``<tool_call>{"name": ..., "arguments": ...}
@@ -147,7 +150,8 @@ def synth_tool(run: SynthRun, library: list[Any], no_tool_prompts: list[str], cf
                        for (_, q), o in zip(queries, offers)], "single calls")
     singles: list[tuple[dict[str, Any], str, dict[str, Any]]] = []
     for (tool, q), offered, gen in zip(queries, offers, replies):
-        _judge_call(run, "single", [tool], q, offered, gen.texts[0], singles)
+        for reply in run.finished("single", gen, q):  # a reply cut at max_tokens never trains
+            _judge_call(run, "single", [tool], q, offered, reply, singles)
     # Parallel calls: two requests for different tools in one message.
     pairs = [(a, b) for a in singles for b in singles if fn(a[0])["name"] < fn(b[0])["name"]]
     rng.shuffle(pairs)
@@ -162,7 +166,8 @@ def synth_tool(run: SynthRun, library: list[Any], no_tool_prompts: list[str], cf
                                              tag="tool/parallel")
                            for t, o in zip(texts, offered_all)], "parallel calls")
         for (a, b), text, offered, gen in zip(pairs, texts, offered_all, replies):
-            _judge_call(run, "parallel", [a[0], b[0]], text, offered, gen.texts[0], None)
+            for reply in run.finished("parallel", gen, text):
+                _judge_call(run, "parallel", [a[0], b[0]], text, offered, reply, None)
     # Intent detection: no tool needed.
     if no_tool_prompts:
         offered_neg = [rng.sample(library, min(len(library), cfg.distractors + 1)) for _ in no_tool_prompts]
@@ -171,13 +176,14 @@ def synth_tool(run: SynthRun, library: list[Any], no_tool_prompts: list[str], cf
                                              tag="tool/none")
                            for p, o in zip(no_tool_prompts, offered_neg)], "no-tool replies")
         for i, (p, offered, gen) in enumerate(zip(no_tool_prompts, offered_neg, replies)):
-            calls = parse_calls(gen.texts[0])
-            if calls:
-                run.drop("no_tool", "called_a_tool", p, calls=calls)
-            elif not gen.texts[0].strip():
-                run.drop("no_tool", "empty_reply", p)
-            else:
-                run.keep("no_tool", _conversation(f"none/{i}", offered, p, None, gen.texts[0].strip(), "no_tool"))
+            for reply in run.finished("no_tool", gen, p):
+                calls = parse_calls(reply)
+                if calls:
+                    run.drop("no_tool", "called_a_tool", p, calls=calls)
+                elif not reply.strip():
+                    run.drop("no_tool", "empty_reply", p)
+                else:
+                    run.keep("no_tool", _conversation(f"none/{i}", offered, p, None, reply.strip(), "no_tool"))
     return {"config": vars(cfg), "tools": len(library)}
 
 

@@ -42,7 +42,8 @@ TASKS: dict[str, PosttrainTask] = {t.name: t for t in [
     PosttrainTask("alpaca_eval", "writing", "lc_win_rate", needs_judge=True, max_new_tokens=1024,
                   note="AlpacaEval 2.0: length-controlled win rate against the reference outputs"),
     PosttrainTask("arena_hard", "writing", "score", needs_judge=True, max_new_tokens=1024,
-                  note="Arena-Hard-Auto: win rate against the baseline, position-swapped pairs"),
+                  note="Arena-Hard-Auto v2.0: win rate against each category's own baseline, position-swapped "
+                       "pairs, categories never pooled"),
     PosttrainTask("afm_writing", "writing", "rating", needs_judge=True, max_new_tokens=512,
                   note="single-answer grades 1-10 (summarization, composition; report §6.3)"),
 ]}

@@ -47,6 +47,7 @@ class PosttrainOptions:
     safety_detector: str | None = None  # keyword | judge; default: judge when a judge is given
     max_new_tokens: int | None = None  # overrides every task's default
     arena_baseline: str | None = None
+    alpaca_annotation: str = "weighted"  # AlpacaEval 2.0's log-prob annotator | games (two Arena-style games)
     seed: int = 1234
     scale_note: str = ""  # e.g. "toy scale": added to every task's note
 
@@ -233,7 +234,7 @@ def _safety(task: PosttrainTask, generator: Generator, judge: Any, data_dir: str
 def _writing(task: PosttrainTask, generator: Generator, judge: Any, data_dir: str | None, limit: Any,
              options: PosttrainOptions, progress: bool, out: PosttrainResult, allow_hub: bool) -> None:
     from afm.evaluation.posttrain.judges import grading
-    from afm.evaluation.posttrain.writing import alpaca_eval, arena_hard
+    from afm.evaluation.posttrain.writing import arena_hard
     from afm.evaluation.posttrain.writing import data as wdata
 
     if task.name == "alpaca_eval":
@@ -268,34 +269,78 @@ def _writing(task: PosttrainTask, generator: Generator, judge: Any, data_dir: st
         out.notes[task.name] = (f"{task.note}; judged by {judge_name}; data: {s.source}"
                                 + (f"; {failed} judgments failed (not counted)" if failed else ""))
         return
-    pairs = [grading.PairItem(it.id, it.prompt, r, it.reference or "", list(c))
+    pairs = [grading.PairItem(it.id, it.prompt, r, it.reference or "", list(c), category=it.category)
              for it, r, c in zip(items, replies, convs)]
-    results = grading.pairwise(judge, pairs)
     if task.name == "alpaca_eval":
-        prefs = alpaca_eval.preferences(results)
-        wr = alpaca_eval.win_rate(prefs)
-        difficulty = [it.difficulty for it in items] if all(it.difficulty is not None for it in items) else None
-        lc = alpaca_eval.length_controlled(prefs, [len(r) for r in replies], [len(it.reference or "") for it in items],
-                                           difficulty)  # type: ignore[arg-type]
-        out.tasks[task.name] = _entry(task, "judge", lc["lc_win_rate"], lc["lc_stderr"], len(items),
-                                      {"win_rate": wr["win_rate"]})
-        out.tasks[task.name]["metrics"]["win_rate,judge"]["stderr"] = wr["stderr"]
-        summary: dict[str, Any] = {**wr, "glm": lc["glm"], "glm_weights": lc.get("weights"),
-                                   "failed": wr["n_failed"]}
-    else:
-        res = arena_hard.score(results)
-        # Arena-Hard v2.0 reports each category against its own baseline: scores per category too
-        categories = sorted({it.category for it in items})
-        by_cat = {c: arena_hard.score([r for r, it in zip(results, items) if it.category == c]) for c in categories}
-        extra = {f"score_{c}": v["score"] for c, v in by_cat.items()} if len(categories) > 1 else {}
-        out.tasks[task.name] = _entry(task, "judge", res["score"], None, len(items), extra)
-        summary = {**res, "by_category": {c: {k: v[k] for k in ("score", "lower", "upper", "questions", "failed")}
-                                          for c, v in by_cat.items()}}
+        _alpaca(task, s, items, replies, pairs, judge, options, out)
+        return
+    results = grading.pairwise(judge, pairs)
+    # Arena-Hard v2.0 reports each category against its own baseline, never pooled; the
+    # task's one number is its default table's (hard_prompt), or the only category's
+    by_cat = arena_hard.score_by_category(results, [it.category for it in items])
+    head = arena_hard.headline(by_cat)
+    extra = {f"score_{c}": v["score"] for c, v in by_cat.items()} if len(by_cat) > 1 else {}
+    out.tasks[task.name] = _entry(task, "judge", by_cat[head]["score"] if head else None, None,
+                                  by_cat[head]["questions"] if head else len(items), extra)
+    for c, v in by_cat.items():
+        if f"score_{c},judge" in out.tasks[task.name]["metrics"]:
+            out.tasks[task.name]["metrics"][f"score_{c},judge"]["interval"] = [v["lower"], v["upper"]]
+    summary: dict[str, Any] = {
+        "formula": ("arena-hard-v2.0 show_result: per category against its own baseline, the mean of 100 "
+                    "bootstrap means of the battles (a significant verdict three battles), 90% interval"),
+        "headline_category": head, "by_category": by_cat,
+        "failed": sum(v["failed"] for v in by_cat.values())}
     failed_games = sum(g.label is None for r in results for g in r.games)
     out.details[task.name] = {
         "source": s.source, "reference_model": s.reference_model, "judge": out.judge, **summary,
         "failed_games": failed_games,
         "items": [{"id": r.item.id, "labels": [g.label for g in r.games], "errors": [g.error for g in r.games],
                    "reply": r.item.answer[:REPLY_CHARS]} for r in results]}
-    out.notes[task.name] = (f"{task.note}; judged by {judge_name} (both answer orders); data: {s.source}"
+    out.notes[task.name] = (f"{task.note}; judged by {judge_name} (both answer orders, v2.0's prompt per "
+                            f"category); {'headline: ' + head if head else 'no headline: each category on its own'}"
+                            f" (categories: {', '.join(by_cat)}); data: {s.source}"
                             + (f"; {failed_games} judgments failed (never counted as a win)" if failed_games else ""))
+
+
+def _alpaca(task: PosttrainTask, s: Any, items: list[Any], replies: list[str], pairs: list[Any], judge: Any,
+            options: PosttrainOptions, out: PosttrainResult) -> None:
+    """AlpacaEval 2.0: its weighted annotation (or the games), win rate, LC win rate."""
+    from afm.evaluation.posttrain.judges import grading
+    from afm.evaluation.posttrain.writing import alpaca_eval
+
+    method = options.alpaca_annotation
+    if method == "weighted" and isinstance(judge, RewardJudge):
+        method = "games"  # a reward model writes no token to read log-probs of: its pairwise verdict
+    details: list[dict[str, Any]] = []
+    if method == "weighted":
+        annotations = alpaca_eval.annotate_weighted(judge, [it.prompt for it in items],
+                                                    [it.reference or "" for it in items], replies)
+        prefs = [a.preference for a in annotations]
+        details = [{"id": it.id, "preference": a.preference, "switched": a.switched, "top_logprobs": a.top_logprobs,
+                    "error": a.error, "reply": r[:REPLY_CHARS]} for it, a, r in zip(items, annotations, replies)]
+    else:
+        results = grading.pairwise(judge, pairs)
+        prefs = alpaca_eval.preferences(results)
+        details = [{"id": r.item.id, "preference": p, "labels": [g.label for g in r.games],
+                    "errors": [g.error for g in r.games], "reply": r.item.answer[:REPLY_CHARS]}
+                   for r, p in zip(results, prefs)]
+    wr = alpaca_eval.win_rate(prefs)
+    difficulty = [it.difficulty for it in items] if all(it.difficulty is not None for it in items) else None
+    gamed = alpaca_eval.read_gamed(s.gamed) if s.gamed and difficulty is not None else None
+    lc = alpaca_eval.length_controlled(prefs, [len(r) for r in replies], [len(it.reference or "") for it in items],
+                                       difficulty, gamed)
+    out.tasks[task.name] = _entry(task, "judge", lc["lc_win_rate"], lc["lc_stderr"], len(items),
+                                  {"win_rate": wr["win_rate"]})
+    out.tasks[task.name]["metrics"]["win_rate,judge"]["stderr"] = wr["stderr"]
+    annotation = ("weighted_alpaca_eval_gpt4_turbo (AlpacaEval 2.0's annotator: one token's log-probs)"
+                  if method == "weighted" else "two position-swapped Arena-style games, averaged (not AlpacaEval's "
+                  "annotator" + ("; a reward-model judge has no log-probs" if options.alpaca_annotation == "weighted"
+                                 else "") + ")")
+    out.details[task.name] = {"source": s.source, "reference_model": s.reference_model, "judge": out.judge,
+                              **wr, "annotation": annotation, "glm": lc["glm"], "glm_weights": lc.get("weights"),
+                              "glm_note": lc.get("note"), "failed": wr["n_failed"], "items": details}
+    judge_name = out.judge["judge"] if out.judge else "?"
+    out.notes[task.name] = (f"{task.note}; judged by {judge_name}; annotation: {annotation}; LC formula: {lc['glm']}"
+                            f" (mean over all {len(items)} items); data: {s.source}"
+                            + (f"; {wr['n_failed']} annotations failed (not in the win rate, never counted as a "
+                               "win)" if wr["n_failed"] else ""))

@@ -21,9 +21,16 @@ from pathlib import Path
 
 import numpy as np
 
+METRICS = ("reward", "correct", "other")
+CORRECT_WEIGHT = 1.0  # the task reward's weight of a correct answer (GraderConfig.correct_weight)
+
 
 def per_problem_means(entry: dict, mode: str, metric: str) -> np.ndarray:
-    """[n] mean over each problem's replies."""
+    """[n] mean over each problem's replies. ``other``: the reward less its correctness
+    term (the format, length, true-working and harm terms), so a reward difference splits
+    into a correctness part and the rest, each with its own paired error."""
+    if metric == "other":
+        return per_problem_means(entry, mode, "reward") - CORRECT_WEIGHT * per_problem_means(entry, mode, "correct")
     return np.asarray([np.mean(row) for row in entry[mode][metric]], dtype=np.float64)
 
 
@@ -44,7 +51,7 @@ def analyse(models: dict, start: str) -> dict:
     for name, entry in models.items():
         row = {}
         for mode in modes:
-            for metric in ("reward", "correct"):
+            for metric in METRICS:
                 own = per_problem_means(entry, mode, metric)
                 row[f"{mode}/{metric}"] = {"mean": round(float(np.mean(own)), 4)}
                 if name != start:
@@ -53,7 +60,7 @@ def analyse(models: dict, start: str) -> dict:
     for group, names in sorted(groups.items()):
         row = {"seeds": sorted(names)}
         for mode in modes:
-            for metric in ("reward", "correct"):
+            for metric in METRICS:
                 avg = np.mean([per_problem_means(models[n], mode, metric) for n in names], axis=0)
                 row[f"{mode}/{metric}"] = {"mean": round(float(np.mean(avg)), 4)}
                 row[f"{mode}/{metric}"] |= paired(avg - per_problem_means(models[start], mode, metric))
@@ -63,7 +70,7 @@ def analyse(models: dict, start: str) -> dict:
         for b in names[i + 1:]:
             row = {}
             for mode in modes:
-                for metric in ("reward", "correct"):
+                for metric in METRICS:
                     mean_a, mean_b = (np.mean([per_problem_means(models[n], mode, metric) for n in groups[g]], axis=0)
                                       for g in (a, b))
                     row[f"{mode}/{metric}"] = paired(mean_a - mean_b)

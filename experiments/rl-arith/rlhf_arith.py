@@ -78,10 +78,11 @@ def run(workdir: str | Path, tokenizer: str, *, sft_steps: int = 80, rm_steps: i
     for split, problems in splits.items():
         roll = sample_groups(policy, tok, [p.messages() for p in problems], k=samples, max_new_tokens=64,
                              temperature=1.0, seed=7)
-        replies = [roll.texts[i * samples:(i + 1) * samples] for i in range(len(problems))]
+        # each reply with why it stopped: write_preferences drops those cut at max_new_tokens
+        replies = [roll.replies()[i * samples:(i + 1) * samples] for i in range(len(problems))]
         pool = [(p.messages(), rs + corrupted_responses(p, rng)[:3]) for p, rs in zip(problems, replies, strict=True)]
         s = write_preferences(root / f"prefs-{split}.jsonl", pool, pairs_per_prompt=4, seed=1)
-        results[f"prefs/{split}"] = {"pairs": s.pairs, "levels": s.levels}
+        results[f"prefs/{split}"] = {"pairs": s.pairs, "levels": s.levels, "cut_replies": s.cut_replies}
     # 3. reward model
     rm = train("tiny-rm", root / "rm", data=[str(root / "prefs-train.jsonl")],
                heldout=[str(root / "prefs-heldout.jsonl")], task_options={"tokenizer": tokenizer},

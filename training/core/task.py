@@ -48,6 +48,7 @@ LoRA                    ``extra_params`` = adapters (trainable); ``is_trainable`
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -81,24 +82,103 @@ class ParamSpec:
     trainable: bool = True
 
 
+STACKED = "stacked/"  # a frozen copy's pre-stacked layers: PREFIX + STACKED + "attn/wq", [n_layers, ...]
+_LAYER = re.compile(r"^layers/(\d+)/(.+)$")
+
+
+def _stacked_groups(keys: Any) -> dict[str, list[str]]:
+    """Per layer sub-path (``attn/wq``), the model keys of every layer in order."""
+    groups: dict[str, dict[int, str]] = {}
+    for k in keys:
+        m = _LAYER.match(k)
+        if m:
+            groups.setdefault(m.group(2), {})[int(m.group(1))] = k
+    return {sub: [by[i] for i in sorted(by)] for sub, by in groups.items()}
+
+
+def frozen_storage(model: dict[str, Array], model_config: Any, prefix: str) -> dict[str, Array]:
+    """A frozen copy of ``model`` (flat model parameters) as :func:`frozen_model_copy`
+    stores it: each parameter held as the forward pass holds it
+    (``afm.model.transformer.scan_storage``: weight matrices in the compute dtype, norm
+    scales in their float32), and, when the model scans its layers, every layer's
+    parameters stacked ``[n_layers, ...]`` once under ``prefix + "stacked/<sub-path>"``,
+    so no step stacks (copies) them again. The copy computes exactly what the model
+    computes: the log-ratio of policy and reference is 0 before the first update."""
+    from afm.model.transformer import scan_storage
+
+    compute = jnp.dtype(model_config.dtype)
+    out: dict[str, Array] = {}
+    stacked = _stacked_groups(model) if model_config.scan_layers else {}
+    in_stack = {k for keys in stacked.values() for k in keys}
+    for sub, keys in stacked.items():
+        out[prefix + STACKED + sub] = jnp.stack([scan_storage(model[k], compute) for k in keys])
+    for k, v in model.items():
+        if k not in in_stack:
+            out[prefix + k] = scan_storage(v, compute)
+    return out
+
+
 def frozen_model_copy(model_config: Any, prefix: str) -> dict[str, ParamSpec]:
     """A frozen copy of the model's parameters under ``prefix`` (DPO's and MDLOO's
-    reference policy), initialised from the start model and stored in the model's compute
-    dtype: the forward pass casts every weight to that dtype anyway, so a bf16 model's
-    reference gives the same log-probs at half the memory of a float32 copy (5 GiB of the
-    on-device model's 10). Integer (palettized) storage keeps its dtype."""
+    reference policy), initialised from the start model and stored as
+    :func:`frozen_storage` says: half the memory of a float32 copy (5 GiB of the
+    on-device model's 10), identical log-probs, and stacked once when the layers are
+    scanned. Read it back as a model with :func:`frozen_model`."""
     from afm.training.core.engine import ModelParts
 
     parts = ModelParts.build(model_config, 0)
-    compute = jnp.dtype(model_config.dtype)
+    stacked = _stacked_groups(parts.shapes) if model_config.scan_layers else {}
+    in_stack = {k for keys in stacked.values() for k in keys}
 
-    def init(rng: Array, model: dict[str, Array], key: str) -> Array:
-        value = model[key]
-        return value.astype(compute) if jnp.issubdtype(value.dtype, jnp.floating) else value
+    def axes(k: str) -> tuple[str | None, ...]:
+        return tuple(parts.names.get(k) or (None,) * len(parts.shapes[k]))
 
-    return {prefix + k: ParamSpec(tuple(shape), tuple(parts.names.get(k) or (None,) * len(shape)),
-                                  functools.partial(init, key=k), trainable=False)
-            for k, shape in parts.shapes.items()}
+    def init_stacked(rng: Array, model: dict[str, Array], sub: str) -> Array:
+        from afm.model.transformer import scan_storage
+
+        return jnp.stack([scan_storage(model[k], jnp.dtype(model_config.dtype)) for k in stacked[sub]])
+
+    def init_one(rng: Array, model: dict[str, Array], key: str) -> Array:
+        from afm.model.transformer import scan_storage
+
+        return scan_storage(model[key], jnp.dtype(model_config.dtype))
+
+    specs = {prefix + STACKED + sub: ParamSpec((len(keys), *parts.shapes[keys[0]]), (None, *axes(keys[0])),
+                                                functools.partial(init_stacked, sub=sub), trainable=False)
+             for sub, keys in stacked.items()}
+    specs |= {prefix + k: ParamSpec(tuple(shape), axes(k), functools.partial(init_one, key=k), trainable=False)
+              for k, shape in parts.shapes.items() if k not in in_stack}
+    return specs
+
+
+def frozen_model(build_model: Callable[[dict[str, Array]], Any], params: dict[str, Array], prefix: str) -> Any:
+    """The model a frozen copy under ``prefix`` (:func:`frozen_model_copy`) computes, from
+    a run's flat parameters, with no gradient: a ``Transformer``, or, for pre-stacked
+    layers, a view that hands them to every forward as they are stored."""
+    from afm.model.transformer import StackedLayersView
+
+    own = {k[len(prefix):]: jax.lax.stop_gradient(v) for k, v in params.items() if k.startswith(prefix)}
+    stacked = {k[len(STACKED):]: own.pop(k) for k in list(own) if k.startswith(STACKED)}
+    if not stacked:
+        return build_model(own)
+    # The per-layer entries a Transformer is built from are slices of the stacks; the scan
+    # reads the stacks themselves, so the slices are dead code the compiler drops.
+    n_layers = next(iter(stacked.values())).shape[0]
+    for sub, value in stacked.items():
+        for i in range(n_layers):
+            own[f"layers/{i}/{sub}"] = value[i]
+    return StackedLayersView(build_model(own), stacked)
+
+
+@dataclass(frozen=True)
+class SideProgram:
+    """A program a task runs beside its train step while the run's state stays on the
+    device (online RL's rollout sampler and its scoring pass), lowered on abstract inputs
+    for the run's memory plan. ``resident_bytes``: how much of its arguments is that state
+    (the parameters it reads), so the plan does not count them twice."""
+
+    lowered: Any
+    resident_bytes: int
 
 
 @jax.tree_util.register_dataclass
@@ -206,6 +286,8 @@ class Task(Protocol):
 
     def before_step(self, step: int, view: ModelView) -> dict[str, float]: ...
 
+    def side_programs(self, engine: Any) -> dict[str, SideProgram]: ...
+
     def loss(self, params: dict[str, Array], batch: dict[str, Array], ctx: LossContext) -> LossOutput: ...
 
     def export(self, directory: Path, params: dict[str, Any], model_config: Any, info: dict[str, Any]) -> Path: ...
@@ -278,6 +360,12 @@ class TaskBase:
         """Called by the loop before step ``step`` (0-based: the number of steps done)
         draws its batch, with the current model; returns metrics to log with that step.
         Online RL samples its rollouts here; other tasks do nothing."""
+        return {}
+
+    def side_programs(self, engine: Any) -> dict[str, SideProgram]:
+        """The programs :meth:`before_step` runs, lowered on abstract inputs for the memory
+        plan (``afm.training.runs.memory_plan``): the device holds the run's whole state
+        while they run, so each must fit beside it. None for a task that runs none."""
         return {}
 
     def export(self, directory: Path, params: dict[str, Any], model_config: Any, info: dict[str, Any]) -> Path:

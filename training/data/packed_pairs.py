@@ -45,12 +45,12 @@ def pack_rows(data: TokenizedPairs, order: np.ndarray, rows: int, seq_len: int, 
         if at + c.size + r.size > seq_len or slot == max_pairs:
             row, at, slot = row + 1, 0, 0
             continue
-        for seg, ids, start in ((2 * slot + 1, c, data.chosen_start[i]), (2 * slot + 2, r, data.rejected_start[i])):
+        for seg, ids, reply in ((2 * slot + 1, c, data.chosen_reply[i]), (2 * slot + 2, r, data.rejected_reply[i])):
             span = slice(at, at + ids.size)
             out["tokens"][row, span] = ids
             out["segments"][row, span] = seg
             out["positions"][row, span] = np.arange(ids.size)
-            out["response"][row, at + int(start):at + ids.size] = 1.0
+            out["response"][row, span] = reply
             at += ids.size
         out["pair_weight"][row, slot] = 1.0
         if refs:

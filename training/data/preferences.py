@@ -11,19 +11,27 @@ A preference record (report App. E.1), one JSON object per JSONL line or Parquet
                        "truthfulness": 2, "harmlessness": 2},   # optional, 0/1/2 each
      "rejected_grades": {...}}                     # optional
 
-``prompt`` may also be a plain string (one user turn). Grading classes: 0 = major issue,
+``prompt`` may also be a plain string (one user turn). ``chosen`` / ``rejected`` may be
+lists of messages (TRL's conversational form): the reply is then every message of the
+list, in order (assistant turns, and tool results between them), and it must end with an
+assistant turn; DPO/IPO score every assistant message of it. Without a ``prompt``, two
+message lists are TRL's implicit-prompt form: the messages they share from the start are
+the prompt. A reply recorded as cut at the token limit (``finish_reason`` ``length`` on a
+reply message, or ``chosen_finish_reason`` / ``rejected_finish_reason`` on the record) is
+never a finished turn (``afm.finish``) and rejects the pair. Grading classes: 0 = major issue,
 1 = minor issue, 2 = no issue (verbosity: 0 too verbose, 1 too short, 2 just right); a
 missing grading is ``-1`` and adds no regularisation term.
 
 Reading goes through the project's input boundary (``afm.readers``): every line/row is
 either a :class:`PreferencePair` or a reject with a reason (undecodable, not an object,
-bad conversation, missing/empty response, missing or unknown level, grade out of range, identical
-responses, too long once tokenized). Nothing raises on bad input.
+bad conversation, missing/empty response, a reply not ending with the assistant, a reply
+cut at the token limit, missing or unknown level, grade out of range, identical responses,
+too long once tokenized). Nothing raises on bad input.
 
 Batches (:class:`PairLoader`): ``chosen`` / ``rejected`` token rows (the prompt and the
 reply in the chat format, right-padded with ``pad_id``), their ``*_segments`` (1 on real
-tokens, 0 on padding) and ``*_response`` (1 on the reply's tokens: DPO sums log-probs
-over them), ``level`` (0..3), ``grades`` [8] (chosen then rejected) and ``weight`` (0 on
+tokens, 0 on padding) and ``*_response`` (1 on the reply's assistant tokens: DPO sums
+log-probs over them), ``level`` (0..3), ``grades`` [8] (chosen then rejected) and ``weight`` (0 on
 the padding pairs of a held-out pass). Pairs are shuffled per epoch from a seed; the
 position (epoch, next pair) is the checkpointed :class:`LoaderState`.
 """
@@ -50,12 +58,15 @@ class PreferenceDataError(UserError):
     """No usable preference file, or no usable pair in them."""
 
 
+Reply = str | list[dict[str, Any]]  # one assistant text, or the reply's messages in order
+
+
 @dataclass(frozen=True)
 class PreferencePair:
     id: str
     prompt: list[dict[str, Any]]
-    chosen: str
-    rejected: str
+    chosen: Reply
+    rejected: Reply
     level: int
     chosen_grades: tuple[int, int, int, int]
     rejected_grades: tuple[int, int, int, int]
@@ -99,13 +110,78 @@ def _grades(value: Any, name: str) -> tuple[int, int, int, int]:
     return tuple(out)  # type: ignore[return-value]
 
 
+def _messages(value: Any) -> Any:
+    """A message list stored as JSON text (a Parquet column) decoded; anything else as is."""
+    if isinstance(value, str) and value.lstrip().startswith("[{"):
+        try:
+            decoded = json.loads(value)
+        except json.JSONDecodeError:
+            return value
+        if isinstance(decoded, list) and all(isinstance(m, dict) and "role" in m for m in decoded):
+            return decoded
+    return value
+
+
+def implicit_prompt(chosen: list[Any], rejected: list[Any]) -> tuple[list[Any], list[Any], list[Any]]:
+    """TRL's implicit-prompt form (no ``prompt``; both replies are whole conversations):
+    the messages both share from the start, up to the last one the assistant answers, are
+    the prompt; the rest is each side's reply."""
+    n = 0
+    while n < min(len(chosen), len(rejected)) and chosen[n] == rejected[n]:
+        n += 1
+    # assistant turns (and tool results) both replies open with stay in both replies: a
+    # prompt ends with what the assistant answers
+    while n and isinstance(chosen[n - 1], dict) and chosen[n - 1].get("role") in ("assistant", "tool"):
+        n -= 1
+    return chosen[:n], chosen[n:], rejected[n:]
+
+
+def parse_reply(value: Any, key: str, rec: dict[str, Any]) -> Reply:
+    """One side's reply: a non-empty string, or a list of messages read whole (every
+    message, in order) that holds assistant and tool messages only, ends with an assistant
+    turn and was not cut at the token limit. ``ValueError`` with the reject reason."""
+    from afm.model.chat import ChatFormatError, validate
+
+    from afm.finish import DROP_REASON, finish_of, is_cut
+
+    side = {k[len(key) + 1:]: v for k, v in rec.items() if k.startswith(key + "_")}
+    if is_cut(finish_of(side)):
+        raise ValueError(f"{DROP_REASON}: {key!r} stopped for length ({finish_of(side)}): never a finished turn")
+    if isinstance(value, str):
+        if not value.strip():
+            raise ValueError(f"missing_response: {key!r} is missing or empty")
+        return value
+    if not isinstance(value, list) or not value:
+        raise ValueError(f"missing_response: {key!r} is missing or empty")
+    try:
+        validate(value)
+    except ChatFormatError as exc:
+        raise ValueError(f"bad_response: {key!r}: {exc}") from None
+    last = value[-1].get("role")
+    if last != "assistant":
+        raise ValueError(f"reply_not_from_assistant: {key!r} ends with a {last} message, not the assistant's reply")
+    for i, m in enumerate(value):
+        if m["role"] not in ("assistant", "tool"):
+            raise ValueError(f"bad_response: {key!r} message {i} is a {m['role']} turn; a reply holds assistant "
+                             "messages and the tool results between them")
+        if is_cut(finish_of(m)):
+            raise ValueError(f"{DROP_REASON}: {key!r} message {i} stopped for length ({finish_of(m)}): "
+                             "never a finished turn")
+    if not any((m.get("content") or "").strip() or m.get("tool_calls") for m in value if m["role"] == "assistant"):
+        raise ValueError(f"missing_response: {key!r} has no assistant text or tool call")
+    return [dict(m) for m in value]
+
+
 def parse_record(rec: Any, default_id: str) -> PreferencePair:
     """A record -> a pair, or ``ValueError`` whose message is the reject reason."""
     from afm.model.chat import ChatFormatError, validate
 
     if not isinstance(rec, dict):
         raise ValueError(f"not_an_object: got {type(rec).__name__}")
+    chosen, rejected = _messages(rec.get("chosen")), _messages(rec.get("rejected"))
     prompt = rec.get("prompt")
+    if prompt is None and isinstance(chosen, list) and isinstance(rejected, list):
+        prompt, chosen, rejected = implicit_prompt(chosen, rejected)  # TRL's implicit-prompt form
     if isinstance(prompt, str) and prompt.strip().startswith("["):
         try:
             prompt = json.loads(prompt)
@@ -121,14 +197,7 @@ def parse_record(rec: Any, default_id: str) -> PreferencePair:
         raise ValueError(f"bad_prompt: {exc}") from None
     if prompt[-1].get("role") == "assistant":
         raise ValueError("bad_prompt: the conversation ends with an assistant turn")
-    responses = []
-    for key in ("chosen", "rejected"):
-        value = rec.get(key)
-        if isinstance(value, list) and value and isinstance(value[-1], dict):  # TRL-style messages
-            value = value[-1].get("content")
-        if not isinstance(value, str) or not value.strip():
-            raise ValueError(f"missing_response: {key!r} is missing or empty")
-        responses.append(value)
+    responses = [parse_reply(chosen, "chosen", rec), parse_reply(rejected, "rejected", rec)]
     if responses[0] == responses[1]:
         raise ValueError("identical_responses: chosen equals rejected")
     if "level" not in rec:
@@ -210,8 +279,8 @@ class TokenizedPairs:
 
     chosen: list[np.ndarray]
     rejected: list[np.ndarray]
-    chosen_start: np.ndarray  # index of the first reply token
-    rejected_start: np.ndarray
+    chosen_reply: list[np.ndarray]  # bool per token: the reply's assistant tokens
+    rejected_reply: list[np.ndarray]
     level: np.ndarray
     grades: np.ndarray  # [N, 8]
     ids: list[str]
@@ -219,15 +288,18 @@ class TokenizedPairs:
     rejects: list[dict[str, Any]] = field(default_factory=list)  # read or tokenize rejects: where, reason
 
 
-def encode_response(tokenizer: Any, prompt: list[dict[str, Any]], response: str) -> tuple[list[int], int]:
-    """Prompt + reply in the chat format; the index where the reply (the *final* assistant
-    turn, through its end token) starts. A multi-turn prompt has earlier assistant turns:
-    they are context, not part of the reply whose log-probability DPO/IPO compare."""
-    ids, mask = tokenizer.encode_chat([*prompt, {"role": "assistant", "content": response}])
-    start = len(ids)
-    while start > 0 and mask[start - 1]:
-        start -= 1
-    return ids, start
+def encode_response(tokenizer: Any, prompt: list[dict[str, Any]], response: Reply) -> tuple[list[int], np.ndarray]:
+    """Prompt + reply in the chat format, and which tokens are the reply's (bool, one per
+    id): the assistant tokens (content, tool calls, end-of-turn) of every assistant message
+    of the reply. A multi-turn prompt's earlier assistant turns are context, not part of
+    the reply whose log-probability DPO/IPO compare; a tool result inside a message-list
+    reply is context too."""
+    messages = [{"role": "assistant", "content": response}] if isinstance(response, str) else list(response)
+    ids, mask = tokenizer.encode_chat([*prompt, *messages])
+    start = len(tokenizer.encode_chat(list(prompt))[0])  # rendering is per message: the prompt is a prefix
+    reply = np.asarray(mask, bool)
+    reply[:start] = False
+    return ids, reply
 
 
 def tokenize_pairs(pairs: Sequence[PreferencePair], tokenizer: Any, max_len: int,
@@ -235,12 +307,11 @@ def tokenize_pairs(pairs: Sequence[PreferencePair], tokenizer: Any, max_len: int
     """Tokenize; a pair with a sequence longer than ``max_len`` (``packed``: whose two
     sequences together are, as they share a row) becomes a ``too_long`` reject (a
     truncated reply would score a different text)."""
-    out = TokenizedPairs([], [], np.zeros(0, np.int32), np.zeros(0, np.int32),
-                         np.zeros(0, np.int32), np.zeros((0, 8), np.int32), [])
-    cs, rs, lv, gr, refs = [], [], [], [], []
+    out = TokenizedPairs([], [], [], [], np.zeros(0, np.int32), np.zeros((0, 8), np.int32), [])
+    lv, gr, refs = [], [], []
     for p in pairs:
-        c, c0 = encode_response(tokenizer, p.prompt, p.chosen)
-        r, r0 = encode_response(tokenizer, p.prompt, p.rejected)
+        c, c_reply = encode_response(tokenizer, p.prompt, p.chosen)
+        r, r_reply = encode_response(tokenizer, p.prompt, p.rejected)
         length = len(c) + len(r) if packed else max(len(c), len(r))
         if length > max_len:
             if rejects is not None:
@@ -248,13 +319,12 @@ def tokenize_pairs(pairs: Sequence[PreferencePair], tokenizer: Any, max_len: int
             continue
         out.chosen.append(np.asarray(c, np.int32))
         out.rejected.append(np.asarray(r, np.int32))
-        cs.append(c0)
-        rs.append(r0)
+        out.chosen_reply.append(c_reply)
+        out.rejected_reply.append(r_reply)
         lv.append(p.level)
         gr.append([*p.chosen_grades, *p.rejected_grades])
         refs.append(p.ref_logps)
         out.ids.append(p.id)
-    out.chosen_start, out.rejected_start = np.asarray(cs, np.int32), np.asarray(rs, np.int32)
     out.level = np.asarray(lv, np.int32)
     out.grades = np.asarray(gr, np.int32).reshape(-1, 8)
     if refs and all(r is not None for r in refs):
@@ -284,8 +354,8 @@ def pair_batch(data: TokenizedPairs, index: np.ndarray, seq_len: int, pad_id: in
     """The batch of pairs ``index`` (right-padded rows of ``seq_len``)."""
     n = len(index)
     out: dict[str, np.ndarray] = {}
-    for side, seqs, starts in (("chosen", data.chosen, data.chosen_start),
-                               ("rejected", data.rejected, data.rejected_start)):
+    for side, seqs, replies in (("chosen", data.chosen, data.chosen_reply),
+                                ("rejected", data.rejected, data.rejected_reply)):
         tokens = np.full((n, seq_len), pad_id, np.int32)
         segments = np.zeros((n, seq_len), np.int32)
         response = np.zeros((n, seq_len), np.float32)
@@ -293,7 +363,7 @@ def pair_batch(data: TokenizedPairs, index: np.ndarray, seq_len: int, pad_id: in
             ids = seqs[i]
             tokens[row, : ids.size] = ids
             segments[row, : ids.size] = 1
-            response[row, starts[i] : ids.size] = 1.0
+            response[row, : ids.size] = replies[i]
         out[side], out[f"{side}_segments"], out[f"{side}_response"] = tokens, segments, response
     out["level"] = data.level[index].astype(np.int32)
     out["grades"] = data.grades[index].astype(np.int32)
@@ -395,8 +465,8 @@ class PairEvalInput:
 
 
 __all__ = ["GRADES", "LEVELS", "PAIR_FIELDS", "PairEvalInput", "PairLoader", "PreferenceDataError",
-           "PreferencePair", "ReadResult", "TokenizedPairs", "encode_response", "pair_batch",
-           "parse_record", "preference_files", "read_preferences", "reject_reasons", "report_rejects", "tokenize_pairs",
+           "PreferencePair", "ReadResult", "Reply", "TokenizedPairs", "encode_response", "implicit_prompt",
+           "pair_batch", "parse_record", "parse_reply", "preference_files", "read_preferences", "reject_reasons", "report_rejects", "tokenize_pairs",
            "usable_heldout_pairs"]
 
 

@@ -36,14 +36,24 @@ class Rollout:
     response_ids: list[list[int]]  # n * K, through the end token when one was produced
     texts: list[str]  # n * K decoded responses (without the end token)
     stopped: np.ndarray  # [n * K] bool: the row ended with a stop token
+    # log-probs under the distribution each token was drawn from (temperature, top-p)
     sampler_logprobs: list[list[float]] = field(default_factory=list)
     seconds: float = 0.0
     stop_reasons: list[str] = field(default_factory=list)  # end_of_turn | end_of_text | length
 
     def finished(self) -> np.ndarray:
-        """[n * K] bool: the reply ended on its own (not cut at ``max_new_tokens``): the
-        only replies that may win a reranking or become a complete training turn."""
-        return np.asarray([r != "length" for r in self.stop_reasons], bool)
+        """[n * K] bool: the reply ended on its own (not cut at ``max_new_tokens``, the one
+        rule of ``afm.finish``): the only replies that may win a reranking or become a
+        complete training turn."""
+        from afm.finish import is_cut
+
+        return np.asarray([not is_cut(r) for r in self.stop_reasons], bool)
+
+    def replies(self) -> list[Any]:
+        """Every response as an ``afm.finish.Reply`` (its text and why it stopped)."""
+        from afm.finish import Reply
+
+        return [Reply(t, r) for t, r in zip(self.texts, self.stop_reasons, strict=True)]
 
     @property
     def new_tokens(self) -> int:
@@ -88,6 +98,7 @@ def sample_groups(
                       pad_id=tokenizer.pad_id)
         out.tokens += part.tokens
         out.logprobs += part.logprobs
+        out.model_logprobs += part.model_logprobs
         out.stopped += part.stopped
         out.stop_tokens += part.stop_tokens or []
     seconds = time.perf_counter() - start

@@ -14,9 +14,11 @@ Outputs of :func:`run_round` in ``out/``:
   and the true reward when an ``eval_reward`` is given;
 * ``sft.jsonl`` -- the distilled dataset: one ``{"id", "messages"}`` conversation per prompt
   (prompt + the best *finished* response: a reply cut at ``max_new_tokens`` never wins, so
-  no truncated reply becomes a complete turn), the chat JSONL that ``afm sft prepare`` reads;
-* ``round.json`` -- wins per member, mean reward per member and of the reranked set, and
-  the round's config (so it can be re-run).
+  no truncated reply becomes a complete turn: ``afm.finish``), the chat JSONL that ``afm sft
+  prepare`` reads;
+* ``round.json`` -- wins per member, mean reward per member and of the reranked set, the
+  replies cut at the token limit (``cut_replies``, per member and in all), and the round's
+  config (so it can be re-run).
 
 :class:`RoundConfig` is the whole round as YAML: the prompts, the reward, the committee and,
 per member, how it is (re)trained (``train: {algorithm: mdloo|ppo, config: FILE}``) when its
@@ -35,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from afm.config import ConfigError, load_config
+from afm.finish import STAT, is_cut
 
 
 @dataclass
@@ -135,15 +138,23 @@ def _mean(values: Any) -> float:
     return float(x.mean()) if x.size else float("nan")
 
 
+def _coverage(values: Any) -> dict[str, int]:
+    """How many of the values a mean of :func:`_mean` rests on, of how many: a column that
+    averages what could be scored says how much could not."""
+    x = np.asarray(values, np.float64)
+    return {"scored": int(np.isfinite(x).sum()), "of": int(x.size)}
+
+
 def paired_margin(set_reward: np.ndarray, member_reward: np.ndarray) -> dict[str, float]:
     """Mean per-prompt difference (reranked set minus a member alone) and its standard
     error: both are scored on the same prompts, so the paired error is the honest one."""
     d = np.asarray(set_reward, np.float64) - np.asarray(member_reward, np.float64)
+    prompts = int(d.size)
     d = d[np.isfinite(d)]  # a prompt the true reward could not score has no difference
     if not d.size:
-        return {"mean": float("nan"), "stderr": float("nan")}
+        return {"mean": float("nan"), "stderr": float("nan"), "prompts": 0, "of": prompts}
     se = float(d.std(ddof=1) / np.sqrt(d.size)) if d.size > 1 else float("nan")
-    return {"mean": float(d.mean()), "stderr": se}
+    return {"mean": float(d.mean()), "stderr": se, "prompts": int(d.size), "of": prompts}
 
 
 def run_round(cfg: RoundConfig, *, reward_fn: Any = None, eval_reward_fn: Any = None,
@@ -240,7 +251,8 @@ def run_round(cfg: RoundConfig, *, reward_fn: Any = None, eval_reward_fn: Any = 
     for nm in names:
         stats: dict[str, Any] = {"wins": wins[nm], "win_rate": wins[nm] / n,
                                  "mean_reward": _mean(scores[nm]), "tokens_per_second": speed[nm],
-                                 "stop_reasons": dict(Counter(reasons[nm]))}
+                                 "stop_reasons": dict(Counter(reasons[nm])),
+                                 STAT: int(sum(is_cut(r) for r in reasons[nm]))}
         if truth is not None:
             t = true[nm]
             own = np.where(usable[nm], scores[nm], -np.inf).argmax(1)
@@ -251,6 +263,9 @@ def run_round(cfg: RoundConfig, *, reward_fn: Any = None, eval_reward_fn: Any = 
             stats["mean_true_reward"] = _mean(t)
             stats["greedy_true_reward"] = _mean(alone["greedy"])
             stats["best_of_k_true_reward"] = _mean(alone["own_best_of_k"])
+            # what each of those means rests on (the true reward leaves unscored replies NaN)
+            stats["true_reward_coverage"] = {"samples": _coverage(t), "greedy": _coverage(alone["greedy"]),
+                                             "best_of_k": _coverage(alone["own_best_of_k"])}
             stats["set_margin"] = {way: paired_margin(np.asarray(chosen_true), per_prompt[kept])
                                    for way, per_prompt in alone.items()}
         members[nm] = stats
@@ -258,11 +273,14 @@ def run_round(cfg: RoundConfig, *, reward_fn: Any = None, eval_reward_fn: Any = 
         "name": cfg.name, "prompts": n, "k": k, "members": members,
         "reranked_mean_reward": float(flat[kept].max(axis=1).mean()) if kept else float("nan"),
         "prompts_with_tied_best": ties, "prompts_without_a_finished_reply": without,
+        # replies that stopped for length: never a candidate for the SFT set (afm.finish)
+        STAT: int(sum(members[nm][STAT] for nm in names)),
         "sft_dataset": str(out / "sft.jsonl"), "candidates": str(out / "candidates.jsonl"),
         "config": asdict(cfg),
     }
     if truth is not None and chosen_true:
         summary["reranked_true_reward"] = _mean(chosen_true)
+        summary["reranked_true_reward_coverage"] = {**_coverage(chosen_true), "prompts": n}
         # Does the reranked set beat each member alone, and by how much at the closest?
         margins = [(nm, way, m) for nm in names for way, m in members[nm]["set_margin"].items()]
         nm, way, m = min(margins, key=lambda x: x[2]["mean"])
@@ -293,14 +311,16 @@ def export_pairs(candidates: str | Path, prompts_path: str | Path, out: str | Pa
     elif annotate:
         raise ConfigError(f"unknown grader {annotate!r} (known: arith)")
     rng = random.Random(seed)
-    counts = Counter({"pairs": 0})
+    counts = Counter({"pairs": 0, STAT: 0, "skipped_unscored": 0})
     with open(out, "w", encoding="utf-8") as fh:
         for p, rows in sorted(by_prompt.items()):
             if p >= len(prompts):
                 raise ConfigError(f"candidate prompt_index {p} but only {len(prompts)} prompts in {prompts_path}")
-            # A reply cut at the token limit or left unscored is no candidate for a preference.
-            rows = [r for r in rows if r.get("stop_reason", "end_of_turn") != "length" and r["reward"] is not None]
-            counts["skipped_unfinished_or_unscored"] += len(by_prompt[p]) - len(rows)
+            # A reply cut at the token limit (afm.finish) or left unscored is no candidate for a preference.
+            finished = [r for r in rows if not is_cut(r.get("stop_reason"))]
+            counts[STAT] += len(rows) - len(finished)
+            rows = [r for r in finished if r["reward"] is not None]
+            counts["skipped_unscored"] += len(finished) - len(rows)
             if not rows:
                 continue
             rows = sorted(rows, key=lambda r: -r["reward"])

@@ -34,13 +34,35 @@ def plan_config(cfg: Any, mesh: Any) -> dict[str, Any]:
         raise RuntimeError(f"the {jax.default_backend()} backend gives no memory analysis")
     args, out, temp, alias = (stats.argument_size_in_bytes, stats.output_size_in_bytes,
                               stats.temp_size_in_bytes, stats.alias_size_in_bytes)
-    frozen = sum(a.size * a.dtype.itemsize for a in jax.tree.leaves(engine.abstract_state.frozen))
+    frozen = _bytes(engine.abstract_state.frozen)
+    total = (args + out + temp - alias) / GIB
+    programs = {name: _side_plan(program, _bytes(engine.abstract_state))
+                for name, program in engine.task.side_programs(engine).items()}
     return {
         "model_config": engine.model_config, "backend": jax.default_backend(),
         "arguments_gb": args / GIB, "frozen_gb": frozen / GIB,
         "outputs_gb": out / GIB, "temporaries_gb": temp / GIB, "donated_gb": alias / GIB,
-        "total_gb": (args + out + temp - alias) / GIB, "compile_s": seconds,
+        "total_gb": total, "compile_s": time.perf_counter() - start if programs else seconds,
+        "programs": programs, "peak_gb": max([total, *(p["total_gb"] for p in programs.values())]),
     }
+
+
+def _bytes(tree: Any) -> int:
+    import jax
+    import numpy as np
+
+    return sum(x.size * np.dtype(x.dtype).itemsize for x in jax.tree.leaves(tree))
+
+
+def _side_plan(program: Any, state_bytes: int) -> dict[str, float]:
+    """One side program's plan (GiB): the run's resident state + the program's inputs that
+    are not that state + its outputs + its temporaries."""
+    stats = program.lowered.compile().memory_analysis()
+    extra = stats.argument_size_in_bytes - program.resident_bytes
+    own = extra + stats.output_size_in_bytes + stats.temp_size_in_bytes - stats.alias_size_in_bytes
+    return {"inputs_gb": extra / GIB, "outputs_gb": stats.output_size_in_bytes / GIB,
+            "temporaries_gb": stats.temp_size_in_bytes / GIB, "state_gb": state_bytes / GIB,
+            "total_gb": (state_bytes + own) / GIB}
 
 
 __all__ = ["GIB", "plan_config"]

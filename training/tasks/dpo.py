@@ -40,6 +40,7 @@ from afm.training.core.task import (
     LossOutput,
     ParamSpec,
     TaskBase,
+    frozen_model,
     frozen_model_copy,
     parse_task_options,
     task_tokenizer,
@@ -195,13 +196,12 @@ class DpoTask(PairTaskInputs, TaskBase):
         """(pi_c, pi_r, ref_c, ref_r, n_c, n_r, weight), per pair or per packed pair slot."""
         kw = {"logit_scale": ctx.model_config.logit_scale, "chunk": self.config.loss_chunk}
         policy = {k: v for k, v in params.items() if not k.startswith(REF)}
-        ref_params = {k[len(REF):]: jax.lax.stop_gradient(v) for k, v in params.items() if k.startswith(REF)}
         frozen = self.options.reference == "frozen"
         if self.packed:
             slots = self.options.max_pairs_per_row
             pi_c, pi_r, n_c, n_r = packed_sequence_logps(ctx.model(policy), batch, slots, **kw)
             if frozen:
-                ref_c, ref_r, _, _ = packed_sequence_logps(ctx.model(ref_params), batch, slots, **kw)
+                ref_c, ref_r, _, _ = packed_sequence_logps(frozen_model(ctx.model, params, REF), batch, slots, **kw)
             else:
                 ref_c, ref_r = batch["ref_chosen_logps"], batch["ref_rejected_logps"]
             return pi_c, pi_r, ref_c, ref_r, n_c, n_r, batch["pair_weight"]
@@ -211,7 +211,7 @@ class DpoTask(PairTaskInputs, TaskBase):
         response = jnp.concatenate([batch["chosen_response"], batch["rejected_response"]])
         logps, counts = sequence_logps(ctx.model(policy), tokens, segments, response, **kw)
         if frozen:
-            ref, _ = sequence_logps(ctx.model(ref_params), tokens, segments, response, **kw)
+            ref, _ = sequence_logps(frozen_model(ctx.model, params, REF), tokens, segments, response, **kw)
             ref_c, ref_r = ref[:b], ref[b:]
         else:
             ref_c, ref_r = batch["ref_chosen_logps"], batch["ref_rejected_logps"]
@@ -290,7 +290,7 @@ def add_reference_logps(paths: Sequence[str], out: str | Path, model_dir: str | 
     def logps(tokens, segments, response):
         return sequence_logps(model, tokens, segments, response, logit_scale=mcfg.logit_scale, chunk=1024)[0]
 
-    def score(seqs: list[tuple[list[int], int]]) -> np.ndarray:
+    def score(seqs: list[tuple[list[int], np.ndarray]]) -> np.ndarray:
         out_ = np.zeros(len(seqs), np.float32)
         for at in range(0, len(seqs), batch_size):
             chunk = seqs[at : at + batch_size]
@@ -298,8 +298,8 @@ def add_reference_logps(paths: Sequence[str], out: str | Path, model_dir: str | 
             t = np.full((batch_size, width), tok.pad_id, np.int32)
             g = np.zeros((batch_size, width), np.int32)
             r = np.zeros((batch_size, width), np.float32)
-            for i, (ids, start) in enumerate(chunk):
-                t[i, : len(ids)], g[i, : len(ids)], r[i, start : len(ids)] = ids, 1, 1.0
+            for i, (ids, reply) in enumerate(chunk):
+                t[i, : len(ids)], g[i, : len(ids)], r[i, : len(ids)] = ids, 1, reply
             out_[at : at + len(chunk)] = np.asarray(logps(t, g, r))[: len(chunk)]
         return out_
 

@@ -58,8 +58,11 @@ from afm.training.core.task import (
     LossContext,
     LossOutput,
     ParamSpec,
+    SideProgram,
     TaskBase,
+    frozen_model,
     frozen_model_copy,
+    frozen_storage,
     parse_task_options,
     task_tokenizer,
 )
@@ -305,9 +308,15 @@ class MdlooTask(TaskBase):
         from afm.training.core.checkpoint import restore_params_only
         from afm.training.core.engine import ModelParts
 
-        layout = ModelParts.layout_of(self.configure_model(_model_config_of(self.config)))
-        params, _ = restore_params_only(self.options.reference, {k[len(REF):]: v for k, v in like.items()}, layout)
-        return {REF + k: v.astype(like[REF + k].dtype) for k, v in params.items()}  # stored in compute dtype
+        mcfg = self.configure_model(_model_config_of(self.config))
+        parts = ModelParts.build(mcfg, 0)
+        # The checkpoint holds the model's own layout; the copy is stored as frozen_storage
+        # says (compute dtype, layers pre-stacked when scanned), made once with its shardings.
+        target = {k: like.get(REF + k, jax.ShapeDtypeStruct(shape, parts.dtypes[k]))
+                  for k, shape in parts.shapes.items()}
+        params, _ = restore_params_only(self.options.reference, target, parts.layout)
+        shardings = {k: getattr(v, "sharding", None) for k, v in like.items()}
+        return jax.jit(lambda p: frozen_storage(p, mcfg, REF), out_shardings=shardings)(params)
 
     # -- data ----------------------------------------------------------------------------------
     def batch_fields(self) -> dict[str, Field]:
@@ -410,24 +419,60 @@ class MdlooTask(TaskBase):
             "adv_min": float(adv.min()), "adv_max": float(adv.max()), "rollout_tokens_per_s": roll.tokens_per_second,
         }
 
+    def _scoring_fn(self, build: Any) -> Any:
+        """(params, batch) -> the responses' per-token log-probs under pi_theta_k and pi_ref."""
+        from afm.training.rl.rollout import response_logprobs_of
+
+        temperature, chunk = self.options.temperature, self.config.loss_chunk
+
+        def both(params: dict[str, jax.Array], batch: dict[str, jax.Array]) -> tuple[jax.Array, jax.Array]:
+            return (response_logprobs_of(build(params), batch, temperature, chunk),
+                    response_logprobs_of(frozen_model(build, params, REF), batch, temperature, chunk))
+
+        return both
+
+    def _scoring_rows(self, rows: int) -> int:
+        """Rows per scoring call: the run's micro-batch, as the loss sees them."""
+        return max(1, rows // max(1, self.config.microbatches))
+
+    def side_programs(self, engine: Any) -> dict[str, SideProgram]:
+        """The rollout sampler (``rollout_batch`` rows, or all n x K at once; the longest
+        prompt that fits ``data.seq_len`` with ``max_new_tokens``; its KV cache) and the
+        scoring pass (one micro-batch of responses through policy and reference), lowered
+        on abstract inputs, for the run's memory plan."""
+        from afm.model.sampling import sample_program
+        from flax import nnx
+
+        opts, seq_len = self.options, self.config.data.seq_len
+        every = engine.abstract_params()
+        model_keys = engine.layout.keys
+        own = {k: every[k] for k in model_keys}
+        model = nnx.eval_shape(lambda p: engine.build_model(p), own)
+        responses = opts.prompts_per_iteration * opts.k
+        rows = min(opts.rollout_batch or responses, responses)
+        prompt_len = max(1, seq_len + 1 - opts.max_new_tokens)
+
+        def size(tree: Any) -> int:
+            return sum(x.size * np.dtype(x.dtype).itemsize for x in jax.tree.leaves(tree))
+
+        rollout = SideProgram(sample_program(model, rows, prompt_len, max_new_tokens=opts.max_new_tokens),
+                              size(own))
+        fields = self.batch_fields()
+        width = {"batch": self._scoring_rows(responses), "seq": seq_len}
+        batch = {k: jax.ShapeDtypeStruct(tuple(width[d] if isinstance(d, str) else d for d in f.shape), np.dtype(f.dtype))
+                 for k, f in fields.items() if k in ("inputs", "targets", "response_mask", "segment_ids", "positions")}
+        scoring = SideProgram(jax.jit(self._scoring_fn(engine.build_model)).lower(every, batch), size(every))
+        return {"rollout": rollout, "scoring": scoring}
+
     def _response_logprobs(self, view: ModelView, packed: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         """Per-token log-probs of the responses under pi_theta_k and pi_ref ([N, T] each),
         teacher-forced through the one chunked scoring function, jitted once per run, and
         in the run's micro-batches (``microbatches``: the same rows at a time as the
         loss), so scoring never holds more activations than a training step."""
-        from afm.training.rl.rollout import response_logprobs_of
-
         if self._logprobs is None:
-            build, temperature, chunk = view.build_model, self.options.temperature, self.config.loss_chunk
-
-            def both(params: dict[str, jax.Array], batch: dict[str, jax.Array]) -> tuple[jax.Array, jax.Array]:
-                ref = {k[len(REF):]: v for k, v in params.items() if k.startswith(REF)}
-                return (response_logprobs_of(build(params), batch, temperature, chunk),
-                        response_logprobs_of(build(ref), batch, temperature, chunk))
-
-            self._logprobs = jax.jit(both)
+            self._logprobs = jax.jit(self._scoring_fn(view.build_model))
         rows = len(packed["inputs"])
-        step = max(1, rows // max(1, self.config.microbatches))
+        step = self._scoring_rows(rows)
         policy, ref = [], []
         for at in range(0, rows, step):
             part = {k: jnp.asarray(v[at:at + step]) for k, v in packed.items()}

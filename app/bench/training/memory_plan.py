@@ -37,7 +37,7 @@ ON_DEVICE = {
     "sft": TaskShape(batch=16, microbatches=16),
     "reward_model": TaskShape(batch=16, microbatches=16),
     # the reference's log-probs computed before training (afm dpo --reference precomputed):
-    # a frozen copy in the step (the default on smaller models) plans 86 GiB here
+    # a frozen copy in the step (the default on smaller models) plans 85 GiB here
     "dpo": TaskShape(batch=16, microbatches=16, options=(("reference", "precomputed"),)),
     "ipo": TaskShape(batch=16, microbatches=16, options=(("reference", "precomputed"),)),
     "mdloo": TaskShape(batch=16, microbatches=16, options=(("prompts_per_iteration", 4), ("k", 4))),

@@ -182,16 +182,25 @@ def _memory_plans(opts: BenchOptions) -> list[Comparison]:
     plans = [plan(name, model, seq_len=seq_len, shape=shape) for name, shape in shapes]
     opts.workdir.mkdir(parents=True, exist_ok=True)
     (opts.workdir / "memory_plans.json").write_text(json.dumps(plans, indent=2) + "\n")
+    rows = []
+    for p in plans:
+        options = " ".join(f"{k}={v}" for k, v in p["options"].items())
+        rows.append([p["task"], options, f"{p['batch']} / {p['microbatches']}", f"{p['arguments_gb']:.1f}",
+                     f"{p['frozen_gb']:.1f}", f"{p['temporaries_gb']:.1f}", f"{p['total_gb']:.1f}",
+                     f"{p['compile_s']:.0f}"])
+        # programs the task runs beside its step, with the run's whole state resident
+        for name, q in p.get("programs", {}).items():
+            rows.append([f"{p['task']}: {name}", "beside the step", "", f"{q['state_gb'] + q['inputs_gb']:.1f}",
+                         "", f"{q['temporaries_gb'] + q['outputs_gb']:.1f}", f"{q['total_gb']:.1f}", ""])
     print_table(
         f"memory plan per device: {model} @ {seq_len} ({plans[0]['backend']} compiler)",
         ["task", "options", "batch / micro-batches", "parameters + optimizer + batch", "of which frozen", "temporaries",
-         "total GiB", "compile s"],
-        [[p["task"], " ".join(f"{k}={v}" for k, v in p["options"].items()), f"{p['batch']} / {p['microbatches']}", f"{p['arguments_gb']:.1f}", f"{p['frozen_gb']:.1f}",
-          f"{p['temporaries_gb']:.1f}", f"{p['total_gb']:.1f}", f"{p['compile_s']:.0f}"] for p in plans],
+         "total GiB", "compile s"], rows,
     )
     return [Comparison(f"memory plan {p['task']} {model}@{seq_len}, {p['batch']} per step in {p['microbatches']} "
-                       f"micro-batches, remat {p['remat']}", p["total_gb"], None, "", "GiB",
-                       f"<= {ACCELERATOR_GIB:.1f} (80 GB)") for p in plans]
+                       f"micro-batches, remat {p['remat']} (peak of the step"
+                       f"{' and ' + ', '.join(p['programs']) if p.get('programs') else ''})", p["peak_gb"], None, "",
+                       "GiB", f"<= {ACCELERATOR_GIB:.1f} (80 GB)") for p in plans]
 
 
 def _train_benchmark(opts: BenchOptions) -> list[Comparison]:

@@ -102,7 +102,7 @@ def _posttrain_options(opts: dict[str, Any]) -> Any:
         raise click.BadParameter("--judge-model without --judge", param_hint="--judge-model")
     return PosttrainOptions(judge=judge, safety_detector=opts["safety_detector"],
                             max_new_tokens=opts["max_new_tokens"], arena_baseline=opts["arena_baseline"],
-                            seed=opts["seed"])
+                            alpaca_annotation=opts["alpaca_annotation"], seed=opts["seed"])
 
 
 def _check_posttrain(tasks: list[str], options: Any, data_dir: str | None, allow_hub: bool) -> None:
@@ -173,6 +173,10 @@ def _user_errors() -> tuple[type[BaseException], ...]:
 @click.option("--arena-baseline", default=None, metavar="MODEL|CATEGORY=MODEL,...",
               help="Arena-Hard baseline (its model_answer/MODEL.jsonl), or one per question category "
                    "(default: v2.0's o3-mini for hard_prompt, gemini-2.0-flash for creative_writing).")
+@click.option("--alpaca-annotation", type=click.Choice(["weighted", "games"]), default="weighted", show_default=True,
+              help="How alpaca_eval gets its preferences: AlpacaEval 2.0's weighted annotator (the judge's "
+                   "log-probs of one token; a judge that returns log-probs), or two position-swapped "
+                   "Arena-style games (a different method; the results say which ran).")
 @click.option("--allow-weak-sandbox", is_flag=True,
               help="Run model-written code (humaneval) with process limits only where this host cannot "
                    "give it namespaces of its own (default: refuse).")

@@ -136,18 +136,27 @@ def round_command(committee, prompts, rm, tokenizer, out, k, max_new_tokens, tem
 def _print_round(summary: dict) -> None:
     from afm.console import print_summary
 
+    def of(c: dict) -> str:  # what a true-reward mean rests on, when the reward could not score all
+        return "" if c["scored"] == c["of"] else f" (of {c['scored']}/{c['of']} scored)"
+
     rows = []
     for name, s in summary["members"].items():
-        extra = (f", true reward: samples {s['mean_true_reward']:.3f}, own best-of-K "
-                 f"{s['best_of_k_true_reward']:.3f}, greedy {s['greedy_true_reward']:.3f}"
-                 if "mean_true_reward" in s else "")
-        rows.append((f"member {name}", f"won {s['wins']} ({s['win_rate']:.0%}), reward {s['mean_reward']:.3f}{extra}"))
+        extra = ""
+        if "mean_true_reward" in s:
+            cov = s["true_reward_coverage"]
+            extra = (f", true reward: samples {s['mean_true_reward']:.3f}{of(cov['samples'])}, own best-of-K "
+                     f"{s['best_of_k_true_reward']:.3f}{of(cov['best_of_k'])}, greedy "
+                     f"{s['greedy_true_reward']:.3f}{of(cov['greedy'])}")
+        rows.append((f"member {name}", f"won {s['wins']} ({s['win_rate']:.0%}), reward {s['mean_reward']:.3f}, "
+                                       f"{s['cut_replies']} cut at the token limit{extra}"))
     rows.append(("reranked set reward", f"{summary['reranked_mean_reward']:.3f}"))
     if "reranked_true_reward" in summary:
-        rows.append(("reranked set true reward", f"{summary['reranked_true_reward']:.3f}"))
+        rows.append(("reranked set true reward",
+                     f"{summary['reranked_true_reward']:.3f}{of(summary['reranked_true_reward_coverage'])}"))
         m = summary["smallest_set_margin"]
         rows.append(("set minus closest member", f"{m['mean']:+.3f} +- {m['stderr']:.3f} (paired s.e.; "
-                                                 f"{m['member']}, {m['against'].replace('_', ' ')})"))
+                                                 f"{m['member']}, {m['against'].replace('_', ' ')}; "
+                                                 f"{m['prompts']} of {m['of']} prompts scored)"))
     rows.append(("SFT dataset", summary["sft_dataset"]))
     print_summary(f"iTeC round {summary['name']}", rows)
 

@@ -2,7 +2,8 @@
 
 Pairwise: every item is judged twice, as Arena-Hard-Auto does, so the position of an answer
 cannot decide the verdict: game 0 shows the reference (baseline) answer as A and the
-model's as B, game 1 the other way round. Each game keeps its raw label (``A>B`` ...), the
+model's as B, game 1 the other way round, each with the system prompt of the item's
+category (Arena-Hard v2.0's). Each game keeps its raw label (``A>B`` ...), the
 judge's text, or why it failed; :func:`model_scores` turns the two labels into the model's
 scores (Arena-Hard's weights: a significant win counts three times). A reward-model judge
 scores both answers once and writes the same verdict for both games; an answer it cannot
@@ -36,6 +37,7 @@ class PairItem:
     answer: str  # the model's
     reference: str  # the baseline's
     conversation: list[dict[str, Any]] = field(default_factory=list)  # for a reward model
+    category: str = prompts.DEFAULT_CATEGORY  # picks the judge's system prompt (Arena-Hard v2.0)
 
 
 @dataclass(frozen=True)
@@ -85,8 +87,8 @@ def pairwise(judge: Judge | RewardJudge, items: Sequence[PairItem]) -> list[Pair
         return _reward_pairs(judge, items)
     convs = []
     for it in items:
-        convs.append(prompts.pairwise_messages(it.question, it.reference, it.answer))  # game 0
-        convs.append(prompts.pairwise_messages(it.question, it.answer, it.reference))  # game 1
+        convs.append(prompts.pairwise_messages(it.question, it.reference, it.answer, it.category))  # game 0
+        convs.append(prompts.pairwise_messages(it.question, it.answer, it.reference, it.category))  # game 1
     replies = judge.ask(convs)
     return [PairResult(it, (_game(replies[2 * i]), _game(replies[2 * i + 1]))) for i, it in enumerate(items)]
 

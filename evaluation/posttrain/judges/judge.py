@@ -43,6 +43,7 @@ class JudgeReply:
     text: str | None
     error: str | None = None
     cached: bool = False
+    top_logprobs: dict[str, float] | None = None  # the first token's alternatives, when asked for
 
     @property
     def ok(self) -> bool:
@@ -82,36 +83,53 @@ class Judge:
     def describe(self) -> dict[str, Any]:
         return {"judge": self.name, "kind": self.kind, "max_tokens": self.max_tokens}
 
-    def request(self, messages: Sequence[dict[str, Any]], max_tokens: int | None = None) -> GenerationRequest:
+    def request(self, messages: Sequence[dict[str, Any]], max_tokens: int | None = None, *,
+                top_logprobs: int = 0, temperature: float | None = None) -> GenerationRequest:
         return GenerationRequest(tuple(messages), max_tokens=min(max_tokens or self.max_tokens, self.max_tokens),
-                                 temperature=self.temperature, tag="judge")
+                                 temperature=self.temperature if temperature is None else temperature,
+                                 top_logprobs=top_logprobs, tag="judge")
 
-    def ask(self, conversations: Sequence[Sequence[dict[str, Any]]], max_tokens: int | None = None
-            ) -> list[JudgeReply]:
+    def ask(self, conversations: Sequence[Sequence[dict[str, Any]]], max_tokens: int | None = None,
+            **options: Any) -> list[JudgeReply]:
         if self.too_long is not None:  # a cut judge prompt loses its instructions: fail it instead
             why = [self.too_long(c, max_tokens or self.max_tokens) for c in conversations]
             keep = [i for i, w in enumerate(why) if w is None]
-            asked = iter(self._ask([conversations[i] for i in keep], max_tokens))
+            asked = iter(self._ask([conversations[i] for i in keep], max_tokens, **options))
             return [JudgeReply(None, w) if w is not None else next(asked) for w in why]
-        return self._ask(conversations, max_tokens)
+        return self._ask(conversations, max_tokens, **options)
 
-    def _ask(self, conversations: Sequence[Sequence[dict[str, Any]]], max_tokens: int | None) -> list[JudgeReply]:
-        requests = [self.request(c, max_tokens) for c in conversations]
+    def ask_logprobs(self, conversations: Sequence[Sequence[dict[str, Any]]], *, top_logprobs: int,
+                     max_tokens: int = 1, temperature: float = 1.0) -> list[JudgeReply]:
+        """Each request's first reply token's ``top_logprobs`` likeliest alternatives
+        (``{token: logprob}``): a judge read by its log-probabilities (AlpacaEval's weighted
+        annotator). A reply without them is a failure, never a preference."""
+        replies = self.ask(conversations, max_tokens, top_logprobs=top_logprobs, temperature=temperature)
+        return [r if not r.ok or r.top_logprobs else
+                JudgeReply(r.text, "the judge returned no log-probabilities (does the server support logprobs?)",
+                           r.cached) for r in replies]
+
+    def _ask(self, conversations: Sequence[Sequence[dict[str, Any]]], max_tokens: int | None,
+             **options: Any) -> list[JudgeReply]:
+        requests = [self.request(c, max_tokens, **options) for c in conversations]
         if not requests:
             return []
+
+        def reply(g: Any) -> JudgeReply:
+            return JudgeReply(g.texts[0], cached=g.cached, top_logprobs=(g.top_logprobs or [None])[0])
+
         if not self.per_request:
             try:
                 gens = self.generator.generate(requests)
             except GenerationError as exc:
                 return [JudgeReply(None, f"{type(exc).__name__}: {exc}") for _ in requests]
-            return [JudgeReply(g.texts[0], cached=g.cached) for g in gens]
+            return [reply(g) for g in gens]
 
         def one(r: GenerationRequest) -> JudgeReply:
             try:
                 (g,) = self.generator.generate([r])
             except GenerationError as exc:
                 return JudgeReply(None, str(exc))
-            return JudgeReply(g.texts[0], cached=g.cached)
+            return reply(g)
 
         with ThreadPoolExecutor(self.max_concurrency) as pool:
             return list(pool.map(one, requests))

@@ -9,7 +9,9 @@ v2.0's questions and baseline answers). afm ships only its toy writing set.
   outputs, the 2.0 reference) or AlpacaEval's ``alpaca_eval.json`` (a JSON list;
   ``instruction``, the reference model's ``output`` and ``generator``), or the same rows as
   ``alpaca_eval.jsonl``; with AlpacaEval's ``instruction_difficulty.csv`` beside it (row
-  index -> difficulty) the LC GLM uses it.
+  index -> difficulty) the LC GLM uses it, and with its ``df_gamed.csv`` too (the gamed
+  baselines' annotations, both files from the hub dataset tatsu-lab/alpaca_eval) the LC is
+  AlpacaEval 2.0's published ``length_controlled_v1``.
 * ``arena_hard``: an Arena-Hard-Auto benchmark folder (``arena-hard-v0.1`` or
   ``arena-hard-v2.0``, or ``arena_hard``) with ``question.jsonl`` (v0.1: ``question_id``,
   ``turns``; v2.0: ``uid``, ``prompt``) and ``model_answer/<baseline>.jsonl`` (v0.1:
@@ -65,6 +67,7 @@ class WritingSet:
     items: list[WritingItem]
     source: str
     reference_model: str | None = None
+    gamed: str | None = None  # AlpacaEval's df_gamed.csv beside the files (its LC v1 regularisation)
 
 
 def _jsonl(path: Path) -> list[dict[str, Any]]:
@@ -117,7 +120,9 @@ def load_alpaca_eval(data_dir: str | None, allow_hub: bool = False) -> WritingSe
     items = [WritingItem(str(r.get("id", i)), _need(r, "instruction", path, i), _need(r, "output", path, i),
                          difficulty=difficulty[i] if difficulty else None) for i, r in enumerate(rows)]
     models = {r.get("generator") for r in rows if r.get("generator")}
-    return WritingSet("alpaca_eval", items, str(path), ", ".join(sorted(models)) or None)
+    gamed = path.parent / "df_gamed.csv"
+    return WritingSet("alpaca_eval", items, str(path), ", ".join(sorted(models)) or None,
+                      str(gamed) if gamed.is_file() else None)
 
 
 def _difficulty(path: Path, n: int) -> list[float] | None:

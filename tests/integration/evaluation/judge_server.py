@@ -5,6 +5,8 @@ answers by fixed rules, so every verdict a test expects is known in advance:
 
 * pairwise: the answer containing ``GOOD`` wins (``GREAT``: significantly), else the longer
   one, equal lengths tie -- verdict ``[[A>B]]`` etc.;
+* AlpacaEval's weighted annotator (a request with ``logprobs``): the same rule picks model
+  ``m`` or ``M``; the reply is that token, and its top log-probs hold it (and ``The``);
 * single-answer: ``Rating: [[8]]`` when the response contains ``GOOD``, else ``[[3]]``;
 * refusal classes: ``[[2_full_refusal]]`` when the response opens with "I can't", else
   ``[[1_full_compliance]]``; harm: ``[[YES]]`` when the response contains ``Sure``.
@@ -29,6 +31,20 @@ from typing import Any
 def _between(text: str, start: str, end: str) -> str:
     m = re.search(re.escape(start) + r"\n(.*?)\n" + re.escape(end), text, re.S)
     return m.group(1) if m else ""
+
+
+def _better(a: str, b: str) -> int:
+    """1 when ``a`` wins, -1 when ``b`` does, 0 for a tie (GOOD, else the longer)."""
+    score_a, score_b = ("GOOD" in a or "GREAT" in a), ("GOOD" in b or "GREAT" in b)
+    if score_a != score_b:
+        return 1 if score_a else -1
+    return (len(a) > len(b)) - (len(a) < len(b))
+
+
+def annotator_token(user: str) -> str:
+    """AlpacaEval's prompt: the identifier of the better output (``m`` on a tie)."""
+    outputs = re.findall(r'"output": """(.*?)"""', user, re.S)
+    return "m" if _better(outputs[0], outputs[1]) >= 0 else "M"
 
 
 def verdict(system: str, user: str) -> str:
@@ -80,6 +96,13 @@ def _handler(stub: JudgeStub) -> type[BaseHTTPRequestHandler]:
                 return self._send(500, {"error": "judge down"})
             if "SLOW-JUDGE" in user:
                 time.sleep(stub.slow_s)
+            if body.get("logprobs"):
+                token = annotator_token(user)
+                top = [{"token": token, "logprob": -0.01}, {"token": "The", "logprob": -5.0}]
+                self._send(200, {"id": "j", "object": "chat.completion", "choices": [
+                    {"index": 0, "message": {"role": "assistant", "content": token}, "finish_reason": "length",
+                     "logprobs": {"content": [{"token": token, "logprob": -0.01, "top_logprobs": top}]}}]})
+                return
             text = verdict(system, user)
             self._send(200, {"id": "j", "object": "chat.completion", "choices": [
                 {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}]})

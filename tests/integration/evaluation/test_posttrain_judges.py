@@ -152,6 +152,12 @@ def test_afm_eval_runs_judged_tasks_end_to_end(checkpoint: Path, tmp_path: Path)
     # the tiny model's replies are short: the references win; failed judgments are apart
     assert tasks["alpaca_eval"]["metrics"]["win_rate,judge"]["value"] == 0.0
     assert post["tasks"]["alpaca_eval"]["failed"] == 1 and tasks["alpaca_eval"]["samples"] == 3
+    # AlpacaEval 2.0's own annotation: one token, its top-5 log-probs, at temperature 1
+    asked = [q for q in stub.requests if q.get("logprobs")]
+    assert len(asked) == 3 and all(q["max_tokens"] == 1 and q["top_logprobs"] == 5 and q["temperature"] == 1
+                                   for q in asked)
+    assert post["tasks"]["alpaca_eval"]["annotation"].startswith("weighted_alpaca_eval_gpt4_turbo")
+    assert post["tasks"]["alpaca_eval"]["glm"] == "length_controlled_minimal"
     assert tasks["arena_hard"]["metrics"]["score,judge"]["value"] == 0.0
     assert post["tasks"]["arena_hard"]["failed"] == 1 and post["tasks"]["arena_hard"]["failed_games"] == 2
     assert tasks["afm_writing"]["metrics"]["rating,judge"]["value"] == 3.0

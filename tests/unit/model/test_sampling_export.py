@@ -125,3 +125,45 @@ def test_cli_model_info_init_score(tmp_path: Path) -> None:
     assert len(lps) == 2 and all(lp < 0 for lp in lps)
     res = runner.invoke(score_command, ["--checkpoint", str(ckpt), "--tokens", "1 x"])
     assert res.exit_code != 0 and "integers" in res.output
+
+
+def _nucleus_logprobs(logits: np.ndarray, temperature: float, top_p: float) -> np.ndarray:
+    """log p of every token under softmax(logits / T) restricted to the top-p nucleus,
+    written out directly in float64 (the smallest set of most likely tokens whose mass
+    reaches top_p; -inf outside it)."""
+    z = logits.astype(np.float64) / temperature
+    p = np.exp(z - z.max())
+    p /= p.sum()
+    order = np.argsort(-p, kind="stable")
+    before = np.cumsum(p[order]) - p[order]
+    keep = np.zeros_like(p, bool)
+    keep[order[before < top_p]] = True
+    keep[order[0]] = True
+    q = np.where(keep, p, 0.0)
+    with np.errstate(divide="ignore"):
+        return np.log(q / q.sum())
+
+
+@pytest.mark.parametrize("temperature,top_p", [(0.7, 0.8), (1.6, 0.5), (1.0, 1.0)])
+def test_sampled_logprobs_are_the_sampling_distribution(model: Transformer, temperature: float,
+                                                         top_p: float) -> None:
+    """Each drawn token's log-prob is under the distribution that drew it (logits / T, then
+    the top-p nucleus renormalised), checked against a direct float64 computation from a
+    cache-free forward; ``model_logprobs`` stay the model's own (T = 1, no top-p)."""
+    prompts = [[3, 1, 4, 1, 5], [9, 2]]
+    res = sample(model, prompts, max_new_tokens=6, temperature=temperature, top_p=top_p, seed=11)
+    fwd = nnx.jit(lambda m, t: m(t))
+    for prompt, toks, lps, model_lps in zip(prompts, res.tokens, res.logprobs, res.model_logprobs, strict=True):
+        seq = np.asarray([prompt + toks], np.int32)
+        logits = np.asarray(fwd(model, jnp.asarray(seq)))[0]
+        for i, tok in enumerate(toks):
+            at = len(prompt) + i - 1
+            want = _nucleus_logprobs(logits[at], temperature, top_p)[tok]
+            assert np.isfinite(want)  # a drawn token is always inside the nucleus
+            assert lps[i] == pytest.approx(want, abs=2e-4)
+            own = logits[at].astype(np.float64)
+            assert model_lps[i] == pytest.approx(own[tok] - own.max() - np.log(np.exp(own - own.max()).sum()),
+                                                 abs=2e-4)
+    if (temperature, top_p) != (1.0, 1.0):  # the two differ once the policy is not the model
+        assert any(abs(a - b) > 1e-3 for row, mrow in zip(res.logprobs, res.model_logprobs)
+                   for a, b in zip(row, mrow))

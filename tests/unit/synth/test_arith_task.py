@@ -102,3 +102,24 @@ def test_write_sft_rows_are_chat_conversations(tmp_path):
     n = write_sft(tmp_path / "sft.jsonl", make_problems(5))
     rows = [json.loads(x) for x in (tmp_path / "sft.jsonl").read_text().splitlines()]
     assert n == 5 and [m["role"] for m in rows[0]["messages"]] == ["user", "assistant"]
+
+
+def test_write_preferences_never_pairs_a_reply_cut_at_the_token_limit(tmp_path):
+    """A sampled reply that stopped for length (the end-of-turn token would be appended to
+    it in training) never enters a pair, whatever its grade; the drops are counted."""
+    from afm.finish import Reply
+
+    rng = random.Random(1)
+    problems = make_problems(12, seed=4)
+    samples, cut_texts = [], set()
+    for p in problems:
+        finished = [Reply(t, "end_of_turn") for t in corrupted_responses(p, rng)[1:4]]  # not the solution
+        # the best-looking reply was cut: a truncated solution and a cut correct answer
+        cut = [Reply(p.solution()[: len(p.solution()) // 2], "length"), Reply(p.solution(), "length")]
+        cut_texts |= {r.text for r in cut}
+        samples.append((p.messages(), finished + cut + ["Answer: 0"]))  # plain strings: scripted, finished
+    out = tmp_path / "prefs.jsonl"
+    summary = write_preferences(out, samples, pairs_per_prompt=6, seed=0)
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert summary.cut_replies == 2 * len(problems) and summary.pairs == len(rows) > 0
+    assert not any(r["chosen"] in cut_texts or r["rejected"] in cut_texts for r in rows)

@@ -66,14 +66,21 @@ def test_round_reranks_per_prompt_and_records_wins(members: list[Member], tmp_pa
         assert np.isfinite(m["greedy_true_reward"])  # the member alone, greedy
         # the set's pick is at least the member's own finished best on every prompt where it has one
         assert m["set_margin"]["own_best_of_k"]["mean"] >= 0 or np.isnan(m["set_margin"]["own_best_of_k"]["mean"])
+        cov = m["true_reward_coverage"]  # every column says what it rests on
+        assert cov["samples"] == {"scored": 6, "of": 6} and cov["greedy"]["of"] == 3
     closest = summary["smallest_set_margin"]
+    assert closest["of"] == len(rows) and closest["prompts"] <= closest["of"]
+    assert summary["reranked_true_reward_coverage"]["of"] == len(rows)
     assert closest["mean"] == min(w["mean"] for m in summary["members"].values() for w in m["set_margin"].values())
     counts = export_pairs(tmp_path / "round" / "candidates.jsonl", prompts, tmp_path / "pairs.jsonl", per_prompt=2)
     pairs = [json.loads(x) for x in (tmp_path / "pairs.jsonl").read_text().splitlines()]
     assert counts["pairs"] == len(pairs) and all(p["member_a"] != p["member_b"] for p in pairs)
     finished_texts = {c["response"] for c in finished}
     assert all(p["response_a"] in finished_texts and p["response_b"] in finished_texts for p in pairs)
-    assert counts["skipped_unfinished_or_unscored"] == len(cands) - len([c for c in cands if c["stop_reason"] != "length"])
+    n_cut = len([c for c in cands if c["stop_reason"] == "length"])
+    assert counts["cut_replies"] == n_cut and counts["skipped_unscored"] == 0  # every finished reply was scored
+    # the round's stats count the cut replies, per member and in all
+    assert summary["cut_replies"] == n_cut == sum(m["cut_replies"] for m in summary["members"].values())
 
 
 def test_a_reward_that_scores_nothing_stops_the_round(members: list[Member], tmp_path: Path) -> None:
@@ -139,3 +146,26 @@ def test_round_reranks_with_a_reward_model_checkpoint(members: list[Member], tmp
     wins = sum(m["wins"] for m in summary["members"].values())
     assert wins == 2 - summary["prompts_without_a_finished_reply"] and wins > 0
     assert np.isfinite(summary["reranked_mean_reward"])
+
+
+def test_true_reward_columns_say_how_much_they_could_score(members: list[Member], tmp_path: Path) -> None:
+    """A true reward that cannot score some replies leaves them out of its means; each
+    column says how many it rests on, and the paired margin how many prompts."""
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text("".join(json.dumps({"prompt": f"say {w}"}) + "\n" for w in ("hi", "yes", "ok")))
+
+    def truth(prompt, response):
+        if prompt[-1]["content"].endswith("ok"):
+            raise ValueError("unknown_prompt: this grader has no answer for it")
+        return float(len(response))
+
+    cfg = RoundConfig(name="r2", prompts=str(prompts), tokenizer=str(CHAT), committee=members, k=2,
+                      max_new_tokens=6, out=str(tmp_path / "round"), seed=3)
+    summary = run_round(cfg, reward_fn=TaskReward(lambda p, r: float(len(r))), eval_reward_fn=TaskReward(truth),
+                        progress=False)
+    for m in summary["members"].values():
+        cov = m["true_reward_coverage"]
+        assert cov["samples"]["of"] == 6 and cov["samples"]["scored"] <= 4  # the "ok" prompt's 2 never
+        assert cov["greedy"] == {"scored": 2, "of": 3} or cov["greedy"]["scored"] < 2
+    assert summary["smallest_set_margin"]["prompts"] < summary["smallest_set_margin"]["of"] or \
+        summary["prompts_without_a_finished_reply"] > 0

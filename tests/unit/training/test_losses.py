@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from afm.model.partitioning import activation_sharding
-from afm.model.scoring import token_logprobs
+from afm.model.scoring import chunk_layout, token_logprobs
 from afm.model.sharding import ACTIVATION_RULES
 from afm.training.core.losses import cross_entropy_sums
 from jax.sharding import Mesh
@@ -37,7 +37,7 @@ def _chunked_loss(h, table, y, w, chunk=16):
     return sums["loss"][0]
 
 
-@pytest.mark.parametrize("chunk", [16, 64, 24])  # 24 does not divide 64: falls back to 16
+@pytest.mark.parametrize("chunk", [16, 64, 24])  # 24 does not divide 64: chunks of 22, the last padded
 def test_chunked_equals_full_values_and_gradients(chunk):
     h, table, y, w = _data()
     np.testing.assert_allclose(_chunked_loss(h, table, y, w, chunk), _full_loss(h, table, y, w), rtol=1e-5)
@@ -66,3 +66,24 @@ def test_chunks_stay_inside_sequence_shards():
     np.testing.assert_allclose(loss, _full_loss(h, table, y, w), rtol=1e-5)
     for g, r in zip(grads, jax.grad(_full_loss, argnums=(0, 1))(h, table, y, w)):
         np.testing.assert_allclose(g, r, rtol=1e-4, atol=1e-6)
+
+
+def test_a_length_without_divisors_keeps_long_chunks():
+    """DPO scores ``seq_len - 1`` positions: 8191 is prime, and a chunk that must divide the
+    length fell to 1 (8,191 sequential readout steps). The chunks stay long, the last padded."""
+    assert chunk_layout(8191, 1024) == (8, 1024)
+    assert chunk_layout(2047, 1024) == (2, 1024)
+    assert chunk_layout(64, 24) == (3, 22)
+    assert chunk_layout(5, 1024) == (1, 5)
+    t = 37  # prime: values and gradients still equal the full computation, and the scan has 3 steps
+    rng = np.random.default_rng(1)
+    h = jnp.asarray(rng.standard_normal((B, t, D)), jnp.float32)
+    table = jnp.asarray(rng.standard_normal((V, D)), jnp.float32)
+    y = jnp.asarray(rng.integers(0, V, (B, t)), jnp.int32)
+    w = jnp.ones((B, t), jnp.float32)
+    np.testing.assert_allclose(_chunked_loss(h, table, y, w, 16), _full_loss(h, table, y, w), rtol=1e-5)
+    for g, r in zip(jax.grad(_chunked_loss, argnums=(0, 1))(h, table, y, w, 16),
+                    jax.grad(_full_loss, argnums=(0, 1))(h, table, y, w)):
+        np.testing.assert_allclose(g, r, rtol=1e-4, atol=1e-6)
+    jaxpr = str(jax.make_jaxpr(lambda h: token_logprobs(h, table, y, logit_scale=SCALE, chunk=16).logprob)(h))
+    assert "length=3" in jaxpr and "length=37" not in jaxpr

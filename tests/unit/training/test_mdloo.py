@@ -229,10 +229,12 @@ def run_tiny_loop(run_online_rl, policy: Path, workdir: Path, algorithm: str, *,
     for row in rows:
         assert np.isfinite([row["reward"], row["kl_ref"], row["kl_prev"], row["adv_std"]]).all()
         assert abs(row["adv_mean"]) < 1e-5  # LOO advantages sum to zero per prompt
-    # The policy equals the reference at the start (up to the sharded forward's rounding),
-    # and the loss scores the tempered policy the sampler drew from: ratio 1 before a step.
-    assert rows[0]["kl_ref"] == pytest.approx(0.0, abs=1e-2)
-    assert rows[0]["ratio_first_step"] == pytest.approx(1.0, abs=1e-2)
+    # The reference computes exactly what the policy computes at the start (a bf16 model:
+    # the copy keeps its norm scales in float32, as the forward applies them): KL 0 exactly.
+    # The loss scores the tempered policy the sampler drew from: ratio 1 before a step, up
+    # to the rounding between the scoring program and the training step's (bf16).
+    assert rows[0]["kl_ref"] == 0.0
+    assert rows[0]["ratio_first_step"] == pytest.approx(1.0, abs=1e-3)
     assert (workdir / algorithm / "model" / "config.json").exists()
     return summary, rows
 
@@ -258,3 +260,35 @@ def test_tiny_ppo_loop_with_eval(tiny_policy: Path, tmp_path: Path, online_rl) -
     """The PPO-clip switch runs the same loop; greedy evaluation at the start and the end."""
     summary, rows = run_tiny_loop(online_rl, tiny_policy, tmp_path, "ppo", iterations=2, steps=2, with_eval=True)
     assert "clipped" in rows[0] and len(summary["eval"]) == 2
+
+
+def test_a_reference_checkpoint_is_restored_as_the_frozen_copy_stores_it(tmp_path: Path) -> None:
+    """``task_options.reference`` (another model as pi_ref) is read from its checkpoint and
+    stored exactly as a copy of the start would be: matrices in the compute dtype, norm
+    scales in float32, a scanned model's layers pre-stacked."""
+    from afm.model.checkpoint import save_params
+    from afm.model.params import flatten_state
+    from afm.model.transformer import Transformer
+    from afm.training.core.config import get_train_config, model_config, with_task_options
+    from afm.training.core.engine import ModelParts
+    from afm.training.core.task import STACKED, frozen_storage
+    from afm.training.tasks import get_task
+    from flax import nnx
+
+    (tmp_path / "p.jsonl").write_text(json.dumps({"prompt": "hi"}) + "\n")
+    cfg = get_train_config("tiny-mdloo", ["model_overrides.scan_layers=true"])
+    ref = Transformer(model_config(cfg), rngs=nnx.Rngs(params=5))
+    save_params(ref, tmp_path / "ref")
+    cfg = with_task_options(cfg, tokenizer=str(CHAT), prompts=str(tmp_path / "p.jsonl"), reward="task:arith",
+                            reference=str(tmp_path / "ref"))
+    task = get_task("mdloo", cfg)
+    mcfg = task.configure_model(model_config(cfg))
+    parts = ModelParts.build(mcfg, 0)
+    abstract = {k: jax.ShapeDtypeStruct(s, parts.dtypes[k]) for k, s in parts.shapes.items()}
+    like = {k: jax.eval_shape(s.init, jax.random.key(0), abstract) for k, s in task.extra_params(mcfg).items()}
+    got = task.restore_extra_params(like)
+    want = frozen_storage(flatten_state(nnx.state(ref, nnx.Param))[0], mcfg, "ref/")
+    assert set(got) == set(want) == set(like) and any(k.startswith("ref/" + STACKED) for k in got)
+    for k, v in want.items():
+        assert got[k].dtype == v.dtype == like[k].dtype and got[k].shape == v.shape
+        np.testing.assert_array_equal(np.asarray(got[k], np.float32), np.asarray(v, np.float32))

@@ -73,7 +73,8 @@ def test_too_long_pairs_are_rejected_and_batches_mark_the_reply(tmp_path):
     n = data.chosen[0].size
     assert batch["chosen_segments"][0].sum() == n and batch["chosen"][0, n - 1] == tok.end_id
     reply = batch["chosen_response"][0]
-    assert reply[data.chosen_start[0]] == 1 and reply[: data.chosen_start[0]].sum() == 0
+    start = int(np.argmax(data.chosen_reply[0]))  # the first reply token
+    assert reply[start] == 1 and reply[:start].sum() == 0 and reply[:n].sum() == data.chosen_reply[0].sum()
     state = loader.state()
     again = PairLoader(data, seq_len=64, global_batch=2, pad_id=tok.pad_id, seed=0, state=state)
     np.testing.assert_array_equal(next(again)["chosen"], next(loader)["chosen"])  # resumes exactly
