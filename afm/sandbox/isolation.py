@@ -52,8 +52,7 @@ class Boundary:
                      "throw-away-uid" if self.user == "root" else "user-namespace"]
         else:
             base += ["weak(no kernel boundary)", "subreaper"]
-            if os.geteuid() == 0:
-                base.append("throw-away-uid")
+            base.append("throw-away-uid" if weak_drops_uid() else "same-uid(can signal the user's processes)")
         base.append(cgroup.support().layer(policy))
         if policy.tripwire:
             base.append("audit-tripwire")
@@ -93,6 +92,31 @@ def throwaway_uid(policy: SandboxPolicy) -> int:
     return policy.uid_base + (os.getpid() % 1000) * 100 + n % 100
 
 
+def _open_to_others(path: str) -> bool:
+    """Can a user with no groups of ours reach ``path`` (every directory above it searchable)?"""
+    real = os.path.realpath(path)
+    parts = real.split("/")
+    for i in range(2, len(parts)):
+        try:
+            if not os.stat("/".join(parts[:i])).st_mode & 0o001:
+                return False
+        except OSError:
+            return False
+    try:
+        return bool(os.stat(real).st_mode & 0o004)
+    except OSError:
+        return False
+
+
+def weak_drops_uid() -> bool:
+    """Weak isolation runs programs as a throw-away uid when we are root and that uid can
+    reach the interpreter and its library (not under a private home directory, say)."""
+    if os.geteuid() != 0:
+        return False
+    lib = os.path.dirname(os.__file__)
+    return _open_to_others(python()) and _open_to_others(lib) and _open_to_others(os.path.join(lib, "os.py"))
+
+
 def tmp_inodes(policy: SandboxPolicy) -> int:
     return max(256, policy.tmp_bytes // INODE_BYTES)
 
@@ -119,7 +143,7 @@ def weak_command(policy: SandboxPolicy, workdir: str, pass_fds: list[int], cgrou
     import json
 
     uid = None
-    if os.geteuid() == 0:
+    if weak_drops_uid():
         uid = throwaway_uid(policy)
         os.chown(workdir, uid, uid)
     cfg = {"python": python(), "harness": HARNESS, "uid": uid, "workdir": workdir, "env": env,

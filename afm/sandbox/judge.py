@@ -866,6 +866,8 @@ def run_split(boundary: Boundary, program: str, test: str, policy: SandboxPolicy
     rc = box.end()
     if cause in ("exited", "timeout") and reason != "over the wall-clock limit" and box.memory_exceeded:
         status, reason, cause = "failed", "over the run's memory limit", "memory"
+    elif box.memory_exceeded and status != "passed":
+        reason += "; a process of the run was killed over the run's memory limit"
     return RunResult(status, rc, box.out.text(), box.err.text(), box.seconds(), box.layers(), reason,
                      judged="outside", cause=cause), ""
 
@@ -891,6 +893,8 @@ def _ended(why: str, box: Sandboxed) -> tuple[str, str, str]:
     if why == "garbled":
         return "failed", "the results channel was written over", "garbled"
     rc = box.proc.poll() if box.proc is not None else None
+    if rc == 125 and "sandbox:" in box.err.text():
+        return "error", "sandbox setup failed", "setup"
     if rc is not None and rc in (-9, -24, 128 + 9, 128 + 24):
         return "timeout", "over the CPU limit", "timeout"
     return "failed", "exited before the test finished", "exited"

@@ -319,6 +319,8 @@ def run_in(boundary: Boundary, program: str, policy: SandboxPolicy, *, test: str
     rc = box.end()
     status, reason = _verdict(first, rc, bytes(box.channel) == key.encode(), box.err.text(),
                               box.memory_exceeded)
+    if box.memory_exceeded and status != "passed" and "memory" not in reason:
+        reason += "; a process of the run was killed over the run's memory limit"
     return RunResult(status, rc, box.out.text(), box.err.text(), box.seconds(), box.layers(), reason,
                      judged="inside" if test else "")
 

@@ -86,4 +86,4 @@ def test_the_tripwire_reports_what_it_stopped() -> None:
 @pytest.mark.skipif(not KERNEL, reason="no kernel boundary on this host")
 def test_layers_name_the_kernel_boundary() -> None:
     layers = sandbox.isolation_layers()
-    assert {"pid-namespace", "network-namespace", "private-tmp", "verdict-channel"} <= set(layers)
+    assert {"pid-namespace", "network-namespace", "private-tmp(bytes and inodes capped)", "verdict-channel"} <= set(layers)
