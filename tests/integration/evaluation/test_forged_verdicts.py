@@ -4,9 +4,9 @@ the program's process, judged by the harness's keeper), and through the real pat
 (``code_metrics.check_program``, lm-eval's HumanEval pass@1, ``afm synth code``).
 
 Every candidate ``f`` below returns a wrong value; the test asserts the right one. The
-programs are written for the harness as it is: they look for a 64-hex key in every
-frame, global and module they can reach, and write whatever they find (and
-plausible verdict bytes) to every descriptor."""
+programs look for a 64-hex key in every frame, global and module they can reach, and
+write each one they find to every descriptor (against the harness before this change,
+the first four pass a wrong solution: its key was a local of the harness's ``main``)."""
 
 from __future__ import annotations
 
@@ -27,11 +27,12 @@ import os, re, sys
 def looks(v):
     return isinstance(v, (str, bytes)) and len(v) == 64 and \\
         re.fullmatch(rb"[0-9a-f]{64}", v if isinstance(v, bytes) else v.encode()) is not None
-def spray(found):
+def spray(found, extra=()):
+    values = {v if isinstance(v, bytes) else v.encode() for v in found} | set(extra)
     for fd in range(3, 256):
-        for v in list(found) + [b"p", b"k", b"passed"]:
+        for v in values:
             try:
-                os.write(fd, v if isinstance(v, bytes) else v.encode())
+                os.write(fd, v)
             except OSError:
                 pass
 def walk(frame):
@@ -84,19 +85,19 @@ def f(x):
 ''',
     # empty every table of the harness, then use the routes they closed
     "emptied-hook-tables": HUNT + '''
-import gc, sys
-bottom = sys._getframe()
+import gc, signal, sys
+frames = []
+signal.signal(signal.SIGUSR1, lambda s, frame: frames.append(frame))
+signal.raise_signal(signal.SIGUSR1)
+bottom = frames[0]
 while bottom.f_back is not None:
     bottom = bottom.f_back
-for module_globals in [bottom.f_globals] + [vars(m) for m in list(sys.modules.values())]:
-    for k, v in list(module_globals.items()):
-        if isinstance(v, (frozenset, set, tuple, list, dict)) and not k.startswith("__"):
-            try:
-                module_globals[k] = type(v)()
-            except Exception:
-                pass
+harness = bottom.f_globals
+for k, v in list(harness.items()):
+    if isinstance(v, (frozenset, set, tuple, list, dict)) and not k.startswith("__"):
+        harness[k] = type(v)()
 found = []
-for route in (lambda: [walk(fr) for fr in sys._current_frames().values()],
+for route in (lambda: sum((walk(fr) for fr in sys._current_frames().values()), []),
               lambda: [o for o in gc.get_objects() if looks(o)],
               lambda: __import__("ctypes")):
     try:
@@ -120,9 +121,9 @@ def f(x):
 ''',
     # pull the keeper from the program: it must notice the main thread is not done
     "pull-the-keeper": HUNT + '''
-spray([])
+spray([], [b"p"])
 def f(x):
-    spray([])
+    spray([], [b"p"])
     return 0
 ''',
 }
