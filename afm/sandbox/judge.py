@@ -43,6 +43,7 @@ MAX_LEN = 1_000_000  # items or characters of one value built here
 MAX_INT_BITS = 1 << 20
 MAX_BUILT = 50_000_000  # items and characters built here, all values together
 RESULTS_CAP = 64 << 20  # bytes of results waiting to be read at once
+EXIT_GRACE_S = 1.0  # after the verdict, how long the served program may take to end
 MODULES = ("math", "random", "string", "copy")
 
 
@@ -863,6 +864,10 @@ def run_split(boundary: Boundary, program: str, test: str, policy: SandboxPolicy
     except Exception as exc:  # noqa: BLE001 - the test's own expression raised (TypeError, ...)
         status, reason, cause = "failed", f"the test raised {type(exc).__name__}: {exc}"[:300], \
             f"error:{type(exc).__name__}"
+    if box.ended is None:  # the harness ends on its own when stdin closes; a hang is killed soon
+        box.close_stdin()
+        box.deadline = min(box.deadline, time.perf_counter() + EXIT_GRACE_S)
+        box.pump()
     rc = box.end()
     if cause in ("exited", "timeout") and reason != "over the wall-clock limit" and box.memory_exceeded:
         status, reason, cause = "failed", "over the run's memory limit", "memory"
