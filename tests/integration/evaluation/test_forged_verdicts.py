@@ -14,10 +14,11 @@ import json
 
 import pytest
 from afm.evaluation import code_metrics
-from afm.sandbox import SandboxPolicy, kernel_boundary, run_python
 from afm.synth.code_data import CodeConfig, synth_code
 from afm.synth.generators import Generation
 from afm.synth.run import SynthRun
+
+from afm.sandbox import SandboxPolicy, kernel_boundary, run_python
 
 pytestmark = pytest.mark.skipif(kernel_boundary().kind != "kernel",
                                 reason=f"no kernel boundary here: {kernel_boundary().reason}")

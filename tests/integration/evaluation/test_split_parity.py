@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import pytest
+
 from afm.sandbox import SandboxPolicy, kernel_boundary, run_python
 
 pytestmark = pytest.mark.skipif(kernel_boundary().kind != "kernel",

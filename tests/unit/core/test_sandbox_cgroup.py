@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 
 import pytest
+
 from afm.sandbox import SandboxPolicy, cgroup
 
 PROC_CGROUP_V1 = """12:pids:/

@@ -10,6 +10,7 @@ import json
 import math
 
 import pytest
+
 from afm.sandbox import harness, plain
 from afm.sandbox.plain import Opaque, PlainDataError
 
