@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 import types
 import typing
 from pathlib import Path
@@ -156,6 +157,35 @@ def _convert(value: Any, tp: Any, path: str) -> Any:
         except Exception as exc:  # noqa: BLE001 - reported with the path
             raise ConfigError(f"{path}: cannot make {tp.__name__} from {value!r}") from exc
     return value
+
+
+def check_number(path: str, value: Any, *, low: float | None = None, high: float | None = None,
+                 low_open: bool = False, high_open: bool = False, integer: bool = False) -> None:
+    """A config number in its range (finite; whole when ``integer``), else a ConfigError
+    naming ``path`` (``optimizer.learning_rate``) and the range. For ``__post_init__``."""
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+    ok = ok and (not integer or isinstance(value, numbers.Integral))
+    if ok and low is not None:
+        ok = value > low if low_open else value >= low
+    if ok and high is not None:
+        ok = value < high if high_open else value <= high
+    if not ok:
+        parts = [f"{'>' if low_open else '>='} {low:g}" if low is not None else "",
+                 f"{'<' if high_open else '<='} {high:g}" if high is not None else ""]
+        kind = "a whole number" if integer else "a finite number"
+        bounds = " and ".join(p for p in parts if p)
+        raise ConfigError(f"{path} must be {kind}{' ' + bounds if bounds else ''}, got {value!r}")
+
+
+def check_choice(path: str, value: Any, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ConfigError(f"{path} must be one of {', '.join(choices)}, got {value!r}")
+
+
+def coerce(value: Any, tp: Any, path: str) -> Any:
+    """``value`` as type ``tp`` by the rules configs use (exact numbers from strings,
+    finite floats, whole ints), else a ConfigError naming ``path``."""
+    return _convert(value, tp, path)
 
 
 def from_dict(cls: type[T], data: dict[str, Any], path: str = "") -> T:

@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from afm.options import NON_NEGATIVE_INT, POSITIVE, POSITIVE_INT
+from afm.options import NON_NEGATIVE_INT, POSITIVE, POSITIVE_INT, SEED
 
 RUN_EPILOG = """\b
 Examples:
@@ -151,7 +151,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
               help="Scoring batch size in tokens (default: 4096 on CPU, 8192 on accelerators).")
 @click.option("--batch-size", type=int, default=16, show_default=True, help="Prompts decoded together.")
 @click.option("--mesh", default=None, help="Device mesh DATAxFSDPxTENSORxSEQUENCE, e.g. 2x1x4x1 (default: data over all devices).")
-@click.option("--seed", type=int, default=1234, show_default=True)
+@click.option("--seed", type=SEED, default=1234, show_default=True)
 @click.option("--judge", default=None, metavar="SPEC",
               help="Judge for alpaca_eval, arena_hard, afm_writing (and safety): openai:URL (with --judge-model), "
                    "checkpoint:PATH, or rm:PATH (a reward model; pairwise only).")

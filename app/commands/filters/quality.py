@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import click
 
-from afm.options import FRACTION, POSITIVE, PROBABILITY_OPEN
+from afm.options import FRACTION, POSITIVE, PROBABILITY_OPEN, SEED
 
 FILTER_EPILOG = """\b
 Examples:
@@ -113,7 +113,7 @@ def filter_cmd(
 @click.option("--labels-out", default=None, type=click.Path(dir_okay=False), help="Write the labelled sample (JSONL).")
 @click.option("--epoch", default=10, show_default=True, type=int)
 @click.option("--lr", default=0.2, show_default=True, type=POSITIVE)
-@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--seed", default=0, show_default=True, type=SEED)
 def label_cmd(
     inputs: tuple[str, ...],
     out: str,

@@ -15,7 +15,7 @@ from afm.app.commands.pipelines.beam_options import (
     split_beam_args,
 )
 
-from afm.options import POSITIVE, PROBABILITY_OPEN
+from afm.options import POSITIVE, PROBABILITY_OPEN, SEED
 
 EPILOG = """\b
 Examples:
@@ -47,7 +47,7 @@ live on any filesystem the workers read (local, gs://, s3://).
 @click.option("--threshold", default=0.8, show_default=True, type=PROBABILITY_OPEN, help="Jaccard threshold.")
 @click.option("--ngram", default=5, show_default=True, type=int, help="Words per shingle.")
 @click.option("--num-perm", default=128, show_default=True, type=int, help="MinHash permutations.")
-@click.option("--seed", default=1, show_default=True, type=int, help="MinHash seed.")
+@click.option("--seed", default=1, show_default=True, type=SEED, help="MinHash seed.")
 @click.option("--no-exact", is_flag=True, help="Skip exact (content hash) de-duplication.")
 @click.option("--no-verify", is_flag=True, help="Do not verify LSH candidates by signature.")
 @click.option("--max-rounds", default=8, show_default=True, type=int,
