@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from afm import fs
+from afm.errors import UserError
 
 SUCCESS = "_SUCCESS"
 MANIFEST = "manifest.json"
@@ -38,6 +39,18 @@ STAGING_PREFIX = ".staging-"
 
 class OutputError(RuntimeError):
     """The output directory cannot be used (not empty, not writable, a file, ...)."""
+
+
+class EmptyOutput(UserError):
+    """A run whose inputs yielded no document to write (refused unless ``--allow-empty``)."""
+
+
+def refuse_empty(command: str, written: int, detail: str, allow_empty: bool) -> None:
+    """Stop before promoting a dataset of ``written == 0`` documents, unless asked for: an
+    empty or unreadable input would otherwise end in ``_SUCCESS`` and exit 0."""
+    if written == 0 and not allow_empty:
+        raise EmptyOutput(f"{command}: no document to write ({detail}); nothing was promoted. Check the "
+                          "inputs, or pass --allow-empty to write an empty dataset")
 
 
 class IncompleteOutput(FileNotFoundError):

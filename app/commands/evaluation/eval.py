@@ -69,6 +69,17 @@ def resolve_checkpoint(path: Path) -> Path:
         "with model/ in it", param_hint="--checkpoint")
 
 
+def _check_output(out: Path) -> None:
+    """The results file (and its .png / .html siblings) can be written: before any work."""
+    for path in (out, out.with_suffix(".png"), out.with_suffix(".html")):
+        if path.is_dir():
+            raise click.BadParameter(f"{path} is a directory; name a results file, e.g. {out / 'results.json'}",
+                                     param_hint="--output")
+    parent = next((p for p in out.parents if p.exists()), None)
+    if parent is not None and not parent.is_dir():
+        raise click.BadParameter(f"{parent} is a file, so {out} cannot be created", param_hint="--output")
+
+
 def _check_sandbox(tasks: list[str], allow_weak: bool) -> None:
     """Tasks that run model-written code need the sandbox: refuse before the model loads."""
     from afm.evaluation.suite import TASKS
@@ -223,6 +234,8 @@ def _run(opts: dict[str, Any]) -> None:
         decontam_index=str(opts["decontam_index"]) if opts["decontam_index"] else None,
         niah=niah, seed=opts["seed"], posttrain=posttrain,
     )
+    out = opts["output"] or Path("eval") / f"{ckpt.parent.name if ckpt.name == 'model' else ckpt.name}.json"
+    _check_output(out)
     try:
         if tasks:
             _check_sandbox(expand(tasks), opts["allow_weak_sandbox"])  # unknown names fail before the model loads
@@ -233,7 +246,6 @@ def _run(opts: dict[str, Any]) -> None:
         raise click.ClickException(str(exc)) from None
     except ValueError as exc:  # bad model/tokenizer arguments, lengths that do not fit
         raise click.ClickException(str(exc)) from None
-    out = opts["output"] or Path("eval") / f"{ckpt.parent.name if ckpt.name == 'model' else ckpt.name}.json"
     write_results(results, out)
     write_report(results, out.with_suffix(".png"), out.with_suffix(".html"))
     print_results(results)

@@ -11,7 +11,7 @@ import time
 
 import click
 
-from afm.options import NON_NEGATIVE, PROBABILITY_OPEN, SEED
+from afm.options import NON_NEGATIVE, POSITIVE_INT, PROBABILITY_OPEN, SEED, Number
 
 # ----------------------------------------------------------------------------- model
 
@@ -195,7 +195,7 @@ Examples:
 @click.option("--tokenizer", "tokenizer_dir", required=True, type=click.Path(exists=True))
 @click.option("--prompt", "prompts", multiple=True, help="Plain-text prompt (repeatable: one batch).")
 @click.option("--chat", "chats", multiple=True, help="A user message, formatted with the chat template.")
-@click.option("--max-new-tokens", default=64, show_default=True, type=int)
+@click.option("--max-new-tokens", default=64, show_default=True, type=POSITIVE_INT)
 @click.option("--temperature", default=0.0, show_default=True, type=NON_NEGATIVE, help="0 = greedy.")
 @click.option("--top-p", default=1.0, show_default=True, type=PROBABILITY_OPEN)
 @click.option("--seed", default=0, show_default=True, type=SEED)
@@ -323,9 +323,10 @@ characters then use byte pieces; the summary says how many characters got their 
 """)
 @click.option("--input", "inputs", multiple=True, required=True,
               help="Parquet / JSONL document shards, directories or globs.")
-@click.option("--vocab-size", default=49_152, show_default=True, type=int)
+@click.option("--vocab-size", default=49_152, show_default=True, type=Number(1, 2**31 - 1, integer=True),
+              help="Pieces in the vocabulary (at least the 256 byte pieces and the specials).")
 @click.option("--out", required=True, type=click.Path(file_okay=False))
-@click.option("--sample-docs", default=200_000, show_default=True, type=int,
+@click.option("--sample-docs", default=200_000, show_default=True, type=POSITIVE_INT,
               help="Documents sampled (uniformly, seeded) for training.")
 @click.option("--seed", default=0, show_default=True, type=SEED)
 @click.option("--character-coverage", type=PROBABILITY_OPEN, default=None,

@@ -66,13 +66,16 @@ live on any filesystem the workers read (local, gs://, s3://).
               help="Target uncompressed megabytes per output shard (documents and rejects).")
 @click.option("--overwrite", is_flag=True,
               help="Replace what OUTPUT holds (kept until the new run has succeeded).")
+@click.option("--allow-empty", is_flag=True,
+              help="Write the output even when the inputs yield no document (default: an error, "
+                   "nothing written).")
 @runner_options
 @click.pass_context
 def dedup_command(ctx: click.Context, more_inputs: tuple[str, ...], inputs: tuple[str, ...], output: str,
                   threshold: float, ngram: int, num_perm: int, seed: int, no_exact: bool,
                   no_verify: bool, max_rounds: int, index_dir: str | None, write_index: bool,
                   max_bucket_fanout: int, direct_num_workers: int, shard_mb: float,
-                  overwrite: bool, runner: str, dry_run: bool) -> None:
+                  overwrite: bool, allow_empty: bool, runner: str, dry_run: bool) -> None:
     """De-duplicate documents globally: exact content hash, then MinHash LSH clusters."""
     from afm.app.commands.pipelines.beam_options import finish_dry_run
     from afm.app.commands.pipelines.usage import user_errors
@@ -99,7 +102,7 @@ def dedup_command(ctx: click.Context, more_inputs: tuple[str, ...], inputs: tupl
             list(inputs) + positional, output, command="dedup", overwrite=overwrite,
             config={"stages": ["dedup"], "dedup": {"params": params},
                     "output": {"shard_target_mb": shard_mb, "rejects_shard_target_mb": shard_mb}},
-            runner=runner, pipeline_args=beam_args, dry_run=dry_run,
+            runner=runner, pipeline_args=beam_args, dry_run=dry_run, allow_empty=allow_empty,
             local_workers=direct_num_workers)
     if dry_run:
         finish_dry_run(manifest, runner)
