@@ -124,7 +124,7 @@ def model_config(cfg: TrainConfig) -> Any:
     hints = typing.get_type_hints(ModelConfig)
     overrides = {}
     for key, value in cfg.model_overrides.items():
-        if key not in hints or key == "notes":
+        if key not in hints:
             raise ConfigError(f"model_overrides.{key}: not a model config field")
         overrides[key] = coerce(value, hints[key], f"model_overrides.{key}")
     overrides.setdefault("max_seq_len", max(base.max_seq_len, cfg.data.seq_len))
