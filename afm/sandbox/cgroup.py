@@ -10,8 +10,8 @@ it moved to.
 
 Probed once per process (:func:`support`):
 
-* **cgroup v2**: the controllers ``memory`` and ``pids`` must be enabled for children of
-  the cgroup we create runs in. That is our own cgroup when it already delegates them
+* **cgroup v2**: the ``memory`` controller (and ``pids`` where delegated) must be enabled
+  for children of the cgroup we create runs in. That is our own cgroup when it already delegates them
   (``cgroup.subtree_control``), or when this process is the only one in it: then it
   moves into a leaf ``afm-evaluator`` and enables them (what a delegated systemd scope or
   a container's init expects). ``AFM_SANDBOX_CGROUP=/sys/fs/cgroup/<path>`` names a
@@ -137,24 +137,29 @@ def _try_child(parent: str, files: dict[str, str]) -> str:
 
 
 def _v2(directory: str, explicit: bool) -> CgroupSupport:
+    """Runs as children of ``directory``: ``memory`` is required, ``pids`` used when
+    delegated too (else the process count stays per process, RLIMIT_NPROC)."""
     try:
         available = set(_read(os.path.join(directory, "cgroup.controllers")).split())
         enabled = set(_read(os.path.join(directory, "cgroup.subtree_control")).split())
     except OSError as exc:
         return CgroupSupport("none", f"cannot read {directory}: {exc.strerror}")
-    missing = {"memory", "pids"} - available
-    if missing:
-        return CgroupSupport("none", f"cgroup v2 controllers {sorted(missing)} are not delegated to {directory}")
-    if not {"memory", "pids"} <= enabled:
-        why = _enable_here(directory, explicit)
+    if "memory" not in available:
+        return CgroupSupport("none", f"the cgroup v2 memory controller is not delegated to {directory}")
+    wanted = {"memory", "pids"} & available
+    if not wanted <= enabled:
+        why = _enable_here(directory, explicit, sorted(wanted))
         if why:
             return CgroupSupport("none", why)
-    why = _try_child(directory, {"memory.max": str(64 << 20), "pids.max": "8"})
-    return CgroupSupport("none", why) if why else CgroupSupport("v2", "", directory, directory)
+    files = {"memory.max": str(64 << 20), **({"pids.max": "8"} if "pids" in wanted else {})}
+    why = _try_child(directory, files)
+    if why:
+        return CgroupSupport("none", why)
+    return CgroupSupport("v2", "", directory, directory if "pids" in wanted else "")
 
 
-def _enable_here(directory: str, explicit: bool) -> str:
-    """Enable memory and pids for children of ``directory``. A cgroup with processes of
+def _enable_here(directory: str, explicit: bool, controllers: list[str]) -> str:
+    """Enable ``controllers`` for children of ``directory``. A cgroup with processes of
     its own cannot: when the only one is this process, it moves to a leaf first."""
     try:
         procs = [p for p in _read(os.path.join(directory, "cgroup.procs")).split() if p]
@@ -168,9 +173,9 @@ def _enable_here(directory: str, explicit: bool) -> str:
             leaf = os.path.join(directory, "afm-evaluator")
             os.makedirs(leaf, exist_ok=True)
             _write(os.path.join(leaf, "cgroup.procs"), "0")
-        _write(os.path.join(directory, "cgroup.subtree_control"), "+memory +pids")
+        _write(os.path.join(directory, "cgroup.subtree_control"), " ".join("+" + c for c in controllers))
     except OSError as exc:
-        return f"cannot enable memory and pids in {directory}: {exc.strerror}"
+        return f"cannot enable {' and '.join(controllers)} in {directory}: {exc.strerror}"
     return ""
 
 
@@ -241,9 +246,10 @@ class RunGroup:
         tasks = str(policy.max_processes + EXTRA_TASKS)
         try:
             if found.version == "v2":
-                self._make(os.path.join(found.memory_parent, name),
-                           {"memory.max": str(policy.memory_bytes), "memory.swap.max": "0", "pids.max": tasks},
-                           optional=("memory.swap.max",))
+                files = {"memory.max": str(policy.memory_bytes), "memory.swap.max": "0"}
+                if found.pids_parent:
+                    files["pids.max"] = tasks
+                self._make(os.path.join(found.memory_parent, name), files, optional=("memory.swap.max",))
             else:
                 self._make(os.path.join(found.memory_parent, name),
                            {"memory.limit_in_bytes": str(policy.memory_bytes),

@@ -75,3 +75,31 @@ def test_no_run_cgroup_is_left_after_runs() -> None:
                         SandboxPolicy(tripwire=False))
     assert result.passed and any(layer.startswith("cgroup-") for layer in result.isolation)
     assert {d for d in set(os.listdir(found.memory_parent)) - before if d.startswith("afm-run-")} == set()
+
+
+def _tree(root, controllers: str, subtree: str, procs: str):
+    """A directory laid out like a cgroup v2 directory (plain files: the decision logic only)."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "cgroup.controllers").write_text(controllers + "\n")
+    (root / "cgroup.subtree_control").write_text(subtree + "\n")
+    (root / "cgroup.procs").write_text(procs)
+    return root
+
+
+def test_v2_needs_memory_and_a_cgroup_it_may_enable_it_in(tmp_path) -> None:
+    no_memory = _tree(tmp_path / "a", "cpu io", "", "")
+    assert "memory controller is not delegated" in cgroup._v2(str(no_memory), explicit=True).reason
+    crowded = _tree(tmp_path / "b", "memory pids", "", "1\n2\n")
+    found = cgroup._v2(str(crowded), explicit=False)
+    assert found.version == "none" and "holds other processes" in found.reason and cgroup.ENV in found.reason
+    assert (crowded / "cgroup.subtree_control").read_text().strip() == ""  # nothing was changed
+
+
+def test_v2_alone_in_its_cgroup_moves_to_a_leaf_and_enables_what_is_delegated(tmp_path) -> None:
+    alone = _tree(tmp_path / "c", "memory io", "", f"{os.getpid()}\n")
+    found = cgroup._v2(str(alone), explicit=False)
+    assert found.version == "v2" and found.memory_parent == str(alone) and found.pids_parent == ""
+    assert (alone / "afm-evaluator" / "cgroup.procs").read_text() == "0"  # "0": this process
+    assert (alone / "cgroup.subtree_control").read_text() == "+memory"
+    ready = _tree(tmp_path / "d", "memory pids", "memory pids", "")
+    assert cgroup._v2(str(ready), explicit=True) == cgroup.CgroupSupport("v2", "", str(ready), str(ready))
