@@ -176,14 +176,16 @@ def _load_guard(kind: str):
     return guard
 
 
-def keeper(key: bytes, fd: int, pulled: int, answer: int, owner, finish_code, main: int,
+def keeper(key: bytes, fd: int, pulled: int, answer: int, owner, finish_code, finish_line: int, main: int,
            frames, read, write) -> None:
     """Holds the key (its own locals, another thread). Each pull: write the key only
-    when the main thread is inside ``finish`` called by ``owner`` (``run``'s frame)."""
+    when the main thread is inside ``finish`` called by ``owner`` (``run``'s frame) from
+    the one line of ``run`` that calls it, after the test returned."""
     try:
         while read(pulled, 1):
             frame = frames().get(main)
-            while frame is not None and not (frame.f_code is finish_code and frame.f_back is owner):
+            while frame is not None and not (frame.f_code is finish_code and frame.f_back is owner
+                                             and owner.f_lineno == finish_line):
                 frame = frame.f_back
             if frame is not None:
                 write(fd, key)
@@ -199,18 +201,36 @@ def finish(pull: int, answer: int, write, read) -> None:
     read(answer, 1)
 
 
+def call_line(function, name: str) -> int:
+    """The last line on which ``function`` names the global ``name`` (``run`` calls
+    ``finish`` once, at its end)."""
+    import dis
+
+    line, found = 0, 0
+    for ins in dis.get_instructions(function):
+        positions = getattr(ins, "positions", None)
+        line = (positions.lineno if positions is not None and positions.lineno else ins.starts_line) or line
+        if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME") and ins.argval == name:
+            found = line
+    if not found:
+        raise ValueError(f"{function.__name__} does not call {name}")
+    return found
+
+
 def run(orders: dict, stdin: LineReader) -> None:
-    """Program then test in one namespace; the keeper's key only after both returned."""
+    """Program then test in one namespace; the keeper's key only after both returned.
+    Everything this frame calls once the program has run is a local taken before, so no
+    global the program rebinds (a ``functools.partial`` of ``finish``, say) runs here."""
     import _thread
 
-    write, read, exit_now = os.write, os.read, os._exit
+    write, read, exit_now, flush_all = os.write, os.read, os._exit, _flush
     exc_info, show_exception, run_code, base_exception = sys.exc_info, sys.__excepthook__, exec, BaseException
     flushes = [s.flush for s in (sys.stdout, sys.stderr) if s is not None]
     pull_r, pull_w = os.pipe()
     answer_r, answer_w = os.pipe()
     key, verdict_fd = orders.pop("key").encode(), int(orders.pop("verdict_fd"))
     keeper_id = _thread.start_new_thread(keeper, (key, verdict_fd, pull_r, answer_w, sys._getframe(),
-                                                  finish.__code__, _thread.get_ident(),
+                                                  finish.__code__, call_line(run, "finish"), _thread.get_ident(),
                                                   sys._current_frames, read, write))
     del key
     namespace = _main_namespace()
@@ -228,9 +248,9 @@ def run(orders: dict, stdin: LineReader) -> None:
             run_code(test, namespace)
     except base_exception:  # SystemExit included: an exit is not a pass
         show_exception(*exc_info())
-        _flush(flushes)
+        flush_all(flushes)
         exit_now(1)
-    _flush(flushes)
+    flush_all(flushes)
     finish(pull_w, answer_r, write, read)
     exit_now(0)
 

@@ -86,8 +86,8 @@ def plan(test: str) -> tuple[ast.Module | None, str]:
     """The parsed test when the interpreter carries all of it, else (None, why not)."""
     try:
         tree = ast.parse(test)
-    except (SyntaxError, ValueError) as exc:
-        return None, f"does not parse: {exc}"
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+        return None, f"does not parse here: {type(exc).__name__}"
     for node in ast.walk(tree):
         if not isinstance(node, STATEMENTS + EXPRESSIONS):
             return None, f"{type(node).__name__} at line {getattr(node, 'lineno', '?')}"
