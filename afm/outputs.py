@@ -42,15 +42,18 @@ class OutputError(RuntimeError):
 
 
 class EmptyOutput(UserError):
-    """A run whose inputs yielded no document to write (refused unless ``--allow-empty``)."""
+    """A run whose inputs yielded no document (refused unless ``--allow-empty``)."""
 
 
-def refuse_empty(command: str, written: int, detail: str, allow_empty: bool) -> None:
-    """Stop before promoting a dataset of ``written == 0`` documents, unless asked for: an
-    empty or unreadable input would otherwise end in ``_SUCCESS`` and exit 0."""
-    if written == 0 and not allow_empty:
-        raise EmptyOutput(f"{command}: no document to write ({detail}); nothing was promoted. Check the "
-                          "inputs, or pass --allow-empty to write an empty dataset")
+def refuse_empty(command: str, readable: int, detail: str, allow_empty: bool) -> None:
+    """Stop before promoting when the inputs yielded no readable document (``readable``:
+    documents read, less those the reader could not decode), unless asked for: an empty
+    or truncated input would otherwise end in ``_SUCCESS`` and exit 0. Inputs that yielded
+    documents which the stages then all rejected are a result, not an input error (an
+    incremental dedup batch of known texts): callers warn instead."""
+    if readable == 0 and not allow_empty:
+        raise EmptyOutput(f"{command}: the inputs yielded no document ({detail}); nothing was promoted. "
+                          "Check the inputs, or pass --allow-empty to write an empty dataset")
 
 
 class IncompleteOutput(FileNotFoundError):

@@ -50,7 +50,7 @@ class CuratePlan:
     text_fields: tuple[str, ...] = ()  # build `text` from these record fields (SFT files)
     command: str = "curate"
     local_workers: int = 0  # local runner processes unless the Beam options say (0 = cores)
-    allow_empty: bool = False  # promote a run that kept no document (else EmptyOutput)
+    allow_empty: bool = False  # promote a run whose inputs yielded no document (else EmptyOutput)
 
     def worker_paths(self) -> list[Any]:
         """Every path the pipeline's DoFns open (checked before submission)."""
@@ -202,7 +202,11 @@ def execute_curate(plan: CuratePlan, output_dir: Any = None, options: Any = None
             f["path"] = join(plan.output, f["path"].rsplit("/", 1)[-1])
         manifest = _manifest(plan, options, accounting, counts, stats, files, elapsed,
                              out.run_id, _metrics(result))
-        refuse_empty(plan.command, accounting.kept, _empty_detail(plan, accounting), plan.allow_empty)
+        read_rejects = sum(st.rejected for st in accounting.stages if st.stage == "read")
+        refuse_empty(plan.command, accounting.total_in - read_rejects, _empty_detail(plan, accounting),
+                     plan.allow_empty)
+        if accounting.kept == 0:
+            manifest["warnings"].append(f"no document kept: {_empty_detail(plan, accounting)}")
         write_report(manifest, stats["samples"], join(out.staging, REPORT))
         out.promote(manifest)
     except BaseException:
@@ -378,9 +382,9 @@ def run_curate(
     directory must be empty unless ``overwrite`` (it is checked, and must be writable,
     before anything is computed). Raises
     :class:`~afm.pipelines.beam.accounting.AccountingError` when documents in != kept +
-    rejected, and :class:`~afm.outputs.EmptyOutput` when no document was kept (empty or
-    unreadable inputs, everything rejected) unless ``allow_empty``; either way nothing is
-    promoted.
+    rejected, and :class:`~afm.outputs.EmptyOutput` when the inputs yielded no document
+    (empty or unreadable) unless ``allow_empty``; either way nothing is promoted. A run
+    whose stages rejected every document it read is promoted with a warning.
     """
     from afm.pipelines.beam.runners import build_options
 

@@ -271,11 +271,11 @@ def documents(tmp_path_factory) -> dict[str, Path]:
 def test_inputs_that_yield_no_document_are_an_error_unless_allowed(which: str, documents, tmp_path: Path) -> None:
     out = tmp_path / "curated"
     one_line_error(afm("curate", "-i", documents[which], "-o", out, "-c", documents["config"]),
-                   "no document to write", "--allow-empty")
+                   "the inputs yielded no document", "--allow-empty")
     assert not (out / "_SUCCESS").exists()
     tokens = tmp_path / "tokens"
     one_line_error(afm("tokenize", "--input", documents[which], "--tokenizer", CHAT, "--output", tokens),
-                   "no document to write", "--allow-empty")
+                   "the inputs yielded no document", "--allow-empty")
     assert not (tokens / "_SUCCESS").exists()
     allowed = afm("curate", "-i", documents[which], "-o", out, "-c", documents["config"], "--allow-empty")
     assert allowed.exit_code == 0, allowed.output

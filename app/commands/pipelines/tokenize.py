@@ -88,6 +88,8 @@ def tokenize_command(ctx: click.Context, inputs: tuple[str, ...], tokenizer_dir:
         summary[f"tokens ({src})"] = agg["tokens"]
     summary["seconds"] = round(time.perf_counter() - start, 2)
     print_summary("tokenize", summary)
+    if stats["documents"] == 0:
+        console.print(f"[bold yellow]warning: no document tokenized: all {stats['documents_in']} skipped")
 
 
 COMMANDS = [tokenize_command]
