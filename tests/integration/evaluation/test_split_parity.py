@@ -112,9 +112,9 @@ REFERENCE = "import sys\nsource = sys.stdin.read()\ntry:\n    exec(source, {'__n
             "except BaseException:\n    sys.exit(3)\nsys.exit(0)\n"
 
 
-def _python_says(program: str, test: str) -> bool:
+def _python_says(program: str, test: str, cwd) -> bool:
     done = subprocess.run([sys.executable, "-I", "-c", REFERENCE], input=f"{program}\n{test}\n", text=True,
-                          capture_output=True, timeout=60)
+                          capture_output=True, timeout=60, cwd=cwd)
     return done.returncode == 0
 
 
@@ -122,7 +122,7 @@ def _python_says(program: str, test: str) -> bool:
 def test_split_verdicts_match_python(name: str, tmp_path) -> None:
     program, test = PAIRS[name]
     result = run_python(program, SandboxPolicy(tripwire=name != "open-in-the-sandbox"), test=test)
-    expected = DELIBERATE[name] if name in DELIBERATE else _python_says(program, test)
+    expected = DELIBERATE[name] if name in DELIBERATE else _python_says(program, test, tmp_path)
     assert result.passed == expected, result
     assert result.judged == ("inside" if name in INSIDE else "outside"), result.split_reason
 
