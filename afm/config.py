@@ -3,13 +3,19 @@
 Every component defines its config as a ``@dataclass`` with defaults. ``load_config``
 fills one from a YAML file, a dict and ``key.sub=value`` overrides, rejecting unknown
 keys and wrong types with the offending dotted path in the message, so a typo in a
-100-line config fails before any work starts.
+100-line config fails before any work starts. A dataclass's own ``__post_init__`` checks
+(ranges) become the same one-line error, with the path.
+
+Every YAML the project reads goes through :func:`load_yaml` / :func:`read_yaml`: safe
+loading, a syntax error named with its line, and a key given twice in one mapping an
+error naming the key and both lines (plain PyYAML lets the last one win silently).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 import types
 import typing
 from pathlib import Path
@@ -24,6 +30,59 @@ T = TypeVar("T")
 
 class ConfigError(UserError):
     """A config value is unknown, missing or of the wrong type."""
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """Safe YAML that refuses a key given twice in one mapping (merge keys ``<<`` may
+    still be overridden, as YAML means them to be)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        first: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                seen = first.get(key)
+            except TypeError:  # an unhashable key: PyYAML reports it below
+                continue
+            line = key_node.start_mark.line + 1
+            if seen is not None:
+                raise ConfigError(f"{self.name}: line {line}: duplicate key {key!r} (first given at line {seen}); "
+                                  "YAML would silently keep only the last one")
+            first[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _StrictLoader.construct_mapping)
+
+
+def load_yaml(text: str | bytes, name: str = "<yaml>") -> Any:
+    """Parse YAML text safely; a syntax error or a duplicate key is a :class:`ConfigError`
+    naming ``name`` and the line."""
+    loader = _StrictLoader(text)
+    loader.name = name
+    try:
+        return loader.get_single_data()
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        where = f": line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"{name}{where}: not valid YAML ({problem})") from None
+    finally:
+        loader.dispose()
+
+
+def read_yaml(path: str | Path) -> Any:
+    """:func:`load_yaml` of a local file (a missing or unreadable file is a ConfigError)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {path}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot be read ({exc})") from None
+    return load_yaml(text, str(path))
 
 
 def _convert(value: Any, tp: Any, path: str) -> Any:
@@ -100,6 +159,35 @@ def _convert(value: Any, tp: Any, path: str) -> Any:
     return value
 
 
+def check_number(path: str, value: Any, *, low: float | None = None, high: float | None = None,
+                 low_open: bool = False, high_open: bool = False, integer: bool = False) -> None:
+    """A config number in its range (finite; whole when ``integer``), else a ConfigError
+    naming ``path`` (``optimizer.learning_rate``) and the range. For ``__post_init__``."""
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+    ok = ok and (not integer or isinstance(value, numbers.Integral))
+    if ok and low is not None:
+        ok = value > low if low_open else value >= low
+    if ok and high is not None:
+        ok = value < high if high_open else value <= high
+    if not ok:
+        parts = [f"{'>' if low_open else '>='} {low:g}" if low is not None else "",
+                 f"{'<' if high_open else '<='} {high:g}" if high is not None else ""]
+        kind = "a whole number" if integer else "a finite number"
+        bounds = " and ".join(p for p in parts if p)
+        raise ConfigError(f"{path} must be {kind}{' ' + bounds if bounds else ''}, got {value!r}")
+
+
+def check_choice(path: str, value: Any, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ConfigError(f"{path} must be one of {', '.join(choices)}, got {value!r}")
+
+
+def coerce(value: Any, tp: Any, path: str) -> Any:
+    """``value`` as type ``tp`` by the rules configs use (exact numbers from strings,
+    finite floats, whole ints), else a ConfigError naming ``path``."""
+    return _convert(value, tp, path)
+
+
 def from_dict(cls: type[T], data: dict[str, Any], path: str = "") -> T:
     """Build dataclass ``cls`` from ``data``; unknown keys and bad types raise ConfigError."""
     hints = typing.get_type_hints(cls)
@@ -113,8 +201,10 @@ def from_dict(cls: type[T], data: dict[str, Any], path: str = "") -> T:
         kwargs[name] = _convert(value, hints[name], f"{path}.{name}" if path else name)
     try:
         return cls(**kwargs)
-    except TypeError as exc:
-        raise ConfigError(f"{path or cls.__name__}: {exc}") from exc
+    except ConfigError:
+        raise
+    except (TypeError, ValueError) as exc:  # a __post_init__ range check, say
+        raise ConfigError(f"{path or cls.__name__}: {exc}") from None
 
 
 def to_dict(cfg: Any) -> Any:
@@ -145,7 +235,7 @@ def parse_overrides(overrides: list[str] | tuple[str, ...]) -> dict[str, Any]:
         if "=" not in item:
             raise ConfigError(f"override {item!r}: expected KEY=VALUE")
         key, raw = item.split("=", 1)
-        _set_dotted(out, key.strip(), yaml.safe_load(raw))
+        _set_dotted(out, key.strip(), load_yaml(raw, f"override {item!r}"))
     return out
 
 
@@ -169,9 +259,7 @@ def load_config(
     data: dict[str, Any] = to_dict(base) if base is not None else {}
     if isinstance(source, (str, Path)):
         path = Path(source)
-        if not path.exists():
-            raise ConfigError(f"config file not found: {path}")
-        loaded = yaml.safe_load(path.read_text()) or {}
+        loaded = read_yaml(path) or {}
         if not isinstance(loaded, dict):
             raise ConfigError(f"{path}: top level must be a mapping")
         data = _merge(data, loaded)

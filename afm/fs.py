@@ -330,9 +330,14 @@ def write_bytes(path: str, payload: bytes) -> None:
     path = local(path)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     tmp = temp_sibling(path)
-    with open(tmp, "wb") as fh:
-        fh.write(payload)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(payload)
+        os.replace(tmp, path)
+    except BaseException:  # a directory in the way, a full disk: leave no temporary behind
+        if os.path.lexists(tmp):
+            os.remove(tmp)
+        raise
 
 
 def write_text_atomic(path: str, text: str) -> None:

@@ -146,9 +146,14 @@ def write_parquet(
     return Path(path)
 
 
+class UnreadableInput(UserError):
+    """A file (or a record in it) that cannot be decoded: damaged, truncated, not the format."""
+
+
 def read_records(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
     """The records of one Parquet / JSONL(.gz) file as they are stored, strictly: the
-    first record that cannot be decoded raises ``ValueError`` naming file and line.
+    first record that cannot be decoded raises :class:`UnreadableInput` (a ``ValueError``)
+    naming file and line.
     Pipelines use :func:`afm.readers.read_file`, which records such failures instead."""
     p = str(path)
     fmt = file_format(p)
@@ -157,7 +162,8 @@ def read_records(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
     for item in read_file(p):
         if isinstance(item, Failure):
             place = item.where.line or item.where.row or item.where.offset
-            raise ValueError(f"{p}:{place}: {item.reason} ({item.error})")
+            where = p if place is None else f"{p}:{place}"
+            raise UnreadableInput(f"{where}: {item.reason} ({item.error})")
         if isinstance(item, Record):
             yield item.value
 

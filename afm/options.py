@@ -33,8 +33,11 @@ class Number(click.ParamType):
         self.name = "integer" if integer else "number"
 
     def describe(self) -> str:
-        low = "" if self.min is None else f"{'>' if self.min_open else '>='} {self.min:g}"
-        high = "" if self.max is None else f"{'<' if self.max_open else '<='} {self.max:g}"
+        def show(v: float) -> str:
+            return str(int(v)) if self.integer else f"{v:g}"
+
+        low = "" if self.min is None else f"{'>' if self.min_open else '>='} {show(self.min)}"
+        high = "" if self.max is None else f"{'<' if self.max_open else '<='} {show(self.max)}"
         return " and ".join(p for p in (low, high) if p) or "finite"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
@@ -64,6 +67,8 @@ FRACTION = Number(0, 1)  # a share: 0..1
 PROBABILITY_OPEN = Number(0, 1, min_open=True)  # top-p, a fraction that must keep something
 POSITIVE_INT = Number(1, integer=True)
 NON_NEGATIVE_INT = Number(0, integer=True)
+MAX_SEED = 2**32 - 1
+SEED = Number(0, MAX_SEED, integer=True)  # what every random generator here (JAX, NumPy) takes
 
 
 def check_finite(name: str, value: float) -> float:
@@ -73,5 +78,12 @@ def check_finite(name: str, value: float) -> float:
     return float(value)
 
 
-__all__ = ["FRACTION", "NON_NEGATIVE", "NON_NEGATIVE_INT", "POSITIVE", "POSITIVE_INT", "PROBABILITY_OPEN",
-           "Number", "OptionError", "check_finite"]
+def check_seed(name: str, value: int) -> int:
+    """``value`` when it is a seed the generators take (0 .. 2**32-1), else OptionError."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_SEED:
+        raise OptionError(f"{name} must be a whole number from 0 to {MAX_SEED}, got {value!r}")
+    return value
+
+
+__all__ = ["FRACTION", "MAX_SEED", "NON_NEGATIVE", "NON_NEGATIVE_INT", "POSITIVE", "POSITIVE_INT",
+           "PROBABILITY_OPEN", "SEED", "Number", "OptionError", "check_finite", "check_seed"]

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from afm import fs
+from afm.errors import UserError
 
 SUCCESS = "_SUCCESS"
 MANIFEST = "manifest.json"
@@ -38,6 +39,21 @@ STAGING_PREFIX = ".staging-"
 
 class OutputError(RuntimeError):
     """The output directory cannot be used (not empty, not writable, a file, ...)."""
+
+
+class EmptyOutput(UserError):
+    """A run whose inputs yielded no document (refused unless ``--allow-empty``)."""
+
+
+def refuse_empty(command: str, readable: int, detail: str, allow_empty: bool) -> None:
+    """Stop before promoting when the inputs yielded no readable document (``readable``:
+    documents read, less those the reader could not decode), unless asked for: an empty
+    or truncated input would otherwise end in ``_SUCCESS`` and exit 0. Inputs that yielded
+    documents which the stages then all rejected are a result, not an input error (an
+    incremental dedup batch of known texts): callers warn instead."""
+    if readable == 0 and not allow_empty:
+        raise EmptyOutput(f"{command}: the inputs yielded no document ({detail}); nothing was promoted. "
+                          "Check the inputs, or pass --allow-empty to write an empty dataset")
 
 
 class IncompleteOutput(FileNotFoundError):

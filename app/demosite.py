@@ -15,7 +15,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
+from afm.config import load_yaml
 
 SITE_FILE = "demo_site/site.yaml"
 
@@ -35,7 +35,7 @@ _DIRECTORY = [
 
 def load_spec() -> dict[str, Any]:
     text = resources.files("afm.app").joinpath(SITE_FILE).read_text(encoding="utf-8")
-    return yaml.safe_load(text)
+    return load_yaml(text, SITE_FILE)
 
 
 def demo_benchmark_question() -> str | None:

@@ -394,9 +394,7 @@ def specs_from(source: str | Path) -> list[BenchmarkSpec]:
     """Benchmark specs from a YAML config, a directory (its ``benchmarks.yaml`` if present,
     else every benchmark file in it, adapters guessed), a single benchmark file, or
     ``"demo"`` (the project's own demo-math set)."""
-    import yaml
-
-    from afm.config import from_dict
+    from afm.config import from_dict, read_yaml
 
     path = DATA_DIR if str(source) == "demo" else Path(source)
     if path.is_dir():
@@ -417,7 +415,7 @@ def specs_from(source: str | Path) -> list[BenchmarkSpec]:
     if not path.exists():
         raise FileNotFoundError(f"benchmarks not found: {path}")
     if path.suffix in (".yaml", ".yml"):
-        data = yaml.safe_load(path.read_text()) or {}
+        data = read_yaml(path) or {}
         entries = data.get("benchmarks") if isinstance(data, dict) else None
         if not isinstance(entries, list):
             raise ValueError(f"{path}: expected a top-level `benchmarks:` list")

@@ -21,7 +21,7 @@ import re
 from typing import Any
 
 import jax
-from afm.model.config import ModelConfig
+from afm.model.config import ModelConfig, check_fits
 from afm.model.transformer import Transformer
 from etils import epath
 from flax import nnx
@@ -186,6 +186,7 @@ def load_model(
     cfg = load_config(path)
     if config_overrides:
         cfg = cfg.replace(**config_overrides)
+    check_fits(cfg, f"loading {path}")
     abstract = nnx.eval_shape(lambda: Transformer(cfg, rngs=nnx.Rngs(0)))
     graphdef, state = nnx.split(abstract)
     target = nnx.to_pure_dict(nnx.state(abstract, nnx.Param))

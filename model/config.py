@@ -35,10 +35,21 @@ its tied embedding and gives the same log-probabilities.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from afm.errors import UserError
+
 AttentionImpl = Literal["auto", "xla", "cudnn", "splash"]
+DTYPES = ("bfloat16", "float16", "float32")
+SIZES = ("vocab_size", "dim", "n_layers", "n_heads", "n_kv_heads", "head_dim", "ffn_dim", "max_seq_len", "base_width")
+MAX_SIZE = 2**31 - 1  # array dimensions and index arithmetic are 32-bit in XLA's kernels
+MAX_PARAMS = 10**13  # far above any model (10 trillion parameters): beyond it, a typo
+
+
+class ModelConfigError(UserError):
+    """A size or number of a model config that no model can have."""
 
 
 @dataclass(frozen=True)
@@ -115,6 +126,7 @@ class ModelConfig:
     notes: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
+        self._check_numbers()
         if self.n_heads % self.n_kv_heads:
             raise ValueError(
                 f"{self.name}: n_heads ({self.n_heads}) must be a multiple of "
@@ -130,13 +142,34 @@ class ModelConfig:
         remat.validate(self.remat)
         if self.attention_impl not in BACKENDS:
             raise ValueError(f"unknown attention_impl {self.attention_impl!r}; choose from {BACKENDS}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"{self.name}: dropout must be in [0, 1), got {self.dropout}")
-        if self.max_segments < 0:
-            raise ValueError(f"{self.name}: max_segments must be >= 0")
-        for n in ("vocab_size", "dim", "n_layers", "n_heads", "n_kv_heads", "ffn_dim", "max_seq_len"):
-            if getattr(self, n) <= 0:
-                raise ValueError(f"{self.name}: {n} must be positive")
+
+    def _check_numbers(self) -> None:
+        """Every number finite and in its range, whatever built the config (a named size,
+        ``--set``, a training stage's overrides, a checkpoint's config.json)."""
+        for n in SIZES:
+            v = getattr(self, n)
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise ModelConfigError(f"{self.name}: {n} must be a whole number, got {v!r}")
+            if not 1 <= v <= MAX_SIZE:
+                raise ModelConfigError(f"{self.name}: {n} must be from 1 to {MAX_SIZE}, got {v}")
+        if isinstance(self.max_segments, bool) or not isinstance(self.max_segments, int) or self.max_segments < 0:
+            raise ModelConfigError(f"{self.name}: max_segments must be a whole number >= 0, got {self.max_segments!r}")
+        for n, low, high, what in (("rope_base", 1.0, math.inf, "> 1 (the base of RoPE's frequencies)"),
+                                   ("norm_eps", 0.0, 1.0, "in (0, 1)"),
+                                   ("embed_init_std", 0.0, math.inf, "> 0"),
+                                   ("dropout", -1.0, 1.0, "in [0, 1)")):
+            v = getattr(self, n)
+            ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and low < v < high
+            if not ok or (n == "dropout" and v < 0):
+                raise ModelConfigError(f"{self.name}: {n} must be a finite number {what}, got {v!r}")
+        for n in ("dtype", "param_dtype"):
+            if getattr(self, n) not in DTYPES:
+                raise ModelConfigError(f"{self.name}: {n} must be one of {DTYPES}, got {getattr(self, n)!r}")
+        per_layer = self.dim * (2 * self.n_heads + 2 * self.n_kv_heads) * self.head_dim + 3 * self.dim * self.ffn_dim
+        total = self.n_layers * per_layer + self.vocab_size * self.dim
+        if total > MAX_PARAMS:
+            raise ModelConfigError(f"{self.name}: {total:.3g} parameters is not a model any machine holds "
+                             f"(more than {MAX_PARAMS:.0e}); check the sizes")
 
     # -- muParam helpers ---------------------------------------------------------------
     @property
@@ -233,6 +266,52 @@ CONFIGS: dict[str, ModelConfig] = {
         notes="size unpublished; our documented choice (~21.8B non-embedding, 100k vocab)",
     ),
 }
+
+
+def param_bytes(cfg: ModelConfig) -> int:
+    """Bytes of the parameters alone, in ``param_dtype`` (optimizer state not counted)."""
+    import numpy as np
+
+    return param_counts(cfg)["total"] * np.dtype(cfg.param_dtype).itemsize
+
+
+class ModelSizeError(UserError):
+    """The model's parameters alone do not fit the memory here."""
+
+
+def memory_here() -> tuple[int, str]:
+    """Bytes of memory the parameters could use here, and what that memory is: the
+    accelerators' (summed over this host's devices) or the host's RAM."""
+    import os
+
+    import jax
+
+    devices = jax.local_devices()
+    limits = []
+    for d in devices:
+        try:
+            stats = d.memory_stats() or {}
+        except Exception:  # noqa: BLE001 - a backend without statistics
+            stats = {}
+        if "bytes_limit" in stats:
+            limits.append(int(stats["bytes_limit"]))
+    if limits and len(limits) == len(devices):
+        return sum(limits), f"{len(devices)} {devices[0].platform} device(s)"
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"), "this host's RAM"
+
+
+def check_fits(cfg: ModelConfig, where: str) -> None:
+    """Refuse, before any allocation, a model whose parameters alone exceed the memory
+    here (``where``: what was about to build it, for the message)."""
+    import jax
+
+    need = param_bytes(cfg) // max(1, jax.process_count())  # FSDP: each host holds its share
+    have, what = memory_here()
+    if need > have:
+        raise ModelSizeError(
+            f"{where}: {cfg.name} has {param_counts(cfg)['total']:,} parameters, {need / 2**30:,.1f} GiB in "
+            f"{cfg.param_dtype} on this host before any activation or optimizer state, more than the "
+            f"{have / 2**30:,.1f} GiB of {what}; check the sizes (dim, n_layers, ffn_dim, vocab_size)")
 
 
 def get_config(name: str, **overrides: Any) -> ModelConfig:

@@ -96,7 +96,11 @@ def init_params(
 ) -> Params:
     """Fresh parameters as a flat ``{path: array}`` dict, each made in ``shardings[path]``
     (default placement without). A palettized config (whose values come from a
-    checkpoint) is built the plain way, as one program."""
+    checkpoint) is built the plain way, as one program. A model whose parameters alone
+    exceed the memory here is refused first (:func:`~afm.model.config.check_fits`)."""
+    from afm.model.config import check_fits
+
+    check_fits(cfg, "initialising the model")
     if cfg.palettization is not None:
         return _whole_model(cfg, seed, shardings)
     seed_arr = jnp.asarray(seed, jnp.uint32)

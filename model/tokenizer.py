@@ -48,6 +48,10 @@ class TokenizerError(UserError):
     """Bad tokenizer input or configuration."""
 
 
+class TokenizerNotFound(TokenizerError, FileNotFoundError):
+    """No tokenizer model where one was named (still a FileNotFoundError for callers)."""
+
+
 def iter_texts(inputs: Sequence[str | os.PathLike[str]], text_field: str = "text") -> Iterator[str]:
     """Document texts from Parquet / JSONL(.gz) shards, in the given file order."""
     from afm.io import read_records
@@ -270,7 +274,12 @@ class Tokenizer:
         import sentencepiece as spm
 
         self.path = Path(model_path)
-        self.sp = spm.SentencePieceProcessor(model_file=str(self.path))
+        try:
+            self.sp = spm.SentencePieceProcessor(model_file=str(self.path))
+        except (RuntimeError, OSError) as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise TokenizerError(f"{self.path}: not a SentencePiece tokenizer model ({first}); give the "
+                                 "directory `afm tokenizer train --out` wrote") from None
         self.chat_ids = {t: self.sp.piece_to_id(t) for t in CHAT_TOKENS}
         for t, i in self.chat_ids.items():
             if self.sp.id_to_piece(i) != t:
@@ -281,7 +290,7 @@ class Tokenizer:
         d = Path(directory)
         path = d / MODEL_FILE if d.is_dir() else d
         if not path.is_file():
-            raise FileNotFoundError(f"no tokenizer model at {path}")
+            raise TokenizerNotFound(f"no tokenizer model at {path}")
         return cls(path)
 
     # -- ids ---------------------------------------------------------------------------

@@ -262,6 +262,7 @@ def run_tokenize(
     pipeline_args: list[str] | None = None,
     overwrite: bool = False,
     dry_run: bool = False,
+    allow_empty: bool = False,
 ) -> dict[str, Any]:
     """Tokenize every document of ``inputs`` (files, directories or globs of Parquet/JSONL
     document shards; a curate output directory means its ``documents-*``) into
@@ -271,7 +272,9 @@ def run_tokenize(
     ``runner`` and ``pipeline_args`` go through the runner factory
     (:mod:`afm.pipelines.beam.runners`); ``num_workers`` is the local runner's process count
     unless the Beam options name one. With ``dry_run`` the graph is built and the options
-    and worker paths are checked; nothing runs (returns the check).
+    and worker paths are checked; nothing runs (returns the check). Inputs that yield no
+    readable document (empty or unreadable) raise :class:`~afm.outputs.EmptyOutput` and
+    promote nothing, unless ``allow_empty``.
     """
     from afm.pipelines.beam.accounting import AccountingError
     from afm.pipelines.beam.io import read_json
@@ -285,7 +288,7 @@ def run_tokenize(
 
     from afm import fs
     from afm.io import resolve_inputs
-    from afm.outputs import OutputDir
+    from afm.outputs import OutputDir, refuse_empty
 
     if shard_docs <= 0:
         raise ValueError("shard_docs must be positive")
@@ -334,6 +337,12 @@ def run_tokenize(
             raise AccountingError(
                 f"tokenize: {manifest['documents_in']} documents in != {manifest['documents']} "
                 f"tokenized + {manifest['skipped']} skipped (nothing was promoted)")
+        by_reason = manifest.get("skipped_by_reason", {})
+        reasons = ", ".join(f"{r} {n}" for r, n in sorted(by_reason.items(), key=lambda kv: -kv[1])[:3])
+        unreadable = sum(n for r, n in by_reason.items() if r.startswith("read:"))
+        refuse_empty("tokenize", manifest["documents_in"] - unreadable,
+                     f"{manifest['documents_in']} document(s) read from {len(files)} file(s), "
+                     f"{manifest['skipped']} skipped" + (f": {reasons}" if reasons else ""), allow_empty)
         skipped = sorted(stats["skipped"], key=lambda s: (s["id"], s["source"], s["reason"]))
         fs.write_bytes(out.staged(SKIPPED), "".join(
             json.dumps(s, sort_keys=True) + "\n" for s in skipped).encode("utf-8"))

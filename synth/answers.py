@@ -43,12 +43,12 @@ def gsm8k_rules() -> Gsm8kRules:
     try:
         from importlib import resources
 
-        import yaml
-
         text = resources.files("lm_eval.tasks").joinpath("gsm8k/gsm8k-cot.yaml").read_text()
     except (ImportError, FileNotFoundError) as exc:
         raise AnswerRulesUnavailable(f"GSM8K answer rules come from lm-eval; install the eval extra ({exc})") from None
-    cfg = yaml.safe_load(text)
+    from afm.config import load_yaml
+
+    cfg = load_yaml(text, "lm_eval gsm8k/gsm8k-cot.yaml")
     filters = {f["name"]: f["filter"][0]["regex_pattern"] for f in cfg["filter_list"]}
     metric = next(m for m in cfg["metric_list"] if m["metric"] == "exact_match")
     return Gsm8kRules(filters["strict-match"], filters["flexible-extract"],

@@ -11,12 +11,15 @@ solution against every test in the sandbox -> keep the best passing solution (re
    (``afm.finish``: never a finished turn; ``cut_reply``, counted in the manifest's
    ``cut_replies``), does not parse or does not define the function is dropped without
    being run.
-4. **Execution** -- each (candidate, test) pair runs in ``afm.sandbox`` (its
-   own namespaces, no network, a private /tmp, limits, timeout): the candidate first,
-   then the test, in one namespace. A pair passes only when the sandbox's harness saw
-   the test return (a key on a pipe the candidate cannot forge), so a candidate that
-   exits early or late (``sys.exit(0)``, ``os._exit(0)``, an ``atexit`` hook) does not
-   pass. Failures are classified: ``assertion_failed``, ``error:<Exception>``,
+4. **Execution** -- each (candidate, test) pair runs through ``afm.sandbox`` (its
+   own namespaces, no network, a private /tmp, limits, timeout). The test is an assert
+   line, so it splits (``afm/sandbox/judge.py``): only the candidate and its calls run
+   in the sandbox, the returned values come back as plain data and the assert is judged
+   in the evaluator, so nothing the candidate does in its process (a forged verdict, an
+   ``__eq__`` that is always true, a patched ``abs``) can make a wrong solution pass and
+   enter SFT data; an exit of any kind fails. A test that does not split runs after the
+   candidate in its namespace, judged by the harness (the manifest gives the share
+   judged outside). Failures are classified: ``assertion_failed``, ``error:<Exception>``,
    ``timeout``, ``blocked`` (the sandbox refused a socket, a process, a write outside
    its directory), ``exited_early``.
 5. **Selection** -- per problem the candidate with the most passing tests; kept when it
@@ -149,6 +152,10 @@ def defines(code: str, function: str) -> str | None:
     return None
 
 
+SPLIT_CAUSES = {"assertion": "assertion_failed", "exited": "exited_early", "blocked": "blocked",
+                "timeout": "timeout"}
+
+
 def classify(result: Any) -> str:
     """``passed`` or why a (candidate, test) program failed."""
     err = result.stderr or ""
@@ -156,6 +163,9 @@ def classify(result: Any) -> str:
         return "passed"
     if result.status == "timeout":
         return "timeout"
+    cause = getattr(result, "cause", "")
+    if cause:  # a split test: the judge says what failed
+        return SPLIT_CAUSES.get(cause, cause if cause.startswith("error:") else f"failed:{cause}")
     if "sandbox:" in err and "PermissionError" in err:
         return "blocked"
     found = re.findall(r"^(\w+(?:Error|Exception|Exit|Interrupt))\b", err, re.M)
@@ -168,14 +178,16 @@ def classify(result: Any) -> str:
     return f"failed:rc={result.returncode}"
 
 
-def run_pairs(pairs: list[tuple[str, str]], cfg: CodeConfig, progress: bool) -> list[str]:
-    """Each (solution, test) program in the sandbox; the verdict per pair."""
+def run_pairs(pairs: list[tuple[str, str]], cfg: CodeConfig, progress: bool) -> list[tuple[str, bool]]:
+    """Each (solution, test) program in the sandbox; per pair the verdict and whether it
+    was judged outside the candidate's process."""
     from afm.sandbox import SandboxPolicy, run_python
 
     policy = SandboxPolicy(timeout_s=cfg.timeout_s, cpu_s=max(1, int(math.ceil(cfg.timeout_s))))
 
-    def one(pair: tuple[str, str]) -> str:
-        return classify(run_python(pair[0], policy, test=pair[1]))
+    def one(pair: tuple[str, str]) -> tuple[str, bool]:
+        result = run_python(pair[0], policy, test=pair[1])
+        return classify(result), result.judged == "outside"
 
     if not pairs:
         return []
@@ -233,7 +245,8 @@ def synth_code(run: SynthRun, topics: list[str], cfg: CodeConfig) -> dict[str, A
             else:
                 candidates.append((p, k, code))
     pairs = [(code, t) for p, _, code in candidates for t in p.tests]
-    verdicts = iter(run_pairs(pairs, cfg, run.progress))
+    outcomes = run_pairs(pairs, cfg, run.progress)
+    verdicts = iter(v for v, _ in outcomes)
     results: dict[str, list[tuple[int, str, list[str]]]] = defaultdict(list)
     for p, k, code in candidates:
         per_test = [next(verdicts) for _ in p.tests]
@@ -269,7 +282,10 @@ def synth_code(run: SynthRun, topics: list[str], cfg: CodeConfig) -> dict[str, A
              for t, s in sorted(stats.items())}
     from afm.sandbox import isolation_layers
 
-    return {"config": vars(cfg), "per_topic": table, "sandbox": list(isolation_layers())}
+    outside = sum(o for _, o in outcomes)
+    return {"config": vars(cfg), "per_topic": table, "sandbox": list(isolation_layers()),
+            "judged_outside": {"verdicts": len(outcomes), "outside": outside,
+                               "share": round(outside / len(outcomes), 4) if outcomes else 0.0}}
 
 
 def _main_reason(failed: dict[int, str]) -> str:

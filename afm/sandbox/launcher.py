@@ -3,15 +3,21 @@
 ``unshare`` starts it as PID 1 of a new PID namespace, in new mount and network namespaces
 (and, on a host where the caller is not root, a new user namespace in which it is root).
 It builds the program's whole filesystem on a fresh tmpfs: the interpreter and system
-libraries bound read-only, ``/dev/null``-style devices, a size-limited writable ``/tmp``,
-no ``/proc``, no home directory and nothing else of the host; makes it the root
+libraries bound read-only, ``/dev/null``-style devices, a writable ``/tmp`` limited in
+bytes and in inodes (directories and links cost kernel memory that the byte size does not
+count), no ``/proc``, no home directory and nothing else of the host; makes it the root
 (``pivot_root``) and detaches the old one. Then it starts the harness through ``setpriv``
 (no capabilities, no new privileges; a throw-away uid when the host caller is root) and
 waits: when the harness exits, this process exits, and the kernel kills every process left
 in the namespace. Setup failures exit 125 with one ``sandbox:`` line on stderr.
 
-Arguments: one JSON object (``root``, ``binds``, ``tmp_bytes``, ``python``, ``harness``,
-``setpriv``, ``uid``, ``env``).
+Before anything else it joins the run's control group(s) by writing ``0`` to the
+``cgroup.procs`` descriptors it was handed (``cgroup.py``), so every process of the run is
+inside before any program code exists.
+
+Arguments: one JSON object (``root``, ``binds``, ``tmp_bytes``, ``tmp_inodes``, ``python``,
+``harness``, ``setpriv``, ``uid``, ``env``, ``cgroup_fds``, ``pass_fds``: the run's own
+descriptors, which the launcher closes in itself after starting the harness).
 """
 
 import ctypes
@@ -90,7 +96,7 @@ def build_root(cfg: dict) -> None:
             mount(dev, root + dev, None, MS_BIND)
     os.makedirs(root + "/tmp")
     mount("tmpfs", root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV,
-          f"size={int(cfg['tmp_bytes'])},mode=1777")
+          f"size={int(cfg['tmp_bytes'])},nr_inodes={int(cfg['tmp_inodes'])},mode=1777")
     os.makedirs(root + "/.old")
     number = SYS_PIVOT_ROOT.get(os.uname().machine)
     if number is None:
@@ -111,9 +117,19 @@ def harness_argv(cfg: dict) -> list[str]:
     return [cfg["setpriv"], *drop, "--", cfg["python"], "-I", "-S", "-B", "-c", cfg["harness"]]
 
 
+def join_cgroups(fds: list) -> None:
+    for fd in fds:
+        try:
+            os.write(int(fd), b"0")
+        except OSError as exc:
+            raise SetupError(f"cannot join the run's cgroup: {os.strerror(exc.errno)}") from None
+        os.close(int(fd))
+
+
 def main() -> None:
     cfg = json.loads(sys.argv[1])
     try:
+        join_cgroups(cfg.get("cgroup_fds", []))
         build_root(cfg)
     except (SetupError, OSError) as exc:
         sys.stderr.write(f"sandbox: {exc}\n")
@@ -129,7 +145,8 @@ def main() -> None:
             os.write(2, f"sandbox: cannot start {argv[0]}: {exc}\n".encode())
         os._exit(125)
     os.close(0)  # the orders are the harness's alone
-    os.close(int(cfg["verdict_fd"]))
+    for fd in cfg["pass_fds"]:
+        os.close(int(fd))
     while True:  # reap everything; leave when the harness is gone
         try:
             done, status = os.wait()

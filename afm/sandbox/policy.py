@@ -41,7 +41,14 @@ class SandboxPolicy:
 
 @dataclass
 class RunResult:
-    """``passed`` only when the harness saw the program and its test run to the end."""
+    """``passed`` only when the test ran to the end with every assertion true.
+
+    ``judged``: where the test's verdict was decided: ``outside`` (a split test: the
+    evaluator compared the plain values the program's calls returned), ``inside`` (the
+    harness in the program's process, after the test returned), ``""`` without a test.
+    ``split_reason``: why a test was not split. ``cause``: for split tests, what failed
+    (``assertion``, ``error:<Exception>``, ``exited``, ``timeout``, ``output``, ``memory``,
+    ``blocked``)."""
 
     status: str  # passed | failed | timeout | error
     returncode: int | None
@@ -50,6 +57,9 @@ class RunResult:
     seconds: float
     isolation: tuple[str, ...]
     reason: str = ""  # why it did not pass, in a few words
+    judged: str = ""
+    split_reason: str = ""
+    cause: str = ""
 
     @property
     def passed(self) -> bool:

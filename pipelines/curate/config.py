@@ -174,11 +174,20 @@ def load_curate_config(
 
 
 def _read_remote_yaml(path: str) -> dict[str, Any]:
-    import yaml
     from apache_beam.io.filesystems import FileSystems
 
-    with FileSystems.open(path) as fh:
-        data = yaml.safe_load(fh.read().decode("utf-8")) or {}
+    from afm.config import load_yaml
+
+    try:
+        with FileSystems.open(path) as fh:
+            raw = fh.read()
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{path}: cannot be read ({exc})") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text ({exc})") from None
+    data = load_yaml(text, path) or {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: top level must be a mapping")
     return data

@@ -50,6 +50,7 @@ class CuratePlan:
     text_fields: tuple[str, ...] = ()  # build `text` from these record fields (SFT files)
     command: str = "curate"
     local_workers: int = 0  # local runner processes unless the Beam options say (0 = cores)
+    allow_empty: bool = False  # promote a run whose inputs yielded no document (else EmptyOutput)
 
     def worker_paths(self) -> list[Any]:
         """Every path the pipeline's DoFns open (checked before submission)."""
@@ -68,7 +69,7 @@ class CuratePlan:
 def plan_curate(inputs: list[str], output: Path | str, *, config: Any = None,
                 runner: str = "DirectRunner", source: str | None = None,
                 pipeline_args: list[str] | None = None, text_fields: tuple[str, ...] = (),
-                command: str = "curate", local_workers: int = 0) -> CuratePlan:
+                command: str = "curate", local_workers: int = 0, allow_empty: bool = False) -> CuratePlan:
     from afm.pipelines.beam.io import is_remote, resolve_inputs
     from afm.pipelines.beam.runners import check_runner_name
 
@@ -85,7 +86,7 @@ def plan_curate(inputs: list[str], output: Path | str, *, config: Any = None,
     if not is_remote(out):
         out = os.path.abspath(out)
     return CuratePlan(cfg, stages, files, skipped, out, runner, list(pipeline_args or []),
-                      tuple(text_fields), command, local_workers)
+                      tuple(text_fields), command, local_workers, allow_empty)
 
 
 def _crawl_snapshots(stages: list[ResolvedStage], inputs: list[str]) -> None:
@@ -180,7 +181,7 @@ def execute_curate(plan: CuratePlan, output_dir: Any = None, options: Any = None
     from afm.pipelines.curate.report import write_report
 
     from afm.console import console
-    from afm.outputs import OutputDir
+    from afm.outputs import OutputDir, refuse_empty
 
     if options is None:
         options, check = preflight(plan, submitting=True)
@@ -201,6 +202,11 @@ def execute_curate(plan: CuratePlan, output_dir: Any = None, options: Any = None
             f["path"] = join(plan.output, f["path"].rsplit("/", 1)[-1])
         manifest = _manifest(plan, options, accounting, counts, stats, files, elapsed,
                              out.run_id, _metrics(result))
+        read_rejects = sum(st.rejected for st in accounting.stages if st.stage == "read")
+        refuse_empty(plan.command, accounting.total_in - read_rejects, _empty_detail(plan, accounting),
+                     plan.allow_empty)
+        if accounting.kept == 0:
+            manifest["warnings"].append(f"no document kept: {_empty_detail(plan, accounting)}")
         write_report(manifest, stats["samples"], join(out.staging, REPORT))
         out.promote(manifest)
     except BaseException:
@@ -214,6 +220,18 @@ def execute_curate(plan: CuratePlan, output_dir: Any = None, options: Any = None
     for warning in manifest["warnings"]:
         console.print(f"[bold yellow]warning: {warning}")
     return manifest
+
+
+def _empty_detail(plan: CuratePlan, accounting: Any) -> str:
+    """Why nothing was kept: what was read, and the commonest reasons for rejecting it."""
+    reasons: dict[str, int] = {}
+    for stage in accounting.stages:
+        for reason, n in (stage.reasons or {}).items():
+            reasons[f"{stage.stage}: {reason}"] = reasons.get(f"{stage.stage}: {reason}", 0) + n
+    top = ", ".join(f"{r} {n}" for r, n in sorted(reasons.items(), key=lambda kv: -kv[1])[:3])
+    skipped = f", {len(plan.skipped_inputs)} input(s) skipped" if plan.skipped_inputs else ""
+    return (f"{accounting.total_in} document(s) read from {len(plan.inputs)} input file(s){skipped}, "
+            f"{accounting.rejected} rejected" + (f": {top}" if top else ""))
 
 
 def _checked_accounting(plan: CuratePlan, stats: dict[str, Any]) -> tuple[Any, dict[str, int], list[dict]]:
@@ -356,6 +374,7 @@ def run_curate(
     command: str = "curate",
     quiet: bool = False,
     local_workers: int = 0,
+    allow_empty: bool = False,
 ) -> dict:
     """Curate ``inputs`` (WARC / Parquet / JSONL paths, directories or globs) into
     ``output``; returns the manifest (also written to ``output/manifest.json``).
@@ -367,7 +386,9 @@ def run_curate(
     directory must be empty unless ``overwrite`` (it is checked, and must be writable,
     before anything is computed). Raises
     :class:`~afm.pipelines.beam.accounting.AccountingError` when documents in != kept +
-    rejected, and then nothing is promoted.
+    rejected, and :class:`~afm.outputs.EmptyOutput` when the inputs yielded no document
+    (empty or unreadable) unless ``allow_empty``; either way nothing is promoted. A run
+    whose stages rejected every document it read is promoted with a warning.
     """
     from afm.pipelines.beam.runners import build_options
 
@@ -379,7 +400,7 @@ def run_curate(
     # Beam options, and for a real run the workers' paths and the output directory.
     plan = plan_curate(inputs, output, config=config, runner=runner, source=source,
                        pipeline_args=pipeline_args, text_fields=text_fields, command=command,
-                       local_workers=local_workers)
+                       local_workers=local_workers, allow_empty=allow_empty)
     build_options(plan.runner, plan.pipeline_args, local_workers=plan.local_workers)
     if not dry_run:
         options, check = preflight(plan, submitting=True)

@@ -174,3 +174,147 @@ def test_code_evaluation_refuses_a_host_that_cannot_isolate(model: Path, host_wi
                    "--allow-weak-sandbox")
     one_line_error(afm("synth", "code", "--output", "unused", "--generator", "openai:http://127.0.0.1:9/v1",
                        "--model", "m"), "cannot isolate", "--allow-weak-sandbox")
+
+
+# -- issue 40: impossible numbers, empty inputs, duplicate keys, the ten tracebacks ------------
+
+@pytest.mark.parametrize("setting, needle", [
+    ("rope_base=nan", "rope_base"), ("rope_base=inf", "rope_base"), ("norm_eps=nan", "norm_eps"),
+    ("norm_eps=-1", "norm_eps must be a finite number in (0, 1)"), ("dim=1e20", "dim: expected an integer"),
+    ("dim=100000000000", "dim must be from 1 to"), ("vocab_size=0", "vocab_size must be from 1"),
+    ("dim=2000000000", "more than the"),  # 4e12 parameters: 16 TB, more than any host holds
+])
+def test_model_init_refuses_an_impossible_model(setting: str, needle: str, tmp_path: Path) -> None:
+    one_line_error(afm("model", "init", "--config", "tiny", "--out", tmp_path / "m", "--set", setting), needle)
+    assert not (tmp_path / "m" / "config.json").exists()
+
+
+@pytest.mark.parametrize("field, value", [("rope_base", float("nan")), ("norm_eps", -1.0), ("dim", 0),
+                                          ("n_layers", 2.5)])
+def test_a_checkpoint_with_an_impossible_config_is_not_loaded(field: str, value, model: Path, tmp_path: Path) -> None:
+    import shutil
+
+    bad = tmp_path / "bad"
+    shutil.copytree(model, bad)
+    meta = json.loads((bad / "config.json").read_text())
+    meta["config"][field] = value
+    (bad / "config.json").write_text(json.dumps(meta))
+    for args in (["score", "--checkpoint", bad, "--tokens", "1 2 3"],
+                 ["eval", "--checkpoint", bad, "--tokenizer", CHAT, "--tasks", "afm-demo", "--limit", "2",
+                  "--output", tmp_path / "r.json"]):
+        one_line_error(afm(*args), "not a valid model config", field)
+    assert not (tmp_path / "r.json").exists()
+
+
+@pytest.mark.parametrize("setting, needle", [
+    ("optimizer.learning_rate=-1", "optimizer.learning_rate must be a finite number > 0"),
+    ("optimizer.learning_rate=0", "optimizer.learning_rate must be a finite number > 0"),
+    ("optimizer.b2=1.5", "optimizer.b2"), ("data.seq_len=0", "data.seq_len must be a whole number >= 2"),
+    ("data.global_batch_size=0", "data.global_batch_size"), ("total_steps=0", "total_steps"),
+    ("schedule.warmup_steps=-5", "schedule.warmup_steps"), ("checkpoint.every_steps=0", "checkpoint.every_steps"),
+    ("model_overrides.rope_base=.nan", "model_overrides.rope_base"),
+    ("model_overrides.norm_eps=-1", "norm_eps must be a finite number in (0, 1)"),
+    ("model_overrides.dim=1.5", "model_overrides.dim"), ("model_overrides.colour=red", "not a model config field"),
+    ("seed=-1", "seed must be a whole number"),
+])
+def test_training_numbers_have_their_ranges(setting: str, needle: str, shards, tmp_path: Path) -> None:
+    result = afm("train", "--config", "tiny-core", "--workdir", tmp_path / "run", "--data", shards["ok"],
+                 "--set", setting, "--steps", "1")
+    one_line_error(result, needle)
+    assert not (tmp_path / "run" / "checkpoints").exists() and not (tmp_path / "run" / "model").exists()
+
+
+def test_rl_iterations_must_be_positive(model: Path, tmp_path: Path) -> None:
+    result = afm("rl", "mdloo", "--workdir", tmp_path / "rl", "--policy", model, "--iterations", "-1")
+    assert result.exit_code == 2 and "-1 is not in the range x>=1" in result.output
+    result = afm("rl", "mdloo", "--workdir", tmp_path / "rl", "--policy", model, "--reward", "task:arith",
+                 "--set", "task_options.iterations=-1")
+    one_line_error(result, "task_options.iterations must be >= 0")
+    assert not (tmp_path / "rl" / "model").exists()
+
+
+def test_duplicate_yaml_keys_name_the_key_and_line(shards, tmp_path: Path) -> None:
+    config = tmp_path / "train.yaml"
+    config.write_text("base: tiny-core\noptimizer:\n  learning_rate: 0.01\n  learning_rate: 0.5\n")
+    one_line_error(afm("train", "--config", config, "--workdir", tmp_path / "run", "--data", shards["ok"]),
+                   "line 4: duplicate key 'learning_rate' (first given at line 3)")
+    curate = tmp_path / "curate.yaml"
+    curate.write_text("source: web\noutput:\n  shard_target_mb: 8\nsource: code\n")
+    one_line_error(afm("curate", "-i", tmp_path, "-o", tmp_path / "out", "-c", curate),
+                   "line 4: duplicate key 'source' (first given at line 1)")
+
+
+@pytest.fixture(scope="module")
+def documents(tmp_path_factory) -> dict[str, Path]:
+    """A JSONL of documents, an empty input, a Parquet file with no rows, and a truncated one."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    root = tmp_path_factory.mktemp("documents")
+    docs = [{"id": str(i), "text": f"Document {i} is about the weather over the sea and the hills. " * 20}
+            for i in range(30)]
+    (root / "docs.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
+    (root / "empty").mkdir()
+    (root / "empty" / "none.jsonl").write_text("")
+    pq.write_table(pa.table({"id": pa.array([], pa.string()), "text": pa.array([], pa.string())}),
+                   root / "no-rows.parquet")
+    pq.write_table(pa.table({"id": [d["id"] for d in docs], "text": [d["text"] for d in docs]}), root / "full.parquet")
+    (root / "truncated").mkdir()
+    raw = (root / "full.parquet").read_bytes()
+    (root / "truncated" / "cut.parquet").write_bytes(raw[: len(raw) // 2])
+    (root / "no-decontam.yaml").write_text("decontaminate: {enabled: false}\n")
+    return {"docs": root / "docs.jsonl", "empty": root / "empty", "no_rows": root / "no-rows.parquet",
+            "truncated": root / "truncated", "config": root / "no-decontam.yaml"}
+
+
+def test_inputs_that_yield_no_document_are_an_error_unless_allowed(documents, tmp_path: Path) -> None:
+    """An empty input (curate) and a truncated one (tokenize) stop with one line and no
+    _SUCCESS; with --allow-empty the unreadable file is a recorded rejection."""
+    out = tmp_path / "curated"
+    one_line_error(afm("curate", "-i", documents["empty"], "-o", out, "-c", documents["config"]),
+                   "the inputs yielded no document", "--allow-empty")
+    assert not (out / "_SUCCESS").exists()
+    tokens = tmp_path / "tokens"
+    one_line_error(afm("tokenize", "--input", documents["truncated"], "--tokenizer", CHAT, "--output", tokens),
+                   "the inputs yielded no document", "unreadable_file", "--allow-empty")
+    assert not (tokens / "_SUCCESS").exists()
+    allowed = afm("curate", "-i", documents["truncated"], "-o", out, "-c", documents["config"], "--allow-empty")
+    assert allowed.exit_code == 0, allowed.output
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["totals"] == {"in": 1, "kept": 0, "rejected": 1} and (out / "_SUCCESS").exists()
+
+
+@pytest.mark.parametrize("case", [
+    "generate --seed", "model init --seed", "model init --set dim=1e20", "train rope_base=nan",
+    "tokenizer --vocab-size", "tokenizer empty parquet", "tokenizer truncated parquet", "curate broken yaml",
+    "generate --tokenizer file", "eval --output directory",
+])
+def test_the_ten_tracebacks_are_one_line_each(case: str, model: Path, shards, documents, tmp_path: Path) -> None:
+    """Issue 40's list, each as a new user would type it."""
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("stages:\n  - name: [unclosed\n")
+    (tmp_path / "out-dir").mkdir()
+    args, needles = {
+        "generate --seed": (["generate", "--checkpoint", model, "--tokenizer", CHAT, "--prompt", "hi", "--seed",
+                             str(2**70)], ["--seed", "4294967295"]),
+        "model init --seed": (["model", "init", "--config", "tiny", "--out", tmp_path / "m", "--seed", str(2**70)],
+                              ["--seed"]),
+        "model init --set dim=1e20": (["model", "init", "--config", "tiny", "--out", tmp_path / "m", "--set",
+                                       "dim=1e20"], ["dim"]),
+        "train rope_base=nan": (["train", "--config", "tiny-core", "--workdir", tmp_path / "run", "--data", shards["ok"],
+                                 "--set", "model_overrides.rope_base=nan", "--steps", "1"], ["rope_base"]),
+        "tokenizer --vocab-size": (["tokenizer", "train", "--input", documents["docs"], "--vocab-size", "99999999999",
+                                    "--out", tmp_path / "tok"], ["--vocab-size"]),
+        "tokenizer empty parquet": (["tokenizer", "train", "--input", documents["no_rows"], "--vocab-size", "300",
+                                     "--out", tmp_path / "tok"], ["no documents"]),
+        "tokenizer truncated parquet": (["tokenizer", "train", "--input", documents["truncated"], "--vocab-size", "300",
+                                         "--out", tmp_path / "tok"], ["cut.parquet", "unreadable_file"]),
+        "curate broken yaml": (["curate", "-i", documents["docs"], "-o", tmp_path / "c", "-c", broken],
+                               ["broken.yaml: line 3", "not valid YAML"]),
+        "generate --tokenizer file": (["generate", "--checkpoint", model, "--tokenizer", documents["docs"],
+                                       "--prompt", "hi"], ["not a SentencePiece tokenizer model"]),
+        "eval --output directory": (["eval", "--checkpoint", model, "--tokenizer", CHAT, "--tasks", "afm-demo",
+                                     "--limit", "2", "--output", tmp_path / "out-dir"], ["is a directory"]),
+    }[case]
+    one_line_error(afm(*args), *needles)
+    assert not [p for p in tmp_path.rglob("*") if ".tmp" in p.name]

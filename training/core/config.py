@@ -19,7 +19,7 @@ from afm.training.core.optimizer import OptimizerConfig
 from afm.training.core.schedules import ScheduleConfig
 from afm.training.data.shards import DataConfig
 
-from afm.config import ConfigError, load_config
+from afm.config import ConfigError, check_number, coerce, load_config
 
 
 @dataclass
@@ -27,6 +27,10 @@ class CheckpointConfig:
     every_steps: int = 1000
     keep: int = 3
     async_save: bool = True
+
+    def __post_init__(self) -> None:
+        check_number("checkpoint.every_steps", self.every_steps, low=1, integer=True)
+        check_number("checkpoint.keep", self.keep, low=1, integer=True)
 
 
 @dataclass
@@ -57,6 +61,13 @@ class TrainConfig:
     profile_steps: str = ""  # "START:END": a jax.profiler trace of these steps (workdir/profile)
     preemption_check_every: int = 1  # steps between the hosts' agreement on a stop signal
     log_dir: str = ""  # metrics/TensorBoard when the workdir is remote (default: ./afm-logs/NAME)
+
+    def __post_init__(self) -> None:
+        """The run's own numbers (each section checks its own: optimizer, data, ...)."""
+        for name in ("total_steps", "microbatches", "loss_chunk", "log_every", "preemption_check_every"):
+            check_number(name, getattr(self, name), low=1, integer=True)
+        check_number("seed", self.seed, low=0, high=2**32 - 1, integer=True)
+        check_number("peak_tflops_per_device", self.peak_tflops_per_device, low=0, low_open=True)
 
 
 def get_train_config(
@@ -100,10 +111,24 @@ def list_configs() -> list[dict[str, str]]:
 
 
 def model_config(cfg: TrainConfig) -> Any:
-    """The ``afm.model`` config of this run, with the stage's overrides and seq len."""
-    from afm.model.config import get_config
+    """The ``afm.model`` config of this run, with the stage's overrides and seq len (an
+    unknown size, field or impossible value is a ConfigError naming ``model_overrides``)."""
+    import typing
 
-    overrides = dict(cfg.model_overrides)
-    base = get_config(cfg.model)
+    from afm.model.config import ModelConfig, get_config
+
+    try:
+        base = get_config(cfg.model)
+    except KeyError as exc:
+        raise ConfigError(f"model: {exc.args[0]}") from None
+    hints = typing.get_type_hints(ModelConfig)
+    overrides = {}
+    for key, value in cfg.model_overrides.items():
+        if key not in hints:
+            raise ConfigError(f"model_overrides.{key}: not a model config field")
+        overrides[key] = coerce(value, hints[key], f"model_overrides.{key}")
     overrides.setdefault("max_seq_len", max(base.max_seq_len, cfg.data.seq_len))
-    return dataclasses.replace(base, **overrides)
+    try:
+        return dataclasses.replace(base, **overrides)
+    except ValueError as exc:  # ModelConfigError (a UserError) or a shape rule
+        raise ConfigError(f"model_overrides: {exc}") from None

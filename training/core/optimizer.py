@@ -40,6 +40,8 @@ import jax.numpy as jnp
 import optax
 from afm.training.core.schedules import Schedule
 
+from afm.config import check_choice, check_number
+
 PyTree = Any
 Multipliers = PyTree | Callable[[PyTree], PyTree] | None
 
@@ -61,6 +63,13 @@ class SkipConfig:
     ema_decay: float = 0.99
     max_consecutive: int = 20  # more skips in a row than this stops the run as diverged
 
+    def __post_init__(self) -> None:
+        check_number("optimizer.skip.drop_norm", self.drop_norm, low=0)
+        check_number("optimizer.skip.drop_stddev", self.drop_stddev, low=0)
+        check_number("optimizer.skip.min_count", self.min_count, low=0, integer=True)
+        check_number("optimizer.skip.ema_decay", self.ema_decay, low=0, high=1, high_open=True)
+        check_number("optimizer.skip.max_consecutive", self.max_consecutive, low=1, integer=True)
+
 
 @dataclass
 class OptimizerConfig:
@@ -77,6 +86,17 @@ class OptimizerConfig:
     global_clip_norm: float = 1.0
     muparam: bool = True  # per-tensor LR multipliers from the model's base_width / width
     skip: SkipConfig = field(default_factory=SkipConfig)
+
+    def __post_init__(self) -> None:
+        """Ranges a training run can mean: a negative learning rate trains uphill, nan or
+        inf trains nothing; betas are decay factors; clips and epsilons must be positive."""
+        check_choice("optimizer.name", self.name, ("afm_rmsprop", "adamw"))
+        check_number("optimizer.learning_rate", self.learning_rate, low=0, low_open=True)
+        check_number("optimizer.weight_decay", self.weight_decay, low=0)
+        for name in ("b1", "b2"):
+            check_number(f"optimizer.{name}", getattr(self, name), low=0, high=1, high_open=True)
+        for name in ("eps_square", "eps", "update_clip_rms", "global_clip_norm"):
+            check_number(f"optimizer.{name}", getattr(self, name), low=0, low_open=True)
 
 
 def global_norm(tree: PyTree) -> jnp.ndarray:

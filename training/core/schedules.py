@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import jax.numpy as jnp
 
+from afm.config import check_choice, check_number
+
 Schedule = Callable[[jnp.ndarray | int], jnp.ndarray]
 
 
@@ -28,6 +30,12 @@ class ScheduleConfig:
     decay_steps: int = 0
     final_fraction: float = 0.005
     kind: str = "cosine"  # cosine | constant (constant still warms up)
+
+    def __post_init__(self) -> None:
+        check_number("schedule.warmup_steps", self.warmup_steps, low=0, integer=True)
+        check_number("schedule.decay_steps", self.decay_steps, low=0, integer=True)
+        check_number("schedule.final_fraction", self.final_fraction, low=0, high=1)
+        check_choice("schedule.kind", self.kind, ("cosine", "constant"))
 
 
 def warmup_cosine(

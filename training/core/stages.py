@@ -72,12 +72,9 @@ def merge(base: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:
 
 
 def _read_table(path: Path) -> dict[str, dict[str, Any]]:
-    import yaml
+    from afm.config import read_yaml
 
-    try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML ({exc})") from None
+    data = read_yaml(path) or {}
     if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
         raise ConfigError(f"{path}: a stage table maps stage names to mappings")
     return {str(k): dict(v) for k, v in data.items()}
@@ -131,12 +128,9 @@ def stage_settings(name: str) -> dict[str, Any]:
 
 def file_settings(path: Path) -> dict[str, Any]:
     """A user's YAML config: its ``base:`` stage with the file's keys over it."""
-    import yaml
+    from afm.config import read_yaml
 
-    try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML ({exc})") from None
+    data = read_yaml(path) or {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: top level must be a mapping")
     base = data.pop("base", None)

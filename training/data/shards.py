@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from afm import fs
+from afm.config import check_choice, check_number
 from afm.errors import UserError
 
 TOKEN_COLUMNS = ("id", "source", "tokens")
@@ -71,6 +72,17 @@ class DataConfig:
     # handed out aligned with `inputs` under their own names: e.g. a teacher's top-1
     # predictions written by `afm distill targets`.
     aligned_columns: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        check_number("data.seq_len", self.seq_len, low=2, integer=True)
+        check_number("data.global_batch_size", self.global_batch_size, low=1, integer=True)
+        for name in ("eos_id", "pad_id", "lanes", "max_segments_per_row"):
+            check_number(f"data.{name}", getattr(self, name), low=0, integer=True)
+        check_number("data.seed", self.seed, low=0, high=2**32 - 1, integer=True)
+        check_choice("data.attention", self.attention, ("document", "causal"))
+        check_choice("data.packing", self.packing, ("stream", "conversation"))
+        for source, weight in self.weights.items():
+            check_number(f"data.weights.{source}", weight, low=0)
 
 
 class DataError(UserError):

@@ -98,9 +98,9 @@ def parse_committee(spec: str) -> list[Member]:
 
 
 def load_round(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> RoundConfig:
-    import yaml
+    from afm.config import read_yaml
 
-    data = yaml.safe_load(Path(path).read_text()) or {}
+    data = read_yaml(path) or {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: top level must be a mapping")
     return load_config(RoundConfig, data, overrides)

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from afm.training.core.config import TrainConfig, get_train_config, with_task_options
+from afm.training.core.config import TrainConfig, get_train_config, model_config, with_task_options
 from afm.training.core.trainer import parse_profile_steps, run_loop
 from afm.training.tasks import get_task, task_class
 
@@ -55,7 +55,9 @@ def prepare(
     if task_options:
         cfg = with_task_options(cfg, **task_options)
     parse_profile_steps(cfg.profile_steps)
-    return task_class(cfg.task).prepare_config(cfg, str(workdir))
+    cfg = task_class(cfg.task).prepare_config(cfg, str(workdir))
+    model_config(cfg)  # the model this run would build: an impossible size or number stops here
+    return cfg
 
 
 def train(

@@ -1,10 +1,17 @@
-"""``afm bench sandbox``: what the kernel boundary costs per program.
+"""``afm bench sandbox``: what the kernel boundary and unforgeable verdicts cost per program.
 
 HumanEval's canonical solutions (``../shared/eval`` when present, else generated
-programs of the same shape) run through ``code_metrics.check_all`` behind the kernel
-boundary and with weak isolation, next to the baseline every harness pays anyway: one
-fresh, unisolated ``python -I`` process per program (what lm-eval's ``code_eval`` rule
-needs), with the same number of workers.
+programs of the same shape) are judged, with the same number of workers:
+
+* **split** (what ``afm eval`` and ``afm synth code`` do): the test is interpreted in the
+  evaluator and only the program and its calls run behind the kernel boundary;
+* **in the program's process**: program and test in one sandboxed process, the harness's
+  keeper decides (the mode for tests that do not split; the previous default);
+* both with weak isolation (process limits only);
+
+next to the baseline every harness pays anyway: one fresh, unisolated ``python -I``
+process per program (what lm-eval's ``code_eval`` rule needs). Every mode must agree on
+every verdict. Record the load average (``uptime``) with the figures.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from afm.app.bench.common import BenchOptions, Comparison
 
 GOAL = "within 2x of a bare process per program"
+BARE = "a bare python -I process per program"
 
 
 def _programs(opts: BenchOptions) -> list[tuple[str, str]]:
@@ -35,32 +43,43 @@ def _bare(pair: tuple[str, str]) -> bool:
     return done.returncode == 0
 
 
-def _rate(fn, pairs: list[tuple[str, str]], workers: int) -> tuple[float, int]:
+def _rate(fn, pairs: list[tuple[str, str]], workers: int) -> tuple[float, list[bool]]:
     start = time.perf_counter()
     with ThreadPoolExecutor(workers) as pool:
-        passed = sum(pool.map(fn, pairs))
-    return len(pairs) / (time.perf_counter() - start), passed
+        verdicts = list(pool.map(fn, pairs))
+    return len(pairs) / (time.perf_counter() - start), verdicts
 
 
 def bench_sandbox(opts: BenchOptions) -> list[Comparison]:
     from afm.evaluation import code_metrics
 
-    from afm.sandbox import SandboxPolicy, kernel_boundary, process, run_python
+    from afm.sandbox import SandboxPolicy, kernel_boundary, process
 
     pairs = _programs(opts)[: 40 if opts.quick else None]
     workers = code_metrics.WORKERS
-    bare, bare_passed = _rate(_bare, pairs, workers)
+    bare, expected = _rate(_bare, pairs, workers)
     rows = []
-    if kernel_boundary().kind == "kernel":
-        kernel, passed = _rate(lambda pt: run_python(pt[0], code_metrics.POLICY, test=pt[1]).passed, pairs, workers)
-        assert passed == bare_passed, "the sandbox and a bare process disagree"
-        rows.append(Comparison(f"programs/s behind the kernel boundary ({len(pairs)} programs, {workers} workers)",
-                               kernel, bare, "a bare python -I process per program", "prog/s", GOAL))
-    weak_boundary = process.Boundary("weak", "host", "benchmark")
-    policy = SandboxPolicy(allow_weak_isolation=True)
-    weak, _ = _rate(lambda pt: process.run_in(weak_boundary, pt[0], policy, test=pt[1]).passed, pairs, workers)
-    rows.append(Comparison("programs/s with weak isolation (process limits only)", weak, bare,
-                           "a bare python -I process per program", "prog/s", ""))
+    boundaries = [("behind the kernel boundary", kernel_boundary(), code_metrics.POLICY)] \
+        if kernel_boundary().kind == "kernel" else []
+    boundaries.append(("with weak isolation (process limits only)", process.Boundary("weak", "host", "benchmark"),
+                       SandboxPolicy(allow_weak_isolation=True)))
+    for where, boundary, policy in boundaries:
+        for mode, split in (("split: judged in the evaluator", True), ("in the program's process", False)):
+            def one(pt: tuple[str, str], b=boundary, p=policy, s=split) -> bool:
+                if s:
+                    from afm.sandbox import judge
+
+                    result, _ = judge.run_split(b, pt[0], pt[1], p)
+                    if result is not None:
+                        return result.passed
+                return process.run_in(b, pt[0], p, test=pt[1]).passed
+
+            rate, verdicts = _rate(one, pairs, workers)
+            if verdicts != expected:
+                wrong = [i for i, (a, b) in enumerate(zip(verdicts, expected)) if a != b]
+                raise AssertionError(f"{mode} {where} disagrees with a bare process on programs {wrong[:10]}")
+            rows.append(Comparison(f"programs/s {where}, {mode} ({len(pairs)} programs, {workers} workers)",
+                                   rate, bare, BARE, "prog/s", GOAL if boundary.kind == "kernel" else ""))
     return rows
 
 

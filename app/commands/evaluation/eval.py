@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from afm.options import NON_NEGATIVE_INT, POSITIVE, POSITIVE_INT
+from afm.options import NON_NEGATIVE_INT, POSITIVE, POSITIVE_INT, SEED
 
 RUN_EPILOG = """\b
 Examples:
@@ -67,6 +67,17 @@ def resolve_checkpoint(path: Path) -> Path:
     raise click.BadParameter(
         f"{path} is not a model checkpoint (config.json + params/) nor a training workdir "
         "with model/ in it", param_hint="--checkpoint")
+
+
+def _check_output(out: Path) -> None:
+    """The results file (and its .png / .html siblings) can be written: before any work."""
+    for path in (out, out.with_suffix(".png"), out.with_suffix(".html")):
+        if path.is_dir():
+            raise click.BadParameter(f"{path} is a directory; name a results file, e.g. {out / 'results.json'}",
+                                     param_hint="--output")
+    parent = next((p for p in out.parents if p.exists()), None)
+    if parent is not None and not parent.is_dir():
+        raise click.BadParameter(f"{parent} is a file, so {out} cannot be created", param_hint="--output")
 
 
 def _check_sandbox(tasks: list[str], allow_weak: bool) -> None:
@@ -151,7 +162,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
               help="Scoring batch size in tokens (default: 4096 on CPU, 8192 on accelerators).")
 @click.option("--batch-size", type=int, default=16, show_default=True, help="Prompts decoded together.")
 @click.option("--mesh", default=None, help="Device mesh DATAxFSDPxTENSORxSEQUENCE, e.g. 2x1x4x1 (default: data over all devices).")
-@click.option("--seed", type=int, default=1234, show_default=True)
+@click.option("--seed", type=SEED, default=1234, show_default=True)
 @click.option("--judge", default=None, metavar="SPEC",
               help="Judge for alpaca_eval, arena_hard, afm_writing (and safety): openai:URL (with --judge-model), "
                    "checkpoint:PATH, or rm:PATH (a reward model; pairwise only).")
@@ -227,6 +238,8 @@ def _run(opts: dict[str, Any]) -> None:
         decontam_index=str(opts["decontam_index"]) if opts["decontam_index"] else None,
         niah=niah, seed=opts["seed"], posttrain=posttrain,
     )
+    out = opts["output"] or Path("eval") / f"{ckpt.parent.name if ckpt.name == 'model' else ckpt.name}.json"
+    _check_output(out)
     try:
         if tasks:
             _check_sandbox(expand(tasks), opts["allow_weak_sandbox"])  # unknown names fail before the model loads
@@ -237,7 +250,6 @@ def _run(opts: dict[str, Any]) -> None:
         raise click.ClickException(str(exc)) from None
     except ValueError as exc:  # bad model/tokenizer arguments, lengths that do not fit
         raise click.ClickException(str(exc)) from None
-    out = opts["output"] or Path("eval") / f"{ckpt.parent.name if ckpt.name == 'model' else ckpt.name}.json"
     write_results(results, out)
     write_report(results, out.with_suffix(".png"), out.with_suffix(".html"))
     print_results(results)

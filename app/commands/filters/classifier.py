@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from afm.options import POSITIVE, Number
+from afm.options import POSITIVE, SEED, Number
 
 TRAIN_EPILOG = """\b
 Examples:
@@ -44,7 +44,7 @@ def classifier() -> None:
 @click.option("--word-ngrams", default=2, show_default=True, type=int)
 @click.option("--dim", default=32, show_default=True, type=int)
 @click.option("--held-out", default=0.1, show_default=True, type=Number(0, 1, max_open=True), help="Share of each class kept for evaluation.")
-@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--seed", default=0, show_default=True, type=SEED)
 @click.option("--no-punctuation", is_flag=True, help="Remove punctuation before training and scoring.")
 @click.option("--max-per-class", default=0, show_default=True, type=int, help="Cap examples per class (0 = all).")
 def train_cmd(
@@ -137,7 +137,7 @@ Examples:
 @classifier.command("make-safety-data", epilog=MAKE_SAFETY_EPILOG)
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Output folder.")
 @click.option("--n-per-class", default=1000, show_default=True, type=int)
-@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--seed", default=0, show_default=True, type=SEED)
 def make_safety_data_cmd(out_dir: str, n_per_class: int, seed: int) -> None:
     """Write the synthetic safety training data (unsafe.jsonl.gz, safe.jsonl.gz) to OUT."""
     import gzip

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import click
 
-from afm.options import FRACTION, POSITIVE, PROBABILITY_OPEN
+from afm.options import FRACTION, POSITIVE, PROBABILITY_OPEN, SEED
 
 FILTER_EPILOG = """\b
 Examples:
@@ -57,6 +57,9 @@ def quality() -> None:
 @click.option("--set", "overrides", multiple=True, help="QualityConfig override KEY=VALUE.")
 @click.option("--overwrite", is_flag=True,
               help="Replace what OUTPUT holds (kept until the new run has succeeded).")
+@click.option("--allow-empty", is_flag=True,
+              help="Write the output even when the inputs yield no document (default: an error, "
+                   "nothing written).")
 def filter_cmd(
     inputs: tuple[str, ...],
     output: str,
@@ -67,6 +70,7 @@ def filter_cmd(
     top_fraction: float | None,
     overrides: tuple[str, ...],
     overwrite: bool,
+    allow_empty: bool,
 ) -> None:
     """Run the quality heuristics and the quality model over documents.
 
@@ -97,7 +101,7 @@ def filter_cmd(
               "quality_model": {"params": model}}
     with user_errors():
         run_curate(list(inputs), output, command="quality filter", overwrite=overwrite,
-                   config=config,
+                   config=config, allow_empty=allow_empty,
                    pipeline_args=["--direct_running_mode=in_memory", "--direct_num_workers=1"])
 
 
@@ -113,7 +117,7 @@ def filter_cmd(
 @click.option("--labels-out", default=None, type=click.Path(dir_okay=False), help="Write the labelled sample (JSONL).")
 @click.option("--epoch", default=10, show_default=True, type=int)
 @click.option("--lr", default=0.2, show_default=True, type=POSITIVE)
-@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--seed", default=0, show_default=True, type=SEED)
 def label_cmd(
     inputs: tuple[str, ...],
     out: str,

@@ -11,7 +11,7 @@ import time
 
 import click
 
-from afm.options import NON_NEGATIVE, PROBABILITY_OPEN
+from afm.options import NON_NEGATIVE, POSITIVE_INT, PROBABILITY_OPEN, SEED, Number
 
 # ----------------------------------------------------------------------------- model
 
@@ -101,7 +101,7 @@ Examples:
 """)
 @click.option("--config", "config_name", required=True, help="Named model config.")
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Checkpoint directory.")
-@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--seed", default=0, show_default=True, type=SEED)
 @click.option("--set", "overrides", multiple=True, help="Config override FIELD=VALUE (repeatable).")
 @click.option("--overwrite", is_flag=True, help="Replace an existing checkpoint.")
 def model_init(config_name: str, out: str, seed: int, overrides: tuple[str, ...], overwrite: bool) -> None:
@@ -130,25 +130,21 @@ def model_init(config_name: str, out: str, seed: int, overrides: tuple[str, ...]
 
 
 def _parse_overrides(items: tuple[str, ...]) -> dict:
-    import dataclasses
+    """``--set FIELD=VALUE`` items as typed ModelConfig fields (the rules every config
+    follows: a whole number for a size, a finite number for a float)."""
+    import typing
 
     from afm.model.config import ModelConfig
 
-    types = {f.name: f.type for f in dataclasses.fields(ModelConfig)}
+    from afm.config import ConfigError, coerce, parse_overrides
+
+    hints = typing.get_type_hints(ModelConfig)
+    settable = sorted(k for k in hints if k not in ("palettization", "notes"))
     out: dict = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or key not in types:
-            raise ValueError(f"bad override {item!r}: use FIELD=VALUE with a ModelConfig field")
-        tp = str(types[key])
-        if tp == "int":
-            out[key] = int(value)
-        elif tp == "float":
-            out[key] = float(value)
-        elif tp == "bool":
-            out[key] = value.lower() in ("1", "true", "yes")
-        else:
-            out[key] = value
+    for key, value in parse_overrides(list(items)).items():
+        if key not in settable:
+            raise ConfigError(f"--set {key}: not a model config field; fields: {', '.join(settable)}")
+        out[key] = coerce(value, hints[key], key)
     return out
 
 
@@ -199,10 +195,10 @@ Examples:
 @click.option("--tokenizer", "tokenizer_dir", required=True, type=click.Path(exists=True))
 @click.option("--prompt", "prompts", multiple=True, help="Plain-text prompt (repeatable: one batch).")
 @click.option("--chat", "chats", multiple=True, help="A user message, formatted with the chat template.")
-@click.option("--max-new-tokens", default=64, show_default=True, type=int)
+@click.option("--max-new-tokens", default=64, show_default=True, type=POSITIVE_INT)
 @click.option("--temperature", default=0.0, show_default=True, type=NON_NEGATIVE, help="0 = greedy.")
 @click.option("--top-p", default=1.0, show_default=True, type=PROBABILITY_OPEN)
-@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--seed", default=0, show_default=True, type=SEED)
 def generate_command(checkpoint: str, tokenizer_dir: str, prompts: tuple[str, ...], chats: tuple[str, ...],
                      max_new_tokens: int, temperature: float, top_p: float, seed: int) -> None:
     """Sample continuations with the KV cache (one JSON line per prompt on stdout)."""
@@ -327,11 +323,12 @@ characters then use byte pieces; the summary says how many characters got their 
 """)
 @click.option("--input", "inputs", multiple=True, required=True,
               help="Parquet / JSONL document shards, directories or globs.")
-@click.option("--vocab-size", default=49_152, show_default=True, type=int)
+@click.option("--vocab-size", default=49_152, show_default=True, type=Number(1, 2**31 - 1, integer=True),
+              help="Pieces in the vocabulary (at least the 256 byte pieces and the specials).")
 @click.option("--out", required=True, type=click.Path(file_okay=False))
-@click.option("--sample-docs", default=200_000, show_default=True, type=int,
+@click.option("--sample-docs", default=200_000, show_default=True, type=POSITIVE_INT,
               help="Documents sampled (uniformly, seeded) for training.")
-@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--seed", default=0, show_default=True, type=SEED)
 @click.option("--character-coverage", type=PROBABILITY_OPEN, default=None,
               help="Share of characters given their own piece (the rest use byte pieces). Default: the "
                    "highest up to 0.9995 that --vocab-size has room for.")

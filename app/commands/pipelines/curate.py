@@ -63,12 +63,15 @@ Examples:
 @click.option("--overwrite", is_flag=True,
               help="Replace what OUTPUT holds (a finished or an interrupted run); the old "
                    "output stays until the new run has succeeded.")
+@click.option("--allow-empty", is_flag=True,
+              help="Write the output even when the inputs yield no document (default: an error, "
+                   "nothing written).")
 @runner_options
 @click.pass_context
 def curate_command(ctx: click.Context, inputs: tuple[str, ...], output: str, config: str | None,
                    overrides: tuple[str, ...], runner: str, source: str | None,
                    dry_run: bool, decontam_index: str | None, robots_snapshots: tuple[str, ...],
-                   overwrite: bool) -> None:
+                   overwrite: bool, allow_empty: bool) -> None:
     """Curate crawl output into clean Parquet shards with the report's pipeline:
     optout -> extract -> language -> safety -> PII -> dedup -> quality -> decontamination.
 
@@ -100,7 +103,7 @@ def curate_command(ctx: click.Context, inputs: tuple[str, ...], output: str, con
         cfg = load_curate_config(config, source=source, overrides=overrides)
         result = run_curate(list(inputs), output, config=cfg, runner=runner,
                             source=cfg.source, pipeline_args=beam_args, dry_run=dry_run,
-                            overwrite=overwrite)
+                            overwrite=overwrite, allow_empty=allow_empty)
     if dry_run:
         finish_dry_run(result, runner)
     else:

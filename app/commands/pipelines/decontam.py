@@ -180,11 +180,14 @@ local or on gs:// / s3:// (every worker reads it).
 @click.option("--batch-docs", type=click.IntRange(min=1), default=256, show_default=True)
 @click.option("--overwrite", is_flag=True,
               help="Replace what OUTPUT holds (kept until the new run has succeeded).")
+@click.option("--allow-empty", is_flag=True,
+              help="Write the output even when the inputs yield no document (default: an error, "
+                   "nothing written).")
 @runner_options
 @click.pass_context
 def run_command(ctx: click.Context, index_path: str, inputs: tuple[str, ...], output: str,
                 threshold: int, text_fields: tuple[str, ...], batch_docs: int, overwrite: bool,
-                runner: str, dry_run: bool) -> None:
+                allow_empty: bool, runner: str, dry_run: bool) -> None:
     """Drop documents that contain benchmark n-grams; write kept, rejects and a report."""
     from afm.app.commands.pipelines.beam_options import finish_dry_run
     from afm.app.commands.pipelines.usage import user_errors
@@ -206,7 +209,7 @@ def run_command(ctx: click.Context, index_path: str, inputs: tuple[str, ...], ou
             list(inputs), str(output), command="decontam run", overwrite=overwrite,
             config={"stages": ["decontaminate"], "decontaminate": {"params": params}},
             text_fields=text_fields, runner=runner, pipeline_args=list(ctx.args),
-            dry_run=dry_run, local_workers=1)
+            dry_run=dry_run, local_workers=1, allow_empty=allow_empty)
     if dry_run:
         finish_dry_run(manifest, runner)
         return

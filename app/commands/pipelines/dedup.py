@@ -15,7 +15,7 @@ from afm.app.commands.pipelines.beam_options import (
     split_beam_args,
 )
 
-from afm.options import POSITIVE, PROBABILITY_OPEN
+from afm.options import POSITIVE, PROBABILITY_OPEN, SEED
 
 EPILOG = """\b
 Examples:
@@ -47,7 +47,7 @@ live on any filesystem the workers read (local, gs://, s3://).
 @click.option("--threshold", default=0.8, show_default=True, type=PROBABILITY_OPEN, help="Jaccard threshold.")
 @click.option("--ngram", default=5, show_default=True, type=int, help="Words per shingle.")
 @click.option("--num-perm", default=128, show_default=True, type=int, help="MinHash permutations.")
-@click.option("--seed", default=1, show_default=True, type=int, help="MinHash seed.")
+@click.option("--seed", default=1, show_default=True, type=SEED, help="MinHash seed.")
 @click.option("--no-exact", is_flag=True, help="Skip exact (content hash) de-duplication.")
 @click.option("--no-verify", is_flag=True, help="Do not verify LSH candidates by signature.")
 @click.option("--max-rounds", default=8, show_default=True, type=int,
@@ -66,13 +66,16 @@ live on any filesystem the workers read (local, gs://, s3://).
               help="Target uncompressed megabytes per output shard (documents and rejects).")
 @click.option("--overwrite", is_flag=True,
               help="Replace what OUTPUT holds (kept until the new run has succeeded).")
+@click.option("--allow-empty", is_flag=True,
+              help="Write the output even when the inputs yield no document (default: an error, "
+                   "nothing written).")
 @runner_options
 @click.pass_context
 def dedup_command(ctx: click.Context, more_inputs: tuple[str, ...], inputs: tuple[str, ...], output: str,
                   threshold: float, ngram: int, num_perm: int, seed: int, no_exact: bool,
                   no_verify: bool, max_rounds: int, index_dir: str | None, write_index: bool,
                   max_bucket_fanout: int, direct_num_workers: int, shard_mb: float,
-                  overwrite: bool, runner: str, dry_run: bool) -> None:
+                  overwrite: bool, allow_empty: bool, runner: str, dry_run: bool) -> None:
     """De-duplicate documents globally: exact content hash, then MinHash LSH clusters."""
     from afm.app.commands.pipelines.beam_options import finish_dry_run
     from afm.app.commands.pipelines.usage import user_errors
@@ -99,7 +102,7 @@ def dedup_command(ctx: click.Context, more_inputs: tuple[str, ...], inputs: tupl
             list(inputs) + positional, output, command="dedup", overwrite=overwrite,
             config={"stages": ["dedup"], "dedup": {"params": params},
                     "output": {"shard_target_mb": shard_mb, "rejects_shard_target_mb": shard_mb}},
-            runner=runner, pipeline_args=beam_args, dry_run=dry_run,
+            runner=runner, pipeline_args=beam_args, dry_run=dry_run, allow_empty=allow_empty,
             local_workers=direct_num_workers)
     if dry_run:
         finish_dry_run(manifest, runner)

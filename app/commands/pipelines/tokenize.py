@@ -42,11 +42,14 @@ Same inputs + tokenizer -> byte-identical shards, on any runner.
               help="Local runner worker processes (0 = one per core).")
 @click.option("--overwrite", is_flag=True,
               help="Replace what OUTPUT holds (kept until the new run has succeeded).")
+@click.option("--allow-empty", is_flag=True,
+              help="Write the output even when the inputs yield no document (default: an error, "
+                   "nothing written).")
 @runner_options
 @click.pass_context
 def tokenize_command(ctx: click.Context, inputs: tuple[str, ...], tokenizer_dir: str,
                      output: str, shard_docs: int, num_workers: int, overwrite: bool,
-                     runner: str, dry_run: bool) -> None:
+                     allow_empty: bool, runner: str, dry_run: bool) -> None:
     """Tokenize documents into deterministic Parquet token shards."""
     import time
 
@@ -71,7 +74,7 @@ def tokenize_command(ctx: click.Context, inputs: tuple[str, ...], tokenizer_dir:
     with user_errors(), console.status(f"tokenizing (Beam, {runner})...", spinner="dots"):
         stats = run_tokenize(list(inputs), tokenizer_dir, output, shard_docs=shard_docs,
                              runner=runner, num_workers=num_workers,
-                             pipeline_args=list(ctx.args), overwrite=overwrite)
+                             pipeline_args=list(ctx.args), overwrite=overwrite, allow_empty=allow_empty)
     summary: dict[str, object] = {
         "documents in": stats["documents_in"],
         "tokenized": stats["documents"],
@@ -85,6 +88,8 @@ def tokenize_command(ctx: click.Context, inputs: tuple[str, ...], tokenizer_dir:
         summary[f"tokens ({src})"] = agg["tokens"]
     summary["seconds"] = round(time.perf_counter() - start, 2)
     print_summary("tokenize", summary)
+    if stats["documents"] == 0:
+        console.print(f"[bold yellow]warning: no document tokenized: all {stats['documents_in']} skipped")
 
 
 COMMANDS = [tokenize_command]

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from afm.options import FRACTION, NON_NEGATIVE, POSITIVE
+from afm.options import FRACTION, NON_NEGATIVE, POSITIVE, SEED
 
 GENERATOR_HELP = """\b
 Generators (--generator):
@@ -33,7 +33,7 @@ def generator_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--no-cache", is_flag=True, help="Do not cache responses (no resume)."),
         click.option("--concurrency", type=int, default=8, show_default=True, help="HTTP requests in flight."),
         click.option("--rpm", type=POSITIVE, default=None, help="At most this many HTTP requests per minute."),
-        click.option("--seed", type=int, default=0, show_default=True),
+        click.option("--seed", type=SEED, default=0, show_default=True),
         click.option("--overwrite", is_flag=True, help="Replace a finished output."),
     ]
     for option in reversed(options):

@@ -7,7 +7,7 @@ import json
 
 import click
 
-from afm.options import FRACTION, POSITIVE
+from afm.options import FRACTION, POSITIVE, SEED
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
@@ -149,7 +149,7 @@ Example:
 @click.option("--max-new-tokens", type=int, default=96, show_default=True)
 @click.option("--temperature", type=POSITIVE, default=1.0, show_default=True)
 @click.option("--output", required=True, help="SFT JSONL (chat messages) of the best replies.")
-@click.option("--seed", type=int, default=0)
+@click.option("--seed", type=SEED, default=0)
 @click.option("--max-unscored", type=FRACTION, default=0.5, show_default=True,
               help="Stop when the reward cannot score more than this share of the replies.")
 def rm_best_of_n(policy, model_dir, prompts_path, n, max_new_tokens, temperature, output, seed, max_unscored) -> None:

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import click
 
+from afm.options import SEED
+
 _USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, FileNotFoundError, FileExistsError)
 
 
@@ -107,7 +109,7 @@ params/, and prune.json with the method and the kept indices).
 @click.option("--run", "run", default=None, help="soft-top-k: a pruning run's workdir (latest checkpoint) or one step directory.")
 @click.option("--teacher", default=None, help="random / magnitude: the teacher checkpoint (afm train workdir, step dir or model/).")
 @click.option("--target-ffn-dim", type=int, default=None, help="random / magnitude: FFN units to keep per layer (D).")
-@click.option("--seed", type=int, default=None, help="random: the generator's seed (default 0).")
+@click.option("--seed", type=SEED, default=None, help="random: the generator's seed (default 0).")
 @click.option("--out", required=True, help="Where to write the pruned model checkpoint.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing checkpoint at --out.")
 def prune_apply_command(method, run, teacher, target_ffn_dim, seed, out, overwrite) -> None:

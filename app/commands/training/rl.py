@@ -8,7 +8,7 @@ import json
 
 import click
 
-from afm.options import POSITIVE
+from afm.options import POSITIVE, SEED
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
@@ -117,7 +117,7 @@ input of `afm sft prepare`), OUT/candidates.jsonl and OUT/round.json (wins per m
 @click.option("--temperature", type=POSITIVE, default=1.0, show_default=True)
 @click.option("--eval-reward", default="", help="A true reward to report alongside (e.g. task:arith).")
 @click.option("--limit", type=int, default=0, help="Use the first N prompts only.")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=SEED, default=0, show_default=True)
 def round_command(committee, prompts, rm, tokenizer, out, k, max_new_tokens, temperature, eval_reward, limit,
                   seed) -> None:
     """One committee-distillation round: sample, rerank per prompt, write an SFT set."""
@@ -170,7 +170,7 @@ Examples:
 @click.option("--out", required=True)
 @click.option("--per-prompt", type=int, default=1, show_default=True)
 @click.option("--annotate", default="", help="A scripted grader (arith) to turn pairs into preferences.")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=SEED, default=0, show_default=True)
 def pairs_command(round_dir, out, per_prompt, annotate, seed) -> None:
     """Export response pairs from a round's committee for the next preference collection."""
     from pathlib import Path

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from afm.options import Number
+from afm.options import SEED, Number
 
 USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, FileNotFoundError)
 
@@ -173,7 +173,7 @@ afm.synth.demo_data, disjoint train/held-out questions) and OUT/eval/<task>/gsm8
 @click.option("--out", required=True, help="Output directory.")
 @click.option("--per-set", type=int, default=200, show_default=True, help="Training conversations per dataset.")
 @click.option("--held-out", type=int, default=40, show_default=True, help="Held-out conversations per dataset.")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=SEED, default=0, show_default=True)
 @click.option("--planted/--no-planted", default=True, show_default=True,
               help="Add the records `afm sft prepare` must reject (malformed, PII, benchmark quote, ...).")
 def demo_data_command(out, per_set, held_out, seed, planted) -> None:

@@ -42,6 +42,19 @@ class Case:
     stdout_must_not: tuple[str, ...] = ()
     stdout_must: tuple[str, ...] = ()
     stdout_check: Callable[[str], bool] | None = None
+    split: bool = True  # False: judged by the harness in the program's process
+    check: Callable[[dict], str] | None = None  # what else is wrong with the result ('' when fine)
+
+
+def _memory_bounded(result: dict) -> str:
+    """With a cgroup per run, four 120 MiB processes cannot all keep their memory under
+    256 MiB; without one, the layers must say the bound is per process."""
+    per_run = any(layer.startswith("cgroup-") for layer in result["isolation"])
+    if per_run and result["status"] == "passed":
+        return "a run with a 256 MiB cgroup kept 480 MiB"
+    if not per_run and not any(layer.startswith("per-process limits only") for layer in result["isolation"]):
+        return f"no cgroup, and the layers do not say the limits are per process: {result['isolation']}"
+    return ""
 
 
 FORGE = """
@@ -87,7 +100,41 @@ def _raise():
     except KeyError as e:
         return e
 spray(found)
-print("open routes:", [r for r in routes if r not in ("audithook", "main-module")], "keys:", len(found))
+print("open routes:", [r for r in routes if r not in ("audithook", "main-module", "getframe", "traceback",
+                                                      "generator")], "keys:", len(found))
+"""
+
+# Directories with long names: kernel memory that a byte size of /tmp does not count.
+INODE_BOMB = """
+import os
+n = 0
+try:
+    while n < 1_000_000:
+        os.mkdir("/tmp/" + str(n).rjust(8, "0") + "x" * 240)
+        n += 1
+except OSError as e:
+    print("made", n, "then", type(e).__name__)
+def made():
+    return n
+"""
+
+# Four processes of 120 MiB each against 256 MiB for the run: fine per process, not per run.
+MEMORY_ACROSS_PROCESSES = """
+import os
+children = []
+for _ in range(4):
+    pid = os.fork()
+    if pid == 0:
+        block = bytearray(120 << 20)
+        block[::4096] = b"x" * len(block[::4096])
+        import time
+        time.sleep(1)
+        os._exit(0)
+    children.append(pid)
+ok = sum(os.waitstatus_to_exitcode(os.waitpid(p, 0)[1]) == 0 for p in children)
+print("children that kept their memory:", ok)
+def kept():
+    return ok
 """
 
 PTRACE_PARENT = """
@@ -117,12 +164,14 @@ CASES: list[Case] = [
     Case("exit-inside-the-test", lambda t: "def f():\n    raise SystemExit(0)", "f()\nassert False"),
     Case("thread-exits-0-while-test-fails",
          lambda t: "import os, threading, time\nthreading.Thread(target=lambda: (time.sleep(0.3), os._exit(0))).start()",
-         "import time\ntime.sleep(1)\nassert False"),
+         "import time\ntime.sleep(1)\nassert False", split=False),
     # -- forged verdicts -----------------------------------------------------------------
     Case("forged-markers-on-every-fd",
          lambda t: FORGE + "print('afm-test-passed-0000'); print('passed')\n"
                    "spray([b'0' * 64, b'passed', b'\\x00' * 64])", "assert False"),
     Case("hunt-for-the-key", lambda t: HUNT_KEY, "assert False",
+         stdout_must=("open routes: [] keys: 0",)),
+    Case("hunt-for-the-key-in-process", lambda t: HUNT_KEY, "assert False", split=False,
          stdout_must=("open routes: [] keys: 0",)),
     Case("ptrace-the-harness", lambda t: PTRACE_PARENT, "assert False",
          policy={"tripwire": False}, stdout_must_not=("attached",)),
@@ -159,6 +208,11 @@ CASES: list[Case] = [
     Case("disk-bomb-one-file",
          lambda t: "chunk = b'x' * (1 << 20)\nwith open('/tmp/big', 'wb') as f:\n    for _ in range(4096):\n        f.write(chunk)",
          policy={"tripwire": False}),
+    Case("tmp-inode-bomb", lambda t: INODE_BOMB, "assert made() <= 4096", expect=("passed",),
+         policy={"tripwire": False, "tmp_bytes": 16 << 20}, stdout_check=lambda out: "then OSError" in out),
+    Case("memory-across-processes", lambda t: MEMORY_ACROSS_PROCESSES, "assert kept() == 4",
+         expect=("failed", "passed"), policy={"tripwire": False, "memory_bytes": 256 << 20, "timeout_s": 20},
+         check=lambda result: _memory_bounded(result)),
     Case("disk-bomb-many-files",
          lambda t: "chunk = b'x' * (8 << 20)\nfor i in range(512):\n    open(f'/tmp/f{i}', 'wb').write(chunk)",
          policy={"tripwire": False}),
@@ -211,10 +265,10 @@ def run_case(case: Case, target: Target) -> dict:
     from afm.sandbox import SandboxPolicy, run_python
 
     policy = SandboxPolicy(**{"tripwire": False, "timeout_s": 10, **case.policy})
-    result = run_python(case.program(target), policy, test=case.test)
+    result = run_python(case.program(target), policy, test=case.test, split=case.split)
     return {"status": result.status, "reason": result.reason, "stdout": result.stdout[-2000:],
             "stderr": result.stderr[-2000:], "seconds": result.seconds, "isolation": list(result.isolation),
-            "stdout_bytes": len(result.stdout)}
+            "stdout_bytes": len(result.stdout), "judged": result.judged}
 
 
 def problems(case: Case, result: dict) -> list[str]:
@@ -227,6 +281,10 @@ def problems(case: Case, result: dict) -> list[str]:
     found += [f"stdout lacks {s!r}: {result['stdout'][-300:]!r}" for s in case.stdout_must if s not in result["stdout"]]
     if case.stdout_check is not None and not case.stdout_check(result["stdout"]):
         found.append(f"stdout fails the case's check: {result['stdout'][-300:]!r}")
+    if case.check is not None and case.check(result):
+        found.append(case.check(result))
+    if case.test is not None and result["judged"] != ("outside" if case.split else "inside"):
+        found.append(f"judged {result['judged']}, expected {'outside' if case.split else 'inside'}")
     return found
 
 

@@ -6,6 +6,7 @@ holds). The hostile-program suite is ``tests/integration/evaluation/test_hostile
 from __future__ import annotations
 
 import math
+import sys
 
 import pytest
 
@@ -86,4 +87,66 @@ def test_the_tripwire_reports_what_it_stopped() -> None:
 @pytest.mark.skipif(not KERNEL, reason="no kernel boundary on this host")
 def test_layers_name_the_kernel_boundary() -> None:
     layers = sandbox.isolation_layers()
-    assert {"pid-namespace", "network-namespace", "private-tmp", "verdict-channel"} <= set(layers)
+    assert {"pid-namespace", "network-namespace", "private-tmp(bytes and inodes capped)", "verdict-channel"} <= set(layers)
+
+
+def _alive_with(token: str) -> list[int]:
+    import os
+
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                    if token.encode() in fh.read():
+                        found.append(int(entry))
+            except OSError:
+                pass
+    return found
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and subreapers are Linux's")
+@pytest.mark.parametrize("cgroups", ["as probed", "off"])
+def test_weak_isolation_leaves_no_detached_process_behind(no_kernel_boundary, monkeypatch, cgroups) -> None:
+    """A setsid grandchild (double fork) is re-parented to the run's reaper and killed
+    before run_python returns (and, where there is one, the run's cgroup is emptied);
+    the layers say who the program could signal."""
+    import secrets
+
+    from afm.sandbox import cgroup
+
+    if cgroups == "off":
+        monkeypatch.setattr(cgroup, "_PROBED", [cgroup.CgroupSupport("none", "switched off by the test")])
+
+    token = f"{secrets.randbelow(10**6)}.{secrets.randbelow(10**6)}"
+    program = ("import os\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
+               f"        os.execv('/bin/sleep', ['sleep', '{token}'])\n    os._exit(0)\n")
+    result = run_python(program, SandboxPolicy(allow_weak_isolation=True, tripwire=False))
+    assert result.passed, result
+    assert _alive_with(token) == []
+    assert "subreaper" in result.isolation
+    assert "throw-away-uid" in result.isolation or \
+        "same-uid(can signal the user's processes)" in result.isolation
+
+
+def test_weak_isolation_as_a_throwaway_uid_cannot_signal_the_evaluator(no_kernel_boundary) -> None:
+    import os
+
+    if "throw-away-uid" not in sandbox.isolation_layers(SandboxPolicy(allow_weak_isolation=True)):
+        pytest.skip("weak isolation keeps our uid here (not root, or the interpreter is private)")
+    program = f"import os\ntry:\n    os.kill({os.getpid()}, 0)\n    print('reached')\nexcept PermissionError:\n" \
+              "    print('refused')\n"
+    result = run_python(program, SandboxPolicy(allow_weak_isolation=True, tripwire=False))
+    assert result.passed and result.stdout.strip() == "refused"
+
+
+def test_the_private_tmp_caps_inodes_as_well_as_bytes() -> None:
+    """Directories cost kernel memory that a byte size does not count: the inode cap
+    bounds them on every host, with or without a cgroup."""
+    if not KERNEL:
+        pytest.skip("no kernel boundary on this host")
+    policy = SandboxPolicy(tmp_bytes=4 << 20, tripwire=False)
+    program = ("import os\nn = 0\ntry:\n    while n < 100000:\n        os.mkdir('/tmp/d%06d' % n + 'x' * 200)\n"
+               "        n += 1\nexcept OSError:\n    pass\nprint(n)\n")
+    result = run_python(program, policy)
+    assert result.passed and 0 < int(result.stdout) <= isolation.tmp_inodes(policy)

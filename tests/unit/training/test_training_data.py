@@ -202,7 +202,9 @@ def test_bad_inputs_fail_clearly(tmp_path, token_shards):
     (tmp_path / "junk.parquet").write_bytes(b"not parquet at all")
     with pytest.raises(DataError, match="not a readable Parquet"):
         make_loader(_cfg([str(tmp_path / "junk.parquet")]), vocab_size=512)
-    with pytest.raises(DataError, match="attention"):
+    from afm.config import ConfigError
+
+    with pytest.raises(ConfigError, match="data.attention must be one of"):  # refused when the config is made
         make_loader(_cfg(token_shards, attention="bidirectional"), vocab_size=512)
 
 

@@ -1,0 +1,119 @@
+"""The first process of a run with weak isolation (stdlib only, run as ``-c``).
+
+Without namespaces nothing the kernel enforces keeps a program's processes together, so
+this process does what it can, and says so (``isolation.py``'s layers name it):
+
+* it joins the run's cgroup(s) first (``cgroup.py``), where the host gives them: then
+  the evaluator kills everything of the run at the end, whatever the program did;
+* it becomes a *child subreaper*: a process the program detaches (``setsid`` and a
+  double fork) is re-parented here instead of to init, and is killed when the harness
+  ends, before this process exits;
+* when started as root it runs the harness as a throw-away uid, so the program cannot
+  signal the evaluator or any other process of the host's users, and its process limit
+  counts only its own processes.
+
+Without a cgroup and without root, a program that kills this process first (same user)
+can leave processes behind, and it can signal every process of the user.
+
+Arguments: one JSON object (``python``, ``harness``, ``uid``, ``workdir``, ``env``,
+``cgroup_fds``, ``pass_fds``).
+"""
+
+import ctypes
+import json
+import os
+import signal
+import sys
+
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def children(me: int) -> list[int]:
+    """Processes whose parent is ``me`` (from /proc; none found without it)."""
+    found = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return found
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2:].split()
+        if len(fields) > 1 and int(fields[1]) == me:
+            found.append(int(entry))
+    return found
+
+
+def reap_all(me: int) -> None:
+    """Kill and reap every descendant (orphans come here: we are their subreaper)."""
+    for _ in range(1000):
+        left = children(me)
+        if not left:
+            break
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        for pid in left:
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0] > 0:
+            pass
+    except ChildProcessError:
+        pass
+
+
+def drop_to(uid: int) -> None:
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
+
+
+def main() -> None:
+    cfg = json.loads(sys.argv[1])
+    try:
+        for fd in cfg.get("cgroup_fds", []):
+            os.write(int(fd), b"0")
+            os.close(int(fd))
+        if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER)")
+    except OSError as exc:
+        os.write(2, f"sandbox: weak isolation setup: {exc}\n".encode())
+        os._exit(125)
+    argv = [cfg["python"], "-I", "-S", "-B", "-c", cfg["harness"]]
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.chdir(cfg["workdir"])
+            if cfg.get("uid") is not None:
+                drop_to(int(cfg["uid"]))
+            os.execve(argv[0], argv, cfg["env"])
+        except OSError as exc:
+            os.write(2, f"sandbox: cannot start the harness: {exc}\n".encode())
+        os._exit(125)
+    os.close(0)  # the orders are the harness's alone
+    for fd in cfg.get("pass_fds", []):
+        os.close(int(fd))
+    me = os.getpid()
+    while True:
+        try:
+            done, status = os.waitpid(-1, 0)
+        except ChildProcessError:
+            os._exit(125)
+        if done == pid:
+            break
+    reap_all(me)
+    os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status))
+
+
+if __name__ == "__main__":
+    main()
