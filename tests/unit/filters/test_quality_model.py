@@ -28,6 +28,7 @@ from afm.schema import make_document
 pytest.importorskip("fasttext")
 
 DATA = Path(DEFAULT_MODEL).parent
+HANDWRITTEN = DATA / "handwritten"
 PROSE = ("Glaciers carve deep valleys as they move slowly downhill, and when the ice melts the "
          "valleys fill with water and become long, narrow lakes that are often very deep.")
 SPAM = "BUY NOW!!! cheap replica watches best price click here free shipping cheap watches deal"
@@ -88,10 +89,10 @@ def test_top_fraction_two_passes():
 
 
 def test_ngram_lm_scorer_prefers_text_like_its_reference():
-    pos = _jsonl(DATA / "train_positives.jsonl")
+    pos = _jsonl(HANDWRITTEN / "train_positives.jsonl")
     lm = NGramLMScorer().fit(pos[:40])
     assert isinstance(lm, DocumentScorer)
-    held_out_prose, spam = lm.score(pos[40:50]), lm.score(_jsonl(DATA / "train_negatives.jsonl")[:10])
+    held_out_prose, spam = lm.score(pos[40:50]), lm.score(_jsonl(HANDWRITTEN / "train_negatives.jsonl")[:10])
     assert sum(held_out_prose) / 10 > sum(spam) / 10
     assert lm.score([""]) == [-math.inf]
 
@@ -117,8 +118,8 @@ def test_reservoir_sample():
 
 
 def test_llm_guided_selection_trains_a_fast_classifier_on_scorer_labels(tmp_path):
-    pos = _jsonl(DATA / "train_positives.jsonl")
-    neg = _jsonl(DATA / "train_negatives.jsonl")
+    pos = _jsonl(HANDWRITTEN / "train_positives.jsonl")
+    neg = _jsonl(HANDWRITTEN / "train_negatives.jsonl")
     scorer = NGramLMScorer().fit(pos[:30])  # the "expensive" scorer, fitted on reference text
     corpus = pos[30:] + neg[:80]  # unlabelled corpus: the scorer decides the labels
     labels = tmp_path / "labels.jsonl"
