@@ -219,9 +219,13 @@ def run_ablation(spec: AblationSpec, log: Callable[[str], None] = print) -> dict
             if not ckpt:
                 raise AblationError(f"arm {arm.name!r}, seed {seed}: training wrote no checkpoint")
             log(f"evaluating arm {arm.name!r}, seed {seed}")
-            evaluated = run_eval(EvalSpec(checkpoint=str(ckpt), tokenizer=tokenizer, tasks=list(spec.tasks),
-                                          num_fewshot=spec.num_fewshot, data_dir=data_dir, limit=spec.limit,
-                                          item_scores=True, show_progress=False))
+            try:
+                evaluated = run_eval(EvalSpec(checkpoint=str(ckpt), tokenizer=tokenizer, tasks=list(spec.tasks),
+                                              num_fewshot=spec.num_fewshot, data_dir=data_dir, limit=spec.limit,
+                                              item_scores=True, show_progress=False))
+            except ValueError as exc:  # e.g. an item longer than the model's window
+                raise AblationError(f"evaluating arm {arm.name!r}, seed {seed}: {exc} (choose tasks whose "
+                                    "items fit the model, or a larger model / vocabulary)") from exc
             from afm.evaluation.results import write_results
 
             write_results(evaluated, run_dir / "eval.json")
