@@ -245,7 +245,7 @@ def run_ablation(spec: AblationSpec, log: Callable[[str], None] = print) -> dict
         "rows": [asdict(r) | {"z": r.z} for r in rows],
         "seconds": round(time.perf_counter() - started, 1),
     }
-    result["table"] = str(write_table(result, root / "ablation.md"))
+    result["table"] = str(write_markdown(result, root / "ablation.md"))
     plot = plot_ablation(result, root / "ablation.png")
     result["plot"] = str(plot) if plot else None
     (root / "ablation.json").write_text(json.dumps(result, indent=2, default=str) + "\n")
@@ -283,7 +283,7 @@ def table_lines(result: dict[str, Any]) -> list[str]:
     return lines
 
 
-def write_table(result: dict[str, Any], path: Path) -> Path:
+def write_markdown(result: dict[str, Any], path: Path) -> Path:
     path.write_text("\n".join(table_lines(result)) + "\n")
     return path
 
@@ -327,4 +327,4 @@ def plot_ablation(result: dict[str, Any], path: Path) -> Path | None:
 
 
 __all__ = ["AblationError", "AblationSpec", "Arm", "PairedRow", "compare_items", "paired_difference",
-           "plot_ablation", "run_ablation", "table_lines", "write_table"]
+           "plot_ablation", "run_ablation", "table_lines", "write_markdown"]

@@ -380,7 +380,7 @@ def train_default_cmd(wcxb: str, scrapinghub: str | None, utomo: str | None, out
     items = labelled_texts(load_wcxb(Path(wcxb)), positive_sets=POSITIVE_SETS,
                            negative_content_sets=NEGATIVE_CONTENT_SETS, progress=progress)
     tests = real_page_sets(scrapinghub=scrapinghub, utomo=utomo, progress=progress)
-    sources = [{"set": "WCXB dev split", "where": f"{wcxb} (Murrough-Foley/web-content-extraction-benchmark)",
+    sources = [{"set": "WCXB dev split", "where": "Murrough-Foley/web-content-extraction-benchmark, dev/",
                 "licence": "CC-BY-4.0", "use": "training, and the choice of settings (20% of sites held out)"}]
     for name in tests:
         sources.append({"set": name, "use": "held-out test only",
