@@ -90,6 +90,17 @@ def test_a_label_the_model_lacks_is_one_error_before_work(dclm: Path, docs: Path
         QualityModelConfig(device="gpu0")
 
 
+def test_classifier_score_reads_a_foreign_model(dclm: Path, docs: Path) -> None:
+    from afm.app.commands.filters.classifier import classifier
+
+    res = CliRunner().invoke(classifier, ["score", "--model", str(dclm), "--label-pos", "hq",
+                                          "--batch-size", "5", str(docs)])
+    assert res.exit_code == 0, res.output
+    scores = [float(line.split("\t")[0]) for line in res.output.splitlines() if "\t" in line]
+    assert len(scores) == len(HQ) + len(CC)
+    assert min(scores[: len(HQ)]) > max(scores[len(HQ):])  # every lesson above every shop page
+
+
 def test_a_foreign_fasttext_model_sees_raw_text(dclm: Path) -> None:
     """No sidecar: the text is prepared as DCLM prepares it (lines joined), and the score
     is fastText's own probability of the positive label."""
