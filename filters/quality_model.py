@@ -60,8 +60,9 @@ class QualityModelConfig:
     stage off (documents pass unscored). ``kind``: ``auto`` (a directory is Hugging Face,
     a file fastText), ``fasttext`` or ``hf``. ``label_pos``: the positive label (fastText:
     without ``__label__``; Hugging Face: a class name or index; None: the model's sidecar,
-    or class 1 of two). ``threshold``: drop when the score is below it (None: 0.5 for a
-    probability; a regression head must name its own, FineWeb-Edu's is 3).
+    or class 1 of two). ``threshold``: drop when the score is below it (None: the one a
+    fastText model's sidecar records, else 0.5; a regression head must name its own,
+    FineWeb-Edu's is 3).
     ``top_fraction``: instead of a threshold, keep this share of the corpus by a global
     percentile of the score. ``preprocess`` (fastText): ``afm`` or ``raw`` (None: the
     sidecar's, ``raw`` for a model trained elsewhere). ``batch_size``, ``max_length``

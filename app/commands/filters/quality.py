@@ -7,6 +7,9 @@ too; this group holds what is specific to quality.)
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
 import click
 
 from afm.options import FRACTION, POSITIVE, POSITIVE_INT, PROBABILITY_OPEN, Number
@@ -374,7 +377,8 @@ def train_default_cmd(wcxb: str, scrapinghub: str | None, utomo: str | None, out
         raise click.BadParameter(f"{wcxb} has no dev/ folder (a WCXB checkout)", param_hint="--wcxb")
     if not (scrapinghub or utomo):
         raise click.UsageError("give a held-out set to test on: --scrapinghub and/or --utomo")
-    def progress(pages):  # noqa: ANN001, ANN202 - a progress bar over a list of pages
+
+    def progress(pages: Iterable[Any]) -> Iterable[Any]:
         return track(list(pages), "reading pages", unit="pages")
 
     items = labelled_texts(load_wcxb(Path(wcxb)), positive_sets=POSITIVE_SETS,
