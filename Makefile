@@ -10,7 +10,7 @@ PYTEST_CPU := XLA_FLAGS=--xla_force_host_platform_device_count=8 JAX_PLATFORMS=c
 TEST_WORKERS ?= 2
 PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadfile
 
-.PHONY: demo test test-all bench lint venv clean
+.PHONY: demo demo-ablation test test-all bench lint venv clean
 
 # setuptools says "Editable installation. Please be careful with folders in your working directory
 # with the same name as your package" for every editable install (information, not a fault:
@@ -32,6 +32,11 @@ venv: $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/afm demo --workdir work/demo
+
+# The second demo: one ablation, the quality model off vs on, on the demo site's crawl
+# (docs/ablation.md; about a minute on a CPU, mechanics rather than evidence).
+demo-ablation: $(STAMP)
+	$(BIN)/afm ablate --demo --workdir work/ablate-demo
 
 test: $(STAMP)
 	$(PYTEST_CPU) $(BIN)/python -m pytest $(PYTEST_PARALLEL) -m "not slow" tests

@@ -42,7 +42,7 @@ SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Pre-train", ("model", "train", "tpu-train", "bench-train", "train-compare")),
     ("Post-train", ("synth", "sft", "rm", "dpo", "ipo", "rl", "itec")),
     ("Compress", ("prune", "distill", "quantize", "adapter")),
-    ("Evaluate", ("eval", "score", "generate")),
+    ("Evaluate", ("eval", "ablate", "score", "generate")),
     ("Tools", ("export", "import", "bench")),
 )
 

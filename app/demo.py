@@ -345,6 +345,21 @@ class DemoRun:
         return summary["last"]
 
 
+def crawl_demo_site(workdir: Path) -> tuple[Path, Path, Path]:
+    """The demo's first steps alone, for a study that starts from the same crawl (``afm
+    ablate --demo``): serve the demo site, crawl it, snapshot the later opt-outs, build the
+    decontamination index. Returns (crawl directory, snapshot store, index)."""
+    from afm.app.demosite import render_site
+    from afm.crawler.testsite import LocalSites, Page
+
+    run = DemoRun(workdir, 0)
+    spec = {host: {path: Page(**page) for path, page in pages.items()} for host, pages in render_site().items()}
+    with LocalSites(spec) as sites:
+        crawl_dir = run.crawl(sites)
+        snapshots = run.later_optouts(sites, spec)
+    return crawl_dir, snapshots, run.decontam_index()
+
+
 @click.command("demo", epilog="""\b
 Examples:
   afm demo                          # everything, into work/demo

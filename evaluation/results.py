@@ -9,7 +9,11 @@ Format ``afm-eval-v1`` (JSON)::
                       "samples": n, "num_fewshot": k, "group": bool, "higher_is_better": {...}}},
      "perplexity": {...} | null, "long_context": {"lengths", "depths", "accuracy"} | null,
      "decontamination": {task: {"items", "covered", "fraction", ...}} | null,
-     "engine": {...}, "timing": {...}, "notes": {task: text}, "versions": {...}}
+     "engine": {...}, "timing": {...}, "notes": {task: text}, "versions": {...},
+     "items": {task: {"doc_ids", "doc_hashes", "metrics": {metric: [value per item]}}}}
+
+``items`` is there only when the run was asked for per-item scores (``EvalSpec.item_scores``,
+``afm eval --items``): what a paired comparison of two models on the same items needs.
 
 Metric names are lm-eval's ``metric,filter`` keys (``acc,none``,
 ``exact_match,strict-match``), so a file can be read next to lm-eval's own output.
@@ -100,6 +104,29 @@ def add_groups(tasks: dict[str, dict[str, Any]], groups: dict[str, tuple[list[st
         tasks[group] = {"primary": metric, "metrics": {metric: {"value": value, "stderr": stderr}},
                         "samples": total, "num_fewshot": tasks[members[0]].get("num_fewshot"),
                         "group": True, "parent": None, "higher_is_better": {}, "members": len(rows)}
+
+
+# lm-eval logs a loglikelihood task's per-item log-probability under the name of the
+# metric it aggregates into (``perplexity`` = exp(-mean ll)): per item it is the
+# log-likelihood of the continuation, so that is what it is called here.
+ITEM_METRIC_NAMES = {"perplexity": "loglikelihood"}
+
+
+def item_scores(samples: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """lm-eval's logged samples -> per task, the items in ``doc_id`` order with every
+    scalar metric's value per item (metrics whose per-item value is not one number, such
+    as rolling log-likelihoods, are left out)."""
+    out: dict[str, dict[str, Any]] = {}
+    for task, rows in samples.items():
+        rows = sorted(rows, key=lambda r: r["doc_id"])
+        metrics: dict[str, list[float]] = {}
+        for name in (rows[0].get("metrics") or []) if rows else []:
+            values = [r.get(name) for r in rows]
+            if all(isinstance(v, (int, float)) for v in values):
+                metrics[ITEM_METRIC_NAMES.get(name, name)] = [float(v) for v in values]
+        out[task] = {"doc_ids": [int(r["doc_id"]) for r in rows],
+                     "doc_hashes": [str(r.get("doc_hash", "")) for r in rows], "metrics": metrics}
+    return out
 
 
 def _num(x: Any) -> float | None:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from afm.evaluation.results import FORMAT, add_groups, from_lm_eval
+from afm.evaluation.results import FORMAT, add_groups, from_lm_eval, item_scores
 
 
 @dataclass
@@ -44,6 +44,8 @@ class EvalSpec:
     model: Any = None
     # post-training tasks: judge, safety detector, reply lengths (afm.evaluation.posttrain.runner)
     posttrain: Any = None
+    # keep every item's metric values (results["items"]): for paired comparisons of models
+    item_scores: bool = False
 
 
 def set_offline(allow_hub: bool) -> None:
@@ -102,7 +104,7 @@ def run_eval(spec: EvalSpec, lm: Any = None) -> dict[str, Any]:
         logging.getLogger("lm_eval").setLevel(logging.WARNING)
         logging.getLogger("lm_eval.api.task").addFilter(_QuietCustomDataset())
         t0 = time.perf_counter()
-        wants_samples = any(c.get("task") == "afm_niah" for c in configs)
+        wants_samples = spec.item_scores or any(c.get("task") == "afm_niah" for c in configs)
         with environment_info(lm):
             out = simple_evaluate(
                 model=lm, tasks=configs, limit=spec.limit, log_samples=wants_samples,
@@ -113,6 +115,8 @@ def run_eval(spec: EvalSpec, lm: Any = None) -> dict[str, Any]:
         timing["tasks_s"] = time.perf_counter() - t0
         results["tasks"] = from_lm_eval(out)
         add_groups(results["tasks"], ctx.groups)
+        if spec.item_scores:
+            results["items"] = item_scores(out.get("samples", {}))
         if wants_samples and "afm_niah" in out.get("samples", {}):
             from afm.evaluation.niah import grid_from_samples
 

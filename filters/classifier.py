@@ -45,6 +45,20 @@ def preprocess(text: str, max_chars: int = MAX_CHARS, *, punctuation: bool = Tru
     return _SPACE.sub(" ", text).strip()
 
 
+# How a model's training text was prepared, so scoring prepares text the same way:
+# ``afm`` is :func:`preprocess` (every model ``train_classifier`` writes); ``raw`` is the
+# text with its lines joined by spaces and nothing else changed, as DCLM's fastText
+# filter and datatrove's ``FastTextClassifierFilter`` feed their models (the preparation
+# of a model trained elsewhere, e.g. DCLM's ``__label__hq`` / ``__label__cc`` classifier).
+PREPROCESS_MODES = ("afm", "raw")
+
+
+def preprocess_raw(text: str, max_chars: int = MAX_CHARS) -> str:
+    """DCLM's preparation: the stripped text's lines joined with single spaces (fastText
+    reads one example per line), case and punctuation left as they are."""
+    return " ".join((text or "")[:max_chars].strip().splitlines())
+
+
 def metadata_path(model_path: str | os.PathLike[str]) -> Path:
     """Where the sidecar metadata of a model lives (``model.ftz`` -> ``model.ftz.json``)."""
     p = Path(model_path)
@@ -204,6 +218,7 @@ def train_classifier(
         "params": {k: v for k, v in params.items() if k not in ("input", "verbose")}
         | {"quantize": quantize, "quantize_cutoff": quantize_cutoff, "held_out": held_out},
         "punctuation": punctuation,
+        "preprocess": "afm",
     }
     meta = {k: v for k, v in report.items() if k != "model"}
     metadata_path(out).write_text(json.dumps(meta, indent=2, sort_keys=True, default=float) + "\n")
@@ -292,11 +307,13 @@ def _train_with_retries(
 
 
 class FastTextClassifier:
-    """A trained binary classifier; ``score(texts)`` is P(positive label) per text.
+    """A trained fastText classifier; ``score(texts)`` is P(positive label) per text.
 
-    The positive label and the preprocessing (punctuation kept or not) come from the
-    sidecar metadata written by :func:`train_classifier` (else ``label_pos``, default
-    ``"pos"``, and punctuation kept).
+    The model may have any labels (two or more): ``label_pos`` names the one whose
+    probability is the score. It, and how text is prepared, come from the sidecar
+    metadata written by :func:`train_classifier` when there is one; a model trained
+    elsewhere has none, so its text is prepared ``raw`` (DCLM's way) and ``label_pos``
+    must be given unless the model has a ``pos`` label.
     """
 
     def __init__(
@@ -306,6 +323,7 @@ class FastTextClassifier:
         label_pos: str | None = None,
         label_neg: str | None = None,
         punctuation: bool | None = None,
+        preprocess: str | None = None,
     ) -> None:
         from afm import fs
 
@@ -331,7 +349,8 @@ class FastTextClassifier:
         labels = [lab.removeprefix("__label__") for lab in self.model.get_labels()]
         if self.label_pos not in labels:
             raise ClassifierError(
-                f"{self.path}: positive label {self.label_pos!r} not among model labels {labels}"
+                f"{self.path}: positive label {self.label_pos!r} not among the model's labels "
+                f"{labels}; name the positive one (label_pos)"
             )
         others = [lab for lab in labels if lab != self.label_pos]
         self.label_neg = label_neg or self.metadata.get("label_neg") or (others[0] if others else "")
@@ -339,10 +358,21 @@ class FastTextClassifier:
         self.punctuation = bool(
             self.metadata.get("punctuation", True) if punctuation is None else punctuation
         )
+        mode = preprocess or self.metadata.get("preprocess") or ("afm" if self.metadata else "raw")
+        if mode not in PREPROCESS_MODES:
+            raise ClassifierError(f"preprocess must be one of {PREPROCESS_MODES}, got {mode!r}")
+        self.preprocess = mode
+        self.labels = labels
+
+    def prepare(self, text: str) -> str:
+        """``text`` as this model's training text was prepared."""
+        if self.preprocess == "raw":
+            return preprocess_raw(text)
+        return preprocess(text, punctuation=self.punctuation)
 
     def score(self, texts: Sequence[str] | Iterable[str], *, preprocessed: bool = False) -> np.ndarray:
         """Probability of the positive label for each text (float32 array, same order)."""
-        lines = [t if preprocessed else preprocess(t, punctuation=self.punctuation) for t in texts]
+        lines = [t if preprocessed else self.prepare(t) for t in texts]
         if not lines:
             return np.zeros(0, dtype=np.float32)
         labels, probs = self.model.predict(lines, k=-1, threshold=0.0)
@@ -356,6 +386,52 @@ class FastTextClassifier:
 
     def score_one(self, text: str) -> float:
         return float(self.score([text])[0])
+
+
+def read_labelled(
+    paths: Iterable[str | os.PathLike[str]],
+    *,
+    text_field: str = "text",
+    label_pos: str = "pos",
+    label_neg: str = "neg",
+    positive_from: float | None = None,
+) -> tuple[list[str], list[str], int]:
+    """(positives, negatives, skipped) from labelled JSONL / Parquet records (what
+    ``afm quality annotate`` writes): the ``label`` field names the class, or, with
+    ``positive_from``, the ``score`` field decides (``score >= positive_from``).
+    Records with no text, no usable label or no score are skipped and counted."""
+    from afm.io import read_records
+
+    pos: list[str] = []
+    neg: list[str] = []
+    skipped = 0
+    for path in paths:
+        p = str(path)
+        if not os.path.isfile(p):
+            raise ClassifierError(f"input not found: {p}")
+        try:
+            for rec in read_records(p):
+                text = rec.get(text_field)
+                if not isinstance(text, str) or not text.strip():
+                    skipped += 1
+                    continue
+                if positive_from is not None:
+                    score = rec.get("score")
+                    if isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score):
+                        skipped += 1
+                        continue
+                    (pos if score >= positive_from else neg).append(text)
+                    continue
+                label = rec.get("label")
+                if label == label_pos:
+                    pos.append(text)
+                elif label == label_neg:
+                    neg.append(text)
+                else:
+                    skipped += 1
+        except ValueError as exc:
+            raise ClassifierError(str(exc)) from exc
+    return pos, neg, skipped
 
 
 def read_texts(paths: Iterable[str | os.PathLike[str]], text_field: str = "text") -> Iterator[str]:

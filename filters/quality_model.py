@@ -1,9 +1,11 @@
-"""Model-based quality: a DCLM-style fastText classifier and LLM-guided selection.
+"""Model-based quality: a classifier's score per document, and LLM-guided selection.
 
-Two parts, both on the shared classifier machinery of :mod:`afm.filters.classifier`:
+Two parts:
 
-* :class:`QualityClassifierFilter` scores every document with a fastText model
-  (``quality_score``) and drops those under a threshold. The threshold is either fixed
+* :class:`QualityClassifierFilter` scores every document with a quality model (a
+  fastText file with any labels, or a Hugging Face classification / regression
+  directory: :mod:`afm.filters.quality_scorers`) as ``quality_score`` and drops those
+  under a threshold. The threshold is either fixed
   (``threshold``) or derived from the corpus: with ``top_fraction`` set, the pipeline
   first scores the whole corpus, computes the cut with
   :func:`score_threshold_for_top_fraction` (a global percentile, not a per-shard one) and
@@ -16,8 +18,8 @@ Two parts, both on the shared classifier machinery of :mod:`afm.filters.classifi
   (:class:`NGramLMScorer`, a word-bigram language model fitted on reference text, i.e.
   perplexity-based selection in miniature; :class:`FastTextScorer`).
 
-The default model ``data/quality/quality_default.ftz`` is trained by the project's own
-command on the data shipped next to it (see ``data/quality/README.md``).
+The default model ``data/quality/quality_default.ftz`` is a fastText classifier trained
+on real, licensed web pages (``data/quality/README.md`` says what it is and is not).
 """
 
 from __future__ import annotations
@@ -51,12 +53,52 @@ def resolve_model_path(model_path: str) -> str:
 
 @dataclass
 class QualityModelConfig:
-    """``model_path=None`` switches the model off (documents pass unscored); ``builtin``
-    is the model shipped with afm; otherwise a local path or a URL every worker reads."""
+    """Which quality model scores documents, and how its score selects them.
+
+    ``model_path``: ``builtin`` (the model shipped with afm), a fastText file, or a
+    Hugging Face model directory (local or a URL every worker reads); None switches the
+    stage off (documents pass unscored). ``kind``: ``auto`` (a directory is Hugging Face,
+    a file fastText), ``fasttext`` or ``hf``. ``label_pos``: the positive label (fastText:
+    without ``__label__``; Hugging Face: a class name or index; None: the model's sidecar,
+    or class 1 of two). ``threshold``: drop when the score is below it (None: the one a
+    fastText model's sidecar records, else 0.5; a regression head must name its own,
+    FineWeb-Edu's is 3).
+    ``top_fraction``: instead of a threshold, keep this share of the corpus by a global
+    percentile of the score. ``preprocess`` (fastText): ``afm`` or ``raw`` (None: the
+    sidecar's, ``raw`` for a model trained elsewhere). ``batch_size``, ``max_length``
+    (tokens), ``device`` (``auto``: the GPU when present) and ``dtype`` are for Hugging
+    Face models; fastText documents are scored in batches of ``batch_size`` too."""
 
     model_path: str | None = BUILTIN
-    threshold: float = 0.5  # drop when quality_score < threshold
-    top_fraction: float | None = None  # keep this share of the corpus (global percentile)
+    kind: str = "auto"
+    label_pos: str | None = None
+    threshold: float | None = None
+    top_fraction: float | None = None
+    preprocess: str | None = None
+    batch_size: int = 64
+    max_length: int = 512
+    device: str = "auto"
+    dtype: str = "auto"
+
+    def __post_init__(self) -> None:
+        from afm.filters.classifier import PREPROCESS_MODES
+        from afm.filters.quality_scorers import KINDS
+
+        from afm.config import ConfigError
+
+        if self.kind not in KINDS:
+            raise ConfigError(f"quality_model.kind must be one of {KINDS}, got {self.kind!r}")
+        if self.top_fraction is not None and not 0 < self.top_fraction <= 1:
+            raise ConfigError(f"quality_model.top_fraction must be in (0, 1], got {self.top_fraction}")
+        if self.threshold is not None and not math.isfinite(self.threshold):
+            raise ConfigError(f"quality_model.threshold must be a finite number, got {self.threshold}")
+        if self.preprocess is not None and self.preprocess not in PREPROCESS_MODES:
+            raise ConfigError(f"quality_model.preprocess must be one of {PREPROCESS_MODES}, got {self.preprocess!r}")
+        for name in ("batch_size", "max_length"):
+            if int(getattr(self, name)) < 1:
+                raise ConfigError(f"quality_model.{name} must be >= 1, got {getattr(self, name)}")
+        if not (self.device in ("auto", "cpu", "cuda", "mps") or self.device.startswith("cuda:")):
+            raise ConfigError(f"quality_model.device must be auto, cpu, cuda, cuda:N or mps, got {self.device!r}")
 
 
 def score_threshold_for_top_fraction(scores: Sequence[float] | np.ndarray, fraction: float) -> float:
@@ -73,57 +115,124 @@ def score_threshold_for_top_fraction(scores: Sequence[float] | np.ndarray, fract
     return float(np.sort(arr)[::-1][k - 1])
 
 
-class QualityClassifierFilter:
-    """fastText quality score per document (``quality_score``); drop below the threshold.
+def sidecar_threshold(path: str, default: float = 0.5) -> float:
+    """The threshold a fastText model's sidecar recommends (``afm classifier train`` writes
+    the one its metrics used; the shipped default's was chosen on held-out sites), else
+    ``default``."""
+    import json
 
-    With ``top_fraction`` set the filter only scores (the corpus-wide cut is applied
-    afterwards by :class:`QualityScoreCut`). The model is loaded lazily and not pickled,
-    so the filter can be shipped to Beam workers.
+    from afm.filters.classifier import metadata_path
+
+    from afm import fs
+
+    meta = str(metadata_path(path)) if not fs.is_remote(path) else f"{path}.json"
+    if not fs.isfile(meta):
+        return default
+    try:
+        value = json.loads(fs.read_bytes(meta).decode("utf-8")).get("threshold", default)
+    except (OSError, ValueError):
+        return default
+    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else default
+
+
+class QualityClassifierFilter:
+    """A quality model's score per document (``quality_score``); drop below the threshold.
+
+    The model is a fastText file or a Hugging Face directory
+    (:mod:`afm.filters.quality_scorers`). Everything checkable without loading it is
+    checked here, at setup (the file or directory exists, a Hugging Face head and
+    ``label_pos`` agree, a regression head has a threshold); the model itself is loaded
+    lazily, once per worker, and never pickled. The curate stage scores documents in
+    batches (:meth:`decide_batch`). With ``top_fraction`` set the filter only scores
+    (the corpus-wide cut is applied afterwards by :class:`QualityScoreCut`).
     """
 
     name = "quality_model"
 
     def __init__(self, cfg: QualityModelConfig | None = None) -> None:
         self.cfg = cfg or QualityModelConfig()
+        self.threshold = 0.5 if self.cfg.threshold is None else float(self.cfg.threshold)
+        self.kind: str | None = None
         if self.cfg.model_path is not None:
+            from afm.filters.quality_scorers import ScorerError, hf_head, model_kind, read_hf_config
+
             from afm import fs
 
             path = resolve_model_path(self.cfg.model_path)
-            if not fs.isfile(path):
+            if not fs.exists(path):
                 raise FileNotFoundError(f"quality model not found: {self.cfg.model_path}")
-        if self.cfg.top_fraction is not None and not 0 < self.cfg.top_fraction <= 1:
-            raise ValueError(f"top_fraction must be in (0, 1], got {self.cfg.top_fraction}")
-        self._clf: Any = None
+            self.kind = model_kind(path, self.cfg.kind)
+            if self.kind == "hf":
+                mode, _ = hf_head(read_hf_config(path), self.cfg.label_pos)
+                if mode == "regression" and self.cfg.threshold is None and self.cfg.top_fraction is None:
+                    raise ScorerError(
+                        f"{self.cfg.model_path} is a regression head (its own score scale): set "
+                        "quality_model.threshold (FineWeb-Edu's classifier keeps >= 3) or top_fraction")
+            elif not fs.isfile(path):
+                raise FileNotFoundError(f"quality model {self.cfg.model_path} is not a file (kind fasttext)")
+            elif self.cfg.threshold is None:
+                self.threshold = sidecar_threshold(path)
+        self._scorer: Any = None
+
+    # A fastText model at most this large is opened on the launcher to check its labels
+    # (DCLM's is ~4 GB: that one is checked by the first worker that opens it).
+    PREFLIGHT_MAX_BYTES = 1 << 30
+
+    def preflight(self) -> None:
+        """What can only be checked by opening the model, where that is cheap: a local
+        fastText model has the positive label and the preparation named in config."""
+        if self.kind != "fasttext" or self.cfg.model_path is None:
+            return
+        path = resolve_model_path(self.cfg.model_path)
+        if os.path.isfile(path) and os.path.getsize(path) <= self.PREFLIGHT_MAX_BYTES:
+            _ = self.scorer
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"cfg": self.cfg, "_clf": None}
+        return {**self.__dict__, "_scorer": None}
+
+    @property
+    def scorer(self) -> Any:
+        """The opened model (:class:`~afm.filters.quality_scorers.QualityScorer`)."""
+        if self._scorer is None:
+            from afm.filters.quality_scorers import open_scorer
+
+            cfg = self.cfg
+            self._scorer = open_scorer(
+                resolve_model_path(cfg.model_path), kind=self.kind or "auto",  # type: ignore[arg-type]
+                label_pos=cfg.label_pos, preprocess=cfg.preprocess, batch_size=cfg.batch_size,
+                max_length=cfg.max_length, device=cfg.device, dtype=cfg.dtype)
+        return self._scorer
 
     @property
     def classifier(self) -> Any:
-        if self._clf is None:
-            from afm.filters.classifier import FastTextClassifier
-
-            self._clf = FastTextClassifier(resolve_model_path(self.cfg.model_path))  # type: ignore[arg-type]
-        return self._clf
+        """The fastText classifier behind a fastText scorer (benchmarks time it directly)."""
+        return self.scorer.clf
 
     def score_texts(self, texts: Sequence[str]) -> np.ndarray:
         """Batch scoring (faster than one call per document)."""
-        return self.classifier.score(list(texts))
+        return np.asarray(self.scorer.score(list(texts)), dtype=np.float32)
 
     def decide(self, doc: Document, score: float) -> Decision:
         out = dict(doc)
         out["quality_score"] = score
         sig = {"quality_score": score}
-        if self.cfg.top_fraction is None and score < self.cfg.threshold:
+        if not math.isfinite(score):
+            return Decision(keep=False, reason="quality_model_no_score", signals={}, document=out,  # type: ignore[arg-type]
+                            details={"score": str(score)})
+        if self.cfg.top_fraction is None and score < self.threshold:
             return Decision(keep=False, reason="quality_model_score", signals=sig,
-                            document=out, details={"threshold": self.cfg.threshold})  # type: ignore[arg-type]
+                            document=out, details={"threshold": self.threshold})  # type: ignore[arg-type]
         return Decision(keep=True, signals=sig, document=out)  # type: ignore[arg-type]
 
-    def __call__(self, doc: Document) -> Decision:
+    def decide_batch(self, docs: Sequence[Document]) -> list[Decision]:
+        """One decision per document, the model called once for the whole batch."""
         if self.cfg.model_path is None:
-            return Decision(keep=True)
-        score = float(self.score_texts([doc.get("text") or ""])[0])
-        return self.decide(doc, score)
+            return [Decision(keep=True) for _ in docs]
+        scores = self.score_texts([d.get("text") or "" for d in docs])
+        return [self.decide(d, float(s)) for d, s in zip(docs, scores)]
+
+    def __call__(self, doc: Document) -> Decision:
+        return self.decide_batch([doc])[0]
 
 
 class QualityScoreCut:

@@ -28,7 +28,7 @@ from typing import Any
 
 from afm.pipelines.curate.config import CurateConfig, load_curate_config
 from afm.pipelines.curate.graph import build_pipeline
-from afm.pipelines.curate.stages import ResolvedStage
+from afm.pipelines.curate.stages import ResolvedStage, check_setup
 
 from afm.config import to_dict
 
@@ -77,6 +77,7 @@ def plan_curate(inputs: list[str], output: Path | str, *, config: Any = None,
     cfg = load_curate_config(config, source=source)
     cfg.check_runnable()
     stages = cfg.resolve()
+    check_setup(stages)
     if not inputs:
         raise ValueError("no inputs given")
     files, skipped = resolve_inputs([str(i) for i in inputs], cfg.source)

@@ -53,6 +53,9 @@ class StageSpec:
     factory: str  # the filter / transform class
     config_class: str  # its typed config dataclass
     description: str
+    # A document filter whose ``decide_batch(docs)`` decides many documents in one call
+    # (a model scoring a batch); the stage feeds it batches of its config's ``batch_size``.
+    batched: bool = False
 
 
 STAGES: dict[str, StageSpec] = {
@@ -79,7 +82,8 @@ STAGES: dict[str, StageSpec] = {
                   "QualityConfig", "Gopher / C4 / FineWeb heuristic rules"),
         StageSpec("quality_model", "document", "afm.filters.quality_model",
                   "QualityClassifierFilter", "QualityModelConfig",
-                  "fastText quality classifier (threshold or global top fraction)"),
+                  "quality model: fastText or Hugging Face classifier, batched (threshold or "
+                  "global top fraction)", batched=True),
         StageSpec("decontaminate", "global", "afm.pipelines.decontaminate", "Decontaminate",
                   "DecontamConfig", "benchmark n-gram collisions (common-usage threshold)"),
     )
@@ -174,6 +178,25 @@ class FilterSetupError(UserError):
     """A configured per-document filter could not be built (bad config, missing model file...)."""
 
 
+def check_setup(stages: list[ResolvedStage]) -> None:
+    """Build, on the launcher, every active document stage whose filter has a
+    ``preflight()`` and run it, so a model that does not fit its config (a missing file,
+    a positive label the model lacks) is one error line before any work, not a crash in
+    a worker."""
+    for stage in stages:
+        if not stage.active or stage.kind != "document":
+            continue
+        spec = STAGES[stage.name]
+        if not hasattr(load_attr(spec.module, spec.factory), "preflight"):
+            continue
+        try:
+            build_stage_object(stage).preflight()
+        except UserError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - one line naming the stage
+            raise FilterSetupError(f"{stage.name}: {exc}") from exc
+
+
 def filter_names(source: str = "web") -> tuple[str, ...]:
     """The per-document filters of ``source``, in the order they run."""
     if source not in SOURCE_STAGES:
@@ -264,5 +287,5 @@ def stage_paths(stages: list[ResolvedStage]) -> list[WorkerPath]:
 
 
 __all__ = ["CURATE_SOURCES", "SOURCE_PARAM_DEFAULTS", "SOURCE_STAGES", "STAGES", "FilterSetupError",
-           "ResolvedStage", "StageKind", "StageSpec", "build_stage_object", "document_filters", "filter_names",
+           "ResolvedStage", "StageKind", "StageSpec", "build_stage_object", "check_setup", "document_filters", "filter_names",
            "load_attr", "resolve_stage", "stage_params", "stage_paths"]

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import apache_beam as beam
-from afm.filters.base import apply_filter
+from afm.filters.base import apply_filter, apply_filter_batch
 from afm.pipelines.beam.ids import ORIGIN
 from afm.pipelines.curate.stages import ResolvedStage, build_stage_object
 from apache_beam.metrics import Metrics
@@ -154,6 +154,30 @@ class RecordFn(FilterFn):
                              fetched_at=page.get("fetched_at"))
 
 
+class BatchFilterFn(_StageFn):
+    """A per-document filter that decides a batch at once (a model scoring many texts
+    in one call): a list of documents in, each kept or rejected as :class:`FilterFn`
+    would."""
+
+    def process(self, docs: list[dict[str, Any]]) -> Iterator[Any]:
+        for kept, rejected in apply_filter_batch(self.impl, docs):
+            if rejected is not None:
+                yield self._reject(rejected)
+            else:
+                self.kept_counter.inc()
+                yield kept
+
+
+def stage_batch_size(stage: ResolvedStage) -> int | None:
+    """The batch a batched stage decides at once (its config's ``batch_size``), or None
+    for a stage that decides one document at a time."""
+    from afm.pipelines.curate.stages import STAGES
+
+    if not STAGES[stage.name].batched:
+        return None
+    return max(1, int(getattr(stage.config, "batch_size", 64)))
+
+
 def apply_record_stage(records: beam.PCollection, stage: ResolvedStage, source: str,
                        label: str, measure: ResolvedStage | None = None
                        ) -> tuple[beam.PCollection, beam.PCollection]:
@@ -166,6 +190,15 @@ def apply_record_stage(records: beam.PCollection, stage: ResolvedStage, source: 
 
 def apply_document_stage(docs: beam.PCollection, stage: ResolvedStage, source: str
                          ) -> tuple[beam.PCollection, beam.PCollection]:
+    batch = stage_batch_size(stage) if stage.kind == "document" else None
+    if batch is not None:
+        # Beam sizes the batches (up to the stage's batch_size) from how long each takes.
+        out = (docs
+               | f"{stage.name} batches" >> beam.BatchElements(min_batch_size=min(8, batch),
+                                                                max_batch_size=batch)
+               | stage.name >> beam.ParDo(BatchFilterFn(stage, source)).with_outputs(REJECTED,
+                                                                                     main="kept"))
+        return out.kept, out[REJECTED]
     fn_cls = ExtractFn if stage.kind == "page" else FilterFn
     out = docs | stage.name >> beam.ParDo(fn_cls(stage, source)).with_outputs(REJECTED,
                                                                                main="kept")

@@ -163,6 +163,8 @@ def _user_errors() -> tuple[type[BaseException], ...]:
 @click.option("--batch-size", type=int, default=16, show_default=True, help="Prompts decoded together.")
 @click.option("--mesh", default=None, help="Device mesh DATAxFSDPxTENSORxSEQUENCE, e.g. 2x1x4x1 (default: data over all devices).")
 @click.option("--seed", type=SEED, default=1234, show_default=True)
+@click.option("--items", "item_scores", is_flag=True,
+              help="Keep every item's scores in the results (paired comparisons: afm ablate).")
 @click.option("--judge", default=None, metavar="SPEC",
               help="Judge for alpaca_eval, arena_hard, afm_writing (and safety): openai:URL (with --judge-model), "
                    "checkpoint:PATH, or rm:PATH (a reward model; pairwise only).")
@@ -236,7 +238,7 @@ def _run(opts: dict[str, Any]) -> None:
         mesh=opts["mesh"], perplexity_data=list(opts["perplexity_data"]),
         perplexity_max_docs=opts["perplexity_max_docs"],
         decontam_index=str(opts["decontam_index"]) if opts["decontam_index"] else None,
-        niah=niah, seed=opts["seed"], posttrain=posttrain,
+        niah=niah, seed=opts["seed"], posttrain=posttrain, item_scores=opts["item_scores"],
     )
     out = opts["output"] or Path("eval") / f"{ckpt.parent.name if ckpt.name == 'model' else ckpt.name}.json"
     _check_output(out)

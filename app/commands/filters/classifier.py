@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from afm.options import POSITIVE, SEED, Number
+from afm.options import POSITIVE, POSITIVE_INT, SEED, Number
 
 TRAIN_EPILOG = """\b
 Examples:
@@ -12,9 +12,14 @@ Examples:
   afm classifier train --positives good.txt --negatives web.parquet --out quality.bin \\
       --epoch 20 --lr 0.5 --dim 64
   afm classifier train --positives a.jsonl --negatives b.jsonl --out m.ftz --text-field body
+  afm classifier train --labels edu_labels.jsonl --out edu.ftz          # a judge's labels
+  afm classifier train --labels edu_labels.jsonl --positive-from 4 --out edu4.ftz
 
 \b
 Inputs: .jsonl/.jsonl.gz and .parquet (field --text-field), .txt (one document per line).
+--labels reads labelled records instead (what `afm quality annotate` writes): the field
+`label` says pos / neg (--label-pos / --label-neg), or with --positive-from N the field
+`score` decides (score >= N positive); records with neither are skipped and counted.
 Repeat --positives/--negatives for several files, or give a folder or a quoted glob.
 An output ending in .ftz is quantized (small enough to ship); .bin is kept full size.
 Held-out precision/recall/F1 are printed and saved next to the model as MODEL.json.
@@ -24,6 +29,8 @@ SCORE_EPILOG = """\b
 Examples:
   afm classifier score --model safety.ftz docs.jsonl
   afm classifier score --model quality.bin --text-field text web.parquet > scores.tsv
+  afm classifier score --model dclm.bin --label-pos hq docs.jsonl
+  afm classifier score --model fineweb-edu-classifier/ docs.jsonl    # Hugging Face (hf extra)
 """
 
 
@@ -33,8 +40,11 @@ def classifier() -> None:
 
 
 @classifier.command("train", epilog=TRAIN_EPILOG)
-@click.option("--positives", "positives", multiple=True, required=True, help="File(s) of positive examples.")
-@click.option("--negatives", "negatives", multiple=True, required=True, help="File(s) of negative examples.")
+@click.option("--positives", "positives", multiple=True, help="File(s) of positive examples.")
+@click.option("--negatives", "negatives", multiple=True, help="File(s) of negative examples.")
+@click.option("--labels", "labels", multiple=True, help="Labelled file(s) instead (afm quality annotate).")
+@click.option("--positive-from", type=Number(), default=None,
+              help="With --labels: score >= this is positive (default: the label field).")
 @click.option("--out", "out", required=True, type=click.Path(dir_okay=False), help="Model path (.ftz or .bin).")
 @click.option("--text-field", default="text", show_default=True, help="Field holding the text in JSONL/Parquet.")
 @click.option("--label-pos", default="pos", show_default=True)
@@ -50,6 +60,8 @@ def classifier() -> None:
 def train_cmd(
     positives: tuple[str, ...],
     negatives: tuple[str, ...],
+    labels: tuple[str, ...],
+    positive_from: float | None,
     out: str,
     text_field: str,
     label_pos: str,
@@ -72,14 +84,30 @@ def train_cmd(
     from afm.console import console, print_summary
     from afm.io import expand_inputs
 
+    if labels and (positives or negatives):
+        raise click.UsageError("give --labels, or --positives and --negatives, not both")
+    if not labels and not (positives and negatives):
+        raise click.UsageError("give --positives and --negatives, or --labels")
+    if positive_from is not None and not labels:
+        raise click.UsageError("--positive-from goes with --labels")
+    limit = max_per_class or None
     try:
-        limit = max_per_class or None
-        pos_files, neg_files = expand_inputs(positives), expand_inputs(negatives)
+        if labels:
+            from afm.filters.classifier import read_labelled
+
+            pos, neg, skipped = read_labelled(expand_inputs(labels), text_field=text_field,
+                                              label_pos=label_pos, label_neg=label_neg,
+                                              positive_from=positive_from)
+            pos, neg = pos[:limit], neg[:limit]
+            if skipped:
+                console.print(f"skipped {skipped:,} records without a usable label")
+        else:
+            pos_files, neg_files = expand_inputs(positives), expand_inputs(negatives)
+            pos = list(itertools.islice(read_texts(pos_files, text_field), limit))
+            neg = list(itertools.islice(read_texts(neg_files, text_field), limit))
     except FileNotFoundError as exc:
         raise click.ClickException(str(exc)) from exc
     try:
-        pos = list(itertools.islice(read_texts(pos_files, text_field), limit))
-        neg = list(itertools.islice(read_texts(neg_files, text_field), limit))
         console.print(f"read {len(pos):,} positive and {len(neg):,} negative texts")
         report = train_classifier(
             pos,
@@ -101,26 +129,33 @@ def train_cmd(
 
 
 @classifier.command("score", epilog=SCORE_EPILOG)
-@click.option("--model", "model_path", required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option("--model", "model_path", required=True, type=click.Path(exists=True),
+              help="fastText file, or Hugging Face classification / regression directory.")
+@click.option("--label-pos", default=None, help="Positive label of a model trained elsewhere (e.g. hq).")
+@click.option("--batch-size", default=64, show_default=True, type=POSITIVE_INT)
 @click.option("--text-field", default="text", show_default=True)
 @click.argument("inputs", nargs=-1, required=True)
-def score_cmd(model_path: str, text_field: str, inputs: tuple[str, ...]) -> None:
+def score_cmd(model_path: str, label_pos: str | None, batch_size: int, text_field: str,
+              inputs: tuple[str, ...]) -> None:
     """Print `score<TAB>first 80 chars` for every document of INPUTS."""
-    from afm.filters.classifier import ClassifierError, FastTextClassifier, read_texts
+    from afm.filters.classifier import ClassifierError, read_texts
+    from afm.filters.quality_scorers import ScorerError, open_scorer
 
     from afm.console import print_summary, track
 
     try:
-        clf = FastTextClassifier(model_path)
+        scorer = open_scorer(model_path, label_pos=label_pos, batch_size=batch_size)
         texts = list(read_texts(inputs, text_field))
-    except ClassifierError as exc:
+    except (ClassifierError, ScorerError) as exc:
         raise click.ClickException(str(exc)) from exc
     total = 0.0
-    for text in track(texts, "scoring", unit="docs"):
-        score = clf.score_one(text)
-        total += score
-        snippet = " ".join(text.split())[:80]
-        click.echo(f"{score:.4f}\t{snippet}")
+    starts = range(0, len(texts), batch_size)
+    for start in track(starts, f"scoring ({batch_size}/batch)", unit="batches"):
+        batch = texts[start: start + batch_size]
+        for text, score in zip(batch, scorer.score(batch)):
+            total += float(score)
+            snippet = " ".join(text.split())[:80]
+            click.echo(f"{float(score):.4f}\t{snippet}")
     print_summary("classifier score", {"documents": len(texts), "mean score": total / max(len(texts), 1)})
 
 

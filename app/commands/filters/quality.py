@@ -1,14 +1,18 @@
-"""``afm quality``: run the quality stage on files, and LLM-guided labelling.
+"""``afm quality``: the quality stage on files, labels from a judge or a scorer, and the
+quality models compared on labelled real pages.
 
-(``afm classifier train`` trains any fastText classifier; this group holds what is
-specific to quality: heuristics + model over a corpus, and scorer-guided labelling.)
+(``afm classifier train`` trains any fastText classifier, from labels this group writes
+too; this group holds what is specific to quality.)
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
 import click
 
-from afm.options import FRACTION, POSITIVE, PROBABILITY_OPEN, SEED
+from afm.options import FRACTION, POSITIVE, POSITIVE_INT, PROBABILITY_OPEN, SEED, Number
 
 FILTER_EPILOG = """\b
 Examples:
@@ -16,13 +20,23 @@ Examples:
   afm quality filter crawl/*.jsonl --output out/ --top-fraction 0.3
   afm quality filter docs.parquet --output out/ --no-model --set fineweb=false
   afm quality filter docs.parquet --output out/ --model my_quality.ftz --threshold 0.7
+  afm quality filter docs.parquet --output out/ --model dclm_fasttext.bin --label-pos hq
+  afm quality filter docs.parquet --output out/ --model fineweb-edu-classifier/ \
+      --threshold 3 --batch-size 64
 
 \b
 Runs on the curate engine: writes OUTPUT/documents-NNNNN.parquet, OUTPUT/rejects-NNNNN.parquet
-(every dropped document with the stage and rule that dropped it, and every unreadable
-record), OUTPUT/manifest.json, OUTPUT/report.html and OUTPUT/_SUCCESS. --top-fraction keeps that share of the documents that passed the
-heuristics, by a corpus-wide percentile of the model score (two passes).
---set KEY=VALUE overrides a QualityConfig field (e.g. min_doc_words=100).
+(every dropped document with the stage and rule that dropped it, its quality_score
+and the signals, and every unreadable record), OUTPUT/manifest.json, OUTPUT/report.html
+and OUTPUT/_SUCCESS.
+
+\b
+--model: a fastText file (any labels: --label-pos names the positive one) or a
+Hugging Face sequence-classification / regression directory (needs the hf extra; scored
+in batches, on the GPU when there is one). A regression head has its own scale: give
+--threshold (FineWeb-Edu's classifier keeps >= 3). --top-fraction keeps that share of
+the documents that passed the heuristics, by a corpus-wide percentile of the model score
+(two passes). --set KEY=VALUE overrides a QualityConfig field (e.g. min_doc_words=100).
 """
 
 LABEL_EPILOG = """\b
@@ -42,18 +56,23 @@ printed are the fast classifier's agreement with the scorer's labels.
 
 @click.group("quality")
 def quality() -> None:
-    """Quality filtering: Gopher/C4/FineWeb heuristics + fastText model, LLM-guided labels."""
+    """Quality filtering: heuristics + a classifier (fastText or Hugging Face), judge labels."""
 
 
 @quality.command("filter", epilog=FILTER_EPILOG)
 @click.argument("inputs", nargs=-1, required=True)
 @click.option("--output", required=True, type=click.Path(file_okay=False), help="Output directory.")
-@click.option("--model", "model_path", default=None, help="fastText quality model (default: the shipped one).")
+@click.option("--model", "model_path", default=None,
+              help="fastText file or Hugging Face model directory (default: the shipped one).")
 @click.option("--no-model", is_flag=True, help="Heuristics only.")
 @click.option("--no-heuristics", is_flag=True, help="Model only.")
-@click.option("--threshold", type=FRACTION, default=None, help="Drop when the model score is below this.")
+@click.option("--threshold", type=Number(), default=None,
+              help="Drop when the model score is below this (default 0.5 for a probability).")
 @click.option("--top-fraction", type=PROBABILITY_OPEN, default=None,
               help="Keep this share by a global percentile.")
+@click.option("--label-pos", default=None, help="The model's positive label (e.g. hq for DCLM's fastText).")
+@click.option("--batch-size", type=POSITIVE_INT, default=None, help="Documents per model call (default 64).")
+@click.option("--device", default=None, help="Hugging Face models: auto (GPU when present), cpu, cuda, cuda:N.")
 @click.option("--set", "overrides", multiple=True, help="QualityConfig override KEY=VALUE.")
 @click.option("--overwrite", is_flag=True,
               help="Replace what OUTPUT holds (kept until the new run has succeeded).")
@@ -68,6 +87,9 @@ def filter_cmd(
     no_heuristics: bool,
     threshold: float | None,
     top_fraction: float | None,
+    label_pos: str | None,
+    batch_size: int | None,
+    device: str | None,
     overrides: tuple[str, ...],
     overwrite: bool,
     allow_empty: bool,
@@ -85,8 +107,10 @@ def filter_cmd(
 
     if no_model and no_heuristics:
         raise click.UsageError("--no-model and --no-heuristics together leave nothing to run")
-    if no_model and (model_path or threshold is not None or top_fraction is not None):
-        raise click.UsageError("--model / --threshold / --top-fraction need the model (drop --no-model)")
+    model_options = (model_path, threshold, top_fraction, label_pos, batch_size, device)
+    if no_model and any(v is not None for v in model_options):
+        raise click.UsageError("--model / --threshold / --top-fraction / --label-pos / --batch-size / "
+                               "--device need the model (drop --no-model)")
     try:
         heuristics = parse_overrides(overrides)
     except ConfigError as exc:
@@ -94,8 +118,10 @@ def filter_cmd(
     model: dict[str, object] = {"top_fraction": top_fraction}
     if model_path:
         model["model_path"] = model_path
-    if threshold is not None:
-        model["threshold"] = threshold
+    for key, value in (("threshold", threshold), ("label_pos", label_pos), ("batch_size", batch_size),
+                       ("device", device)):
+        if value is not None:
+            model[key] = value
     stages = ([] if no_heuristics else ["quality"]) + ([] if no_model else ["quality_model"])
     config = {"stages": stages, "quality": {"params": heuristics},
               "quality_model": {"params": model}}
@@ -170,6 +196,235 @@ def label_cmd(
         "held-out accuracy vs scorer labels": report["accuracy"],
         "model": report["model"],
     })
+
+
+ANNOTATE_EPILOG = """\b
+Examples:
+  afm quality annotate web.parquet --judge openai:http://localhost:8000/v1 \\
+      --model Llama-3.1-70B-Instruct --sample 20000 --out edu_labels.jsonl
+  afm quality annotate corpus/ --judge checkpoint:runs/sft/best --rubric my_rubric.yaml \\
+      --sample 500 --out labels.jsonl
+  afm classifier train --labels edu_labels.jsonl --out edu.ftz   # then learn the labels
+
+\b
+FineWeb-Edu's recipe: a strong model scores a random sample against a written rubric
+(the shipped one is educational_value, 0-5, positive from 3: synth/data/rubrics/), a small
+fast classifier learns the scores, the classifier filters the whole corpus. OUT gets one
+JSON line per sampled document: id, text, score, label (pos / neg by the rubric's
+positive_from), the judge's raw answer, why it ended, and a refusal if there was one.
+Answers are cached (OUT.cache.sqlite): an interrupted run resumes where it stopped.
+"""
+
+COMPARE_EPILOG = """\b
+Examples:
+  afm quality compare builtin handwritten --scrapinghub ../shared/eval --utomo ir-data/Extraction
+  afm quality compare builtin dclm.bin --label-pos hq --scrapinghub ../shared/eval
+  afm quality compare fineweb-edu-classifier/ builtin --scrapinghub ../shared/eval --json auc.json
+
+\b
+Each model scores the content (the human-made gold text) and the boilerplate (the page's
+other visible lines) of every page of the gold sets given; the table is the AUC of
+content over boilerplate (no threshold: it compares models whose scores live on
+different scales) and the accuracy at --threshold. MODEL: a fastText file, a Hugging Face
+directory, builtin (the shipped default) or handwritten (the model it replaced). Only a
+set a model was neither trained nor tuned on is a test of it (filters/data/quality/README.md).
+"""
+
+TRAIN_DEFAULT_EPILOG = """\b
+Example (how filters/data/quality/quality_default.ftz was made):
+  afm quality train-default --wcxb WCXB --scrapinghub ../shared/eval \\
+      --utomo IR-RESEARCH-DATA/Extraction --out filters/data/quality/quality_default.ftz
+
+\b
+WCXB (its dev split) is the training data; the settings are chosen on 20% of its sites
+held out; the held-out sets (--scrapinghub, --utomo) only test the result, next to the
+baseline (the hand-written model it replaced), and their AUCs go into OUT.json.
+"""
+
+
+def _read_documents(inputs: tuple[str, ...], text_field: str) -> list[dict]:
+    from afm.io import expand_inputs, read_records
+    from afm.readers import file_format
+
+    records: list[dict] = []
+    for path in expand_inputs(inputs):
+        if file_format(path) not in ("parquet", "jsonl"):
+            raise click.ClickException(f"{path}: expected .parquet, .jsonl or .jsonl.gz documents")
+        records.extend(r for r in read_records(path) if isinstance(r.get(text_field), str))
+    return records
+
+
+@quality.command("annotate", epilog=ANNOTATE_EPILOG)
+@click.argument("inputs", nargs=-1, required=True)
+@click.option("--judge", required=True,
+              help="openai:URL (with --model), checkpoint:PATH, or module:factory.")
+@click.option("--model", default=None, help="The model name an OpenAI-compatible server knows.")
+@click.option("--tokenizer", default=None, help="checkpoint judges: tokenizer folder (default PATH/tokenizer).")
+@click.option("--rubric", default="educational_value", show_default=True,
+              help="A shipped rubric by name, or a rubric YAML file.")
+@click.option("--out", required=True, type=click.Path(dir_okay=False), help="Labels file to write (JSONL).")
+@click.option("--sample", "sample_size", default=1000, show_default=True, type=POSITIVE_INT,
+              help="Documents to judge (a uniform random sample).")
+@click.option("--positive-from", type=Number(integer=True), default=None,
+              help="Score from which a label is pos (default: the rubric's).")
+@click.option("--text-field", default="text", show_default=True)
+@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--max-concurrency", default=8, show_default=True, type=POSITIVE_INT,
+              help="openai judges: requests in flight.")
+@click.option("--requests-per-minute", default=None, type=POSITIVE, help="openai judges: rate limit.")
+def annotate_cmd(inputs: tuple[str, ...], judge: str, model: str | None, tokenizer: str | None,
+                 rubric: str, out: str, sample_size: int, positive_from: int | None, text_field: str,
+                 seed: int, max_concurrency: int, requests_per_minute: float | None) -> None:
+    """Score a sample of documents with a judge model against a rubric; write the labels."""
+    from afm.synth.annotate import annotate, load_rubric, sample_documents, write_labels
+    from afm.synth.generators import make_generator
+
+    from afm.console import make_progress, print_summary
+
+    rub = load_rubric(rubric)
+    if positive_from is not None and not rub.min_score < positive_from <= rub.max_score:
+        raise click.BadParameter(f"must be above {rub.min_score} and at most {rub.max_score} (the rubric's scale)",
+                                 param_hint="--positive-from")
+    try:
+        docs = sample_documents(_read_documents(inputs, text_field), sample_size, seed=seed,
+                                text_field=text_field)
+    except (FileNotFoundError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    if not docs:
+        raise click.ClickException(f"no documents with a non-empty {text_field!r} in {', '.join(inputs)}")
+    try:
+        gen = make_generator(judge, model=model, tokenizer=tokenizer, cache=f"{out}.cache.sqlite",
+                             max_concurrency=max_concurrency, requests_per_minute=requests_per_minute)
+    except (ValueError, TypeError, OSError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    with make_progress() as bar:
+        task = bar.add_task(f"judging ({rub.name})", total=len(docs), rate="")
+        annotations = annotate(docs, gen, rub, positive_from=positive_from, seed=seed,
+                               progress=lambda n: bar.advance(task, n))
+    summary = write_labels(out, annotations, judge=gen.name, rubric=rub, positive_from=positive_from)
+    print_summary("afm quality annotate", {
+        "judge": gen.name, "rubric": rub.source, "documents judged": summary["documents"],
+        **{f"score {k}": v for k, v in summary["scores"].items()},
+        f"pos (score >= {summary['positive_from']})": summary["labels"].get("pos", 0),
+        "neg": summary["labels"].get("neg", 0),
+        "answers without a score": summary["unparsed"], "refused": summary["refused"],
+        "labels": summary["labels_file"],
+        "next": f"afm classifier train --labels {out} --out MODEL.ftz",
+    })
+
+
+@quality.command("compare", epilog=COMPARE_EPILOG)
+@click.argument("models", nargs=-1, required=True)
+@click.option("--scrapinghub", default=None, type=click.Path(file_okay=False),
+              help="The eval folder holding extraction/ (ScrapingHub's 181 article pages).")
+@click.option("--utomo", default=None, type=click.Path(file_okay=False),
+              help="Utomo & Leu's Extraction folder (big5 and chaos sets).")
+@click.option("--wcxb", default=None, type=click.Path(file_okay=False),
+              help="WCXB (its dev split; the shipped default was trained on it).")
+@click.option("--label-pos", default=None, help="Positive label of models trained elsewhere (e.g. hq).")
+@click.option("--threshold", type=Number(), default=None,
+              help="For the accuracy column (default: each fastText model's own, else 0.5).")
+@click.option("--json", "json_out", default=None, type=click.Path(dir_okay=False), help="Also write the rows.")
+def compare_cmd(models: tuple[str, ...], scrapinghub: str | None, utomo: str | None, wcxb: str | None,
+                label_pos: str | None, threshold: float | None, json_out: str | None) -> None:
+    """AUC of quality models on labelled real pages (content vs boilerplate), side by side."""
+    import json
+    from dataclasses import asdict
+
+    from afm.filters.quality_eval import compare_models, real_page_sets
+    from afm.filters.quality_model import sidecar_threshold
+    from afm.filters.quality_scorers import ScorerError, open_scorer
+
+    from afm.console import track
+
+    if not (scrapinghub or utomo or wcxb):
+        raise click.UsageError("give at least one set: --scrapinghub, --utomo or --wcxb")
+    scorers, thresholds = {}, {}
+    for name in models:
+        try:
+            scorers[name] = open_scorer(_model_path(name), label_pos=label_pos)
+        except (ScorerError, FileNotFoundError) as exc:
+            raise click.ClickException(f"{name}: {exc}") from exc
+        own = sidecar_threshold(_model_path(name)) if scorers[name].kind == "fasttext" else 0.5
+        thresholds[name] = own if threshold is None else threshold
+    sets = real_page_sets(scrapinghub=scrapinghub, utomo=utomo, wcxb=wcxb,
+                          progress=lambda pages: track(list(pages), "reading pages", unit="pages"))
+    rows = [row for set_name, items in sets.items()
+            for row in compare_models({n: s.score for n, s in scorers.items()}, items, set_name=set_name,
+                                      threshold=thresholds)]
+    _print_auc_table(rows, "quality models on labelled real pages (content vs boilerplate)")
+    if json_out:
+        with open(json_out, "w", encoding="utf-8") as fh:
+            json.dump([asdict(r) for r in rows], fh, indent=2)
+
+
+@quality.command("train-default", epilog=TRAIN_DEFAULT_EPILOG)
+@click.option("--wcxb", required=True, type=click.Path(file_okay=False), help="WCXB checkout (dev/ is read).")
+@click.option("--scrapinghub", default=None, type=click.Path(file_okay=False), help="Held-out set: eval folder.")
+@click.option("--utomo", default=None, type=click.Path(file_okay=False), help="Held-out set: Extraction folder.")
+@click.option("--out", required=True, type=click.Path(dir_okay=False), help="The model to write (.ftz).")
+@click.option("--baseline", "baselines", multiple=True, default=("handwritten",), show_default=True,
+              help="Models tested beside the new one (paths, or handwritten).")
+@click.option("--seed", default=0, show_default=True, type=int)
+def train_default_cmd(wcxb: str, scrapinghub: str | None, utomo: str | None, out: str,
+                      baselines: tuple[str, ...], seed: int) -> None:
+    """Train the default quality model on real pages and test it beside the old one."""
+    from pathlib import Path
+
+    from afm.filters.extraction.gold import load_wcxb
+    from afm.filters.quality_default import NEGATIVE_CONTENT_SETS, POSITIVE_SETS, train_default
+    from afm.filters.quality_eval import labelled_texts, real_page_sets
+
+    from afm.console import console, print_summary, track
+
+    if not (Path(wcxb) / "dev").is_dir():
+        raise click.BadParameter(f"{wcxb} has no dev/ folder (a WCXB checkout)", param_hint="--wcxb")
+    if not (scrapinghub or utomo):
+        raise click.UsageError("give a held-out set to test on: --scrapinghub and/or --utomo")
+
+    def progress(pages: Iterable[Any]) -> Iterable[Any]:
+        return track(list(pages), "reading pages", unit="pages")
+
+    items = labelled_texts(load_wcxb(Path(wcxb)), positive_sets=POSITIVE_SETS,
+                           negative_content_sets=NEGATIVE_CONTENT_SETS, progress=progress)
+    tests = real_page_sets(scrapinghub=scrapinghub, utomo=utomo, progress=progress)
+    sources = [{"set": "WCXB dev split", "where": "Murrough-Foley/web-content-extraction-benchmark, dev/",
+                "licence": "CC-BY-4.0", "use": "training, and the choice of settings (20% of sites held out)"}]
+    for name in tests:
+        sources.append({"set": name, "use": "held-out test only",
+                        "licence": "MIT" if name == "scrapinghub" else "research use (no redistribution)"})
+    report = train_default(items, out, tests=tests, baselines={b: _model_path(b) for b in baselines},
+                           seed=seed, sources=sources, log=console.print)
+    _print_auc_table(report.test, "held-out real pages: new default vs baseline")
+    print_summary("afm quality train-default", {
+        "training texts (hq / cc)": f"{report.counts['hq']} / {report.counts['cc']}",
+        "sites": report.counts["sites"], "chosen settings": report.chosen,
+        "best held-out-site AUC": max(r["val_auc"] for r in report.validation),
+        "model": out, "metadata": f"{out}.json"})
+
+
+def _model_path(name: str) -> str:
+    """``builtin`` / ``handwritten`` -> the shipped files; anything else is a path."""
+    from afm.filters.quality_model import DATA_DIR, resolve_model_path
+
+    if name == "handwritten":
+        return str(DATA_DIR / "handwritten" / "quality_handwritten.ftz")
+    return resolve_model_path(name)
+
+
+def _print_auc_table(rows: list, title: str) -> None:
+    """One row per set and model: AUC, accuracy, and the first model's AUC minus this one's
+    with its paired bootstrap standard error."""
+    from afm.console import print_table
+
+    table = []
+    for r in rows:
+        delta = "" if r.delta_vs_first is None else f"{r.delta_vs_first:+.3f} ± {r.delta_se:.3f}"
+        table.append([r.set, f"{r.n_pos}/{r.n_neg}", r.model, f"{r.auc:.3f}",
+                      f"{r.accuracy:.3f} @{r.threshold:.2f}", delta])
+    first = rows[0].model if rows else "first"
+    print_table(title, ["set", "content/boilerplate", "model", "AUC", "accuracy @threshold",
+                        f"AUC {first} - this (SE)"], table)
 
 
 COMMANDS = [quality]

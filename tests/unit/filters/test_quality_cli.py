@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from afm.io import read_records
 
 pytest.importorskip("fasttext")
-DATA = Path(DEFAULT_MODEL).parent
+DATA = Path(DEFAULT_MODEL).parent / "handwritten"
 
 
 def _texts(name: str) -> list[str]:
