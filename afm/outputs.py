@@ -25,15 +25,16 @@ import datetime as dt
 import json
 import os
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from afm import fs
 
 SUCCESS = "_SUCCESS"
 MANIFEST = "manifest.json"
 STAGING_PREFIX = ".staging-"
+T = TypeVar("T")
 
 
 class OutputError(RuntimeError):
@@ -126,6 +127,24 @@ class OutputDir:
     def abort(self) -> None:
         """Remove what the failed run staged (the previous output, if any, is untouched)."""
         fs.delete([self.staging])
+
+
+def write_directory(path: str | os.PathLike[str], write: Callable[[str], T], *,
+                    overwrite: bool = False, manifest: dict[str, Any] | None = None) -> T:
+    """The same rule for every command that writes a folder of files in one go (a
+    tokenizer, a Hugging Face export, generated data): ``path`` is claimed before any
+    work (non-empty: refused unless ``overwrite``), ``write(staging)`` fills a staging
+    directory, and only a ``write`` that returned is promoted (``manifest.json``,
+    ``_SUCCESS``); a failed one leaves the previous contents as they were. Returns what
+    ``write`` returned."""
+    out = OutputDir.prepare(path, overwrite=overwrite)
+    try:
+        result = write(out.staging)
+    except BaseException:
+        out.abort()
+        raise
+    out.promote(dict(manifest or {}))
+    return result
 
 
 def describe_existing(path: str, names: list[str]) -> str:

@@ -89,8 +89,31 @@ def resolve_inputs(patterns: list[str], source: str) -> tuple[list[str], list[st
     resolved = resolve_files(patterns, allow_rejects=True,
                              directories_as_inputs=(source == "code"))
     if not resolved.files:
-        raise FileNotFoundError(f"no supported input files in {list(patterns)}")
+        raise FileNotFoundError(no_inputs_message(patterns, resolved.skipped))
     return resolved.files, [f"{path} ({why})" for path, why in resolved.skipped]
+
+
+def no_inputs_message(patterns: list[str], skipped: list[tuple[str, str]]) -> str:
+    """Why nothing can be read, what was found instead, and what would be read."""
+    from collections import Counter
+
+    from afm.readers import SUPPORTED_SUFFIXES
+
+    kinds = Counter(_suffix(path) for path, _ in skipped)
+    found = (f"; found {sum(kinds.values())} other file(s): "
+             + ", ".join(f"{k} ({n})" for k, n in kinds.most_common(6))) if kinds else ""
+    hint = (" (HTML pages: crawl them with `afm crawl` or pack them as WARC; text: JSONL "
+            'lines {"id", "text"})') if any(k in (".html", ".htm", ".html.gz") for k in kinds) else ""
+    return (f"no supported input files in {list(patterns)}{found}. afm reads "
+            f"{', '.join(SUPPORTED_SUFFIXES)} files, directories and globs of them{hint}")
+
+
+def _suffix(path: str) -> str:
+    name = path.rsplit("/", 1)[-1].lower()
+    parts = name.split(".")
+    if len(parts) < 2:
+        return "(no suffix)"
+    return "." + ".".join(parts[-2:]) if parts[-1] == "gz" and len(parts) > 2 else "." + parts[-1]
 
 
 def content_id(key: str) -> str:

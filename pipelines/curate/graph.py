@@ -88,6 +88,12 @@ class CurateGraph:
             self.counts.add(part, "read.in")
             self.counts.add(part, label)
         self.counts.add(read["skipped"], "read.not_documents")
+        # Whether any document carries a URL: the warnings about URL-based checks (robots.txt
+        # snapshots) apply only then.
+        import apache_beam as beam
+
+        self.counts.add(read["docs"] | "documents with a url" >> beam.Filter(
+            lambda d: bool(d.get("url"))), "read.docs_with_url")
         self.rejected_parts.append(read["rejected"])
         self.read = read
         self.pages, self.pages_labels = read["pages"], ["read.pages"]

@@ -234,7 +234,8 @@ def _checked_accounting(plan: CuratePlan, stats: dict[str, Any]) -> tuple[Any, d
     files = sorted(stats["files"], key=lambda f: f["path"])
     accounting = check_accounting(counts, stage_status, stats["chain"], files,
                                   rejects_written=plan.config.output.write_rejects, reasons=stats["reasons"])
-    print_accounting(accounting)
+    print_accounting(accounting, [s.stage for s in accounting.stages
+                                  if not _applies(s.stage, s.docs_in, counts)])
     if not accounting.ok:
         raise AccountingError("accounting rule violated (nothing was promoted):\n  - "
                               + "\n  - ".join(accounting.problems))
@@ -289,7 +290,8 @@ def _manifest(plan: CuratePlan, options: Any, accounting: Any, counts: dict[str,
             f"e.g. {places[0]}; each is one reject in the count, but more records may have "
             "been lost there")
     optout = next((s for s in plan.stages if s.name == "optout" and s.active), None)
-    if optout is not None and not optout.config.snapshots and (
+    with_url = counts.get("read.pages", 0) + counts.get("read.docs_with_url", 0)
+    if optout is not None and not optout.config.snapshots and with_url and (
             optout.config.robots or optout.config.tdmrep):
         warnings.append(
             "optout: no robots.txt / tdmrep.json snapshots (no --robots-snapshots, and no "
@@ -314,7 +316,8 @@ def _manifest(plan: CuratePlan, options: Any, accounting: Any, counts: dict[str,
         "output": plan.output,
         "funnel": [
             {"stage": s.stage, "status": s.status, "in": s.docs_in, "kept": s.kept,
-             "dropped": s.rejected, "reasons": s.reasons}
+             "dropped": s.rejected, "reasons": s.reasons,
+             "applies": _applies(s.stage, s.docs_in, counts)}
             for s in accounting.stages
         ],
         "totals": {"in": accounting.total_in, "kept": accounting.kept,
@@ -333,9 +336,42 @@ def _manifest(plan: CuratePlan, options: Any, accounting: Any, counts: dict[str,
             "manifest": join(plan.output, MANIFEST),
             "report": join(plan.output, REPORT),
         },
+        "rejected_most": _rejected_most(accounting),
         "elapsed_s": round(elapsed, 3),
         "docs_per_s": round(accounting.total_in / elapsed, 3) if elapsed > 0 else None,
     }
+
+
+def _rejected_most(accounting: Any) -> list[dict[str, Any]]:
+    """The stages that rejected most, each with the setting that relaxes it."""
+    from dataclasses import asdict
+
+    from afm.pipelines.curate.advice import rejection_advice
+
+    funnel = [{"stage": s.stage, "in": s.docs_in, "dropped": s.rejected, "reasons": s.reasons}
+              for s in accounting.stages]
+    return [{**asdict(a), "line": a.line()} for a in rejection_advice(funnel)]
+
+
+def _print_rejected_most(manifest: dict[str, Any]) -> None:
+    from afm.console import console
+
+    most = manifest.get("rejected_most") or []
+    if not most:
+        return
+    totals = manifest["totals"]
+    share = totals["kept"] / totals["in"] if totals["in"] else 1.0
+    color = "yellow" if share < 0.5 else "default"
+    console.print(f"[bold {color}]kept {totals['kept']:,} of {totals['in']:,} "
+                  f"({100 * share:.0f}%); rejected most:")
+    for item in most:
+        console.print(f"  - {item['line']}", highlight=False)
+
+
+def _applies(stage: str, docs_in: int, counts: dict[str, int]) -> bool:
+    """Whether a stage had anything of its kind to work on: extraction only applies when
+    crawl pages were read (document input has its text already)."""
+    return not (stage == "extract" and docs_in == 0 and not counts.get("read.pages", 0))
 
 
 def run_curate(
@@ -403,6 +439,7 @@ def run_curate(
             "seconds": manifest["elapsed_s"],
             "report": manifest["outputs"]["report"],
         })
+        _print_rejected_most(manifest)
     return manifest
 
 
