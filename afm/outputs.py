@@ -53,6 +53,11 @@ def new_run_id() -> str:
     return f"{stamp}-{uuid.uuid4().hex[:8]}"
 
 
+# Kept across runs, ignored when deciding whether a directory is empty: the runs' logs
+# (``afm.pipelines.beam.logs``), so a failed run's log stays to be read.
+KEPT_ACROSS_RUNS = ("_logs",)
+
+
 def _visible(names: Iterable[str]) -> list[str]:
     return [n for n in names if n and not n.startswith(STAGING_PREFIX)]
 
@@ -82,7 +87,7 @@ class OutputDir:
             path = os.path.abspath(path)
             if os.path.exists(path) and not os.path.isdir(path):
                 raise OutputError(f"{path} is a file, not a directory")
-        names = fs.list_dir(path)
+        names = [n for n in fs.list_dir(path) if n not in KEPT_ACROSS_RUNS]
         if names and not overwrite:
             raise OutputError(describe_existing(path, names))
         out = cls(path, run_id or new_run_id(), overwrite)
@@ -104,6 +109,8 @@ class OutputDir:
         # Hidden names in the staging directory are the run's scratch (temp files, stats).
         staged = [n for n in fs.list_dir(self.staging) if not n.startswith(".")]
         for name in fs.list_dir(self.path):
+            if name in KEPT_ACROSS_RUNS and name not in staged:
+                continue
             if name != STAGING_PREFIX + self.run_id and (self.overwrite or name in staged
                                                           or name == MANIFEST):
                 fs.delete([fs.join(self.path, name)])

@@ -151,9 +151,34 @@ def classify_record(rec: Any, source: str, where: Where | None = None,
 
 
 def read_file_items(path: str, source: str, allow_pages: bool = True, file_no: int = 0,
-                    text_fields: tuple[str, ...] = ()) -> Iterator[tuple[str, Any]]:
+                    text_fields: tuple[str, ...] = (), progress: Any = None
+                    ) -> Iterator[tuple[str, Any]]:
     """Every record of one input file as ``(kind, payload)`` (see the module docstring).
-    Never raises for bad input: every failure is a ``read`` reject."""
+    Never raises for bad input: every failure is a ``read`` reject. ``progress``: a
+    :class:`~afm.pipelines.beam.progress.ProgressFile` told each record met (``read``) and
+    the byte offset reached."""
+    for kind, payload, where in _read_file_items(path, source, allow_pages, file_no, text_fields):
+        if progress is not None:
+            if where is not None and where.offset:
+                progress.bytes_current = max(progress.bytes_current, int(where.offset))
+            if kind != SKIP:
+                progress.add("read")
+        yield kind, payload
+    if progress is not None:  # the whole file is read
+        progress.bytes_current = 0
+        progress.bytes_done += _size_or_zero(path)
+        progress.publish()
+
+
+def _size_or_zero(path: str) -> int:
+    try:
+        return fs.size(path) if not os.path.isdir(path) else 0
+    except OSError:
+        return 0
+
+
+def _read_file_items(path: str, source: str, allow_pages: bool, file_no: int,
+                     text_fields: tuple[str, ...]) -> Iterator[tuple[str, Any, Where | None]]:
     kind = input_kind(path)
     if kind == "dir":
         items: Iterable[Any] = _code_dir_items(path)
@@ -164,7 +189,7 @@ def read_file_items(path: str, source: str, allow_pages: bool = True, file_no: i
     for item in items:
         if isinstance(item, Skipped):
             Metrics.counter(READ_NAMESPACE, f"skipped.{item.what}").inc()
-            yield SKIP, {"file": path, "what": item.what}
+            yield SKIP, {"file": path, "what": item.what}, item.where
             continue
         if isinstance(item, Failure):
             if item.lost is None:
@@ -172,7 +197,7 @@ def read_file_items(path: str, source: str, allow_pages: bool = True, file_no: i
             yield BAD, read_reject(item.where, source, item.reason, {
                 "error": item.error[:500],
                 "records_lost": item.lost if item.lost is not None else "unknown",
-                **item.extra}, url=item.url)
+                **item.extra}, url=item.url), item.where
             continue
         for note in item.notes:
             Metrics.counter(READ_NAMESPACE, f"note.{note}").inc()
@@ -183,11 +208,11 @@ def read_file_items(path: str, source: str, allow_pages: bool = True, file_no: i
         if out_kind == PAGE and not allow_pages:
             yield BAD, read_reject(item.where, source, "page_needs_extract",
                                    {"detail": f"source {source} has no extract stage"},
-                                   url=payload.get("url"))
+                                   url=payload.get("url")), item.where
             continue
         if out_kind != BAD:
             payload[ORIGIN] = (file_no, item.where.sort_key(), item.where.describe())
-        yield out_kind, payload
+        yield out_kind, payload, item.where
 
 
 def _is_code_parquet(path: str) -> bool:
@@ -248,6 +273,25 @@ def should_reshuffle(setting: str, files: int, below_files: int) -> bool:
     return setting == "always" or (setting == "auto" and files < below_files)
 
 
+class _ReadFileFn(beam.DoFn):
+    """``(file number, path)`` -> every record of the file (:func:`read_file_items`)."""
+
+    def __init__(self, source: str, allow_pages: bool, text_fields: tuple[str, ...],
+                 progress_dir: str | None):
+        self.source, self.allow_pages, self.text_fields = source, allow_pages, text_fields
+        self.progress_dir = progress_dir
+
+    def setup(self) -> None:
+        from afm.pipelines.beam.progress import ProgressFile
+
+        self.progress = ProgressFile(self.progress_dir, "read") if self.progress_dir else None
+
+    def process(self, numbered: tuple[int, str]) -> Iterator[tuple[str, Any]]:
+        file_no, path = numbered
+        yield from read_file_items(path, self.source, self.allow_pages, file_no, self.text_fields,
+                                   self.progress)
+
+
 class ReadInputs(beam.PTransform):
     """File paths -> every record met, split into ``pages`` / ``docs`` / ``rejected``
     (together: the documents in) and ``skipped`` (records that are not documents by
@@ -263,22 +307,23 @@ class ReadInputs(beam.PTransform):
     :func:`should_reshuffle`."""
 
     def __init__(self, files: list[str], source: str, allow_pages: bool = True,
-                 text_fields: tuple[str, ...] = (), reshuffle: bool = False):
+                 text_fields: tuple[str, ...] = (), reshuffle: bool = False,
+                 progress_dir: str | None = None):
         super().__init__()
         self.files = list(files)
         self.source = source
         self.allow_pages = allow_pages
         self.text_fields = tuple(text_fields)
         self.reshuffle = reshuffle
+        self.progress_dir = progress_dir  # local runners: publish what was read (progress.py)
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> dict[str, beam.PCollection]:
-        source, allow, fields = self.source, self.allow_pages, self.text_fields
         items = (
             pbegin
             | "files" >> beam.Create(list(enumerate(self.files)))
             | "spread files" >> beam.Reshuffle()
-            | "read records" >> beam.FlatMap(
-                lambda nf: read_file_items(nf[1], source, allow, nf[0], fields))
+            | "read records" >> beam.ParDo(_ReadFileFn(self.source, self.allow_pages, self.text_fields,
+                                                       self.progress_dir))
         )
         split = items | "split by kind" >> beam.Partition(
             lambda item, _n: {PAGE: 0, DOC: 1, BAD: 2, SKIP: 3}[item[0]], 4

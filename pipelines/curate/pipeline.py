@@ -21,6 +21,8 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
+import shutil
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,6 +52,9 @@ class CuratePlan:
     text_fields: tuple[str, ...] = ()  # build `text` from these record fields (SFT files)
     command: str = "curate"
     local_workers: int = 0  # local runner processes unless the Beam options say (0 = cores)
+    progress_dir: str | None = None  # set for a watched local run (afm.pipelines.beam.progress)
+    show_progress: bool = True  # the live line (local runners); off for quiet runs
+    worker_logs: str = ""  # Beam's logs: "file" (beside the output) or "terminal"; "" = the process's
 
     def worker_paths(self) -> list[Any]:
         """Every path the pipeline's DoFns open (checked before submission)."""
@@ -176,7 +181,9 @@ def execute_curate(plan: CuratePlan, output_dir: Any = None, options: Any = None
     (default: checked here)."""
     import apache_beam as beam
     from afm.pipelines.beam.io import join, read_json
-    from afm.pipelines.beam.runners import make_runner, run_to_completion
+    from afm.pipelines.beam.logs import beam_logs, log_file, worker_logs
+    from afm.pipelines.beam.progress import ProgressDisplay
+    from afm.pipelines.beam.runners import LOCAL_RUNNERS, make_runner, run_to_completion
     from afm.pipelines.curate.report import write_report
 
     from afm.console import console
@@ -186,14 +193,22 @@ def execute_curate(plan: CuratePlan, output_dir: Any = None, options: Any = None
         options, check = preflight(plan, submitting=True)
         refuse_unless_ok(plan.runner, check)
     out = output_dir or OutputDir.prepare(plan.output)
-    # Beam's INFO lines (worker start-up, channels) would bury the run's own output.
+    # Beam's INFO lines (worker start-up, channels) would bury the run's own output: they
+    # go to a file beside the output (afm.pipelines.beam.logs) unless asked for.
     logging.getLogger("apache_beam").setLevel(logging.WARNING)
+    log_path = log_file(plan.output, out.run_id) if (plan.worker_logs or worker_logs()) == "file" else None
+    local = plan.runner in LOCAL_RUNNERS
+    plan.progress_dir = tempfile.mkdtemp(prefix="afm-progress-") if local else None
     started = time.time()
     handles: dict[str, Any] = {"global_stages": []}
     try:
-        pipeline = beam.Pipeline(runner=make_runner(plan.runner), options=options)
-        handles = build_pipeline(plan, pipeline, out.staging)
-        result = run_to_completion(pipeline)
+        with beam_logs(log_path), ProgressDisplay(
+                plan.progress_dir or tempfile.gettempdir(), plan.command,
+                total_bytes=_local_bytes(plan.inputs),
+                enabled=local and plan.show_progress) as progress:
+            pipeline = beam.Pipeline(runner=make_runner(plan.runner, worker_log=log_path), options=options)
+            handles = build_pipeline(plan, pipeline, out.staging)
+            result = run_to_completion(pipeline, runner=plan.runner, options=options)
         elapsed = time.time() - started
         stats = read_json(handles["stats_path"])
         accounting, counts, files = _checked_accounting(plan, stats)
@@ -201,12 +216,20 @@ def execute_curate(plan: CuratePlan, output_dir: Any = None, options: Any = None
             f["path"] = join(plan.output, f["path"].rsplit("/", 1)[-1])
         manifest = _manifest(plan, options, accounting, counts, stats, files, elapsed,
                              out.run_id, _metrics(result))
+        manifest["logs"] = log_path or "terminal"
+        if local and plan.show_progress and progress.last.counts:
+            console.print(f"{plan.command}: {progress.line()}", highlight=False)
         write_report(manifest, stats["samples"], join(out.staging, REPORT))
         out.promote(manifest)
     except BaseException:
         out.abort()
         _each_global_stage(handles["global_stages"], "abort")
+        if log_path:
+            console.print(f"[yellow]Beam's logs of this run: {log_path}", highlight=False)
         raise
+    finally:
+        if plan.progress_dir:
+            shutil.rmtree(plan.progress_dir, ignore_errors=True)
     _each_global_stage(handles["global_stages"], "commit")
     if manifest["decontamination"] == "off":
         console.print("[bold yellow]decontamination: off (the config turned the stage off); "
@@ -214,6 +237,18 @@ def execute_curate(plan: CuratePlan, output_dir: Any = None, options: Any = None
     for warning in manifest["warnings"]:
         console.print(f"[bold yellow]warning: {warning}")
     return manifest
+
+
+def _local_bytes(inputs: list[str]) -> int | None:
+    """The input's size where every file is local (the progress estimate), else None."""
+    from afm import fs
+
+    if any(fs.is_remote(p) for p in inputs):
+        return None
+    try:
+        return sum(os.path.getsize(p) for p in inputs if os.path.isfile(p)) or None
+    except OSError:
+        return None
 
 
 def _checked_accounting(plan: CuratePlan, stats: dict[str, Any]) -> tuple[Any, dict[str, int], list[dict]]:
@@ -365,7 +400,7 @@ def _print_rejected_most(manifest: dict[str, Any]) -> None:
     console.print(f"[bold {color}]kept {totals['kept']:,} of {totals['in']:,} "
                   f"({100 * share:.0f}%); rejected most:")
     for item in most:
-        console.print(f"  - {item['line']}", highlight=False)
+        console.print(f"  - {item['line']}", highlight=False, markup=False)
 
 
 def _applies(stage: str, docs_in: int, counts: dict[str, int]) -> bool:
@@ -412,6 +447,7 @@ def run_curate(
     plan = plan_curate(inputs, output, config=config, runner=runner, source=source,
                        pipeline_args=pipeline_args, text_fields=text_fields, command=command,
                        local_workers=local_workers)
+    plan.show_progress = not quiet
     build_options(plan.runner, plan.pipeline_args, local_workers=plan.local_workers)
     if not dry_run:
         options, check = preflight(plan, submitting=True)
@@ -439,6 +475,8 @@ def run_curate(
             "seconds": manifest["elapsed_s"],
             "report": manifest["outputs"]["report"],
         })
+        if manifest["logs"] != "terminal":
+            console.print(f"Beam's logs: {manifest['logs']}", highlight=False, markup=False)
         _print_rejected_most(manifest)
     return manifest
 
