@@ -82,7 +82,9 @@ def plot_png(results: dict[str, Any]) -> bytes:
     ax.invert_yaxis()
     ax.set_xlabel("score (primary metric)")
     model = results.get("model", {})
-    ax.set_title(f"{model.get('config', '')}  {Path(str(model.get('checkpoint', ''))).name}")
+    name = Path(str(model.get("checkpoint", ""))).name
+    name = name if len(name) <= 40 else "..." + name[-37:]  # the page's heading has it whole
+    ax.set_title(f"{model.get('config', '')}  {name}")
     if grid:
         hx = axes[1][0]
         im = hx.imshow(grid["accuracy"], vmin=0, vmax=1, cmap="viridis", aspect="auto")
@@ -148,7 +150,8 @@ def render_html(results: dict[str, Any], png: bytes) -> str:
         "<!doctype html><meta charset='utf-8'><title>afm eval</title>",
         # Fits a 1280-px window: the figure scales down, tables wrap long values instead of
         # widening the page.
-        "<style>body{font-family:sans-serif;margin:2em;max-width:1100px}img{max-width:100%;height:auto}"
+        "<style>body{font-family:sans-serif;margin:2em;max-width:1100px;overflow-wrap:anywhere}"
+        "img{max-width:100%;height:auto}"
         "table{border-collapse:collapse;margin:1em 0;max-width:100%}"
         "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right;overflow-wrap:anywhere}"
         "td:first-child{text-align:left}</style>",

@@ -109,7 +109,7 @@ def render_report(manifest: dict[str, Any], samples: dict[str, list[dict[str, An
     return f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>afm curate report</title>
 <style>
-body {{ font-family: system-ui, sans-serif; margin: 2em; max-width: 1100px; }}
+body {{ font-family: system-ui, sans-serif; margin: 2em; max-width: 1100px; overflow-wrap: anywhere; }}
 img {{ max-width: 100%; height: auto; }}
 code {{ overflow-wrap: anywhere; }}
 table {{ border-collapse: collapse; margin: 1em 0; }}

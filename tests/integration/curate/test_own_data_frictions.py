@@ -71,3 +71,10 @@ def test_a_folder_of_html_says_what_would_be_read(tmp_path: Path) -> None:
     assert result.exit_code != 0 and "Traceback" not in result.output
     flat = " ".join(result.output.split())
     assert ".html (3)" in flat and ".warc.gz" in flat and ".jsonl" in flat and "afm crawl" in flat
+
+
+def test_the_curate_report_fits_a_laptop_window(tmp_path: Path) -> None:
+    from tests.browser import page_width
+
+    _run(tmp_path, _docs(tmp_path / "docs.jsonl", with_url=True), "out")
+    assert page_width(tmp_path / "out" / "report.html", 1280) <= 1280
