@@ -282,14 +282,21 @@ class _ReadFileFn(beam.DoFn):
         self.progress_dir = progress_dir
 
     def setup(self) -> None:
+        from afm.pipelines.beam.cputime import StageClock
         from afm.pipelines.beam.progress import ProgressFile
 
         self.progress = ProgressFile(self.progress_dir, "read") if self.progress_dir else None
+        self.clock = StageClock("read")
 
     def process(self, numbered: tuple[int, str]) -> Iterator[tuple[str, Any]]:
+        from afm.pipelines.beam.cputime import timed_iter
+
         file_no, path = numbered
-        yield from read_file_items(path, self.source, self.allow_pages, file_no, self.text_fields,
-                                   self.progress)
+        yield from timed_iter(read_file_items(path, self.source, self.allow_pages, file_no,
+                                              self.text_fields, self.progress), self.clock)
+
+    def finish_bundle(self) -> None:
+        self.clock.flush()
 
 
 class ReadInputs(beam.PTransform):
@@ -393,6 +400,11 @@ class WriteShardFn(beam.DoFn):
         self.compression = None if compression == "none" else compression
         self.fail_marker_dir = fail_marker_dir
 
+    def setup(self) -> None:
+        from afm.pipelines.beam.cputime import StageClock
+
+        self.clock = StageClock("write")
+
     def process(self, element: tuple[int, Iterable[tuple[str, bytes]]]
                 ) -> Iterator[dict[str, Any]]:
         index, packed = element
@@ -409,7 +421,9 @@ class WriteShardFn(beam.DoFn):
         if self.fail_marker_dir:
             marker_dir, key = self.fail_marker_dir, f"{self.prefix}-{index}"
             fault = lambda: fail_once("write", key, marker_dir)  # noqa: E731
-        size = write_shard(final, tables, self.schema, compression=self.compression, before_publish=fault)
+        size = self.clock.call(lambda: write_shard(final, tables, self.schema, compression=self.compression,
+                                                   before_publish=fault))
+        self.clock.flush()
         yield {"kind": self.prefix, "path": final, "rows": len(rows), "bytes": size}
 
 

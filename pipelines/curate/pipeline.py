@@ -184,6 +184,7 @@ def execute_curate(plan: CuratePlan, output_dir: Any = None, options: Any = None
     from afm.pipelines.beam.logs import beam_logs, log_file, worker_logs
     from afm.pipelines.beam.progress import ProgressDisplay
     from afm.pipelines.beam.runners import LOCAL_RUNNERS, make_runner, run_to_completion
+    from afm.pipelines.curate.costs import Usage, run_costs
     from afm.pipelines.curate.report import write_report
 
     from afm.console import console
@@ -199,7 +200,7 @@ def execute_curate(plan: CuratePlan, output_dir: Any = None, options: Any = None
     log_path = log_file(plan.output, out.run_id) if (plan.worker_logs or worker_logs()) == "file" else None
     local = plan.runner in LOCAL_RUNNERS
     plan.progress_dir = tempfile.mkdtemp(prefix="afm-progress-") if local else None
-    started = time.time()
+    started, usage = time.time(), Usage.now()
     handles: dict[str, Any] = {"global_stages": []}
     try:
         with beam_logs(log_path), ProgressDisplay(
@@ -217,6 +218,8 @@ def execute_curate(plan: CuratePlan, output_dir: Any = None, options: Any = None
         manifest = _manifest(plan, options, accounting, counts, stats, files, elapsed,
                              out.run_id, _metrics(result))
         manifest["logs"] = log_path or "terminal"
+        manifest["costs"] = run_costs(manifest["metrics"], manifest["funnel"], usage, Usage.now(),
+                                      elapsed, local)
         if local and plan.show_progress and progress.last.counts:
             console.print(f"{plan.command}: {progress.line()}", highlight=False)
         write_report(manifest, stats["samples"], join(out.staging, REPORT))

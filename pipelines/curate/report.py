@@ -103,6 +103,7 @@ def render_report(manifest: dict[str, Any], samples: dict[str, list[dict[str, An
                    f"({100 * a['share']:.0f}% of the input; most: {_e(a['top_reason'])} "
                    f"{a['top_reason_count']:,}). To keep more: <code>{_e(a['setting'])}</code></li>"
                    for a in manifest.get("rejected_most") or [])
+    costs = _costs_html(manifest.get("costs"))
     shards = manifest["outputs"]["documents"]
     total_bytes = sum(f["bytes"] for f in shards)
     config = json.dumps(manifest["config"], indent=2, sort_keys=False)
@@ -130,6 +131,7 @@ pre {{ white-space: pre-wrap; background: #f6f6f6; padding: 6px; font-size: 12px
 <table><tr><th>stage</th><th>status</th><th>in</th><th>kept</th><th>dropped</th>
 <th>dropped %</th></tr>{rows}</table>
 {f"<h2>Rejected most, and what keeps more</h2><ul>{most}</ul>" if most else ""}
+{costs}
 <h2>Rejects by reason</h2>
 <table><tr><th>stage</th><th>reason</th><th>documents</th></tr>{''.join(reason_rows)}</table>
 <h2>Sample rejects</h2>
@@ -137,6 +139,30 @@ pre {{ white-space: pre-wrap; background: #f6f6f6; padding: 6px; font-size: 12px
 <h2>Config</h2><pre>{_e(config)}</pre>
 </body></html>
 """
+
+
+def _costs_html(costs: dict[str, Any] | None) -> str:
+    """The run's CPU per stage and document, and peak memory (``costs``, pipeline's
+    :mod:`~afm.pipelines.curate.costs`)."""
+    if not costs:
+        return ""
+    def row(s: dict[str, Any]) -> str:
+        per_doc = "" if s["ms_per_document"] is None else f"{s['ms_per_document']:.3f}"
+        return (f"<tr><td>{_e(s['stage'])}</td><td>{s['documents']:,}</td><td>{s['cpu_s']:,.2f}</td>"
+                f"<td>{per_doc}</td></tr>")
+
+    rows = "".join(row(s) for s in costs["stages"])
+    total = costs.get("stages_ms_per_document")
+    lines = [f"Stages: {costs['stages_cpu_s']:,.2f} CPU s"
+             + (f", {total:.3f} ms per document read" if total is not None else "")]
+    if "process_cpu_s" in costs:
+        lines.append(f"every process of the run: {costs['process_cpu_s']:,.2f} CPU s, of which "
+                     f"{costs['other_cpu_s']:,.2f} s outside the stages (Beam's runner, shuffles, "
+                     "worker start-up)")
+    memory = ", ".join(f"{k.replace('_', ' ')} {v:,.0f} MB" for k, v in costs["peak_memory_mb"].items())
+    lines.append(f"peak memory: {memory}")
+    return ("<h2>Cost per stage</h2><table><tr><th>stage</th><th>documents in</th><th>CPU s</th>"
+            f"<th>CPU ms per document</th></tr>{rows}</table><p>{_e('; '.join(lines))}.</p>")
 
 
 def write_report(manifest: dict[str, Any], samples: dict[str, list[dict[str, Any]]],

@@ -54,6 +54,12 @@ def test_summary_names_the_stage_that_rejected_most_and_its_setting(tmp_path: Pa
     assert "<td>extract</td>" not in report and "Not applicable to this input" in report
     assert manifest["warnings"] == [] and "robots.txt" not in flat
     assert "│ extract" not in output
+    # What each stage cost, measured in the stage's own code (CPU, not wall time).
+    costs = manifest["costs"]
+    by_stage = {s["stage"]: s for s in costs["stages"]}
+    assert {"read", "language", "write"} <= set(by_stage) and by_stage["language"]["documents"] == 9
+    assert all(s["cpu_s"] > 0 for s in costs["stages"]) and costs["peak_memory_mb"]["launcher"] > 0
+    assert costs["process_cpu_s"] >= costs["stages_cpu_s"] and "Cost per stage" in report
 
 
 def test_the_snapshot_warning_stays_when_documents_have_urls(tmp_path: Path) -> None:
