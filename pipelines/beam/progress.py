@@ -176,7 +176,7 @@ class ProgressDisplay:
         next_at = self.started + self.plain_every_s
         while not self._stop.wait(self.poll_s):
             if time.monotonic() >= next_at:
-                console.print(f"{self.title}: {self.line()}", highlight=False)
+                console.print(f"{self.title}: {self.line()}", highlight=False, soft_wrap=True)
                 next_at += self.plain_every_s
 
 

@@ -221,7 +221,7 @@ def execute_curate(plan: CuratePlan, output_dir: Any = None, options: Any = None
         manifest["costs"] = run_costs(manifest["metrics"], manifest["funnel"], usage, Usage.now(),
                                       elapsed, local)
         if local and plan.show_progress and progress.last.counts:
-            console.print(f"{plan.command}: {progress.line()}", highlight=False)
+            console.print(f"{plan.command}: {progress.line()}", highlight=False, soft_wrap=True)
         write_report(manifest, stats["samples"], join(out.staging, REPORT))
         out.promote(manifest)
     except BaseException:

@@ -81,6 +81,7 @@ def _daemon(tmp_path, n: int, site: LocalSites, redis_url: str, **extra) -> subp
         "daemon": True,
         "idle_exit_seconds": 2,
         "progress_seconds": 0,
+        "metrics_port": 0,  # any free port: tests run side by side
         **extra,
     }
     path = tmp_path / f"crawl{n}.yaml"

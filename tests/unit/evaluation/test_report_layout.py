@@ -9,8 +9,6 @@ import struct
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tests.browser import page_width
 
 
