@@ -8,7 +8,8 @@ expensive stage is named by measurement on the user's own data, not guessed:
 * the CPU of every process of the run (this one and the local runner's workers, from
   ``getrusage``), so that what no stage accounts for (Beam's runner, shuffles, packing,
   worker start-up) is shown as ``other``;
-* peak resident memory of the launching process and of the largest worker process.
+* peak resident memory of the launching process, of the largest worker process, and of
+  all of them together (sampled, :class:`TreeMemory`).
 
 On a cluster runner only the stage figures are known (the workers are elsewhere); the
 process figures then describe the launcher alone and say so.
@@ -40,13 +41,57 @@ class Usage:
         return cls(me.ru_utime + me.ru_stime, kids.ru_utime + kids.ru_stime, me.ru_maxrss, kids.ru_maxrss)
 
 
+class TreeMemory:
+    """Peak resident memory of this process and all its descendants together (the local
+    runner's workers included), sampled every ``every_s`` seconds on a thread (psutil):
+    what the machine must have, which no single process's peak says."""
+
+    def __init__(self, every_s: float = 0.5):
+        import threading
+
+        self.every_s = every_s
+        self.peak_bytes = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="afm-memory", daemon=True)
+
+    def __enter__(self) -> TreeMemory:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def sample(self) -> int:
+        import psutil
+
+        me = psutil.Process()
+        total = 0
+        for proc in [me, *me.children(recursive=True)]:
+            try:
+                total += proc.memory_info().rss
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                continue
+        self.peak_bytes = max(self.peak_bytes, total)
+        return total
+
+    def _run(self) -> None:
+        while True:
+            try:
+                self.sample()
+            except Exception:  # noqa: BLE001 - memory sampling is informational
+                return
+            if self._stop.wait(self.every_s):
+                return
+
+
 def _mb(kb: int) -> float:
     # ru_maxrss is KiB on Linux, bytes on macOS
     return round(kb / (1024 * 1024 if sys.platform == "darwin" else 1024), 1)
 
 
 def run_costs(metrics: dict[str, Any], funnel: list[dict[str, Any]], before: Usage, after: Usage,
-              elapsed: float, local: bool) -> dict[str, Any]:
+              elapsed: float, local: bool, tree_peak_bytes: int = 0) -> dict[str, Any]:
     """The manifest's ``costs`` section (see the module docstring)."""
     cpu = stage_cpu(metrics)
     docs_in = {f["stage"]: int(f["in"]) for f in funnel}
@@ -74,9 +119,11 @@ def run_costs(metrics: dict[str, Any], funnel: list[dict[str, Any]], before: Usa
         out["process_ms_per_document"] = round(1000 * process / total_in, 4) if total_in else None
         if after.children_peak_kb:
             out["peak_memory_mb"]["largest_worker"] = _mb(after.children_peak_kb)
+        if tree_peak_bytes:
+            out["peak_memory_mb"]["all_processes"] = round(tree_peak_bytes / 2**20, 1)
     else:
         out["note"] = "cluster runner: stage CPU from the workers' counters; memory of the launcher only"
     return out
 
 
-__all__ = ["Usage", "run_costs"]
+__all__ = ["TreeMemory", "Usage", "run_costs"]

@@ -184,7 +184,7 @@ def execute_curate(plan: CuratePlan, output_dir: Any = None, options: Any = None
     from afm.pipelines.beam.logs import beam_logs, log_file, worker_logs
     from afm.pipelines.beam.progress import ProgressDisplay
     from afm.pipelines.beam.runners import LOCAL_RUNNERS, make_runner, run_to_completion
-    from afm.pipelines.curate.costs import Usage, run_costs
+    from afm.pipelines.curate.costs import TreeMemory, Usage, run_costs
     from afm.pipelines.curate.report import write_report
 
     from afm.console import console
@@ -203,7 +203,7 @@ def execute_curate(plan: CuratePlan, output_dir: Any = None, options: Any = None
     started, usage = time.time(), Usage.now()
     handles: dict[str, Any] = {"global_stages": []}
     try:
-        with beam_logs(log_path), ProgressDisplay(
+        with TreeMemory() as memory, beam_logs(log_path), ProgressDisplay(
                 plan.progress_dir or tempfile.gettempdir(), plan.command,
                 total_bytes=_local_bytes(plan.inputs),
                 enabled=local and plan.show_progress) as progress:
@@ -219,7 +219,7 @@ def execute_curate(plan: CuratePlan, output_dir: Any = None, options: Any = None
                              out.run_id, _metrics(result))
         manifest["logs"] = log_path or "terminal"
         manifest["costs"] = run_costs(manifest["metrics"], manifest["funnel"], usage, Usage.now(),
-                                      elapsed, local)
+                                      elapsed, local, memory.peak_bytes if local else 0)
         if local and plan.show_progress and progress.last.counts:
             console.print(f"{plan.command}: {progress.line()}", highlight=False, soft_wrap=True)
         write_report(manifest, stats["samples"], join(out.staging, REPORT))
