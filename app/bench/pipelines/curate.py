@@ -203,7 +203,7 @@ class Measured:
     kept: int
     cpu_s: float  # user + system of the child and everything it waited for
     wall_s: float
-    peak_rss_mb: float  # the child's peak (its largest waited-for descendant's, if larger)
+    peak_rss_mb: float  # the child and its descendants together, sampled
     manifest: str = ""  # afm runs: the manifest, for the per-stage table
 
 
@@ -232,24 +232,28 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
     rusage, and its finished children's: Beam's and datatrove's helpers)."""
     import resource
 
+    from afm.pipelines.curate.costs import TreeMemory
+
     inputs, out = Path(spec["inputs"]), Path(spec["out"])
     files = sorted(inputs.glob("*.warc.gz"))
-    if spec["kind"] == "datatrove":
-        pages, kept, _ = run_datatrove(files, out, 1)
-        manifest = ""
-    else:
-        from afm.pipelines.curate.pipeline import run_curate
+    # Sampled, not ru_maxrss: Linux carries a parent's peak over fork and exec.
+    with TreeMemory() as memory:
+        if spec["kind"] == "datatrove":
+            pages, kept, _ = run_datatrove(files, out, 1)
+            manifest = ""
+        else:
+            from afm.pipelines.curate.pipeline import run_curate
 
-        config: dict[str, Any] = dict(AFM_CONFIG) if spec["kind"] == "afm-datatrove-stages" else {}
-        if spec.get("decontam_index"):
-            config["decontaminate"] = {"params": {"index": spec["decontam_index"]}}
-        m = run_curate([str(f) for f in files], out, config=config, quiet=True,
-                       pipeline_args=["--direct_running_mode=in_memory", "--direct_num_workers=1"])
-        pages, kept, manifest = m["totals"]["in"], m["totals"]["kept"], str(out / "manifest.json")
+            config: dict[str, Any] = dict(AFM_CONFIG) if spec["kind"] == "afm-datatrove-stages" else {}
+            if spec.get("decontam_index"):
+                config["decontaminate"] = {"params": {"index": spec["decontam_index"]}}
+            m = run_curate([str(f) for f in files], out, config=config, quiet=True,
+                           pipeline_args=["--direct_running_mode=in_memory", "--direct_num_workers=1"])
+            pages, kept, manifest = m["totals"]["in"], m["totals"]["kept"], str(out / "manifest.json")
     me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return {"pages": pages, "kept": kept, "manifest": manifest,
             "cpu_s": me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime,
-            "peak_rss_mb": max(me.ru_maxrss, kids.ru_maxrss) / 1024}
+            "peak_rss_mb": memory.peak_bytes / 2**20}
 
 
 # ----------------------------------------------------------------------------- the benchmark
