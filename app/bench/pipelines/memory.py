@@ -44,14 +44,23 @@ def write_documents(shared: Path, path: Path, n: int, seed: int = 0) -> Path:
 
 
 def peak_memory(documents: Path, out: Path) -> tuple[float, dict]:
-    """All processes' peak MB of one ``afm curate`` run (a child process)."""
-    proc = subprocess.run([sys.executable, "-m", "afm.app.cli", "curate", "--input", str(documents),
-                           "--output", str(out), "--overwrite", "--set", "decontaminate.enabled=false"],
+    """All processes' peak MB of one curate run as ``afm curate`` runs it by default, in a
+    child process of its own (:func:`main`)."""
+    proc = subprocess.run([sys.executable, "-m", "afm.app.bench.pipelines.memory", str(documents), str(out)],
                           capture_output=True, text=True)
     if proc.returncode:
         raise RuntimeError(f"curate failed on {documents}:\n{proc.stderr[-3000:]}")
     manifest = json.loads((out / "manifest.json").read_text())
     return manifest["costs"]["peak_memory_mb"].get("all_processes", 0.0), manifest["costs"]
+
+
+def main(argv: list[str]) -> int:
+    """The child: ``afm curate --input DOCS --output OUT --overwrite`` without decontamination,
+    the default runner and workers."""
+    from afm.pipelines.curate.pipeline import run_curate
+
+    run_curate([argv[0]], argv[1], config={"decontaminate": {"enabled": False}}, overwrite=True, quiet=True)
+    return 0
 
 
 def bench_memory(opts: BenchOptions) -> list[Comparison]:
@@ -73,3 +82,6 @@ def bench_memory(opts: BenchOptions) -> list[Comparison]:
 
 
 BENCHMARKS = {"curate_memory": bench_memory}
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
