@@ -28,6 +28,11 @@ from typing import Any
 from afm import fs
 
 LOGS_DIR = "_logs"
+# Loggers whose records are the run's, not the user's: Beam's, and those of the libraries
+# the stages call, which warn once per odd page ("discarding data: URL") and, on the
+# single-process runner, would print on the terminal.
+ROUTED_LOGGERS = ("apache_beam", "trafilatura", "htmldate", "courlan", "justext", "readability",
+                  "charset_normalizer")
 WORKER_LOGS = ("file", "terminal")
 _default = {"worker_logs": "file"}
 
@@ -52,25 +57,29 @@ def log_file(output: str, run_id: str) -> str:
 
 @contextmanager
 def beam_logs(path: str | None) -> Iterator[str | None]:
-    """Route the ``apache_beam`` loggers of this process to ``path`` (INFO and above) while
-    the block runs; ``None`` leaves them as they are."""
+    """Route the :data:`ROUTED_LOGGERS` of this process to ``path`` (INFO and above for
+    Beam's, WARNING for the libraries') while the block runs; ``None`` leaves them as
+    they are."""
     if path is None:
         yield None
         return
     os.makedirs(os.path.dirname(path), exist_ok=True)
     handler = logging.FileHandler(path, encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    logger = logging.getLogger("apache_beam")
-    saved = (logger.level, logger.propagate)
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
-    logger.propagate = False
+    saved = []
+    for name in ROUTED_LOGGERS:
+        logger = logging.getLogger(name)
+        saved.append((logger, logger.level, logger.propagate))
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO if name == "apache_beam" else logging.WARNING)
+        logger.propagate = False
     try:
         yield path
     finally:
-        logger.removeHandler(handler)
-        logger.setLevel(saved[0])
-        logger.propagate = saved[1]
+        for logger, level, propagate in saved:
+            logger.removeHandler(handler)
+            logger.setLevel(level)
+            logger.propagate = propagate
         handler.close()
 
 
@@ -108,4 +117,4 @@ def logged_local_runner(path: str | None) -> Any:
 
 
 __all__ = ["LOGS_DIR", "WORKER_LOGS", "beam_logs", "log_file", "logged_local_runner", "set_worker_logs",
-           "worker_logs"]
+           "worker_logs", "ROUTED_LOGGERS"]
