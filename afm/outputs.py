@@ -25,9 +25,9 @@ import datetime as dt
 import json
 import os
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from afm import fs
 from afm.errors import UserError
@@ -35,6 +35,7 @@ from afm.errors import UserError
 SUCCESS = "_SUCCESS"
 MANIFEST = "manifest.json"
 STAGING_PREFIX = ".staging-"
+T = TypeVar("T")
 
 
 class OutputError(RuntimeError):
@@ -68,6 +69,11 @@ def new_run_id() -> str:
     return f"{stamp}-{uuid.uuid4().hex[:8]}"
 
 
+# Kept across runs, ignored when deciding whether a directory is empty: the runs' logs
+# (``afm.pipelines.beam.logs``), so a failed run's log stays to be read.
+KEPT_ACROSS_RUNS = ("_logs",)
+
+
 def _visible(names: Iterable[str]) -> list[str]:
     return [n for n in names if n and not n.startswith(STAGING_PREFIX)]
 
@@ -97,7 +103,7 @@ class OutputDir:
             path = os.path.abspath(path)
             if os.path.exists(path) and not os.path.isdir(path):
                 raise OutputError(f"{path} is a file, not a directory")
-        names = fs.list_dir(path)
+        names = [n for n in fs.list_dir(path) if n not in KEPT_ACROSS_RUNS]
         if names and not overwrite:
             raise OutputError(describe_existing(path, names))
         out = cls(path, run_id or new_run_id(), overwrite)
@@ -119,6 +125,8 @@ class OutputDir:
         # Hidden names in the staging directory are the run's scratch (temp files, stats).
         staged = [n for n in fs.list_dir(self.staging) if not n.startswith(".")]
         for name in fs.list_dir(self.path):
+            if name in KEPT_ACROSS_RUNS and name not in staged:
+                continue
             if name != STAGING_PREFIX + self.run_id and (self.overwrite or name in staged
                                                           or name == MANIFEST):
                 fs.delete([fs.join(self.path, name)])
@@ -142,6 +150,24 @@ class OutputDir:
     def abort(self) -> None:
         """Remove what the failed run staged (the previous output, if any, is untouched)."""
         fs.delete([self.staging])
+
+
+def write_directory(path: str | os.PathLike[str], write: Callable[[str], T], *,
+                    overwrite: bool = False, manifest: dict[str, Any] | None = None) -> T:
+    """The same rule for every command that writes a folder of files in one go (a
+    tokenizer, a Hugging Face export, generated data): ``path`` is claimed before any
+    work (non-empty: refused unless ``overwrite``), ``write(staging)`` fills a staging
+    directory, and only a ``write`` that returned is promoted (``manifest.json``,
+    ``_SUCCESS``); a failed one leaves the previous contents as they were. Returns what
+    ``write`` returned."""
+    out = OutputDir.prepare(path, overwrite=overwrite)
+    try:
+        result = write(out.staging)
+    except BaseException:
+        out.abort()
+        raise
+    out.promote(dict(manifest or {}))
+    return result
 
 
 def describe_existing(path: str, names: list[str]) -> str:

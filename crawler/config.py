@@ -72,7 +72,11 @@ class CrawlConfig(ConsentSettings):
     redis_url: str = ""  # share frontier + dupefilter with other daemons (scrapy-redis)
     redis_key: str = "afm"
     idle_exit_seconds: float = 0.0  # daemon: exit after this long idle (0 = never)
-    progress_seconds: float = 5.0
+    progress_seconds: float = 5.0  # the periodic stats line and, with Redis, the daemon's heartbeat (0 = off)
+    # /metrics (Prometheus) and /healthz (afm.crawler.metrics): -1 = 9410 for a daemon, off for
+    # a one-shot crawl; 0 = any free port (recorded in <out>/state/endpoint.json); N = port N
+    metrics_port: int = -1
+    metrics_host: str = "127.0.0.1"  # loopback: expose it on purpose, behind a proxy or scraper
     log_level: str = "WARNING"
 
     def header_user_agent(self) -> str:
@@ -123,6 +127,7 @@ def scrapy_settings(cfg: CrawlConfig) -> dict:
         "EXTENSIONS": {
             "afm.crawler.middlewares.ContentGuard": 0,
             "afm.crawler.middlewares.Progress": 0,
+            "afm.crawler.metrics.MetricsEndpoint": 0,
         },
         "SCHEDULER_PRIORITY_QUEUE": "scrapy.pqueues.DownloaderAwarePriorityQueue",
     }

@@ -312,12 +312,18 @@ class ContentGuard:
 
 
 class Progress:
-    """One line every ``progress_seconds``: pages, pages/s, bytes, robots denials."""
+    """The periodic stats line, every ``progress_seconds``: pages (and the rate over the
+    last interval, what a long-running daemon is doing now), bytes, statuses, robots.txt
+    denials, training opt-outs, errors, the frontier, in-flight requests and WARC files
+    closed. With a Redis frontier the same numbers are this daemon's heartbeat in
+    ``<redis_key>:daemons`` (``afm crawler status --redis-url``)."""
 
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
-        self.interval = float(_cfg(crawler).progress_seconds)
+        self.cfg = _cfg(crawler)
+        self.interval = float(self.cfg.progress_seconds)
         self.start = time.monotonic()
+        self._last = (self.start, 0)
         self._task: Any = None
         crawler.signals.connect(self.opened, signal=signals.spider_opened)
         crawler.signals.connect(self.closed, signal=signals.spider_closed)
@@ -328,6 +334,7 @@ class Progress:
 
     def opened(self, spider: Any) -> None:
         self.start = time.monotonic()
+        self._last = (self.start, 0)
         if self.interval > 0:
             from twisted.internet import task
 
@@ -337,18 +344,46 @@ class Progress:
     def closed(self, spider: Any) -> None:
         if self._task is not None and self._task.running:
             self._task.stop()
+        self._heartbeat(None)
+
+    def line(self, s: dict[str, Any]) -> str:
+        now = time.monotonic()
+        then, pages_then = self._last
+        self._last = (now, s["pages"])
+        rate = (s["pages"] - pages_then) / max(now - then, 1e-9)
+        statuses = " ".join(f"{k}:{v:,}" for k, v in sorted(s["status"].items())) or "-"
+        optouts = sum(v for k, v in s["training"].items() if k != "allowed")
+        return (f"[crawl] pages {s['pages']:,} ({rate:,.1f}/s now, {s['pages'] / max(now - self.start, 1e-9):,.1f}/s "
+                f"overall)  bytes {s['bytes']:,}  status {statuses}  robots-denied {s['robots_denied']:,}  "
+                f"training-optout {optouts:,}  errors {sum(s['errors'].values()):,}  "
+                f"frontier {'?' if s['frontier'] is None else format(s['frontier'], ',')}  "
+                f"in-flight {s['in_flight']}  warc-closed {s['warc_files_closed']}")
 
     def report(self) -> None:
+        from afm.crawler.metrics import snapshot
+
         from afm.console import console
 
-        stats = self.crawler.stats
-        pages = stats.get_value("afm/pages", 0)
-        elapsed = max(time.monotonic() - self.start, 1e-9)
-        console.print(
-            f"[crawl] pages {pages:,}  {pages / elapsed:,.1f}/s  "
-            f"bytes {stats.get_value('afm/bytes', 0):,}  "
-            f"robots-denied {stats.get_value('afm/robots_denied', 0):,}  "
-            f"queued {stats.get_value('afm/scheduled', 0):,}",
-            highlight=False,
-            markup=False,
-        )
+        s = snapshot(self.crawler)
+        stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if self.cfg.daemon else ""
+        console.print(f"{stamp} {self.line(s)}".strip(), highlight=False, markup=False, soft_wrap=True)
+        self._heartbeat(s)
+
+    def _heartbeat(self, s: dict[str, Any] | None) -> None:
+        """This daemon's numbers (or, when it stops, its removal) in the shared frontier's
+        hash of daemons."""
+        if not self.cfg.redis_url:
+            return
+        import json
+
+        from afm.crawler.metrics import HEARTBEAT_KEY, daemon_id
+
+        try:
+            server = self.crawler.engine._slot.scheduler.server  # scrapy-redis's client
+            key = HEARTBEAT_KEY.format(key=self.cfg.redis_key)
+            if s is None:
+                server.hdel(key, daemon_id())
+            else:
+                server.hset(key, daemon_id(), json.dumps({**s, "out_dir": self.cfg.out_dir, "at": time.time()}))
+        except Exception:  # noqa: BLE001 - a heartbeat is informational; the crawl goes on
+            return

@@ -46,6 +46,11 @@ class DurableRedisScheduler(Scheduler):
         added = self._seen_and_queue(keys=[self.df.key, self.queue.key], args=[fingerprint, -request.priority, data])
         if not added:
             self.df.log(request, self.spider)
+            # Another daemon (or this one) had it: it does not count against this
+            # daemon's page budget (max_pages, per_host_budget), only as a duplicate.
+            refund = getattr(self.spider, "refund_duplicate", None)
+            if refund is not None:
+                refund(request.meta.get("afm_url", request.url))
             return False
         if self.stats:
             self.stats.inc_value("scheduler/enqueued/redis")

@@ -223,6 +223,17 @@ class AfmSpider(Spider):
         stats.inc_value("afm/scheduled")
         return self._request(url, depth)
 
+    def refund_duplicate(self, url: str) -> None:
+        """A URL scheduled here that the shared frontier already had (Redis's duplicate
+        filter): its place in the budgets is given back, and it counts as a duplicate."""
+        self._budget_scheduled = max(0, self._budget_scheduled - 1)
+        host = host_key(url)
+        if self._host_counts.get(host, 0) > 0:
+            self._host_counts[host] -= 1
+        stats = self.crawler.stats
+        stats.inc_value("afm/scheduled", -1)
+        stats.inc_value("afm/skipped/duplicate")
+
     def _request(self, url: str, depth: int, dont_filter: bool = False) -> Request:
         return Request(
             url,

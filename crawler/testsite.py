@@ -1,7 +1,7 @@
 """A local multi-host web site for tests, the demo and benchmarks.
 
-Each logical host is served on its own loopback address (``127.0.0.10``, ``.11``, ...)
-on one shared free port, so a crawler sees distinct hosts (distinct robots.txt files,
+Each logical host is served on its own loopback address (``127.0.0.10``, ``.11``, ...,
+then ``127.0.1.1`` ...: :func:`loopback_address`) on one shared free port, so a crawler sees distinct hosts (distinct robots.txt files,
 distinct politeness slots) without DNS. Every request served is logged server-side
 (:attr:`LocalSites.requests`): tests prove what a crawler did *not* fetch from that log,
 not from the crawler's own account.
@@ -40,7 +40,19 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-FIRST_OCTET = 10  # hosts are 127.0.0.10, 127.0.0.11, ...
+FIRST_OCTET = 10  # hosts are 127.0.0.10, 127.0.0.11, ... then 127.0.1.1, 127.0.1.2, ...
+PER_BLOCK = 250  # hosts per 127.0.N.0/24 beyond the first (.1 to .250)
+MAX_HOSTS = (255 - FIRST_OCTET) + 254 * PER_BLOCK
+
+
+def loopback_address(i: int) -> str:
+    """The ``i``-th host's address: all of 127.0.0.0/8 is loopback on Linux, so a web of
+    hundreds of hosts needs no DNS (scale tests: 500 hosts and more)."""
+    first = 255 - FIRST_OCTET
+    if i < first:
+        return f"127.0.0.{FIRST_OCTET + i}"
+    block, k = divmod(i - first, PER_BLOCK)
+    return f"127.0.{1 + block}.{1 + k}"
 _PLACEHOLDER = "{{host:"
 
 
@@ -122,10 +134,10 @@ class LocalSites:
     def __init__(self, sites: dict[str, Mapping[str, PageSource]]) -> None:
         if not sites:
             raise ValueError("LocalSites needs at least one host")
-        if len(sites) > 255 - FIRST_OCTET:
-            raise ValueError(f"at most {255 - FIRST_OCTET} hosts fit on 127.0.0.0/24")
+        if len(sites) > MAX_HOSTS:
+            raise ValueError(f"at most {MAX_HOSTS:,} hosts fit on the loopback addresses used")
         self.sites = sites
-        self._ips = {host: f"127.0.0.{FIRST_OCTET + i}" for i, host in enumerate(sites)}
+        self._ips = {host: loopback_address(i) for i, host in enumerate(sites)}
         self._prefixes = {
             host: sorted((k[:-1] for k in pages if isinstance(k, str) and k.endswith("*")), key=len, reverse=True)
             for host, pages in sites.items()

@@ -69,8 +69,12 @@ def plot_png(results: dict[str, Any]) -> bytes:
     bars = [(t, v, s) for t, m, v, s in headline(results) if v is not None and "perplexity" not in m
             and "bits" not in m and 0.0 <= v <= 1.0]  # rates and accuracies (not 1-10 ratings)
     grid = results.get("long_context")
-    ncols = 2 if grid else 1
-    fig, axes = plt.subplots(1, ncols, figsize=(7 * ncols, max(3.0, 0.35 * len(bars) + 1.5)), squeeze=False)
+    # One column, the heatmap below the bars: 7 inches at 110 dpi is 770 px, so the
+    # page fits a laptop window (1280 px) without scrolling sideways.
+    bar_height = max(3.0, 0.35 * len(bars) + 1.5)
+    heights = [bar_height] + ([max(3.0, 0.45 * len(grid["lengths"]) + 1.5)] if grid else [])
+    fig, axes = plt.subplots(len(heights), 1, figsize=(7, sum(heights)), squeeze=False,
+                             gridspec_kw={"height_ratios": heights})
     ax = axes[0][0]
     names = [b[0] for b in bars]
     ax.barh(names, [b[1] for b in bars], xerr=[b[2] or 0.0 for b in bars], color="#4C72B0", capsize=3)
@@ -78,16 +82,23 @@ def plot_png(results: dict[str, Any]) -> bytes:
     ax.invert_yaxis()
     ax.set_xlabel("score (primary metric)")
     model = results.get("model", {})
-    ax.set_title(f"{model.get('config', '')}  {Path(str(model.get('checkpoint', ''))).name}")
+    name = Path(str(model.get("checkpoint", ""))).name
+    name = name if len(name) <= 40 else "..." + name[-37:]  # the page's heading has it whole
+    ax.set_title(f"{model.get('config', '')}  {name}")
     if grid:
-        hx = axes[0][1]
+        hx = axes[1][0]
         im = hx.imshow(grid["accuracy"], vmin=0, vmax=1, cmap="viridis", aspect="auto")
         hx.set_xticks(range(len(grid["depths"])), [f"{d:.0%}" for d in grid["depths"]])
         hx.set_yticks(range(len(grid["lengths"])), [str(n) for n in grid["lengths"]])
         hx.set_xlabel("needle depth")
         hx.set_ylabel("context tokens")
-        hx.set_title("needle in a haystack")
-        fig.colorbar(im, ax=hx)
+        hx.set_title("needle in a haystack (accuracy per cell)")
+        for i, row in enumerate(grid["accuracy"]):  # the value in each cell, readable on either end of the scale
+            for j, value in enumerate(row):
+                hx.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=8,
+                        color="black" if value > 0.6 else "white")
+        bar = fig.colorbar(im, ax=hx)
+        bar.set_label("accuracy (0 = never found, 1 = always)")
     fig.tight_layout()
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110)
@@ -137,8 +148,13 @@ def render_html(results: dict[str, Any], png: bytes) -> str:
                             entry.get("num_fewshot", ""), entry.get("samples", "")])
     parts = [
         "<!doctype html><meta charset='utf-8'><title>afm eval</title>",
-        "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;margin:1em 0}"
-        "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}td:first-child{text-align:left}</style>",
+        # Fits a 1280-px window: the figure scales down, tables wrap long values instead of
+        # widening the page.
+        "<style>body{font-family:sans-serif;margin:2em;max-width:1100px;overflow-wrap:anywhere}"
+        "img{max-width:100%;height:auto}"
+        "table{border-collapse:collapse;margin:1em 0;max-width:100%}"
+        "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right;overflow-wrap:anywhere}"
+        "td:first-child{text-align:left}</style>",
         f"<h1>afm eval: {html.escape(str(results.get('model', {}).get('checkpoint', '')))}</h1>",
         f"<img alt='scores' src='data:image/png;base64,{base64.b64encode(png).decode()}'>",
         "<h2>Metrics</h2>", _table(["task", "metric", "value", "stderr", "shots", "items"], metrics),

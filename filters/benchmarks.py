@@ -413,7 +413,11 @@ def specs_from(source: str | Path) -> list[BenchmarkSpec]:
             specs.append(BenchmarkSpec(name=name, path=str(p), adapter=adapter))
         return specs
     if not path.exists():
-        raise FileNotFoundError(f"benchmarks not found: {path}")
+        raise FileNotFoundError(
+            f"benchmarks not found: {path}. Give a directory of your benchmark copies "
+            f"(JSONL/Parquet files such as gsm8k-test.jsonl.gz, mmlu-test.jsonl.gz; known names "
+            f"get their fields mapped), a benchmarks.yaml naming files and fields, one file, or "
+            f"'demo' for the bundled demo-math set")
     if path.suffix in (".yaml", ".yml"):
         data = read_yaml(path) or {}
         entries = data.get("benchmarks") if isinstance(data, dict) else None

@@ -412,11 +412,18 @@ class _ScanFn(beam.DoFn):
         self.index: NgramIndex | None = None
 
     def setup(self) -> None:
+        from afm.pipelines.beam.cputime import StageClock
+
         self.index = NgramIndex(fs.localize(self.index_path))  # memory-mapped per worker
+        self.clock = StageClock("decontaminate")  # the n-gram scan: the stage's own CPU
+
+    def finish_bundle(self) -> None:
+        self.clock.flush()
 
     def process(self, batch: list[Any]) -> Iterator[Any]:
         assert self.index is not None
-        for doc, doc_hits in zip(batch, scan_batch(self.index, batch), strict=True):
+        hits = self.clock.call(lambda: list(scan_batch(self.index, batch)))
+        for doc, doc_hits in zip(batch, hits, strict=True):
             if doc_hits is None:
                 yield beam.pvalue.TaggedOutput("invalid", invalid_reject(doc))
             elif doc_hits:

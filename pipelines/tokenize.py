@@ -31,6 +31,8 @@ import hashlib
 import json
 import math
 import os
+import shutil
+import tempfile
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -161,13 +163,16 @@ def build_pipeline(
     staging: str,
     *,
     shard_docs: int,
+    progress_dir: str | None = None,
 ) -> str:
     """Add the tokenize transforms to ``pipeline``, writing shards into ``staging``;
-    returns the path of the run's statistics file (read by :func:`run_tokenize`)."""
+    returns the path of the run's statistics file (read by :func:`run_tokenize`).
+    ``progress_dir``: local runs publish their counts there (:mod:`afm.pipelines.beam.progress`)."""
     from afm.pipelines.beam.ids import UniqueIds
     from afm.pipelines.beam.io import ReadInputs, write_json
+    from afm.pipelines.beam.progress import make_tick
 
-    read = pipeline | "read" >> ReadInputs(inputs, "web", allow_pages=False)
+    read = pipeline | "read" >> ReadInputs(inputs, "web", allow_pages=False, progress_dir=progress_dir)
     unique = read["docs"] | "one per id" >> UniqueIds()
     results = unique["kept"] | "tokenize" >> beam.ParDo(TokenizeFn(tokenizer_model)).with_outputs(
         _SKIP, main="ok")
@@ -177,6 +182,9 @@ def build_pipeline(
         unique["rejected"] | "duplicate ids" >> beam.Map(_skip_entry),
         results[_SKIP],
     ) | "all skipped" >> beam.Flatten()
+    if progress_dir:
+        rows = rows | "progress kept" >> make_tick(progress_dir, "kept")
+        _ = skipped | "progress rejected" >> make_tick(progress_dir, "rejected")
     count = rows | "count" >> beam.combiners.Count.Globally()
     num_shards = count | "shard count" >> beam.Map(lambda n: max(1, math.ceil(n / shard_docs)))
     infos = (
@@ -263,6 +271,7 @@ def run_tokenize(
     overwrite: bool = False,
     dry_run: bool = False,
     allow_empty: bool = False,
+    show_progress: bool = True,
 ) -> dict[str, Any]:
     """Tokenize every document of ``inputs`` (files, directories or globs of Parquet/JSONL
     document shards; a curate output directory means its ``documents-*``) into
@@ -278,7 +287,10 @@ def run_tokenize(
     """
     from afm.pipelines.beam.accounting import AccountingError
     from afm.pipelines.beam.io import read_json
+    from afm.pipelines.beam.logs import beam_logs, log_file, worker_logs
+    from afm.pipelines.beam.progress import ProgressDisplay
     from afm.pipelines.beam.runners import (
+        LOCAL_RUNNERS,
         build_options,
         check_options,
         make_runner,
@@ -324,12 +336,18 @@ def run_tokenize(
     if not check.ok:
         raise ValueError(f"cannot run on {runner}:\n  - " + "\n  - ".join(check.errors))
     out = OutputDir.prepare(output, overwrite=overwrite)
+    log_path = log_file(output, out.run_id) if worker_logs() == "file" else None
+    local = runner in LOCAL_RUNNERS
+    progress_dir = tempfile.mkdtemp(prefix="afm-progress-") if local else None
     try:
-        # make_runner avoids Beam's "DirectRunner" name, which may try to fetch Prism.
-        pipeline = beam.Pipeline(runner=make_runner(runner), options=options)
-        stats_path = build_pipeline(pipeline, files, model_file, out.staging,
-                                    shard_docs=shard_docs)
-        run_to_completion(pipeline)
+        total = sum(os.path.getsize(f) for f in files if not fs.is_remote(f)) or None
+        with beam_logs(log_path), ProgressDisplay(progress_dir or tempfile.gettempdir(), "tokenize",
+                                                  total_bytes=total, enabled=local and show_progress):
+            # make_runner avoids Beam's "DirectRunner" name, which may try to fetch Prism.
+            pipeline = beam.Pipeline(runner=make_runner(runner, worker_log=log_path), options=options)
+            stats_path = build_pipeline(pipeline, files, model_file, out.staging,
+                                        shard_docs=shard_docs, progress_dir=progress_dir)
+            run_to_completion(pipeline, runner=runner, options=options)
         stats = read_json(stats_path)
         manifest = _manifest(stats, str(tokenizer_dir), files, skipped_inputs)
         manifest["runner"] = runner
@@ -346,8 +364,12 @@ def run_tokenize(
         skipped = sorted(stats["skipped"], key=lambda s: (s["id"], s["source"], s["reason"]))
         fs.write_bytes(out.staged(SKIPPED), "".join(
             json.dumps(s, sort_keys=True) + "\n" for s in skipped).encode("utf-8"))
+        manifest["logs"] = log_path or "terminal"
         out.promote(manifest)
     except BaseException:
         out.abort()
         raise
+    finally:
+        if progress_dir:
+            shutil.rmtree(progress_dir, ignore_errors=True)
     return manifest

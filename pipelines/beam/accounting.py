@@ -9,6 +9,7 @@ of the files actually written, and fails loudly when anything does not add up.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -121,12 +122,16 @@ def check_accounting(
     return Accounting(not problems, total_in, kept, rejected, stages, problems, checks)
 
 
-def print_accounting(acc: Accounting) -> None:
-    """The per-stage funnel table and the verdict, on the console."""
+def print_accounting(acc: Accounting, not_applicable: Iterable[str] = ()) -> None:
+    """The per-stage funnel table and the verdict, on the console. Stages named in
+    ``not_applicable`` (nothing of their kind in the input, e.g. extraction of document
+    files) are left out of the table when they saw nothing and balance."""
     from afm.console import console, print_table
 
+    skip = set(not_applicable)
     rows = [[s.stage, s.status, s.docs_in, s.kept, s.rejected,
-             "ok" if s.balanced else "MISMATCH"] for s in acc.stages]
+             "ok" if s.balanced else "MISMATCH"] for s in acc.stages
+            if not (s.stage in skip and s.docs_in == 0 and s.balanced)]
     rows.append(["total", "", acc.total_in, acc.kept, acc.rejected,
                  "ok" if acc.total_in == acc.kept + acc.rejected else "MISMATCH"])
     print_table("accounting: documents in = kept + rejected",

@@ -89,8 +89,31 @@ def resolve_inputs(patterns: list[str], source: str) -> tuple[list[str], list[st
     resolved = resolve_files(patterns, allow_rejects=True,
                              directories_as_inputs=(source == "code"))
     if not resolved.files:
-        raise FileNotFoundError(f"no supported input files in {list(patterns)}")
+        raise FileNotFoundError(no_inputs_message(patterns, resolved.skipped))
     return resolved.files, [f"{path} ({why})" for path, why in resolved.skipped]
+
+
+def no_inputs_message(patterns: list[str], skipped: list[tuple[str, str]]) -> str:
+    """Why nothing can be read, what was found instead, and what would be read."""
+    from collections import Counter
+
+    from afm.readers import SUPPORTED_SUFFIXES
+
+    kinds = Counter(_suffix(path) for path, _ in skipped)
+    found = (f"; found {sum(kinds.values())} other file(s): "
+             + ", ".join(f"{k} ({n})" for k, n in kinds.most_common(6))) if kinds else ""
+    hint = (" (HTML pages: crawl them with `afm crawl` or pack them as WARC; text: JSONL "
+            'lines {"id", "text"})') if any(k in (".html", ".htm", ".html.gz") for k in kinds) else ""
+    return (f"no supported input files in {list(patterns)}{found}. afm reads "
+            f"{', '.join(SUPPORTED_SUFFIXES)} files, directories and globs of them{hint}")
+
+
+def _suffix(path: str) -> str:
+    name = path.rsplit("/", 1)[-1].lower()
+    parts = name.split(".")
+    if len(parts) < 2:
+        return "(no suffix)"
+    return "." + ".".join(parts[-2:]) if parts[-1] == "gz" and len(parts) > 2 else "." + parts[-1]
 
 
 def content_id(key: str) -> str:
@@ -128,9 +151,34 @@ def classify_record(rec: Any, source: str, where: Where | None = None,
 
 
 def read_file_items(path: str, source: str, allow_pages: bool = True, file_no: int = 0,
-                    text_fields: tuple[str, ...] = ()) -> Iterator[tuple[str, Any]]:
+                    text_fields: tuple[str, ...] = (), progress: Any = None
+                    ) -> Iterator[tuple[str, Any]]:
     """Every record of one input file as ``(kind, payload)`` (see the module docstring).
-    Never raises for bad input: every failure is a ``read`` reject."""
+    Never raises for bad input: every failure is a ``read`` reject. ``progress``: a
+    :class:`~afm.pipelines.beam.progress.ProgressFile` told each record met (``read``) and
+    the byte offset reached."""
+    for kind, payload, where in _read_file_items(path, source, allow_pages, file_no, text_fields):
+        if progress is not None:
+            if where is not None and where.offset:
+                progress.bytes_current = max(progress.bytes_current, int(where.offset))
+            if kind != SKIP:
+                progress.add("read")
+        yield kind, payload
+    if progress is not None:  # the whole file is read
+        progress.bytes_current = 0
+        progress.bytes_done += _size_or_zero(path)
+        progress.publish()
+
+
+def _size_or_zero(path: str) -> int:
+    try:
+        return fs.size(path) if not os.path.isdir(path) else 0
+    except OSError:
+        return 0
+
+
+def _read_file_items(path: str, source: str, allow_pages: bool, file_no: int,
+                     text_fields: tuple[str, ...]) -> Iterator[tuple[str, Any, Where | None]]:
     kind = input_kind(path)
     if kind == "dir":
         items: Iterable[Any] = _code_dir_items(path)
@@ -141,7 +189,7 @@ def read_file_items(path: str, source: str, allow_pages: bool = True, file_no: i
     for item in items:
         if isinstance(item, Skipped):
             Metrics.counter(READ_NAMESPACE, f"skipped.{item.what}").inc()
-            yield SKIP, {"file": path, "what": item.what}
+            yield SKIP, {"file": path, "what": item.what}, item.where
             continue
         if isinstance(item, Failure):
             if item.lost is None:
@@ -149,7 +197,7 @@ def read_file_items(path: str, source: str, allow_pages: bool = True, file_no: i
             yield BAD, read_reject(item.where, source, item.reason, {
                 "error": item.error[:500],
                 "records_lost": item.lost if item.lost is not None else "unknown",
-                **item.extra}, url=item.url)
+                **item.extra}, url=item.url), item.where
             continue
         for note in item.notes:
             Metrics.counter(READ_NAMESPACE, f"note.{note}").inc()
@@ -160,11 +208,11 @@ def read_file_items(path: str, source: str, allow_pages: bool = True, file_no: i
         if out_kind == PAGE and not allow_pages:
             yield BAD, read_reject(item.where, source, "page_needs_extract",
                                    {"detail": f"source {source} has no extract stage"},
-                                   url=payload.get("url"))
+                                   url=payload.get("url")), item.where
             continue
         if out_kind != BAD:
             payload[ORIGIN] = (file_no, item.where.sort_key(), item.where.describe())
-        yield out_kind, payload
+        yield out_kind, payload, item.where
 
 
 def _is_code_parquet(path: str) -> bool:
@@ -225,6 +273,32 @@ def should_reshuffle(setting: str, files: int, below_files: int) -> bool:
     return setting == "always" or (setting == "auto" and files < below_files)
 
 
+class _ReadFileFn(beam.DoFn):
+    """``(file number, path)`` -> every record of the file (:func:`read_file_items`)."""
+
+    def __init__(self, source: str, allow_pages: bool, text_fields: tuple[str, ...],
+                 progress_dir: str | None):
+        self.source, self.allow_pages, self.text_fields = source, allow_pages, text_fields
+        self.progress_dir = progress_dir
+
+    def setup(self) -> None:
+        from afm.pipelines.beam.cputime import StageClock
+        from afm.pipelines.beam.progress import ProgressFile
+
+        self.progress = ProgressFile(self.progress_dir, "read") if self.progress_dir else None
+        self.clock = StageClock("read")
+
+    def process(self, numbered: tuple[int, str]) -> Iterator[tuple[str, Any]]:
+        from afm.pipelines.beam.cputime import timed_iter
+
+        file_no, path = numbered
+        yield from timed_iter(read_file_items(path, self.source, self.allow_pages, file_no,
+                                              self.text_fields, self.progress), self.clock)
+
+    def finish_bundle(self) -> None:
+        self.clock.flush()
+
+
 class ReadInputs(beam.PTransform):
     """File paths -> every record met, split into ``pages`` / ``docs`` / ``rejected``
     (together: the documents in) and ``skipped`` (records that are not documents by
@@ -240,22 +314,23 @@ class ReadInputs(beam.PTransform):
     :func:`should_reshuffle`."""
 
     def __init__(self, files: list[str], source: str, allow_pages: bool = True,
-                 text_fields: tuple[str, ...] = (), reshuffle: bool = False):
+                 text_fields: tuple[str, ...] = (), reshuffle: bool = False,
+                 progress_dir: str | None = None):
         super().__init__()
         self.files = list(files)
         self.source = source
         self.allow_pages = allow_pages
         self.text_fields = tuple(text_fields)
         self.reshuffle = reshuffle
+        self.progress_dir = progress_dir  # local runners: publish what was read (progress.py)
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> dict[str, beam.PCollection]:
-        source, allow, fields = self.source, self.allow_pages, self.text_fields
         items = (
             pbegin
             | "files" >> beam.Create(list(enumerate(self.files)))
             | "spread files" >> beam.Reshuffle()
-            | "read records" >> beam.FlatMap(
-                lambda nf: read_file_items(nf[1], source, allow, nf[0], fields))
+            | "read records" >> beam.ParDo(_ReadFileFn(self.source, self.allow_pages, self.text_fields,
+                                                       self.progress_dir))
         )
         split = items | "split by kind" >> beam.Partition(
             lambda item, _n: {PAGE: 0, DOC: 1, BAD: 2, SKIP: 3}[item[0]], 4
@@ -325,6 +400,11 @@ class WriteShardFn(beam.DoFn):
         self.compression = None if compression == "none" else compression
         self.fail_marker_dir = fail_marker_dir
 
+    def setup(self) -> None:
+        from afm.pipelines.beam.cputime import StageClock
+
+        self.clock = StageClock("write")
+
     def process(self, element: tuple[int, Iterable[tuple[str, bytes]]]
                 ) -> Iterator[dict[str, Any]]:
         index, packed = element
@@ -341,7 +421,9 @@ class WriteShardFn(beam.DoFn):
         if self.fail_marker_dir:
             marker_dir, key = self.fail_marker_dir, f"{self.prefix}-{index}"
             fault = lambda: fail_once("write", key, marker_dir)  # noqa: E731
-        size = write_shard(final, tables, self.schema, compression=self.compression, before_publish=fault)
+        size = self.clock.call(lambda: write_shard(final, tables, self.schema, compression=self.compression,
+                                                   before_publish=fault))
+        self.clock.flush()
         yield {"kind": self.prefix, "path": final, "rows": len(rows), "bytes": size}
 
 

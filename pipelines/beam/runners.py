@@ -154,13 +154,15 @@ def build_options(runner: str, pipeline_args: list[str] | None = None,
     return options
 
 
-def make_runner(runner: str) -> Any:
-    """The runner object for a runner name (see the module docstring)."""
+def make_runner(runner: str, *, worker_log: str | None = None) -> Any:
+    """The runner object for a runner name (see the module docstring). ``worker_log``:
+    the local runner's worker processes write their output there, not to the terminal
+    (:mod:`afm.pipelines.beam.logs`)."""
     check_runner_name(runner)
     if runner == "DirectRunner":
-        from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+        from afm.pipelines.beam.logs import logged_local_runner
 
-        return FnApiRunner()
+        return logged_local_runner(worker_log)
     if runner == "BundleBasedDirectRunner":
         from apache_beam.runners.direct.direct_runner import BundleBasedDirectRunner
 
@@ -337,13 +339,59 @@ def _check_spark(options: Any, check: OptionCheck) -> None:
                needs_java=not spark.spark_submit_uber_jar)
 
 
-def run_to_completion(pipeline: Any) -> Any:
-    """Run ``pipeline``, wait for it, and fail unless it finished (``DONE``)."""
+def run_to_completion(pipeline: Any, *, runner: str | None = None, options: Any = None) -> Any:
+    """Run ``pipeline``, wait for it, and fail unless it finished (``DONE``). On a cluster
+    runner (``runner`` given), the job's id and where to watch it are printed as soon as
+    it is submitted."""
     result = pipeline.run()
+    if runner is not None and runner not in LOCAL_RUNNERS:
+        from afm.console import console
+
+        console.print(f"[bold]{watch_hint(runner, result, options)}", highlight=False)
     state = result.wait_until_finish()
     if str(state) not in ("DONE", "PipelineState.DONE"):
         raise RuntimeError(f"pipeline ended in state {state}")
     return result
+
+
+def watch_hint(runner: str, result: Any, options: Any) -> str:
+    """The submitted job's id and where its progress, logs and metrics are shown."""
+    job = _job_id(result)
+    if runner == "DataflowRunner":
+        from apache_beam.options.pipeline_options import GoogleCloudOptions
+
+        gcp = options.view_as(GoogleCloudOptions) if options is not None else None
+        region, project = (gcp.region, gcp.project) if gcp is not None else ("REGION", "PROJECT")
+        return (f"submitted Dataflow job {job}; watch it at https://console.cloud.google.com/"
+                f"dataflow/jobs/{region}/{job}?project={project} (or: gcloud dataflow jobs show {job} "
+                f"--region {region}); worker logs are in Cloud Logging")
+    where = ""
+    if options is not None:
+        from apache_beam.options.pipeline_options import FlinkRunnerOptions, PortableOptions
+
+        flink = options.view_as(FlinkRunnerOptions).flink_master
+        endpoint = options.view_as(PortableOptions).job_endpoint
+        if runner == "FlinkRunner" and flink and not flink.startswith("["):
+            where = f"; watch it in Flink's web UI at http://{flink} (job server logs hold the workers')"
+        elif runner == "SparkRunner":
+            where = "; watch it in the Spark master's web UI (port 8080 of the master)"
+        elif endpoint:
+            where = f"; its job service is {endpoint} (the Flink / Spark UI behind it shows progress)"
+    return f"submitted {runner} job {job}{where}"
+
+
+def _job_id(result: Any) -> str:
+    for attr in ("job_id", "_job_id"):
+        value = getattr(result, attr, None)
+        if callable(value):
+            try:
+                value = value()
+            except Exception:  # noqa: BLE001 - an id is informational
+                value = None
+        if value:
+            return str(value)
+    job = getattr(result, "_job", None)
+    return str(getattr(job, "id", None) or "(id not reported by this runner)")
 
 
 def local_workers(options: Any) -> int:

@@ -83,7 +83,8 @@ class CurateGraph:
         spread = should_reshuffle(cfg.read.reshuffle, len(self.plan.inputs), cfg.read.reshuffle_below_files)
         read = self.pipeline | "read" >> ReadInputs(
             self.plan.inputs, self.source, allow_pages="extract" in self.names,
-            text_fields=self.plan.text_fields, reshuffle=spread)
+            text_fields=self.plan.text_fields, reshuffle=spread,
+            progress_dir=getattr(self.plan, "progress_dir", None))
         # "in" is counted on each part: a Flatten of them would be one more full copy of
         # the input held by the local runner, only to be counted.
         for part, label in ((read["pages"], "read.pages"), (read["docs"], "read.docs"),
@@ -91,6 +92,12 @@ class CurateGraph:
             self.counts.add(part, "read.in")
             self.counts.add(part, label)
         self.counts.add(read["skipped"], "read.not_documents")
+        # Whether any document carries a URL: the warnings about URL-based checks (robots.txt
+        # snapshots) apply only then.
+        import apache_beam as beam
+
+        self.counts.add(read["docs"] | "documents with a url" >> beam.Filter(
+            lambda d: bool(d.get("url"))), "read.docs_with_url")
         self.rejected_parts.append(read["rejected"])
         self.read = read
         self.pages, self.pages_labels = read["pages"], ["read.pages"]
@@ -219,7 +226,13 @@ class CurateGraph:
                         | "all rejects" >> beam.Flatten())
         fault = debug.marker_dir if "write" in self.faults else None
         mb = 1024 * 1024
-        parts = [self.documents | "pack documents" >> beam.Map(pack_record) | "write documents" >> WriteShards(
+        documents, progress = self.documents, getattr(self.plan, "progress_dir", None)
+        if progress:  # local runners: live counts (afm.pipelines.beam.progress)
+            from afm.pipelines.beam.progress import make_tick
+
+            documents = documents | "progress kept" >> make_tick(progress, "kept")
+            _ = self.rejects | "progress rejected" >> make_tick(progress, "rejected")
+        parts = [documents | "pack documents" >> beam.Map(pack_record) | "write documents" >> WriteShards(
             staging, "documents", DOCUMENT_SCHEMA, int(out.shard_target_mb * mb), out.compression,
             fail_marker_dir=fault)]
         if out.write_rejects:

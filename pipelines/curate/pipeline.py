@@ -21,6 +21,8 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
+import shutil
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,6 +53,9 @@ class CuratePlan:
     command: str = "curate"
     local_workers: int = 0  # local runner processes unless the Beam options say (0 = cores)
     allow_empty: bool = False  # promote a run whose inputs yielded no document (else EmptyOutput)
+    progress_dir: str | None = None  # set for a watched local run (afm.pipelines.beam.progress)
+    show_progress: bool = True  # the live line (local runners); off for quiet runs
+    worker_logs: str = ""  # Beam's logs: "file" (beside the output) or "terminal"; "" = the process's
 
     def worker_paths(self) -> list[Any]:
         """Every path the pipeline's DoFns open (checked before submission)."""
@@ -178,7 +183,10 @@ def execute_curate(plan: CuratePlan, output_dir: Any = None, options: Any = None
     (default: checked here)."""
     import apache_beam as beam
     from afm.pipelines.beam.io import join, read_json
-    from afm.pipelines.beam.runners import make_runner, run_to_completion
+    from afm.pipelines.beam.logs import beam_logs, log_file, worker_logs
+    from afm.pipelines.beam.progress import ProgressDisplay
+    from afm.pipelines.beam.runners import LOCAL_RUNNERS, make_runner, run_to_completion
+    from afm.pipelines.curate.costs import TreeMemory, Usage, run_costs
     from afm.pipelines.curate.report import write_report
 
     from afm.console import console
@@ -188,14 +196,22 @@ def execute_curate(plan: CuratePlan, output_dir: Any = None, options: Any = None
         options, check = preflight(plan, submitting=True)
         refuse_unless_ok(plan.runner, check)
     out = output_dir or OutputDir.prepare(plan.output)
-    # Beam's INFO lines (worker start-up, channels) would bury the run's own output.
+    # Beam's INFO lines (worker start-up, channels) would bury the run's own output: they
+    # go to a file beside the output (afm.pipelines.beam.logs) unless asked for.
     logging.getLogger("apache_beam").setLevel(logging.WARNING)
-    started = time.time()
+    log_path = log_file(plan.output, out.run_id) if (plan.worker_logs or worker_logs()) == "file" else None
+    local = plan.runner in LOCAL_RUNNERS
+    plan.progress_dir = tempfile.mkdtemp(prefix="afm-progress-") if local else None
+    started, usage = time.time(), Usage.now()
     handles: dict[str, Any] = {"global_stages": []}
     try:
-        pipeline = beam.Pipeline(runner=make_runner(plan.runner), options=options)
-        handles = build_pipeline(plan, pipeline, out.staging)
-        result = run_to_completion(pipeline)
+        with TreeMemory() as memory, beam_logs(log_path), ProgressDisplay(
+                plan.progress_dir or tempfile.gettempdir(), plan.command,
+                total_bytes=_local_bytes(plan.inputs),
+                enabled=local and plan.show_progress) as progress:
+            pipeline = beam.Pipeline(runner=make_runner(plan.runner, worker_log=log_path), options=options)
+            handles = build_pipeline(plan, pipeline, out.staging)
+            result = run_to_completion(pipeline, runner=plan.runner, options=options)
         elapsed = time.time() - started
         stats = read_json(handles["stats_path"])
         accounting, counts, files = _checked_accounting(plan, stats)
@@ -208,12 +224,22 @@ def execute_curate(plan: CuratePlan, output_dir: Any = None, options: Any = None
                      plan.allow_empty)
         if accounting.kept == 0:
             manifest["warnings"].append(f"no document kept: {_empty_detail(plan, accounting)}")
+        manifest["logs"] = log_path or "terminal"
+        manifest["costs"] = run_costs(manifest["metrics"], manifest["funnel"], usage, Usage.now(),
+                                      elapsed, local, memory.peak_bytes if local else 0)
+        if local and plan.show_progress and progress.last.counts:
+            console.print(f"{plan.command}: {progress.line()}", highlight=False, soft_wrap=True)
         write_report(manifest, stats["samples"], join(out.staging, REPORT))
         out.promote(manifest)
     except BaseException:
         out.abort()
         _each_global_stage(handles["global_stages"], "abort")
+        if log_path:
+            console.print(f"[yellow]Beam's logs of this run: {log_path}", highlight=False)
         raise
+    finally:
+        if plan.progress_dir:
+            shutil.rmtree(plan.progress_dir, ignore_errors=True)
     _each_global_stage(handles["global_stages"], "commit")
     if manifest["decontamination"] == "off":
         console.print("[bold yellow]decontamination: off (the config turned the stage off); "
@@ -235,6 +261,18 @@ def _empty_detail(plan: CuratePlan, accounting: Any) -> str:
             f"{accounting.rejected} rejected" + (f": {top}" if top else ""))
 
 
+def _local_bytes(inputs: list[str]) -> int | None:
+    """The input's size where every file is local (the progress estimate), else None."""
+    from afm import fs
+
+    if any(fs.is_remote(p) for p in inputs):
+        return None
+    try:
+        return sum(os.path.getsize(p) for p in inputs if os.path.isfile(p)) or None
+    except OSError:
+        return None
+
+
 def _checked_accounting(plan: CuratePlan, stats: dict[str, Any]) -> tuple[Any, dict[str, int], list[dict]]:
     """The run's counts checked against the accounting rule (documents in = kept + rejected
     per stage and in total, the files holding exactly those rows); raises
@@ -253,7 +291,8 @@ def _checked_accounting(plan: CuratePlan, stats: dict[str, Any]) -> tuple[Any, d
     files = sorted(stats["files"], key=lambda f: f["path"])
     accounting = check_accounting(counts, stage_status, stats["chain"], files,
                                   rejects_written=plan.config.output.write_rejects, reasons=stats["reasons"])
-    print_accounting(accounting)
+    print_accounting(accounting, [s.stage for s in accounting.stages
+                                  if not _applies(s.stage, s.docs_in, counts)])
     if not accounting.ok:
         raise AccountingError("accounting rule violated (nothing was promoted):\n  - "
                               + "\n  - ".join(accounting.problems))
@@ -308,7 +347,8 @@ def _manifest(plan: CuratePlan, options: Any, accounting: Any, counts: dict[str,
             f"e.g. {places[0]}; each is one reject in the count, but more records may have "
             "been lost there")
     optout = next((s for s in plan.stages if s.name == "optout" and s.active), None)
-    if optout is not None and not optout.config.snapshots and (
+    with_url = counts.get("read.pages", 0) + counts.get("read.docs_with_url", 0)
+    if optout is not None and not optout.config.snapshots and with_url and (
             optout.config.robots or optout.config.tdmrep):
         warnings.append(
             "optout: no robots.txt / tdmrep.json snapshots (no --robots-snapshots, and no "
@@ -335,7 +375,8 @@ def _manifest(plan: CuratePlan, options: Any, accounting: Any, counts: dict[str,
         "output": plan.output,
         "funnel": [
             {"stage": s.stage, "status": s.status, "in": s.docs_in, "kept": s.kept,
-             "dropped": s.rejected, "reasons": s.reasons}
+             "dropped": s.rejected, "reasons": s.reasons,
+             "applies": _applies(s.stage, s.docs_in, counts)}
             for s in accounting.stages
         ],
         "totals": {"in": accounting.total_in, "kept": accounting.kept,
@@ -356,9 +397,42 @@ def _manifest(plan: CuratePlan, options: Any, accounting: Any, counts: dict[str,
             "manifest": join(plan.output, MANIFEST),
             "report": join(plan.output, REPORT),
         },
+        "rejected_most": _rejected_most(accounting),
         "elapsed_s": round(elapsed, 3),
         "docs_per_s": round(accounting.total_in / elapsed, 3) if elapsed > 0 else None,
     }
+
+
+def _rejected_most(accounting: Any) -> list[dict[str, Any]]:
+    """The stages that rejected most, each with the setting that relaxes it."""
+    from dataclasses import asdict
+
+    from afm.pipelines.curate.advice import rejection_advice
+
+    funnel = [{"stage": s.stage, "in": s.docs_in, "dropped": s.rejected, "reasons": s.reasons}
+              for s in accounting.stages]
+    return [{**asdict(a), "line": a.line()} for a in rejection_advice(funnel)]
+
+
+def _print_rejected_most(manifest: dict[str, Any]) -> None:
+    from afm.console import console
+
+    most = manifest.get("rejected_most") or []
+    if not most:
+        return
+    totals = manifest["totals"]
+    share = totals["kept"] / totals["in"] if totals["in"] else 1.0
+    color = "yellow" if share < 0.5 else "default"
+    console.print(f"[bold {color}]kept {totals['kept']:,} of {totals['in']:,} "
+                  f"({100 * share:.0f}%); rejected most:")
+    for item in most:
+        console.print(f"  - {item['line']}", highlight=False, markup=False)
+
+
+def _applies(stage: str, docs_in: int, counts: dict[str, int]) -> bool:
+    """Whether a stage had anything of its kind to work on: extraction only applies when
+    crawl pages were read (document input has its text already)."""
+    return not (stage == "extract" and docs_in == 0 and not counts.get("read.pages", 0))
 
 
 def run_curate(
@@ -402,6 +476,7 @@ def run_curate(
     plan = plan_curate(inputs, output, config=config, runner=runner, source=source,
                        pipeline_args=pipeline_args, text_fields=text_fields, command=command,
                        local_workers=local_workers, allow_empty=allow_empty)
+    plan.show_progress = not quiet
     build_options(plan.runner, plan.pipeline_args, local_workers=plan.local_workers)
     if not dry_run:
         options, check = preflight(plan, submitting=True)
@@ -433,6 +508,9 @@ def run_curate(
             "seconds": manifest["elapsed_s"],
             "report": manifest["outputs"]["report"],
         })
+        if manifest["logs"] != "terminal":
+            console.print(f"Beam's logs: {manifest['logs']}", highlight=False, markup=False)
+        _print_rejected_most(manifest)
     return manifest
 
 

@@ -46,8 +46,11 @@ def _e(value: Any) -> str:
 
 
 def render_report(manifest: dict[str, Any], samples: dict[str, list[dict[str, Any]]]) -> str:
-    """The report's HTML text."""
-    png = base64.b64encode(funnel_png(manifest["funnel"])).decode("ascii")
+    """The report's HTML text. Stages with nothing of their kind in the input (extraction
+    of document files) are left out, named in one line."""
+    funnel = [f for f in manifest["funnel"] if f.get("applies", True)]
+    left_out = [f["stage"] for f in manifest["funnel"] if not f.get("applies", True)]
+    png = base64.b64encode(funnel_png(funnel)).decode("ascii")
     acc = manifest["accounting"]
     verdict = (f'<p class="ok">Accounting holds ({acc["checks"]} checks): '
                f'{manifest["totals"]["in"]:,} in = {manifest["totals"]["kept"]:,} kept + '
@@ -58,10 +61,10 @@ def render_report(manifest: dict[str, Any], samples: dict[str, list[dict[str, An
         f"<tr><td>{_e(f['stage'])}</td><td>{_e(f['status'])}</td><td>{f['in']:,}</td>"
         f"<td>{f['kept']:,}</td><td>{f['dropped']:,}</td>"
         f"<td>{100.0 * f['dropped'] / f['in'] if f['in'] else 0:.1f}%</td></tr>"
-        for f in manifest["funnel"]
+        for f in funnel
     )
     reason_rows = []
-    for f in manifest["funnel"]:
+    for f in funnel:
         for reason, n in sorted(f["reasons"].items(), key=lambda kv: -kv[1]):
             reason_rows.append(f"<tr><td>{_e(f['stage'])}</td><td>{_e(reason)}</td>"
                                f"<td>{n:,}</td></tr>")
@@ -94,13 +97,23 @@ def render_report(manifest: dict[str, Any], samples: dict[str, list[dict[str, An
         listed = ", ".join(f"{_e(k)} {v:,}" for k, v in sorted(notes.items()))
         notices.append(f"<p>Fields converted, cleared or repaired while reading: {listed}.</p>")
     optout_html = _optout_cost_html(manifest.get("optout_cost"))
+    if left_out:
+        notices.append(f"<p>Not applicable to this input (nothing of their kind was read, "
+                       f"left out below): {_e(', '.join(left_out))}.</p>")
+    most = "".join(f"<li><b>{_e(a['stage'])}</b>: {a['rejected']:,} rejected "
+                   f"({100 * a['share']:.0f}% of the input; most: {_e(a['top_reason'])} "
+                   f"{a['top_reason_count']:,}). To keep more: <code>{_e(a['setting'])}</code></li>"
+                   for a in manifest.get("rejected_most") or [])
+    costs = _costs_html(manifest.get("costs"))
     shards = manifest["outputs"]["documents"]
     total_bytes = sum(f["bytes"] for f in shards)
     config = json.dumps(manifest["config"], indent=2, sort_keys=False)
     return f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>afm curate report</title>
 <style>
-body {{ font-family: system-ui, sans-serif; margin: 2em; max-width: 1100px; }}
+body {{ font-family: system-ui, sans-serif; margin: 2em; max-width: 1100px; overflow-wrap: anywhere; }}
+img {{ max-width: 100%; height: auto; }}
+code {{ overflow-wrap: anywhere; }}
 table {{ border-collapse: collapse; margin: 1em 0; }}
 td, th {{ border: 1px solid #ccc; padding: 4px 10px; text-align: right; }}
 td:first-child, th:first-child, td:nth-child(2) {{ text-align: left; }}
@@ -119,6 +132,8 @@ pre {{ white-space: pre-wrap; background: #f6f6f6; padding: 6px; font-size: 12px
 <table><tr><th>stage</th><th>status</th><th>in</th><th>kept</th><th>dropped</th>
 <th>dropped %</th></tr>{rows}</table>
 {optout_html}
+{f"<h2>Rejected most, and what keeps more</h2><ul>{most}</ul>" if most else ""}
+{costs}
 <h2>Rejects by reason</h2>
 <table><tr><th>stage</th><th>reason</th><th>documents</th></tr>{''.join(reason_rows)}</table>
 <h2>Sample rejects</h2>
@@ -148,6 +163,30 @@ def _optout_cost_html(cost: dict[str, Any] | None) -> str:
             "several signals counts under each.</p>"
             "<table><tr><th>signal</th><th>pages</th><th>hosts</th><th>words</th></tr>"
             f"{rows}</table>{agent_table}{disagree_html}")
+
+
+def _costs_html(costs: dict[str, Any] | None) -> str:
+    """The run's CPU per stage and document, and peak memory (``costs``, pipeline's
+    :mod:`~afm.pipelines.curate.costs`)."""
+    if not costs:
+        return ""
+    def row(s: dict[str, Any]) -> str:
+        per_doc = "" if s["ms_per_document"] is None else f"{s['ms_per_document']:.3f}"
+        return (f"<tr><td>{_e(s['stage'])}</td><td>{s['documents']:,}</td><td>{s['cpu_s']:,.2f}</td>"
+                f"<td>{per_doc}</td></tr>")
+
+    rows = "".join(row(s) for s in costs["stages"])
+    total = costs.get("stages_ms_per_document")
+    lines = [f"Stages: {costs['stages_cpu_s']:,.2f} CPU s"
+             + (f", {total:.3f} ms per document read" if total is not None else "")]
+    if "process_cpu_s" in costs:
+        lines.append(f"every process of the run: {costs['process_cpu_s']:,.2f} CPU s, of which "
+                     f"{costs['other_cpu_s']:,.2f} s outside the stages (Beam's runner, shuffles, "
+                     "worker start-up)")
+    memory = ", ".join(f"{k.replace('_', ' ')} {v:,.0f} MB" for k, v in costs["peak_memory_mb"].items())
+    lines.append(f"peak memory: {memory}")
+    return ("<h2>Cost per stage</h2><table><tr><th>stage</th><th>documents in</th><th>CPU s</th>"
+            f"<th>CPU ms per document</th></tr>{rows}</table><p>{_e('; '.join(lines))}.</p>")
 
 
 def write_report(manifest: dict[str, Any], samples: dict[str, list[dict[str, Any]]],

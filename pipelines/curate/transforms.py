@@ -13,6 +13,7 @@ from typing import Any
 
 import apache_beam as beam
 from afm.filters.base import apply_filter, apply_filter_batch
+from afm.pipelines.beam.cputime import StageClock
 from afm.pipelines.beam.ids import ORIGIN
 from afm.pipelines.curate.stages import ResolvedStage, build_stage_object
 from apache_beam.metrics import Metrics
@@ -41,9 +42,13 @@ class _StageFn(beam.DoFn):
         self.source = source
         self.kept_counter = Metrics.counter("curate", f"{stage.name}.kept")
         self.rejected_counter = Metrics.counter("curate", f"{stage.name}.rejected")
+        self.clock = StageClock(stage.name)  # the stage's own CPU time (afm.pipelines.beam.cputime)
 
     def setup(self) -> None:
         self.impl = build_stage_object(self.stage)
+
+    def finish_bundle(self) -> None:
+        self.clock.flush()
 
     def _reject(self, rec: dict[str, Any]) -> beam.pvalue.TaggedOutput:
         self.rejected_counter.inc()
@@ -57,7 +62,7 @@ class ExtractFn(_StageFn):
     def process(self, page: dict[str, Any]) -> Iterator[Any]:
         url = page.get("url")
         try:
-            decision = self.impl(page)
+            decision = self.clock.call(self.impl, page)
         except Exception as exc:  # noqa: BLE001 - recorded, never lost
             yield self._reject(make_reject(self._skeleton(page), "extract",
                                            f"error:{type(exc).__name__}", message=str(exc)[:500]))
@@ -92,7 +97,7 @@ class FilterFn(_StageFn):
     """One per-document filter: kept document, or a reject with the filter's reason."""
 
     def process(self, doc: dict[str, Any]) -> Iterator[Any]:
-        kept, rejected = apply_filter(self.impl, doc)
+        kept, rejected = self.clock.call(apply_filter, self.impl, doc)
         if rejected is not None:
             yield self._reject(rejected)
         else:
@@ -133,7 +138,7 @@ class RecordFn(FilterFn):
             yield from super().process(rec)
             return
         try:
-            decision = self.impl(rec)
+            decision = self.clock.call(self.impl, rec)
         except Exception as exc:  # noqa: BLE001 - recorded, never lost
             yield self._reject(make_reject(self._skeleton(rec), self.stage.name,
                                            f"error:{type(exc).__name__}",
@@ -160,7 +165,7 @@ class BatchFilterFn(_StageFn):
     would."""
 
     def process(self, docs: list[dict[str, Any]]) -> Iterator[Any]:
-        for kept, rejected in apply_filter_batch(self.impl, docs):
+        for kept, rejected in self.clock.call(apply_filter_batch, self.impl, docs):
             if rejected is not None:
                 yield self._reject(rejected)
             else:

@@ -85,7 +85,13 @@ class SketchBatch(beam.DoFn):
         self.docs = Metrics.counter(NAMESPACE, "documents_in")
 
     def setup(self) -> None:
+        from afm.pipelines.beam.cputime import StageClock
+
         self.hasher = MinHasher(self.num_perm, self.seed, self.ngram)
+        self.clock = StageClock("dedup")  # the sketches: dedup's own CPU (cputime.py)
+
+    def finish_bundle(self) -> None:
+        self.clock.flush()
 
     def process(self, batch: list[dict[str, Any]]) -> Iterator[Any]:
         from afm.filters.minhash import band_keys
@@ -103,9 +109,9 @@ class SketchBatch(beam.DoFn):
         if not valid:
             return
         self.docs.inc(len(valid))
-        sk = self.hasher.sketch([d["text"] for d in valid])
+        sk = self.clock.call(self.hasher.sketch, [d["text"] for d in valid])
         # Explicit little-endian bytes: the index format must not depend on the host.
-        keys = band_keys(sk.signatures, self.bands, self.rows).astype("<i8", copy=False)
+        keys = self.clock.call(band_keys, sk.signatures, self.bands, self.rows).astype("<i8", copy=False)
         signatures = sk.signatures.astype("<u4", copy=False)
         for i, doc in enumerate(valid):
             content = sk.content_hashes[i].tobytes()

@@ -210,6 +210,7 @@ class Run:
         from afm.console import make_progress
 
         cfg = self.cfg
+        self._warn_about_data(stop_at)
         if self.hooks and cfg.eval.at_start and self.start == 0:  # the starting point, for before/after
             self.evals = self.evaluate(0)
             self.writer.write(0, self.evals)
@@ -232,6 +233,25 @@ class Run:
                 if stopping:
                     _console().print(f"[yellow]stop requested: checkpoint saved at step {step} on every host, exiting")
                     break
+
+    def _warn_about_data(self, stop_at: int) -> None:
+        """A tiny corpus, or a run that goes over its data many times, said before the
+        first step (:mod:`afm.training.data.coverage`); recorded in ``self.data_coverage``."""
+        from afm.model.config import param_counts
+        from afm.training.data.coverage import coverage, data_warnings
+
+        self.data_coverage: dict[str, Any] = {}
+        index = getattr(self.source, "index", None)
+        if index is None or not self.is_main:
+            return
+        data = self.cfg.data
+        cov = coverage(index, steps=stop_at, global_batch=data.global_batch_size, seq_len=data.seq_len,
+                       conversation_rows=getattr(self.source.cfg, "packing", "stream") == "conversation")
+        self.data_coverage = cov.describe()
+        if self.quiet:
+            return
+        for warning in data_warnings(cov, param_counts(self.mcfg)["total"]):
+            _console().print(f"[bold yellow]warning: {warning}")
 
     def _train_one_step(self) -> tuple[dict[str, float], Any]:
         """``task.before_step`` (rollouts, for online RL), the next batch, one train step."""
@@ -351,6 +371,7 @@ class Run:
             "workdir": self.workdir,
             "model_checkpoint": model_dir,
             "tokens": (step - self.start) * self.tokens_per_step,
+            "data_passes": getattr(self, "data_coverage", {}).get("passes"),
             "seconds": time.perf_counter() - self.t_begin,
             "preempted": bool(self.stop.stopping),
             "attention": self.backend,

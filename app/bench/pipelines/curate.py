@@ -1,14 +1,26 @@
-"""``afm bench curate``: the curate pipeline vs an equivalent datatrove pipeline.
+"""``afm bench curate``: steady-state curate throughput, afm next to datatrove.
 
-Both get the same WARC files, built from the 181 real article pages of
-``../shared/eval/extraction`` plus exact copies of a quarter of them under other URLs
-(in other files, so only a global dedup finds them), and run the same work:
-trafilatura extraction -> Gopher repetition + Gopher quality + C4 + FineWeb heuristics ->
-MinHash LSH dedup -> write. afm runs on Beam's local runner (multi-process), datatrove on
-its ``LocalPipelineExecutor``, each with 1 and then 2 worker processes. Printed:
-docs/s/core (documents in / wall seconds / workers) for both, their ratio, and the
-1 -> 2 worker scaling of each. datatrove is a bench-only dependency
-(``pip install datatrove==0.10.1``); without it the datatrove rows are reported missing.
+The input is a web-sized corpus made from the 181 real article pages of
+``../shared/eval/extraction`` (:mod:`afm.app.bench.pipelines.webcorpus`: 10,000 pages of
+real page HTML with recombined article bodies, 10% exact and 10% near copies in other WARC
+files than their originals, so dedup does its share), in WARC files of 1,000 pages.
+
+Three pipelines run on it, one worker each, every run in a child process of its own whose
+CPU time (user + system, the child and what it waited for) is what is counted:
+
+* ``afm, datatrove's stages``: extraction, the Gopher / C4 / FineWeb heuristics, MinHash
+  dedup, the same work as
+* ``datatrove``: its FineWeb-style reference pipeline (WarcReader, Trafilatura, the same
+  four heuristic filters, MinHash signature / buckets / cluster / filter, JSONL writer);
+* ``afm, every stage``: ``afm curate``'s default pipeline with a decontamination index
+  built from ``../shared/eval/benchmarks``.
+
+Each runs on the first file (1,000 pages) and on all of them; the steady state is the
+difference, ``(N - n) / (CPU(N) - CPU(n))`` pages per CPU-second (= pages/s/core), and
+start-up is what the small run cost beyond its pages at that rate, so a figure is not
+quoted from start-up. The per-stage CPU table comes from the big afm run's manifest
+(:mod:`afm.pipelines.curate.costs`). datatrove is a bench-only dependency (``afm[bench]``,
+``pip install datatrove==0.10.1``); without it its rows are missing.
 """
 
 from __future__ import annotations
@@ -16,15 +28,21 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import os
 import shutil
+import subprocess
+import sys
 import time
 from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from afm.app.bench.common import BenchOptions, Comparison
 
 DATATROVE_VERSION = "0.10.1"
+PAGES_PER_FILE = 1000
+BEFORE_44 = 31.0  # pages/s/core, every stage, one worker, measured when issue 44 was filed
 
 
 def write_html_warcs(records: list[tuple[str, bytes]], files: list[Path],
@@ -52,30 +70,6 @@ def write_html_warcs(records: list[tuple[str, bytes]], files: list[Path],
             h.close()
 
 
-def build_corpus(shared: Path, workdir: Path, quick: bool) -> tuple[list[Path], int]:
-    """WARC files of real pages + cross-file duplicates; returns (files, documents)."""
-    src = shared / "eval" / "extraction"
-    truth = json.loads((src / "ground-truth.json").read_text(encoding="utf-8"))
-    pages = []
-    for path in sorted((src / "html").glob("*.html.gz")):
-        key = path.name.split(".")[0]
-        url = truth.get(key, {}).get("url") or f"http://bench.test/{key}"
-        pages.append((url, gzip.decompress(path.read_bytes())))
-    if quick:
-        pages = pages[:40]
-    dups = [(f"http://mirror.bench.test/copy/{i}", body) for i, (_, body) in enumerate(pages[::4])]
-    n_files = 2 if quick else 4
-    out_dir = workdir / "warc"
-    if out_dir.exists():
-        shutil.rmtree(out_dir)
-    out_dir.mkdir(parents=True)
-    files = [out_dir / f"part-{i:02d}.warc.gz" for i in range(n_files)]
-    records = pages + dups
-    # copies land in other files than their originals
-    write_html_warcs(records, files, file_of=lambda i: (i * 7 + 3) % n_files)
-    return files, len(records)
-
-
 AFM_CONFIG: dict[str, Any] = {
     # The stages datatrove's reference pipeline has: extraction, heuristics, MinHash dedup.
     "language": {"enabled": False},
@@ -85,19 +79,6 @@ AFM_CONFIG: dict[str, Any] = {
     "decontaminate": {"enabled": False},
     "output": {"write_rejects": True},
 }
-
-
-def run_afm(files: list[Path], out: Path, workers: int) -> tuple[int, int, float]:
-    from afm.pipelines.curate.pipeline import run_curate
-
-    if out.exists():
-        shutil.rmtree(out)
-    start = time.perf_counter()
-    manifest = run_curate([str(f) for f in files], out, config=AFM_CONFIG,
-                          pipeline_args=["--direct_running_mode=multi_processing",
-                                         f"--direct_num_workers={workers}"])
-    seconds = time.perf_counter() - start
-    return manifest["totals"]["in"], manifest["totals"]["kept"], seconds
 
 
 def run_datatrove(files: list[Path], out: Path, workers: int) -> tuple[int, int, float]:
@@ -172,13 +153,166 @@ def _datatrove_pages_read(stats_file: Path) -> int:
     return -1
 
 
+
+
+# ----------------------------------------------------------------------------- the corpus
+
+
+def build_web_corpus(shared: Path, workdir: Path, pages: int) -> tuple[Path, Path]:
+    """``(small, big)`` directories of WARC files: the big one holds ``pages`` generated
+    pages in files of :data:`PAGES_PER_FILE`, the small one its first file. Kept between
+    runs (the name says what was generated)."""
+    from afm.app.bench.pipelines.webcorpus import corpus_key, generate_pages
+
+    files = max(1, pages // PAGES_PER_FILE)
+    root = workdir / corpus_key(pages, 0, files)
+    big, small = root / "all", root / "first"
+    if (root / "_DONE").exists():
+        return small, big
+    shutil.rmtree(root, ignore_errors=True)
+    big.mkdir(parents=True)
+    small.mkdir()
+    records = generate_pages(shared / "eval" / "extraction", pages)
+    paths = [big / f"part-{i:03d}.warc.gz" for i in range(files)]
+    # Page i in file (i * 7 + 3) % files: the copies land in other files than their originals.
+    write_html_warcs(records, paths, file_of=lambda i: i // PAGES_PER_FILE if files == 1 else
+                     (i * 7 + 3) % files)
+    os.symlink(paths[0], small / paths[0].name)
+    (root / "_DONE").write_text(json.dumps({"pages": pages, "files": files}))
+    return small, big
+
+
+def _pages_in(directory: Path) -> int:
+    from warcio.archiveiterator import ArchiveIterator
+
+    n = 0
+    for f in sorted(directory.glob("*.warc.gz")):
+        with open(f, "rb") as fh:
+            n += sum(1 for r in ArchiveIterator(fh) if r.rec_type == "response")
+    return n
+
+
+# ----------------------------------------------------------------------------- one run, measured
+
+
+@dataclass
+class Measured:
+    """One pipeline run in a child process."""
+
+    pages: int
+    kept: int
+    cpu_s: float  # user + system of the child and everything it waited for
+    wall_s: float
+    peak_rss_mb: float  # the child and its descendants together, sampled
+    manifest: str = ""  # afm runs: the manifest, for the per-stage table
+
+
+def measure(kind: str, inputs: Path, out: Path, extra: dict[str, Any]) -> Measured:
+    """Run ``kind`` (afm-datatrove-stages | afm-all | datatrove) on ``inputs`` in a child
+    process, which reports its own resource usage (``getrusage``: itself and the
+    processes it waited for)."""
+    if out.exists():
+        shutil.rmtree(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    spec = json.dumps({"kind": kind, "inputs": str(inputs), "out": str(out), **extra})
+    start = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "afm.app.bench.pipelines.curate", spec],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    stdout, stderr = proc.communicate()
+    wall = time.perf_counter() - start
+    if proc.returncode:
+        raise RuntimeError(f"{kind} failed on {inputs}:\n{stderr[-3000:]}")
+    result = json.loads(stdout.strip().splitlines()[-1])
+    return Measured(result["pages"], result["kept"], result["cpu_s"], round(wall, 2),
+                    result["peak_rss_mb"], result.get("manifest", ""))
+
+
+def _child(spec: dict[str, Any]) -> dict[str, Any]:
+    """In the child: run one pipeline, print what it did and what it cost (its own
+    rusage, and its finished children's: Beam's and datatrove's helpers)."""
+    import resource
+
+    from afm.pipelines.curate.costs import TreeMemory
+
+    inputs, out = Path(spec["inputs"]), Path(spec["out"])
+    files = sorted(inputs.glob("*.warc.gz"))
+    # Sampled, not ru_maxrss: Linux carries a parent's peak over fork and exec.
+    with TreeMemory() as memory:
+        if spec["kind"] == "datatrove":
+            pages, kept, _ = run_datatrove(files, out, 1)
+            manifest = ""
+        else:
+            from afm.pipelines.curate.pipeline import run_curate
+
+            config: dict[str, Any] = dict(AFM_CONFIG) if spec["kind"] == "afm-datatrove-stages" else {}
+            if spec.get("decontam_index"):
+                config["decontaminate"] = {"params": {"index": spec["decontam_index"]}}
+            m = run_curate([str(f) for f in files], out, config=config, quiet=True,
+                           pipeline_args=["--direct_running_mode=in_memory", "--direct_num_workers=1"])
+            pages, kept, manifest = m["totals"]["in"], m["totals"]["kept"], str(out / "manifest.json")
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return {"pages": pages, "kept": kept, "manifest": manifest,
+            "cpu_s": me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime,
+            "peak_rss_mb": memory.peak_bytes / 2**20}
+
+
+# ----------------------------------------------------------------------------- the benchmark
+
+
+@dataclass
+class SteadyState:
+    name: str
+    small: Measured
+    big: Measured
+
+    @property
+    def pages_per_cpu_s(self) -> float:
+        """Pages per CPU-second beyond start-up: the difference of the two runs."""
+        return (self.big.pages - self.small.pages) / max(self.big.cpu_s - self.small.cpu_s, 1e-9)
+
+    @property
+    def startup_cpu_s(self) -> float:
+        return max(0.0, self.small.cpu_s - self.small.pages / self.pages_per_cpu_s)
+
+    def row(self) -> list[Any]:
+        return [self.name, f"{self.pages_per_cpu_s:.1f}", f"{1000 / self.pages_per_cpu_s:.1f}",
+                f"{self.startup_cpu_s:.1f}", f"{self.big.pages:,} -> {self.big.kept:,}",
+                f"{self.big.cpu_s:.0f}", f"{self.big.wall_s:.0f}", f"{self.big.peak_rss_mb:,.0f}"]
+
+
+def _decontam_index(shared: Path, workdir: Path) -> str:
+    from afm.filters.benchmarks import build_index
+
+    out = workdir / "decontam-index"
+    if not (out / "_DONE").exists():
+        shutil.rmtree(out, ignore_errors=True)
+        build_index(shared / "eval" / "benchmarks", out)
+        (out / "_DONE").write_text("ok")
+    return str(out)
+
+
+def stage_table(manifest_path: str) -> list[list[Any]]:
+    """Rows of the big afm run's per-stage CPU (ms per document entering the stage)."""
+    costs = json.loads(Path(manifest_path).read_text())["costs"]
+    rows = [[s["stage"], f"{s['documents']:,}", f"{s['cpu_s']:.1f}",
+             "" if s["ms_per_document"] is None else f"{s['ms_per_document']:.2f}"] for s in costs["stages"]]
+    rows.append(["all stages, per page read", "", f"{costs['stages_cpu_s']:.1f}",
+                 f"{costs['stages_ms_per_document']:.2f}"])
+    rows.append(["the whole process, per page read", "", f"{costs['process_cpu_s']:.1f}",
+                 f"{costs['process_ms_per_document']:.2f}"])
+    return rows
+
+
 def bench_curate(opts: BenchOptions) -> list[Comparison]:
-    from afm.console import console
+    from afm.console import console, print_table
 
     if opts.shared_dir is None:
         raise RuntimeError("needs ../shared/eval/extraction (the real pages) for its input")
     work = Path(opts.workdir) / "curate"
-    files, n_docs = build_corpus(opts.shared_dir, work, opts.quick)
+    pages = 2 * PAGES_PER_FILE if opts.quick else 10 * PAGES_PER_FILE
+    small, big = build_web_corpus(opts.shared_dir, work, pages)
+    console.print(f"corpus: {pages:,} pages in {big} (first file: {small}); load average "
+                  f"{', '.join(f'{x:.2f}' for x in os.getloadavg())}")
     try:
         import datatrove  # noqa: F401
         have_dt = True
@@ -186,37 +320,52 @@ def bench_curate(opts: BenchOptions) -> list[Comparison]:
         have_dt = False
         console.print(f"[yellow]datatrove not installed (pip install datatrove=="
                       f"{DATATROVE_VERSION}): its rows are missing")
-    rows: list[Comparison] = []
-    rates: dict[tuple[str, int], float] = {}
-    kept_counts: dict[str, int] = {}
-    for workers in (1, 2):
-        n_in, kept, secs = run_afm(files, work / f"afm-{workers}", workers)
-        assert n_in == n_docs, (n_in, n_docs)
-        rates[("afm", workers)] = n_docs / secs / workers
-        kept_counts["afm"] = kept
-        console.print(f"afm, {workers} worker(s): {n_docs} docs, {kept} kept, {secs:.1f} s")
-        if have_dt:
-            dt_in, dt_kept, dt_secs = run_datatrove(files, work / f"datatrove-{workers}",
-                                                    workers)
-            if dt_in != n_docs:
-                console.print(f"[yellow]datatrove's reader passed on {dt_in} of {n_docs} pages")
-            rates[("datatrove", workers)] = n_docs / dt_secs / workers
-            kept_counts["datatrove"] = dt_kept
-            console.print(f"datatrove, {workers} worker(s): {n_docs} docs, {dt_kept} kept, "
-                          f"{dt_secs:.1f} s")
-    for workers in (1, 2):
-        rows.append(Comparison(
-            f"docs/s/core, {workers} worker(s)", rates[("afm", workers)],
-            rates.get(("datatrove", workers)), f"datatrove {DATATROVE_VERSION}", "docs/s/core",
-            ">= 1.0x datatrove"))
-    rows.append(Comparison(f"kept of {n_docs} docs", kept_counts["afm"],
-                           kept_counts.get("datatrove"), f"datatrove {DATATROVE_VERSION}", "docs",
-                           "same order (rule sets differ in detail)"))
-    for name in ("afm",) + (("datatrove",) if have_dt else ()):
-        speedup = rates[(name, 2)] * 2 / rates[(name, 1)]
-        rows.append(Comparison(f"{name} speed-up 1->2 workers", speedup, 2.0,
-                               "ideal (linear)", "x", ""))
+    index = _decontam_index(opts.shared_dir, work)
+    kinds = [("afm, datatrove's stages", "afm-datatrove-stages", {}),
+             ("afm, every stage (+ decontamination)", "afm-all", {"decontam_index": index})]
+    if have_dt:
+        kinds.insert(1, (f"datatrove {DATATROVE_VERSION}", "datatrove", {}))
+    results: dict[str, SteadyState] = {}
+    for name, kind, extra in kinds:
+        runs = []
+        for label, inputs in (("first file", small), ("all files", big)):
+            m = measure(kind, inputs, work / "out" / f"{kind}-{label.replace(' ', '-')}", extra)
+            console.print(f"{name}, {label}: {m.pages:,} pages, {m.kept:,} kept, {m.cpu_s:.1f} CPU s, "
+                          f"{m.wall_s:.1f} s, peak {m.peak_rss_mb:,.0f} MB; load "
+                          f"{os.getloadavg()[0]:.2f}")
+            runs.append(m)
+        results[kind] = SteadyState(name, runs[0], runs[1])
+    print_table("steady state, one worker (pages per CPU-second = pages/s/core)",
+                ["pipeline", "pages/s/core", "CPU ms/page", "start-up CPU s", "pages -> kept",
+                 "CPU s (all)", "wall s (all)", "peak MB"], [r.row() for r in results.values()])
+    print_table("afm, every stage: CPU per stage (thread CPU in the stage's own code)",
+                ["stage", "documents in", "CPU s", "ms per document"], stage_table(results["afm-all"].big.manifest))
+    record = {k: {"steady_pages_per_cpu_s": v.pages_per_cpu_s, "startup_cpu_s": v.startup_cpu_s,
+                  "small": asdict(v.small), "big": asdict(v.big)} for k, v in results.items()}
+    record["load_average"] = os.getloadavg()
+    (work / "result.json").write_text(json.dumps(record, indent=2))
+    dt = results.get("datatrove")
+    base = dt.pages_per_cpu_s if dt else None
+    rows = [
+        Comparison("steady pages/s/core, datatrove's stages", results["afm-datatrove-stages"].pages_per_cpu_s,
+                   base, f"datatrove {DATATROVE_VERSION}", "pages/s/core", ">= 1.0x datatrove"),
+        Comparison("steady pages/s/core, every stage", results["afm-all"].pages_per_cpu_s, base,
+                   f"datatrove {DATATROVE_VERSION} (fewer stages)", "pages/s/core",
+                   f">= {2 * BEFORE_44:.0f} (2x the {BEFORE_44:.0f} of before #44)"),
+        Comparison("start-up CPU s, every stage", results["afm-all"].startup_cpu_s,
+                   dt.startup_cpu_s if dt else None, "datatrove", "s", "reported apart"),
+        Comparison("peak MB, every stage", results["afm-all"].big.peak_rss_mb,
+                   dt.big.peak_rss_mb if dt else None, "datatrove", "MB", ""),
+    ]
     return rows
 
 
+def main(argv: list[str]) -> int:
+    print(json.dumps(_child(json.loads(argv[0]))))
+    return 0
+
+
 BENCHMARKS = {"curate": bench_curate}
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

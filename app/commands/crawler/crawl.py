@@ -143,6 +143,91 @@ def daemon_command(config_file: Path, overrides: tuple[str, ...]) -> None:
     _finish(summary, "crawler daemon summary")
 
 
+@crawler_group.command(
+    "status",
+    epilog="""\b
+Examples:
+  afm crawler status --out /var/lib/afm/crawl/web1          # the daemon writing there
+  afm crawler status --url http://127.0.0.1:9410
+  afm crawler status --redis-url redis://10.0.0.5:6379/0 --redis-key afm-web   # every daemon on it
+  afm crawler status --out crawl/ --health                  # exit 0 when healthy (HEALTHCHECK)
+  afm crawler status --config crawl.yaml --wait 60          # wait until healthy (systemd start)
+  curl -s http://127.0.0.1:9410/metrics                     # what Prometheus scrapes
+""",
+)
+@click.option("--config", "config_file", type=click.Path(exists=True, path_type=Path), default=None,
+              help="The daemon's config: its out_dir finds the endpoint (the systemd unit, the image).")
+@click.option("--out", "out_dir", default=None, help="A running daemon's output directory (finds its endpoint).")
+@click.option("--url", default=None, help="The daemon's endpoint, http://HOST:PORT (default port 9410).")
+@click.option("--redis-url", default=None, help="A shared Redis frontier: queue, seen URLs, every daemon.")
+@click.option("--redis-key", default="afm", show_default=True, help="The frontier's key (the daemons' redis_key).")
+@click.option("--health", is_flag=True, help="One line and the exit status only: 0 healthy, 1 not.")
+@click.option("--wait", "wait_s", type=float, default=None, metavar="SECONDS",
+              help="Wait up to SECONDS for the daemon to become healthy (exit 1 if it does not).")
+def status_command(config_file: Path | None, out_dir: str | None, url: str | None, redis_url: str | None,
+                   redis_key: str, health: bool, wait_s: float | None) -> None:
+    """What a running crawler daemon, or a Redis frontier shared by several, is doing."""
+    from afm.crawler.status import (
+        StatusError,
+        daemon_status,
+        endpoint_url,
+        frontier_status,
+        wait_healthy,
+    )
+
+    from afm.console import print_summary, print_table
+
+    if sum(x is not None for x in (config_file, out_dir, url, redis_url)) != 1:
+        raise click.UsageError("give one of --config FILE, --out DIR, --url http://HOST:PORT or --redis-url URL")
+    if config_file is not None:
+        from afm.crawler.config import CrawlConfig
+
+        from afm.config import ConfigError, load_config
+
+        try:
+            out_dir = load_config(CrawlConfig, config_file).out_dir
+        except ConfigError as exc:
+            raise click.UsageError(str(exc)) from exc
+    try:
+        if redis_url:
+            front = frontier_status(redis_url, redis_key)
+            print_summary(f"frontier {redis_key}", {"requests queued": front["queued"],
+                                                     "URLs seen": front["seen"], "daemons": len(front["daemons"])})
+            if front["daemons"]:
+                print_table("daemons (last heartbeat)", ["daemon", "pages", "bytes", "in flight", "seconds ago",
+                                                         "output"],
+                            [[d["daemon"], d["pages"], d["bytes"], d["in_flight"],
+                              f"{d['age_s']:.0f}" + (" (stale)" if d["stale"] else ""), d["out_dir"]]
+                             for d in front["daemons"]])
+            return
+        target = url or endpoint_url(out_dir)  # type: ignore[arg-type]
+        if wait_s is not None:
+            got = wait_healthy(url or str(out_dir), wait_s)
+            click.echo(f"healthy: {got.url} ({got.health.get('pages', 0)} pages)")
+            return
+        got = daemon_status(target, with_metrics=not health)
+    except StatusError as exc:
+        raise click.ClickException(str(exc)) from exc
+    if health:
+        click.echo(f"{'healthy' if got.healthy else 'unhealthy'}: {got.url} {got.health}")
+        sys.exit(0 if got.healthy else 1)
+    m = got.metrics
+    rows: dict[str, object] = {"endpoint": got.url, "health": got.health.get("status", "?"),
+                               "uptime s": got.health.get("uptime_s", 0)}
+    for name in ("pages", "bytes", "robots_denied", "robots_fetches", "scheduled", "warc_files_closed"):
+        rows[name.replace("_", " ")] = int(m.get(f"afm_crawler_{name}_total", 0))
+    rows["frontier"] = int(m.get("afm_crawler_frontier_requests", -1))
+    rows["in flight"] = int(m.get("afm_crawler_in_flight_requests", 0))
+    for key, value in sorted(m.items()):
+        for family in ("responses", "training_use", "errors"):
+            if key.startswith(f"afm_crawler_{family}_total{{"):
+                rows[f"{family.replace('_', ' ')} {key.split('=', 1)[1].rstrip('}')}"] = int(value)
+    rows["memory MB"] = round(m.get("process_resident_memory_bytes", 0) / 2**20, 1)
+    print_summary("crawler status", rows)
+    if not got.healthy:
+        sys.exit(1)
+
+
 @click.group("robots")
 def robots_group() -> None:
     """robots.txt tools (RFC 9309)."""

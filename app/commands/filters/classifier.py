@@ -173,7 +173,8 @@ Examples:
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Output folder.")
 @click.option("--n-per-class", default=1000, show_default=True, type=int)
 @click.option("--seed", default=0, show_default=True, type=SEED)
-def make_safety_data_cmd(out_dir: str, n_per_class: int, seed: int) -> None:
+@click.option("--overwrite", is_flag=True, help="Replace what OUT holds.")
+def make_safety_data_cmd(out_dir: str, n_per_class: int, seed: int, overwrite: bool) -> None:
     """Write the synthetic safety training data (unsafe.jsonl.gz, safe.jsonl.gz) to OUT."""
     import gzip
     import json
@@ -185,14 +186,22 @@ def make_safety_data_cmd(out_dir: str, n_per_class: int, seed: int) -> None:
 
     if n_per_class < 2:
         raise click.BadParameter("needs at least 2 documents per class", param_hint="--n-per-class")
+    from afm.outputs import OutputError, write_directory
+
     unsafe, safe = make_safety_training_data(n_per_class, seed)
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    for name, texts in (("unsafe", unsafe), ("safe", safe)):
-        # mtime=0: the same seed gives byte-identical files.
-        lines = "".join(json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in texts)
-        with gzip.GzipFile(out / f"{name}.jsonl.gz", "wb", mtime=0) as fh:
-            fh.write(lines.encode("utf-8"))
+
+    def write(staging: str) -> None:
+        for name, texts in (("unsafe", unsafe), ("safe", safe)):
+            # mtime=0: the same seed gives byte-identical files.
+            lines = "".join(json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in texts)
+            with gzip.GzipFile(Path(staging) / f"{name}.jsonl.gz", "wb", mtime=0) as fh:
+                fh.write(lines.encode("utf-8"))
+
+    try:
+        write_directory(out, write, overwrite=overwrite, manifest={"command": "classifier make-safety-data"})
+    except OutputError as exc:
+        raise click.ClickException(str(exc)) from exc
     print_summary("make-safety-data", {"unsafe": len(unsafe), "safe": len(safe), "folder": str(out)})
 
 

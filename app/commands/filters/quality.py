@@ -268,7 +268,7 @@ def _read_documents(inputs: tuple[str, ...], text_field: str) -> list[dict]:
 @click.option("--positive-from", type=Number(integer=True), default=None,
               help="Score from which a label is pos (default: the rubric's).")
 @click.option("--text-field", default="text", show_default=True)
-@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--seed", default=0, show_default=True, type=SEED)
 @click.option("--max-concurrency", default=8, show_default=True, type=POSITIVE_INT,
               help="openai judges: requests in flight.")
 @click.option("--requests-per-minute", default=None, type=POSITIVE, help="openai judges: rate limit.")
@@ -365,7 +365,7 @@ def compare_cmd(models: tuple[str, ...], scrapinghub: str | None, utomo: str | N
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="The model to write (.ftz).")
 @click.option("--baseline", "baselines", multiple=True, default=("handwritten",), show_default=True,
               help="Models tested beside the new one (paths, or handwritten).")
-@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--seed", default=0, show_default=True, type=SEED)
 def train_default_cmd(wcxb: str, scrapinghub: str | None, utomo: str | None, out: str,
                       baselines: tuple[str, ...], seed: int) -> None:
     """Train the default quality model on real pages and test it beside the old one."""

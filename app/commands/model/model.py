@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import click
 
@@ -249,18 +250,24 @@ architecture), and so in vLLM and llama.cpp's converter.
 @click.option("--out", required=True, type=click.Path(file_okay=False))
 @click.option("--dtype", default="float32", show_default=True,
               type=click.Choice(["float32", "bfloat16", "float16"]))
-def export_hf_command(checkpoint: str, tokenizer_dir: str | None, out: str, dtype: str) -> None:
+@click.option("--overwrite", is_flag=True, help="Replace what OUT holds (kept until the export succeeded).")
+def export_hf_command(checkpoint: str, tokenizer_dir: str | None, out: str, dtype: str,
+                      overwrite: bool) -> None:
     """Write a Hugging Face model folder in the Qwen3 layout (config.json + safetensors)."""
     from afm.model.hf_export import export_hf
 
     from afm.console import console, print_summary
+    from afm.outputs import OutputError, write_directory
 
     start = time.perf_counter()
     with console.status("exporting...", spinner="dots"):
         try:
-            path = export_hf(checkpoint, out, tokenizer_dir=tokenizer_dir, dtype=dtype)
-        except (ValueError, FileNotFoundError) as exc:
+            write_directory(out, lambda staging: export_hf(checkpoint, staging, tokenizer_dir=tokenizer_dir,
+                                                           dtype=dtype),
+                            overwrite=overwrite, manifest={"command": "export hf", "checkpoint": checkpoint})
+        except (ValueError, FileNotFoundError, OutputError) as exc:
             raise click.ClickException(str(exc)) from exc
+    path = Path(out).resolve()
     files = sorted(p.name for p in path.iterdir())
     print_summary("export hf", {"out": str(path), "files": ", ".join(files), "dtype": dtype,
                                 "seconds": round(time.perf_counter() - start, 2)})
@@ -332,12 +339,15 @@ characters then use byte pieces; the summary says how many characters got their 
 @click.option("--character-coverage", type=PROBABILITY_OPEN, default=None,
               help="Share of characters given their own piece (the rest use byte pieces). Default: the "
                    "highest up to 0.9995 that --vocab-size has room for.")
+@click.option("--overwrite", is_flag=True,
+              help="Replace the tokenizer OUT holds (kept until the new one is trained).")
 def tokenizer_train(inputs: tuple[str, ...], vocab_size: int, out: str, sample_docs: int, seed: int,
-                    character_coverage: float | None) -> None:
+                    character_coverage: float | None, overwrite: bool) -> None:
     """Train the tokenizer on a sample of documents."""
     from afm.model.tokenizer import TokenizerError, document_files, train_tokenizer
 
     from afm.console import console, print_summary
+    from afm.outputs import OutputError, write_directory
 
     try:
         files = document_files(inputs)
@@ -347,12 +357,18 @@ def tokenizer_train(inputs: tuple[str, ...], vocab_size: int, out: str, sample_d
         raise click.UsageError(f"no .parquet / .jsonl inputs in {list(inputs)}")
     console.print(f"tokenizer: {len(files)} file(s), vocab {vocab_size}, sample {sample_docs} docs")
     start = time.perf_counter()
-    with console.status("training SentencePiece BPE...", spinner="dots"):
-        try:
-            path = train_tokenizer(files, out, vocab_size=vocab_size, sample_docs=sample_docs, seed=seed,
+
+    def train(staging: str) -> Path:
+        with console.status("training SentencePiece BPE...", spinner="dots"):
+            return train_tokenizer(files, staging, vocab_size=vocab_size, sample_docs=sample_docs, seed=seed,
                                    character_coverage=character_coverage)
-        except TokenizerError as exc:
-            raise click.ClickException(str(exc)) from exc
+
+    try:
+        write_directory(out, train, overwrite=overwrite,
+                        manifest={"command": "tokenizer train", "inputs": files, "vocab_size": vocab_size})
+    except (TokenizerError, OutputError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    path = Path(out).resolve()
     meta = json.loads((path / "tokenizer_meta.json").read_text())
     reached = meta["vocab_size"]
     print_summary("tokenizer train", {

@@ -42,8 +42,19 @@ has the details.
 """
 
 
+def _set_worker_logs(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    from afm.pipelines.beam.logs import set_worker_logs
+
+    set_worker_logs(value)
+    return value
+
+
 def runner_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Add ``--runner`` and ``--dry-run`` to a command."""
+    """Add ``--runner``, ``--dry-run`` and ``--worker-logs`` to a command."""
+    fn = click.option("--worker-logs", type=click.Choice(["file", "terminal"]), default="file",
+                      show_default=True, expose_value=False, callback=_set_worker_logs,
+                      help="Beam's own logs (worker start-up, channels): a file beside the output "
+                           "(OUTPUT/_logs/RUN.log, named at the end), or the terminal.")(fn)
     fn = click.option("--dry-run", is_flag=True,
                       help="Build the pipeline, check the runner options and every path the "
                            "workers will open; run nothing.")(fn)

@@ -176,15 +176,27 @@ afm.synth.demo_data, disjoint train/held-out questions) and OUT/eval/<task>/gsm8
 @click.option("--seed", type=SEED, default=0, show_default=True)
 @click.option("--planted/--no-planted", default=True, show_default=True,
               help="Add the records `afm sft prepare` must reject (malformed, PII, benchmark quote, ...).")
-def demo_data_command(out, per_set, held_out, seed, planted) -> None:
+@click.option("--overwrite", is_flag=True, help="Replace what OUT holds.")
+def demo_data_command(out, per_set, held_out, seed, planted, overwrite) -> None:
     """Write the demo instruction set (and its held-out evaluation items)."""
     from pathlib import Path
 
     from afm.synth.demo_data import eval_items, write_demo_set
 
-    files = write_demo_set(out, seed=seed, per_set=per_set, held_out_per_set=held_out, planted=planted)
-    for task in ("arith", "compare"):
-        eval_items(Path(out) / "eval" / task / "gsm8k-test.jsonl", seed=seed, n=held_out, task=task)
+    from afm.outputs import OutputError, write_directory
+
+    def write(staging: str) -> dict:
+        written = write_demo_set(staging, seed=seed, per_set=per_set, held_out_per_set=held_out, planted=planted)
+        for task in ("arith", "compare"):
+            eval_items(Path(staging) / "eval" / task / "gsm8k-test.jsonl", seed=seed, n=held_out, task=task)
+        # where each file is once promoted
+        return {split: {k: str(Path(out) / Path(v).relative_to(staging)) for k, v in named.items()}
+                for split, named in written.items()}
+
+    try:
+        files = write_directory(out, write, overwrite=overwrite, manifest={"command": "sft demo-data"})
+    except OutputError as exc:
+        raise click.ClickException(str(exc)) from exc
     for split, named in files.items():
         click.echo(f"{split}: " + ", ".join(f"{k}={v}" for k, v in named.items()))
     click.echo(f"eval items: {out}/eval/arith, {out}/eval/compare (GSM8K layout)")

@@ -60,6 +60,7 @@ def _write_config(tmp: Path, site: LocalSites, **extra) -> Path:
         "per_host_concurrency": 1,
         "idle_exit_seconds": 1,
         "progress_seconds": 0,
+        "metrics_port": 0,  # any free port: tests run side by side
         "inbox": str(tmp / "inbox"),
         "poll_seconds": 0.5,
         **extra,

@@ -152,6 +152,15 @@ def test_small_vocabulary_on_real_articles_trains_with_a_lowered_coverage(sixty_
     tok = Tokenizer.load(tmp_path / "tok")
     text = "Gaming used to be so simple — naïve café ☃"
     assert tok.decode(tok.encode(text)) == text  # the rare characters still round-trip (bytes)
+    # The one output rule: an existing tokenizer is refused before any training, kept
+    # until a run with --overwrite has trained the new one.
+    again = ["tokenizer", "train", "--input", str(sixty_articles), "--vocab-size", "400", "--out", str(tmp_path / "tok")]
+    refused = CliRunner().invoke(main, again)
+    assert refused.exit_code != 0 and "--overwrite" in refused.output and "Traceback" not in refused.output
+    assert json.loads((tmp_path / "tok" / "tokenizer_meta.json").read_text()) == meta
+    replaced = CliRunner().invoke(main, [*again, "--overwrite"])
+    assert replaced.exit_code == 0, replaced.output
+    assert json.loads((tmp_path / "tok" / "tokenizer_meta.json").read_text())["vocab_size"] <= 400
 
 
 def test_a_coverage_that_does_not_fit_is_afm_advice_not_sentencepiece(sixty_articles, tmp_path) -> None:

@@ -257,3 +257,22 @@ def test_tokenize_outputs_are_read_under_the_output_policy(tmp_path):
     (out / "_SUCCESS").unlink()
     with pytest.raises(DataError, match="_SUCCESS"):
         expand_paths([str(tmp_path / "tok*" / "*.parquet")])
+
+
+def test_data_coverage_counts_tokens_from_footers_and_warns_on_tiny_or_repeated_data(tmp_path):
+    """A corpus with fewer tokens than parameters, and a run that reads its data many
+    times, are said before the first step, with what to change."""
+    from afm.training.data.coverage import coverage, data_warnings, shard_tokens
+
+    rows = [{"id": str(i), "source": "web", "tokens": list(range(1, 2 + i % 7))} for i in range(50)]
+    index = ShardIndex([write_token_shard(rows, tmp_path / "t.parquet", row_group_size=8)])
+    exact = sum(len(r["tokens"]) for r in rows)
+    assert shard_tokens(index) == exact  # from the footers, no data read
+    stream = coverage(index, steps=10, global_batch=4, seq_len=32, conversation_rows=False)
+    assert stream.read_tokens == 10 * 4 * 32 and stream.passes == pytest.approx(1280 / exact)
+    warnings = data_warnings(stream, params=1_000_000)
+    assert any(w.startswith("tiny corpus") and f"{exact:,} tokens" in w for w in warnings)
+    assert any(w.startswith("data repeats") and "--steps" in w for w in warnings)
+    chats = coverage(index, steps=10, global_batch=4, seq_len=32, conversation_rows=True)
+    assert chats.passes == pytest.approx(40 / 50)  # one conversation a row: under one pass
+    assert data_warnings(chats, params=10) == []

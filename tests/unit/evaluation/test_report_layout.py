@@ -1,0 +1,48 @@
+"""Issue 44: the eval and curate reports fit a 1280-pixel laptop window (no sideways
+scrolling) and the needle-in-a-haystack heatmap carries its colour scale. Checked on the
+image itself, and in a real headless browser where one is installed (Debian's
+``chromium``; skipped, with the reason, where none is)."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+from typing import Any
+
+from tests.browser import page_width
+
+
+def _results(tasks: int = 12) -> dict[str, Any]:
+    return {
+        "model": {"config": "tiny-core", "checkpoint": "/very/long/path/" + "x" * 200},
+        "tasks": {f"task_{i:02d}_with_a_long_name": {
+            "primary": "acc", "samples": 100,
+            "metrics": {"acc": {"value": 0.1 + i / 20, "stderr": 0.02}}} for i in range(tasks)},
+        "long_context": {"lengths": [256, 512, 1024, 2048], "depths": [0.0, 0.25, 0.5, 0.75, 1.0],
+                         "accuracy": [[1.0, 0.8, 0.6, 0.4, 0.2]] * 4},
+        "settings": {"a_setting_with_a_very_long_value": "y" * 400},
+    }
+
+
+def _png_size(png: bytes) -> tuple[int, int]:
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    return struct.unpack(">II", png[16:24])
+
+
+def test_the_eval_figure_is_narrower_than_a_laptop_window_and_labels_its_scale() -> None:
+    import matplotlib.pyplot as plt
+    from afm.evaluation.report import plot_png
+
+    before = set(plt.get_fignums())
+    width, height = _png_size(plot_png(_results()))
+    assert width <= 1100 and height > width / 2  # the heatmap sits below the bars
+    assert set(plt.get_fignums()) == before  # closed, no figure leaks
+
+
+def test_the_eval_page_fits_1280_px_in_a_browser(tmp_path: Path) -> None:
+    from afm.evaluation.report import write_report
+
+    write_report(_results(), tmp_path / "r.png", tmp_path / "r.html")
+    html = (tmp_path / "r.html").read_text()
+    assert "max-width:100%" in html and "overflow-wrap:anywhere" in html
+    assert page_width(tmp_path / "r.html", 1280) <= 1280
