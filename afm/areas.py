@@ -4,7 +4,7 @@ Each area is a top-level folder of the checkout installed under one import name
 (``filters/`` is ``afm.filters``). The order is the layer order, bottom to top: a module
 may import from its own area and from areas below it, never from one above, whether the
 import is at the top of a file, inside a function, or a ``package.module:attr`` string
-handed to :func:`afm.imports.resolve`. ``tests/unit/core/test_layers.py`` checks every
+handed to :func:`afm.imports.resolve`. ``tests/unit/project/test_layers.py`` checks every
 module against it; ``setup.py`` builds the package list from it; the ``afm`` command finds
 its commands and benchmarks in the app's folders in this order; docs/architecture.md draws it.
 

@@ -3,7 +3,7 @@
 A split test (``judge.py``) sends the program's side arguments and gets back return
 values. Both directions use one tagged-JSON format; the harness (``harness.py``, which
 runs inside the sandbox and may use the standard library only) has its own copy of the
-encoder and decoder, and ``tests/unit/core/test_sandbox_plain.py`` checks the two agree.
+encoder and decoder, and ``tests/unit/afm/sandbox/test_sandbox_plain.py`` checks the two agree.
 
 * ``None``, ``bool``, ``str``, finite ``float`` and ints up to 64 bits are JSON values;
 * lists are JSON arrays; ``{"$tuple": [...]}``, ``{"$set": [...]}``,

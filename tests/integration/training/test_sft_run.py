@@ -20,7 +20,9 @@ from afm.training.runs.train import prepare
 from afm.training.runs.train import train as run_stage
 from afm.training.tasks.sft import SftTask
 
-TOK = str(Path(__file__).resolve().parents[2] / "data" / "chat")
+from tests.paths import CHAT_TOKENIZER
+
+TOK = str(CHAT_TOKENIZER)
 OVERRIDES = ["model_overrides.vocab_size=640", "eval.every_steps=10", "checkpoint.every_steps=10"]
 
 

@@ -18,15 +18,16 @@ import copy
 import json
 import sys
 import types
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.paths import TESTS
+
 pytestmark = pytest.mark.slow
 pytest.importorskip("bfcl_eval")
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "unit" / "evaluation" / "posttrain"))
+sys.path.insert(0, str(TESTS / "unit" / "evaluation" / "posttrain"))
 _stub = types.ModuleType("bfcl_eval.constants.model_config")
 _stub.MODEL_CONFIG_MAPPING = {"afm": types.SimpleNamespace(underscore_to_dot=False)}  # type: ignore[attr-defined]
 sys.modules.setdefault("bfcl_eval.constants.model_config", _stub)

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.paths import TESTS
+
 pytestmark = pytest.mark.slow
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -29,7 +31,7 @@ from afm.evaluation.suite import BuildContext, build_task_configs, prepare_demo_
 from afm.evaluation.tiny import tokenizer_dir, write_tiny_checkpoint  # noqa: E402
 from afm.model.tokenizer import Tokenizer  # noqa: E402
 
-STORED = Path(__file__).resolve().parents[2] / "unit" / "evaluation" / "data" / "parity_expected.json"
+STORED = TESTS / "unit" / "evaluation" / "data" / "parity_expected.json"
 MAX_LEN = 1024
 LL_TASKS = ["arc_easy", "piqa", "winogrande", "mmlu_abstract_algebra", "mmlu_college_biology",
             "mmlu_marketing", "lambada_openai", "boolq"]

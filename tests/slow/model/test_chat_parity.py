@@ -20,7 +20,9 @@ from typing import Any
 
 import pytest
 
-DATA = Path(__file__).resolve().parents[2] / "data" / "chat"
+from tests.paths import CHAT_TOKENIZER
+
+DATA = CHAT_TOKENIZER
 STORED = DATA / "hf_chat_masks.json"
 
 WEATHER = {"type": "function", "function": {

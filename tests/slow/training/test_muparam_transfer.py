@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import importlib.util
-from pathlib import Path
 
 import pytest
 from afm.model.config import get_config
 
-SCRIPT = Path(__file__).resolve().parents[3] / "experiments" / "mup-lr-sweep" / "lr_sweep.py"
+from tests.paths import ROOT
+
+SCRIPT = ROOT / "experiments" / "mup-lr-sweep" / "lr_sweep.py"
 
 
 def _lr_sweep_module():

@@ -9,7 +9,7 @@ runs *that code* on fixed log-probs, masks and scores, then compares it with
 moves the markers the test fails loudly rather than comparing against nothing.
 
 ``python tests/slow/training/test_rloo_trl_parity.py`` rewrites the stored values the fast
-test (tests/unit/training/test_mdloo.py) checks without TRL.
+test (tests/unit/training/tasks/test_mdloo.py) checks without TRL.
 """
 
 from __future__ import annotations
@@ -17,13 +17,14 @@ from __future__ import annotations
 import inspect
 import json
 import textwrap
-from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
-STORED = Path(__file__).resolve().parents[2] / "unit" / "training" / "data" / "rloo_trl_expected.json"
+from tests.paths import TESTS
+
+STORED = TESTS / "unit" / "training" / "tasks" / "data" / "rloo_trl_expected.json"
 START, END = "# Include the KL penalty in the reward", "advantages = torch.nan_to_num(advantages, nan=0.0)"
 
 

@@ -5,12 +5,13 @@ exported scorer agrees with the trainer's own held-out evaluation."""
 from __future__ import annotations
 
 import random
-from pathlib import Path
 
 import pytest
 
+from tests.paths import CHAT_TOKENIZER
+
 pytestmark = pytest.mark.slow
-TOK = str(Path(__file__).resolve().parents[2] / "data" / "chat")
+TOK = str(CHAT_TOKENIZER)
 
 
 def test_reward_model_learns_the_graders_preferences(tmp_path):

@@ -36,11 +36,11 @@ def test_coordinate_descent_matches_colt5(seed):
 
 
 def test_the_fast_tiers_stored_values_are_colt5s_today():
-    """``tests/unit/training/test_soft_topk.py`` keeps colt5-attention's output as numbers;
+    """``tests/unit/training/compress/test_soft_topk.py`` keeps colt5-attention's output as numbers;
     recomputed here with the library itself, so a stored value can never drift from it."""
     torch = pytest.importorskip("torch")
     coor_descent = pytest.importorskip("colt5_attention.coor_descent").coor_descent
-    from tests.unit.training.test_soft_topk import COLT5_K3_EPS05, S
+    from tests.unit.training.compress.test_soft_topk import COLT5_K3_EPS05, S
 
     live = coor_descent(torch.tensor(S), n_iters=20, k=3, eps=0.5, eps_init=4.0, eps_decay=0.7).numpy()
     np.testing.assert_allclose(live, COLT5_K3_EPS05, atol=1e-6, rtol=0)

@@ -1,6 +1,6 @@
 """Parity with TRL (CPU torch): our DPO / IPO losses equal ``trl.DPOTrainer``'s loss
 computation (``_compute_loss``, TRL 1.16) on the same log-probs within 1e-5, and the
-stored values the fast tier checks (tests/unit/training/test_dpo.py) are TRL's.
+stored values the fast tier checks (tests/unit/training/tasks/test_dpo.py) are TRL's.
 
 TRL 1.x computes the loss inside the trainer from a model forward, with no stand-alone
 loss function; we call that method on a minimal trainer state and a model stub whose
@@ -20,7 +20,7 @@ trl = pytest.importorskip("trl")
 
 from afm.training.tasks.dpo import dpo_loss, ipo_loss  # noqa: E402
 
-from tests.unit.training.test_dpo import EXPECTED, N_C, N_R, PI_C, PI_R, REF_C, REF_R  # noqa: E402
+from tests.unit.training.tasks.test_dpo import EXPECTED, N_C, N_R, PI_C, PI_R, REF_C, REF_R  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

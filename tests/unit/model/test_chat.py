@@ -4,7 +4,6 @@ and the stored Hugging Face ids/masks (the fast copy of the slow-tier parity tes
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from afm.model.chat import (
@@ -17,7 +16,9 @@ from afm.model.chat import (
 )
 from afm.model.tokenizer import Tokenizer, TokenizerError
 
-DATA = Path(__file__).resolve().parents[2] / "data" / "chat"
+from tests.paths import CHAT_TOKENIZER
+
+DATA = CHAT_TOKENIZER
 
 
 @pytest.fixture(scope="module")

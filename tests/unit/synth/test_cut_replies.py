@@ -14,6 +14,7 @@ from afm.synth.generators import Generation
 from afm.synth.run import SynthRun, finish, open_output
 
 from afm.finish import DROP_REASON, is_cut
+from tests.paths import CHAT_TOKENIZER
 
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -97,7 +98,7 @@ def test_synth_code_never_runs_or_keeps_a_cut_solution() -> None:
 def test_sft_prepare_rejects_a_row_whose_reply_was_cut(tmp_path: Path) -> None:
     from afm.synth.prepare import PrepareConfig, prepare_sft
 
-    tok = str(Path(__file__).resolve().parents[2] / "data" / "chat")
+    tok = str(CHAT_TOKENIZER)
     rows = [
         {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Hello there."}]},
         {"messages": [{"role": "user", "content": "count"}, {"role": "assistant", "content": "1, 2, 3, 4, 5, 6,"}],

@@ -16,6 +16,8 @@ from afm.synth.math_data import MathConfig, read_seed, reverse_problem, synth_ma
 from afm.synth.run import SynthRun, finish, open_output
 from afm.synth.tool_data import ToolConfig, check_call, distractors_for, parse_calls, synth_tool
 
+from tests.paths import ROOT
+
 pytest.importorskip("lm_eval", reason="answer rules come from lm-eval (the eval extra)")
 
 SEEDS = [{"id": "s1", "question": "Ann has 12 apples and buys 30 more. How many apples does she have?",
@@ -112,7 +114,7 @@ def test_majority_vote_without_ground_truth() -> None:
     assert run.kept == [] and sum(d["reason"] == "no_majority" for d in run.dropped) == 3
 
 
-TOOLS = [json.loads(line) for line in (Path(__file__).resolve().parents[3] / "synth" / "data" / "tools.jsonl")
+TOOLS = [json.loads(line) for line in (ROOT / "synth" / "data" / "tools.jsonl")
          .read_text().splitlines()]
 
 

@@ -15,8 +15,9 @@ from afm.synth.formats import FormatError, to_conversation
 from afm.synth.prepare import PrepareConfig, PrepareError, prepare_sft
 
 from afm.outputs import OutputError
+from tests.paths import CHAT_TOKENIZER
 
-TOK = str(Path(__file__).resolve().parents[2] / "data" / "chat")
+TOK = str(CHAT_TOKENIZER)
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,9 @@ from typing import Any
 
 import pytest
 
-CHAT = Path(__file__).resolve().parents[2] / "data" / "chat"
+from tests.paths import CHAT_TOKENIZER
+
+CHAT = CHAT_TOKENIZER
 
 
 def run_online_rl(policy: Path, prompts: Path, workdir: Path, *, reward_fn: Any = None, eval_reward_fn: Any = None,

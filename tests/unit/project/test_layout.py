@@ -1,0 +1,167 @@
+"""The layout shows the architecture, and each job is done once: folder READMEs name every
+module, ``training/`` is rooms rather than a flat list, the front page stays a front page
+and links the architecture page, the training host needs no pipeline library, and the one
+writer / reader / resolver / stage order are the only ones. (The layer order itself:
+``test_layers.py``.)"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from afm.areas import AREAS as LAYERS
+from tests.paths import ROOT
+
+AREAS = (*(a.folder for a in LAYERS), "deploy")
+
+
+def modules(area: str) -> list[Path]:
+    return sorted(p for p in (ROOT / area).rglob("*.py") if p.name != "__init__.py" and "__pycache__" not in p.parts)
+
+
+def test_training_is_rooms_not_a_flat_list() -> None:
+    top = sorted(p.name for p in (ROOT / "training").glob("*.py"))
+    assert len(top) <= 4, top
+    rooms = {p.name for p in (ROOT / "training").iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert {"core", "data", "tasks", "rl", "compress", "runs"} <= rooms
+    assert not rooms & {"commands", "bench", "studies"}  # the app's, in app/
+
+
+@pytest.mark.parametrize("area", AREAS)
+def test_every_module_is_named_in_its_folder_readme(area: str) -> None:
+    readme = (ROOT / area / "README.md").read_text()
+    missing = [str(p.relative_to(ROOT / area)) for p in modules(area)
+               if str(p.relative_to(ROOT / area)) not in readme]
+    assert not missing, f"{area}/README.md does not name {missing}"
+    assert "add" in readme.lower(), f"{area}/README.md should say where to add things"
+
+
+TIERS = ("unit", "integration", "slow")
+WHOLE_PROJECT = "project"  # tests of the project itself (layers, layout, packaging, named paths)
+
+
+def test_tests_are_laid_out_like_the_code() -> None:
+    """A module's tests are found by its path: every folder of tests under
+    ``tests/<tier>/`` is a folder of the code (``tests/unit/pipelines/curate`` tests
+    ``pipelines/curate``), and no test sits loose at a tier's top."""
+    misplaced = []
+    for tier in TIERS:
+        base = ROOT / "tests" / tier
+        misplaced += [str(t.relative_to(ROOT)) for t in base.glob("test_*.py")]
+        for test in base.rglob("test_*.py"):
+            rel = test.parent.relative_to(base)
+            if rel.parts[0] == WHOLE_PROJECT and tier == "unit":
+                continue
+            if not (ROOT / rel).is_dir() or rel.parts[0] not in {a.folder for a in LAYERS}:
+                misplaced.append(f"{test.relative_to(ROOT)} (no code folder {rel})")
+    assert not misplaced, "tests outside the code's layout:\n" + "\n".join(sorted(set(misplaced)))
+
+
+def test_front_page_is_a_front_page() -> None:
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) <= 200
+    assert text.index("make demo") < 1500 and "make test" in text[:2000]
+    assert "docs/architecture.md" in text
+    for where in ("a filter", "a trainer task", "a benchmark", "a stage config", "an eval hook"):
+        assert f"**{where}**" in text, where
+    linked = [line.split("](", 1)[1].split(")", 1)[0].split("#")[0] for line in text.splitlines() if "](" in line]
+    assert [p for p in linked if p and not p.startswith("http") and not (ROOT / p).exists()] == []
+
+
+def test_experiments_live_outside_the_package() -> None:
+    for name in ("rl-arith", "on-device-ablation", "recovery-table", "optimizer-vs-adamw", "mup-lr-sweep"):
+        assert (ROOT / "experiments" / name / "README.md").exists(), name
+    assert not (ROOT / "experiments" / "__init__.py").exists()
+
+
+def _imports(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+        elif isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+    return names
+
+
+def _sources(*exclude: str) -> dict[str, str]:
+    out = {}
+    for area in AREAS:
+        for p in modules(area):
+            rel = str(p.relative_to(ROOT))
+            if rel not in exclude:
+                out[rel] = p.read_text()
+    return out
+
+
+def test_one_parquet_writer_one_resolver_no_task_probing() -> None:
+    writers = [f for f, s in _sources("afm/io.py").items() if "ParquetWriter" in s or "write_table(" in s]
+    assert writers == [], f"Parquet written outside afm.io.write_shard: {writers}"
+    readers = [f for f, s in _sources("afm/io.py").items() if re.search(r"\b(pq|parquet)\.read_table\(", s)]
+    assert readers == [], f"Parquet shards read outside afm.io.read_shard: {readers}"
+    by_hand = [f for f, s in _sources("afm/fs.py").items() if re.search(r"\"://\" (not )?in (path|base|jar|config|text|os\.fspath)", s)]
+    assert by_hand == [], f"remote paths tested by hand, not with afm.fs.is_remote: {by_hand}"
+    resolvers = [f for f, s in _sources("afm/imports.py", "app/discovery.py", "app/cli.py",
+                                        "app/bench/command.py").items() if "import_module(" in s]
+    assert resolvers == [], f"module:attr resolved outside afm.imports: {resolvers}"
+    probing = [f for f, s in _sources().items() if f.startswith("training/core/")
+               and ("getattr(task" in s or "getattr(self.task" in s or "getattr(source" in s)]
+    assert probing == []
+    engines = [f for f, s in _sources().items() if re.search(r"^class Engine\b", s, re.M)]
+    assert engines == ["training/core/engine.py"]
+
+
+def test_one_stage_order_for_curate_inspect_and_sft_prepare() -> None:
+    from afm.pipelines.curate.stages import SOURCE_STAGES, STAGES, filter_names
+    from afm.synth.prepare import STAGES as PREPARE
+
+    web_documents = tuple(n for n in SOURCE_STAGES["web"] if STAGES[n].kind == "document")
+    assert filter_names("web") == web_documents  # what `afm inspect` shows, in curate's order
+    assert PREPARE == ("read", *SOURCE_STAGES["chat"])
+
+
+def test_model_and_training_import_without_pipeline_libraries(tmp_path: Path) -> None:
+    """A training host installs `.[train]` only: every module of model/ and training/ (and
+    the trainer's commands) imports with Beam, Scrapy and trafilatura absent."""
+    script = """
+import importlib, importlib.abc, pkgutil, sys
+
+class Absent(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name.split(".")[0] in {"apache_beam", "scrapy", "trafilatura", "datasketch", "warcio"}:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+sys.meta_path.insert(0, Absent())
+count = 0
+for root in ("afm.model", "afm.training"):
+    package = importlib.import_module(root)
+    for info in pkgutil.walk_packages(package.__path__, root + "."):
+        importlib.import_module(info.name)
+        count += 1
+print(count)
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path,
+                          env={**os.environ, "JAX_PLATFORMS": "cpu"}, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert int(done.stdout.strip()) > 60
+
+
+def test_paths_relative_to_modules_still_point_at_files() -> None:
+    """Modules that find files next to themselves (setup scripts, the checkout, data)
+    moved into subfolders: each path still names what exists."""
+    from afm.app.commands.deploy.tpu import REPO_ROOT, SETUP_SCRIPT
+    from afm.pipelines.beam.portable_cluster import REPO
+    from afm.training.core.stages import CONFIG_DIR
+
+    from afm.shared_data import CHECKOUT
+
+    assert SETUP_SCRIPT.is_file() and (REPO_ROOT / "pyproject.toml").is_file()
+    assert (REPO / "pyproject.toml").is_file() and any(CONFIG_DIR.glob("*.yaml"))
+    assert CHECKOUT == ROOT
