@@ -169,7 +169,19 @@ def site_pages() -> list[tuple[str, int, str]]:
              question,
              "Our advice is to draw the trays first, then count what is left after the "
              "gift, and only then think about the bags. Children who draw the problem "
-             "usually find the answer on their own and remember the method much longer."])))
+             "usually find the answer on their own and remember the method much longer.",
+             # An article around the question, so that every stage before decontamination
+             # (the quality model among them) keeps it and decontamination is what drops it.
+             "The problem itself is a good example of why. It asks the reader to keep track of "
+             "several quantities at once: what was baked, what was given away and how the rest is "
+             "shared. Each step is simple, but holding all of them in mind is not, and that is "
+             "exactly where a drawing helps.",
+             "Some parents worry that drawing is slow. In our experience it is slow only the first "
+             "few times. After a week or two most children sketch a problem in under a minute, and "
+             "they make far fewer mistakes than when they try to calculate straight from the text.",
+             "If your child is stuck, resist the urge to explain the arithmetic. Ask them to tell "
+             "you the story of the problem in their own words, then to show it on paper. The answer "
+             "usually follows."])))
     pages.append((f"{base}/links", 200, "<html><head><title>Links</title></head><body>"
                   + NAV + FOOTER + "</body></html>"))
     pages.append((f"{base}/gone", 404, "<html><body><h1>Not found</h1></body></html>"))
