@@ -1,0 +1,177 @@
+"""Document texts kept on disk while their records cross a shuffle.
+
+Beam's local runner (the FnApiRunner) runs a graph one fused stage at a time and holds the
+whole output of a stage in its own memory until the next stage has read it: every
+element that crosses a GroupByKey, a CoGroupByKey, a side input or a Flatten of branches
+made in different stages. A curate run sends every document across several of those
+(one per id, the dedup join, the shard writer, the flatten of all rejects), so measured
+on 20,000 and 100,000 documents its memory grew with the corpus, about 27 kB a document.
+
+Here a record's ``text``, by far its largest field, is *stowed* before such a boundary:
+written, packed (:mod:`afm.pipelines.beam.packing`), to a spill file of the producing
+bundle under the run's scratch directory (any filesystem, through :mod:`afm.fs`), and
+replaced in the record by its location. The consumer after the boundary *restores* the
+text by reading it back. What the runner holds is then a few hundred bytes a document
+(its id, URL, signals and the location) instead of the text, so memory stays nearly flat
+while the spill files grow on disk. The graph is the same on every runner: a cluster
+runner writes its spill files under the run's staging directory on GCS or S3 and its
+workers read them back the same way.
+
+A spill file is complete before anyone reads it: the writer closes it when its bundle
+finishes, and its locations are only read after a shuffle, which a runner starts once the
+bundles before it have finished. A retried bundle writes a new file (its first attempt's
+locations were discarded with its output), and the files go with the run's staging
+directory.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator
+from typing import Any, BinaryIO
+
+import apache_beam as beam
+from afm.pipelines.beam.packing import PackedRecord, pack, pack_record, reject_label, unpack
+
+from afm import fs
+
+STOWED = "_stowed_text"  # the key that takes the place of ``text`` in a stowed record
+MIN_CHARS = 256  # shorter texts stay in the record: a read costs more than they weigh
+SPILL_DIR = ".spill"  # under a run's staging directory (hidden: scratch, never promoted)
+
+# Where a stowed text lies: (file, offset, length in the file, characters of the text).
+Location = tuple[str, int, int, int]
+
+
+def is_stowed(rec: Any) -> bool:
+    return isinstance(rec, dict) and STOWED in rec
+
+
+class SpillWriter:
+    """One spill file per bundle, opened on the first text that needs it; :meth:`close`
+    at the end of the bundle. Not thread-safe: one per DoFn instance (Beam runs one bundle
+    at a time on an instance)."""
+
+    def __init__(self, directory: str):
+        self.directory = directory
+        self._file: BinaryIO | None = None
+        self._path = ""
+        self._offset = 0
+
+    def stow(self, rec: dict[str, Any]) -> dict[str, Any]:
+        """``rec`` with its text replaced by the text's location (same key order, so that
+        :meth:`SpillReader.restore` gives back an equal record); short texts and records
+        already stowed are returned as they are."""
+        text = rec.get("text")
+        if not isinstance(text, str) or len(text) < MIN_CHARS or STOWED in rec:
+            return rec
+        location = self._put(pack(text), len(text))
+        return {(STOWED if k == "text" else k): (location if k == "text" else v) for k, v in rec.items()}
+
+    def _put(self, data: bytes, chars: int) -> Location:
+        if self._file is None:
+            self._path = fs.join(self.directory, f"{uuid.uuid4().hex}.bin")
+            self._file = fs.open_write(self._path)
+            self._offset = 0
+        self._file.write(data)
+        location = (self._path, self._offset, len(data), chars)
+        self._offset += len(data)
+        return location
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+class SpillReader:
+    """Reads stowed texts back, keeping a few spill files open (a consumer's records come
+    from few files, mostly in order)."""
+
+    def __init__(self, max_open: int = 16):
+        self.max_open = max_open
+        self._files: OrderedDict[str, BinaryIO] = OrderedDict()
+
+    def restore(self, rec: Any) -> Any:
+        """The record with its text back (records that were not stowed as they are)."""
+        if not is_stowed(rec):
+            return rec
+        text = self.read(rec[STOWED])
+        return {("text" if k == STOWED else k): (text if k == STOWED else v) for k, v in rec.items()}
+
+    def read(self, location: Location) -> str:
+        path, offset, length, _chars = location
+        handle = self._files.pop(path, None)
+        if handle is None:
+            handle = fs.open_read(path)
+            while len(self._files) >= self.max_open:
+                self._files.popitem(last=False)[1].close()
+        self._files[path] = handle
+        handle.seek(offset)
+        data = handle.read(length)
+        if len(data) != length:
+            raise OSError(f"spill file {path} is shorter than expected (offset {offset}, "
+                          f"{length} bytes): was the run's staging directory removed?")
+        return unpack(data)
+
+    def close(self) -> None:
+        while self._files:
+            self._files.popitem(last=False)[1].close()
+
+
+def restore_all(records: Iterable[Any]) -> list[Any]:
+    """A few records with their texts back (one reader, closed after)."""
+    reader = SpillReader()
+    try:
+        return [reader.restore(r) for r in records]
+    finally:
+        reader.close()
+
+
+class _WritingFn(beam.DoFn):
+    """A DoFn that stows texts into one spill file per bundle (none without a directory)."""
+
+    def __init__(self, directory: str | None):
+        self.directory = directory
+        self.writer: SpillWriter | None = None
+
+    def start_bundle(self) -> None:
+        self.writer = SpillWriter(self.directory) if self.directory else None
+
+    def finish_bundle(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+
+    def stow(self, rec: dict[str, Any]) -> dict[str, Any]:
+        return self.writer.stow(rec) if self.writer is not None else rec
+
+
+class StowFn(_WritingFn):
+    """Record -> the record with its text stowed."""
+
+    def process(self, rec: Any) -> Iterator[Any]:
+        yield self.stow(rec) if isinstance(rec, dict) else rec
+
+
+class PackFn(_WritingFn):
+    """Record -> :data:`~afm.pipelines.beam.packing.PackedRecord` for the shard writer,
+    its text (cut to ``text_chars`` when > 0) stowed when there is a directory; a reject
+    (``reject``) is labelled ``stage|reason``."""
+
+    def __init__(self, directory: str | None, reject: bool = False, text_chars: int = 0):
+        super().__init__(directory)
+        self.reject, self.text_chars = reject, text_chars
+
+    def process(self, rec: dict[str, Any]) -> Iterator[PackedRecord]:
+        label = reject_label(rec) if self.reject else ""
+        yield pack_record(rec, label, self.text_chars, self.stow if self.writer is not None else None)
+
+
+def spill_dir(staging: str, step: str) -> str:
+    """Where ``step`` of a run writes its spill files."""
+    return fs.join(staging, SPILL_DIR, step)
+
+
+__all__ = ["MIN_CHARS", "SPILL_DIR", "STOWED", "PackFn", "SpillReader", "SpillWriter", "StowFn", "is_stowed",
+           "restore_all", "spill_dir"]
