@@ -76,14 +76,14 @@ class CurateGraph:
 
         return spill_dir(self.staging, step) if self.spill else None
 
-    def stow(self, part: Any, label: str) -> Any:
+    def stow(self, part: Any, step: str) -> Any:
         """``part`` with its texts stowed (when spilling): for a PCollection that waits in
         the runner, e.g. one branch of a Flatten of branches made in different stages."""
         import apache_beam as beam
         from afm.pipelines.beam.spill import StowFn
 
-        directory = self.spill_dir(label)
-        return part if directory is None else part | label >> beam.ParDo(StowFn(directory))
+        directory = self.spill_dir(step)
+        return part if directory is None else part | f"stow {step}" >> beam.ParDo(StowFn(directory))
 
     def reject(self, part: Any, stage: str) -> None:
         """``part`` holds rejects of ``stage``: counted and written with the others."""
@@ -158,7 +158,7 @@ class CurateGraph:
         self.counts.add(kept, f"{stage.name}.kept")
         if stage.name == "extract":
             # The documents read wait for extraction in the runner: stowed, they wait small.
-            self.documents = ((self.stow(kept, "stow extracted"), self.stow(self.documents, "stow documents"))
+            self.documents = ((self.stow(kept, "extracted"), self.stow(self.documents, "read"))
                               | "extracted + documents" >> beam.Flatten())
             self.labels = ["extract.kept", *self.labels]
             self.unique_ids()

@@ -56,10 +56,14 @@ def peak_memory(documents: Path, out: Path) -> tuple[float, dict]:
 
 def main(argv: list[str]) -> int:
     """The child: ``afm curate --input DOCS --output OUT --overwrite`` without decontamination,
-    the default runner and workers."""
+    the default runner and workers. A third argument sets ``output.spill_texts`` (``never``:
+    the figures without spill files, for comparison)."""
     from afm.pipelines.curate.pipeline import run_curate
 
-    run_curate([argv[0]], argv[1], config={"decontaminate": {"enabled": False}}, overwrite=True, quiet=True)
+    config: dict = {"decontaminate": {"enabled": False}}
+    if len(argv) > 2:
+        config["output"] = {"spill_texts": argv[2]}
+    run_curate([argv[0]], argv[1], config=config, overwrite=True, quiet=True)
     return 0
 
 
