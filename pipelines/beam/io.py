@@ -315,8 +315,9 @@ class ReadInputs(beam.PTransform):
 
     def __init__(self, files: list[str], source: str, allow_pages: bool = True,
                  text_fields: tuple[str, ...] = (), reshuffle: bool = False,
-                 progress_dir: str | None = None):
+                 progress_dir: str | None = None, spill_dir: str | None = None):
         super().__init__()
+        self.spill_dir = spill_dir  # pages cross the spread with their bodies on disk
         self.files = list(files)
         self.source = source
         self.allow_pages = allow_pages
@@ -337,7 +338,15 @@ class ReadInputs(beam.PTransform):
         )
         unwrap = lambda item: item[1]  # noqa: E731
         pages = split[0] | "pages" >> beam.Map(unwrap)
-        if self.reshuffle:
+        if self.reshuffle and self.spill_dir:  # afm.pipelines.beam.spill
+            from afm.pipelines.beam.spill import RestoreFn, StowFn
+
+            pages = (pages | "stow pages" >> beam.ParDo(StowFn(self.spill_dir, "body"))
+                     | "pack pages" >> beam.Map(pack)
+                     | "spread pages" >> beam.Reshuffle()
+                     | "unpack pages" >> beam.Map(unpack)
+                     | "restore pages" >> beam.ParDo(RestoreFn()))
+        elif self.reshuffle:
             pages = (pages | "pack pages" >> beam.Map(pack)
                      | "spread pages" >> beam.Reshuffle()
                      | "unpack pages" >> beam.Map(unpack))

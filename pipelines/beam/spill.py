@@ -37,6 +37,7 @@ from afm.pipelines.beam.packing import PackedRecord, pack, pack_record, reject_l
 from afm import fs
 
 STOWED = "_stowed_text"  # the key that takes the place of ``text`` in a stowed record
+_PREFIX = "_stowed_"  # ... and ``_stowed_<field>`` that of another field (a page's ``body``)
 MIN_CHARS = 256  # shorter texts stay in the record: a read costs more than they weigh
 SPILL_DIR = ".spill"  # under a run's staging directory (hidden: scratch, never promoted)
 
@@ -45,7 +46,7 @@ Location = tuple[str, int, int, int]
 
 
 def is_stowed(rec: Any) -> bool:
-    return isinstance(rec, dict) and STOWED in rec
+    return isinstance(rec, dict) and any(isinstance(k, str) and k.startswith(_PREFIX) for k in rec)
 
 
 class SpillWriter:
@@ -59,15 +60,17 @@ class SpillWriter:
         self._path = ""
         self._offset = 0
 
-    def stow(self, rec: dict[str, Any]) -> dict[str, Any]:
-        """``rec`` with its text replaced by the text's location (same key order, so that
-        :meth:`SpillReader.restore` gives back an equal record); short texts and records
+    def stow(self, rec: dict[str, Any], name: str = "text") -> dict[str, Any]:
+        """``rec`` with its field ``name`` (a document's text, a crawl page's body)
+        replaced by the value's location (same key order, so that
+        :meth:`SpillReader.restore` gives back an equal record); short values and records
         already stowed are returned as they are."""
-        text = rec.get("text")
-        if not isinstance(text, str) or len(text) < MIN_CHARS or STOWED in rec:
+        value = rec.get(name)
+        if not isinstance(value, (str, bytes)) or len(value) < MIN_CHARS:
             return rec
-        location = self._put(pack(text), len(text))
-        return {(STOWED if k == "text" else k): (location if k == "text" else v) for k, v in rec.items()}
+        location = self._put(pack(value), len(value))
+        key = _PREFIX + name
+        return {(key if k == name else k): (location if k == name else v) for k, v in rec.items()}
 
     def _put(self, data: bytes, chars: int) -> Location:
         if self._file is None:
@@ -97,10 +100,15 @@ class SpillReader:
         """The record with its text back (records that were not stowed as they are)."""
         if not is_stowed(rec):
             return rec
-        text = self.read(rec[STOWED])
-        return {("text" if k == STOWED else k): (text if k == STOWED else v) for k, v in rec.items()}
+        out = {}
+        for k, v in rec.items():
+            if isinstance(k, str) and k.startswith(_PREFIX):
+                out[k[len(_PREFIX):]] = self.read(v)
+            else:
+                out[k] = v
+        return out
 
-    def read(self, location: Location) -> str:
+    def read(self, location: Location) -> Any:
         path, offset, length, _chars = location
         handle = self._files.pop(path, None)
         if handle is None:
@@ -148,10 +156,29 @@ class _WritingFn(beam.DoFn):
 
 
 class StowFn(_WritingFn):
-    """Record -> the record with its text stowed."""
+    """Record -> the record with its field ``name`` (default: the text) stowed."""
+
+    def __init__(self, directory: str | None, name: str = "text"):
+        super().__init__(directory)
+        self.name = name
 
     def process(self, rec: Any) -> Iterator[Any]:
-        yield self.stow(rec) if isinstance(rec, dict) else rec
+        if isinstance(rec, dict) and self.writer is not None:
+            rec = self.writer.stow(rec, self.name)
+        yield rec
+
+
+class RestoreFn(beam.DoFn):
+    """Record -> the record with what was stowed in it read back."""
+
+    def start_bundle(self) -> None:
+        self.reader = SpillReader()
+
+    def process(self, rec: Any) -> Iterator[Any]:
+        yield self.reader.restore(rec)
+
+    def finish_bundle(self) -> None:
+        self.reader.close()
 
 
 class PackFn(_WritingFn):
@@ -173,5 +200,5 @@ def spill_dir(staging: str, step: str) -> str:
     return fs.join(staging, SPILL_DIR, step)
 
 
-__all__ = ["MIN_CHARS", "SPILL_DIR", "STOWED", "PackFn", "SpillReader", "SpillWriter", "StowFn", "is_stowed",
+__all__ = ["MIN_CHARS", "SPILL_DIR", "STOWED", "PackFn", "RestoreFn", "SpillReader", "SpillWriter", "StowFn", "is_stowed",
            "restore_all", "spill_dir"]

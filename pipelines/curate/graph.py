@@ -102,7 +102,7 @@ class CurateGraph:
         read = self.pipeline | "read" >> ReadInputs(
             self.plan.inputs, self.source, allow_pages="extract" in self.names,
             text_fields=self.plan.text_fields, reshuffle=spread,
-            progress_dir=getattr(self.plan, "progress_dir", None))
+            progress_dir=getattr(self.plan, "progress_dir", None), spill_dir=self.spill_dir("pages"))
         # "in" is counted on each part: a Flatten of them would be one more full copy of
         # the input held by the local runner, only to be counted.
         for part, label in ((read["pages"], "read.pages"), (read["docs"], "read.docs"),
