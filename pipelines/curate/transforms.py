@@ -268,7 +268,12 @@ def apply_global_stage(docs: beam.PCollection, stage: ResolvedStage, spill_dir: 
                         f"got {type(result).__name__}")
     rejected = result["rejected"] | f"{stage.name} tag rejects" >> beam.Map(tag_reject,
                                                                            stage.name)
-    return result["kept"], rejected, result.get("report"), transform
+    kept = result["kept"]
+    if spill_dir is not None:  # a stage may hand back documents whose texts wait on disk
+        from afm.pipelines.beam.spill import RestoreFn
+
+        kept = kept | f"{stage.name} restore texts" >> beam.ParDo(RestoreFn())
+    return kept, rejected, result.get("report"), transform
 
 
 class Counts:
