@@ -160,10 +160,8 @@ def make_runner(runner: str, *, worker_log: str | None = None) -> Any:
     (:mod:`afm.pipelines.beam.logs`)."""
     check_runner_name(runner)
     if runner == "DirectRunner":
-        from afm.pipelines.beam.grouping import install
         from afm.pipelines.beam.logs import logged_local_runner
 
-        install()  # its shuffles kept as encoded bytes (afm.pipelines.beam.grouping)
         return logged_local_runner(worker_log)
     if runner == "BundleBasedDirectRunner":
         from apache_beam.runners.direct.direct_runner import BundleBasedDirectRunner
