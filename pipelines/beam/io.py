@@ -341,7 +341,7 @@ class ReadInputs(beam.PTransform):
         if self.reshuffle and self.spill_dir:  # afm.pipelines.beam.spill
             from afm.pipelines.beam.spill import RestoreFn, StowFn
 
-            pages = (pages | "stow pages" >> beam.ParDo(StowFn(self.spill_dir, "body"))
+            pages = (pages | "stow pages" >> beam.ParDo(StowFn(self.spill_dir, ("body",)))
                      | "pack pages" >> beam.Map(pack)
                      | "spread pages" >> beam.Reshuffle()
                      | "unpack pages" >> beam.Map(unpack)

@@ -7,15 +7,15 @@ made in different stages. A curate run sends every document across several of th
 (one per id, the dedup join, the shard writer, the flatten of all rejects), so measured
 on 20,000 and 100,000 documents its memory grew with the corpus, about 27 kB a document.
 
-Here a record's ``text``, by far its largest field, is *stowed* before such a boundary:
-written, packed (:mod:`afm.pipelines.beam.packing`), to a spill file of the producing
-bundle under the run's scratch directory (any filesystem, through :mod:`afm.fs`), and
-replaced in the record by its location. The consumer after the boundary *restores* the
-text by reading it back. What the runner holds is then a few hundred bytes a document
-(its id, URL, signals and the location) instead of the text, so memory stays nearly flat
-while the spill files grow on disk. The graph is the same on every runner: a cluster
-runner writes its spill files under the run's staging directory on GCS or S3 and its
-workers read them back the same way.
+Here a record's ``text`` and ``signals``, by far its largest fields, are *stowed* before
+such a boundary: written, packed (:mod:`afm.pipelines.beam.packing`), to a spill file of
+the producing bundle under the run's scratch directory (any filesystem, through
+:mod:`afm.fs`), and replaced in the record by their locations (a crawl page's ``body``
+likewise). The consumer after the boundary *restores* them by reading them back. What the
+runner holds is then a few hundred bytes a document (its id, URL, scores and the
+locations) instead of its text, while the spill files grow on disk. The graph is the same
+on every runner: a cluster runner writes its spill files under the run's staging
+directory on GCS or S3 and its workers read them back the same way.
 
 A spill file is complete before anyone reads it: the writer closes it when its bundle
 finishes, and its locations are only read after a shuffle, which a runner starts once the
@@ -39,6 +39,10 @@ from afm import fs
 STOWED = "_stowed_text"  # the key that takes the place of ``text`` in a stowed record
 _PREFIX = "_stowed_"  # ... and ``_stowed_<field>`` that of another field (a page's ``body``)
 MIN_CHARS = 256  # shorter texts stay in the record: a read costs more than they weigh
+MIN_BYTES = 256  # other fields (a document's signals) stay when packed smaller than this
+# What a document's record sheds: its text, and the signals every stage adds (44 numbers
+# with their names by the end of a web run, about 1.5 kB, more than the rest of the record).
+FIELDS = ("text", "signals")
 SPILL_DIR = ".spill"  # under a run's staging directory (hidden: scratch, never promoted)
 
 # Where a stowed text lies: (file, offset, length in the file, characters of the text).
@@ -60,15 +64,28 @@ class SpillWriter:
         self._path = ""
         self._offset = 0
 
-    def stow(self, rec: dict[str, Any], name: str = "text") -> dict[str, Any]:
-        """``rec`` with its field ``name`` (a document's text, a crawl page's body)
-        replaced by the value's location (same key order, so that
-        :meth:`SpillReader.restore` gives back an equal record); short values and records
-        already stowed are returned as they are."""
+    def stow(self, rec: dict[str, Any], names: tuple[str, ...] = FIELDS) -> dict[str, Any]:
+        """``rec`` with its fields ``names`` (a document's text and signals, a crawl
+        page's body) replaced by their values' locations (same key order, so that
+        :meth:`SpillReader.restore` gives back an equal record); short values and fields
+        already stowed stay as they are."""
+        for name in names:
+            rec = self._stow_field(rec, name)
+        return rec
+
+    def _stow_field(self, rec: dict[str, Any], name: str) -> dict[str, Any]:
         value = rec.get(name)
-        if not isinstance(value, (str, bytes)) or len(value) < MIN_CHARS:
+        if isinstance(value, (str, bytes)):
+            if len(value) < MIN_CHARS:
+                return rec
+            data = pack(value)
+        elif isinstance(value, dict) and value:
+            data = pack(value)
+            if len(data) < MIN_BYTES:
+                return rec
+        else:
             return rec
-        location = self._put(pack(value), len(value))
+        location = self._put(data, len(value))
         key = _PREFIX + name
         return {(key if k == name else k): (location if k == name else v) for k, v in rec.items()}
 
@@ -156,15 +173,15 @@ class _WritingFn(beam.DoFn):
 
 
 class StowFn(_WritingFn):
-    """Record -> the record with its field ``name`` (default: the text) stowed."""
+    """Record -> the record with its fields ``names`` (default: text and signals) stowed."""
 
-    def __init__(self, directory: str | None, name: str = "text"):
+    def __init__(self, directory: str | None, names: tuple[str, ...] = FIELDS):
         super().__init__(directory)
-        self.name = name
+        self.names = names
 
     def process(self, rec: Any) -> Iterator[Any]:
         if isinstance(rec, dict) and self.writer is not None:
-            rec = self.writer.stow(rec, self.name)
+            rec = self.writer.stow(rec, self.names)
         yield rec
 
 

@@ -75,3 +75,16 @@ def test_missing_spill_file_is_an_error(tmp_path: Path) -> None:
     path.write_bytes(path.read_bytes()[:10])
     with pytest.raises(OSError, match="shorter than expected"):
         SpillReader().restore(stowed)
+
+
+def test_large_signals_are_stowed_small_ones_stay(tmp_path: Path) -> None:
+    writer = SpillWriter(str(tmp_path / "spill"))
+    many = {f"quality.signal_number_{i}": i / 7 for i in range(40)}
+    doc = {**_doc(2), "signals": many}
+    stowed = writer.stow(doc)
+    small = writer.stow(_doc(3))
+    writer.close()
+    assert "signals" not in stowed and "text" not in stowed
+    assert small["signals"] == {"x": 1.0} and "text" not in small
+    assert SpillReader().restore(stowed) == doc
+    assert list(SpillReader().restore(stowed)) == list(doc)
