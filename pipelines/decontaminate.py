@@ -537,10 +537,14 @@ class Decontaminate(beam.PTransform):
     module docstring). ``ngram_stats``: one :class:`NgramStat` per benchmark n-gram seen
     in the corpus; ``report``: a single dict (see :func:`build_report`)."""
 
-    def __init__(self, cfg: DecontamConfig, label: str | None = None) -> None:
+    def __init__(self, cfg: DecontamConfig, label: str | None = None, spill_dir: str | None = None) -> None:
         super().__init__(label)
         self.cfg = cfg
         self.index_path = resolve_index(cfg)  # built/checked at construction, not on workers
+        # Clean documents wait for the verdicts on the others (the Flatten of kept): with a
+        # spill directory their texts wait on disk, and the caller restores them
+        # (afm.pipelines.beam.spill.RestoreFn; the curate graph does).
+        self.spill_dir = spill_dir
 
     def expand(self, docs: beam.PCollection) -> dict[str, beam.PCollection]:
         cfg = self.cfg
@@ -564,7 +568,12 @@ class Decontaminate(beam.PTransform):
             | "Decide" >> beam.ParDo(_DecideFn(cfg.threshold)).with_outputs("rejected",
                                                                             main="kept")
         )
-        kept = (scanned.clean, decided.kept) | "Kept" >> beam.Flatten()
+        clean = scanned.clean
+        if self.spill_dir:
+            from afm.pipelines.beam.spill import StowFn
+
+            clean = clean | "StowClean" >> beam.ParDo(StowFn(self.spill_dir))
+        kept = (clean, decided.kept) | "Kept" >> beam.Flatten()
         rejected = (scanned.invalid, decided.rejected) | "Rejected" >> beam.Flatten()
 
         removed = (

@@ -66,22 +66,60 @@ def strip(doc: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
+class _KeyFn(beam.DoFn):
+    """Document -> ``(id, packed document)``, its text stowed in a spill file first when
+    ``spill_dir`` is given (:mod:`afm.pipelines.beam.spill`): the group by id then holds
+    a few hundred bytes a document, not the corpus."""
+
+    def __init__(self, spill_dir: str | None):
+        self.spill_dir = spill_dir
+        self.writer: Any = None
+
+    def start_bundle(self) -> None:
+        from afm.pipelines.beam.spill import SpillWriter
+
+        self.writer = SpillWriter(self.spill_dir) if self.spill_dir else None
+
+    def process(self, doc: dict[str, Any]) -> Iterator[tuple[str, bytes]]:
+        yield str(doc["id"]), pack(self.writer.stow(doc) if self.writer else doc)
+
+    def finish_bundle(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+
+
 class _PickFn(beam.DoFn):
+    """The documents of one id (texts restored when stowed) -> kept + rejects."""
+
+    def start_bundle(self) -> None:
+        from afm.pipelines.beam.spill import SpillReader
+
+        self.reader = SpillReader()
+
     def process(self, element: tuple[str, Iterable[bytes]]) -> Iterator[Any]:
         _id, packed = element
-        kept, rejects = pick(unpack(p) for p in packed)
+        kept, rejects = pick(self.reader.restore(unpack(p)) for p in packed)
         yield kept
         for reject in rejects:
             yield beam.pvalue.TaggedOutput("rejected", reject)
 
+    def finish_bundle(self) -> None:
+        self.reader.close()
+
 
 class UniqueIds(beam.PTransform):
-    """Documents -> ``{"kept", "rejected"}`` with one document per id."""
+    """Documents -> ``{"kept", "rejected"}`` with one document per id. With ``spill_dir``
+    the texts cross the group by id on disk (documents already stowed upstream are
+    restored either way)."""
+
+    def __init__(self, spill_dir: str | None = None, label: str | None = None):
+        super().__init__(label)
+        self.spill_dir = spill_dir
 
     def expand(self, docs: beam.PCollection) -> dict[str, beam.PCollection]:
         out = (
             docs
-            | "key by id" >> beam.Map(lambda d: (str(d["id"]), pack(d)))
+            | "key by id" >> beam.ParDo(_KeyFn(self.spill_dir))
             | "group by id" >> beam.GroupByKey()
             | "one per id" >> beam.ParDo(_PickFn()).with_outputs("rejected", main="kept")
         )

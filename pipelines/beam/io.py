@@ -315,8 +315,9 @@ class ReadInputs(beam.PTransform):
 
     def __init__(self, files: list[str], source: str, allow_pages: bool = True,
                  text_fields: tuple[str, ...] = (), reshuffle: bool = False,
-                 progress_dir: str | None = None):
+                 progress_dir: str | None = None, spill_dir: str | None = None):
         super().__init__()
+        self.spill_dir = spill_dir  # pages cross the spread with their bodies on disk
         self.files = list(files)
         self.source = source
         self.allow_pages = allow_pages
@@ -337,7 +338,15 @@ class ReadInputs(beam.PTransform):
         )
         unwrap = lambda item: item[1]  # noqa: E731
         pages = split[0] | "pages" >> beam.Map(unwrap)
-        if self.reshuffle:
+        if self.reshuffle and self.spill_dir:  # afm.pipelines.beam.spill
+            from afm.pipelines.beam.spill import RestoreFn, StowFn
+
+            pages = (pages | "stow pages" >> beam.ParDo(StowFn(self.spill_dir, ("body",)))
+                     | "pack pages" >> beam.Map(pack)
+                     | "spread pages" >> beam.Reshuffle()
+                     | "unpack pages" >> beam.Map(unpack)
+                     | "restore pages" >> beam.ParDo(RestoreFn()))
+        elif self.reshuffle:
             pages = (pages | "pack pages" >> beam.Map(pack)
                      | "spread pages" >> beam.Reshuffle()
                      | "unpack pages" >> beam.Map(unpack))
@@ -407,24 +416,57 @@ class WriteShardFn(beam.DoFn):
 
     def process(self, element: tuple[int, Iterable[tuple[str, bytes]]]
                 ) -> Iterator[dict[str, Any]]:
+        from afm.pipelines.beam.spill import SpillReader
+
         index, packed = element
-        # Deterministic content: sorted by id, then by the packed bytes (a deterministic
-        # function of the record), so the same set of records always gives the same file.
         # Sorted packed, unpacked one row group at a time: a shard costs its compressed
-        # size in memory, not its Python objects.
+        # size in memory, not its Python objects (texts stowed in spill files are read
+        # back one row group at a time too).
         rows = sorted(packed)
         final = join(self.output, f"{self.prefix}-{index:05d}.parquet")
-        tables = (to_table([unpack(blob) for _id, blob in rows[start : start + self.ROWS_PER_BATCH]],
-                           self.schema)
-                  for start in range(0, len(rows), self.ROWS_PER_BATCH))
+        reader = SpillReader()
+        tables = (to_table(_in_order(rows[start:end], reader), self.schema)
+                  for start, end in _row_groups(rows, self.ROWS_PER_BATCH))
         fault = None
         if self.fail_marker_dir:
             marker_dir, key = self.fail_marker_dir, f"{self.prefix}-{index}"
             fault = lambda: fail_once("write", key, marker_dir)  # noqa: E731
-        size = self.clock.call(lambda: write_shard(final, tables, self.schema, compression=self.compression,
-                                                   before_publish=fault))
+        try:
+            size = self.clock.call(lambda: write_shard(final, tables, self.schema, compression=self.compression,
+                                                       before_publish=fault))
+        finally:
+            reader.close()
         self.clock.flush()
         yield {"kind": self.prefix, "path": final, "rows": len(rows), "bytes": size}
+
+
+def _row_groups(rows: list[tuple[str, bytes]], size: int) -> Iterator[tuple[int, int]]:
+    """``(start, end)`` of about ``size`` rows each, never cutting a run of one id."""
+    start = 0
+    while start < len(rows):
+        end = min(start + size, len(rows))
+        while end < len(rows) and rows[end][0] == rows[end - 1][0]:
+            end += 1
+        yield start, end
+        start = end
+
+
+def _in_order(rows: list[tuple[str, bytes]], reader: Any) -> list[dict[str, Any]]:
+    """Packed rows (sorted) -> records, texts restored. Deterministic content: sorted by
+    id, then, among records of one id (duplicate-id rejects), by the packed record with
+    its text (a deterministic function of the record; a stowed record's bytes name a
+    spill file), so the same set of records always gives the same file."""
+    from afm.pipelines.beam.packing import pack
+
+    records = [reader.restore(unpack(blob)) for _id, blob in rows]
+    out: list[dict[str, Any]] = []
+    start = 0
+    for i in range(1, len(rows) + 1):
+        if i == len(rows) or rows[i][0] != rows[start][0]:
+            run = records[start:i]
+            out.extend(run if len(run) == 1 else sorted(run, key=pack))
+            start = i
+    return out
 
 
 class WriteShards(beam.PTransform):

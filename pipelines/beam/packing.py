@@ -15,6 +15,7 @@ the shuffle and unpacks them after.
 from __future__ import annotations
 
 import pickle
+from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
@@ -64,14 +65,22 @@ def record_size(rec: dict[str, Any]) -> int:
     return len(rec.get("text") or "") + len(rec.get("url") or "") + 256
 
 
-def pack_record(rec: dict[str, Any], label: str = "", text_chars: int = 0) -> PackedRecord:
+def pack_record(rec: dict[str, Any], label: str = "", text_chars: int = 0,
+                stow: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> PackedRecord:
     """``rec`` packed for the writer; with ``text_chars`` > 0 its text is cut to that
-    many characters first (rejects at scale keep a prefix, not the whole page)."""
+    many characters first (rejects at scale keep a prefix, not the whole page). ``stow``:
+    what to do to the record before packing (its text written to a spill file,
+    :mod:`afm.pipelines.beam.spill`); the size is the record's own."""
     if text_chars > 0 and len(rec.get("text") or "") > text_chars:
         rec = {**rec, "text": rec["text"][:text_chars]}
-    return str(rec.get("id")), record_size(rec), label, pack(rec)
+    return str(rec.get("id")), record_size(rec), label, pack(stow(rec) if stow else rec)
+
+
+def reject_label(rec: dict[str, Any]) -> str:
+    """The label of a packed reject: ``stage|reason``."""
+    return f"{rec.get('rejected_by')}|{rec.get('reason')}"
 
 
 def pack_reject(rec: dict[str, Any], text_chars: int = 0) -> PackedRecord:
     """A reject packed for the writer, labelled ``stage|reason``."""
-    return pack_record(rec, f"{rec.get('rejected_by')}|{rec.get('reason')}", text_chars)
+    return pack_record(rec, reject_label(rec), text_chars)

@@ -66,6 +66,11 @@ class OutputConfig:
     # rejects at a fraction of the corpus's size. Trimmed before any shuffle.
     reject_text_chars: int = 1000
     samples_per_reason: int = 3  # sample rejects per (stage, reason) in report.html
+    # Texts cross the run's shuffles on disk (afm.pipelines.beam.spill): auto = on the
+    # local runners, which hold every shuffle in memory (without it a run's memory grows
+    # with the corpus); always (any runner: spill files under the staging directory);
+    # never.
+    spill_texts: str = "auto"
 
 
 @dataclass
@@ -132,6 +137,9 @@ class CurateConfig:
         if self.read.reshuffle not in ("auto", "always", "never"):
             raise ConfigError(f"read.reshuffle: expected auto, always or never, got "
                               f"{self.read.reshuffle!r}")
+        if self.output.spill_texts not in ("auto", "always", "never"):
+            raise ConfigError(f"output.spill_texts: expected auto, always or never, got "
+                              f"{self.output.spill_texts!r}")
         if self.output.reject_text_chars < 0:
             raise ConfigError("output.reject_text_chars must be >= 0 (0 = the whole text)")
         if self.output.shard_target_mb <= 0 or self.output.rejects_shard_target_mb <= 0:

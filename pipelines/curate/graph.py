@@ -28,7 +28,7 @@ def build_pipeline(plan: Any, pipeline: Any, staging: str | None = None) -> dict
     from afm.pipelines.beam.io import join
 
     staging = staging or join(plan.output, ".staging-dry-run")
-    graph = CurateGraph(plan, pipeline)
+    graph = CurateGraph(plan, pipeline, staging=staging)
     graph.read_inputs()
     for stage in plan.stages:
         graph.run_stage(stage)
@@ -45,6 +45,7 @@ class CurateGraph:
 
     plan: Any
     pipeline: Any
+    staging: str = ""  # the run's staging directory (spill files go under it)
     counts: Any = None
     chain: dict[str, list[str]] = field(default_factory=dict)
     rejected_parts: list[Any] = field(default_factory=list)
@@ -66,6 +67,23 @@ class CurateGraph:
         self.source = self.plan.config.source
         self.faults = set(self.plan.config.debug.fail_once_at)
         self.names = [s.name for s in self.plan.stages]
+        self.spill = should_spill(self.plan.config.output.spill_texts, self.plan.runner) and bool(self.staging)
+
+    def spill_dir(self, step: str) -> str | None:
+        """Where ``step`` writes the texts it stows (:mod:`afm.pipelines.beam.spill`), or
+        None when texts cross the shuffles in the records."""
+        from afm.pipelines.beam.spill import spill_dir
+
+        return spill_dir(self.staging, step) if self.spill else None
+
+    def stow(self, part: Any, step: str) -> Any:
+        """``part`` with its texts stowed (when spilling): for a PCollection that waits in
+        the runner, e.g. one branch of a Flatten of branches made in different stages."""
+        import apache_beam as beam
+        from afm.pipelines.beam.spill import StowFn
+
+        directory = self.spill_dir(step)
+        return part if directory is None else part | f"stow {step}" >> beam.ParDo(StowFn(directory))
 
     def reject(self, part: Any, stage: str) -> None:
         """``part`` holds rejects of ``stage``: counted and written with the others."""
@@ -84,7 +102,7 @@ class CurateGraph:
         read = self.pipeline | "read" >> ReadInputs(
             self.plan.inputs, self.source, allow_pages="extract" in self.names,
             text_fields=self.plan.text_fields, reshuffle=spread,
-            progress_dir=getattr(self.plan, "progress_dir", None))
+            progress_dir=getattr(self.plan, "progress_dir", None), spill_dir=self.spill_dir("pages"))
         # "in" is counted on each part: a Flatten of them would be one more full copy of
         # the input held by the local runner, only to be counted.
         for part, label in ((read["pages"], "read.pages"), (read["docs"], "read.docs"),
@@ -113,7 +131,7 @@ class CurateGraph:
 
         self.counts.add(self.documents, "ids.in")
         self.chain["ids"] = self.labels
-        out = self.documents | "ids" >> UniqueIds()
+        out = self.documents | "ids" >> UniqueIds(self.spill_dir("ids"))
         self.reject(out["rejected"] | "ids tag rejects" >> beam.Map(tag_reject, "ids"), "ids")
         self.counts.add(out["kept"], "ids.kept")
         self.documents, self.labels = out["kept"], ["ids.kept"]
@@ -139,7 +157,9 @@ class CurateGraph:
                 FailOncePerBundle(stage.name, self.plan.config.debug.marker_dir))
         self.counts.add(kept, f"{stage.name}.kept")
         if stage.name == "extract":
-            self.documents = (kept, self.documents) | "extracted + documents" >> beam.Flatten()
+            # The documents read wait for extraction in the runner: stowed, they wait small.
+            self.documents = ((self.stow(kept, "extracted"), self.stow(self.documents, "read"))
+                              | "extracted + documents" >> beam.Flatten())
             self.labels = ["extract.kept", *self.labels]
             self.unique_ids()
             self.extracted = self.documents
@@ -197,7 +217,7 @@ class CurateGraph:
         if not stage.active:
             return stage_in
         if stage.kind == "global":
-            kept, rejected, report, obj = apply_global_stage(stage_in, stage)
+            kept, rejected, report, obj = apply_global_stage(stage_in, stage, self.spill_dir(stage.name))
             self.global_stages.append(obj)
             if report is not None:
                 self.stage_reports.append(report | f"{stage.name} report" >> beam.Map(
@@ -216,12 +236,14 @@ class CurateGraph:
         compressed bytes (and a reject's text is already trimmed)."""
         import apache_beam as beam
         from afm.pipelines.beam.io import WriteShards
-        from afm.pipelines.beam.packing import pack_record, pack_reject
+        from afm.pipelines.beam.spill import PackFn
 
         from afm.schema import DOCUMENT_SCHEMA, REJECT_SCHEMA
 
         out, debug = self.plan.config.output, self.plan.config.debug
-        self.rejects = (tuple(part | f"pack rejects {i}" >> beam.Map(pack_reject, out.reject_text_chars)
+        rejects_dir, documents_dir = self.spill_dir("rejects"), self.spill_dir("documents")
+        self.rejects = (tuple(part | f"pack rejects {i}" >> beam.ParDo(PackFn(rejects_dir, True,
+                                                                             out.reject_text_chars))
                               for i, part in enumerate(self.rejected_parts))
                         | "all rejects" >> beam.Flatten())
         fault = debug.marker_dir if "write" in self.faults else None
@@ -232,7 +254,7 @@ class CurateGraph:
 
             documents = documents | "progress kept" >> make_tick(progress, "kept")
             _ = self.rejects | "progress rejected" >> make_tick(progress, "rejected")
-        parts = [documents | "pack documents" >> beam.Map(pack_record) | "write documents" >> WriteShards(
+        parts = [documents | "pack documents" >> beam.ParDo(PackFn(documents_dir)) | "write documents" >> WriteShards(
             staging, "documents", DOCUMENT_SCHEMA, int(out.shard_target_mb * mb), out.compression,
             fail_marker_dir=fault)]
         if out.write_rejects:
@@ -266,13 +288,14 @@ class CurateGraph:
     def _samples(self) -> Any:
         import apache_beam as beam
         from afm.pipelines.beam.packing import unpack
+        from afm.pipelines.beam.spill import restore_all
 
         per_reason = max(1, self.plan.config.output.samples_per_reason)
         return (self.rejects
                 | "sample keys" >> beam.Map(lambda p: (p[2], p))
                 | "sample per reason" >> beam.combiners.Top.PerKey(per_reason, key=lambda p: p[0], reverse=True)
                 | "sample views" >> beam.MapTuple(
-                    lambda label, packed: (label, [_sample_view(unpack(p[3])) for p in packed]))
+                    lambda label, packed: (label, [_sample_view(r) for r in restore_all(unpack(p[3]) for p in packed)]))
                 | "samples" >> beam.combiners.ToDict())
 
     def _stage_reports(self) -> Any:
@@ -295,6 +318,14 @@ class CurateGraph:
                             lambda r: json.loads(r["details"] or "{}").get("file", "?"))
                         | "unknown loss list" >> beam.combiners.ToList())
         return {"not_documents": not_documents, "unknown_loss": unknown_loss}
+
+
+def should_spill(setting: str, runner: str) -> bool:
+    """Whether texts cross the shuffles on disk (``output.spill_texts``): ``auto`` = on
+    the local runners, which hold every shuffle in their own memory."""
+    from afm.pipelines.beam.runners import LOCAL_RUNNERS
+
+    return setting == "always" or (setting == "auto" and runner in LOCAL_RUNNERS)
 
 
 def _write_stats(path: str, write_json: Any, chain: dict[str, list[str]], *, counts: Any, reasons: Any,

@@ -251,20 +251,29 @@ class _CutFn(beam.DoFn):
             yield kept
 
 
-def apply_global_stage(docs: beam.PCollection, stage: ResolvedStage
+def apply_global_stage(docs: beam.PCollection, stage: ResolvedStage, spill_dir: str | None = None
                        ) -> tuple[beam.PCollection, beam.PCollection, beam.PCollection | None,
                                   Any]:
     """A global stage (a PTransform returning ``{"kept", "rejected"}`` and optionally a
     one-element ``"report"``); returns kept, rejected, report-or-None, and the transform
-    (whose ``commit()``, if it has one, the driver calls once the run has succeeded)."""
+    (whose ``commit()``, if it has one, the driver calls once the run has succeeded).
+    ``spill_dir``: where a stage that has a ``spill_dir`` attribute stows the texts its
+    shuffles would carry (:mod:`afm.pipelines.beam.spill`)."""
     transform = build_stage_object(stage)
+    if spill_dir is not None and hasattr(transform, "spill_dir"):
+        transform.spill_dir = spill_dir
     result = docs | stage.name >> transform
     if not isinstance(result, dict) or "kept" not in result or "rejected" not in result:
         raise TypeError(f"stage {stage.name}: transform must return {{'kept', 'rejected'}}, "
                         f"got {type(result).__name__}")
     rejected = result["rejected"] | f"{stage.name} tag rejects" >> beam.Map(tag_reject,
                                                                            stage.name)
-    return result["kept"], rejected, result.get("report"), transform
+    kept = result["kept"]
+    if spill_dir is not None:  # a stage may hand back documents whose texts wait on disk
+        from afm.pipelines.beam.spill import RestoreFn
+
+        kept = kept | f"{stage.name} restore texts" >> beam.ParDo(RestoreFn())
+    return kept, rejected, result.get("report"), transform
 
 
 class Counts:

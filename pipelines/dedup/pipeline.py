@@ -170,10 +170,13 @@ def _run_id() -> str:
 class FuzzyDedup(beam.PTransform):
     """Documents -> ``{"kept": documents, "rejected": dedup rejects}`` (see module doc)."""
 
-    def __init__(self, cfg: DedupConfig | None = None):
+    def __init__(self, cfg: DedupConfig | None = None, spill_dir: str | None = None):
         super().__init__()
         self.cfg = cfg or DedupConfig()
         self.run_id = _run_id()
+        # Where the documents' texts wait for the final join (afm.pipelines.beam.spill);
+        # None: in the joined records.
+        self.spill_dir = spill_dir
 
     @property
     def staging(self) -> str | None:
@@ -208,7 +211,7 @@ class FuzzyDedup(beam.PTransform):
             | "Batch" >> beam.BatchElements(min_batch_size=min(16, cfg.batch_size),
                                             max_batch_size=cfg.batch_size)
             | "Sketch" >> beam.ParDo(SketchBatch(cfg.num_perm, cfg.seed, cfg.ngram, bands, rows,
-                                                 cfg.write_index)
+                                                 cfg.write_index, self.spill_dir)
                                      ).with_outputs("sketch", "invalid", main="docs")
         )
         sketches = sketched.sketch

@@ -76,10 +76,12 @@ class SketchBatch(beam.DoFn):
     rejects of records that are not documents (tagged ``invalid``)."""
 
     def __init__(self, num_perm: int, seed: int, ngram: int, bands: int, rows: int,
-                 keep_index_rows: bool):
+                 keep_index_rows: bool, spill_dir: str | None = None):
         self.num_perm, self.seed, self.ngram = num_perm, seed, ngram
         self.bands, self.rows = bands, rows
         self.keep_index_rows = keep_index_rows
+        self.spill_dir = spill_dir  # documents wait for the final join with texts stowed
+        self.writer: Any = None
         self.invalid = Metrics.counter(NAMESPACE, "invalid_documents")
         self.empty = Metrics.counter(NAMESPACE, "documents_without_words")
         self.docs = Metrics.counter(NAMESPACE, "documents_in")
@@ -90,8 +92,19 @@ class SketchBatch(beam.DoFn):
         self.hasher = MinHasher(self.num_perm, self.seed, self.ngram)
         self.clock = StageClock("dedup")  # the sketches: dedup's own CPU (cputime.py)
 
+    def start_bundle(self) -> None:
+        from afm.pipelines.beam.spill import SpillWriter
+
+        self.writer = SpillWriter(self.spill_dir) if self.spill_dir else None
+
     def finish_bundle(self) -> None:
         self.clock.flush()
+        if self.writer is not None:
+            self.writer.close()
+
+    def _waiting(self, doc: dict[str, Any], row: dict[str, Any] | None) -> bytes:
+        """A document as it waits for the final join: packed, its text stowed."""
+        return pack((self.writer.stow(doc) if self.writer is not None else doc, row))
 
     def process(self, batch: list[dict[str, Any]]) -> Iterator[Any]:
         from afm.filters.minhash import band_keys
@@ -118,7 +131,7 @@ class SketchBatch(beam.DoFn):
             key = doc_key(doc["id"], content)
             if sk.num_words[i] == 0:
                 self.empty.inc()
-                yield key, pack((doc, None))
+                yield key, self._waiting(doc, None)
                 continue
             sig = signatures[i].tobytes()
             bands = keys[i].tobytes()
@@ -126,7 +139,7 @@ class SketchBatch(beam.DoFn):
             if self.keep_index_rows:
                 row = {"id": doc["id"], "key": key, "content_hash": content, "band_keys": bands,
                        "signature": sig}
-            yield key, pack((doc, row))  # documents wait for the final join packed
+            yield key, self._waiting(doc, row)  # documents wait for the final join packed
             node = node_key(key, doc.get("quality_score"))
             yield beam.pvalue.TaggedOutput("sketch", (content, (node, bands, sig)))
 
@@ -319,9 +332,17 @@ class Finalize(beam.DoFn):
         self.near = Metrics.counter(NAMESPACE, "rejected_near")
         self.largest = Metrics.distribution(NAMESPACE, "cluster_size")
 
+    def start_bundle(self) -> None:
+        from afm.pipelines.beam.spill import SpillReader
+
+        self.reader = SpillReader()
+
+    def finish_bundle(self) -> None:
+        self.reader.close()
+
     def process(self, element: tuple[str, dict[str, list]]) -> Iterator[Any]:
         _key, joined = element
-        entries = [unpack(p) for p in joined["doc"]]
+        entries = [(self.reader.restore(doc), row) for doc, row in (unpack(p) for p in joined["doc"])]
         if not entries:  # decisions about accepted-corpus documents: not ours to emit
             return
         rejects = [d for d in joined["decision"] if d[0] != "count"]
