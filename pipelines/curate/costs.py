@@ -101,14 +101,14 @@ def run_costs(metrics: dict[str, Any], funnel: list[dict[str, Any]], before: Usa
         if name not in cpu:
             continue
         n = written if name == "write" else docs_in.get(name, 0)
-        stages.append({"stage": name, "cpu_s": round(cpu[name], 4), "documents": n,
+        stages.append({"stage": name, "cpu_s": round(cpu[name], 6), "documents": n,
                        "ms_per_document": round(1000 * cpu[name] / n, 4) if n else None})
     measured = sum(cpu.values())
     process = (after.self_cpu - before.self_cpu) + (after.children_cpu - before.children_cpu)
     total_in = docs_in.get("read", 0)
     out: dict[str, Any] = {
         "stages": stages,
-        "stages_cpu_s": round(measured, 4),
+        "stages_cpu_s": round(measured, 6),
         "stages_ms_per_document": round(1000 * measured / total_in, 4) if total_in else None,
         "elapsed_s": round(elapsed, 3),
         "peak_memory_mb": {"launcher": _mb(after.self_peak_kb)},

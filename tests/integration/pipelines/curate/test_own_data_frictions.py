@@ -59,7 +59,9 @@ def test_summary_names_the_stage_that_rejected_most_and_its_setting(tmp_path: Pa
     by_stage = {s["stage"]: s for s in costs["stages"]}
     assert {"read", "language", "write"} <= set(by_stage) and by_stage["language"]["documents"] == 9
     assert all(s["cpu_s"] > 0 for s in costs["stages"]) and costs["peak_memory_mb"]["launcher"] > 0
-    assert costs["process_cpu_s"] >= costs["stages_cpu_s"] and "Cost per stage" in report
+    # Process CPU comes from the kernel's per-process counters, in clock ticks (10 ms): two
+    # ticks of slack against the stages' nanosecond thread clocks.
+    assert costs["process_cpu_s"] + 0.02 >= costs["stages_cpu_s"] and "Cost per stage" in report
 
 
 def test_the_snapshot_warning_stays_when_documents_have_urls(tmp_path: Path) -> None:
