@@ -151,8 +151,10 @@ def trim_teaser_lines(text: str, max_words: int = 30, max_share: float = 0.5
     lines = [line for line in text.split("\n") if line.strip()]
     drop = {i for i, line in enumerate(lines) if _is_teaser(line.strip())
             and _word_count(line) <= max_words}
+    if not drop:  # most pages: no word counting needed
+        return "\n".join(lines), 0
     total = sum(_word_count(line) for line in lines)
-    if not drop or sum(_word_count(lines[i]) for i in drop) > max_share * total:
+    if sum(_word_count(lines[i]) for i in drop) > max_share * total:
         return "\n".join(lines), 0
     return "\n".join(line for i, line in enumerate(lines) if i not in drop), len(drop)
 

@@ -121,12 +121,7 @@ class QualityConfig:
 
 def words_of(text: str) -> list[str]:
     """Whitespace tokens with surrounding punctuation stripped; punctuation-only dropped."""
-    out = []
-    for tok in text.split():
-        w = tok.strip(_STRIP)
-        if w:
-            out.append(w)
-    return out
+    return [w for w in (tok.strip(_STRIP) for tok in text.split()) if w]
 
 
 def nonblank_lines(text: str) -> list[str]:
