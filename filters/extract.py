@@ -124,9 +124,9 @@ class ExtractConfig:
     # Pages the language stage will drop need no careful extraction. When set (``afm
     # curate`` sets it to the language stage's ``keep`` when that stage runs; [] turns it
     # off), Resiliparse's text (~2 ms) is read first and a page whose first
-    # ``early_language_chars`` characters the language model gives a language outside the
-    # list with at least ``early_language_score`` is dropped here ("language_not_kept",
-    # ``early``) before trafilatura runs. Chosen by source on the extraction gold sets
+    # ``early_language_chars`` characters, and then its whole text, the language model
+    # gives one language outside the list with at least ``early_language_score`` is
+    # dropped here ("language_not_kept", ``early``) before trafilatura runs. Chosen by source on the extraction gold sets
     # (docs/curation.md): at 0.8 none of the 2,500 pages the language stage keeps on the
     # cascade's text was dropped, 93% of those it drops were.
     early_language: list[str] | None = None
@@ -265,14 +265,24 @@ class Extractor:
 
         page = Page(html, url)
         texts = {"resiliparse": run_candidate("resiliparse", page)}
-        head = " ".join(texts["resiliparse"][: self.cfg.early_language_chars].split())
-        if not head:
-            return None, texts, page
-        labels, probs = self._lid.predict(head, k=1)  # type: ignore[union-attr]
-        lang = labels[0].removeprefix("__label__")
-        if lang not in self._early_keep and float(probs[0]) >= self.cfg.early_language_score:
+        text = texts["resiliparse"]
+        lang = self._other_language(text[: self.cfg.early_language_chars])
+        # The head is cheap and decides for most pages; a page it puts outside ``keep`` is
+        # confirmed on the whole text (a page in two languages can open with the other).
+        if lang is None or len(text) <= self.cfg.early_language_chars:
             return lang, texts, page
-        return None, texts, page
+        return (lang if self._other_language(text[:20_000]) == lang else None), texts, page
+
+    def _other_language(self, text: str) -> str | None:
+        """The language of ``text`` when it is outside the kept ones with the required
+        confidence, else None."""
+        line = " ".join(text.split())
+        if not line:
+            return None
+        labels, probs = self._lid.predict(line, k=1)  # type: ignore[union-attr]
+        lang = labels[0].removeprefix("__label__")
+        keep = lang not in self._early_keep and float(probs[0]) >= self.cfg.early_language_score
+        return lang if keep else None
 
     def extract_text(self, html: str, url: str | None = None,
                      texts: dict[str, str] | None = None, page: Any = None,
