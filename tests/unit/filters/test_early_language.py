@@ -60,3 +60,10 @@ def test_the_check_follows_the_language_stage() -> None:
     assert extract_cfg(language={"enabled": False}).early_language == []
     assert extract_cfg(language={"params": {"keep": []}}).early_language == []
     assert extract_cfg(extract={"params": {"early_language": []}}).early_language == []
+
+
+def test_a_page_opening_in_another_language_is_judged_on_its_whole_text() -> None:
+    body = (f"<html><body><article><p>{GERMAN * 4}</p>"
+            + "".join(f"<p>{ENGLISH}</p>" for _ in range(14)) + "</article></body></html>")
+    decision = Extractor(ExtractConfig(early_language=["en"]))(_record(body.encode()))
+    assert decision.keep
