@@ -121,12 +121,16 @@ class QualityConfig:
 
 def words_of(text: str) -> list[str]:
     """Whitespace tokens with surrounding punctuation stripped; punctuation-only dropped."""
-    out = []
-    for tok in text.split():
-        w = tok.strip(_STRIP)
-        if w:
-            out.append(w)
-    return out
+    return [w for w in (tok.strip(_STRIP) for tok in text.split()) if w]
+
+
+_LINE_WITH_LETTER = re.compile(r"^.*?[^\W\d_]", re.M)
+
+
+def _count_with_letter(words: list[str]) -> int:
+    """How many of ``words`` hold a letter: one regex pass over the words joined by
+    newlines (a word never holds whitespace), not one search per word."""
+    return len(_LINE_WITH_LETTER.findall("\n".join(words)))
 
 
 def nonblank_lines(text: str) -> list[str]:
@@ -314,7 +318,7 @@ class QualityHeuristicsFilter:
              _hi(cfg.max_bullet_lines_ratio)),
             ("gopher_ellipsis_lines", sum(x.endswith(ELLIPSES) for x in lines) / n_lines,
              _hi(cfg.max_ellipsis_lines_ratio)),
-            ("gopher_alpha_words", sum(1 for w in words if _HAS_LETTER.search(w)) / denom,
+            ("gopher_alpha_words", _count_with_letter(words) / denom,
              _lo(cfg.min_alpha_words_ratio)),
             ("gopher_stop_words", float(sum(1 for w in lowered if w in self._stop)),
              _lo(cfg.min_stop_words)),
@@ -367,7 +371,7 @@ class QualityHeuristicsFilter:
             if cfg.c4_edit_lines:
                 out_text = cleaned
         if cfg.fineweb:
-            checks += self._fineweb(out_text, len(words) if out_text is text else None)
+            checks += self._fineweb(out_text, len(words) if out_text == text else None)
         return checks, out_text
 
     def __call__(self, doc: Document) -> Decision:

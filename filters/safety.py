@@ -93,21 +93,31 @@ class TermMatcher:
             if " " in t:
                 toks = tuple(t.split())
                 self.phrases.setdefault(len(toks), set()).add(toks)
+        # A phrase can only start at a token that starts some phrase: only those positions
+        # are looked at (a few per document, instead of every position for every length).
+        self.firsts = {toks[0] for phrases in self.phrases.values() for toks in phrases}
+        self.lookups = self.words | self.firsts
 
     def count(self, tokens: list[str]) -> tuple[int, set[str]]:
         """(number of hits, distinct terms hit)."""
         hits = 0
         found: set[str] = set()
-        for tok in tokens:
-            if tok in self.words:
+        lookups = self.lookups.intersection(tokens)  # one pass in C; most texts: empty
+        if not lookups:
+            return 0, found
+        words, firsts = self.words, self.firsts
+        for i, tok in enumerate(tokens):
+            if tok not in lookups:
+                continue
+            if tok in words:
                 hits += 1
                 found.add(tok)
-        for n, phrases in self.phrases.items():
-            for i in range(len(tokens) - n + 1):
-                gram = tuple(tokens[i : i + n])
-                if gram in phrases:
-                    hits += 1
-                    found.add(" ".join(gram))
+            if tok in firsts:
+                for n, phrases in self.phrases.items():
+                    gram = tuple(tokens[i : i + n])
+                    if len(gram) == n and gram in phrases:
+                        hits += 1
+                        found.add(" ".join(gram))
         return hits, found
 
 

@@ -11,13 +11,18 @@ from afm.filters.extraction.selector import Selector
 from afm.filters.extraction.vote import trim_edges, vote_text
 
 
-def select_text(selector: Selector, html: str, url: str | None
+def select_text(selector: Selector, html: str, url: str | None,
+                texts: dict[str, str] | None = None, page: Page | None = None,
                 ) -> tuple[str, dict[str, float]]:
     """The chosen text and the signals of how: the fast candidates' agreement, whether
     the fast path answered and the chosen candidate (its index in ``all_candidates``;
-    -1 for the vote)."""
-    page = Page(html, url)
-    texts = {name: run_candidate(name, page) for name in selector.fast_candidates}
+    -1 for the vote). ``texts``: candidates' outputs already computed on this page (run
+    again otherwise), with the ``page`` they were computed on."""
+    page = page or Page(html, url)
+    texts = dict(texts or {})
+    for name in selector.fast_candidates:
+        if name not in texts:
+            texts[name] = run_candidate(name, page)
     agree = agreement(*(texts[n] for n in selector.fast_candidates[:2]))
     chosen = selector.fast_candidates[0]
     fast = agree >= selector.gate

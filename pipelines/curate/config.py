@@ -31,6 +31,26 @@ from afm import fs
 from afm.config import ConfigError, load_config
 
 
+def link_early_language(stages: list[ResolvedStage]) -> None:
+    """Extraction's early language check (``ExtractConfig.early_language``) follows the
+    language stage: on when that stage runs after extraction with a ``keep`` list (its
+    languages, its model, at least its confidence), off otherwise. A value the user set
+    (a list, or [] for off) is left alone."""
+    by_name = {s.name: s for s in stages}
+    extract, language = by_name.get("extract"), by_name.get("language")
+    if extract is None or not extract.active or extract.config.early_language is not None:
+        return
+    names = [s.name for s in stages]
+    if (language is None or not language.active or not language.config.keep
+            or names.index("language") < names.index("extract")):
+        extract.config.early_language = []
+        return
+    extract.config.early_language = list(language.config.keep)
+    extract.config.early_language_model = language.config.model_path
+    extract.config.early_language_score = max(extract.config.early_language_score,
+                                              language.config.min_score)
+
+
 @dataclass
 class StageSettings:
     """Switch + parameters of one stage (``params`` = the stage's own config fields)."""
@@ -120,10 +140,12 @@ class CurateConfig:
 
     def resolve(self) -> list[ResolvedStage]:
         """Every stage of the source, with its typed config or why it cannot run."""
-        return [
+        stages = [
             resolve_stage(name, getattr(self, name).enabled, stage_params(name, self.source, getattr(self, name).params))
             for name in self.stage_names()
         ]
+        link_early_language(stages)
+        return stages
 
     def check_runnable(self) -> None:
         """What a run needs beyond a well-formed config: a decontamination index when the

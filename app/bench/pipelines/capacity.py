@@ -1,14 +1,17 @@
 """A capacity model for one curate run at Common Crawl scale, from measured parts.
 
 Sizing a Dataflow or Flink job needs three numbers per page: CPU time, bytes shuffled and
-the memory a worker holds. CPU time comes from ``afm bench`` (docs/s/core, passed in);
+the memory a worker holds. CPU time is the steady-state rate of ``afm bench curate``
+(every stage, one worker, start-up apart: its ``result.json`` in the bench workdir, or
+passed in);
 shuffle bytes are measured here by building, for a sample of real documents, the exact
 records each shuffle of ``afm curate`` carries (packed the way the pipeline packs them)
 and adding up their pickled sizes. Worker memory is bounded by design (every grouping
 walks its values as a stream or combines them), so it is the per-process cost of the
 stages' models plus one bundle, not a function of the corpus.
 
-    python -m afm.app.bench.pipelines.capacity --pages 3e9 --curate-docs-per-s-core 8.7
+    afm bench curate capacity      # the rate measured, then the model from it
+    python -m afm.app.bench.pipelines.capacity --pages 3e9 --curate-docs-per-s-core 64
 """
 
 from __future__ import annotations
@@ -105,13 +108,58 @@ def _texts(shared: Path, limit: int) -> list[str]:
     return [v["articleBody"] for v in truth.values() if v.get("articleBody")][:limit]
 
 
+CURATE_RESULT = "curate/result.json"  # under the bench workdir, written by `afm bench curate`
+SNAPSHOT_PAGES = 3e9
+
+
+def steady_rate(workdir: Path) -> tuple[float, list[float]]:
+    """The steady-state pages/s/core of ``afm bench curate``'s every-stage run, and the
+    load average it was measured under, from its ``result.json``."""
+    path = Path(workdir) / CURATE_RESULT
+    if not path.exists():
+        raise RuntimeError(f"{path} not found: run `afm bench curate` first (same --workdir); "
+                           "the model takes its steady-state rate")
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return float(data["afm-all"]["steady_pages_per_cpu_s"]), list(data.get("load_average") or [])
+
+
+def bench_capacity(opts: Any) -> list[Any]:
+    """``afm bench capacity``: the model at the steady-state rate ``afm bench curate``
+    measured, next to the rate before issue 44 (31 pages/s/core)."""
+    from afm.app.bench.common import Comparison
+    from afm.app.bench.pipelines.curate import BEFORE_44
+
+    from afm.console import console
+
+    if opts.shared_dir is None:
+        raise RuntimeError("needs ../shared/eval/extraction (real page texts) to measure sizes")
+    rate, load = steady_rate(opts.workdir)
+    texts = _texts(opts.shared_dir, 100 if opts.quick else 500)
+    shuffle = measure_shuffle_bytes(texts)
+    now = capacity(SNAPSHOT_PAGES, rate, shuffle)
+    before = capacity(SNAPSHOT_PAGES, BEFORE_44, shuffle)
+    console.print(f"steady state {rate:.1f} pages/s/core (afm bench curate, load average "
+                  f"{', '.join(f'{x:.2f}' for x in load)}); shuffle "
+                  f"{now['shuffle_bytes_per_page'] / 1e3:.1f} kB/page, {now['shuffle_tb']:.1f} TB")
+    return [
+        Comparison("core-hours, 3 B pages", now["core_hours"], before["core_hours"],
+                   f"at {BEFORE_44:.0f} pages/s/core (before #44)", "core-h", "lower"),
+        Comparison("shuffle TB, 3 B pages", now["shuffle_tb"], None, "", "TB", ""),
+    ]
+
+
+BENCHMARKS = {"capacity": bench_capacity}
+
+
 def main(argv: Sequence[str] | None = None) -> None:  # pragma: no cover - a report
     from afm.shared_data import find_shared_dir
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--pages", type=float, default=3e9)
-    ap.add_argument("--curate-docs-per-s-core", type=float, required=True,
-                    help="from `afm bench curate` (afm, one worker)")
+    ap.add_argument("--curate-docs-per-s-core", type=float,
+                    help="steady-state pages/s/core (default: `afm bench curate`'s result.json)")
+    ap.add_argument("--workdir", type=Path, default=Path("work/bench"),
+                    help="where `afm bench curate` wrote curate/result.json")
     ap.add_argument("--documents-per-page", type=float, default=0.5)
     args = ap.parse_args(argv)
     shared = find_shared_dir()
@@ -120,8 +168,10 @@ def main(argv: Sequence[str] | None = None) -> None:  # pragma: no cover - a rep
     texts = _texts(shared, 500)
     shuffle = measure_shuffle_bytes(texts)
     mean_chars = sum(map(len, texts)) / len(texts)
-    out = capacity(args.pages, args.curate_docs_per_s_core, shuffle, args.documents_per_page)
-    print(json.dumps({"sample_documents": len(texts), "mean_text_chars": round(mean_chars),
+    rate = args.curate_docs_per_s_core or steady_rate(args.workdir)[0]
+    out = capacity(args.pages, rate, shuffle, args.documents_per_page)
+    print(json.dumps({"pages_per_s_core": round(rate, 2), "sample_documents": len(texts),
+                      "mean_text_chars": round(mean_chars),
                       "shuffle_bytes": {k: round(v) for k, v in asdict(shuffle).items()},
                       **{k: round(v, 2) for k, v in out.items()}}, indent=2))
 
