@@ -54,7 +54,9 @@ def test_the_readme_quickstart_runs_end_to_end(shared_eval: Path, tmp_path: Path
         out = CliRunner().invoke(main, args)
         assert out.exit_code == 0, f"{command}\n{out.output[-3000:]}"
     manifest = json.loads((tmp_path / "work/my/corpus/manifest.json").read_text())
-    assert manifest["totals"]["kept"] > 100  # most of the real articles survive curation
+    # Most of the real articles survive curation (the default quality model, which learned
+    # content against boilerplate, drops about a fifth of these article bodies).
+    assert manifest["totals"]["kept"] > manifest["totals"]["in"] / 2
     base = json.loads((tmp_path / "work/my/base.json").read_text())
     sft = json.loads((tmp_path / "work/my/sft.json").read_text())
     assert set(base["tasks"]) >= {"arc_easy", "piqa", "gsm8k"} and set(sft["tasks"]) == set(base["tasks"])
