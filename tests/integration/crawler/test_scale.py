@@ -123,6 +123,6 @@ def test_small_loopback_web_one_then_two_daemons(tmp_path: Path, redis_url: str)
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(4 * 3600)  # three crawls of 100,000 pages: about 45 min on a quiet 2-core box
+@pytest.mark.timeout(4 * 3600)  # three crawls of 100,000 pages (the fast tier's 15-min limit is too short)
 def test_full_loopback_web_100k_pages_500_hosts(tmp_path: Path, redis_url: str) -> None:
     _scale(tmp_path, redis_url, pages=100_000, hosts=500, memory_ratio=1.25, timeout=4 * 3600)
