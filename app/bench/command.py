@@ -13,13 +13,36 @@ from afm.shared_data import find_shared_dir
 
 def discover() -> dict[str, BenchFn]:
     """Every ``BENCHMARKS`` dict of the modules in the app's ``bench/<area>/`` folders."""
+    return _collect("BENCHMARKS")
+
+
+def _collect(attribute: str) -> dict:
     from afm.app.discovery import app_modules
 
-    found: dict[str, BenchFn] = {}
+    found: dict = {}
     for name in app_modules("bench"):
-        module = importlib.import_module(name)
-        found.update(getattr(module, "BENCHMARKS", {}))
+        found.update(getattr(importlib.import_module(name), attribute, {}))
     return found
+
+
+def run_order(names: tuple[str, ...] | list[str], after: dict[str, tuple[str, ...]]) -> list[str]:
+    """``names`` in their order, except that a benchmark reading another's result
+    (``BENCHMARK_INPUTS``: ``capacity`` reads ``curate``'s ``result.json``) runs after it
+    when both are asked for; otherwise a full ``afm bench`` on a fresh workdir would run
+    ``capacity`` before the result it needs exists."""
+    ordered: list[str] = []
+
+    def place(name: str, seen: tuple[str, ...] = ()) -> None:
+        if name in ordered or name in seen:
+            return
+        for first in after.get(name, ()):
+            if first in names:
+                place(first, (*seen, name))
+        ordered.append(name)
+
+    for name in names:
+        place(name)
+    return ordered
 
 
 def print_comparisons(title: str, rows: list[Comparison]) -> None:
@@ -79,7 +102,7 @@ def bench_command(
                         tasks=tuple(t.strip() for t in tasks.split(",") if t.strip()))
     workdir.mkdir(parents=True, exist_ok=True)
     failures = []
-    for name in names or tuple(benches):
+    for name in run_order(names or tuple(benches), _collect("BENCHMARK_INPUTS")):
         console.rule(f"[bold]bench: {name}")
         try:
             rows = benches[name](opts)

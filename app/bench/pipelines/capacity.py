@@ -149,6 +149,7 @@ def bench_capacity(opts: Any) -> list[Any]:
 
 
 BENCHMARKS = {"capacity": bench_capacity}
+BENCHMARK_INPUTS = {"capacity": ("curate",)}  # reads its result.json: runs after it
 
 
 def main(argv: Sequence[str] | None = None) -> None:  # pragma: no cover - a report

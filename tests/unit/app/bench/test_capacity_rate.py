@@ -22,3 +22,14 @@ def test_rate_is_the_every_stage_steady_state(tmp_path: Path) -> None:
 def test_missing_result_says_which_bench_to_run(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match="afm bench curate"):
         steady_rate(tmp_path)
+
+
+def test_a_full_bench_run_measures_curate_before_the_capacity_model_reads_it() -> None:
+    from afm.app.bench.command import _collect, discover, run_order
+
+    every = tuple(discover())
+    assert every.index("capacity") < every.index("curate")  # discovery order alone would fail
+    order = run_order(every, _collect("BENCHMARK_INPUTS"))
+    assert order.index("curate") < order.index("capacity") and sorted(order) == sorted(every)
+    assert run_order(("capacity",), {"capacity": ("curate",)}) == ["capacity"]  # not added when not asked
+    assert run_order(("capacity", "curate", "dedup"), {"capacity": ("curate",)}) == ["curate", "capacity", "dedup"]
