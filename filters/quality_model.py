@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import math
 import os
-import random
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -36,6 +35,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 from afm.filters.base import Decision
 
+from afm.sampling import reservoir_sample as sample_stream
 from afm.schema import Document
 
 DATA_DIR = Path(__file__).parent / "data" / "quality"
@@ -416,20 +416,7 @@ def reservoir_sample(texts: Iterable[str], size: int, seed: int = 0) -> list[str
     """A uniform random sample of ``size`` non-blank texts in one pass, bounded memory."""
     if size <= 0:
         raise ValueError(f"sample size must be positive, got {size}")
-    rng = random.Random(seed)
-    sample: list[str] = []
-    seen = 0
-    for text in texts:
-        if not text or not text.strip():
-            continue
-        seen += 1
-        if len(sample) < size:
-            sample.append(text)
-        else:
-            j = rng.randint(0, seen - 1)
-            if j < size:
-                sample[j] = text
-    return sample
+    return sample_stream((t for t in texts if t and t.strip()), size, seed)[0]
 
 
 def llm_guided_selection(

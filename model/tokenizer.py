@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import tempfile
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
@@ -35,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from afm.errors import UserError
+from afm.sampling import reservoir_sample
 
 PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
 CHAT_ROLES = ("system", "user", "assistant", "tool")
@@ -70,23 +70,6 @@ def document_files(inputs: Sequence[str | os.PathLike[str]]) -> list[str]:
     # Not plain .json: pipeline folders hold manifests and stats as .json.
     suffixes = (".parquet", ".jsonl", ".jsonl.gz")
     return [f for f in expand_inputs([str(i) for i in inputs]) if f.endswith(suffixes)]
-
-
-def reservoir_sample(texts: Iterable[str], k: int, seed: int) -> tuple[list[str], int]:
-    """Uniform sample of ``k`` items (Algorithm R), deterministic for a seed; and the count
-    seen. Order of the result follows input order, so training input is stable."""
-    rng = random.Random(seed)
-    sample: list[tuple[int, str]] = []
-    n = 0
-    for n, text in enumerate(texts, 1):
-        if len(sample) < k:
-            sample.append((n, text))
-        else:
-            j = rng.randrange(n)
-            if j < k:
-                sample[j] = (n, text)
-    sample.sort()
-    return [t for _, t in sample], n
 
 
 def _lines(texts: Iterable[str], max_bytes: int) -> Iterator[str]:
@@ -194,7 +177,7 @@ def train_tokenizer(
     files = document_files(inputs)
     if not files:
         raise TokenizerError(f"train_tokenizer: no .parquet/.jsonl document files in {list(inputs)}")
-    texts, n_docs = reservoir_sample(iter_texts(files, text_field), sample_docs, seed)
+    texts, n_docs = reservoir_sample(iter_texts(files, text_field), sample_docs, seed, in_input_order=True)
     if not texts:
         raise TokenizerError(f"no documents with a non-empty {text_field!r} field in {list(inputs)}")
     lines = list(_lines(texts, max_sentence_length))

@@ -27,6 +27,7 @@ from typing import Any
 from afm.synth.generators import GenerationError, GenerationRequest, Generator
 
 from afm.errors import UserError
+from afm.sampling import reservoir_sample
 
 RUBRICS = ("educational_value",)  # shipped in data/rubrics/, usable by name
 
@@ -216,26 +217,10 @@ def sample_documents(records: Iterable[dict[str, Any]], size: int, *, seed: int 
                      text_field: str = "text") -> list[tuple[str, str]]:
     """A uniform sample of ``size`` ``(id, text)`` pairs (reservoir sampling: one pass,
     bounded memory). Records without an ``id`` are named by their position."""
-    import random
-
     if size < 1:
         raise UserError(f"sample size must be >= 1, got {size}")
-    rng = random.Random(seed)
-    sample: list[tuple[str, str]] = []
-    seen = 0
-    for n, rec in enumerate(records):
-        text = rec.get(text_field)
-        if not isinstance(text, str) or not text.strip():
-            continue
-        item = (str(rec.get("id") or f"#{n}"), text)
-        seen += 1
-        if len(sample) < size:
-            sample.append(item)
-        else:
-            j = rng.randint(0, seen - 1)
-            if j < size:
-                sample[j] = item
-    return sample
+    texts = ((str(rec.get("id") or f"#{n}"), rec.get(text_field)) for n, rec in enumerate(records))
+    return reservoir_sample(((i, t) for i, t in texts if isinstance(t, str) and t.strip()), size, seed)[0]
 
 
 __all__ = ["RUBRICS", "Annotation", "Rubric", "RubricError", "annotate", "load_rubric", "rubric_path",
