@@ -354,23 +354,25 @@ class Interpreter:
     def loop_for(self, node: ast.For, scope: Scope) -> None:
         for item in self.iterate(self.eval(node.iter, scope)):
             self.assign(node.target, item, scope)
-            try:
-                self.block(node.body, scope)
-            except _Break:
+            if not self.loop_pass(node, scope):
                 return
-            except _Continue:
-                continue
         self.block(node.orelse, scope)
 
     def loop_while(self, node: ast.While, scope: Scope) -> None:
         while self.truth(self.eval(node.test, scope)):
-            try:
-                self.block(node.body, scope)
-            except _Break:
+            if not self.loop_pass(node, scope):
                 return
-            except _Continue:
-                continue
         self.block(node.orelse, scope)
+
+    def loop_pass(self, node: ast.For | ast.While, scope: Scope) -> bool:
+        """One pass of a loop's body; False when it broke out (its ``else`` is skipped)."""
+        try:
+            self.block(node.body, scope)
+        except _Break:
+            return False
+        except _Continue:
+            pass
+        return True
 
     def import_(self, node: ast.Import | ast.ImportFrom, scope: Scope) -> None:
         if isinstance(node, ast.Import):
