@@ -10,18 +10,16 @@ the threshold (FineWeb: English >= 0.65), are dropped.
 from __future__ import annotations
 
 import re
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from afm.filters.base import Decision
 
+from afm.once import once
 from afm.schema import Document
 
 _SPACE = re.compile(r"\s+")
-_MODELS: dict[str, Any] = {}
-_LOCK = threading.Lock()
 
 
 class LanguageModelError(RuntimeError):
@@ -46,19 +44,20 @@ def load_lid_model(path: str | Path | None = None) -> Any:
     """The fastText language-ID model, loaded once per process and path."""
     from afm import fs
 
-    key = fs.localize(str(path)) if path else str(default_model_path())  # gs:// -> worker disk
-    with _LOCK:
-        model = _MODELS.get(key)
-        if model is None:
-            import fasttext
+    return _load(fs.localize(str(path)) if path else str(default_model_path()))  # gs:// -> worker disk
 
-            fasttext.FastText.eprint = lambda *_a, **_k: None  # silence an API-change notice
-            try:
-                model = fasttext.load_model(key)
-            except ValueError as exc:
-                raise LanguageModelError(f"cannot load language model {key}: {exc}") from exc
-            _MODELS[key] = model
-    return model
+
+@once
+def _load(local_path: str) -> Any:
+    """One load per path, even when a worker's threads ask at the same moment (each load
+    reads the whole model file)."""
+    import fasttext
+
+    fasttext.FastText.eprint = lambda *_a, **_k: None  # silence an API-change notice
+    try:
+        return fasttext.load_model(local_path)
+    except ValueError as exc:
+        raise LanguageModelError(f"cannot load language model {local_path}: {exc}") from exc
 
 
 @dataclass

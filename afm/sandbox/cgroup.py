@@ -33,10 +33,10 @@ import itertools
 import os
 import secrets
 import signal
-import threading
 import time
 from dataclasses import dataclass
 
+from afm.once import once
 from afm.sandbox.policy import SandboxPolicy
 
 ENV = "AFM_SANDBOX_CGROUP"
@@ -220,15 +220,11 @@ def probe() -> CgroupSupport:
     return found
 
 
-_PROBED: list[CgroupSupport] = []
-_LOCK = threading.Lock()
-
-
+@once
 def support() -> CgroupSupport:
-    with _LOCK:
-        if not _PROBED:
-            _PROBED.append(probe())
-        return _PROBED[0]
+    """What this host allows, probed once per process: the probe creates cgroups, so two
+    threads must not run it at the same time (a test pretends a host through ``support.results``)."""
+    return probe()
 
 
 _NAMES = itertools.count()

@@ -166,7 +166,7 @@ def test_a_vocabulary_mismatch_at_init_from_is_one_line(model: Path, shards, tmp
 def host_without_namespaces(monkeypatch):
     from afm.sandbox import Boundary, isolation
 
-    monkeypatch.setattr(isolation, "_PROBED", [Boundary("weak", "host", "unshare (util-linux) not found")])
+    monkeypatch.setitem(isolation.kernel_boundary.results, (), Boundary("weak", "host", "unshare (util-linux) not found"))
     monkeypatch.setattr(isolation, "_ACCEPT_WEAK", [False])
 
 

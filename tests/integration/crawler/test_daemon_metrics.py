@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -31,22 +29,15 @@ def _site() -> dict:
 
 
 @pytest.fixture
-def daemon(tmp_path: Path):
+def daemon(tmp_path: Path, crawler_daemon):
     with LocalSites(_site()) as site:
         cfg = {"seeds": [site.url("h0", "/")], "out_dir": str(tmp_path / "out"), "allow_private": True,
                "per_host_concurrency": 1, "daemon": True, "idle_exit_seconds": 0, "progress_seconds": 0.5,
                "metrics_port": 0, "inbox": str(tmp_path / "inbox"), "poll_seconds": 0.5}
         (tmp_path / "crawl.yaml").write_text(yaml.safe_dump(cfg))
         log = tmp_path / "log.txt"
-        proc = subprocess.Popen([sys.executable, "-c", "from afm.app.cli import main; main()", "crawler", "daemon",
-                                 "--config", str(tmp_path / "crawl.yaml")], stdout=open(log, "ab"),
-                                stderr=subprocess.STDOUT)
-        try:
+        with crawler_daemon(tmp_path / "crawl.yaml", log) as proc:
             yield proc, tmp_path / "out", log
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(10)
 
 
 def _wait(predicate, timeout: float, what: str) -> None:
@@ -68,7 +59,6 @@ def _metrics(url: str) -> dict[str, float]:
 
 def test_a_running_daemon_serves_metrics_health_and_status(daemon) -> None:
     proc, out, log = daemon
-    _wait(lambda: endpoint_file(out).exists(), 60, "the endpoint file")
     info = json.loads(endpoint_file(out).read_text())
     assert info["host"] == "127.0.0.1" and info["port"] > 0  # loopback by default
     url = f"http://{info['host']}:{info['port']}"

@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
 
-import pytest
 import yaml
 from afm.crawler.testsite import LocalSites, Page
 from afm.crawler.warc import iter_warc_responses, read_index
@@ -28,27 +25,6 @@ def _site(delay: float) -> dict:
         pages["/"] = Page('<a href="/p0">start</a>' + "".join(f'<a href="{{{{host:{o}}}}}/">{o}</a>' for o in HOSTS))
         sites[h] = pages
     return sites
-
-
-_STARTED: list[subprocess.Popen] = []
-
-
-@pytest.fixture(autouse=True)
-def _no_leftover_daemons():
-    """A failing test must not leave a daemon running."""
-    yield
-    while _STARTED:
-        proc = _STARTED.pop()
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
-
-
-def _start(config: Path, log: Path) -> subprocess.Popen:
-    cmd = [sys.executable, "-c", "from afm.app.cli import main; main()", "crawler", "daemon", "--config", str(config)]
-    proc = subprocess.Popen(cmd, stdout=open(log, "ab"), stderr=subprocess.STDOUT)
-    _STARTED.append(proc)
-    return proc
 
 
 def _write_config(tmp: Path, site: LocalSites, **extra) -> Path:
@@ -83,19 +59,21 @@ def _expected(site: LocalSites) -> set[str]:
     return {site.url(h, p) for h in HOSTS for p in ["/", *[f"/p{i}" for i in range(PAGES)]]}
 
 
-def test_kill_9_then_restart_fetches_every_page_exactly_once(tmp_path):
+def test_kill_9_then_restart_fetches_every_page_exactly_once(tmp_path, crawler_daemon):
     with LocalSites(_site(delay=0.15)) as site:
         config = _write_config(tmp_path, site)
-        proc = _start(config, tmp_path / "log1.txt")
-        _wait(lambda: len(read_index(tmp_path / "out")) >= 20, 60, "some closed WARC files")
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(10)
+        with crawler_daemon(config, tmp_path / "log1.txt") as proc:
+            _wait(lambda: len(read_index(tmp_path / "out")) >= 20, 60, "some closed WARC files")
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(10)
         before_kill = {r["url"] for r in read_index(tmp_path / "out")}
         fetched_before = Counter((h, p) for h, p, _ in site.requests if p != "/robots.txt")
         assert len(fetched_before) > len(before_kill), "nothing was in flight or unindexed"
 
-        proc = _start(config, tmp_path / "log2.txt")
-        assert proc.wait(120) == 0, (tmp_path / "log2.txt").read_text()[-3000:]
+        # The restart finishes the crawl and exits when idle: it may be done before a poll
+        # of its health endpoint would see it, so only its exit is waited for.
+        with crawler_daemon(config, tmp_path / "log2.txt", wait_ready=False) as proc:
+            assert proc.wait(120) == 0, (tmp_path / "log2.txt").read_text()[-3000:]
         rows = read_index(tmp_path / "out")
         urls = Counter(r["url"] for r in rows)
         assert set(urls) == _expected(site)
@@ -111,17 +89,17 @@ def test_kill_9_then_restart_fetches_every_page_exactly_once(tmp_path):
         assert not (refetched & before_kill)
 
 
-def test_sigterm_stops_cleanly_and_inbox_seeds_are_taken(tmp_path):
+def test_sigterm_stops_cleanly_and_inbox_seeds_are_taken(tmp_path, crawler_daemon):
     with LocalSites(_site(delay=0.15)) as site:
         config = _write_config(tmp_path, site, seeds=[site.url("h1", "/p25")], idle_exit_seconds=0)
-        proc = _start(config, tmp_path / "log1.txt")
-        inbox = tmp_path / "inbox"
-        inbox.mkdir(exist_ok=True)
-        (inbox / "more.txt").write_text(site.url("h2", "/p20") + "\n")
-        _wait(lambda: any(p == "/p20" and h == "h2" for h, p, _ in site.requests), 60, "inbox seed fetched")
-        _wait(lambda: (inbox / "done" / "more.txt").exists(), 10, "seed file moved to done/")
-        os.kill(proc.pid, signal.SIGTERM)
-        assert proc.wait(30) == 0
+        with crawler_daemon(config, tmp_path / "log1.txt") as proc:
+            inbox = tmp_path / "inbox"
+            inbox.mkdir(exist_ok=True)
+            (inbox / "more.txt").write_text(site.url("h2", "/p20") + "\n")
+            _wait(lambda: any(p == "/p20" and h == "h2" for h, p, _ in site.requests), 60, "inbox seed fetched")
+            _wait(lambda: (inbox / "done" / "more.txt").exists(), 10, "seed file moved to done/")
+            os.kill(proc.pid, signal.SIGTERM)
+            assert proc.wait(30) == 0
         out = tmp_path / "out"
         assert not list((out / "warc").glob(".*.open")), "open WARC file left after SIGTERM"
         assert (out / "summary.json").exists()

@@ -1,15 +1,12 @@
-"""`afm quality annotate` against a local stand-in judge (an OpenAI-compatible server this
-test starts on loopback), then `afm classifier train --labels` learning its labels: the
-FineWeb-Edu recipe end to end at toy scale."""
+"""`afm quality annotate` against a local stand-in judge (the OpenAI-compatible server of
+``chat_stub.py``, started on loopback, answering by a rubric), then `afm classifier train
+--labels` learning its labels: the FineWeb-Edu recipe end to end at toy scale."""
 
 from __future__ import annotations
 
 import json
 import re
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import pytest
 from afm.app.cli import main
@@ -19,62 +16,27 @@ from afm.synth.annotate import RubricError, load_rubric
 from click.testing import CliRunner
 
 from tests.unit.filters.quality_models import CC, HQ
+from tests.unit.synth.chat_stub import ChatStub, serve_chat
 
 pytest.importorskip("httpx")
 
 
-class Judge:
-    """A rubric-following stand-in: lessons score 4, shop spam 0, one document is refused
-    (HTTP 400) and one answer carries no score."""
-
-    def __init__(self) -> None:
-        self.prompts: list[str] = []
-        self.lock = threading.Lock()
-
-    def answer(self, prompt: str) -> tuple[int, str]:
-        doc = re.search(r"<extract>\n(.*)\n</extract>", prompt, re.S)
-        text = doc.group(1) if doc else ""
-        if "FORBIDDEN" in text:
-            return 400, "content policy"
-        if "MUMBLE" in text:
-            return 200, "I would rather not give a number."
-        score = 4 if any(w in text for w in ("blood", "energy", "river", "prime", "press", "magma")) else 0
-        return 200, f"The extract {'teaches' if score else 'sells'} something.\nEducational value: {score}"
-
-
-def handler_for(judge: Judge) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args: Any) -> None:
-            pass
-
-        def do_POST(self) -> None:  # noqa: N802
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            prompt = body["messages"][-1]["content"]
-            with judge.lock:
-                judge.prompts.append(prompt)
-            status, text = judge.answer(prompt)
-            payload = ({"error": {"message": text}} if status != 200 else
-                       {"choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                                     "finish_reason": "stop"}]})
-            data = json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-    return Handler
+def rubric_judge(prompt: str, _choice: int) -> str:
+    """A rubric-following judge: lessons score 4, shop spam 0, and one answer carries no
+    score (the stand-in refuses a FORBIDDEN document with HTTP 400 itself)."""
+    doc = re.search(r"<extract>\n(.*)\n</extract>", prompt, re.S)
+    text = doc.group(1) if doc else ""
+    if "MUMBLE" in text:
+        return "I would rather not give a number."
+    score = 4 if any(w in text for w in ("blood", "energy", "river", "prime", "press", "magma")) else 0
+    return f"The extract {'teaches' if score else 'sells'} something.\nEducational value: {score}"
 
 
 @pytest.fixture()
 def judge_url():
-    judge = Judge()
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler_for(judge))
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield judge, f"http://127.0.0.1:{httpd.server_address[1]}/v1"
-    httpd.shutdown()
-    httpd.server_close()
+    judge = ChatStub(rubric_judge)
+    with serve_chat(judge) as url:
+        yield judge, url
 
 
 @pytest.fixture()

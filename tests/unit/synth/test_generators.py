@@ -1,13 +1,10 @@
-"""The OpenAI-compatible client against a local stub server this test starts on loopback:
-answers, retries (503, 429 + Retry-After, dropped connections), refusals, the concurrency
-cap, the rate limit, and the cache that makes an interrupted run resume."""
+"""The OpenAI-compatible client against a stand-in server this test starts on loopback
+(``chat_stub.py``): answers, retries (503, 429 + Retry-After, dropped connections), refusals,
+the concurrency cap, the rate limit, and the cache that makes an interrupted run resume."""
 
 from __future__ import annotations
 
-import json
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -22,82 +19,14 @@ from afm.synth.generators import (
     retry_after_seconds,
 )
 
-
-class Stub:
-    """Behaviour of the stub server, changed by each test."""
-
-    def __init__(self) -> None:
-        self.requests: list[dict[str, Any]] = []
-        self.fail: list[int | str] = []  # per incoming request: status to answer, or "drop"
-        self.refuse_word = "FORBIDDEN"
-        self.delay = 0.0
-        self.active = 0
-        self.max_active = 0
-        self.lock = threading.Lock()
-
-
-def handler_for(stub: Stub) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args: Any) -> None:  # quiet
-            pass
-
-        def do_POST(self) -> None:  # noqa: N802
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            with stub.lock:
-                stub.requests.append(body)
-                action = stub.fail.pop(0) if stub.fail else 200
-                stub.active += 1
-                stub.max_active = max(stub.max_active, stub.active)
-            self._active = True
-            try:
-                time.sleep(stub.delay)
-                if self.path != "/v1/chat/completions":
-                    return self._send(404, {"error": "no such route"})
-                if action == "drop":
-                    self.connection.close()
-                    return
-                if action != 200:
-                    return self._send(int(action), {"error": "busy"}, {"Retry-After": "0"})
-                prompt = body["messages"][-1]["content"]
-                if stub.refuse_word in prompt:
-                    return self._send(400, {"error": {"message": "content policy"}})
-                choices = [{"index": i, "message": {"role": "assistant", "content": f"echo {prompt} #{i}"},
-                            "finish_reason": "stop"} for i in range(body.get("n", 1))]
-                self._send(200, {"id": "x", "object": "chat.completion", "choices": choices})
-            finally:
-                self._done()
-
-        def _done(self) -> None:
-            """No longer active: before the response leaves (the client may send its next
-            request the moment it has this one), and at the latest when the handler ends."""
-            with stub.lock:
-                if self._active:
-                    stub.active -= 1
-                    self._active = False
-
-        def _send(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
-            data = json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            for k, v in (headers or {}).items():
-                self.send_header(k, v)
-            self.end_headers()
-            self._done()
-            self.wfile.write(data)
-
-    return Handler
+from tests.unit.synth.chat_stub import ChatStub, serve_chat
 
 
 @pytest.fixture()
 def server():
-    stub = Stub()
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler_for(stub))
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield stub, f"http://127.0.0.1:{httpd.server_address[1]}/v1"
-    httpd.shutdown()
-    httpd.server_close()
+    stub = ChatStub()
+    with serve_chat(stub) as url:
+        yield stub, url
 
 
 def req(text: str, n: int = 1) -> GenerationRequest:

@@ -60,7 +60,7 @@ def test_nonsense_limits_are_refused(field: str, value: float) -> None:
 @pytest.fixture
 def no_kernel_boundary(monkeypatch):
     """Pretend this host cannot create namespaces."""
-    monkeypatch.setattr(isolation, "_PROBED", [Boundary("weak", "host", "unshare (util-linux) not found")])
+    monkeypatch.setitem(isolation.kernel_boundary.results, (), Boundary("weak", "host", "unshare (util-linux) not found"))
     monkeypatch.setattr(isolation, "_ACCEPT_WEAK", [False])
 
 
@@ -116,7 +116,7 @@ def test_weak_isolation_leaves_no_detached_process_behind(no_kernel_boundary, mo
     from afm.sandbox import cgroup
 
     if cgroups == "off":
-        monkeypatch.setattr(cgroup, "_PROBED", [cgroup.CgroupSupport("none", "switched off by the test")])
+        monkeypatch.setitem(cgroup.support.results, (), cgroup.CgroupSupport("none", "switched off by the test"))
 
     token = f"{secrets.randbelow(10**6)}.{secrets.randbelow(10**6)}"
     program = ("import os\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
