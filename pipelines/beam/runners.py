@@ -10,7 +10,10 @@ Runners:
 
 * ``DirectRunner``: Beam's FnApiRunner on this machine, created explicitly because Beam
   2.77's ``DirectRunner`` name first tries the Prism runner, which downloads a Go binary
-  at run time. ``--direct_num_workers=N`` worker processes (0 = one per core).
+  at run time. ``--direct_num_workers=N`` worker processes (0 = one per core). Its
+  buffers between stages move to disk when they grow (:mod:`afm.pipelines.beam.local_shuffle`)
+  and its processes give freed memory back (:mod:`afm.pipelines.beam.allocator`), so a
+  run's memory does not grow with the corpus.
 * ``BundleBasedDirectRunner``: Beam's older local runner; it retries a failed bundle
   like Dataflow does (the fault-injection test uses it).
 * ``PortableRunner``: any Beam job service given by ``--job_endpoint=HOST:PORT`` (a Flink
@@ -160,9 +163,7 @@ def make_runner(runner: str, *, worker_log: str | None = None) -> Any:
     (:mod:`afm.pipelines.beam.logs`)."""
     check_runner_name(runner)
     if runner == "DirectRunner":
-        from afm.pipelines.beam.logs import logged_local_runner
-
-        return logged_local_runner(worker_log)
+        return _bounded_memory(worker_log)
     if runner == "BundleBasedDirectRunner":
         from apache_beam.runners.direct.direct_runner import BundleBasedDirectRunner
 
@@ -184,6 +185,25 @@ def make_runner(runner: str, *, worker_log: str | None = None) -> Any:
     from apache_beam.runners.portability.portable_runner import PortableRunner
 
     return PortableRunner()
+
+
+def _bounded_memory(worker_log: str | None) -> Any:
+    """The local runner whose every run keeps its buffers between stages on disk when they
+    grow and gives freed memory back (:mod:`afm.pipelines.beam.local_shuffle`,
+    :mod:`afm.pipelines.beam.allocator`): its memory does not grow with the corpus."""
+    from afm.pipelines.beam.allocator import returning_freed_memory
+    from afm.pipelines.beam.local_shuffle import disk_backed_shuffles
+    from afm.pipelines.beam.logs import logged_local_runner
+
+    runner = logged_local_runner(worker_log)
+    run = runner.run_pipeline
+
+    def run_pipeline(pipeline: Any, options: Any) -> Any:
+        with returning_freed_memory(), disk_backed_shuffles():
+            return run(pipeline, options)
+
+    runner.run_pipeline = run_pipeline
+    return runner
 
 
 def _have_gcp() -> bool:

@@ -15,7 +15,9 @@ CPU time (user + system, the child and what it waited for) is what is counted:
 * ``afm, every stage``: ``afm curate``'s default pipeline with a decontamination index
   built from ``../shared/eval/benchmarks``.
 
-Each runs on the first file (1,000 pages) and on all of them; the steady state is the
+Each runs on the first file (1,000 pages) and on all of them, interleaved (every
+pipeline's small run, then every big run, so a drift of the machine's load falls on all
+alike); the steady state is the
 difference, ``(N - n) / (CPU(N) - CPU(n))`` pages per CPU-second (= pages/s/core), and
 start-up is what the small run cost beyond its pages at that rate, so a figure is not
 quoted from start-up. The per-stage CPU table comes from the big afm run's manifest
@@ -325,16 +327,17 @@ def bench_curate(opts: BenchOptions) -> list[Comparison]:
              ("afm, every stage (+ decontamination)", "afm-all", {"decontam_index": index})]
     if have_dt:
         kinds.insert(1, (f"datatrove {DATATROVE_VERSION}", "datatrove", {}))
-    results: dict[str, SteadyState] = {}
-    for name, kind, extra in kinds:
-        runs = []
-        for label, inputs in (("first file", small), ("all files", big)):
+    # Interleaved (every pipeline's small run, then every pipeline's big run), so that a
+    # change of the machine's load over the benchmark falls on all pipelines alike.
+    runs: dict[str, list[Measured]] = {kind: [] for _, kind, _ in kinds}
+    for label, inputs in (("first file", small), ("all files", big)):
+        for name, kind, extra in kinds:
             m = measure(kind, inputs, work / "out" / f"{kind}-{label.replace(' ', '-')}", extra)
             console.print(f"{name}, {label}: {m.pages:,} pages, {m.kept:,} kept, {m.cpu_s:.1f} CPU s, "
                           f"{m.wall_s:.1f} s, peak {m.peak_rss_mb:,.0f} MB; load "
                           f"{os.getloadavg()[0]:.2f}")
-            runs.append(m)
-        results[kind] = SteadyState(name, runs[0], runs[1])
+            runs[kind].append(m)
+    results = {kind: SteadyState(name, *runs[kind]) for name, kind, _ in kinds}
     print_table("steady state, one worker (pages per CPU-second = pages/s/core)",
                 ["pipeline", "pages/s/core", "CPU ms/page", "start-up CPU s", "pages -> kept",
                  "CPU s (all)", "wall s (all)", "peak MB"], [r.row() for r in results.values()])

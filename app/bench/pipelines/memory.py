@@ -8,7 +8,8 @@ every stage but decontamination, which needs an index), 20,000 and then 100,000 
 resident memory of all the run's processes together (the manifest's
 ``costs.peak_memory_mb.all_processes``, sampled), and the ratio big / small. Goal of issue
 44: at most 1.25x (when it was filed, Beam's local runner held the corpus: 2.9x; with
-texts and signals crossing the shuffles on disk, 1.53x: docs/curation.md).
+texts and signals crossing the shuffles on disk, 1.53x; with the runner's buffers on disk
+and freed memory returned, 1.15x: docs/curation.md).
 """
 
 from __future__ import annotations
