@@ -293,7 +293,7 @@ def _walk(directory: str, allow_rejects: bool, found: dict[str, None],
             _consider(full, False, allow_rejects, mine, mine_skipped, any_format)
     if top and "index" in names and "robotstxt" in names:
         # The crawler's robots.txt / tdmrep.json snapshots: not pages, read by the
-        # curate stage `optout` (afm.crawler.snapshots).
+        # curate stage `optout` (afm.crawler.consent.snapshots).
         snap_dir = fs.join(directory, "robotstxt")
         mine_skipped += [(f, "robots.txt / tdmrep.json snapshots (read by the optout stage)")
                          for f in mine if f.startswith(snap_dir + "/")]

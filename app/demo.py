@@ -88,7 +88,7 @@ class DemoRun:
         curate reads, from both crawls: the newest snapshot of a host wins."""
         from afm.app.demosite import later_robots
         from afm.crawler.api import crawl
-        from afm.crawler.snapshots import build_store
+        from afm.crawler.consent.snapshots import build_store
         from afm.crawler.testsite import Page
 
         from afm.console import print_summary
@@ -120,7 +120,7 @@ class DemoRun:
                     host = sites.host_of(row["url"].split("/")[2].split(":")[0])
                     rejected[host] = rejected.get(host, 0) + 1
         crawled: dict[str, int] = {}
-        from afm.crawler.warc import read_index
+        from afm.crawler.storage.warc import read_index
 
         for row in read_index(self.workdir / "crawl"):
             if row["status"] == 200:

@@ -1,14 +1,17 @@
 """The crawl's typed configuration, shared by ``afm crawl``, the daemon and the API.
 
 One dataclass, loadable from YAML (``afm.config.load_config``), turned into Scrapy
-settings by :func:`scrapy_settings` so every knob has one name and one default.
+settings by :func:`afm.crawler.run.scrapy_settings` so every knob has one name and one
+default. (The settings live beside the runner, not here: they name the Scrapy components
+of ``fetching/`` and ``operations/``, whose spider reads this config, and the area's
+rooms form no cycle.)
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from afm.crawler.training import ConsentSettings, TrainingPolicy
+from afm.crawler.consent.training import ConsentSettings, TrainingPolicy
 
 DEFAULT_CONTENT_TYPES = [
     "text/html",
@@ -45,7 +48,7 @@ class CrawlConfig(ConsentSettings):
     autothrottle_max_delay: float = 30.0
     robots_cache_seconds: float = 24 * 3600
     robots_retry_seconds: float = 600.0
-    # training use (afm.crawler.training, ConsentSettings): decided and recorded per page;
+    # training use (afm.crawler.consent.training, ConsentSettings): decided and recorded per page;
     # `afm curate`'s optout stage applies it again with the newest snapshots. With
     # `tdmrep` the crawler also fetches /.well-known/tdmrep.json once per host.
     optout_directives: list[str] | None = None  # earlier name of `directives` (wins when set)
@@ -73,7 +76,7 @@ class CrawlConfig(ConsentSettings):
     redis_key: str = "afm"
     idle_exit_seconds: float = 0.0  # daemon: exit after this long idle (0 = never)
     progress_seconds: float = 5.0  # the periodic stats line and, with Redis, the daemon's heartbeat (0 = off)
-    # /metrics (Prometheus) and /healthz (afm.crawler.metrics): -1 = 9410 for a daemon, off for
+    # /metrics (Prometheus) and /healthz (afm.crawler.operations.metrics): -1 = 9410 for a daemon, off for
     # a one-shot crawl; 0 = any free port (recorded in <out>/state/endpoint.json); N = port N
     metrics_port: int = -1
     metrics_host: str = "127.0.0.1"  # loopback: expose it on purpose, behind a proxy or scraper
@@ -90,44 +93,3 @@ class CrawlConfig(ConsentSettings):
         """The training-use policy of this crawl (the crawl token plus the training tokens)."""
         return super().training_policy(crawl_agent or self.user_agent)
 
-
-def scrapy_settings(cfg: CrawlConfig) -> dict:
-    """Scrapy settings for ``cfg`` (the crawler's own middlewares replace Scrapy's robots one)."""
-    return {
-        "BOT_NAME": cfg.user_agent,
-        "USER_AGENT": cfg.header_user_agent(),
-        "ROBOTSTXT_OBEY": False,  # ours: crawler/middlewares.py RobotsMiddleware
-        "CONCURRENT_REQUESTS": cfg.concurrent_requests,
-        "CONCURRENT_REQUESTS_PER_DOMAIN": cfg.per_host_concurrency,
-        "DOWNLOAD_DELAY": cfg.download_delay,
-        "AUTOTHROTTLE_ENABLED": cfg.autothrottle,
-        "AUTOTHROTTLE_START_DELAY": max(cfg.download_delay, 0.0),
-        "AUTOTHROTTLE_TARGET_CONCURRENCY": cfg.autothrottle_target_concurrency,
-        "AUTOTHROTTLE_MAX_DELAY": cfg.autothrottle_max_delay,
-        "DOWNLOAD_MAXSIZE": cfg.max_response_bytes,
-        "DOWNLOAD_WARNSIZE": 0,
-        "DOWNLOAD_TIMEOUT": cfg.download_timeout,
-        "DNS_TIMEOUT": cfg.dns_timeout,
-        "RETRY_TIMES": cfg.retry_times,
-        "REDIRECT_MAX_TIMES": 5,
-        "URLLENGTH_LIMIT": cfg.max_url_length,
-        "DEPTH_LIMIT": 0,  # enforced when scheduling, so resumed requests keep their depth
-        "HTTPERROR_ALLOW_ALL": True,
-        "COOKIES_ENABLED": False,
-        "TELNETCONSOLE_ENABLED": False,
-        "LOG_LEVEL": cfg.log_level,
-        "LOGSTATS_INTERVAL": 0,
-        "TWISTED_DNS_RESOLVER": "afm.crawler.netguard.GuardedResolver",
-        "AFM_ALLOW_PRIVATE": cfg.allow_private,
-        "DOWNLOADER_MIDDLEWARES": {
-            "afm.crawler.netguard.PrivateAddressMiddleware": 50,
-            "afm.crawler.middlewares.RobotsMiddleware": 100,
-            "afm.crawler.middlewares.BombGuardMiddleware": 595,
-        },
-        "EXTENSIONS": {
-            "afm.crawler.middlewares.ContentGuard": 0,
-            "afm.crawler.middlewares.Progress": 0,
-            "afm.crawler.metrics.MetricsEndpoint": 0,
-        },
-        "SCHEDULER_PRIORITY_QUEUE": "scrapy.pqueues.DownloaderAwarePriorityQueue",
-    }

@@ -13,13 +13,56 @@ import time
 from pathlib import Path
 from typing import Any
 
-from afm.crawler.config import CrawlConfig, scrapy_settings
+from afm.crawler.config import CrawlConfig
+from afm.crawler.fetching.components import CONFIG_SETTING
+
+
+def scrapy_settings(cfg: CrawlConfig) -> dict:
+    """Scrapy settings for ``cfg`` (the crawler's own middlewares replace Scrapy's robots one)."""
+    return {
+        "BOT_NAME": cfg.user_agent,
+        "USER_AGENT": cfg.header_user_agent(),
+        "ROBOTSTXT_OBEY": False,  # ours: crawler/fetching/middlewares.py RobotsMiddleware
+        "CONCURRENT_REQUESTS": cfg.concurrent_requests,
+        "CONCURRENT_REQUESTS_PER_DOMAIN": cfg.per_host_concurrency,
+        "DOWNLOAD_DELAY": cfg.download_delay,
+        "AUTOTHROTTLE_ENABLED": cfg.autothrottle,
+        "AUTOTHROTTLE_START_DELAY": max(cfg.download_delay, 0.0),
+        "AUTOTHROTTLE_TARGET_CONCURRENCY": cfg.autothrottle_target_concurrency,
+        "AUTOTHROTTLE_MAX_DELAY": cfg.autothrottle_max_delay,
+        "DOWNLOAD_MAXSIZE": cfg.max_response_bytes,
+        "DOWNLOAD_WARNSIZE": 0,
+        "DOWNLOAD_TIMEOUT": cfg.download_timeout,
+        "DNS_TIMEOUT": cfg.dns_timeout,
+        "RETRY_TIMES": cfg.retry_times,
+        "REDIRECT_MAX_TIMES": 5,
+        "URLLENGTH_LIMIT": cfg.max_url_length,
+        "DEPTH_LIMIT": 0,  # enforced when scheduling, so resumed requests keep their depth
+        "HTTPERROR_ALLOW_ALL": True,
+        "COOKIES_ENABLED": False,
+        "TELNETCONSOLE_ENABLED": False,
+        "LOG_LEVEL": cfg.log_level,
+        "LOGSTATS_INTERVAL": 0,
+        "TWISTED_DNS_RESOLVER": "afm.crawler.fetching.netguard.GuardedResolver",
+        "AFM_ALLOW_PRIVATE": cfg.allow_private,
+        "DOWNLOADER_MIDDLEWARES": {
+            "afm.crawler.fetching.netguard.PrivateAddressMiddleware": 50,
+            "afm.crawler.fetching.middlewares.RobotsMiddleware": 100,
+            "afm.crawler.fetching.middlewares.BombGuardMiddleware": 595,
+        },
+        "EXTENSIONS": {
+            "afm.crawler.fetching.middlewares.ContentGuard": 0,
+            "afm.crawler.operations.progress.Progress": 0,
+            "afm.crawler.operations.metrics.MetricsEndpoint": 0,
+        },
+        "SCHEDULER_PRIORITY_QUEUE": "scrapy.pqueues.DownloaderAwarePriorityQueue",
+    }
 
 
 def redis_settings(cfg: CrawlConfig) -> dict[str, Any]:
     """scrapy-redis: one shared priority queue and duplicate filter for every daemon."""
     return {
-        "SCHEDULER": "afm.crawler.redisfrontier.DurableRedisScheduler",
+        "SCHEDULER": "afm.crawler.frontier.redis.DurableRedisScheduler",
         "DUPEFILTER_CLASS": "scrapy_redis.dupefilter.RFPDupeFilter",
         "SCHEDULER_PERSIST": True,
         "SCHEDULER_QUEUE_KEY": f"{cfg.redis_key}:requests",
@@ -33,7 +76,7 @@ def build_settings(cfg: CrawlConfig, extra: dict[str, Any] | None = None) -> dic
     settings = scrapy_settings(cfg)
     if cfg.redis_url:
         settings.update(redis_settings(cfg))
-    settings["AFM_CONFIG"] = cfg
+    settings[CONFIG_SETTING] = cfg  # what every component reads (fetching/components.py)
     if extra:
         settings.update(extra)
     return settings
@@ -68,8 +111,8 @@ def summarize(stats: dict[str, Any], out_dir: Path, elapsed: float) -> dict[str,
 
 def run_crawl(cfg: CrawlConfig, extra_settings: dict[str, Any] | None = None) -> dict[str, Any]:
     """Crawl per ``cfg`` in this process; return (and save) the summary."""
-    from afm.crawler.robots import is_valid_product_token
-    from afm.crawler.spider import AfmSpider, read_seeds
+    from afm.crawler.consent.robots import is_valid_product_token
+    from afm.crawler.fetching.spider import AfmSpider, read_seeds
     from scrapy.crawler import CrawlerProcess
 
     if not is_valid_product_token(cfg.user_agent):

@@ -45,7 +45,7 @@ _WARC_START = re.compile(rb"WARC/\d")
 _WARC_VERSION_LINE = re.compile(rb"WARC/\d\.\d+\r?\n")
 _ARC_HEADER = re.compile(rb"^[a-z]+:\S* \S+ \d{14} \S+ \d+\r?$")
 # WARC named fields copied onto the page (lower-cased WARC field -> page key): the
-# crawler's training-use decision (afm.crawler.warc) and WARC 1.1's truncation mark.
+# crawler's training-use decision (afm.crawler.storage.warc) and WARC 1.1's truncation mark.
 PAGE_FIELDS = {"afm-training-use": "training_use", "afm-training-evidence": "training_evidence",
                "warc-truncated": "warc_truncated"}
 

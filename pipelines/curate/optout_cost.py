@@ -29,7 +29,7 @@ UNVERIFIED_PREFIX = "unverifiable "
 def reject_rows(reject: dict[str, Any]) -> list[tuple[str, tuple[str, int, str, list[str]]]]:
     """``(signal, (host, words, disagreement, agents))`` for every signal of one optout
     reject, and one ``TOTAL`` row."""
-    from afm.crawler.snapshots import host_of
+    from afm.crawler.consent.snapshots import host_of
     from afm.filters.extract import word_count
 
     try:

@@ -98,7 +98,7 @@ def plan_curate(inputs: list[str], output: Path | str, *, config: Any = None,
 def _crawl_snapshots(stages: list[ResolvedStage], inputs: list[str]) -> None:
     """With no snapshots configured, the optout stage reads the robots.txt / tdmrep.json
     snapshots of the crawl directories it is given (their ``robotstxt/``)."""
-    from afm.crawler.snapshots import SNAPSHOT_DIR
+    from afm.crawler.consent.snapshots import SNAPSHOT_DIR
 
     from afm import fs
 
@@ -114,7 +114,7 @@ def _check_snapshots(stages: list[ResolvedStage]) -> None:
     """Missing, unreadable or damaged-beyond-attribution snapshot sources are one-line
     errors here, before any work, not failures inside a worker: local ones are read
     whole (the workers read them again), remote ones are listed."""
-    from afm.crawler.snapshots import load_index, source_files
+    from afm.crawler.consent.snapshots import load_index, source_files
 
     from afm import fs
 

@@ -206,7 +206,7 @@ def bench_optout_throughput(opts: BenchOptions) -> list[Comparison]:
     on the same pages (the stage must stay noise beside extraction)."""
     import datetime as dt
 
-    from afm.crawler.snapshots import SnapshotIndex, make_snapshot
+    from afm.crawler.consent.snapshots import SnapshotIndex, make_snapshot
     from afm.filters.extract import Extractor
     from afm.filters.optout import OptoutConfig, OptoutFilter
 

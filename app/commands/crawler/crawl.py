@@ -167,7 +167,7 @@ Examples:
 def status_command(config_file: Path | None, out_dir: str | None, url: str | None, redis_url: str | None,
                    redis_key: str, health: bool, wait_s: float | None) -> None:
     """What a running crawler daemon, or a Redis frontier shared by several, is doing."""
-    from afm.crawler.status import (
+    from afm.crawler.operations.status import (
         StatusError,
         daemon_status,
         endpoint_url,
@@ -261,8 +261,8 @@ def robots_check_command(
     Content-Usage). URLs are taken as given (not re-encoded); the file is read as a 200
     response.
     """
-    from afm.crawler.robots import rules_from_fetch
-    from afm.crawler.training import ConsentSettings
+    from afm.crawler.consent.robots import rules_from_fetch
+    from afm.crawler.consent.training import ConsentSettings
 
     from afm.console import print_summary
 
@@ -314,7 +314,7 @@ def robots_snapshots_command(inputs: tuple[str, ...], out: str, overwrite: bool)
     curate, never silently allowed). A damaged record whose URL cannot be read is an
     error: the host it belongs to cannot be known.
     """
-    from afm.crawler.snapshots import build_store
+    from afm.crawler.consent.snapshots import build_store
 
     from afm.console import print_summary
 

@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 import yaml
 from afm.app.bench.crawler.crawl import CONCURRENCY, PER_HOST, make_site, run_bare
-from afm.crawler.metrics import endpoint_file
-from afm.crawler.status import parse_metrics
+from afm.crawler.operations.metrics import endpoint_file
+from afm.crawler.operations.status import parse_metrics
+from afm.crawler.storage.warc import read_index
 from afm.crawler.testsite import LocalSites
-from afm.crawler.warc import read_index
 
 
 @dataclass

@@ -210,7 +210,7 @@ def write_warc(path: Path, pages: list[tuple[str, int, str]]) -> Path:
 
 def write_crawl(out_dir: Path, pages: list[tuple[str, int, str]]) -> Path:
     """The pages as the crawler stores them (its WarcStore: WARC + index + state dirs)."""
-    from afm.crawler.warc import WarcStore
+    from afm.crawler.storage.warc import WarcStore
 
     fetched = dt.datetime(2024, 5, 1, 12, 0, tzinfo=dt.UTC)
     store = WarcStore(out_dir)

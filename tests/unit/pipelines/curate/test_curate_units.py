@@ -138,7 +138,7 @@ def test_warc_pages(tmp_path: Path) -> None:
 
 def test_reads_the_crawlers_warc(tmp_path: Path) -> None:
     """Pages written by the crawler's WarcStore read back identically (crawl dir input)."""
-    from afm.crawler.warc import WarcStore, iter_warc_responses
+    from afm.crawler.storage.warc import WarcStore, iter_warc_responses
 
     store = WarcStore(tmp_path / "crawl")
     store.write("http://c.test/a", 200, [("Content-Type", "text/html")], b"<p>caf\xc3\xa9</p>")

@@ -1,0 +1,1 @@
+"""Training use and access rules: robots.txt (RFC 9309), the training tokens, usage preferences, a page's own directives, TDMRep, the one training-use policy, and the robots.txt / tdmrep.json snapshots curate decides with again (no Scrapy)."""

@@ -1,0 +1,1 @@
+"""What a crawl keeps: rotating WARC files with a Parquet index."""

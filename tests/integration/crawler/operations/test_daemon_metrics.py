@@ -1,0 +1,95 @@
+"""Issue 44: a running daemon can be watched: its Prometheus endpoint (scraped and parsed
+as Prometheus would), its health endpoint, the periodic stats line in its log, and
+``afm crawler status`` against it; SIGTERM takes the endpoint down with the daemon."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+from afm.app.cli import main
+from afm.crawler.operations.metrics import endpoint_file
+from afm.crawler.testsite import LocalSites, Page
+from click.testing import CliRunner
+
+PAGES = 40
+
+
+def _site() -> dict:
+    pages = {f"/p{i}": Page(f"<p>page {i}</p>" + "".join(f'<a href="/p{j}">{j}</a>' for j in (i + 1, i + 2)
+                                                         if j < PAGES), delay=0.05) for i in range(PAGES)}
+    pages["/"] = Page('<a href="/p0">start</a> <a href="/private/x">no</a>')
+    pages["/robots.txt"] = Page("User-agent: *\nDisallow: /private/\n", headers={"Content-Type": "text/plain"})
+    return {"h0": pages}
+
+
+@pytest.fixture
+def daemon(tmp_path: Path, crawler_daemon):
+    with LocalSites(_site()) as site:
+        cfg = {"seeds": [site.url("h0", "/")], "out_dir": str(tmp_path / "out"), "allow_private": True,
+               "per_host_concurrency": 1, "daemon": True, "idle_exit_seconds": 0, "progress_seconds": 0.5,
+               "metrics_port": 0, "inbox": str(tmp_path / "inbox"), "poll_seconds": 0.5}
+        (tmp_path / "crawl.yaml").write_text(yaml.safe_dump(cfg))
+        log = tmp_path / "log.txt"
+        with crawler_daemon(tmp_path / "crawl.yaml", log) as proc:
+            yield proc, tmp_path / "out", log
+
+
+def _wait(predicate, timeout: float, what: str) -> None:
+    end = time.time() + timeout
+    while time.time() < end:
+        if predicate():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _metrics(url: str) -> dict[str, float]:
+    from afm.crawler.operations.status import parse_metrics
+
+    with urllib.request.urlopen(url + "/metrics", timeout=10) as r:
+        assert r.headers["Content-Type"].startswith("text/plain")
+        return parse_metrics(r.read().decode())
+
+
+def test_a_running_daemon_serves_metrics_health_and_status(daemon) -> None:
+    proc, out, log = daemon
+    info = json.loads(endpoint_file(out).read_text())
+    assert info["host"] == "127.0.0.1" and info["port"] > 0  # loopback by default
+    url = f"http://{info['host']}:{info['port']}"
+    _wait(lambda: _metrics(url).get("afm_crawler_pages_total", 0) >= PAGES, 90, "every page fetched")
+    m = _metrics(url)
+    assert m["afm_crawler_responses_total{status=200}"] >= PAGES
+    assert m["afm_crawler_robots_denied_total"] >= 1 and m["afm_crawler_robots_fetches_total"] >= 1
+    assert m["afm_crawler_up"] == 1 and m["afm_crawler_frontier_requests"] >= 0
+    assert sum(v for k, v in m.items() if k.startswith("afm_crawler_training_use_total")) >= PAGES
+    assert m["process_resident_memory_bytes"] > 10e6  # the process's own memory, for "flat over hours"
+    with urllib.request.urlopen(url + "/healthz", timeout=10) as r:
+        health = json.loads(r.read())
+    assert r.status == 200 and health["status"] == "ok" and health["pages"] >= PAGES
+    status = CliRunner().invoke(main, ["crawler", "status", "--out", str(out)])
+    assert status.exit_code == 0, status.output
+    flat = " ".join(status.output.split())
+    assert "health │ ok" in flat.replace("│ │", "│") or "ok" in flat
+    assert "robots denied" in flat and "memory MB" in flat
+    assert CliRunner().invoke(main, ["crawler", "status", "--url", url, "--health"]).exit_code == 0
+    _wait(lambda: "frontier" in log.read_text(), 30, "a periodic stats line in the log")
+    line = next(x for x in log.read_text().splitlines() if "[crawl] pages" in x)
+    assert "/s now" in line and "warc-closed" in line and "errors" in line and line[:4].isdigit()  # timestamped
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(60) == 0, log.read_text()[-3000:]
+    assert not endpoint_file(out).exists()
+    gone = CliRunner().invoke(main, ["crawler", "status", "--url", url, "--health"])
+    assert gone.exit_code != 0 and "Traceback" not in gone.output
+
+
+def test_status_without_a_daemon_says_what_was_looked_for(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["crawler", "status", "--out", str(tmp_path)])
+    assert result.exit_code != 0 and "endpoint.json" in result.output and "Traceback" not in result.output
+    both = CliRunner().invoke(main, ["crawler", "status", "--out", str(tmp_path), "--url", "http://x"])
+    assert both.exit_code != 0 and "one of" in both.output
