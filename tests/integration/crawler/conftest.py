@@ -90,7 +90,7 @@ def running_daemon(config: Path, log: Path, ready_timeout: float = 60.0,
 
 def _wait_healthy(proc: subprocess.Popen, out: Path, log: Path, timeout: float) -> None:
     """Until ``/healthz`` at the address in the daemon's endpoint file answers 200."""
-    from afm.crawler.metrics import endpoint_file
+    from afm.crawler.operations.metrics import endpoint_file
 
     end = time.monotonic() + timeout
     while time.monotonic() < end:
