@@ -110,48 +110,47 @@ class RobotsMiddleware(CrawlerComponent):
         return None
 
     async def _get_rules(self, key: str) -> RobotsRules:
-        rules = self._rules.get(key)
-        if rules is not None and not rules.expired():
-            return rules
-        waiter = self._pending.get(key)
+        def failed(exc: Exception) -> RobotsRules:
+            return rules_from_fetch(None, None, error=repr(exc), retry_seconds=self.retry_seconds)
+
+        return await self._fetched_once(key, self._rules, self._pending, self._fetch, failed,
+                                        lambda rules: self._on_new_rules(key, rules))
+
+    async def _get_tdm(self, key: str) -> TdmFile:
+        """The host's tdmrep.json, fetched once and cached like robots.txt."""
+        def failed(exc: Exception) -> TdmFile:
+            return tdm_from_fetch(None, None, error=repr(exc), retry_seconds=self.retry_seconds)
+
+        return await self._fetched_once(key, self._tdm, self._tdm_pending, self._fetch_tdm, failed)
+
+    @staticmethod
+    async def _fetched_once(key: str, cache: dict[str, Any], pending: dict[str, Deferred],
+                            fetch: Any, failed: Any, on_new: Any = None) -> Any:
+        """A host's file (robots.txt, tdmrep.json) from ``cache`` while it has not expired;
+        otherwise fetched once however many requests ask at the same time (the others wait
+        on the first one's Deferred), a failed fetch becoming ``failed(exc)``."""
+        value = cache.get(key)
+        if value is not None and not value.expired():
+            return value
+        waiter = pending.get(key)
         if waiter is None:
-            waiter = self._pending[key] = Deferred()
+            waiter = pending[key] = Deferred()
             try:
-                rules = await self._fetch(key)
+                value = await fetch(key)
             except Exception as exc:  # noqa: BLE001 - never leave waiters hanging
-                rules = rules_from_fetch(None, None, error=repr(exc), retry_seconds=self.retry_seconds)
-            self._rules[key] = rules
-            del self._pending[key]
-            waiter.callback(rules)
-            self._on_new_rules(key, rules)
-            return rules
+                value = failed(exc)
+            cache[key] = value
+            del pending[key]
+            waiter.callback(value)
+            if on_new is not None:
+                on_new(value)
+            return value
         from scrapy.utils.defer import maybe_deferred_to_future
 
         # Wait for the fetch in progress. The Deferred's result is passed along its
         # callback chain (and is None for all but the first waiter), so read the cache.
         await maybe_deferred_to_future(waiter)
-        return self._rules[key]
-
-    async def _get_tdm(self, key: str) -> TdmFile:
-        """The host's tdmrep.json, fetched once and cached like robots.txt."""
-        tdm = self._tdm.get(key)
-        if tdm is not None and not tdm.expired():
-            return tdm
-        waiter = self._tdm_pending.get(key)
-        if waiter is None:
-            waiter = self._tdm_pending[key] = Deferred()
-            try:
-                tdm = await self._fetch_tdm(key)
-            except Exception as exc:  # noqa: BLE001 - never leave waiters hanging
-                tdm = tdm_from_fetch(None, None, error=repr(exc), retry_seconds=self.retry_seconds)
-            self._tdm[key] = tdm
-            del self._tdm_pending[key]
-            waiter.callback(tdm)
-            return tdm
-        from scrapy.utils.defer import maybe_deferred_to_future
-
-        await maybe_deferred_to_future(waiter)
-        return self._tdm[key]
+        return cache[key]
 
     async def _fetch_tdm(self, key: str) -> TdmFile:
         url = f"{key}{WELL_KNOWN_PATH}"

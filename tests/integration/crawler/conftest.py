@@ -117,3 +117,19 @@ def _tail(log: Path, chars: int = 3000) -> str:
         return log.read_text(errors="replace")[-chars:]
     except OSError as exc:
         return f"(cannot read {log}: {exc.strerror})"
+
+
+def _wait_until(predicate, timeout: float, what: str) -> None:
+    """Poll ``predicate`` until it holds; fail naming ``what`` after ``timeout`` seconds."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():
+            return
+        time.sleep(0.1)
+    pytest.fail(f"timed out waiting for {what}")
+
+
+@pytest.fixture
+def wait_until():
+    """:func:`_wait_until`, for the crawler's integration tests."""
+    return _wait_until

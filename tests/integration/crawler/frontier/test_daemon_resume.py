@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -46,24 +45,16 @@ def _write_config(tmp: Path, site: LocalSites, **extra) -> Path:
     return path
 
 
-def _wait(predicate, timeout: float, what: str) -> None:
-    end = time.time() + timeout
-    while time.time() < end:
-        if predicate():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
-
 
 def _expected(site: LocalSites) -> set[str]:
     return {site.url(h, p) for h in HOSTS for p in ["/", *[f"/p{i}" for i in range(PAGES)]]}
 
 
-def test_kill_9_then_restart_fetches_every_page_exactly_once(tmp_path, crawler_daemon):
+def test_kill_9_then_restart_fetches_every_page_exactly_once(tmp_path, crawler_daemon, wait_until):
     with LocalSites(_site(delay=0.15)) as site:
         config = _write_config(tmp_path, site)
         with crawler_daemon(config, tmp_path / "log1.txt") as proc:
-            _wait(lambda: len(read_index(tmp_path / "out")) >= 20, 60, "some closed WARC files")
+            wait_until(lambda: len(read_index(tmp_path / "out")) >= 20, 60, "some closed WARC files")
             proc.send_signal(signal.SIGKILL)
             proc.wait(10)
         before_kill = {r["url"] for r in read_index(tmp_path / "out")}
@@ -89,15 +80,15 @@ def test_kill_9_then_restart_fetches_every_page_exactly_once(tmp_path, crawler_d
         assert not (refetched & before_kill)
 
 
-def test_sigterm_stops_cleanly_and_inbox_seeds_are_taken(tmp_path, crawler_daemon):
+def test_sigterm_stops_cleanly_and_inbox_seeds_are_taken(tmp_path, crawler_daemon, wait_until):
     with LocalSites(_site(delay=0.15)) as site:
         config = _write_config(tmp_path, site, seeds=[site.url("h1", "/p25")], idle_exit_seconds=0)
         with crawler_daemon(config, tmp_path / "log1.txt") as proc:
             inbox = tmp_path / "inbox"
             inbox.mkdir(exist_ok=True)
             (inbox / "more.txt").write_text(site.url("h2", "/p20") + "\n")
-            _wait(lambda: any(p == "/p20" and h == "h2" for h, p, _ in site.requests), 60, "inbox seed fetched")
-            _wait(lambda: (inbox / "done" / "more.txt").exists(), 10, "seed file moved to done/")
+            wait_until(lambda: any(p == "/p20" and h == "h2" for h, p, _ in site.requests), 60, "inbox seed fetched")
+            wait_until(lambda: (inbox / "done" / "more.txt").exists(), 10, "seed file moved to done/")
             os.kill(proc.pid, signal.SIGTERM)
             assert proc.wait(30) == 0
         out = tmp_path / "out"

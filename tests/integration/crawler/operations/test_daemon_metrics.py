@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import signal
-import time
 import urllib.request
 from pathlib import Path
 
@@ -40,14 +39,6 @@ def daemon(tmp_path: Path, crawler_daemon):
             yield proc, tmp_path / "out", log
 
 
-def _wait(predicate, timeout: float, what: str) -> None:
-    end = time.time() + timeout
-    while time.time() < end:
-        if predicate():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
-
 
 def _metrics(url: str) -> dict[str, float]:
     from afm.crawler.operations.status import parse_metrics
@@ -57,12 +48,12 @@ def _metrics(url: str) -> dict[str, float]:
         return parse_metrics(r.read().decode())
 
 
-def test_a_running_daemon_serves_metrics_health_and_status(daemon) -> None:
+def test_a_running_daemon_serves_metrics_health_and_status(daemon, wait_until) -> None:
     proc, out, log = daemon
     info = json.loads(endpoint_file(out).read_text())
     assert info["host"] == "127.0.0.1" and info["port"] > 0  # loopback by default
     url = f"http://{info['host']}:{info['port']}"
-    _wait(lambda: _metrics(url).get("afm_crawler_pages_total", 0) >= PAGES, 90, "every page fetched")
+    wait_until(lambda: _metrics(url).get("afm_crawler_pages_total", 0) >= PAGES, 90, "every page fetched")
     m = _metrics(url)
     assert m["afm_crawler_responses_total{status=200}"] >= PAGES
     assert m["afm_crawler_robots_denied_total"] >= 1 and m["afm_crawler_robots_fetches_total"] >= 1
@@ -78,7 +69,7 @@ def test_a_running_daemon_serves_metrics_health_and_status(daemon) -> None:
     assert "health │ ok" in flat.replace("│ │", "│") or "ok" in flat
     assert "robots denied" in flat and "memory MB" in flat
     assert CliRunner().invoke(main, ["crawler", "status", "--url", url, "--health"]).exit_code == 0
-    _wait(lambda: "frontier" in log.read_text(), 30, "a periodic stats line in the log")
+    wait_until(lambda: "frontier" in log.read_text(), 30, "a periodic stats line in the log")
     line = next(x for x in log.read_text().splitlines() if "[crawl] pages" in x)
     assert "/s now" in line and "warc-closed" in line and "errors" in line and line[:4].isdigit()  # timestamped
     proc.send_signal(signal.SIGTERM)
