@@ -427,8 +427,23 @@ def _add_rule(group: Group, allow: bool, value: str, lineno: int) -> None:
 # ---- what a fetch of /robots.txt means ---------------------------------------------------
 
 
+class Expiring:
+    """A fetched file kept ``ttl`` seconds from ``fetched_at`` (RFC 9309 2.4's cache rule).
+
+    One definition of "expired" for every per-host file cached under robots.txt's rules:
+    :class:`RobotsRules` here and :class:`afm.crawler.consent.tdmrep.TdmFile`, which the
+    crawler's middleware refetches alike. The dataclasses that mix it in hold the two fields."""
+
+    fetched_at: float
+    ttl: float
+
+    def expired(self, now: float | None = None) -> bool:
+        """Whether the file is past its time at ``now`` (default: the current time)."""
+        return (now if now is not None else time.time()) >= self.fetched_at + self.ttl
+
+
 @dataclass
-class RobotsRules:
+class RobotsRules(Expiring):
     """The policy for one host, derived from one fetch of its robots.txt."""
 
     kind: str  # "parsed" | "allow_all" | "disallow_all"
@@ -469,9 +484,6 @@ class RobotsRules:
     @property
     def sitemaps(self) -> list[str]:
         return list(self.robots.sitemaps) if self.robots else []
-
-    def expired(self, now: float | None = None) -> bool:
-        return (now if now is not None else time.time()) >= self.fetched_at + self.ttl
 
 
 def rules_from_fetch(

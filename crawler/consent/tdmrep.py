@@ -33,6 +33,7 @@ from afm.crawler.consent.robots import (
     MAX_CACHE_SECONDS,
     MAX_ROBOTS_BYTES,
     RETRY_UNREACHABLE_SECONDS,
+    Expiring,
     PathPattern,
     escape_pattern,
     path_of,
@@ -113,7 +114,7 @@ class TdmVerdict:
 
 
 @dataclass
-class TdmFile:
+class TdmFile(Expiring):
     """What one fetch of ``/.well-known/tdmrep.json`` means for an origin.
 
     ``kind``: ``parsed`` (rules), ``absent`` (4xx: no file), ``invalid`` (2xx that is not
@@ -142,9 +143,6 @@ class TdmFile:
                 return TdmVerdict(rule.reservation, "tdmrep.json", rule.policy,
                                   f"rule {rule.index}: location {rule.location}")
         return None
-
-    def expired(self, now: float | None = None) -> bool:
-        return (now if now is not None else time.time()) >= self.fetched_at + self.ttl
 
 
 def tdm_from_fetch(

@@ -205,6 +205,10 @@ def test_tdmrep_fetch_error_rules_are_robots_txt_rules():
         assert POLICY.decide("https://p.com/x", tdm=tdm).use == "optout"
     unreachable = tdm_from_fetch(None, None, error="connection refused")
     assert POLICY.decide("https://p.com/x", tdm=unreachable).use == "optout"
+    # kept like robots.txt: 24 h at most, an unreachable file retried after 600 s
+    fetched = tdm_from_fetch(200, b"[]", fetched_at=1000.0)
+    assert not fetched.expired(1000.0 + 24 * 3600 - 1) and fetched.expired(1000.0 + 24 * 3600)
+    assert tdm_from_fetch(None, None, fetched_at=1000.0).expired(1600.0)
     # A soft 404 (HTML answered with 200) does not implement the protocol: unset.
     soft = _tdm(b"<html>Not found</html>")
     assert soft.kind == "invalid"
