@@ -1,4 +1,5 @@
-"""A judge behind an OpenAI-compatible ``/v1/chat/completions`` on loopback, for the tests.
+"""A judge behind an OpenAI-compatible ``/v1/chat/completions`` on loopback, for the tests:
+the shared chat stand-in (``tests/chat_server.py``) answering by a judge's rules.
 
 It reads the judge prompts afm sends (``afm.evaluation.posttrain.judges.prompts``) and
 answers by fixed rules, so every verdict a test expects is known in advance:
@@ -18,14 +19,13 @@ judgment without a label.
 
 from __future__ import annotations
 
-import json
 import re
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from tests.chat_server import ChatStub, choice, completion, serve_chat
 
 
 def _between(text: str, start: str, end: str) -> str:
@@ -47,7 +47,8 @@ def annotator_token(user: str) -> str:
     return "m" if _better(outputs[0], outputs[1]) >= 0 else "M"
 
 
-def verdict(system: str, user: str) -> str:
+def verdict(user: str) -> str:
+    """The judgment of the judge prompt ``user``, by the rules above."""
     if "NO-VERDICT" in user:
         return "Both answers have merits; I cannot decide."
     if "<|The Start of Assistant A's Answer|>" in user:
@@ -73,64 +74,31 @@ def verdict(system: str, user: str) -> str:
     return "no rule for this prompt"
 
 
-class JudgeStub:
+class JudgeStub(ChatStub):
+    """The chat stand-in answering every request as the judge: a status, a delay or
+    log-probabilities by what the request holds (see the module's docstring)."""
+
     def __init__(self, slow_s: float = 3.0) -> None:
+        super().__init__()
         self.slow_s = slow_s
-        self.requests: list[dict[str, Any]] = []
-        self.lock = threading.Lock()
 
-
-def _handler(stub: JudgeStub) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args: Any) -> None:
-            pass
-
-        def do_POST(self) -> None:  # noqa: N802
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            with stub.lock:
-                stub.requests.append(body)
-            msgs = body["messages"]
-            system = next((m["content"] for m in msgs if m["role"] == "system"), "")
-            user = msgs[-1]["content"]
-            if "FAIL-JUDGE" in user:
-                return self._send(500, {"error": "judge down"})
-            if "SLOW-JUDGE" in user:
-                time.sleep(stub.slow_s)
-            if body.get("logprobs"):
-                token = annotator_token(user)
-                top = [{"token": token, "logprob": -0.01}, {"token": "The", "logprob": -5.0}]
-                self._send(200, {"id": "j", "object": "chat.completion", "choices": [
-                    {"index": 0, "message": {"role": "assistant", "content": token}, "finish_reason": "length",
-                     "logprobs": {"content": [{"token": token, "logprob": -0.01, "top_logprobs": top}]}}]})
-                return
-            text = verdict(system, user)
-            self._send(200, {"id": "j", "object": "chat.completion", "choices": [
-                {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}]})
-
-        def _send(self, status: int, payload: Any) -> None:
-            data = json.dumps(payload).encode()
-            try:
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-            except (BrokenPipeError, ConnectionResetError):
-                pass  # the client gave up (timeout): nothing to answer
-
-    return Handler
+    def respond(self, body: dict[str, Any]) -> tuple[int, Any]:
+        user = body["messages"][-1]["content"]
+        if "FAIL-JUDGE" in user:
+            return 500, {"error": "judge down"}
+        if "SLOW-JUDGE" in user:
+            time.sleep(self.slow_s)
+        if body.get("logprobs"):
+            token = annotator_token(user)
+            top = [{"token": token, "logprob": -0.01}, {"token": "The", "logprob": -5.0}]
+            logprobs = {"content": [{"token": token, "logprob": -0.01, "top_logprobs": top}]}
+            return 200, completion([choice(0, token, "length", logprobs=logprobs)])
+        return 200, completion([choice(0, verdict(user))])
 
 
 @contextmanager
 def judge_server(slow_s: float = 3.0) -> Iterator[tuple[JudgeStub, str]]:
     """A running judge on 127.0.0.1 and its base URL (``http://127.0.0.1:PORT/v1``)."""
     stub = JudgeStub(slow_s)
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(stub))
-    httpd.daemon_threads = True
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield stub, f"http://127.0.0.1:{httpd.server_address[1]}/v1"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with serve_chat(stub) as url:
+        yield stub, url

@@ -7,20 +7,18 @@ win."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
+from afm.app.cli import main
+from afm.evaluation.posttrain.judges import grading
+from afm.evaluation.posttrain.judges.judge import JudgeError, JudgeSettings, make_judge
+from afm.evaluation.posttrain.safety import score as safety_score
+from afm.evaluation.posttrain.safety.data import SafetyItem
+from afm.evaluation.posttrain.writing import alpaca_eval, arena_hard
 from click.testing import CliRunner
 
-sys.path.insert(0, str(Path(__file__).parent))
-from afm.app.cli import main  # noqa: E402
-from afm.evaluation.posttrain.judges import grading  # noqa: E402
-from afm.evaluation.posttrain.judges.judge import JudgeError, JudgeSettings, make_judge  # noqa: E402
-from afm.evaluation.posttrain.safety import score as safety_score  # noqa: E402
-from afm.evaluation.posttrain.safety.data import SafetyItem  # noqa: E402
-from afm.evaluation.posttrain.writing import alpaca_eval, arena_hard  # noqa: E402
-from judge_server import judge_server  # noqa: E402
+from tests.integration.evaluation.judge_server import judge_server
 
 
 def _judge(url: str, **kw: object):

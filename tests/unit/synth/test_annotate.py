@@ -1,5 +1,5 @@
 """`afm quality annotate` against a local stand-in judge (the OpenAI-compatible server of
-``chat_stub.py``, started on loopback, answering by a rubric), then `afm classifier train
+``tests/chat_server.py``, started on loopback, answering by a rubric), then `afm classifier train
 --labels` learning its labels: the FineWeb-Edu recipe end to end at toy scale."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from afm.app.commands.filters.quality import quality
 from afm.synth.annotate import RubricError, load_rubric
 from click.testing import CliRunner
 
+from tests.chat_server import ChatStub, serve_chat
 from tests.unit.filters.quality_models import CC, HQ
-from tests.unit.synth.chat_stub import ChatStub, serve_chat
 
 pytest.importorskip("httpx")
 

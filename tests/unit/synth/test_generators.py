@@ -1,5 +1,5 @@
 """The OpenAI-compatible client against a stand-in server this test starts on loopback
-(``chat_stub.py``): answers, retries (503, 429 + Retry-After, dropped connections), refusals,
+(``tests/chat_server.py``): answers, retries (503, 429 + Retry-After, dropped connections), refusals,
 the concurrency cap, the rate limit, and the cache that makes an interrupted run resume."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from afm.synth.generators import (
     retry_after_seconds,
 )
 
-from tests.unit.synth.chat_stub import ChatStub, serve_chat
+from tests.chat_server import ChatStub, serve_chat
 
 
 @pytest.fixture()
