@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import subprocess
-import sys
-import time
 from collections import Counter
+from collections.abc import Callable
+from contextlib import ExitStack
+from pathlib import Path
 
 import yaml
 from afm.crawler.storage.warc import read_index
@@ -25,7 +26,8 @@ def _site() -> dict:
     return sites
 
 
-def _daemon(tmp_path, n: int, site: LocalSites, redis_url: str, **extra) -> subprocess.Popen:
+def _config(tmp_path: Path, n: int, site: LocalSites, redis_url: str, **extra: object) -> Path:
+    """Daemon ``n``'s config (``crawl{n}.yaml``): every host's seed, one shared Redis frontier."""
     cfg = {
         "seeds": [site.url(h, "/") for h in HOSTS],
         "out_dir": str(tmp_path / f"out{n}"),
@@ -43,21 +45,32 @@ def _daemon(tmp_path, n: int, site: LocalSites, redis_url: str, **extra) -> subp
     }
     path = tmp_path / f"crawl{n}.yaml"
     path.write_text(yaml.safe_dump(cfg))
-    cmd = [sys.executable, "-c", "from afm.app.cli import main; main()", "crawler", "daemon", "--config", str(path)]
-    return subprocess.Popen(cmd, stdout=open(tmp_path / f"log{n}.txt", "ab"), stderr=subprocess.STDOUT)
+    return path
 
 
-def test_two_daemons_share_one_frontier(tmp_path, redis_url):
+def _starter(stack: ExitStack, crawler_daemon, tmp_path: Path, site: LocalSites, redis_url: str,
+             **extra: object) -> Callable[[int], subprocess.Popen]:
+    """Starts daemon ``n`` (its log appended to ``log{n}.txt``), not waiting for it to be up;
+    any still running when ``stack`` closes is killed, whatever the test did."""
+
+    def start(n: int) -> subprocess.Popen:
+        config = _config(tmp_path, n, site, redis_url, **extra)
+        return stack.enter_context(crawler_daemon(config, tmp_path / f"log{n}.txt", wait_ready=False))
+
+    return start
+
+
+def _all_exit_cleanly(tmp_path: Path, procs: list[subprocess.Popen]) -> None:
+    """Every daemon stops by itself (idle, the frontier empty) within 180 s, with status 0."""
+    for n, proc in enumerate(procs):
+        assert proc.wait(180) == 0, (tmp_path / f"log{n}.txt").read_text()[-3000:]
+
+
+def test_two_daemons_share_one_frontier(tmp_path, redis_url, crawler_daemon):
     with LocalSites(_site()) as site:
-        procs = [_daemon(tmp_path, n, site, redis_url) for n in range(2)]
-        try:
-            for n, proc in enumerate(procs):
-                assert proc.wait(180) == 0, (tmp_path / f"log{n}.txt").read_text()[-3000:]
-        finally:
-            for proc in procs:
-                if proc.poll() is None:
-                    proc.kill()
-                    proc.wait(10)
+        with ExitStack() as stack:
+            start = _starter(stack, crawler_daemon, tmp_path, site, redis_url)
+            _all_exit_cleanly(tmp_path, [start(n) for n in range(2)])
         # control files are fetched once per host by each daemon (each has its own cache)
         log = Counter((h, p) for h, p, _ in site.requests
                       if p not in ("/robots.txt", "/.well-known/tdmrep.json"))
@@ -69,25 +82,19 @@ def test_two_daemons_share_one_frontier(tmp_path, redis_url):
     assert len(stored) == len(HOSTS) * (PAGES + 1)
 
 
-def test_kill_9_of_one_daemon_loses_nothing(tmp_path, redis_url):
+def test_kill_9_of_one_daemon_loses_nothing(tmp_path, redis_url, crawler_daemon, wait_until):
     """Requests a killed daemon had taken (or whose records it lost) go back to the queue."""
     with LocalSites(_site()) as site:
-        procs = [_daemon(tmp_path, n, site, redis_url, warc_max_bytes=3000) for n in range(2)]
         try:
-            deadline = time.time() + 60
-            while len(read_index(tmp_path / "out0")) < 6:
-                assert time.time() < deadline, "daemon 0 stored nothing"
-                time.sleep(0.1)
-            procs[0].kill()
-            procs[0].wait(10)
-            procs[0] = _daemon(tmp_path, 0, site, redis_url, warc_max_bytes=3000)
-            for n, proc in enumerate(procs):
-                assert proc.wait(180) == 0, (tmp_path / f"log{n}.txt").read_text()[-3000:]
+            with ExitStack() as stack:
+                start = _starter(stack, crawler_daemon, tmp_path, site, redis_url, warc_max_bytes=3000)
+                procs = [start(n) for n in range(2)]
+                wait_until(lambda: len(read_index(tmp_path / "out0")) >= 6, 60, "daemon 0 to store six records")
+                procs[0].kill()
+                procs[0].wait(10)
+                procs[0] = start(0)
+                _all_exit_cleanly(tmp_path, procs)
         finally:
-            for proc in procs:
-                if proc.poll() is None:
-                    proc.kill()
-                    proc.wait(10)
             # kept for diagnosis when the assertions below fail
             (tmp_path / "server.log").write_text("\n".join(f"{t:.3f} {h} {p}" for h, p, t in site.requests))
     stored = Counter(r["url"] for n in range(2) for r in read_index(tmp_path / f"out{n}"))

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import zlib
 from pathlib import Path
 
@@ -30,7 +31,9 @@ from hypothesis import strategies as st
 
 from afm.schema import REJECT_SCHEMA, to_table
 
-SETTINGS = settings(max_examples=int(__import__("os").environ.get("AFM_HYPOTHESIS_EXAMPLES", "60")), deadline=None, derandomize="AFM_HYPOTHESIS_EXAMPLES" not in __import__("os").environ,
+# AFM_HYPOTHESIS_EXAMPLES=N: N random examples a test; unset, 60 fixed ones (derandomized).
+EXAMPLES = os.environ.get("AFM_HYPOTHESIS_EXAMPLES")
+SETTINGS = settings(max_examples=int(EXAMPLES or 60), deadline=None, derandomize=EXAMPLES is None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture,
                                            HealthCheck.too_slow])
 
@@ -98,6 +101,37 @@ def _through_curate_reader(path: Path) -> dict[str, list]:
     return out
 
 
+def _read_back(tmp_path_factory, name: str, raw: bytes) -> dict[str, list]:
+    """``raw`` written as a file called ``name`` (its suffix picks the reader), then read."""
+    path = tmp_path_factory.mktemp("p") / name
+    path.write_bytes(raw)
+    return _through_curate_reader(path)
+
+
+def _joined(parts: list[bytes]) -> tuple[bytes, list[tuple[int, int]]]:
+    """``parts`` end to end, and each one's byte range ``[lo, hi)`` in the result."""
+    bounds, pos = [], 0
+    for part in parts:
+        bounds.append((pos, pos + len(part)))
+        pos += len(part)
+    return b"".join(parts), bounds
+
+
+def _flip_in_one(data: st.DataObject, bounds: list[tuple[int, int]], where: list[int],
+                 skip: int) -> tuple[int, list[int]]:
+    """A flip moved inside one part (drawn), past its first ``skip`` bytes: damage spread
+    over several parts would merge into one stretch. The part, and the flipped positions."""
+    victim = data.draw(st.integers(0, len(bounds) - 1))
+    lo, hi = bounds[victim]
+    return victim, [lo + skip + w % (hi - lo - skip) for w in where]
+
+
+def _cut(bounds: list[tuple[int, int]], at: int) -> tuple[list[int], int | None]:
+    """A truncation at ``at``: the parts it leaves whole, and the part it cuts (None: none)."""
+    whole = [i for i, (lo, hi) in enumerate(bounds) if hi <= at]
+    return whole, next((i for i, (lo, hi) in enumerate(bounds) if lo < at < hi), None)
+
+
 def _in(out: dict[str, list]) -> int:
     kept = len(out[PAGE]) + len(out[DOC])
     rejected = len(out[BAD])
@@ -113,9 +147,7 @@ def test_jsonl_every_line_counted_once(tmp_path_factory, body, trailing_newline,
     raw = b"\n".join(body) + (b"\n" if trailing_newline else b"")
     kind, where = data.draw(damage(len(raw)))
     raw = _apply(raw, kind, where)
-    path = tmp_path_factory.mktemp("p") / "d.jsonl"
-    path.write_bytes(raw)
-    out = _through_curate_reader(path)
+    out = _read_back(tmp_path_factory, "d.jsonl", raw)
     expected = sum(1 for line in raw.split(b"\n") if line.strip())  # independent count
     assert _in(out) == expected
     assert not out[SKIP]
@@ -125,35 +157,24 @@ def test_jsonl_every_line_counted_once(tmp_path_factory, body, trailing_newline,
 @given(body=st.lists(documents.map(_json_line), min_size=1, max_size=8), data=st.data())
 def test_jsonl_gz_member_per_line(tmp_path_factory, body, data) -> None:
     members = [gzip.compress(line + b"\n", mtime=0) for line in body]
-    bounds, pos = [], 0
-    for m in members:
-        bounds.append((pos, pos + len(m)))
-        pos += len(m)
-    raw = b"".join(members)
+    raw, bounds = _joined(members)
     kind, where = data.draw(damage(len(raw)))
-    if kind == "flip":  # one member damaged (several would merge into one stretch)
-        victim = data.draw(st.integers(0, len(members) - 1))
-        lo, hi = bounds[victim]
+    if kind == "flip":  # one member damaged
         # Not the header's flag byte: a flipped FEXTRA/FNAME flag makes the member's
         # header legally extend over the next member, which no reader can tell apart.
-        where = [lo + 4 + w % (hi - lo - 4) for w in where]
+        victim, where = _flip_in_one(data, bounds, where, skip=4)
     raw = _apply(raw, kind, where)
-    path = tmp_path_factory.mktemp("p") / "d.jsonl.gz"
-    path.write_bytes(raw)
-    out = _through_curate_reader(path)
+    out = _read_back(tmp_path_factory, "d.jsonl.gz", raw)
     if kind == "truncate":
-        cut = where[0]
-        complete = sum(1 for lo, hi in bounds if hi <= cut)
-        inside = any(lo < cut < hi for lo, hi in bounds)
+        complete, partial = _cut(bounds, where[0])
         # A cut inside a member: its line was complete in zlib's prefix or not; the
         # reader keeps complete lines of a clean prefix, and the cut is one reject.
-        partial_member = next(((lo, hi) for lo, hi in bounds if lo < cut < hi), None)
         prefix_lines = 0
-        if partial_member is not None:
+        if partial is not None:
             d = zlib.decompressobj(31)
-            prefix = d.decompress(raw[partial_member[0]:])
+            prefix = d.decompress(raw[bounds[partial][0]:])
             prefix_lines = prefix.count(b"\n")
-        assert _in(out) == complete + prefix_lines + (1 if inside else 0)
+        assert _in(out) == len(complete) + prefix_lines + (1 if partial is not None else 0)
     elif kind == "flip":
         # zlib's own verdict on the damaged member's bytes: a member that still ends
         # cleanly (a flip in its timestamp) is its line; a data error costs exactly that
@@ -204,31 +225,19 @@ def test_warc_every_record_accounted(tmp_path_factory, spec, gz, data) -> None:
     parts = [_warc_record(i, rtype, body) for i, (rtype, body) in enumerate(spec)]
     if gz:
         parts = [gzip.compress(p, mtime=0) for p in parts]
-    bounds, pos = [], 0
-    for p in parts:
-        bounds.append((pos, pos + len(p)))
-        pos += len(p)
-    raw = b"".join(parts)
+    raw, bounds = _joined(parts)
     kind, where = data.draw(damage(len(raw)))
     victim = None
-    if kind == "flip":
-        victim = data.draw(st.integers(0, len(parts) - 1))
-        lo, hi = bounds[victim]
-        skip = 4 if gz else 0  # not the gzip flag byte (see the JSONL.gz test)
-        where = [lo + skip + w % (hi - lo - skip) for w in where]
-    damaged = _apply(raw, kind, where)
-    path = tmp_path_factory.mktemp("p") / ("w.warc.gz" if gz else "w.warc")
-    path.write_bytes(damaged)
-    out = _through_curate_reader(path)
+    if kind == "flip":  # not the gzip flag byte (see the JSONL.gz test)
+        victim, where = _flip_in_one(data, bounds, where, skip=4 if gz else 0)
+    out = _read_back(tmp_path_factory, "w.warc.gz" if gz else "w.warc", _apply(raw, kind, where))
     items = _in(out) + len(out[SKIP])
     assert not out[DOC]
     pages = [p["url"] for p in out[PAGE]]
 
     if kind == "truncate":
-        cut = where[0]
-        complete = [i for i, (lo, hi) in enumerate(bounds) if hi <= cut]
-        inside = any(lo < cut < hi for lo, hi in bounds)
-        assert items == len(complete) + (1 if inside else 0)
+        complete, partial = _cut(bounds, where[0])
+        assert items == len(complete) + (1 if partial is not None else 0)
         untouched = complete
     elif kind == "flip":
         untouched = [i for i in range(len(parts)) if i != victim]

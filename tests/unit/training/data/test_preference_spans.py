@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -49,6 +50,13 @@ def test_the_reply_span_is_the_final_assistant_turn() -> None:
     assert ids[-1] == tok.end_id  # the reply's end-of-turn token is part of it
 
 
+def _rows_file(tmp_path: Path, rows: list) -> str:
+    """``rows`` as the JSONL file the preference reader and the tasks read."""
+    path = tmp_path / "p.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return str(path)
+
+
 def _task(kind: str, tmp_path: Path, beta: float | None = 0.5, rows: list | None = None):
     from afm.training.core.config import get_train_config, model_config
     from afm.training.core.config import with_task_options as with_options
@@ -56,11 +64,11 @@ def _task(kind: str, tmp_path: Path, beta: float | None = 0.5, rows: list | None
     from afm.training.core.task import LossContext
     from afm.training.tasks import get_task
 
-    (tmp_path / "p.jsonl").write_text("\n".join(json.dumps(r) for r in rows or PAIRS) + "\n")
+    path = _rows_file(tmp_path, rows or PAIRS)
     cfg = get_train_config("tiny-rm", [f"task={kind}", "model_overrides.vocab_size=640", "data.global_batch_size=2",
                                     "model_overrides.n_layers=1", f"data.seq_len={128 if rows else 96}"])
     cfg = with_options(cfg, tokenizer=TOK, beta=beta)
-    cfg.data.paths = [str(tmp_path / "p.jsonl")]
+    cfg.data.paths = [path]
     task = get_task(kind, cfg)
     batch = next(task.make_input(vocab_size=640, process_index=0, process_count=1))
     mcfg = model_config(cfg).replace(dtype="float32")
@@ -82,37 +90,56 @@ def _reply_logprob(parts, params: dict, tokens: np.ndarray, mask: np.ndarray) ->
     return float((picked * m).sum()), float(m.sum())
 
 
+def _loss(task, batch: dict, ctx, params: dict):
+    """The task's own loss (jitted) of ``params`` on ``batch``."""
+    return jax.jit(lambda p: task.loss(p, {k: jnp.asarray(v) for k, v in batch.items()}, ctx))(params)
+
+
+def _perturbed_loss(task, batch: dict, params: dict, ctx) -> tuple[Any, dict, dict]:
+    """The task's loss for a policy that is not its reference (its matrices scaled by 1.05,
+    so the loss depends on the span), with the policy's and the reference's own parameters."""
+    policy = {k: (v * 1.05 if not k.startswith("ref/") and v.ndim >= 2 else v) for k, v in params.items()}
+    ref = {k[len("ref/"):]: v for k, v in params.items() if k.startswith("ref/")}
+    pol = {k: v for k, v in policy.items() if not k.startswith("ref/")}
+    return _loss(task, batch, ctx, policy), pol, ref
+
+
+def _transcribed_loss(kind: str, beta: float, parts, pol: dict, ref: dict,
+                      chosen: tuple[np.ndarray, np.ndarray], rejected: tuple[np.ndarray, np.ndarray]) -> float:
+    """One pair's loss from each side's ``(tokens, reply mask)``: IPO as Azar et al. write it,
+    with TRL's per-token average of the log-ratios, or DPO's."""
+    sides = []
+    for tokens, mask in (chosen, rejected):
+        (pi, n), (rf, _) = _reply_logprob(parts, pol, tokens, mask), _reply_logprob(parts, ref, tokens, mask)
+        sides.append((pi, rf, n))
+    (pc, rc, nc), (pr, rr, nr) = sides
+    if kind == "ipo":
+        return ((pc - rc) / nc - (pr - rr) / nr - 1 / (2 * beta)) ** 2
+    return -np.log(1 / (1 + np.exp(-beta * ((pc - rc) - (pr - rr)))))
+
+
 @pytest.mark.parametrize("kind", ["ipo", "dpo"])
 def test_multi_turn_loss_equals_the_transcription_on_the_final_reply(kind: str, tmp_path: Path) -> None:
     from afm.training.data.preferences import encode_response
 
     beta = 0.5
     task, batch, params, parts, ctx = _task(kind, tmp_path, beta)
-    # a policy that is not its reference, so the loss depends on the span
-    policy = {k: (v * 1.05 if not k.startswith("ref/") and v.ndim >= 2 else v) for k, v in params.items()}
-    out = jax.jit(lambda p: task.loss(p, {k: jnp.asarray(v) for k, v in batch.items()}, ctx))(policy)
-    ref = {k[len("ref/"):]: v for k, v in params.items() if k.startswith("ref/")}
-    pol = {k: v for k, v in policy.items() if not k.startswith("ref/")}
+    out, pol, ref = _perturbed_loss(task, batch, params, ctx)
     tok = tokenizer()
-    losses = []
-    for pair in PAIRS:  # the loader shuffles: the loss is a sum, so the order does not matter
-        sides = []
-        for reply in (pair["chosen"], pair["rejected"]):
-            # the final assistant turn, from the chat template directly: after the prompt and
-            # its <|assistant|> role token, through the end token
-            ids = tok.encode_chat([*pair["prompt"], {"role": "assistant", "content": reply}])[0]
-            start = len(tok.encode_chat(pair["prompt"], add_generation_prompt=True)[0])
-            assert np.array_equal(encode_response(tok, pair["prompt"], reply)[1], np.arange(len(ids)) >= start)
-            tokens = np.asarray(ids)
-            mask = np.zeros(len(ids))
-            mask[start:] = 1.0
-            (pi, n), (rf, _) = _reply_logprob(parts, pol, tokens, mask), _reply_logprob(parts, ref, tokens, mask)
-            sides.append((pi, rf, n))
-        (pc, rc, nc), (pr, rr, nr) = sides
-        if kind == "ipo":  # Azar et al. with TRL's per-token average of the log-ratios
-            losses.append(((pc - rc) / nc - (pr - rr) / nr - 1 / (2 * beta)) ** 2)
-        else:
-            losses.append(-np.log(1 / (1 + np.exp(-beta * ((pc - rc) - (pr - rr))))))
+
+    def final_turn(prompt: list, reply: str) -> tuple[np.ndarray, np.ndarray]:
+        # the final assistant turn, from the chat template directly: after the prompt and
+        # its <|assistant|> role token, through the end token
+        ids = tok.encode_chat([*prompt, {"role": "assistant", "content": reply}])[0]
+        start = len(tok.encode_chat(prompt, add_generation_prompt=True)[0])
+        assert np.array_equal(encode_response(tok, prompt, reply)[1], np.arange(len(ids)) >= start)
+        mask = np.zeros(len(ids))
+        mask[start:] = 1.0
+        return np.asarray(ids), mask
+
+    # the loader shuffles: the loss is a sum, so the order does not matter
+    losses = [_transcribed_loss(kind, beta, parts, pol, ref, final_turn(pair["prompt"], pair["chosen"]),
+                                final_turn(pair["prompt"], pair["rejected"])) for pair in PAIRS]
     assert float(out.loss[0]) == pytest.approx(sum(losses), rel=2e-4)
     assert float(out.loss[1]) == 2
 
@@ -128,7 +155,7 @@ def test_reward_model_scores_the_final_reply_of_multi_turn_pairs(tmp_path: Path)
         # the span starts after the last user turn's <|assistant|> marker: earlier turns are outside
         first = batch[f"{side}_response"].argmax(1)
         assert (first > 0).all() and all(batch[f"{side}_response"][i, : first[i]].sum() == 0 for i in range(2))
-    out = jax.jit(lambda p: task.loss(p, {k: jnp.asarray(v) for k, v in batch.items()}, ctx))(params)
+    out = _loss(task, batch, ctx, params)
     assert np.isfinite(float(out.loss[0]))
 
 
@@ -136,8 +163,7 @@ def test_a_record_without_a_level_is_a_reject_with_a_reason(tmp_path: Path) -> N
     from afm.training.data.preferences import read_preferences
 
     rows = [{k: v for k, v in PAIRS[0].items() if k != "level"}, {**PAIRS[1], "level": "much_better"}, PAIRS[0]]
-    (tmp_path / "p.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    read = read_preferences([str(tmp_path / "p.jsonl")])
+    read = read_preferences([_rows_file(tmp_path, rows)])
     assert len(read.pairs) == 1
     reasons = sorted(r["reason"].split(":")[0] for r in read.rejects)
     assert reasons == ["bad_level", "missing_level"]
@@ -172,8 +198,7 @@ def test_a_message_list_reply_is_read_whole(tmp_path: Path) -> None:
     reply's log-probability covers each of its assistant messages, never the tool result."""
     from afm.training.data.preferences import encode_response, read_preferences
 
-    (tmp_path / "p.jsonl").write_text("".join(json.dumps(r) + "\n" for r in LIST_PAIRS))
-    read = read_preferences([str(tmp_path / "p.jsonl")])
+    read = read_preferences([_rows_file(tmp_path, LIST_PAIRS)])
     assert not read.rejects and [p.chosen for p in read.pairs][0] == LIST_PAIRS[0]["chosen"]
     tok = tokenizer()
     ids, reply = encode_response(tok, MULTI_TURN, LIST_PAIRS[0]["chosen"])
@@ -186,24 +211,14 @@ def test_a_message_list_reply_is_read_whole(tmp_path: Path) -> None:
 def test_message_list_loss_equals_the_transcription_over_every_assistant_message(kind: str, tmp_path: Path) -> None:
     beta = 0.5
     task, batch, params, parts, ctx = _task(kind, tmp_path, beta, LIST_PAIRS)
-    policy = {k: (v * 1.05 if not k.startswith("ref/") and v.ndim >= 2 else v) for k, v in params.items()}
-    out = jax.jit(lambda p: task.loss(p, {k: jnp.asarray(v) for k, v in batch.items()}, ctx))(policy)
-    ref = {k[len("ref/"):]: v for k, v in params.items() if k.startswith("ref/")}
-    pol = {k: v for k, v in policy.items() if not k.startswith("ref/")}
+    out, pol, ref = _perturbed_loss(task, batch, params, ctx)
     tok = tokenizer()
-    losses = []
-    for pair in LIST_PAIRS:
-        sides = []
-        for reply in (pair["chosen"], pair["rejected"]):
-            tokens = np.asarray(tok.encode_chat([*pair["prompt"], *reply])[0])
-            mask = _assistant_spans(tok, pair["prompt"], reply)
-            (pi, n), (rf, _) = _reply_logprob(parts, pol, tokens, mask), _reply_logprob(parts, ref, tokens, mask)
-            sides.append((pi, rf, n))
-        (pc, rc, nc), (pr, rr, nr) = sides
-        if kind == "ipo":
-            losses.append(((pc - rc) / nc - (pr - rr) / nr - 1 / (2 * beta)) ** 2)
-        else:
-            losses.append(-np.log(1 / (1 + np.exp(-beta * ((pc - rc) - (pr - rr))))))
+
+    def every_assistant_message(prompt: list, reply: list) -> tuple[np.ndarray, np.ndarray]:
+        return np.asarray(tok.encode_chat([*prompt, *reply])[0]), _assistant_spans(tok, prompt, reply)
+
+    losses = [_transcribed_loss(kind, beta, parts, pol, ref, every_assistant_message(pair["prompt"], pair["chosen"]),
+                                every_assistant_message(pair["prompt"], pair["rejected"])) for pair in LIST_PAIRS]
     assert float(out.loss[0]) == pytest.approx(sum(losses), rel=2e-4)
 
 
@@ -229,8 +244,7 @@ def test_replies_that_are_not_the_assistants_or_were_cut_are_refused_and_counted
         {"chosen": [*MULTI_TURN, good], "rejected": [*MULTI_TURN, {"role": "assistant", "content": "9"}],
          "level": "slightly_better"},
     ]
-    (tmp_path / "p.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    read = read_preferences([str(tmp_path / "p.jsonl")])
+    read = read_preferences([_rows_file(tmp_path, rows)])
     assert read.reasons == {"reply_not_from_assistant": 1, "bad_response": 1, "cut_reply": 2, "missing_response": 1}
     (pair,) = read.pairs
     assert pair.prompt == MULTI_TURN and pair.chosen == [good] and pair.rejected == [{"role": "assistant", "content": "9"}]
