@@ -63,18 +63,15 @@ class ScoreRequest:
 
 
 @dataclass
-class PackedBatch:
-    """Arrays ``[rows, length]`` plus where each request sits in them.
-
-    ``placements[i] = (request_index, row, start, length, n_scored)``; padding slots have
-    segment id 0 and belong to no request.
-    """
+class PackedRows:
+    """The arrays ``[rows, length]`` every batch of packed rows carries (request rows and
+    tree rows alike), and what the engine reads off them the same way for both: the
+    shape it compiles a program for and how many slots hold real tokens (segment id > 0)."""
 
     tokens: np.ndarray
     targets: np.ndarray
     positions: np.ndarray
     segment_ids: np.ndarray
-    placements: list[tuple[int, int, int, int, int]]
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -83,6 +80,17 @@ class PackedBatch:
     @property
     def real_tokens(self) -> int:
         return int((self.segment_ids > 0).sum())
+
+
+@dataclass
+class PackedBatch(PackedRows):
+    """Packed rows plus where each request sits in them.
+
+    ``placements[i] = (request_index, row, start, length, n_scored)``; padding slots have
+    segment id 0 and belong to no request.
+    """
+
+    placements: list[tuple[int, int, int, int, int]]
 
 
 def _first_fit_decreasing(lengths: dict[int, int], capacity: int) -> list[list[int]]:
@@ -235,7 +243,7 @@ def rows_per_bucket(buckets: Sequence[int], tokens_per_batch: int, multiple_of: 
 
 
 @dataclass
-class TreeBatch:
+class TreeBatch(PackedRows):
     """Rows of *trees*: a context once, then each of its continuations after it.
 
     A tree is one segment of a row: its context's slots carry branch 0, continuation
@@ -249,20 +257,8 @@ class TreeBatch:
     ``placements[i] = (item_index, row, start, n)``: item ``i``'s ``n`` scored slots.
     """
 
-    tokens: np.ndarray
-    targets: np.ndarray
-    positions: np.ndarray
-    segment_ids: np.ndarray
     branch_ids: np.ndarray
     placements: list[tuple[int, int, int, int]]
-
-    @property
-    def shape(self) -> tuple[int, int]:
-        return self.tokens.shape  # type: ignore[return-value]
-
-    @property
-    def real_tokens(self) -> int:
-        return int((self.segment_ids > 0).sum())
 
 
 def tree_units(prefix_lengths: Sequence[int], suffix_lengths: Sequence[int], owners: Sequence[int],

@@ -65,7 +65,10 @@ def metadata_path(model_path: str | os.PathLike[str]) -> Path:
     return p.with_name(p.name + ".json")
 
 
-def _load_fasttext() -> Any:
+def load_fasttext() -> Any:
+    """The ``fasttext`` module, its notice on stderr silenced: the one way every fastText
+    model of the filters is loaded (these classifiers, the language-ID model), so a host
+    without the curate extra gets the same one-line answer whichever needs it first."""
     try:
         import fasttext
     except ImportError as exc:  # pragma: no cover - depends on the host's extras
@@ -158,7 +161,7 @@ def train_classifier(
     train = [(label_pos, t) for t in pos_train] + [(label_neg, t) for t in neg_train]
     rng.shuffle(train)
 
-    fasttext = _load_fasttext()
+    fasttext = load_fasttext()
     out.parent.mkdir(parents=True, exist_ok=True)
     quantize = out.suffix == ".ftz" if quantize is None else quantize
     with tempfile.TemporaryDirectory(prefix="afm-clf-") as tmp:
@@ -340,7 +343,7 @@ class FastTextClassifier:
                 self.metadata = json.loads(meta_file.read_text())
             except (OSError, json.JSONDecodeError) as exc:
                 raise ClassifierError(f"unreadable classifier metadata {meta_file}: {exc}") from exc
-        fasttext = _load_fasttext()
+        fasttext = load_fasttext()
         try:
             self.model = fasttext.load_model(str(self.path))
         except ValueError as exc:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from afm.filters.base import Decision
+from afm.filters.classifier import load_fasttext
 
 from afm.once import once
 from afm.schema import Document
@@ -51,9 +52,7 @@ def load_lid_model(path: str | Path | None = None) -> Any:
 def _load(local_path: str) -> Any:
     """One load per path, even when a worker's threads ask at the same moment (each load
     reads the whole model file)."""
-    import fasttext
-
-    fasttext.FastText.eprint = lambda *_a, **_k: None  # silence an API-change notice
+    fasttext = load_fasttext()
     try:
         return fasttext.load_model(local_path)
     except ValueError as exc:

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import click
+from afm.app.commands.pipelines.output_options import output_policy_options
 
 from afm.options import FRACTION, POSITIVE, POSITIVE_INT, PROBABILITY_OPEN, SEED, Number
 
@@ -74,11 +75,7 @@ def quality() -> None:
 @click.option("--batch-size", type=POSITIVE_INT, default=None, help="Documents per model call (default 64).")
 @click.option("--device", default=None, help="Hugging Face models: auto (GPU when present), cpu, cuda, cuda:N.")
 @click.option("--set", "overrides", multiple=True, help="QualityConfig override KEY=VALUE.")
-@click.option("--overwrite", is_flag=True,
-              help="Replace what OUTPUT holds (kept until the new run has succeeded).")
-@click.option("--allow-empty", is_flag=True,
-              help="Write the output even when the inputs yield no document (default: an error, "
-                   "nothing written).")
+@output_policy_options
 def filter_cmd(
     inputs: tuple[str, ...],
     output: str,

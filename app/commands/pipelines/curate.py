@@ -14,6 +14,7 @@ from afm.app.commands.pipelines.beam_options import (
     finish_dry_run,
     runner_options,
 )
+from afm.app.commands.pipelines.output_options import output_policy_options
 
 EPILOG = """\b
 Examples:
@@ -60,12 +61,7 @@ Examples:
               help="robots.txt / tdmrep.json snapshots for the optout stage: a store from "
                    "`afm robots snapshots`, a crawl directory or robots.txt WARC files "
                    "(repeatable; default: the robotstxt/ of crawl directories given as input).")
-@click.option("--overwrite", is_flag=True,
-              help="Replace what OUTPUT holds (a finished or an interrupted run); the old "
-                   "output stays until the new run has succeeded.")
-@click.option("--allow-empty", is_flag=True,
-              help="Write the output even when the inputs yield no document (default: an error, "
-                   "nothing written).")
+@output_policy_options
 @runner_options
 @click.pass_context
 def curate_command(ctx: click.Context, inputs: tuple[str, ...], output: str, config: str | None,

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import click
 from afm.app.commands.pipelines.beam_options import BEAM_HELP, BeamCommand, runner_options
+from afm.app.commands.pipelines.output_options import output_policy_options
 
 
 @click.group(
@@ -178,11 +179,7 @@ local or on gs:// / s3:// (every worker reads it).
 @click.option("--text-field", "text_fields", multiple=True,
               help="Build the text from these record fields (default: the `text` field).")
 @click.option("--batch-docs", type=click.IntRange(min=1), default=256, show_default=True)
-@click.option("--overwrite", is_flag=True,
-              help="Replace what OUTPUT holds (kept until the new run has succeeded).")
-@click.option("--allow-empty", is_flag=True,
-              help="Write the output even when the inputs yield no document (default: an error, "
-                   "nothing written).")
+@output_policy_options
 @runner_options
 @click.pass_context
 def run_command(ctx: click.Context, index_path: str, inputs: tuple[str, ...], output: str,

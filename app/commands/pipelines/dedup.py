@@ -14,6 +14,7 @@ from afm.app.commands.pipelines.beam_options import (
     runner_options,
     split_beam_args,
 )
+from afm.app.commands.pipelines.output_options import output_policy_options
 
 from afm.options import POSITIVE, PROBABILITY_OPEN, SEED
 
@@ -64,11 +65,7 @@ live on any filesystem the workers read (local, gs://, s3://).
                    "--direct_num_workers=N).")
 @click.option("--shard-mb", default=128.0, show_default=True, type=POSITIVE,
               help="Target uncompressed megabytes per output shard (documents and rejects).")
-@click.option("--overwrite", is_flag=True,
-              help="Replace what OUTPUT holds (kept until the new run has succeeded).")
-@click.option("--allow-empty", is_flag=True,
-              help="Write the output even when the inputs yield no document (default: an error, "
-                   "nothing written).")
+@output_policy_options
 @runner_options
 @click.pass_context
 def dedup_command(ctx: click.Context, more_inputs: tuple[str, ...], inputs: tuple[str, ...], output: str,

@@ -9,6 +9,7 @@ from afm.app.commands.pipelines.beam_options import (
     finish_dry_run,
     runner_options,
 )
+from afm.app.commands.pipelines.output_options import output_policy_options
 
 EPILOG = """\b
 Examples:
@@ -40,11 +41,7 @@ Same inputs + tokenizer -> byte-identical shards, on any runner.
               help="Target documents per output shard.")
 @click.option("--num-workers", default=1, show_default=True, type=click.IntRange(min=0),
               help="Local runner worker processes (0 = one per core).")
-@click.option("--overwrite", is_flag=True,
-              help="Replace what OUTPUT holds (kept until the new run has succeeded).")
-@click.option("--allow-empty", is_flag=True,
-              help="Write the output even when the inputs yield no document (default: an error, "
-                   "nothing written).")
+@output_policy_options
 @runner_options
 @click.pass_context
 def tokenize_command(ctx: click.Context, inputs: tuple[str, ...], tokenizer_dir: str,
