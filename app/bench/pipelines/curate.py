@@ -249,6 +249,7 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
             config: dict[str, Any] = dict(AFM_CONFIG) if spec["kind"] == "afm-datatrove-stages" else {}
             if spec.get("decontam_index"):
                 config["decontaminate"] = {"params": {"index": spec["decontam_index"]}}
+            config.update(spec.get("config") or {})  # a stage's settings, for experiments
             m = run_curate([str(f) for f in files], out, config=config, quiet=True,
                            pipeline_args=["--direct_running_mode=in_memory", "--direct_num_workers=1"])
             pages, kept, manifest = m["totals"]["in"], m["totals"]["kept"], str(out / "manifest.json")

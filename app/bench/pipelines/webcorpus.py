@@ -32,10 +32,12 @@ NEAR_SHARE = 0.10
 
 @dataclass(frozen=True)
 class Template:
-    """One real page cut at its article paragraphs: ``parts[0] + p1 + parts[1] + ...``."""
+    """One real page cut at its article paragraphs: ``parts[0] + p1 + parts[1] + ...``;
+    ``paragraphs``: the page's own article paragraphs (what tells its language)."""
 
     url: str
     parts: tuple[bytes, ...]
+    paragraphs: tuple[str, ...] = ()
 
     @property
     def slots(self) -> int:
@@ -54,17 +56,20 @@ def load_templates(extraction_dir: Path) -> tuple[list[Template], list[str]]:
         key = path.name.split(".")[0]
         body = gzip.decompress(path.read_bytes())
         parts: list[bytes] = []
+        own: list[str] = []
         last = 0
         for m in _PARAGRAPH.finditer(body):
             text = _text(m.group(2))
             if len(text) < MIN_PARAGRAPH_CHARS:
                 continue
             pool.append(text)
+            own.append(text)
             parts.append(body[last:m.end(1)])
             last = m.start(3)
         parts.append(body[last:])
         if len(parts) >= 3:  # at least two article paragraphs to replace
-            templates.append(Template(truth.get(key, {}).get("url") or f"http://bench.test/{key}", tuple(parts)))
+            templates.append(Template(truth.get(key, {}).get("url") or f"http://bench.test/{key}",
+                                      tuple(parts), tuple(own)))
     return templates, pool
 
 
@@ -75,10 +80,16 @@ def _fill(t: Template, paragraphs: list[str]) -> bytes:
     return b"".join(out)
 
 
-def generate_pages(extraction_dir: Path, n: int, seed: int = 0) -> list[tuple[str, bytes]]:
+def generate_pages(extraction_dir: Path, n: int, seed: int = 0,
+                   english_share: float | None = None) -> list[tuple[str, bytes]]:
     """``n`` pages (url, HTML bytes): new texts, exact copies and near copies (see the
-    module docstring), deterministic for a seed."""
+    module docstring), deterministic for a seed. ``english_share``: pages in one language
+    each, as on the web (a template gets paragraphs of its own language), English
+    templates chosen for that share of the new texts; None: paragraphs drawn from every
+    page whatever its language (the curate benchmark's corpus)."""
     templates, pool = load_templates(extraction_dir)
+    if english_share is not None:
+        return _monolingual_pages(templates, n, seed, english_share)
     rng = random.Random(seed)
     pages: list[tuple[str, bytes]] = []
     bodies: list[tuple[Template, list[str]]] = []
@@ -101,8 +112,52 @@ def generate_pages(extraction_dir: Path, n: int, seed: int = 0) -> list[tuple[st
     return pages
 
 
+def template_languages(templates: list[Template]) -> list[str]:
+    """Each template's language: the language stage's model on its own paragraphs."""
+    from afm.filters.language import LanguageFilter
+
+    return [lang for lang, _ in LanguageFilter().predict([" ".join(t.paragraphs) for t in templates])]
+
+
+def _monolingual_pages(templates: list[Template], n: int, seed: int,
+                       english_share: float) -> list[tuple[str, bytes]]:
+    """As :func:`generate_pages`, each page's paragraphs drawn from pages of its
+    template's language; English templates for ``english_share`` of the new texts."""
+    if not 0.0 <= english_share <= 1.0:
+        raise ValueError(f"english_share must be in [0, 1], got {english_share}")
+    languages = template_languages(templates)
+    pools: dict[str, list[str]] = {}
+    for t, lang in zip(templates, languages, strict=True):
+        pools.setdefault(lang, []).extend(t.paragraphs)
+    english = [t for t, lang in zip(templates, languages, strict=True) if lang == "en"]
+    other = [t for t, lang in zip(templates, languages, strict=True) if lang != "en"]
+    language_of = {t.url: lang for t, lang in zip(templates, languages, strict=True)}
+    rng = random.Random(seed)
+    pages: list[tuple[str, bytes]] = []
+    bodies: list[tuple[Template, list[str]]] = []
+    for i in range(n):
+        roll = rng.random()
+        if pages and roll < EXACT_SHARE:
+            _, body = pages[rng.randrange(len(pages))]
+            pages.append((f"http://copy{i % 97}.bench.test/page/{i}", body))
+            continue
+        if bodies and roll < EXACT_SHARE + NEAR_SHARE:
+            t, paragraphs = bodies[rng.randrange(len(bodies))]
+            paragraphs = list(paragraphs)
+            paragraphs[rng.randrange(len(paragraphs))] = rng.choice(pools[language_of[t.url]])
+        else:
+            group = english if (rng.random() < english_share and english) or not other else other
+            t = group[rng.randrange(len(group))]
+            paragraphs = [rng.choice(pools[language_of[t.url]]) for _ in range(t.slots)]
+            bodies.append((t, paragraphs))
+        host = hashlib.sha1(t.url.encode()).hexdigest()[:6]
+        pages.append((f"http://site{host}.bench.test/{i}", _fill(t, paragraphs)))
+    return pages
+
+
 def corpus_key(n: int, seed: int, files: int) -> str:
     return f"web-{n}-seed{seed}-files{files}"
 
 
-__all__ = ["EXACT_SHARE", "NEAR_SHARE", "Template", "corpus_key", "generate_pages", "load_templates"]
+__all__ = ["EXACT_SHARE", "NEAR_SHARE", "Template", "corpus_key", "generate_pages", "load_templates",
+           "template_languages"]
