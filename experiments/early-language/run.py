@@ -19,7 +19,7 @@ from pathlib import Path
 from afm.app.bench.pipelines.curate import (
     PAGES_PER_FILE,
     SteadyState,
-    _decontam_index,
+    decontam_index,
     measure,
     write_html_warcs,
 )
@@ -50,7 +50,7 @@ def main() -> None:
     ap.add_argument("--english-share", type=float, default=0.45)
     args = ap.parse_args()
     small, big = corpus(args.shared, args.workdir, args.pages, args.english_share)
-    index = _decontam_index(args.shared, args.workdir)
+    index = decontam_index(args.shared, args.workdir)
     kinds = {"early check on (default)": {}, "early check off": {"extract": {"params": {"early_language": []}}}}
     runs: dict[str, list] = {k: [] for k in kinds}
     for label, inputs in (("first", small), ("all", big)):

@@ -283,7 +283,7 @@ class SteadyState:
                 f"{self.big.cpu_s:.0f}", f"{self.big.wall_s:.0f}", f"{self.big.peak_rss_mb:,.0f}"]
 
 
-def _decontam_index(shared: Path, workdir: Path) -> str:
+def decontam_index(shared: Path, workdir: Path) -> str:
     from afm.filters.benchmarks import build_index
 
     out = workdir / "decontam-index"
@@ -323,7 +323,7 @@ def bench_curate(opts: BenchOptions) -> list[Comparison]:
         have_dt = False
         console.print(f"[yellow]datatrove not installed (pip install datatrove=="
                       f"{DATATROVE_VERSION}): its rows are missing")
-    index = _decontam_index(opts.shared_dir, work)
+    index = decontam_index(opts.shared_dir, work)
     kinds = [("afm, datatrove's stages", "afm-datatrove-stages", {}),
              ("afm, every stage (+ decontamination)", "afm-all", {"decontam_index": index})]
     if have_dt:
