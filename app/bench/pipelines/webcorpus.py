@@ -19,6 +19,7 @@ import html
 import json
 import random
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -88,9 +89,32 @@ def generate_pages(extraction_dir: Path, n: int, seed: int = 0,
     templates chosen for that share of the new texts; None: paragraphs drawn from every
     page whatever its language (the curate benchmark's corpus)."""
     templates, pool = load_templates(extraction_dir)
-    if english_share is not None:
-        return _monolingual_pages(templates, n, seed, english_share)
     rng = random.Random(seed)
+    if english_share is None:
+        return _recombined(n, rng, lambda i: templates[i % len(templates)], lambda t: pool)
+    if not 0.0 <= english_share <= 1.0:
+        raise ValueError(f"english_share must be in [0, 1], got {english_share}")
+    languages = template_languages(templates)
+    pools: dict[str, list[str]] = {}
+    for t, lang in zip(templates, languages, strict=True):
+        pools.setdefault(lang, []).extend(t.paragraphs)
+    language_of = {t.url: lang for t, lang in zip(templates, languages, strict=True)}
+    english = [t for t in templates if language_of[t.url] == "en"]
+    other = [t for t in templates if language_of[t.url] != "en"]
+
+    def one_language_template(_i: int) -> Template:
+        wants_english = rng.random() < english_share
+        group = english if (wants_english and english) or not other else other
+        return group[rng.randrange(len(group))]
+
+    return _recombined(n, rng, one_language_template, lambda t: pools[language_of[t.url]])
+
+
+def _recombined(n: int, rng: random.Random, template_for: Callable[[int], Template],
+                pool_for: Callable[[Template], list[str]]) -> list[tuple[str, bytes]]:
+    """The pages: page ``i`` is an exact copy of an earlier page, a near copy (one
+    paragraph of an earlier new text changed) or a new text, ``template_for(i)`` filled
+    with paragraphs drawn from ``pool_for(template)``."""
     pages: list[tuple[str, bytes]] = []
     bodies: list[tuple[Template, list[str]]] = []
     for i in range(n):
@@ -102,10 +126,10 @@ def generate_pages(extraction_dir: Path, n: int, seed: int = 0,
         if bodies and roll < EXACT_SHARE + NEAR_SHARE:
             t, paragraphs = bodies[rng.randrange(len(bodies))]
             paragraphs = list(paragraphs)
-            paragraphs[rng.randrange(len(paragraphs))] = rng.choice(pool)  # one paragraph changed
+            paragraphs[rng.randrange(len(paragraphs))] = rng.choice(pool_for(t))  # one paragraph changed
         else:
-            t = templates[i % len(templates)]
-            paragraphs = [rng.choice(pool) for _ in range(t.slots)]
+            t = template_for(i)
+            paragraphs = [rng.choice(pool_for(t)) for _ in range(t.slots)]
             bodies.append((t, paragraphs))
         host = hashlib.sha1(t.url.encode()).hexdigest()[:6]
         pages.append((f"http://site{host}.bench.test/{i}", _fill(t, paragraphs)))
@@ -117,42 +141,6 @@ def template_languages(templates: list[Template]) -> list[str]:
     from afm.filters.language import LanguageFilter
 
     return [lang for lang, _ in LanguageFilter().predict([" ".join(t.paragraphs) for t in templates])]
-
-
-def _monolingual_pages(templates: list[Template], n: int, seed: int,
-                       english_share: float) -> list[tuple[str, bytes]]:
-    """As :func:`generate_pages`, each page's paragraphs drawn from pages of its
-    template's language; English templates for ``english_share`` of the new texts."""
-    if not 0.0 <= english_share <= 1.0:
-        raise ValueError(f"english_share must be in [0, 1], got {english_share}")
-    languages = template_languages(templates)
-    pools: dict[str, list[str]] = {}
-    for t, lang in zip(templates, languages, strict=True):
-        pools.setdefault(lang, []).extend(t.paragraphs)
-    english = [t for t, lang in zip(templates, languages, strict=True) if lang == "en"]
-    other = [t for t, lang in zip(templates, languages, strict=True) if lang != "en"]
-    language_of = {t.url: lang for t, lang in zip(templates, languages, strict=True)}
-    rng = random.Random(seed)
-    pages: list[tuple[str, bytes]] = []
-    bodies: list[tuple[Template, list[str]]] = []
-    for i in range(n):
-        roll = rng.random()
-        if pages and roll < EXACT_SHARE:
-            _, body = pages[rng.randrange(len(pages))]
-            pages.append((f"http://copy{i % 97}.bench.test/page/{i}", body))
-            continue
-        if bodies and roll < EXACT_SHARE + NEAR_SHARE:
-            t, paragraphs = bodies[rng.randrange(len(bodies))]
-            paragraphs = list(paragraphs)
-            paragraphs[rng.randrange(len(paragraphs))] = rng.choice(pools[language_of[t.url]])
-        else:
-            group = english if (rng.random() < english_share and english) or not other else other
-            t = group[rng.randrange(len(group))]
-            paragraphs = [rng.choice(pools[language_of[t.url]]) for _ in range(t.slots)]
-            bodies.append((t, paragraphs))
-        host = hashlib.sha1(t.url.encode()).hexdigest()[:6]
-        pages.append((f"http://site{host}.bench.test/{i}", _fill(t, paragraphs)))
-    return pages
 
 
 def corpus_key(n: int, seed: int, files: int) -> str:
