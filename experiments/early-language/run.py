@@ -19,27 +19,10 @@ from pathlib import Path
 from afm.app.bench.pipelines.curate import (
     PAGES_PER_FILE,
     SteadyState,
+    build_web_corpus,
     decontam_index,
     measure,
-    write_html_warcs,
 )
-from afm.app.bench.pipelines.webcorpus import generate_pages
-
-
-def corpus(shared: Path, work: Path, pages: int, english_share: float) -> tuple[Path, Path]:
-    root = work / f"mono-{pages}-en{english_share:.2f}"
-    big, small = root / "all", root / "first"
-    if not (root / "_DONE").exists():
-        big.mkdir(parents=True, exist_ok=True)
-        small.mkdir(exist_ok=True)
-        files = max(1, pages // PAGES_PER_FILE)
-        paths = [big / f"part-{i:03d}.warc.gz" for i in range(files)]
-        records = generate_pages(shared / "eval" / "extraction", pages, english_share=english_share)
-        write_html_warcs(records, paths, file_of=lambda i: (i * 7 + 3) % files)
-        if not (small / paths[0].name).exists():
-            os.symlink(paths[0], small / paths[0].name)
-        (root / "_DONE").write_text("ok")
-    return small, big
 
 
 def main() -> None:
@@ -49,7 +32,7 @@ def main() -> None:
     ap.add_argument("--pages", type=int, default=10 * PAGES_PER_FILE)
     ap.add_argument("--english-share", type=float, default=0.45)
     args = ap.parse_args()
-    small, big = corpus(args.shared, args.workdir, args.pages, args.english_share)
+    small, big = build_web_corpus(args.shared, args.workdir, args.pages, args.english_share)
     index = decontam_index(args.shared, args.workdir)
     kinds = {"early check on (default)": {}, "early check off": {"extract": {"params": {"early_language": []}}}}
     runs: dict[str, list] = {k: [] for k in kinds}

@@ -160,21 +160,23 @@ def _datatrove_pages_read(stats_file: Path) -> int:
 # ----------------------------------------------------------------------------- the corpus
 
 
-def build_web_corpus(shared: Path, workdir: Path, pages: int) -> tuple[Path, Path]:
+def build_web_corpus(shared: Path, workdir: Path, pages: int,
+                     english_share: float | None = None) -> tuple[Path, Path]:
     """``(small, big)`` directories of WARC files: the big one holds ``pages`` generated
     pages in files of :data:`PAGES_PER_FILE`, the small one its first file. Kept between
-    runs (the name says what was generated)."""
+    runs (the name says what was generated). ``english_share``: pages in one language each
+    (:func:`afm.app.bench.pipelines.webcorpus.generate_pages`)."""
     from afm.app.bench.pipelines.webcorpus import corpus_key, generate_pages
 
     files = max(1, pages // PAGES_PER_FILE)
-    root = workdir / corpus_key(pages, 0, files)
+    root = workdir / corpus_key(pages, 0, files, english_share)
     big, small = root / "all", root / "first"
     if (root / "_DONE").exists():
         return small, big
     shutil.rmtree(root, ignore_errors=True)
     big.mkdir(parents=True)
     small.mkdir()
-    records = generate_pages(shared / "eval" / "extraction", pages)
+    records = generate_pages(shared / "eval" / "extraction", pages, english_share=english_share)
     paths = [big / f"part-{i:03d}.warc.gz" for i in range(files)]
     # Page i in file (i * 7 + 3) % files: the copies land in other files than their originals.
     write_html_warcs(records, paths, file_of=lambda i: i // PAGES_PER_FILE if files == 1 else

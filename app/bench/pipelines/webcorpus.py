@@ -143,8 +143,9 @@ def template_languages(templates: list[Template]) -> list[str]:
     return [lang for lang, _ in LanguageFilter().predict([" ".join(t.paragraphs) for t in templates])]
 
 
-def corpus_key(n: int, seed: int, files: int) -> str:
-    return f"web-{n}-seed{seed}-files{files}"
+def corpus_key(n: int, seed: int, files: int, english_share: float | None = None) -> str:
+    one_language = "" if english_share is None else f"-en{english_share:.2f}"
+    return f"web-{n}-seed{seed}-files{files}{one_language}"
 
 
 __all__ = ["EXACT_SHARE", "NEAR_SHARE", "Template", "corpus_key", "generate_pages", "load_templates",
