@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 
 import yaml
 
+from afm.console import console
 from afm.errors import UserError
 
 T = TypeVar("T")
@@ -275,7 +276,6 @@ def dump_yaml(cfg: Any) -> str:
 
 def print_config(cfg: Any, title: str = "config") -> None:
     """Print a config at the start of a run, so logs always say what ran."""
-    from afm.console import console
 
     console.rule(f"[bold]{title}")
     console.print(dump_yaml(cfg).rstrip(), markup=False, highlight=False)

@@ -35,7 +35,7 @@ import pyarrow.parquet as pq
 
 from afm import fs
 from afm.errors import UserError
-from afm.outputs import IncompleteOutput, check_complete, is_dataset_dir
+from afm.outputs import STAGING_PREFIX, IncompleteOutput, check_complete, is_dataset_dir
 from afm.readers import WARC_SUFFIXES, Failure, Record, file_format, read_file
 from afm.schema import DOCUMENT_SCHEMA, to_table
 
@@ -219,7 +219,6 @@ def resolve_token_shards(patterns: Iterable[str]) -> list[str]:
     (``afm.outputs``): only when its ``_SUCCESS`` marker says the run finished, and only its
     ``tokens-*`` shards, so a killed tokenize run is never trained or scored on. Any other
     directory is searched recursively, skipping staging folders of unfinished runs."""
-    from afm.outputs import STAGING_PREFIX
 
     files: list[str] = []
     for pattern in map(str, patterns):
@@ -293,7 +292,7 @@ def _walk(directory: str, allow_rejects: bool, found: dict[str, None],
             _consider(full, False, allow_rejects, mine, mine_skipped, any_format)
     if top and "index" in names and "robotstxt" in names:
         # The crawler's robots.txt / tdmrep.json snapshots: not pages, read by the
-        # curate stage `optout` (afm.crawler.consent.snapshots).
+        # curate stage `optout` (afm.consent.snapshots).
         snap_dir = fs.join(directory, "robotstxt")
         mine_skipped += [(f, "robots.txt / tdmrep.json snapshots (read by the optout stage)")
                          for f in mine if f.startswith(snap_dir + "/")]

@@ -11,7 +11,7 @@ A function that raises leaves nothing behind: the next call tries again. The res
 a plain dict (:attr:`Once.results`, keyed by the argument tuple, ``()`` for a function of
 no arguments), so a test pretends a host by setting an entry with ``monkeypatch.setitem``.
 
-Standard library only: the code sandbox (``afm/sandbox/``) uses it.
+Standard library only: the code sandbox (``sandbox/``) uses it.
 """
 
 from __future__ import annotations

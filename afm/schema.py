@@ -6,7 +6,7 @@ A dropped document keeps every field and gains ``rejected_by`` (the stage), ``re
 (a short machine-readable code) and ``details`` (JSON with specifics such as
 ``duplicate_of`` or the colliding benchmark n-gram), so nothing is ever lost silently.
 Records from outside (JSONL, Parquet, crawl pages) reach these types through one
-coercion step, :mod:`afm.coerce`, so every writer can trust them.
+coercion step, :mod:`afm.pipelines.beam.coerce`, so every writer can trust them.
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 
 import click
+
 from afm.app.discovery import app_modules
 
 EPILOG = """\b
@@ -85,9 +86,9 @@ class _RecipeGroup(click.Group):
 def main(compile_cache: str | None) -> None:
     """afm: crawl the open web, curate a clean corpus, and train a model on it
     with the recipe of Apple's foundation-model report (AFM, 2024)."""
-    from afm.compile_cache import configure
+    from afm.app.compile_cache import configure
 
-    configure(compile_cache)  # before any command compiles (afm.compile_cache)
+    configure(compile_cache)  # before any command compiles (afm.app.compile_cache)
 
 
 def _register() -> None:

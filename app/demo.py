@@ -87,11 +87,10 @@ class DemoRun:
         each (whose ``robotstxt/`` keeps the new snapshot), and build the snapshot store
         curate reads, from both crawls: the newest snapshot of a host wins."""
         from afm.app.demosite import later_robots
-        from afm.crawler.api import crawl
-        from afm.crawler.consent.snapshots import build_store
-        from afm.crawler.testsite import Page
-
+        from afm.consent.snapshots import build_store
         from afm.console import print_summary
+        from afm.crawler.api import crawl
+        from afm.crawler.testsite import Page
 
         later = later_robots()
         for host, text in later.items():

@@ -15,9 +15,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from afm.crawler.config import CrawlConfig
-
 from afm.config import to_dict
+from afm.crawler.config import CrawlConfig
 
 
 class CrawlError(RuntimeError):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from afm.crawler.consent.training import ConsentSettings, TrainingPolicy
+from afm.consent.training import ConsentSettings, TrainingPolicy
 
 DEFAULT_CONTENT_TYPES = [
     "text/html",
@@ -48,7 +48,7 @@ class CrawlConfig(ConsentSettings):
     autothrottle_max_delay: float = 30.0
     robots_cache_seconds: float = 24 * 3600
     robots_retry_seconds: float = 600.0
-    # training use (afm.crawler.consent.training, ConsentSettings): decided and recorded per page;
+    # training use (afm.consent.training, ConsentSettings): decided and recorded per page;
     # `afm curate`'s optout stage applies it again with the newest snapshots. With
     # `tdmrep` the crawler also fetches /.well-known/tdmrep.json once per host.
     optout_directives: list[str] | None = None  # earlier name of `directives` (wins when set)

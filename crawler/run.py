@@ -13,8 +13,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from afm.config import load_config
+from afm.consent.robots import is_valid_product_token
 from afm.crawler.config import CrawlConfig
 from afm.crawler.fetching.components import CONFIG_SETTING
+from afm.crawler.fetching.spider import AfmSpider, read_seeds
 
 
 def scrapy_settings(cfg: CrawlConfig) -> dict:
@@ -111,8 +114,6 @@ def summarize(stats: dict[str, Any], out_dir: Path, elapsed: float) -> dict[str,
 
 def run_crawl(cfg: CrawlConfig, extra_settings: dict[str, Any] | None = None) -> dict[str, Any]:
     """Crawl per ``cfg`` in this process; return (and save) the summary."""
-    from afm.crawler.consent.robots import is_valid_product_token
-    from afm.crawler.fetching.spider import AfmSpider, read_seeds
     from scrapy.crawler import CrawlerProcess
 
     if not is_valid_product_token(cfg.user_agent):
@@ -136,8 +137,6 @@ def run_crawl(cfg: CrawlConfig, extra_settings: dict[str, Any] | None = None) ->
 
 
 def main(argv: list[str]) -> int:
-    from afm.config import load_config
-
     if len(argv) != 1:
         print("usage: python -m afm.crawler.run CONFIG.json", file=sys.stderr)
         return 2

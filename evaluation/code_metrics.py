@@ -9,7 +9,7 @@ lm-eval's reference (``code_eval``: any exception, ``SystemExit`` included, fail
 program passes only when the check returned with every assertion true, and an exit of any
 kind (``os._exit(0)``, an ``atexit`` hook) cannot pass either.
 
-Where the verdict is decided: HumanEval's tests split (``afm/sandbox/judge.py``): only the
+Where the verdict is decided: HumanEval's tests split (``sandbox/judge.py``): only the
 program and the calls the test makes of it run in the sandbox, their values come back as
 plain data and the asserts are judged in the evaluator, so nothing the program does in its
 own process (a forged key, an ``__eq__`` that is always true, a patched ``abs``) can pass

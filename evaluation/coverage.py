@@ -16,6 +16,8 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
+from afm.filters.ngram_index import NgramIndex
+
 
 def item_text(doc: Any) -> str:
     """Every string in a document (nested fields included), one per line."""
@@ -38,7 +40,6 @@ def item_text(doc: Any) -> str:
 def task_coverage(index_path: str | os.PathLike[str], docs_by_task: dict[str, Iterable[Any]],
                   batch: int = 512) -> dict[str, dict[str, Any]]:
     """Per task: items, covered items, fraction, and which indexed benchmarks matched."""
-    from afm.filters.ngram_index import NgramIndex
 
     index = NgramIndex(index_path)
     out: dict[str, dict[str, Any]] = {}

@@ -16,7 +16,7 @@ Both run on a device mesh: the batch is split over the ``data``/``fsdp`` axes an
 parameters are placed with the training sharding rules (``afm.model.sharding``), so
 a model trained on a mesh is evaluated on the same mesh; without one, a large model
 decodes on CPU with its weights split (:func:`decoding_mesh_config`). The compiled
-programs go through ``afm.executables``, so a new process loads them without tracing.
+programs go through ``afm.evaluation.executables``, so a new process loads them without tracing.
 """
 
 from __future__ import annotations
@@ -31,6 +31,10 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from flax import nnx
+from jax.sharding import NamedSharding, PartitionSpec
+
+from afm.evaluation.executables import call
 from afm.evaluation.packing import (
     PackedBatch,
     ScoreRequest,
@@ -43,8 +47,13 @@ from afm.evaluation.packing import (
     pack_trees,
     rows_per_bucket,
 )
-from flax import nnx
-from jax.sharding import NamedSharding, PartitionSpec
+from afm.model.checkpoint import load_model
+from afm.model.config import flops_per_token, param_counts
+from afm.model.params import flatten_state, logical_axes
+from afm.model.sampling import choose
+from afm.model.scoring import score
+from afm.model.sharding import MeshConfig, make_mesh, param_shardings
+from afm.model.transformer import KVCache
 
 Array = jax.Array
 ProgressFn = Callable[[int], None]
@@ -75,7 +84,6 @@ class EngineStats:
 def _score_rows(state: Any, tokens: Array, positions: Array, segments: Array, at: Array,
                 targets: Array, *, graphdef: Any) -> tuple[Array, Array]:
     """At the slots ``at`` [B, K]: log p(target) (float32) and whether target is the argmax."""
-    from afm.model.scoring import score
 
     scores, _ = score(nnx.merge(graphdef, state), tokens, targets, positions=positions, segment_ids=segments,
                       at=at)
@@ -98,7 +106,6 @@ def _score_trees(state: Any, tokens: Array, positions: Array, segments: Array, b
                  at: Array, targets: Array, *, graphdef: Any) -> tuple[Array, Array]:
     """At the slots ``at`` [B, K] of tree-packed rows: log p(target) (float32) and whether it
     is the argmax."""
-    from afm.model.scoring import score
 
     scores, _ = score(nnx.merge(graphdef, state), tokens, targets, positions=positions,
                       mask=tree_mask(segments, branches), at=at)
@@ -135,7 +142,6 @@ def _prefill(state: Any, tokens: Array, positions: Array, segments: Array, sourc
     row's cache is gathered from the packed one, left-padded: ``source[r, j]`` is the
     packed (row, slot) whose keys/values fill slot ``j`` of row ``r`` (-1: padding), and
     ``last[r]`` the slot of its prompt's last token, whose logits start decoding."""
-    from afm.model.transformer import KVCache
 
     model = nnx.merge(graphdef, state)
     packed = KVCache.create(model.cfg, tokens.shape[0], tokens.shape[1])  # square: attention by blocks
@@ -156,7 +162,6 @@ def _decode_chunk(state: Any, last: Array, cache: Any, next_pos: Array, done: Ar
                   stop_ids: Array, temperature: Array, top_p: Array, *, graphdef: Any, steps: int,
                   greedy: bool):
     """``steps`` decode steps for every row; rows already ``done`` emit padding."""
-    from afm.model.sampling import choose
 
     model = nnx.merge(graphdef, state)
     b = last.shape[0]
@@ -224,8 +229,6 @@ def decoding_mesh_config(cfg: Any, n_devices: int, backend: str) -> Any:
     except a CPU model above :data:`TENSOR_PARALLEL_DECODE_BYTES`, whose heads (and FFN
     and vocabulary, by the training sharding rules) are split over as many devices as
     the key/value heads allow."""
-    from afm.model.config import param_counts
-    from afm.model.sharding import MeshConfig
 
     weight_bytes = param_counts(cfg)["total"] * jnp.dtype(cfg.dtype).itemsize
     tensor = math.gcd(n_devices, cfg.n_kv_heads)
@@ -246,8 +249,6 @@ class Placement:
     @classmethod
     def on(cls, mesh: Any, state: Any) -> Placement:
         """Parameters sharded by the training rules; other state replicated."""
-        from afm.model.params import flatten_state, logical_axes
-        from afm.model.sharding import param_shardings
 
         names = logical_axes(state)
         flat, layout = flatten_state(state)
@@ -284,8 +285,6 @@ class InferenceEngine:
         smallest_bucket: int = 64,
         max_length: int | None = None,
     ) -> None:
-        from afm.model.sharding import MeshConfig, make_mesh
-
         self.cfg = model.cfg
         self.max_length = int(max_length or model.cfg.max_seq_len)
         self.graphdef, state = nnx.split(model)
@@ -308,7 +307,6 @@ class InferenceEngine:
     def from_checkpoint(cls, path: str, *, dtype: str = "float32", max_length: int | None = None,
                         **kwargs: Any) -> InferenceEngine:
         """Load an afm checkpoint (``afm.model.checkpoint``) with the compute ``dtype``."""
-        from afm.model.checkpoint import load_model
 
         overrides: dict[str, Any] = {"dtype": dtype}
         if max_length:
@@ -317,9 +315,8 @@ class InferenceEngine:
         return cls(model, **kwargs)
 
     def _run(self, program: Callable[..., Any], static: dict[str, Any], *args: Any) -> Any:
-        """One of this module's jitted programs through :func:`afm.executables.call`: a
+        """One of this module's jitted programs through :func:`afm.evaluation.executables.call`: a
         program compiled by an earlier process is loaded, not traced and lowered again."""
-        from afm.executables import call
 
         return call(program, {"graphdef": self.graphdef, **static}, *args, packages=ENGINE_PACKAGES)
 
@@ -456,7 +453,6 @@ class InferenceEngine:
     def _prefill_cost(self, rows: int, width: int) -> float:
         """Forward FLOPs of a prefill of ``rows`` x ``width`` slots (no readout: only each
         prompt's last position is read out), the measure :func:`pack_prompts` minimises."""
-        from afm.model.config import flops_per_token
 
         per_token = flops_per_token(self.cfg, width) - 6.0 * self.cfg.vocab_size * self.cfg.dim
         return rows * width * per_token

@@ -24,8 +24,6 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from afm.evaluation.engine import InferenceEngine
-from afm.evaluation.packing import ScoreRequest
 from lm_eval.api.model import TemplateLM
 from lm_eval.api.registry import register_model
 from lm_eval.models.utils import (
@@ -35,6 +33,12 @@ from lm_eval.models.utils import (
 )
 from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 from tqdm import tqdm
+
+from afm.evaluation.engine import InferenceEngine
+from afm.evaluation.packing import ScoreRequest
+from afm.model.sharding import MeshConfig, make_mesh
+from afm.model.tokenizer import Tokenizer
+from afm.model.transformer import with_config
 
 DEFAULT_MAX_GEN_TOKS = 256
 
@@ -84,15 +88,12 @@ class AfmLM(TemplateLM):
         **unused: Any,
     ) -> None:
         super().__init__()
-        from afm.model.tokenizer import Tokenizer
 
         gen_batch = 16 if batch_size in (None, "auto") or str(batch_size).startswith("auto") else int(batch_size)
         mesh_obj = _parse_mesh(mesh) if mesh else None
         engine_kw = dict(tokens_per_batch=int(tokens_per_batch) if tokens_per_batch else None, gen_batch=gen_batch,
                          chunk=int(chunk), mesh=mesh_obj)
         if model is not None:
-            from afm.model.transformer import with_config
-
             if dtype and model.cfg.dtype != dtype:
                 model = with_config(model, dtype=dtype)
             self.engine = InferenceEngine(model, max_length=max_length and int(max_length), **engine_kw)
@@ -259,7 +260,6 @@ class AfmLM(TemplateLM):
 def _parse_mesh(spec: str) -> Any:
     """``"2x1x4x1"`` (data x fsdp x tensor x sequence; ``-1`` = the rest) -> a device mesh.
     No commas or ``=``: lm-eval splits ``model_args`` on both."""
-    from afm.model.sharding import MeshConfig, make_mesh
 
     try:
         sizes = [int(x) for x in spec.lower().split("x")]

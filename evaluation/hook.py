@@ -16,13 +16,17 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from afm.evaluation.runner import EvalSpec, build_lm, run_eval
+from afm.evaluation.suite import default_data_dir, expand
+from afm.model.tokenizer import Tokenizer
+from afm.model.transformer import Transformer
+
 EvalHook = Callable[[int, Any], dict[str, float]]
 
 
 def as_model(model_or_params: Any, model_config: Any = None) -> Any:
     """A Transformer from a Transformer, an ``nnx.State`` or a pure dict of parameters
     (``nnx.to_pure_dict`` layout); the last two need ``model_config``."""
-    from afm.model.transformer import Transformer
     from flax import nnx
 
     if isinstance(model_or_params, Transformer):
@@ -53,9 +57,6 @@ def make_eval_hook(
 ) -> EvalHook:
     """``hook(step, model_or_params) -> {metric: value}``; ``{}`` on steps not divisible by
     ``every``. ``tokenizer``: a directory or an afm ``Tokenizer``."""
-    from afm.evaluation.runner import EvalSpec, build_lm, run_eval
-    from afm.evaluation.suite import default_data_dir, expand
-    from afm.model.tokenizer import Tokenizer
 
     expand(list(tasks))  # fail at set-up, not at step 1000
     tok = tokenizer if isinstance(tokenizer, Tokenizer) else Tokenizer.load(tokenizer)

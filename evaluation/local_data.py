@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from afm.errors import UserError
+from afm.io import read_records
 
 SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".json.gz", ".parquet")
 Record = dict[str, Any]
@@ -43,8 +44,6 @@ def find_file(data_dir: str | os.PathLike[str], stems: Iterable[str]) -> Path | 
 
 
 def read_file(path: str | os.PathLike[str]) -> list[Record]:
-    from afm.io import read_records
-
     try:
         return list(read_records(path))
     except (OSError, ValueError) as exc:

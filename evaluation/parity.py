@@ -14,6 +14,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from afm.evaluation.suite import task_manager
+
 
 def hf_reference(hf_dir: str, *, batch_size: int = 16, max_length: int | None = None) -> Any:
     """lm-eval's ``hf`` backend on an exported model, float32 on CPU (needs the ``hf`` extra)."""
@@ -72,7 +74,6 @@ def _add_jax_env_info(storage: dict[str, Any]) -> None:
 def run_tasks(lm: Any, configs: list[dict[str, Any]], *, limit: int | float | None = None,
               gen_kwargs: dict[str, Any] | None = None, seed: int = 1234) -> dict[str, Any]:
     """``simple_evaluate`` with every request logged."""
-    from afm.evaluation.suite import task_manager
     from lm_eval.evaluator import simple_evaluate
 
     with environment_info(lm):

@@ -15,14 +15,12 @@ from typing import Any
 
 from afm.evaluation.engine import InferenceEngine
 from afm.evaluation.packing import ScoreRequest
-
-from afm.io import read_shard
+from afm.io import DatasetError, read_shard, resolve_token_shards
 
 
 def read_token_docs(inputs: list[str], max_docs: int | None = None) -> list[tuple[str, list[int]]]:
     """(source, tokens) per document of Parquet token shards (files, folders or globs)."""
 
-    from afm.io import DatasetError, resolve_token_shards
 
     try:  # the trainer's reader: an `afm tokenize` directory gives its tokens-* shards
         files = resolve_token_shards(list(inputs))

@@ -15,6 +15,7 @@ import io
 from pathlib import Path
 from typing import Any
 
+from afm.console import print_table
 from afm.evaluation.results import compare, headline
 
 
@@ -23,8 +24,6 @@ def _fmt(x: float | None, digits: int = 4) -> str:
 
 
 def print_results(results: dict[str, Any]) -> None:
-    from afm.console import print_table
-
     rows = [[t, m, _fmt(v), _fmt(s), _n(results, t)] for t, m, v, s in headline(results)]
     print_table("afm eval", ["task", "metric", "value", "stderr", "items"], rows)
     cov = results.get("decontamination")
@@ -46,8 +45,6 @@ def _n(results: dict[str, Any], task: str) -> str:
 
 
 def print_comparison(a: dict[str, Any], b: dict[str, Any], name_a: str, name_b: str) -> list[dict[str, Any]]:
-    from afm.console import print_table
-
     rows = compare(a, b)
     table = []
     for r in rows:

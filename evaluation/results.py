@@ -27,6 +27,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from afm import fs
+
 FORMAT = "afm-eval-v1"
 
 # The number the report quotes for each task (Table 7: accuracy without length
@@ -137,8 +139,6 @@ def _num(x: Any) -> float | None:
 
 
 def write_results(results: dict[str, Any], path: str | os.PathLike[str]) -> Path:
-    from afm import fs
-
     fs.write_text_atomic(str(path), json.dumps(results, indent=2, sort_keys=True, default=str) + "\n")
     return Path(path)
 

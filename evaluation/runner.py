@@ -16,7 +16,17 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from afm.evaluation import executables
+from afm.evaluation.coverage import task_coverage
+from afm.evaluation.harness import AfmLM
+from afm.evaluation.niah import grid_from_samples
+from afm.evaluation.parity import environment_info, torch_seed
+from afm.evaluation.perplexity import perplexity, read_token_docs
+from afm.evaluation.posttrain.generation import EngineGenerator
+from afm.evaluation.posttrain.runner import PosttrainOptions, check_tasks, run_posttrain
 from afm.evaluation.results import FORMAT, add_groups, from_lm_eval, item_scores
+from afm.evaluation.suite import BuildContext, build_task_configs, posttrain_names, task_manager
+from afm.model.config import param_counts
 
 
 @dataclass
@@ -57,8 +67,6 @@ def set_offline(allow_hub: bool) -> None:
 
 
 def build_lm(spec: EvalSpec) -> Any:
-    from afm.evaluation.harness import AfmLM
-
     return AfmLM(
         checkpoint=spec.checkpoint, tokenizer=spec.tokenizer, model=spec.model, dtype=spec.dtype,
         max_length=spec.max_length, tokens_per_batch=spec.tokens_per_batch,
@@ -71,7 +79,6 @@ def run_eval(spec: EvalSpec, lm: Any = None) -> dict[str, Any]:
     set_offline(spec.allow_hub)
     import logging
 
-    from afm.evaluation.suite import BuildContext, build_task_configs, posttrain_names
 
     if not spec.show_progress:
         quiet_progress_bars()
@@ -83,8 +90,6 @@ def run_eval(spec: EvalSpec, lm: Any = None) -> dict[str, Any]:
     configs = build_task_configs(spec.tasks, ctx) if spec.tasks else []
     post = posttrain_names(spec.tasks) if spec.tasks else []
     if post:
-        from afm.evaluation.posttrain.runner import PosttrainOptions, check_tasks
-
         spec.posttrain = spec.posttrain or PosttrainOptions(seed=spec.seed)
         check_tasks(post, spec.posttrain)
     results: dict[str, Any] = {
@@ -97,8 +102,6 @@ def run_eval(spec: EvalSpec, lm: Any = None) -> dict[str, Any]:
     }
     timing: dict[str, float] = {"load_s": load_s}
     if configs:
-        from afm.evaluation.parity import environment_info, torch_seed
-        from afm.evaluation.suite import task_manager
         from lm_eval.evaluator import simple_evaluate
 
         logging.getLogger("lm_eval").setLevel(logging.WARNING)
@@ -118,13 +121,8 @@ def run_eval(spec: EvalSpec, lm: Any = None) -> dict[str, Any]:
         if spec.item_scores:
             results["items"] = item_scores(out.get("samples", {}))
         if wants_samples and "afm_niah" in out.get("samples", {}):
-            from afm.evaluation.niah import grid_from_samples
-
             results["long_context"] = grid_from_samples(out["samples"]["afm_niah"])
     if post:
-        from afm.evaluation.posttrain.generation import EngineGenerator
-        from afm.evaluation.posttrain.runner import run_posttrain
-
         t0 = time.perf_counter()
         gen = EngineGenerator(lm.engine, lm.tok, str(spec.checkpoint or "in-memory"))
         done = run_posttrain(post, gen, data_dir=spec.data_dir, limit=spec.limit, options=spec.posttrain,
@@ -137,16 +135,12 @@ def run_eval(spec: EvalSpec, lm: Any = None) -> dict[str, Any]:
                                                         f"of {lm.max_length} tokens")
         timing["posttrain_s"] = time.perf_counter() - t0
     if spec.perplexity_data:
-        from afm.evaluation.perplexity import perplexity, read_token_docs
-
         t0 = time.perf_counter()
         docs = read_token_docs(spec.perplexity_data, spec.perplexity_max_docs)
         results["perplexity"] = {**perplexity(lm.engine, docs, lm.tok.eos_id),
                                  "data": [str(p) for p in spec.perplexity_data]}
         timing["perplexity_s"] = time.perf_counter() - t0
     if spec.decontam_index and configs:
-        from afm.evaluation.coverage import task_coverage
-
         t0 = time.perf_counter()
         results["decontamination"] = task_coverage(spec.decontam_index, eval_docs(configs))
         results["decontamination_index"] = str(spec.decontam_index)
@@ -161,7 +155,6 @@ def run_eval(spec: EvalSpec, lm: Any = None) -> dict[str, Any]:
     }
     timing["total_s"] = time.perf_counter() - started
     results["timing"] = timing
-    from afm import executables
 
     # How the engine's programs were obtained this process: compiled, loaded from the store
     # of compiled programs, stored; a warm start compiles none.
@@ -206,8 +199,6 @@ def eval_docs(configs: list[dict[str, Any]]) -> dict[str, list[Any]]:
 
 
 def _model_info(spec: EvalSpec, lm: Any) -> dict[str, Any]:
-    from afm.model.config import param_counts
-
     cfg = lm.engine.cfg
     counts = param_counts(cfg)
     return {"checkpoint": spec.checkpoint or "<in-memory model>", "config": cfg.name,

@@ -25,11 +25,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from afm.evaluation.local_data import LocalDataError, Record, load_split
+from afm.errors import UserError
+from afm.evaluation.code_metrics import humaneval_config
+from afm.evaluation.local_data import LocalDataError, Record, find_file, load_split, read_file
+from afm.evaluation.niah import niah_config
 from afm.evaluation.posttrain.catalogue import GROUPS as POSTTRAIN_GROUPS
 from afm.evaluation.posttrain.catalogue import TASKS as POSTTRAIN_TASKS
-
-from afm.errors import UserError
+from afm.shared_data import find_shared_dir
 
 
 class SuiteError(UserError):
@@ -295,7 +297,6 @@ def _builtin(name: str, spec: TaskSpec, ctx: BuildContext) -> list[dict[str, Any
 
 def _mmlu(name: str, spec: TaskSpec, ctx: BuildContext) -> list[dict[str, Any]]:
     """``mmlu``: every subject in the local file as ``mmlu_<subject>``, in one group."""
-    from afm.evaluation.local_data import find_file, read_file
 
     path = find_file(ctx.data_dir or "", spec.splits["test"]) if ctx.data_dir else None
     if name != "mmlu":
@@ -346,8 +347,6 @@ def _math(name: str, spec: TaskSpec, ctx: BuildContext) -> list[dict[str, Any]]:
 
 
 def _humaneval(name: str, spec: TaskSpec, ctx: BuildContext) -> list[dict[str, Any]]:
-    from afm.evaluation.code_metrics import humaneval_config
-
     cfg = humaneval_config()
     if ctx.allow_hub and not ctx.data_dir:
         return [cfg]
@@ -355,8 +354,6 @@ def _humaneval(name: str, spec: TaskSpec, ctx: BuildContext) -> list[dict[str, A
 
 
 def _niah(name: str, spec: TaskSpec, ctx: BuildContext) -> list[dict[str, Any]]:
-    from afm.evaluation.niah import niah_config
-
     return [niah_config(ctx.tokenizer, ctx.max_length, **ctx.niah)]
 
 
@@ -380,7 +377,6 @@ def default_data_dir() -> str | None:
     env = os.environ.get("AFM_EVAL_DATA")
     if env:
         return env
-    from afm.shared_data import find_shared_dir
 
     shared = find_shared_dir()
     if shared is not None and (shared / "eval" / "benchmarks").is_dir():

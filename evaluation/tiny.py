@@ -13,6 +13,10 @@ import os
 from pathlib import Path
 from typing import Any
 
+from afm.model.checkpoint import save_params
+from afm.model.config import get_config
+from afm.model.initializer import init_model
+
 DATA = Path(__file__).resolve().parent / "data"
 
 
@@ -23,14 +27,11 @@ def tokenizer_dir() -> Path:
 def tiny_model(seed: int = 0, max_seq_len: int = 512, dtype: str = "float32", config: str = "tiny") -> Any:
     """The ``tiny`` config (or another named size, e.g. ``100m`` for the evaluation
     benchmark), randomly initialised, with a longer window for few-shot prompts."""
-    from afm.model.config import get_config
-    from afm.model.initializer import init_model
 
     return init_model(get_config(config, max_seq_len=max_seq_len, dtype=dtype), seed)
 
 
 def write_tiny_checkpoint(out: str | os.PathLike[str], seed: int = 0, max_seq_len: int = 512,
                           config: str = "tiny") -> Path:
-    from afm.model.checkpoint import save_params
 
     return save_params(tiny_model(seed, max_seq_len, config=config), out, overwrite=True)

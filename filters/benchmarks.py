@@ -39,6 +39,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from afm.config import from_dict, read_yaml
+from afm.console import track
 from afm.filters.ngram_index import MAX_N, MIN_N, IndexWriter, hash_tokens
 
 DATA_DIR = Path(__file__).resolve().parent / "data" / "benchmarks"
@@ -394,7 +397,6 @@ def specs_from(source: str | Path) -> list[BenchmarkSpec]:
     """Benchmark specs from a YAML config, a directory (its ``benchmarks.yaml`` if present,
     else every benchmark file in it, adapters guessed), a single benchmark file, or
     ``"demo"`` (the project's own demo-math set)."""
-    from afm.config import from_dict, read_yaml
 
     path = DATA_DIR if str(source) == "demo" else Path(source)
     if path.is_dir():
@@ -491,8 +493,6 @@ def build_index(
     writer = IndexWriter()
     items: Any = specs
     if progress:
-        from afm.console import track
-
         items = track(specs, "indexing benchmarks", unit="benchmarks")
     records = []
     for spec in items:

@@ -24,6 +24,10 @@ from typing import Any
 
 import numpy as np
 
+from afm import fs
+from afm.console import print_summary
+from afm.io import read_records
+
 # fastText reads one example per line, tokens split on whitespace. Splitting punctuation
 # off words ("hello," -> "hello ,") lets "hello" share one embedding in both spellings.
 _PUNCT = re.compile(r"([^\w\s])")
@@ -226,8 +230,6 @@ def train_classifier(
     meta = {k: v for k, v in report.items() if k != "model"}
     metadata_path(out).write_text(json.dumps(meta, indent=2, sort_keys=True, default=float) + "\n")
     if verbose:
-        from afm.console import print_summary
-
         print_summary(
             f"classifier {out.name}: held-out metrics (threshold {threshold})",
             {
@@ -328,8 +330,6 @@ class FastTextClassifier:
         punctuation: bool | None = None,
         preprocess: str | None = None,
     ) -> None:
-        from afm import fs
-
         # A gs:// / s3:// model is copied to this worker's disk once (fastText needs a file).
         if fs.is_remote(path) and not fs.isfile(str(path)):
             raise ClassifierError(f"classifier model not found: {path}")
@@ -403,7 +403,6 @@ def read_labelled(
     ``afm quality annotate`` writes): the ``label`` field names the class, or, with
     ``positive_from``, the ``score`` field decides (``score >= positive_from``).
     Records with no text, no usable label or no score are skipped and counted."""
-    from afm.io import read_records
 
     pos: list[str] = []
     neg: list[str] = []
@@ -440,7 +439,6 @@ def read_labelled(
 def read_texts(paths: Iterable[str | os.PathLike[str]], text_field: str = "text") -> Iterator[str]:
     """Texts from JSONL(.gz)/JSON-lines, Parquet (column ``text_field``) or TXT (one
     document per line) files; records without the field raise a clear error."""
-    from afm.io import read_records
 
     for path in paths:
         p = str(path)

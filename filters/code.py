@@ -33,7 +33,6 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from afm.filters.base import Decision
-
 from afm.schema import Document, make_document
 
 # --------------------------------------------------------------------------- languages

@@ -62,14 +62,18 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from afm.errors import UserError
 from afm.filters.base import Decision
+from afm.filters.extraction.candidates import Page, run_candidate
 from afm.filters.extraction.decode import (
     decode_html,
     header_value,
     looks_binary,
     page_words,
 )
-
+from afm.filters.extraction.select import select_text
+from afm.filters.extraction.selector import MODEL_PATH, load_selector
+from afm.filters.language import load_lid_model
 from afm.schema import make_document
 
 _WORD = re.compile(r"\w+")
@@ -224,18 +228,12 @@ class Extractor:
 
         self._lid = None
         if self.cfg.early_language:
-            from afm.filters.language import load_lid_model
-
             self._lid = load_lid_model(self.cfg.early_language_model)
             self._early_keep = {lang.lower() for lang in self.cfg.early_language}
         self.selector = None
         if self.cfg.method == "selector":
-            from afm.filters.extraction.selector import MODEL_PATH, load_selector
-
             self.selector = load_selector(self.cfg.selector_path or str(MODEL_PATH))
         elif self.cfg.method != "rules":
-            from afm.errors import UserError
-
             raise UserError(f"extraction method {self.cfg.method!r}: use 'selector' or 'rules'")
 
     def _trafilatura(self, html: str, url: str | None, precision: bool) -> str:
@@ -261,7 +259,6 @@ class Extractor:
                        ) -> tuple[str | None, dict[str, str], Any]:
         """The language that drops the page before extraction (None: extract it), with
         Resiliparse's text and the parsed page for the cascade to reuse."""
-        from afm.filters.extraction.candidates import Page, run_candidate
 
         page = Page(html, url)
         texts = {"resiliparse": run_candidate("resiliparse", page)}
@@ -290,8 +287,6 @@ class Extractor:
         """The main text of a decoded page and the signals of how it was chosen
         (``texts``, ``page``: candidates already run on it, see ``select_text``)."""
         if self.selector is not None:
-            from afm.filters.extraction.select import select_text
-
             text, signals = select_text(self.selector, html, url, texts, page)
             trimmed = 0
             if self.cfg.trim_teasers and text:

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from afm import fs
 from afm.filters.base import Decision
 from afm.filters.classifier import load_fasttext
-
 from afm.once import once
 from afm.schema import Document
 
@@ -43,7 +43,6 @@ def default_model_path() -> Path:
 
 def load_lid_model(path: str | Path | None = None) -> Any:
     """The fastText language-ID model, loaded once per process and path."""
-    from afm import fs
 
     return _load(fs.localize(str(path)) if path else str(default_model_path()))  # gs:// -> worker disk
 

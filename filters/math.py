@@ -30,7 +30,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from afm.filters.base import Decision
-
+from afm.filters.classifier import FastTextClassifier
 from afm.schema import Document
 
 DATA_DIR = Path(__file__).parent / "data" / "math"
@@ -146,8 +146,6 @@ class MathFilter:
         self.domains = load_domains(self.cfg.domains, self.cfg.domains_file)
         self._model: Any = None
         if self.cfg.quality_model_path:
-            from afm.filters.classifier import FastTextClassifier
-
             self._model = FastTextClassifier(self.cfg.quality_model_path)
 
     def signals(self, doc: Document) -> dict[str, float]:

@@ -1,10 +1,10 @@
 """The ``optout`` curate stage: publishers' opt-out from training, applied again at curation.
 
-The crawler decides training use when it fetches a page (:mod:`afm.crawler.consent.training`),
+The crawler decides training use when it fetches a page (:mod:`afm.consent.training`),
 but opt-outs change, and pages from other crawlers (Common Crawl) were never decided by
 us. So right after reading, before any extraction, every crawl page and every document
 with a URL is checked again with the crawler's own policy object (:class:`OptoutConfig`
-inherits the crawl's :class:`~afm.crawler.consent.training.ConsentSettings`; ``fallback_first``,
+inherits the crawl's :class:`~afm.consent.training.ConsentSettings`; ``fallback_first``,
 the training tokens and every switch mean the same in both). In this order (every signal
 found is recorded as evidence; any one opts the page out):
 
@@ -28,7 +28,7 @@ found is recorded as evidence; any one opts the page out):
 Snapshots come from ``snapshots``: stores built by ``afm robots snapshots``, crawl output
 directories (their ``robotstxt/``), or robots.txt WARC files such as Common Crawl's; every
 path is read through :mod:`afm.fs` (local, ``gs://``, ``s3://``). Rules for which snapshot
-decides are :mod:`afm.crawler.consent.snapshots`'s: the newest readable one wins, a damaged or
+decides are :mod:`afm.consent.snapshots`'s: the newest readable one wins, a damaged or
 ``WARC-Truncated`` newest snapshot makes the page unverifiable (reason
 ``optout_unverifiable``, never a silent allow), a host with no snapshot is decided by
 ``missing``.
@@ -41,9 +41,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from afm.crawler.consent.directives import PageSignals, page_signals
-from afm.crawler.consent.robots import rules_from_fetch
-from afm.crawler.consent.snapshots import (
+from afm import fs
+from afm.consent.directives import PageSignals, page_signals
+from afm.consent.robots import rules_from_fetch
+from afm.consent.snapshots import (
     ROBOTS,
     TDMREP,
     SnapshotIndex,
@@ -51,11 +52,10 @@ from afm.crawler.consent.snapshots import (
     load_index,
     state_of,
 )
-from afm.crawler.consent.training import ALLOWED, OPTOUT, ConsentSettings, iso
-from afm.filters.base import Decision
-
-from afm import fs
+from afm.consent.tdmrep import tdm_from_fetch
+from afm.consent.training import ALLOWED, OPTOUT, ConsentSettings, iso
 from afm.errors import UserError
+from afm.filters.base import Decision
 from afm.headers import Headers
 
 REASON = "optout"
@@ -162,8 +162,6 @@ class OptoutFilter:
             if resolved.state == "unverifiable":
                 snap = resolved.snapshot
                 if snap is not None and state_of(snap) == "unavailable":
-                    from afm.crawler.consent.tdmrep import tdm_from_fetch
-
                     tdm, tdm_ctx = tdm_from_fetch(snap["status"], b""), resolved.context()
                 else:
                     unverifiable.append({"signal": TDMREP, **resolved.evidence()})

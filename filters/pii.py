@@ -30,7 +30,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from afm.filters.base import Decision
-
 from afm.schema import Document
 
 KINDS = ("email", "phone", "ip", "card", "iban", "ssn", "address")

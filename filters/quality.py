@@ -33,8 +33,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
-from afm.filters.base import Decision
 
+from afm.filters.base import Decision
 from afm.schema import Document
 
 GOPHER_STOP_WORDS = ("the", "be", "to", "of", "and", "that", "have", "with")

@@ -29,7 +29,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from afm.filters.classifier import FastTextClassifier, metadata_path, train_classifier
 from afm.filters.quality_eval import LabelledText, ModelScore, auc, compare_models, split_by_domain
+from afm.filters.quality_model import sidecar_threshold
 
 POSITIVE_SETS = ("wcxb-article", "wcxb-documentation")
 NEGATIVE_CONTENT_SETS = ("wcxb-product", "wcxb-service", "wcxb-collection", "wcxb-listing")
@@ -78,7 +80,6 @@ def choose_settings(items: Sequence[LabelledText], *, held_out: float = 0.2, see
                     log: Callable[[str], None] = lambda _m: None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The grid point with the best AUC on held-out sites (with, under ``threshold``, the
     score cut of best balanced accuracy there), and every point's AUC."""
-    from afm.filters.classifier import FastTextClassifier, train_classifier
 
     train, val = split_by_domain(items, held_out, seed)
     labels = [x.label for x in val]
@@ -108,7 +109,6 @@ def train_default(items: Sequence[LabelledText], out: str | Path, *,
     the final model at ``out``, test it and every model of ``baselines`` (name -> path)
     on ``tests`` (set name -> labelled texts), and write the report (plus ``sources``)
     into the model's sidecar metadata."""
-    from afm.filters.classifier import FastTextClassifier, metadata_path, train_classifier
 
     chosen, rows = choose_settings(items, seed=seed, grid=grid, log=log)
     log(f"chosen on held-out sites: {chosen}")
@@ -119,7 +119,6 @@ def train_default(items: Sequence[LabelledText], out: str | Path, *,
               "sites": len({x.domain for x in items})}
     report = DefaultReport(chosen, rows, counts)
     models = {"new": str(out), **baselines}
-    from afm.filters.quality_model import sidecar_threshold
 
     scorers = {name: FastTextClassifier(path).score for name, path in models.items()}
     thresholds = {name: sidecar_threshold(path) for name, path in models.items()}  # each its own

@@ -24,9 +24,11 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import numpy as np
-from afm.filters.extraction.gold import GoldPage
 
 from afm.errors import UserError
+from afm.filters.extraction import gold
+from afm.filters.extraction.decode import decode_html
+from afm.filters.extraction.gold import GoldPage
 
 _WS = re.compile(r"\s+")
 MIN_WORDS = 50  # a text shorter than this is no document of either kind
@@ -49,7 +51,6 @@ def visible_lines(body: bytes) -> list[str]:
     """The visible text lines of an HTML page (scripts, styles and templates dropped),
     whitespace folded, empty lines left out."""
     import lxml.html
-    from afm.filters.extraction.decode import decode_html
 
     html = decode_html(body)[0]
     try:
@@ -225,7 +226,6 @@ def real_page_sets(*, scrapinghub: str | None = None, utomo: str | None = None, 
     given: ``scrapinghub`` (the ``eval`` folder holding ``extraction/``), ``utomo`` (its
     ``Extraction`` folder: two sets, ``utomo-big5`` and ``utomo-chaos``), ``wcxb`` (the
     development split; every page type)."""
-    from afm.filters.extraction import gold
 
     out: dict[str, list[LabelledText]] = {}
     for path, loader in ((scrapinghub, gold.load_scrapinghub), (utomo, gold.load_utomo),

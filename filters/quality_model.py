@@ -33,8 +33,27 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
-from afm.filters.base import Decision
 
+from afm import fs
+from afm.config import ConfigError
+from afm.console import track
+from afm.filters.base import Decision
+from afm.filters.classifier import (
+    PREPROCESS_MODES,
+    FastTextClassifier,
+    metadata_path,
+    preprocess,
+    train_classifier,
+)
+from afm.filters.quality_scorers import (
+    KINDS,
+    ScorerError,
+    hf_head,
+    model_kind,
+    open_scorer,
+    read_hf_config,
+)
+from afm.imports import resolve
 from afm.sampling import reservoir_sample as sample_stream
 from afm.schema import Document
 
@@ -81,10 +100,7 @@ class QualityModelConfig:
     dtype: str = "auto"
 
     def __post_init__(self) -> None:
-        from afm.filters.classifier import PREPROCESS_MODES
-        from afm.filters.quality_scorers import KINDS
 
-        from afm.config import ConfigError
 
         if self.kind not in KINDS:
             raise ConfigError(f"quality_model.kind must be one of {KINDS}, got {self.kind!r}")
@@ -121,9 +137,7 @@ def sidecar_threshold(path: str, default: float = 0.5) -> float:
     ``default``."""
     import json
 
-    from afm.filters.classifier import metadata_path
 
-    from afm import fs
 
     meta = str(metadata_path(path)) if not fs.is_remote(path) else f"{path}.json"
     if not fs.isfile(meta):
@@ -154,9 +168,7 @@ class QualityClassifierFilter:
         self.threshold = 0.5 if self.cfg.threshold is None else float(self.cfg.threshold)
         self.kind: str | None = None
         if self.cfg.model_path is not None:
-            from afm.filters.quality_scorers import ScorerError, hf_head, model_kind, read_hf_config
 
-            from afm import fs
 
             path = resolve_model_path(self.cfg.model_path)
             if not fs.exists(path):
@@ -194,8 +206,6 @@ class QualityClassifierFilter:
     def scorer(self) -> Any:
         """The opened model (:class:`~afm.filters.quality_scorers.QualityScorer`)."""
         if self._scorer is None:
-            from afm.filters.quality_scorers import open_scorer
-
             cfg = self.cfg
             self._scorer = open_scorer(
                 resolve_model_path(cfg.model_path), kind=self.kind or "auto",  # type: ignore[arg-type]
@@ -268,8 +278,6 @@ class FastTextScorer:
     """A trained fastText classifier as a :class:`DocumentScorer`."""
 
     def __init__(self, model_path: str | os.PathLike[str]) -> None:
-        from afm.filters.classifier import FastTextClassifier
-
         self.clf = FastTextClassifier(model_path)
 
     def score(self, texts: Sequence[str]) -> list[float]:
@@ -290,8 +298,6 @@ class CallableScorer:
 
 
 def _tokens(text: str) -> list[str]:
-    from afm.filters.classifier import preprocess
-
     return preprocess(text).split()
 
 
@@ -342,7 +348,6 @@ class NGramLMScorer:
 def load_scorer(spec: str) -> DocumentScorer:
     """A scorer from ``module:attribute`` (a scorer object, or a zero-argument factory
     returning one) - how users plug their own model into ``afm quality label``."""
-    from afm.imports import resolve
 
     obj = resolve(spec, what="scorer")
     if not isinstance(obj, DocumentScorer) and callable(obj):
@@ -385,8 +390,6 @@ def label_with_scorer(
     scores: list[float] = []
     starts: Iterable[int] = range(0, len(texts), batch_size)
     if progress:
-        from afm.console import track
-
         starts = track(starts, f"scoring ({batch_size}/batch)", unit="batches")
     for start in starts:
         batch = list(texts[start : start + batch_size])
@@ -440,7 +443,6 @@ def llm_guided_selection(
     ``labels_out`` (JSONL) keeps every sampled text with its score and label."""
     import json
 
-    from afm.filters.classifier import train_classifier
 
     sample = reservoir_sample(texts, sample_size, seed)
     labelled = label_with_scorer(

@@ -31,6 +31,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from afm import fs
+from afm.filters.classifier import ClassifierError, FastTextClassifier
+
 KINDS = ("auto", "fasttext", "hf")
 
 
@@ -53,14 +56,12 @@ def model_kind(path: str, kind: str = "auto") -> str:
         raise ScorerError(f"kind must be one of {KINDS}, got {kind!r}")
     if kind != "auto":
         return kind
-    from afm import fs
 
     return "hf" if fs.isdir(path) else "fasttext"
 
 
 def read_hf_config(path: str) -> dict[str, Any]:
     """A Hugging Face model directory's ``config.json`` (no torch needed)."""
-    from afm import fs
 
     cfg_path = fs.join(path, "config.json")
     if not fs.isfile(cfg_path):
@@ -100,8 +101,6 @@ class FastTextQualityScorer:
     kind = "fasttext"
 
     def __init__(self, path: str, *, label_pos: str | None = None, preprocess: str | None = None) -> None:
-        from afm.filters.classifier import ClassifierError, FastTextClassifier
-
         try:
             self.clf = FastTextClassifier(path, label_pos=label_pos, preprocess=preprocess)
         except ClassifierError as exc:
@@ -140,7 +139,6 @@ class HFQualityScorer:
 
     def __init__(self, path: str, *, label_pos: str | None = None, batch_size: int = 32,
                  max_length: int = 512, device: str = "auto", dtype: str = "auto") -> None:
-        from afm import fs
 
         self.path = fs.localize(path) if fs.is_remote(path) else path
         self.mode, self.index = hf_head(read_hf_config(self.path), label_pos)

@@ -32,7 +32,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from afm.filters.base import Decision
-
+from afm.filters.classifier import FastTextClassifier
+from afm.filters.language import load_lid_model
 from afm.schema import Document
 
 DATA_DIR = Path(__file__).resolve().parent / "data" / "safety"
@@ -182,8 +183,6 @@ class SafetyFilter:
         self._url_tokens = [t.lower() for t in cfg.adult_url_tokens]
         self._model = None
         if cfg.use_model:
-            from afm.filters.classifier import FastTextClassifier
-
             self._model = FastTextClassifier(cfg.model_path or DEFAULT_MODEL)
 
     def __getstate__(self) -> dict[str, Any]:  # picklable for Beam: rebuilt on the worker
@@ -359,7 +358,6 @@ _FILLER_TOKENS = ["2019", "12", "$45", "3.5", "(AP)", '"quoted"', "'s", "-", "10
 def generic_vocabulary(limit: int = 6000) -> list[str]:
     """Frequent words of many languages (the dictionary of the lid.176 language-ID model,
     frequency-ordered), minus every listed safety term: the "anything else" of the web."""
-    from afm.filters.language import load_lid_model
 
     lists = _load_lists(str(DATA_DIR), ("en", "de", "es", "fr"))
     listed = {t for per in lists.values() for terms in per.values() for t in terms for t in t.split()}

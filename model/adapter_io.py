@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
 from afm.model.config import ModelConfig
 from afm.model.lora import Adapter, LoraConfig
 

@@ -54,6 +54,7 @@ from typing import Literal
 
 import jax
 import jax.numpy as jnp
+
 from afm.model import partitioning
 
 Array = jax.Array

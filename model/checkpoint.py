@@ -21,13 +21,15 @@ import re
 from typing import Any
 
 import jax
-from afm.model.config import ModelConfig, check_fits
-from afm.model.transformer import Transformer
 from etils import epath
 from flax import nnx
 
 from afm import fs
 from afm.errors import UserError
+from afm.model import lora
+from afm.model.adapter_io import is_adapter_dir, load_adapter, resolve_base
+from afm.model.config import ModelConfig, check_fits
+from afm.model.transformer import Transformer
 
 Path = epath.Path
 
@@ -178,7 +180,6 @@ def load_model(
     ``path`` may also be an adapter directory (``afm.model.adapter_io``): its base is
     loaded (dense or palettized) and the LoRA adapter attached; the config returned is
     the base's."""
-    from afm.model.adapter_io import is_adapter_dir
 
     if not fs.is_remote(path) and is_adapter_dir(path):
         return load_adapted_model(path, **config_overrides)
@@ -209,8 +210,6 @@ def load_params_into(model: Transformer, path: str | os.PathLike[str]) -> Transf
 
 def load_adapted_model(path: str | os.PathLike[str], *, base: str | None = None, **config_overrides: Any) -> tuple[Any, ModelConfig]:
     """The base model of the adapter at ``path`` with the adapter attached (unmerged)."""
-    from afm.model import lora
-    from afm.model.adapter_io import load_adapter, resolve_base
 
     adapter, meta = load_adapter(path)
     model, cfg = load_model(resolve_base(path, meta, base), **config_overrides)

@@ -40,6 +40,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from afm.errors import UserError
+from afm.model import remat
+from afm.model.attention import BACKENDS, attention_flops_per_token
+from afm.model.remat import saved_names
 
 AttentionImpl = Literal["auto", "xla", "cudnn", "splash"]
 DTYPES = ("bfloat16", "float16", "float32")
@@ -136,8 +139,6 @@ class ModelConfig:
             raise ValueError(f"{self.name}: head_dim must be even for RoPE, got {self.head_dim}")
         if not self.tie_embeddings:
             raise ValueError("AFM ties input and output embeddings (report §2)")
-        from afm.model import remat
-        from afm.model.attention import BACKENDS
 
         remat.validate(self.remat)
         if self.attention_impl not in BACKENDS:
@@ -369,7 +370,6 @@ def flops_per_token(cfg: ModelConfig, seq_len: int | None = None, *, causal: boo
     MFU is model FLOPs utilisation, not hardware utilisation. Inference (forward only) is
     one third.
     """
-    from afm.model.attention import attention_flops_per_token
 
     t = cfg.max_seq_len if seq_len is None else seq_len
     attn = attention_flops_per_token(cfg.n_heads, cfg.head_dim, t, causal=causal)
@@ -390,7 +390,6 @@ def _saved_values_per_token(cfg: Any, policy: str) -> float:
         return block_input + sum(sizes.values()) + cfg.ffn_dim + 4 * cfg.dim
     if policy == "dots":
         return block_input + sum(sizes.values())
-    from afm.model.remat import saved_names
 
     names = saved_names(policy) or ()
     return block_input + sum(sizes[n] for n in names)

@@ -38,7 +38,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from afm.model.adapter_io import load_adapter
+from afm.model.chat import CHAT_TEMPLATE
+from afm.model.checkpoint import load_model, save_params
 from afm.model.config import ModelConfig
+from afm.model.lora import LoRA, target_of
+from afm.model.palettize import Int8Embedding, PalettizedWeight
+from afm.model.tokenizer import BOS, EOS, PAD, UNK, Tokenizer
 
 SAFETENSORS_INDEX = "model.safetensors.index.json"
 _DTYPES = ("float32", "bfloat16", "float16")
@@ -296,9 +303,6 @@ def tokenizer_json(tokenizer: Any) -> dict[str, Any]:
 
 
 def write_tokenizer(tokenizer: Any, out: Path, *, max_len: int) -> None:
-    from afm.model.chat import CHAT_TEMPLATE
-    from afm.model.tokenizer import BOS, EOS, PAD, UNK
-
     (out / "tokenizer.json").write_text(json.dumps(tokenizer_json(tokenizer), ensure_ascii=False))
     shutil.copyfile(tokenizer.path, out / "tokenizer.model")
     cfg = {
@@ -329,8 +333,6 @@ def export_hf(
     dtype: str = "float32",
 ) -> Path:
     """Write ``out_dir`` = config.json + safetensors (+ tokenizer files) from an afm checkpoint."""
-    from afm.model.checkpoint import load_model
-    from afm.model.tokenizer import Tokenizer
 
     if dtype not in _DTYPES:
         raise ValueError(f"dtype must be one of {_DTYPES}")
@@ -359,7 +361,6 @@ def export_hf(
 def import_hf(hf_dir: str | os.PathLike[str], out_checkpoint: str | os.PathLike[str]) -> Path:
     """An afm checkpoint from a Qwen3-layout folder (and its ``tokenizer.model``, if any,
     copied to ``out_checkpoint/tokenizer``)."""
-    from afm.model.checkpoint import save_params
 
     folder = Path(hf_dir)
     hf = json.loads((folder / "config.json").read_text())
@@ -384,7 +385,6 @@ PEFT_MODULES = {
 def to_peft_tensors(adapter: Any) -> dict[str, np.ndarray]:
     """afm ``A [*in, r]``, ``B [r, *out]`` -> PEFT ``lora_A.weight [r, in]``,
     ``lora_B.weight [out, r]`` (torch Linear layout, flattened in/out axes)."""
-    from afm.model.lora import target_of
 
     out: dict[str, np.ndarray] = {}
     for path, (a, b) in adapter.weights.items():
@@ -430,7 +430,6 @@ def export_peft(
     """Write an afm adapter in PEFT's format. ``base_model`` (an HF export of the base or
     a hub id) goes into ``base_model_name_or_path``; ``dtype`` defaults to the adapter's
     stored 16-bit type."""
-    from afm.model.adapter_io import load_adapter
 
     adapter, meta = load_adapter(adapter_dir)
     dtype = dtype or meta.get("dtype", "float16")
@@ -453,8 +452,6 @@ def dense_params(model: Any) -> dict[str, Any]:
     int8 weight dequantized, every LoRA adapter merged (float32 NumPy). What an export to
     a format without palettes (Hugging Face safetensors) writes."""
     import jax
-    from afm.model.lora import LoRA
-    from afm.model.palettize import Int8Embedding, PalettizedWeight
     from flax import nnx
 
     pure = nnx.to_pure_dict(nnx.state(model, nnx.Param))

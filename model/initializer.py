@@ -25,10 +25,13 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-from afm.model.config import ModelConfig
-from afm.model.params import flatten_state
 from flax import nnx
 from jax.sharding import NamedSharding, PartitionSpec, Sharding
+
+from afm.model.config import ModelConfig, check_fits
+from afm.model.layers import Block
+from afm.model.params import flatten_state
+from afm.model.transformer import Transformer, embedding, final_norm
 
 Array = jax.Array
 Params = dict[str, Array]
@@ -64,7 +67,6 @@ def _placement(shardings: Mapping[str, Sharding] | None, prefix: str, skip: str 
 @functools.lru_cache(maxsize=32)
 def _block_jit(cfg: ModelConfig, placement: Placement) -> Callable[[Array, Array], tuple[Params, Array]]:
     """One block's initialiser, compiled once per config and placement (every layer)."""
-    from afm.model.layers import Block
 
     def make(seed: Array, count: Array) -> tuple[Params, Array]:
         rngs = _stream(seed, count)
@@ -79,7 +81,6 @@ def _block_jit(cfg: ModelConfig, placement: Placement) -> Callable[[Array, Array
 @functools.lru_cache(maxsize=32)
 def _ends_jit(cfg: ModelConfig, placement: Placement) -> Callable[[Array, Array], Params]:
     """The embedding (draw 0) and the final norm (after the blocks), compiled."""
-    from afm.model.transformer import embedding, final_norm
 
     def make(seed: Array, count_after_blocks: Array) -> Params:
         table = embedding(cfg, _stream(seed, 0))  # the first draw of the stream
@@ -98,7 +99,6 @@ def init_params(
     (default placement without). A palettized config (whose values come from a
     checkpoint) is built the plain way, as one program. A model whose parameters alone
     exceed the memory here is refused first (:func:`~afm.model.config.check_fits`)."""
-    from afm.model.config import check_fits
 
     check_fits(cfg, "initialising the model")
     if cfg.palettization is not None:
@@ -130,8 +130,6 @@ def _replicated(placement: tuple[tuple[str, Sharding], ...]) -> Sharding:
 
 
 def _whole_model(cfg: ModelConfig, seed: int, shardings: Mapping[str, Sharding] | None) -> Params:
-    from afm.model.transformer import Transformer
-
     def make() -> Params:
         return _flat_params(Transformer(cfg, rngs=nnx.Rngs(params=seed)))
 
@@ -140,7 +138,6 @@ def _whole_model(cfg: ModelConfig, seed: int, shardings: Mapping[str, Sharding] 
 
 def init_model(cfg: ModelConfig, seed: int = 0) -> Any:
     """A ``Transformer`` over :func:`init_params` (the structure traced abstractly)."""
-    from afm.model.transformer import Transformer
 
     abstract = nnx.eval_shape(lambda: Transformer(cfg, rngs=nnx.Rngs(params=seed)))
     graphdef, abs_params, rest = nnx.split(abstract, nnx.Param, ...)

@@ -20,12 +20,14 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+from flax import nnx
+
 from afm.model import remat
 from afm.model.attention import causal_attention, masked_attention, resolve_backend
 from afm.model.config import ModelConfig
+from afm.model.fp8 import fp8_tensordot
 from afm.model.lora import LoRA
 from afm.model.partitioning import constrain
-from flax import nnx
 
 Array = jax.Array
 
@@ -56,8 +58,6 @@ def project(x: Array, weight: Any, n_in: int = 1, *, fp8: bool = False) -> Array
     if isinstance(weight, LoRA):
         return weight(x)
     if fp8:
-        from afm.model.fp8 import fp8_tensordot
-
         return fp8_tensordot(x, weight[...].astype(x.dtype), n_in)
     return jnp.tensordot(x, weight[...].astype(x.dtype), axes=n_in)
 

@@ -31,8 +31,9 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from afm.model.palettize import PROJECTIONS
 from flax import nnx
+
+from afm.model.palettize import PROJECTIONS
 
 Array = jax.Array
 

@@ -18,8 +18,9 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from afm.model.transformer import KVCache, Transformer
 from flax import nnx
+
+from afm.model.transformer import KVCache, Transformer
 
 Array = jax.Array
 _BUCKET = 16

@@ -30,9 +30,10 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from flax import nnx
+
 from afm.model import partitioning
 from afm.model.partitioning import constrain
-from flax import nnx
 
 Array = jax.Array
 

@@ -34,6 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from afm.errors import UserError
+from afm.io import expand_inputs, read_records
+from afm.model.chat import ChatFormatError, encode_chat
 from afm.sampling import reservoir_sample
 
 PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
@@ -54,7 +56,6 @@ class TokenizerNotFound(TokenizerError, FileNotFoundError):
 
 def iter_texts(inputs: Sequence[str | os.PathLike[str]], text_field: str = "text") -> Iterator[str]:
     """Document texts from Parquet / JSONL(.gz) shards, in the given file order."""
-    from afm.io import read_records
 
     for path in inputs:
         for rec in read_records(path):
@@ -65,7 +66,6 @@ def iter_texts(inputs: Sequence[str | os.PathLike[str]], text_field: str = "text
 
 def document_files(inputs: Sequence[str | os.PathLike[str]]) -> list[str]:
     """Parquet/JSONL files named by paths, directories or globs (sorted, de-duplicated)."""
-    from afm.io import expand_inputs
 
     # Not plain .json: pipeline folders hold manifests and stats as .json.
     suffixes = (".parquet", ".jsonl", ".jsonl.gz")
@@ -341,7 +341,6 @@ class Tokenizer:
         Returns the ids and, per id, whether it belongs to an assistant reply (content,
         tool calls and its ``<|end|>``): the tokens an SFT loss trains on.
         """
-        from afm.model.chat import ChatFormatError, encode_chat
 
         try:
             return encode_chat(self, messages, tools=tools, add_generation_prompt=add_generation_prompt)

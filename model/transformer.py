@@ -22,12 +22,15 @@ from typing import Any
 import flax.struct
 import jax
 import jax.numpy as jnp
+from flax import nnx
+
 from afm.model import remat
 from afm.model.attention import segment_mask
 from afm.model.config import ModelConfig
 from afm.model.layers import Block, RMSNorm, dropout, param, rope_tables
+from afm.model.palettize import palettize_structure
+from afm.model.params import leaf_paths
 from afm.model.partitioning import constrain
-from flax import nnx
 
 Array = jax.Array
 
@@ -48,7 +51,6 @@ def layer_paths(layer_state: Any) -> list[str]:
     """The '/'-joined path of each leaf of one layer's state, in leaf order (``attn/wq``):
     the names under which pre-stacked layer parameters are handed to
     :meth:`Transformer.features`."""
-    from afm.model.params import leaf_paths
 
     return leaf_paths(layer_state)
 
@@ -132,7 +134,6 @@ class Transformer(nnx.Module):
         self.layers = nnx.List([Block(cfg, rngs=rngs) for _ in range(cfg.n_layers)])
         self.final_norm = final_norm(cfg, rngs)
         if cfg.palettization is not None:  # quantized storage: values come from a checkpoint
-            from afm.model.palettize import palettize_structure
 
             palettize_structure(self, cfg.palettization)
 

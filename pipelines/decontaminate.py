@@ -30,11 +30,14 @@ from pathlib import Path
 from typing import Any
 
 import apache_beam as beam
-from afm.filters.benchmarks import BenchmarkSpec, build_index
-from afm.filters.ngram_index import HASH_NAME, INDEX_VERSION, Hit, NgramIndex
 
 from afm import fs
-from afm.schema import make_reject
+from afm.console import track
+from afm.filters.benchmarks import DATA_DIR, BenchmarkSpec, build_index, specs_from
+from afm.filters.ngram_index import HASH_NAME, INDEX_VERSION, Hit, NgramIndex
+from afm.pipelines.beam.cputime import StageClock
+from afm.pipelines.beam.spill import StowFn
+from afm.schema import SOURCES, make_reject
 
 STAGE = "decontaminate"
 REASON = "benchmark_overlap"
@@ -90,7 +93,6 @@ class DecontamConfig:
 
 def _cache_location(cfg: DecontamConfig) -> tuple[str, Any, list[BenchmarkSpec]]:
     """Where an index built on the fly from ``cfg.benchmarks`` lives (keyed by content)."""
-    from afm.filters.benchmarks import DATA_DIR, specs_from
 
     source = DATA_DIR if cfg.benchmarks == "demo" else Path(cfg.benchmarks)
     specs = specs_from(source)
@@ -155,7 +157,6 @@ def _valid_text(doc: Any) -> bool:
 def invalid_reject(doc: Any) -> dict[str, Any]:
     """A record that cannot be scanned (no text) is rejected, never silently passed; the
     reject gets the schema's required fields (empty text, a stable id) so it can be written."""
-    from afm.schema import SOURCES
 
     record = dict(doc) if isinstance(doc, dict) else {}
     original = json.dumps(doc, default=str, sort_keys=True)[:2000]
@@ -349,8 +350,6 @@ def decontaminate_records(
     hits: list[list[Hit] | None] = []
     batches: Iterable[list[Any]] = iter_batches(docs, cfg)
     if progress:
-        from afm.console import track
-
         total = -(-len(docs) // cfg.batch_docs)
         batches = track(batches, "scanning for benchmark n-grams", total=total, unit="batches")
     for batch in batches:
@@ -412,8 +411,6 @@ class _ScanFn(beam.DoFn):
         self.index: NgramIndex | None = None
 
     def setup(self) -> None:
-        from afm.pipelines.beam.cputime import StageClock
-
         self.index = NgramIndex(fs.localize(self.index_path))  # memory-mapped per worker
         self.clock = StageClock("decontaminate")  # the n-gram scan: the stage's own CPU
 
@@ -570,8 +567,6 @@ class Decontaminate(beam.PTransform):
         )
         clean = scanned.clean
         if self.spill_dir:
-            from afm.pipelines.beam.spill import StowFn
-
             clean = clean | "StowClean" >> beam.ParDo(StowFn(self.spill_dir))
         kept = (clean, decided.kept) | "Kept" >> beam.Flatten()
         rejected = (scanned.invalid, decided.rejected) | "Rejected" >> beam.Flatten()

@@ -1,6 +1,6 @@
 """The tokenize pipeline: document shards -> Parquet token shards, one document per row.
 
-    files --Reshuffle--> read (the shared reader: afm.readers + afm.coerce)
+    files --Reshuffle--> read (the shared reader: afm.readers + afm.pipelines.beam.coerce)
         --> one document per id (pipelines/beam/ids.py) --tokenize (SentencePiece, once per
         worker)--> key by hash(id) % N --GroupByKey--> sort by id
         --> tokens-NNNNN-of-MMMMM.parquet + skipped.jsonl + manifest.json + _SUCCESS
@@ -43,6 +43,22 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from afm import fs
+from afm.io import resolve_inputs, write_shard
+from afm.outputs import OutputDir, refuse_empty
+from afm.pipelines.beam.accounting import AccountingError
+from afm.pipelines.beam.ids import UniqueIds
+from afm.pipelines.beam.io import ReadInputs, read_json, write_json
+from afm.pipelines.beam.logs import beam_logs, log_file, worker_logs
+from afm.pipelines.beam.progress import ProgressDisplay, make_tick
+from afm.pipelines.beam.runners import (
+    LOCAL_RUNNERS,
+    build_options,
+    check_options,
+    make_runner,
+    run_to_completion,
+)
+from afm.pipelines.beam.worker_paths import WorkerPath, check_worker_paths
+from afm.readers import file_format
 
 TOKEN_SCHEMA = pa.schema(
     [
@@ -143,7 +159,6 @@ class WriteTokenShardFn(beam.DoFn):
             ],
             schema=TOKEN_SCHEMA,
         )
-        from afm.io import write_shard
 
         name = shard_name(index, num_shards)
         write_shard(_join(self.output, name), table, TOKEN_SCHEMA, row_group_size=self.row_group_size)
@@ -168,9 +183,6 @@ def build_pipeline(
     """Add the tokenize transforms to ``pipeline``, writing shards into ``staging``;
     returns the path of the run's statistics file (read by :func:`run_tokenize`).
     ``progress_dir``: local runs publish their counts there (:mod:`afm.pipelines.beam.progress`)."""
-    from afm.pipelines.beam.ids import UniqueIds
-    from afm.pipelines.beam.io import ReadInputs, write_json
-    from afm.pipelines.beam.progress import make_tick
 
     read = pipeline | "read" >> ReadInputs(inputs, "web", allow_pages=False, progress_dir=progress_dir)
     unique = read["docs"] | "one per id" >> UniqueIds()
@@ -251,7 +263,6 @@ def _manifest(stats: dict[str, Any], tokenizer: str, inputs: list[str],
 def _tokenizer_model(tokenizer: str) -> str:
     """The ``tokenizer.model`` file of a tokenizer directory (or the file itself), local or
     a URL: workers read it through Beam's FileSystems."""
-    from afm import fs
 
     path = fs.join(tokenizer, "tokenizer.model") if fs.isdir(tokenizer) else tokenizer
     if not fs.isfile(path):
@@ -285,22 +296,7 @@ def run_tokenize(
     readable document (empty or unreadable) raise :class:`~afm.outputs.EmptyOutput` and
     promote nothing, unless ``allow_empty``.
     """
-    from afm.pipelines.beam.accounting import AccountingError
-    from afm.pipelines.beam.io import read_json
-    from afm.pipelines.beam.logs import beam_logs, log_file, worker_logs
-    from afm.pipelines.beam.progress import ProgressDisplay
-    from afm.pipelines.beam.runners import (
-        LOCAL_RUNNERS,
-        build_options,
-        check_options,
-        make_runner,
-        run_to_completion,
-    )
-    from afm.pipelines.beam.worker_paths import WorkerPath, check_worker_paths
 
-    from afm import fs
-    from afm.io import resolve_inputs
-    from afm.outputs import OutputDir, refuse_empty
 
     if shard_docs <= 0:
         raise ValueError("shard_docs must be positive")
@@ -310,8 +306,6 @@ def run_tokenize(
     skipped_inputs = [f"{p} ({why})" for p, why in resolved.skipped]
     skipped_inputs += [f"{p} (not a document file)" for p in resolved.files if p not in files]
     if not files:
-        from afm.readers import file_format
-
         why = "; ".join(f"{p}: {w}" for p, w in resolved.skipped if file_format(p))
         raise FileNotFoundError(f"no .parquet/.jsonl document shards in {list(inputs)}"
                                 + (f" (not read: {why})" if why else

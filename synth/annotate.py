@@ -24,10 +24,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from afm.synth.generators import GenerationError, GenerationRequest, Generator
-
 from afm.errors import UserError
 from afm.sampling import reservoir_sample
+from afm.synth.generators import GenerationError, GenerationRequest, Generator
 
 RUBRICS = ("educational_value",)  # shipped in data/rubrics/, usable by name
 

@@ -24,6 +24,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from afm.config import load_yaml
+
 
 class AnswerRulesUnavailable(ImportError):
     """lm-eval / math-verify are not installed (``pip install 'afm[eval]'``)."""
@@ -46,7 +48,6 @@ def gsm8k_rules() -> Gsm8kRules:
         text = resources.files("lm_eval.tasks").joinpath("gsm8k/gsm8k-cot.yaml").read_text()
     except (ImportError, FileNotFoundError) as exc:
         raise AnswerRulesUnavailable(f"GSM8K answer rules come from lm-eval; install the eval extra ({exc})") from None
-    from afm.config import load_yaml
 
     cfg = load_yaml(text, "lm_eval gsm8k/gsm8k-cot.yaml")
     filters = {f["name"]: f["filter"][0]["regex_pattern"] for f in cfg["filter_list"]}

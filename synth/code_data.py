@@ -13,7 +13,7 @@ solution against every test in the sandbox -> keep the best passing solution (re
    being run.
 4. **Execution** -- each (candidate, test) pair runs through ``afm.sandbox`` (its
    own namespaces, no network, a private /tmp, limits, timeout). The test is an assert
-   line, so it splits (``afm/sandbox/judge.py``): only the candidate and its calls run
+   line, so it splits (``sandbox/judge.py``): only the candidate and its calls run
    in the sandbox, the returned values come back as plain data and the assert is judged
    in the evaluator, so nothing the candidate does in its process (a forged verdict, an
    ``__eq__`` that is always true, a patched ``abs``) can make a wrong solution pass and
@@ -40,11 +40,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from afm.console import track
+from afm.finish import DROP_REASON, is_cut
+from afm.sandbox import SandboxPolicy, isolation_layers, run_python
 from afm.synth import prompts
 from afm.synth.generators import GenerationRequest
 from afm.synth.run import SynthRun
-
-from afm.finish import DROP_REASON, is_cut
 
 
 @dataclass
@@ -181,7 +182,6 @@ def classify(result: Any) -> str:
 def run_pairs(pairs: list[tuple[str, str]], cfg: CodeConfig, progress: bool) -> list[tuple[str, bool]]:
     """Each (solution, test) program in the sandbox; per pair the verdict and whether it
     was judged outside the candidate's process."""
-    from afm.sandbox import SandboxPolicy, run_python
 
     policy = SandboxPolicy(timeout_s=cfg.timeout_s, cpu_s=max(1, int(math.ceil(cfg.timeout_s))))
 
@@ -194,7 +194,6 @@ def run_pairs(pairs: list[tuple[str, str]], cfg: CodeConfig, progress: bool) -> 
     with ThreadPoolExecutor(max(1, cfg.workers)) as pool:
         if not progress:
             return list(pool.map(one, pairs))
-        from afm.console import track
 
         return list(track(pool.map(one, pairs), "code: sandbox runs", total=len(pairs), unit="programs"))
 
@@ -280,7 +279,6 @@ def synth_code(run: SynthRun, topics: list[str], cfg: CodeConfig) -> dict[str, A
     run.extra_files["triplets.jsonl"] = triplets
     table = {t: dict(s, pass_rate=round(s["passing"] / s["candidates"], 4) if s["candidates"] else 0.0)
              for t, s in sorted(stats.items())}
-    from afm.sandbox import isolation_layers
 
     outside = sum(o for _, o in outcomes)
     return {"config": vars(cfg), "per_topic": table, "sandbox": list(isolation_layers()),

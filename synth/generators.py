@@ -34,7 +34,10 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from afm.console import make_progress
+from afm.imports import resolve
 from afm.model.chat import tool_call_text
+from afm.model.tokenizer import Tokenizer
 from afm.synth.cache import ResponseCache
 
 OnResult = Callable[[int, "Generation"], None]
@@ -103,7 +106,6 @@ class CheckpointGenerator:
     def __init__(self, checkpoint: str, tokenizer: str | None = None, *, batch_size: int = 16,
                  max_seq_len: int | None = None):
         from afm.model.checkpoint import load_model
-        from afm.model.tokenizer import Tokenizer
 
         self.model, self.cfg = load_model(checkpoint, **({"max_seq_len": max_seq_len} if max_seq_len else {}))
         tok_dir = tokenizer or os.path.join(checkpoint, "tokenizer")
@@ -383,8 +385,6 @@ def make_generator(spec: str, *, model: str | None = None, tokenizer: str | None
             "api_key", "max_concurrency", "requests_per_minute", "max_retries", "timeout_s", "backoff_s",
             "max_backoff_s", "extra_body")})
     elif rest and ":" not in rest and kind:
-        from afm.imports import resolve
-
         gen = resolve(spec, what="generator")(**options)
     else:
         raise ValueError(f"generator {spec!r}: expected checkpoint:PATH, openai:URL or module:factory")
@@ -396,7 +396,6 @@ def make_generator(spec: str, *, model: str | None = None, tokenizer: str | None
 def generate_texts(gen: Generator, requests: Sequence[GenerationRequest], *, label: str = "generate",
                    progress: bool = True) -> list[Generation]:
     """Run ``requests`` with a progress bar (requests done / total)."""
-    from afm.console import make_progress
 
     if not requests:
         return []

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from afm.synth import prompts
-from afm.synth.answers import answers_match, extract_answer, gsm8k_gold
+from afm.synth.answers import answers_match, extract_answer, extract_boxed, gsm8k_gold
 from afm.synth.generators import GenerationRequest
 from afm.synth.run import SynthRun
 
@@ -70,8 +70,6 @@ def read_seed(record: dict[str, Any], i: int) -> Problem:
     ``solution`` with ``\\boxed``) or plain (``question``, optional ``answer``) layout."""
     sid = str(record.get("id", f"seed{i}"))
     if "problem" in record:
-        from afm.synth.answers import extract_boxed
-
         gold = record.get("answer") or extract_boxed(str(record.get("solution", "")))
         return Problem(sid, str(record["problem"]), gold, "math", "seed", sid)
     if "question" not in record:

@@ -45,14 +45,19 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from afm.pipelines.curate.stages import SOURCE_STAGES
-from afm.synth.formats import Conversation, FormatError, conversation_id, to_conversation
 
 from afm.errors import UserError
+from afm.filters.ngram_index import NgramIndex
+from afm.filters.pii import PiiFilter
 from afm.finish import DROP_REASON, STAT, cut_in_record
-from afm.io import ShardSequence, read_shard
+from afm.io import ShardSequence, read_shard, resolve_inputs
+from afm.model.chat import CHAT_TEMPLATE
+from afm.model.tokenizer import Tokenizer
+from afm.outputs import OutputDir
+from afm.pipelines.curate.stages import SOURCE_STAGES
 from afm.readers import Failure, Record, read_file
 from afm.schema import REJECT_SCHEMA, make_reject
+from afm.synth.formats import Conversation, FormatError, conversation_id, to_conversation
 
 SFT_SCHEMA = pa.schema([
     ("id", pa.string()), ("source", pa.string()), ("tokens", pa.list_(pa.int32())),
@@ -132,7 +137,6 @@ def _reject(conv_text: str, conv_id: str, name: str, stage: str, reason: str, **
 
 def input_files(inputs: list[str]) -> list[str]:
     """The JSONL / Parquet files named by ``inputs`` (files, directories, globs)."""
-    from afm.io import resolve_inputs
 
     try:
         files = resolve_inputs(inputs).files
@@ -155,10 +159,7 @@ def iter_records(files: list[str]) -> Iterator[Record | Failure]:
 def prepare_sft(inputs: list[str], output: str, cfg: PrepareConfig, *, overwrite: bool = False,
                 progress: bool = True) -> dict[str, Any]:
     """Run the stages of the module docstring; returns the manifest."""
-    from afm.model.chat import CHAT_TEMPLATE
-    from afm.model.tokenizer import Tokenizer
 
-    from afm.outputs import OutputDir
 
     if not cfg.name or not cfg.name.replace("-", "").replace("_", "").isalnum():
         raise PrepareError(f"dataset name {cfg.name!r}: use letters, digits, - and _ (it is a mixture key)")
@@ -168,8 +169,6 @@ def prepare_sft(inputs: list[str], output: str, cfg: PrepareConfig, *, overwrite
         raise PrepareError(f"tokenizer {cfg.tokenizer}: {exc}") from None
     index = None
     if cfg.decontam_index:
-        from afm.filters.ngram_index import NgramIndex
-
         try:
             index = NgramIndex(cfg.decontam_index)
         except (FileNotFoundError, ValueError) as exc:
@@ -178,8 +177,6 @@ def prepare_sft(inputs: list[str], output: str, cfg: PrepareConfig, *, overwrite
         raise PrepareError("threshold must be >= 2 (with 1 every benchmark n-gram is common usage)")
     pii = None
     if cfg.pii:
-        from afm.filters.pii import PiiFilter
-
         pii = PiiFilter()
     files = input_files(inputs)  # fails before the output is claimed
     out = OutputDir.prepare(output, overwrite=overwrite)

@@ -23,6 +23,9 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from afm import fs
+from afm.finish import DROP_REASON, STAT, is_cut
+from afm.outputs import SUCCESS, OutputDir
 from afm.synth.generators import (
     CachedGenerator,
     Generation,
@@ -30,8 +33,6 @@ from afm.synth.generators import (
     Generator,
     generate_texts,
 )
-
-from afm.finish import DROP_REASON, STAT
 
 
 def default_cache(output: str) -> str:
@@ -62,7 +63,6 @@ class SynthRun:
         """The texts of ``gen`` that ended on their own; each reply that stopped for length
         (``afm.finish``: never a finished turn) is dropped with reason ``cut_reply`` and
         counted in the manifest's ``cut_replies``."""
-        from afm.finish import DROP_REASON, is_cut
 
         kept = []
         for i, text in enumerate(gen.texts):
@@ -88,8 +88,6 @@ def _jsonl(path: str, rows: list[dict[str, Any]]) -> None:
 
 def open_output(output: str, overwrite: bool) -> Any:
     """Claim ``output``: a finished run needs ``overwrite``; an interrupted one is resumed."""
-    from afm import fs
-    from afm.outputs import SUCCESS, OutputDir
 
     names = fs.list_dir(output) if fs.exists(output) else []
     resume = bool(names) and SUCCESS not in names

@@ -17,102 +17,32 @@ the next WARC record, the next Parquet row group). Counting these items as they 
 what makes "documents in" include what could not be decoded.
 
 What a record *means* (document, crawl page, or reject) is decided by
-:mod:`afm.coerce`; readers only decode.
+:mod:`afm.pipelines.beam.coerce`; readers only decode.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 from afm import fs
 from afm.readers.byte_stream import Damage, MemberEnd, MemberStart, iter_events
-
-WARC_SUFFIXES = (".warc", ".warc.gz", ".arc", ".arc.gz")
-PARQUET_SUFFIXES = (".parquet",)
-JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz")
-SUPPORTED_SUFFIXES = WARC_SUFFIXES + PARQUET_SUFFIXES + JSONL_SUFFIXES
-MAX_RECORD_BYTES = 256 << 20  # a longer JSONL line / WARC record is rejected, not buffered
-# Records of a gzip member are held until the member's CRC is checked, up to this many
-# bytes (beyond, e.g. a whole-file gzip, they are passed on unverified).
-VERIFY_LOOKAHEAD = 16 << 20
-PARQUET_BATCH_ROWS = 1024
-
-
-@dataclass(frozen=True)
-class Where:
-    """The place of a record in its file: byte offset (compressed offset of the gzip
-    member for ``.gz``), line number (JSONL) or row number (Parquet)."""
-
-    file: str
-    offset: int | None = None
-    line: int | None = None
-    row: int | None = None
-
-    def describe(self) -> str:
-        parts = [self.file]
-        if self.line is not None:
-            parts.append(f"line {self.line}")
-        if self.row is not None:
-            parts.append(f"row {self.row}")
-        if self.offset is not None:
-            parts.append(f"byte {self.offset}")
-        return ", ".join(parts)
-
-    def details(self) -> dict[str, Any]:
-        """The place as reject details (only the fields that are known)."""
-        return {k: v for k, v in (("file", self.file), ("offset", self.offset),
-                                  ("line", self.line), ("row", self.row)) if v is not None}
-
-    def sort_key(self) -> int:
-        """Position inside the file, for "first in input order" decisions."""
-        for value in (self.row, self.line, self.offset):
-            if value is not None:
-                return int(value)
-        return 0
-
-
-@dataclass
-class Record:
-    """A decoded record: ``kind`` is ``record`` (JSONL value / Parquet row) or ``page``
-    (a WARC HTTP response, ``{"url","status","headers","body","fetched_at"}``)."""
-
-    value: Any
-    where: Where
-    kind: str = "record"
-    notes: tuple[str, ...] = ()  # repairs made while decoding, e.g. "utf8_repaired"
-
-
-@dataclass
-class Failure:
-    """Something that could not be decoded. ``lost``: how many records it stands for
-    (None = unknown: the run summary warns)."""
-
-    where: Where
-    reason: str
-    error: str
-    lost: int | None = 1
-    url: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def details(self) -> dict[str, Any]:
-        out = {**self.where.details(), "error": self.error[:500],
-               "records_lost": self.lost if self.lost is not None else "unknown"}
-        out.update(self.extra)
-        return out
-
-
-@dataclass
-class Skipped:
-    """A record that is not a document by design (WARC request / warcinfo / metadata)."""
-
-    where: Where
-    what: str
-
-
-Item = Record | Failure | Skipped
+from afm.readers.records import (
+    JSONL_SUFFIXES,
+    MAX_RECORD_BYTES,
+    PARQUET_BATCH_ROWS,
+    PARQUET_SUFFIXES,
+    SUPPORTED_SUFFIXES,
+    VERIFY_LOOKAHEAD,
+    WARC_SUFFIXES,
+    Failure,
+    Item,
+    Record,
+    Skipped,
+    Where,
+)
+from afm.readers.warc import read_warc
 
 
 def file_format(path: str) -> str | None:
@@ -145,8 +75,6 @@ def read_file(path: str, max_record_bytes: int = MAX_RECORD_BYTES) -> Iterator[I
         elif fmt == "parquet":
             yield from read_parquet(fh, path)
         else:
-            from afm.readers.warc import read_warc
-
             yield from read_warc(fh, path, max_record_bytes)
 
 
@@ -321,3 +249,8 @@ def read_parquet(fh: Any, path: str, columns: list[str] | None = None) -> Iterat
                     yield Failure(Where(path, row=row + i), "unreadable_row_group",
                                   f"row group {rg}: {why}")
         row += declared
+
+
+__all__ = ["JSONL_SUFFIXES", "MAX_RECORD_BYTES", "PARQUET_SUFFIXES", "SUPPORTED_SUFFIXES", "WARC_SUFFIXES",
+           "Failure", "Item", "Record", "Skipped", "Where", "file_format", "read_file", "read_jsonl",
+           "read_parquet"]

@@ -35,8 +35,16 @@ from collections.abc import Iterator
 from typing import Any, BinaryIO
 
 from afm.headers import Headers
-from afm.readers import MAX_RECORD_BYTES, VERIFY_LOOKAHEAD, Failure, Item, Record, Skipped, Where
 from afm.readers.byte_stream import Damage, MemberEnd, MemberStart, iter_events
+from afm.readers.records import (
+    MAX_RECORD_BYTES,
+    VERIFY_LOOKAHEAD,
+    Failure,
+    Item,
+    Record,
+    Skipped,
+    Where,
+)
 
 MAX_HEADER_BYTES = 1 << 20
 NOT_DOCUMENTS = {"request", "warcinfo", "metadata", "revisit", "conversion", "continuation",

@@ -6,8 +6,8 @@ import importlib
 from pathlib import Path
 
 import click
-from afm.app.bench.common import BenchFn, BenchOptions, Comparison
 
+from afm.app.bench.common import BenchFn, BenchOptions, Comparison
 from afm.shared_data import find_shared_dir
 
 

@@ -2,12 +2,12 @@
 
 * :class:`RobotsMiddleware` (downloader middleware) - fetches ``/robots.txt`` once per
   ``scheme://host:port`` (cached at most 24 h, redirects up to 5 hops), decides with
-  :mod:`afm.crawler.consent.robots`, refuses disallowed requests *before* they reach the
+  :mod:`afm.consent.robots`, refuses disallowed requests *before* they reach the
   network, and turns ``Crawl-delay`` into the host's download-slot delay (concurrency 1,
   no jitter, AutoThrottle told not to adjust it).
   With ``tdmrep`` on it also fetches ``/.well-known/tdmrep.json`` once per host (same
-  cache and error rules, :mod:`afm.crawler.consent.tdmrep`); both files' responses are kept as
-  snapshots in ``<out>/robotstxt/`` (:class:`afm.crawler.consent.snapshots.SnapshotWriter`) so
+  cache and error rules, :mod:`afm.consent.tdmrep`); both files' responses are kept as
+  snapshots in ``<out>/robotstxt/`` (:class:`afm.crawler.storage.snapshot_log.SnapshotWriter`) so
   ``afm curate`` can apply a later opt-out, and their parsed state is what the spider's
   training-use decision reads (:meth:`RobotsMiddleware.host_files`).
 * :class:`BombGuardMiddleware` - lowers the decompression cap of a compressed response to
@@ -27,15 +27,17 @@ import datetime as dt
 import time
 from typing import TYPE_CHECKING, Any
 
-from afm.crawler.consent.robots import MAX_ROBOTS_REDIRECTS, RobotsRules, rules_from_fetch
-from afm.crawler.consent.tdmrep import WELL_KNOWN_PATH, TdmFile, tdm_from_fetch
-from afm.crawler.consent.training import FileContext
-from afm.crawler.fetching.components import CrawlerComponent, on
-from afm.crawler.frontier.urls import host_key
 from scrapy import Request, signals
 from scrapy.exceptions import IgnoreRequest, StopDownload
 from scrapy.http.request import NO_CALLBACK
 from twisted.internet.defer import Deferred
+
+from afm.consent.robots import MAX_ROBOTS_REDIRECTS, RobotsRules, rules_from_fetch
+from afm.consent.tdmrep import WELL_KNOWN_PATH, TdmFile, tdm_from_fetch
+from afm.consent.training import FileContext
+from afm.crawler.fetching.components import CrawlerComponent, on
+from afm.crawler.frontier.urls import host_key
+from afm.crawler.storage.snapshot_log import SnapshotWriter
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -183,8 +185,6 @@ class RobotsMiddleware(CrawlerComponent):
         if not self._keep_snapshots:
             return
         if self._snapshots is None:
-            from afm.crawler.consent.snapshots import SnapshotWriter
-
             self._snapshots = SnapshotWriter(self._out_dir, prefix=self._warc_prefix)
         headers = [(k.decode("latin-1"), v.decode("latin-1"))
                    for k, values in response.headers.items() for v in values]

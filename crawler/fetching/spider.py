@@ -5,7 +5,7 @@ budgets, cached robots.txt - and is logged to the durable frontier before Scrapy
 it. Every response is stored (unless ``noindex``) and every failure recorded as an
 outcome, so the crawl's files account for every URL it scheduled.
 
-Every stored page carries its training-use decision (:mod:`afm.crawler.consent.training`) as
+Every stored page carries its training-use decision (:mod:`afm.consent.training`) as
 WARC fields ``AFM-Training-Use`` (``allowed`` / ``optout``) and ``AFM-Training-Evidence``
 (JSON: each opt-out signal, where it was found, the rule or value, the fetch time), and
 in the index's ``training_use`` / ``training_evidence`` columns. Opted-out pages are
@@ -20,17 +20,22 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
-from afm.crawler.config import CrawlConfig
-from afm.crawler.fetching.components import connect_signals, crawl_config, on
-from afm.crawler.fetching.middlewares import RobotsDenied
-from afm.crawler.fetching.netguard import PrivateAddressRefused
-from afm.crawler.frontier.urls import clean_url, host_key, trap_reason
 from scrapy import Request, Spider, signals
 from scrapy.exceptions import DontCloseSpider, IgnoreRequest, StopDownload
 from scrapy.http import Response, TextResponse
 from scrapy.linkextractors import IGNORED_EXTENSIONS
 from twisted.internet.error import DNSLookupError
 from twisted.python.failure import Failure
+
+from afm.consent.directives import page_signals
+from afm.consent.directives import robots_directives as parse
+from afm.crawler.config import CrawlConfig
+from afm.crawler.fetching.components import connect_signals, crawl_config, on
+from afm.crawler.fetching.middlewares import RobotsDenied
+from afm.crawler.fetching.netguard import PrivateAddressRefused
+from afm.crawler.frontier.state import CrawlState
+from afm.crawler.frontier.urls import clean_url, host_key, trap_reason
+from afm.crawler.storage.warc import TRAINING_EVIDENCE_HEADER, TRAINING_USE_HEADER, WarcStore
 
 _IGNORED_EXT = tuple("." + e for e in IGNORED_EXTENSIONS)
 _HTML_TYPES = (b"text/html", b"application/xhtml+xml")
@@ -59,9 +64,8 @@ def read_seeds(items: list[str]) -> list[str]:
 def robots_directives(values: list[str], agent: str) -> set[str]:
     """``noindex``/``nofollow`` from X-Robots-Tag or meta robots values for ``agent``
     (the crawl's own directives; the training-use ones, ``noai``, are read by
-    :mod:`afm.crawler.consent.directives` for both tokens). A value may be scoped (``afmbot:
+    :mod:`afm.consent.directives` for both tokens). A value may be scoped (``afmbot:
     noindex``); unscoped values apply to every agent. ``none`` means both."""
-    from afm.crawler.consent.directives import robots_directives as parse
 
     return parse(values, agent) & {"noindex", "nofollow"}
 
@@ -92,9 +96,6 @@ class AfmSpider(Spider):
     # ---- lifecycle ------------------------------------------------------------------------
     @on(signals.spider_opened)
     def opened(self, spider: Spider) -> None:
-        from afm.crawler.frontier.state import CrawlState
-        from afm.crawler.storage.warc import WarcStore
-
         out = Path(self.cfg.out_dir)
         self.store = WarcStore(out, prefix=self.cfg.warc_prefix, max_bytes=self.cfg.warc_max_bytes)
         recovered = self.store.recover()
@@ -307,8 +308,6 @@ class AfmSpider(Spider):
         """The page's training-use decision as WARC fields (see the module docstring)."""
         import json
 
-        from afm.crawler.consent.directives import page_signals
-        from afm.crawler.storage.warc import TRAINING_EVIDENCE_HEADER, TRAINING_USE_HEADER
 
         robots = getattr(self.crawler, "afm_robots", None)
         rules = robots_file = tdm = tdm_file = None

@@ -32,9 +32,10 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from afm.crawler.fetching.components import CrawlerComponent, on
 from scrapy import signals
 from twisted.web.resource import Resource
+
+from afm.crawler.fetching.components import CrawlerComponent, on
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler

@@ -13,9 +13,11 @@ import json
 import time
 from typing import TYPE_CHECKING, Any
 
+from scrapy import signals
+
+from afm.console import console
 from afm.crawler.fetching.components import CrawlerComponent, on
 from afm.crawler.operations.metrics import HEARTBEAT_KEY, daemon_id, snapshot
-from scrapy import signals
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -65,8 +67,6 @@ class Progress(CrawlerComponent):
                 f"in-flight {s['in_flight']}  warc-closed {s['warc_files_closed']}")
 
     def report(self) -> None:
-        from afm.console import console
-
         s = snapshot(self.crawler)
         stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if self.cfg.daemon else ""
         console.print(f"{stamp} {self.line(s)}".strip(), highlight=False, markup=False, soft_wrap=True)

@@ -29,7 +29,8 @@ from warcio.archiveiterator import ArchiveIterator
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
-from afm.io import read_shard
+from afm.io import read_shard, write_shard
+from afm.readers.warc import iter_warc_pages
 
 INDEX_SCHEMA = pa.schema(
     [
@@ -41,7 +42,7 @@ INDEX_SCHEMA = pa.schema(
         ("length", pa.int64()),
         ("fetched_at", pa.timestamp("us", tz="UTC")),
         ("content_type", pa.string()),
-        # The training-use decision (afm.crawler.consent.training): "allowed" / "optout", and the
+        # The training-use decision (afm.consent.training): "allowed" / "optout", and the
         # opt-out evidence as JSON (empty when allowed, or for records of other writers).
         ("training_use", pa.string()),
         ("training_evidence", pa.string()),
@@ -213,8 +214,6 @@ class WarcStore:
 
 
 def _write_index(path: Path, rows: list[dict[str, Any]]) -> None:
-    from afm.io import write_shard
-
     write_shard(path, pa.Table.from_pylist(rows, schema=INDEX_SCHEMA), INDEX_SCHEMA)
 
 
@@ -280,6 +279,5 @@ def iter_warc_responses(source: str | Path | BinaryIO) -> Iterator[dict[str, Any
     and records that cannot be read are left out: pipelines read through
     :func:`afm.readers.warc.read_warc`, which reports those as well.
     """
-    from afm.readers.warc import iter_warc_pages
 
     yield from iter_warc_pages(str(source) if isinstance(source, Path) else source)

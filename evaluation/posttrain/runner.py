@@ -17,12 +17,17 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from afm.errors import UserError
+from afm.evaluation.posttrain.bfcl import data
+from afm.evaluation.posttrain.bfcl import data as bdata
+from afm.evaluation.posttrain.bfcl.score import verdict
 from afm.evaluation.posttrain.catalogue import (
     BFCL_LIVE_AST,
     BFCL_NON_LIVE_AST,
     TASKS,
     PosttrainTask,
 )
+from afm.evaluation.posttrain.judges import grading
 from afm.evaluation.posttrain.judges.judge import (
     Judge,
     JudgeSettings,
@@ -30,9 +35,10 @@ from afm.evaluation.posttrain.judges.judge import (
     check_spec,
     make_judge,
 )
+from afm.evaluation.posttrain.safety import data as sdata
+from afm.evaluation.posttrain.writing import alpaca_eval, arena_hard
+from afm.evaluation.posttrain.writing import data as wdata
 from afm.synth.generators import GenerationRequest, Generator, generate_texts
-
-from afm.errors import UserError
 
 REPLY_CHARS = 600  # how much of each reply the results file keeps
 
@@ -91,9 +97,6 @@ def check_data(names: list[str], options: PosttrainOptions, data_dir: str | None
     """Refuse before any model loads or any reply is written: a task whose files are missing
     or broken (a judged writing set not in ``data_dir`` without ``allow_hub``, a BFCL or
     safety file in ``data_dir`` not in its layout). Reading them all takes well under a second."""
-    from afm.evaluation.posttrain.bfcl import data as bdata
-    from afm.evaluation.posttrain.safety import data as sdata
-    from afm.evaluation.posttrain.writing import data as wdata
 
     for name in names:
         family = TASKS[name].family
@@ -158,8 +161,6 @@ def _max_tokens(task: PosttrainTask, options: PosttrainOptions) -> int:
 
 def _bfcl(task: PosttrainTask, generator: Generator, judge: Any, data_dir: str | None, limit: Any,
           options: PosttrainOptions, progress: bool, out: PosttrainResult, allow_hub: bool) -> None:
-    from afm.evaluation.posttrain.bfcl import data
-    from afm.evaluation.posttrain.bfcl.score import verdict
 
     s = data.load(task.name, data_dir)
     n = _limit(len(s.entries), limit)
@@ -233,9 +234,6 @@ def _safety(task: PosttrainTask, generator: Generator, judge: Any, data_dir: str
 
 def _writing(task: PosttrainTask, generator: Generator, judge: Any, data_dir: str | None, limit: Any,
              options: PosttrainOptions, progress: bool, out: PosttrainResult, allow_hub: bool) -> None:
-    from afm.evaluation.posttrain.judges import grading
-    from afm.evaluation.posttrain.writing import arena_hard
-    from afm.evaluation.posttrain.writing import data as wdata
 
     if task.name == "alpaca_eval":
         s = wdata.load_alpaca_eval(data_dir, allow_hub)
@@ -305,8 +303,6 @@ def _writing(task: PosttrainTask, generator: Generator, judge: Any, data_dir: st
 def _alpaca(task: PosttrainTask, s: Any, items: list[Any], replies: list[str], pairs: list[Any], judge: Any,
             options: PosttrainOptions, out: PosttrainResult) -> None:
     """AlpacaEval 2.0: its weighted annotation (or the games), win rate, LC win rate."""
-    from afm.evaluation.posttrain.judges import grading
-    from afm.evaluation.posttrain.writing import alpaca_eval
 
     method = options.alpaca_annotation
     if method == "weighted" and isinstance(judge, RewardJudge):

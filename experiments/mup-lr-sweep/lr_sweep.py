@@ -24,12 +24,12 @@ import numpy as np
 def _sweep_width(mcfg: Any, lrs: list[float], batches: list[dict[str, np.ndarray]], *, use_muparam: bool,
                  seed: int, tail: int) -> dict[float, float]:
     import jax
+
+    from afm.config import load_config
     from afm.model.sharding import make_mesh
     from afm.training.core.config import TrainConfig
     from afm.training.core.engine import Engine
     from afm.training.tasks import get_task
-
-    from afm.config import load_config
 
     overrides = {f.name: getattr(mcfg, f.name) for f in dataclasses.fields(mcfg)}
     out: dict[float, float] = {}

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from afm.errors import UserError
 from afm.filters.extraction.gold import counts
 from afm.filters.extraction.train import (
     FAST,
@@ -183,8 +185,6 @@ def nested_cv(table: Table, configs: Sequence[Config],
     scorer = Scorer(table, [c.column for c in configs] + [c.fast for c in configs])
     sources = sorted({source_of(s) for s in table.sets})
     if len(sources) < 3:
-        from afm.errors import UserError
-
         raise UserError("nested cross-validation needs pages of three sources at least")
     src = np.array([source_of(s) for s in table.sets])
     sets = np.array(table.sets)

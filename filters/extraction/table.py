@@ -15,13 +15,14 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from afm.console import track
 from afm.filters.extraction.candidates import CANDIDATES, Page, run_candidate
+from afm.filters.extraction.decode import decode_html, page_words
 from afm.filters.extraction.gold import GoldPage
 
 
 def decode(body: bytes) -> str:
     """The page's text as the extraction stage decodes it (no HTTP headers)."""
-    from afm.filters.extraction.decode import decode_html
 
     try:
         return decode_html(body, {})[0]
@@ -31,7 +32,6 @@ def decode(body: bytes) -> str:
 
 def candidate_row(page: GoldPage, names: Iterable[str] = tuple(CANDIDATES)) -> dict[str, Any]:
     """One page's row: every candidate's text and CPU seconds, and the page's gold."""
-    from afm.filters.extraction.decode import page_words
 
     start = time.process_time()
     parsed = Page(decode(page.body), page.url)
@@ -49,7 +49,6 @@ def candidate_row(page: GoldPage, names: Iterable[str] = tuple(CANDIDATES)) -> d
 
 def build_rows(pages: list[GoldPage], workers: int = 1) -> Iterator[dict[str, Any]]:
     """Rows of ``pages`` in order, on ``workers`` processes, with a progress bar."""
-    from afm.console import track
 
     if workers <= 1:
         yield from track(map(candidate_row, pages), "candidate extractors", len(pages), "pages")

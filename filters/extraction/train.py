@@ -31,12 +31,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+from afm.errors import UserError
 from afm.filters.extraction.features import agreement, switch_feature_names, switch_features
 from afm.filters.extraction.gold import GoldPage, counts, extraction_scores, page_f1
 from afm.filters.extraction.selector import Selector, TreeEnsemble
 from afm.filters.extraction.vote import majority, trim_edges, vote_text
-
-from afm.errors import UserError
 
 FAST = ("traf_fast", "resiliparse")
 REFERENCE = "traf_fallback"

@@ -13,6 +13,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from afm.console import console, print_table
+
 
 class AccountingError(RuntimeError):
     """Documents went missing or were duplicated somewhere in the run."""
@@ -126,7 +128,6 @@ def print_accounting(acc: Accounting, not_applicable: Iterable[str] = ()) -> Non
     """The per-stage funnel table and the verdict, on the console. Stages named in
     ``not_applicable`` (nothing of their kind in the input, e.g. extraction of document
     files) are left out of the table when they saw nothing and balance."""
-    from afm.console import console, print_table
 
     skip = set(not_applicable)
     rows = [[s.stage, s.status, s.docs_in, s.kept, s.rejected,

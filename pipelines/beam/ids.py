@@ -22,8 +22,9 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 import apache_beam as beam
-from afm.pipelines.beam.packing import pack, unpack
 
+from afm.pipelines.beam.packing import pack, unpack
+from afm.pipelines.beam.spill import SpillReader, SpillWriter
 from afm.schema import make_reject
 
 STAGE = "ids"
@@ -76,8 +77,6 @@ class _KeyFn(beam.DoFn):
         self.writer: Any = None
 
     def start_bundle(self) -> None:
-        from afm.pipelines.beam.spill import SpillWriter
-
         self.writer = SpillWriter(self.spill_dir) if self.spill_dir else None
 
     def process(self, doc: dict[str, Any]) -> Iterator[tuple[str, bytes]]:
@@ -92,8 +91,6 @@ class _PickFn(beam.DoFn):
     """The documents of one id (texts restored when stowed) -> kept + rejects."""
 
     def start_bundle(self) -> None:
-        from afm.pipelines.beam.spill import SpillReader
-
         self.reader = SpillReader()
 
     def process(self, element: tuple[str, Iterable[bytes]]) -> Iterator[Any]:

@@ -1,6 +1,6 @@
 """Beam I/O of every document pipeline: read input files, write Parquet shards.
 
-Reading wraps the one input boundary (:mod:`afm.readers` decodes, :mod:`afm.coerce`
+Reading wraps the one input boundary (:mod:`afm.readers` decodes, :mod:`afm.pipelines.beam.coerce`
 validates): each input file is one element (WARC.gz is not splittable), spread over
 workers by a Reshuffle, and every record met becomes exactly one item:
 
@@ -34,16 +34,20 @@ from typing import Any
 import apache_beam as beam
 import pyarrow as pa
 import pyarrow.parquet as pq
-from afm.pipelines.beam.ids import ORIGIN
-from afm.pipelines.beam.packing import pack, unpack
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
 from afm import fs
-from afm.coerce import classify, with_text_from
+from afm.filters.code import iter_parquet_files, iter_repo_files
 from afm.io import resolve_inputs as resolve_files
 from afm.io import write_shard
-from afm.readers import Failure, Record, Skipped, Where, file_format, read_file
+from afm.pipelines.beam.coerce import classify, with_text_from
+from afm.pipelines.beam.cputime import StageClock, timed_iter
+from afm.pipelines.beam.ids import ORIGIN
+from afm.pipelines.beam.packing import pack, unpack
+from afm.pipelines.beam.progress import ProgressFile
+from afm.pipelines.beam.spill import RestoreFn, SpillReader, StowFn
+from afm.readers import SUPPORTED_SUFFIXES, Failure, Record, Skipped, Where, file_format, read_file
 from afm.schema import make_document, make_reject, to_table
 
 PAGE, DOC, BAD, SKIP = "page", "doc", "bad", "skip"
@@ -97,7 +101,6 @@ def no_inputs_message(patterns: list[str], skipped: list[tuple[str, str]]) -> st
     """Why nothing can be read, what was found instead, and what would be read."""
     from collections import Counter
 
-    from afm.readers import SUPPORTED_SUFFIXES
 
     kinds = Counter(_suffix(path) for path, _ in skipped)
     found = (f"; found {sum(kinds.values())} other file(s): "
@@ -134,7 +137,7 @@ def read_reject(where: Where, source: str, reason: str, details: dict[str, Any],
 def classify_record(rec: Any, source: str, where: Where | None = None,
                     text_fields: tuple[str, ...] = ()) -> tuple[str, dict[str, Any]]:
     """One decoded Parquet/JSONL record -> ``(PAGE|DOC|BAD, payload)`` (see
-    :func:`afm.coerce.classify` for the rules)."""
+    :func:`afm.pipelines.beam.coerce.classify` for the rules)."""
     where = where or Where("<memory>")
     if text_fields:
         rec = with_text_from(rec, text_fields)
@@ -228,7 +231,6 @@ def _code_parquet_items(path: str) -> Iterator[Any]:
     finds each repository's licence in the same file); rows that are not code files are
     counted as skipped, and rows lost to a read error as failures, so the file's row count
     (from its footer) is always accounted."""
-    from afm.filters.code import iter_parquet_files
 
     declared = pq.read_metadata(path).num_rows
     stats: dict[str, int] = {}
@@ -251,7 +253,6 @@ def _code_dir_items(path: str) -> Iterator[Any]:
     """A directory of cloned repositories, through ``afm.filters.code.iter_repo_files``;
     files it passes over are counted (not code: skipped; too large or unreadable:
     failures)."""
-    from afm.filters.code import iter_repo_files
 
     stats: dict[str, int] = {}
     for n, rec in enumerate(iter_repo_files(path, stats=stats)):
@@ -282,15 +283,10 @@ class _ReadFileFn(beam.DoFn):
         self.progress_dir = progress_dir
 
     def setup(self) -> None:
-        from afm.pipelines.beam.cputime import StageClock
-        from afm.pipelines.beam.progress import ProgressFile
-
         self.progress = ProgressFile(self.progress_dir, "read") if self.progress_dir else None
         self.clock = StageClock("read")
 
     def process(self, numbered: tuple[int, str]) -> Iterator[tuple[str, Any]]:
-        from afm.pipelines.beam.cputime import timed_iter
-
         file_no, path = numbered
         yield from timed_iter(read_file_items(path, self.source, self.allow_pages, file_no,
                                               self.text_fields, self.progress), self.clock)
@@ -339,7 +335,6 @@ class ReadInputs(beam.PTransform):
         unwrap = lambda item: item[1]  # noqa: E731
         pages = split[0] | "pages" >> beam.Map(unwrap)
         if self.reshuffle and self.spill_dir:  # afm.pipelines.beam.spill
-            from afm.pipelines.beam.spill import RestoreFn, StowFn
 
             pages = (pages | "stow pages" >> beam.ParDo(StowFn(self.spill_dir, ("body",)))
                      | "pack pages" >> beam.Map(pack)
@@ -410,13 +405,10 @@ class WriteShardFn(beam.DoFn):
         self.fail_marker_dir = fail_marker_dir
 
     def setup(self) -> None:
-        from afm.pipelines.beam.cputime import StageClock
-
         self.clock = StageClock("write")
 
     def process(self, element: tuple[int, Iterable[tuple[str, bytes]]]
                 ) -> Iterator[dict[str, Any]]:
-        from afm.pipelines.beam.spill import SpillReader
 
         index, packed = element
         # Sorted packed, unpacked one row group at a time: a shard costs its compressed
@@ -456,7 +448,6 @@ def _in_order(rows: list[tuple[str, bytes]], reader: Any) -> list[dict[str, Any]
     id, then, among records of one id (duplicate-id rejects), by the packed record with
     its text (a deterministic function of the record; a stowed record's bytes name a
     spill file), so the same set of records always gives the same file."""
-    from afm.pipelines.beam.packing import pack
 
     records = [reader.restore(unpack(blob)) for _id, blob in rows]
     out: list[dict[str, Any]] = []

@@ -27,6 +27,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from afm.areas import AREAS
+
 REPO = Path(__file__).resolve().parents[2]  # the checkout (pipelines/beam/ is afm.pipelines.beam)
 
 
@@ -52,7 +54,6 @@ def wait_for_port(port: int, proc: subprocess.Popen, log: Path, timeout: float =
 def package_parts() -> list[str]:
     """What a build of the checkout needs: the project files and every area's folder (from
     the one area list, ``afm/areas.py``, as ``setup.py`` reads it)."""
-    from afm.areas import AREAS
 
     return ["pyproject.toml", "setup.py", "README.md", "constraints.txt", *sorted(a.folder for a in AREAS)]
 

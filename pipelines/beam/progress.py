@@ -30,6 +30,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from afm.console import console
+
 PUBLISH_EVERY_S = 0.5
 
 
@@ -166,8 +168,6 @@ class ProgressDisplay:
         return describe(read_progress(self.directory), time.monotonic() - self.started, self.total_bytes)
 
     def _run(self) -> None:
-        from afm.console import console
-
         if console.is_terminal:
             with console.status(self.title, spinner="dots") as status:
                 while not self._stop.wait(self.poll_s):

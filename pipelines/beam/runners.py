@@ -38,7 +38,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from afm import fs
+from afm.console import console
 from afm.errors import UserError
+from afm.pipelines.beam.allocator import returning_freed_memory
+from afm.pipelines.beam.logs import logged_local_runner
 
 RUNNERS = ("DirectRunner", "PortableRunner", "DataflowRunner", "FlinkRunner", "SparkRunner",
            "BundleBasedDirectRunner")
@@ -191,9 +194,7 @@ def _bounded_memory(worker_log: str | None) -> Any:
     """The local runner whose every run keeps its buffers between stages on disk when they
     grow and gives freed memory back (:mod:`afm.pipelines.beam.local_shuffle`,
     :mod:`afm.pipelines.beam.allocator`): its memory does not grow with the corpus."""
-    from afm.pipelines.beam.allocator import returning_freed_memory
     from afm.pipelines.beam.local_shuffle import disk_backed_shuffles
-    from afm.pipelines.beam.logs import logged_local_runner
 
     runner = logged_local_runner(worker_log)
     run = runner.run_pipeline
@@ -365,8 +366,6 @@ def run_to_completion(pipeline: Any, *, runner: str | None = None, options: Any 
     it is submitted."""
     result = pipeline.run()
     if runner is not None and runner not in LOCAL_RUNNERS:
-        from afm.console import console
-
         console.print(f"[bold]{watch_hint(runner, result, options)}", highlight=False)
     state = result.wait_until_finish()
     if str(state) not in ("DONE", "PipelineState.DONE"):

@@ -32,9 +32,9 @@ from collections.abc import Iterable, Iterator
 from typing import Any, BinaryIO
 
 import apache_beam as beam
-from afm.pipelines.beam.packing import PackedRecord, pack, pack_record, reject_label, unpack
 
 from afm import fs
+from afm.pipelines.beam.packing import PackedRecord, pack, pack_record, reject_label, unpack
 
 STOWED = "_stowed_text"  # the key that takes the place of ``text`` in a stowed record
 _PREFIX = "_stowed_"  # ... and ``_stowed_<field>`` that of another field (a page's ``body``)

@@ -26,9 +26,8 @@ import tempfile
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from afm.pipelines.beam.runners import OptionCheck, workers_share_this_machine
-
 from afm import fs
+from afm.pipelines.beam.runners import OptionCheck, workers_share_this_machine
 
 BUILTIN = "builtin"
 Access = Literal["read", "write"]

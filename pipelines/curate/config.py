@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from afm import fs
+from afm.config import ConfigError, load_config, load_yaml
 from afm.pipelines.curate.stages import (
     CURATE_SOURCES,
     SOURCE_STAGES,
@@ -26,9 +28,6 @@ from afm.pipelines.curate.stages import (
     stage_params,
 )
 from afm.pipelines.decontaminate import DECONTAM_NEEDS_INDEX
-
-from afm import fs
-from afm.config import ConfigError, load_config
 
 
 def link_early_language(stages: list[ResolvedStage]) -> None:
@@ -206,7 +205,6 @@ def load_curate_config(
 def _read_remote_yaml(path: str) -> dict[str, Any]:
     from apache_beam.io.filesystems import FileSystems
 
-    from afm.config import load_yaml
 
     try:
         with FileSystems.open(path) as fh:

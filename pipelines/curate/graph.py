@@ -15,7 +15,30 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from afm.pipelines.beam.ids import UniqueIds
+from afm.pipelines.beam.io import (
+    FailOncePerBundle,
+    ReadInputs,
+    WriteShards,
+    join,
+    should_reshuffle,
+    write_json,
+)
+from afm.pipelines.beam.packing import unpack
+from afm.pipelines.beam.progress import make_tick
+from afm.pipelines.beam.runners import LOCAL_RUNNERS
+from afm.pipelines.beam.spill import PackFn, StowFn, restore_all, spill_dir
+from afm.pipelines.curate.optout_cost import optout_cost
 from afm.pipelines.curate.stages import ResolvedStage
+from afm.pipelines.curate.transforms import (
+    Counts,
+    apply_document_stage,
+    apply_global_stage,
+    apply_record_stage,
+    apply_top_fraction_stage,
+    tag_reject,
+)
+from afm.schema import DOCUMENT_SCHEMA, REJECT_SCHEMA, make_document, make_reject
 
 STATS = ".stats.json"  # hidden: run scratch, never promoted
 
@@ -25,7 +48,6 @@ def build_pipeline(plan: Any, pipeline: Any, staging: str | None = None) -> dict
     to ``pipeline``, writing into ``staging`` (the run's staging directory; default
     ``<output>/.staging-dry-run`` for graph checks). Returns a few handles: the global stage
     objects (whose ``commit`` runs after success), the stats path, and PCollections for tests."""
-    from afm.pipelines.beam.io import join
 
     staging = staging or join(plan.output, ".staging-dry-run")
     graph = CurateGraph(plan, pipeline, staging=staging)
@@ -61,8 +83,6 @@ class CurateGraph:
     extracted: Any = None  # the documents extraction made of what the optout stage kept
 
     def __post_init__(self) -> None:
-        from afm.pipelines.curate.transforms import Counts
-
         self.counts = Counts()
         self.source = self.plan.config.source
         self.faults = set(self.plan.config.debug.fail_once_at)
@@ -72,7 +92,6 @@ class CurateGraph:
     def spill_dir(self, step: str) -> str | None:
         """Where ``step`` writes the texts it stows (:mod:`afm.pipelines.beam.spill`), or
         None when texts cross the shuffles in the records."""
-        from afm.pipelines.beam.spill import spill_dir
 
         return spill_dir(self.staging, step) if self.spill else None
 
@@ -80,7 +99,6 @@ class CurateGraph:
         """``part`` with its texts stowed (when spilling): for a PCollection that waits in
         the runner, e.g. one branch of a Flatten of branches made in different stages."""
         import apache_beam as beam
-        from afm.pipelines.beam.spill import StowFn
 
         directory = self.spill_dir(step)
         return part if directory is None else part | f"stow {step}" >> beam.ParDo(StowFn(directory))
@@ -95,7 +113,6 @@ class CurateGraph:
         """Every input record met once: crawl pages, documents, rejects, non-documents.
         Without an extract stage (code, dedup, decontam run) crawl pages cannot become
         documents: the reader rejects them."""
-        from afm.pipelines.beam.io import ReadInputs, should_reshuffle
 
         cfg = self.plan.config
         spread = should_reshuffle(cfg.read.reshuffle, len(self.plan.inputs), cfg.read.reshuffle_below_files)
@@ -126,8 +143,6 @@ class CurateGraph:
     def unique_ids(self) -> None:
         """The duplicate-id policy, right after documents exist (``afm.pipelines.beam.ids``)."""
         import apache_beam as beam
-        from afm.pipelines.beam.ids import UniqueIds
-        from afm.pipelines.curate.transforms import tag_reject
 
         self.counts.add(self.documents, "ids.in")
         self.chain["ids"] = self.labels
@@ -151,8 +166,6 @@ class CurateGraph:
         self.chain[stage.name] = in_labels
         kept = self.apply(stage, stage_in)
         if stage.name in self.faults:
-            from afm.pipelines.beam.io import FailOncePerBundle
-
             kept = kept | f"fault after {stage.name}" >> beam.ParDo(
                 FailOncePerBundle(stage.name, self.plan.config.debug.marker_dir))
         self.counts.add(kept, f"{stage.name}.kept")
@@ -168,7 +181,6 @@ class CurateGraph:
 
     def record_stage(self, stage: ResolvedStage) -> None:
         """Right after reading (optout): on crawl pages and documents alike."""
-        from afm.pipelines.curate.transforms import apply_record_stage
 
         self.chain[stage.name] = self.pages_labels + self.labels
         self.counts.add(self.pages, f"{stage.name}.in")
@@ -193,7 +205,6 @@ class CurateGraph:
         """What the optout stage removed, per signal (:mod:`afm.pipelines.curate.optout_cost`),
         as its stage report."""
         import apache_beam as beam
-        from afm.pipelines.curate.optout_cost import optout_cost
 
         if self.optout_rejects is None:
             return
@@ -203,11 +214,6 @@ class CurateGraph:
     def apply(self, stage: ResolvedStage, stage_in: Any) -> Any:
         """The stage's kept PCollection; its rejects (and a global stage's report) recorded."""
         import apache_beam as beam
-        from afm.pipelines.curate.transforms import (
-            apply_document_stage,
-            apply_global_stage,
-            apply_top_fraction_stage,
-        )
 
         if not stage.active and stage.kind == "page":
             # Pages cannot pass an extractor that does not run: each becomes a reject.
@@ -235,10 +241,7 @@ class CurateGraph:
         where they are made: what the shuffles and the flatten of all rejects carry is
         compressed bytes (and a reject's text is already trimmed)."""
         import apache_beam as beam
-        from afm.pipelines.beam.io import WriteShards
-        from afm.pipelines.beam.spill import PackFn
 
-        from afm.schema import DOCUMENT_SCHEMA, REJECT_SCHEMA
 
         out, debug = self.plan.config.output, self.plan.config.debug
         rejects_dir, documents_dir = self.spill_dir("rejects"), self.spill_dir("documents")
@@ -250,7 +253,6 @@ class CurateGraph:
         mb = 1024 * 1024
         documents, progress = self.documents, getattr(self.plan, "progress_dir", None)
         if progress:  # local runners: live counts (afm.pipelines.beam.progress)
-            from afm.pipelines.beam.progress import make_tick
 
             documents = documents | "progress kept" >> make_tick(progress, "kept")
             _ = self.rejects | "progress rejected" >> make_tick(progress, "rejected")
@@ -267,7 +269,6 @@ class CurateGraph:
         """``.stats.json`` in the staging directory: counts, reasons, sample rejects, files,
         stage reports and what was read but is no document; the manifest is made from it."""
         import apache_beam as beam
-        from afm.pipelines.beam.io import join, write_json
         from apache_beam.pvalue import AsSingleton
 
         sides = {"counts": self.counts.collect(self.pipeline) | "counts" >> beam.combiners.ToDict(),
@@ -287,8 +288,6 @@ class CurateGraph:
 
     def _samples(self) -> Any:
         import apache_beam as beam
-        from afm.pipelines.beam.packing import unpack
-        from afm.pipelines.beam.spill import restore_all
 
         per_reason = max(1, self.plan.config.output.samples_per_reason)
         return (self.rejects
@@ -323,7 +322,6 @@ class CurateGraph:
 def should_spill(setting: str, runner: str) -> bool:
     """Whether texts cross the shuffles on disk (``output.spill_texts``): ``auto`` = on
     the local runners, which hold every shuffle in their own memory."""
-    from afm.pipelines.beam.runners import LOCAL_RUNNERS
 
     return setting == "always" or (setting == "auto" and runner in LOCAL_RUNNERS)
 
@@ -342,7 +340,6 @@ def _unknown_loss(reject: dict[str, Any]) -> bool:
 
 def _unextracted(page: dict[str, Any], source: str, status: str) -> dict[str, Any]:
     """The reject of a crawl page when the extract stage is disabled or unavailable."""
-    from afm.schema import make_document, make_reject
 
     doc = make_document("", url=page.get("url"), source=source, fetched_at=page.get("fetched_at"))
     reason = "extract_disabled" if status == "disabled" else "extract_unavailable"

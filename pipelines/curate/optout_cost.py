@@ -22,6 +22,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from afm.consent.snapshots import host_of
+from afm.filters.extract import word_count
+
 TOTAL = "*"
 UNVERIFIED_PREFIX = "unverifiable "
 
@@ -29,8 +32,6 @@ UNVERIFIED_PREFIX = "unverifiable "
 def reject_rows(reject: dict[str, Any]) -> list[tuple[str, tuple[str, int, str, list[str]]]]:
     """``(signal, (host, words, disagreement, agents))`` for every signal of one optout
     reject, and one ``TOTAL`` row."""
-    from afm.crawler.consent.snapshots import host_of
-    from afm.filters.extract import word_count
 
     try:
         details = json.loads(reject.get("details") or "{}")
@@ -76,7 +77,6 @@ def optout_cost(rejects: Any, kept_docs: Any, pipeline: Any) -> Any:
     """A one-element PCollection ``("optout", report)`` (a stage report) from the optout
     stage's ``rejects`` and the documents extraction made of what it kept."""
     import apache_beam as beam
-    from afm.filters.extract import word_count
     from apache_beam.pvalue import AsDict, AsSingleton
 
     rows = rejects | "optout cost rows" >> beam.FlatMap(reject_rows)

@@ -28,11 +28,30 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from afm import fs
+from afm.config import print_config, to_dict
+from afm.consent.snapshots import SNAPSHOT_DIR, load_index, source_files
+from afm.console import console, print_summary
+from afm.outputs import OutputDir, refuse_empty
+from afm.pipelines.beam.accounting import AccountingError, check_accounting, print_accounting
+from afm.pipelines.beam.io import READ_NAMESPACE, is_remote, join, read_json, resolve_inputs
+from afm.pipelines.beam.logs import beam_logs, log_file, worker_logs
+from afm.pipelines.beam.progress import ProgressDisplay
+from afm.pipelines.beam.runners import (
+    LOCAL_RUNNERS,
+    build_options,
+    check_options,
+    check_runner_name,
+    make_runner,
+    run_to_completion,
+)
+from afm.pipelines.beam.worker_paths import WorkerPath, check_worker_paths
+from afm.pipelines.curate.advice import rejection_advice
 from afm.pipelines.curate.config import CurateConfig, load_curate_config
+from afm.pipelines.curate.costs import TreeMemory, Usage, run_costs
 from afm.pipelines.curate.graph import build_pipeline
-from afm.pipelines.curate.stages import ResolvedStage, check_setup
-
-from afm.config import to_dict
+from afm.pipelines.curate.report import write_report
+from afm.pipelines.curate.stages import ResolvedStage, check_setup, stage_paths
 
 MANIFEST = "manifest.json"
 REPORT = "report.html"
@@ -59,8 +78,6 @@ class CuratePlan:
 
     def worker_paths(self) -> list[Any]:
         """Every path the pipeline's DoFns open (checked before submission)."""
-        from afm.pipelines.beam.worker_paths import WorkerPath
-        from afm.pipelines.curate.stages import stage_paths
 
         paths = [WorkerPath("input", p) for p in self.inputs]
         paths.append(WorkerPath("output", self.output, "write"))
@@ -75,8 +92,6 @@ def plan_curate(inputs: list[str], output: Path | str, *, config: Any = None,
                 runner: str = "DirectRunner", source: str | None = None,
                 pipeline_args: list[str] | None = None, text_fields: tuple[str, ...] = (),
                 command: str = "curate", local_workers: int = 0, allow_empty: bool = False) -> CuratePlan:
-    from afm.pipelines.beam.io import is_remote, resolve_inputs
-    from afm.pipelines.beam.runners import check_runner_name
 
     check_runner_name(runner)
     cfg = load_curate_config(config, source=source)
@@ -98,9 +113,7 @@ def plan_curate(inputs: list[str], output: Path | str, *, config: Any = None,
 def _crawl_snapshots(stages: list[ResolvedStage], inputs: list[str]) -> None:
     """With no snapshots configured, the optout stage reads the robots.txt / tdmrep.json
     snapshots of the crawl directories it is given (their ``robotstxt/``)."""
-    from afm.crawler.consent.snapshots import SNAPSHOT_DIR
 
-    from afm import fs
 
     for stage in stages:
         if stage.name != "optout" or not stage.active or stage.config.snapshots:
@@ -114,9 +127,7 @@ def _check_snapshots(stages: list[ResolvedStage]) -> None:
     """Missing, unreadable or damaged-beyond-attribution snapshot sources are one-line
     errors here, before any work, not failures inside a worker: local ones are read
     whole (the workers read them again), remote ones are listed."""
-    from afm.crawler.consent.snapshots import load_index, source_files
 
-    from afm import fs
 
     for stage in stages:
         if stage.name != "optout" or not stage.active or not stage.config.snapshots:
@@ -131,8 +142,6 @@ def _check_snapshots(stages: list[ResolvedStage]) -> None:
 def preflight(plan: CuratePlan, *, submitting: bool) -> tuple[Any, Any]:
     """The run's pipeline options and every problem with them or with the paths its
     workers will open (:mod:`afm.pipelines.beam.worker_paths`), before anything runs."""
-    from afm.pipelines.beam.runners import build_options, check_options
-    from afm.pipelines.beam.worker_paths import check_worker_paths
 
     options = build_options(plan.runner, plan.pipeline_args, local_workers=plan.local_workers)
     check = check_options(plan.runner, options, submitting=submitting)
@@ -182,15 +191,7 @@ def execute_curate(plan: CuratePlan, output_dir: Any = None, options: Any = None
     claimed here, refusing a non-empty output); ``options``: from :func:`preflight`
     (default: checked here)."""
     import apache_beam as beam
-    from afm.pipelines.beam.io import join, read_json
-    from afm.pipelines.beam.logs import beam_logs, log_file, worker_logs
-    from afm.pipelines.beam.progress import ProgressDisplay
-    from afm.pipelines.beam.runners import LOCAL_RUNNERS, make_runner, run_to_completion
-    from afm.pipelines.curate.costs import TreeMemory, Usage, run_costs
-    from afm.pipelines.curate.report import write_report
 
-    from afm.console import console
-    from afm.outputs import OutputDir, refuse_empty
 
     if options is None:
         options, check = preflight(plan, submitting=True)
@@ -263,7 +264,6 @@ def _empty_detail(plan: CuratePlan, accounting: Any) -> str:
 
 def _local_bytes(inputs: list[str]) -> int | None:
     """The input's size where every file is local (the progress estimate), else None."""
-    from afm import fs
 
     if any(fs.is_remote(p) for p in inputs):
         return None
@@ -277,7 +277,6 @@ def _checked_accounting(plan: CuratePlan, stats: dict[str, Any]) -> tuple[Any, d
     """The run's counts checked against the accounting rule (documents in = kept + rejected
     per stage and in total, the files holding exactly those rows); raises
     :class:`~afm.pipelines.beam.accounting.AccountingError`, promoting nothing, when not."""
-    from afm.pipelines.beam.accounting import AccountingError, check_accounting, print_accounting
 
     counts = dict(stats["counts"])
     counts["read.kept"] = counts.get("read.pages", 0) + counts.get("read.docs", 0)
@@ -333,7 +332,6 @@ def _metrics(result: Any) -> dict[str, Any]:
 def _manifest(plan: CuratePlan, options: Any, accounting: Any, counts: dict[str, int],
               stats: dict[str, Any], files: list[dict[str, Any]], elapsed: float,
               run_id: str, metrics: dict[str, Any]) -> dict[str, Any]:
-    from afm.pipelines.beam.io import READ_NAMESPACE, join
 
     cfg = plan.config
     notes = {k.split("/", 1)[1][len("note."):]: v for k, v in metrics.items()
@@ -407,7 +405,6 @@ def _rejected_most(accounting: Any) -> list[dict[str, Any]]:
     """The stages that rejected most, each with the setting that relaxes it."""
     from dataclasses import asdict
 
-    from afm.pipelines.curate.advice import rejection_advice
 
     funnel = [{"stage": s.stage, "in": s.docs_in, "dropped": s.rejected, "reasons": s.reasons}
               for s in accounting.stages]
@@ -415,8 +412,6 @@ def _rejected_most(accounting: Any) -> list[dict[str, Any]]:
 
 
 def _print_rejected_most(manifest: dict[str, Any]) -> None:
-    from afm.console import console
-
     most = manifest.get("rejected_most") or []
     if not most:
         return
@@ -465,10 +460,7 @@ def run_curate(
     (empty or unreadable) unless ``allow_empty``; either way nothing is promoted. A run
     whose stages rejected every document it read is promoted with a warning.
     """
-    from afm.pipelines.beam.runners import build_options
 
-    from afm.console import console, print_summary
-    from afm.outputs import OutputDir
 
     # Everything known before any work is checked before the config is printed, so the one
     # line that matters is not below a screen of YAML: the config and inputs (plan), the
@@ -515,9 +507,6 @@ def run_curate(
 
 
 def _print_plan(plan: CuratePlan, command: str) -> None:
-    from afm.config import print_config
-    from afm.console import console
-
     print_config(plan.config, title=f"{command} ({plan.config.source}) config")
     for stage in plan.stages:
         color = {"ready": "green", "disabled": "yellow"}.get(stage.status, "red")
@@ -525,8 +514,6 @@ def _print_plan(plan: CuratePlan, command: str) -> None:
 
 
 def _print_dry_run(plan: CuratePlan, report: dict[str, Any], command: str) -> None:
-    from afm.console import console, print_summary
-
     print_summary(f"{command} dry run", {
         "runner": plan.runner, "inputs": len(plan.inputs),
         "graph transforms": report["graph_transforms"],

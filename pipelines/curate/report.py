@@ -12,6 +12,8 @@ import io
 import json
 from typing import Any
 
+from afm import fs
+
 
 def funnel_png(funnel: list[dict[str, Any]]) -> bytes:
     """A horizontal bar chart: documents entering each stage, split kept / dropped."""
@@ -191,7 +193,6 @@ def _costs_html(costs: dict[str, Any] | None) -> str:
 
 def write_report(manifest: dict[str, Any], samples: dict[str, list[dict[str, Any]]],
                  path: str) -> str:
-    from afm import fs
 
     fs.write_bytes(path, render_report(manifest, samples).encode("utf-8"))
     return path

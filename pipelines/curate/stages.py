@@ -34,11 +34,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from afm.pipelines.beam.worker_paths import Access, WorkerPath
-
 from afm.config import ConfigError, load_config, to_dict
 from afm.errors import UserError
 from afm.imports import probe, resolve
+from afm.pipelines.beam.worker_paths import Access, WorkerPath
 
 StageKind = Literal["record", "page", "document", "global"]
 

@@ -12,12 +12,14 @@ from collections.abc import Iterator
 from typing import Any
 
 import apache_beam as beam
-from afm.filters.base import apply_filter, apply_filter_batch
-from afm.pipelines.beam.cputime import StageClock
-from afm.pipelines.beam.ids import ORIGIN
-from afm.pipelines.curate.stages import ResolvedStage, build_stage_object
 from apache_beam.metrics import Metrics
 
+from afm.filters.base import apply_filter, apply_filter_batch
+from afm.filters.quality_model import QualityScoreCut
+from afm.pipelines.beam.cputime import StageClock
+from afm.pipelines.beam.ids import ORIGIN
+from afm.pipelines.beam.spill import RestoreFn
+from afm.pipelines.curate.stages import STAGES, ResolvedStage, build_stage_object
 from afm.schema import make_document, make_reject
 
 REJECTED = "rejected"
@@ -176,7 +178,6 @@ class BatchFilterFn(_StageFn):
 def stage_batch_size(stage: ResolvedStage) -> int | None:
     """The batch a batched stage decides at once (its config's ``batch_size``), or None
     for a stage that decides one document at a time."""
-    from afm.pipelines.curate.stages import STAGES
 
     if not STAGES[stage.name].batched:
         return None
@@ -216,7 +217,6 @@ def apply_top_fraction_stage(docs: beam.PCollection, stage: ResolvedStage, sourc
     every document (``quality_score``), a global approximate-quantile combine finds the
     score that keeps the top fraction (memory bounded, whatever the corpus size), pass 2
     drops documents below it (``QualityScoreCut``, no re-scoring)."""
-    from afm.filters.quality_model import QualityScoreCut
 
     fraction = float(stage.config.top_fraction)
     scored, score_errors = apply_document_stage(docs, stage, source)
@@ -242,8 +242,6 @@ class _CutFn(beam.DoFn):
         self.stage_name = stage_name
 
     def process(self, doc: dict[str, Any], threshold: float) -> Iterator[Any]:
-        from afm.filters.quality_model import QualityScoreCut
-
         kept, rejected = apply_filter(QualityScoreCut(threshold), doc)
         if rejected is not None:
             yield beam.pvalue.TaggedOutput(REJECTED, tag_reject(rejected, self.stage_name))
@@ -270,7 +268,6 @@ def apply_global_stage(docs: beam.PCollection, stage: ResolvedStage, spill_dir: 
                                                                            stage.name)
     kept = result["kept"]
     if spill_dir is not None:  # a stage may hand back documents whose texts wait on disk
-        from afm.pipelines.beam.spill import RestoreFn
 
         kept = kept | f"{stage.name} restore texts" >> beam.ParDo(RestoreFn())
     return kept, rejected, result.get("report"), transform

@@ -22,7 +22,7 @@ from typing import Any
 import apache_beam as beam
 
 from afm import fs
-from afm.io import read_shard
+from afm.io import read_shard, write_shard
 
 INDEX_META = "_index.json"
 INDEX_GLOB_PREFIX = "part-"
@@ -125,7 +125,6 @@ class WriteIndexRows(beam.DoFn):
             return
         import pyarrow as pa
 
-        from afm.io import write_shard
 
         self.rows.sort(key=lambda r: r["key"])
         digest = hashlib.sha1("\0".join(r["key"] for r in self.rows).encode("utf-8", "surrogatepass"))

@@ -51,6 +51,7 @@ from functools import partial
 from typing import Any
 
 import apache_beam as beam
+
 from afm.filters.minhash import NORMALIZATION_VERSION, SCHEME, lsh_params
 from afm.pipelines.beam.components import ConnectedComponents
 from afm.pipelines.beam.joins import LookupJoin

@@ -28,11 +28,13 @@ from typing import Any
 
 import apache_beam as beam
 import numpy as np
-from afm.filters.minhash import MinHasher
-from afm.pipelines.beam.packing import pack, unpack
-from afm.pipelines.dedup.keys import doc_key, is_accepted, node_key, node_to_id, node_to_key
 from apache_beam.metrics import Metrics
 
+from afm.filters.minhash import MinHasher, band_keys
+from afm.pipelines.beam.cputime import StageClock
+from afm.pipelines.beam.packing import pack, unpack
+from afm.pipelines.beam.spill import SpillReader, SpillWriter
+from afm.pipelines.dedup.keys import doc_key, is_accepted, node_key, node_to_id, node_to_key
 from afm.schema import make_reject
 
 STAGE = "dedup"
@@ -87,14 +89,10 @@ class SketchBatch(beam.DoFn):
         self.docs = Metrics.counter(NAMESPACE, "documents_in")
 
     def setup(self) -> None:
-        from afm.pipelines.beam.cputime import StageClock
-
         self.hasher = MinHasher(self.num_perm, self.seed, self.ngram)
         self.clock = StageClock("dedup")  # the sketches: dedup's own CPU (cputime.py)
 
     def start_bundle(self) -> None:
-        from afm.pipelines.beam.spill import SpillWriter
-
         self.writer = SpillWriter(self.spill_dir) if self.spill_dir else None
 
     def finish_bundle(self) -> None:
@@ -107,11 +105,9 @@ class SketchBatch(beam.DoFn):
         return pack((self.writer.stow(doc) if self.writer is not None else doc, row))
 
     def process(self, batch: list[dict[str, Any]]) -> Iterator[Any]:
-        from afm.filters.minhash import band_keys
-
         valid: list[dict[str, Any]] = []
         for doc in batch:
-            # Pipelines coerce documents when reading (afm.coerce); callers of the
+            # Pipelines coerce documents when reading (afm.pipelines.beam.coerce); callers of the
             # transform who pass something else get a reject, never a failed run.
             problem = _invalid(doc)
             if problem:
@@ -333,8 +329,6 @@ class Finalize(beam.DoFn):
         self.largest = Metrics.distribution(NAMESPACE, "cluster_size")
 
     def start_bundle(self) -> None:
-        from afm.pipelines.beam.spill import SpillReader
-
         self.reader = SpillReader()
 
     def finish_bundle(self) -> None:

@@ -33,10 +33,14 @@ import jax.numpy as jnp
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from afm.model.scoring import token_argmax
-from afm.training.data.shards import TOKEN_SCHEMA, DataError, expand_paths
 
 from afm import fs
+from afm.io import write_shard
+from afm.model.scoring import token_argmax
+from afm.outputs import OutputDir
+from afm.training.compress.teacher import Teacher
+from afm.training.core.checkpoint import checkpoint_meta
+from afm.training.data.shards import TOKEN_SCHEMA, DataError, expand_paths
 
 COLUMN = "teacher_top1"
 
@@ -79,8 +83,6 @@ class TopOnePredictor:
     """The teacher compiled for ``[batch, window]`` packed rows -> top-1 ids."""
 
     def __init__(self, teacher_path: str, *, window: int | None = None, batch_size: int = 8, chunk: int = 1024):
-        from afm.training.compress.teacher import Teacher
-        from afm.training.core.checkpoint import checkpoint_meta
         from jax.sharding import SingleDeviceSharding
 
         if window is None:
@@ -156,8 +158,6 @@ def compute_targets(
 ) -> dict[str, Any]:
     """Write ``data``'s token shards plus the teacher's top-1 column into ``out``; returns
     the manifest. ``progress(documents_done, documents_total)`` is called per row group."""
-    from afm.io import write_shard
-    from afm.outputs import OutputDir
 
     files = expand_paths(list(data))
     total_docs = sum(pq.ParquetFile(fs.open_input(f)).metadata.num_rows for f in files)

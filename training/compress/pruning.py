@@ -15,7 +15,19 @@ from typing import Any
 
 import jax.numpy as jnp
 import numpy as np
+
+from afm import fs
+from afm.model.checkpoint import restore_tree, save_params
+from afm.model.config import ModelConfig, param_counts
+from afm.model.parts import ModelParts
 from afm.training.compress.soft_topk import kept_indices
+from afm.training.core.checkpoint import (
+    _flatten_nested,
+    checkpoint_meta,
+    checkpoint_model_config,
+    is_model_checkpoint,
+    read_run_params,
+)
 
 SCORES = "prune/scores"  # one learned score vector per layer: prune/scores/<layer>
 SHAPE_FIELDS = ("vocab_size", "dim", "n_layers", "n_heads", "n_kv_heads", "head_dim", "ffn_dim")
@@ -109,9 +121,6 @@ def write_pruned(
     ``teacher``) to ``kept`` units per layer and save a normal ``afm.model`` checkpoint
     (``config.json`` with the smaller ``ffn_dim``, ``params/``, and ``prune.json``: method,
     source, kept indices), the format ``afm train --init-from`` accepts; returns a summary."""
-    from afm.model.checkpoint import save_params
-    from afm.model.config import param_counts
-    from afm.training.core.engine import ModelParts
 
     target = len(kept[0])
     if len(kept) != teacher.n_layers or any(len(set(np.asarray(k).tolist())) != target for k in kept):
@@ -143,8 +152,6 @@ def write_pruned(
 def apply_pruning(run: str, out: str, *, overwrite: bool = False) -> dict[str, Any]:
     """Materialise the pruned model of a ``task: prune`` run (its latest checkpoint, or a
     step directory) as an ``afm.model`` checkpoint at ``out``; returns a summary."""
-    from afm.model.config import ModelConfig
-    from afm.training.core.checkpoint import checkpoint_meta, read_run_params
 
     t0 = time.perf_counter()
     meta, step_dir = checkpoint_meta(run)
@@ -166,17 +173,7 @@ def teacher_params(teacher: str) -> tuple[Any, dict[str, np.ndarray]]:
     """``(ModelConfig, model parameters as float32 host arrays)`` of a teacher checkpoint:
     an ``afm train`` workdir or step directory, or an ``afm.model`` checkpoint. Task extras
     a run may hold (e.g. pruning scores) are left out: a control sees only the weights."""
-    from afm.model.checkpoint import restore_tree
-    from afm.training.core.checkpoint import (
-        _flatten_nested,
-        checkpoint_meta,
-        checkpoint_model_config,
-        is_model_checkpoint,
-        read_run_params,
-    )
-    from afm.training.core.engine import ModelParts
 
-    from afm import fs
 
     config = checkpoint_model_config(teacher)
     if is_model_checkpoint(teacher):

@@ -33,10 +33,15 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from afm.model import palettize
-from afm.model.config import ModelConfig, Palettization
 
 from afm.io import read_shard
+from afm.model import palettize
+from afm.model.checkpoint import load_config, load_model, save_params
+from afm.model.config import ModelConfig, Palettization
+from afm.model.params import flatten_state
+from afm.model.scoring import token_logprobs
+from afm.model.transformer import Transformer
+from afm.training.data.shards import DataError, expand_paths
 
 
 @dataclass(frozen=True)
@@ -76,7 +81,6 @@ class QuantizeOptions:
 def token_rows(patterns: list[str], rows: int, seq_len: int, eos_id: int = 2) -> np.ndarray:
     """``[rows, seq_len + 1]`` int32: documents of the token shards (sorted shard order,
     each followed by EOS) concatenated and cut into rows; the first ``rows`` rows."""
-    from afm.training.data.shards import DataError, expand_paths
 
     need = rows * (seq_len + 1)
     stream: list[np.ndarray] = []
@@ -105,8 +109,6 @@ class RowsLoss:
     any model ``load_model`` returns (dense, palettized, with an adapter)."""
 
     def __init__(self, model: Any, rows: np.ndarray, batch_rows: int):
-        from afm.model.params import flatten_state
-        from afm.model.scoring import token_logprobs
         from flax import nnx
 
         self.graphdef, state = nnx.split(model)
@@ -234,8 +236,6 @@ def quantize_checkpoint(
 ) -> dict[str, Any]:
     """Write a palettized checkpoint of ``checkpoint`` to ``out``; return the summary
     (also written to ``out/quantization.json``)."""
-    from afm.model.checkpoint import load_model, save_params
-    from afm.model.transformer import Transformer
     from flax import nnx
 
     started = time.perf_counter()
@@ -368,6 +368,5 @@ def quantize_checkpoint(
 
 def load_dtype(checkpoint: str | Path) -> str:
     """The compute dtype the checkpoint was saved with (the quantized model keeps it)."""
-    from afm.model.checkpoint import load_config
 
     return load_config(checkpoint).dtype

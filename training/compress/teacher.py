@@ -14,13 +14,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import jax
+
+from afm import fs
+from afm.model.parts import ModelParts
 from afm.training.core.checkpoint import (
     checkpoint_meta,
     checkpoint_model_config,
     restore_params_only,
 )
-
-from afm import fs
 
 Array = jax.Array
 
@@ -31,13 +32,12 @@ class Teacher:
 
     path: str
     config: Any  # ModelConfig (run-time fields as the caller wants them)
-    parts: Any  # afm.training.core.engine.ModelParts of the teacher's shapes
+    parts: Any  # afm.model.parts.ModelParts of the teacher's shapes
 
     @classmethod
     def open(cls, path: str, **runtime: Any) -> Teacher:
         """The teacher at ``path``; ``runtime`` may change run-time fields (``max_seq_len``,
         ``attention_impl``, ``remat``...), never shapes."""
-        from afm.training.core.engine import ModelParts
 
         if not str(path):
             raise ValueError("no teacher checkpoint given")

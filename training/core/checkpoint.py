@@ -28,12 +28,13 @@ from typing import Any
 import jax
 import numpy as np
 import orbax.checkpoint as ocp
-from afm.model.checkpoint import CheckpointError, restore_tree
-from afm.training.core.step import TrainState
-from afm.training.data.loader import LoaderState
 from etils import epath
 
 from afm import fs
+from afm.model.checkpoint import CheckpointError, load_config, restore_tree
+from afm.model.config import ModelConfig
+from afm.training.core.step import TrainState
+from afm.training.data.loader import LoaderState
 
 ITEMS = ("params", "opt_state", "data_lanes", "data_spec", "meta", "data_arrays")
 
@@ -196,8 +197,6 @@ def checkpoint_model_config(path: str) -> Any:
 
     ``path``: an ``afm.model`` checkpoint (``config.json``), or a training workdir /
     ``checkpoints/`` / step directory (the ``meta`` item the trainer saves)."""
-    from afm.model.checkpoint import load_config
-    from afm.model.config import ModelConfig
 
     if is_model_checkpoint(path):
         return load_config(path)

@@ -13,13 +13,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from afm.config import ConfigError, check_number, coerce, load_config
+from afm.model.config import ModelConfig, get_config
 from afm.model.sharding import MeshConfig
 from afm.training.core.hooks import EvalConfig
 from afm.training.core.optimizer import OptimizerConfig
 from afm.training.core.schedules import ScheduleConfig
+from afm.training.core.stages import file_settings, stage_settings, stages
 from afm.training.data.shards import DataConfig
-
-from afm.config import ConfigError, check_number, coerce, load_config
 
 
 @dataclass
@@ -79,7 +80,6 @@ def get_train_config(
     """A named stage (any task's: :mod:`afm.training.core.stages`), a YAML file (which may
     say ``base: <stage>``) or a config, plus ``key=value`` overrides. ``task``: the task a
     file that names neither a task nor a base runs (a command's own, e.g. ``sft``)."""
-    from afm.training.core.stages import file_settings, stage_settings
 
     if isinstance(name_or_file, TrainConfig):
         return load_config(TrainConfig, {}, overrides, base=name_or_file)
@@ -104,7 +104,6 @@ def with_task_options(config: TrainConfig, **options: Any) -> TrainConfig:
 
 def list_configs() -> list[dict[str, str]]:
     """Every named stage: name, task, model, description and the table it is in."""
-    from afm.training.core.stages import stages
 
     return [{"name": s.name, "task": s.task, "model": s.model, "description": s.description,
              "table": s.source} for s in stages().values()]
@@ -115,7 +114,6 @@ def model_config(cfg: TrainConfig) -> Any:
     unknown size, field or impossible value is a ConfigError naming ``model_overrides``)."""
     import typing
 
-    from afm.model.config import ModelConfig, get_config
 
     try:
         base = get_config(cfg.model)

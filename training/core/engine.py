@@ -17,7 +17,6 @@ benchmark times the exact step a run executes.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -26,18 +25,20 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from afm.model.params import ParamLayout, flatten_state, logical_axes
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from afm.model.params import ParamLayout
 from afm.model.partitioning import activation_sharding
-from afm.model.sharding import ACTIVATION_RULES, batch_spec, param_shardings, replicated
+from afm.model.parts import ModelParts
+from afm.model.sharding import ACTIVATION_RULES, batch_spec, make_mesh, param_shardings, replicated
 from afm.training.core import muparam
+from afm.training.core.checkpoint import restore_params_only
 from afm.training.core.config import TrainConfig, model_config
 from afm.training.core.hooks import ModelView
 from afm.training.core.optimizer import build_optimizer
 from afm.training.core.schedules import make_schedule
 from afm.training.core.step import TrainState, make_eval_step, make_train_step
 from afm.training.core.task import Field, LossOutput, ParamSpec, Task
-from flax import nnx
-from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 Params = dict[str, jax.Array]
 
@@ -57,63 +58,6 @@ def _opt_shardings(abstract_opt: Any, shardings: dict[str, NamedSharding], mesh:
 
 def _with_sharding(tree: Any, shardings: Any) -> Any:
     return jax.tree.map(lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s), tree, shardings)
-
-
-@dataclass
-class ModelParts:
-    """The model split for functional steps: structure, flat parameter layout, logical
-    axes, and how to rebuild a ``Transformer`` from a flat parameter dict."""
-
-    config: Any
-    graphdef: Any
-    rest: Any
-    layout: ParamLayout
-    shapes: dict[str, tuple[int, ...]]
-    names: dict[str, tuple[str | None, ...] | None]
-    seed: int
-    dtypes: dict[str, Any]
-
-    @classmethod
-    def build(cls, mcfg: Any, seed: int) -> ModelParts:
-        abstract = nnx.eval_shape(lambda: _create(mcfg, seed))
-        graphdef, abs_params, rest = nnx.split(abstract, nnx.Param, ...)
-        flat_abs, layout = flatten_state(abs_params)
-        if jax.tree.leaves(rest):
-            rest = jax.jit(lambda: nnx.split(_create(mcfg, seed), nnx.Param, ...)[2])()
-        shapes = {k: tuple(v.shape) for k, v in flat_abs.items()}
-        # float32 masters; integer storage (a palettized base) keeps its dtype
-        dtypes = {k: v.dtype if not jnp.issubdtype(v.dtype, jnp.floating) else jnp.float32 for k, v in flat_abs.items()}
-        return cls(mcfg, graphdef, rest, layout, shapes, logical_axes(abs_params), seed, dtypes)
-
-    @staticmethod
-    def layout_of(mcfg: Any) -> ParamLayout:
-        """The flat parameter layout of a model config (traced once per config)."""
-        return _layout(mcfg)
-
-    def build_model(self, params: Params) -> Any:
-        """A ``Transformer`` over ``params``' model entries (other keys are ignored)."""
-        return nnx.merge(self.graphdef, self.layout.unflatten({k: params[k] for k in self.layout.keys}), self.rest)
-
-    def init(self, shardings: dict[str, NamedSharding] | None = None) -> Params:
-        """Fresh float32 parameters (muParam-simple init), made directly in ``shardings``
-        one block at a time (``afm.model.initializer``: the compile does not grow with depth)."""
-
-        from afm.model.initializer import init_params
-
-        params = init_params(self.config, self.seed, shardings)
-        return {k: v if v.dtype == self.dtypes[k] else v.astype(self.dtypes[k]) for k, v in params.items()}
-
-
-@functools.lru_cache(maxsize=16)
-def _layout(mcfg: Any) -> ParamLayout:
-    abstract = nnx.eval_shape(lambda: _create(mcfg, 0))
-    return flatten_state(nnx.split(abstract, nnx.Param, ...)[1])[1]
-
-
-def _create(mcfg: Any, seed: int) -> Any:
-    from afm.model.transformer import Transformer
-
-    return Transformer(mcfg, rngs=nnx.Rngs(params=seed))
 
 
 @dataclass
@@ -277,8 +221,6 @@ class Engine:
         checkpoint ``restore_params_only`` reads (a run's workdir or step directory, or an
         ``afm.model`` checkpoint); ``whole_run``: every parameter of the run (task extras
         included: a reward head, adapters), else the model's own."""
-        from afm.model.sharding import make_mesh
-        from afm.training.core.checkpoint import restore_params_only
 
         engine = cls.build(cfg, mesh if mesh is not None else make_mesh(cfg.mesh), task)
         like = engine.abstract_params(None if whole_run else engine.layout.keys)

@@ -12,7 +12,9 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+
 from afm.model.scoring import TokenScores, token_logprobs
+from afm.training.core.task import LossOutput
 
 Array = jax.Array
 
@@ -34,7 +36,6 @@ def next_token_loss(params: dict[str, Array], batch: dict[str, Array], ctx: Any,
     features (with ``segment_ids`` / ``positions`` when rows are packed documents or
     conversations, dropout from ``ctx.rng`` when asked and training), the chunked readout,
     cross-entropy and accuracy over ``loss_mask`` as ``(sum, weight)`` pairs."""
-    from afm.training.core.task import LossOutput
 
     model = ctx.model(params)
     kwargs: dict[str, Any] = {}

@@ -38,9 +38,9 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import optax
-from afm.training.core.schedules import Schedule
 
 from afm.config import check_choice, check_number
+from afm.training.core.schedules import Schedule
 
 PyTree = Any
 Multipliers = PyTree | Callable[[PyTree], PyTree] | None

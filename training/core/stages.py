@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from afm.config import ConfigError
+from afm.config import ConfigError, read_yaml
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 TABLE_KEYS = ("base",)
@@ -72,8 +72,6 @@ def merge(base: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:
 
 
 def _read_table(path: Path) -> dict[str, dict[str, Any]]:
-    from afm.config import read_yaml
-
     data = read_yaml(path) or {}
     if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
         raise ConfigError(f"{path}: a stage table maps stage names to mappings")
@@ -128,7 +126,6 @@ def stage_settings(name: str) -> dict[str, Any]:
 
 def file_settings(path: Path) -> dict[str, Any]:
     """A user's YAML config: its ``base:`` stage with the file's keys over it."""
-    from afm.config import read_yaml
 
     data = read_yaml(path) or {}
     if not isinstance(data, dict):

@@ -57,6 +57,12 @@ from typing import Any, Protocol, runtime_checkable
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from afm.config import ConfigError, from_dict
+from afm.model.checkpoint import save_params
+from afm.model.parts import ModelParts
+from afm.model.tokenizer import Tokenizer
+from afm.model.transformer import StackedLayersView, scan_storage
 from afm.training.core.hooks import ModelView
 
 Array = jax.Array
@@ -104,7 +110,6 @@ def frozen_storage(model: dict[str, Array], model_config: Any, prefix: str) -> d
     parameters stacked ``[n_layers, ...]`` once under ``prefix + "stacked/<sub-path>"``,
     so no step stacks (copies) them again. The copy computes exactly what the model
     computes: the log-ratio of policy and reference is 0 before the first update."""
-    from afm.model.transformer import scan_storage
 
     compute = jnp.dtype(model_config.dtype)
     out: dict[str, Array] = {}
@@ -124,7 +129,6 @@ def frozen_model_copy(model_config: Any, prefix: str) -> dict[str, ParamSpec]:
     :func:`frozen_storage` says: half the memory of a float32 copy (5 GiB of the
     on-device model's 10), identical log-probs, and stacked once when the layers are
     scanned. Read it back as a model with :func:`frozen_model`."""
-    from afm.training.core.engine import ModelParts
 
     parts = ModelParts.build(model_config, 0)
     stacked = _stacked_groups(parts.shapes) if model_config.scan_layers else {}
@@ -134,13 +138,9 @@ def frozen_model_copy(model_config: Any, prefix: str) -> dict[str, ParamSpec]:
         return tuple(parts.names.get(k) or (None,) * len(parts.shapes[k]))
 
     def init_stacked(rng: Array, model: dict[str, Array], sub: str) -> Array:
-        from afm.model.transformer import scan_storage
-
         return jnp.stack([scan_storage(model[k], jnp.dtype(model_config.dtype)) for k in stacked[sub]])
 
     def init_one(rng: Array, model: dict[str, Array], key: str) -> Array:
-        from afm.model.transformer import scan_storage
-
         return scan_storage(model[key], jnp.dtype(model_config.dtype))
 
     specs = {prefix + STACKED + sub: ParamSpec((len(keys), *parts.shapes[keys[0]]), (None, *axes(keys[0])),
@@ -155,7 +155,6 @@ def frozen_model(build_model: Callable[[dict[str, Array]], Any], params: dict[st
     """The model a frozen copy under ``prefix`` (:func:`frozen_model_copy`) computes, from
     a run's flat parameters, with no gradient: a ``Transformer``, or, for pre-stacked
     layers, a view that hands them to every forward as they are stored."""
-    from afm.model.transformer import StackedLayersView
 
     own = {k[len(prefix):]: jax.lax.stop_gradient(v) for k, v in params.items() if k.startswith(prefix)}
     stacked = {k[len(STACKED):]: own.pop(k) for k in list(own) if k.startswith(STACKED)}
@@ -223,7 +222,6 @@ def parse_task_options(options_class: type | None, raw: dict[str, Any] | None, t
     (unknown keys and wrong types are a :class:`~afm.config.ConfigError` naming the key),
     then the dataclass's own ``check()`` when it has one. A task without options takes
     none: any key given is an error."""
-    from afm.config import ConfigError, from_dict
 
     raw = dict(raw or {})
     if options_class is None:
@@ -373,7 +371,6 @@ class TaskBase:
         (the trainer calls it at the end with ``workdir/<artifact>`` and for every new best
         checkpoint with ``workdir/best``): by default the model's own parameters as an
         ``afm.model`` checkpoint (task extras such as a frozen reference are left out)."""
-        from afm.model.checkpoint import save_params
 
         return Path(save_params(self.model_params(params, model_config), directory, model_config,
                                 overwrite=True))
@@ -381,7 +378,6 @@ class TaskBase:
     @staticmethod
     def model_params(params: dict[str, Any], model_config: Any) -> Any:
         """The model's own entries of a run's flat parameters, as the model's nested state."""
-        from afm.training.core.engine import ModelParts
 
         layout = ModelParts.layout_of(model_config)
         return layout.unflatten({k: params[k] for k in layout.keys})
@@ -393,9 +389,7 @@ def task_tokenizer(task: Any) -> Any:
     model, DPO/IPO, MDLOO) declare ``tokenizer = property(task_tokenizer)``."""
     cached = task.__dict__.get("_tokenizer")
     if cached is None:
-        from afm.model.tokenizer import Tokenizer
 
-        from afm.config import ConfigError
 
         if not task.options.tokenizer:
             raise ConfigError(f"the {task.name} task needs task_options.tokenizer (a tokenizer directory)")

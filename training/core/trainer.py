@@ -29,6 +29,12 @@ from typing import Any
 
 import jax
 import numpy as np
+
+from afm import fs
+from afm.config import print_config
+from afm.console import console, make_progress
+from afm.model.config import flops_per_token, param_counts
+from afm.model.layers import resolve_attention_impl
 from afm.model.params import params_sha256
 from afm.model.sharding import make_mesh
 from afm.training.core import muparam
@@ -41,8 +47,7 @@ from afm.training.core.optimizer import skipped_updates
 from afm.training.core.preemption import StopSignal
 from afm.training.core.selection import BestCheckpoint
 from afm.training.core.task import Task
-
-from afm import fs
+from afm.training.data.coverage import coverage, data_warnings
 
 
 class TrainingDiverged(RuntimeError):
@@ -74,8 +79,6 @@ def parse_profile_steps(text: str) -> tuple[int, int] | None:
 
 
 def _console():
-    from afm.console import console
-
     return console
 
 
@@ -122,10 +125,7 @@ class Run:
     hooks and metrics, and the loop over them (see the module docstring)."""
 
     def __init__(self, cfg: TrainConfig, workdir: str, *, task: Task, quiet: bool = False):
-        from afm.model.config import flops_per_token
-        from afm.model.layers import resolve_attention_impl
 
-        from afm.config import print_config
 
         self.workdir = str(fs.as_path(workdir))
         fs.as_path(self.workdir).mkdir(parents=True, exist_ok=True)
@@ -207,7 +207,6 @@ class Run:
     # -- the loop -------------------------------------------------------------------------------
     def loop(self, stop_at: int) -> None:
         """Step until ``stop_at`` (or until a stop signal is agreed, after saving)."""
-        from afm.console import make_progress
 
         cfg = self.cfg
         self._warn_about_data(stop_at)
@@ -237,8 +236,6 @@ class Run:
     def _warn_about_data(self, stop_at: int) -> None:
         """A tiny corpus, or a run that goes over its data many times, said before the
         first step (:mod:`afm.training.data.coverage`); recorded in ``self.data_coverage``."""
-        from afm.model.config import param_counts
-        from afm.training.data.coverage import coverage, data_warnings
 
         self.data_coverage: dict[str, Any] = {}
         index = getattr(self.source, "index", None)

@@ -54,6 +54,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
 from afm.training.data.shards import (
     Chunk,
     DataConfig,

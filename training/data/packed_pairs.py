@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
+
 from afm.training.data.loader import LoaderState
 from afm.training.data.preferences import PairLoader, PreferenceDataError, TokenizedPairs
 

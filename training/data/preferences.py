@@ -45,9 +45,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from afm.training.data.loader import LoaderState
 
+from afm import fs
+from afm.console import console
 from afm.errors import UserError
+from afm.finish import DROP_REASON, finish_of, is_cut
+from afm.model.chat import ChatFormatError, validate
+from afm.readers import Failure, Record, Skipped, read_file
+from afm.training.data.loader import LoaderState
 
 LEVELS = ("negligibly_better", "slightly_better", "better", "significantly_better")
 GRADES = ("instruction_following", "verbosity", "truthfulness", "harmlessness")
@@ -140,9 +145,7 @@ def parse_reply(value: Any, key: str, rec: dict[str, Any]) -> Reply:
     """One side's reply: a non-empty string, or a list of messages read whole (every
     message, in order) that holds assistant and tool messages only, ends with an assistant
     turn and was not cut at the token limit. ``ValueError`` with the reject reason."""
-    from afm.model.chat import ChatFormatError, validate
 
-    from afm.finish import DROP_REASON, finish_of, is_cut
 
     side = {k[len(key) + 1:]: v for k, v in rec.items() if k.startswith(key + "_")}
     if is_cut(finish_of(side)):
@@ -174,7 +177,6 @@ def parse_reply(value: Any, key: str, rec: dict[str, Any]) -> Reply:
 
 def parse_record(rec: Any, default_id: str) -> PreferencePair:
     """A record -> a pair, or ``ValueError`` whose message is the reject reason."""
-    from afm.model.chat import ChatFormatError, validate
 
     if not isinstance(rec, dict):
         raise ValueError(f"not_an_object: got {type(rec).__name__}")
@@ -224,8 +226,6 @@ def parse_record(rec: Any, default_id: str) -> PreferencePair:
 
 
 def preference_files(paths: Sequence[str]) -> list[str]:
-    from afm import fs
-
     if not paths:
         raise PreferenceDataError("no preference data given (set data.paths or pass --data)")
     chosen_files: set[str] = set()
@@ -244,7 +244,6 @@ def preference_files(paths: Sequence[str]) -> list[str]:
 
 def read_preferences(paths: Sequence[str]) -> ReadResult:
     """Every record of the files: a pair or a reject (where, reason)."""
-    from afm.readers import Failure, Record, Skipped, read_file
 
     out = ReadResult()
     for path in preference_files(paths):
@@ -339,7 +338,6 @@ def report_rejects(data: TokenizedPairs, paths: Sequence[str], role: str, seq_le
     and a run must not lose a fifth of its data silently."""
     if not data.rejects:
         return
-    from afm.console import console
 
     reasons = reject_reasons(data.rejects)
     total = len(data.level) + len(data.rejects)

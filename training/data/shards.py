@@ -28,6 +28,7 @@ import pyarrow.parquet as pq
 from afm import fs
 from afm.config import check_choice, check_number
 from afm.errors import UserError
+from afm.io import DatasetError, resolve_token_shards, write_shard
 
 TOKEN_COLUMNS = ("id", "source", "tokens")
 TOKEN_SCHEMA = pa.schema([("id", pa.string()), ("source", pa.string()), ("tokens", pa.list_(pa.int32()))])
@@ -92,7 +93,6 @@ class DataError(UserError):
 def expand_paths(patterns: list[str]) -> list[str]:
     """Token shards named by paths, directories and globs (:func:`afm.io.resolve_token_shards`:
     an ``afm tokenize`` directory only when finished, only its ``tokens-*`` shards)."""
-    from afm.io import DatasetError, resolve_token_shards
 
     try:
         return resolve_token_shards(patterns)
@@ -102,7 +102,6 @@ def expand_paths(patterns: list[str]) -> list[str]:
 
 def write_token_shard(rows: list[dict[str, Any]], path: str | os.PathLike[str], row_group_size: int = 1024) -> str:
     """Write ``{"id", "source", "tokens"}`` rows as a token shard (:func:`afm.io.write_shard`)."""
-    from afm.io import write_shard
 
     path = os.fspath(path)
     table = pa.Table.from_pylist(

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+
 from afm.training.data.shards import write_token_shard
 
 FIRST_ID = 3  # ids below this are <pad>, <s>, </s>

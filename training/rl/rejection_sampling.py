@@ -21,6 +21,9 @@ from typing import Any
 
 import numpy as np
 
+from afm.training.rl.rewards import check_unscored, score_responses
+from afm.training.rl.rollout import sample_groups
+
 
 @dataclass
 class BestOfNSummary:
@@ -44,8 +47,6 @@ def best_of_n(model: Any, tokenizer: Any, prompts: Sequence[list[dict]], scorer:
     :func:`~afm.training.rl.rollout.sample_groups`)."""
     import time
 
-    from afm.training.rl.rewards import check_unscored, score_responses
-    from afm.training.rl.rollout import sample_groups
 
     t0 = time.perf_counter()
     roll = sample_groups(model, tokenizer, prompts, k=n, **sampling)

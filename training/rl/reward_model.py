@@ -19,8 +19,11 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from afm.model.checkpoint import load_model
+from afm.model.tokenizer import Tokenizer
 from afm.training.core.task import ParamSpec
-from afm.training.data.preferences import GRADES, LEVELS
+from afm.training.data.preferences import GRADES, LEVELS, encode_response, read_preferences
 
 PREFIX = "rm/"
 
@@ -90,8 +93,6 @@ class RewardModelScorer:
 
     def __init__(self, checkpoint: str | Path, tokenizer: Any = None, *, batch_size: int = 16,
                  max_len: int | None = None):
-        from afm.model.checkpoint import load_model
-        from afm.model.tokenizer import Tokenizer
 
         root = Path(checkpoint)
         meta_path = root / "reward_model.json"
@@ -122,7 +123,6 @@ class RewardModelScorer:
     def encode(self, prompt: list[dict], response: str, stopped: bool = True) -> list[int]:
         """The conversation with the reply; a reply cut at the token limit (``stopped``
         False) without the end-of-turn token, so it is scored as the unfinished text it is."""
-        from afm.training.data.preferences import encode_response
 
         ids, _ = encode_response(self.tokenizer, list(prompt), response)
         if not stopped and ids and ids[-1] == self.tokenizer.end_id:
@@ -170,7 +170,6 @@ class RewardModelScorer:
 
 def pairwise_accuracy(scorer: RewardModelScorer, paths: Sequence[str]) -> dict[str, Any]:
     """Held-out pairwise accuracy of a scorer, overall and by preference level."""
-    from afm.training.data.preferences import read_preferences
 
     read = read_preferences(list(paths))
     pairs = read.pairs

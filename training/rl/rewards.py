@@ -26,6 +26,8 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from afm.errors import UserError
+from afm.imports import resolve
+from afm.training.rl.reward_model import RewardModelScorer
 
 Conversation = list[dict[str, Any]]
 
@@ -150,7 +152,6 @@ TASK_REWARDS: dict[str, str] = {"arith": "afm.synth.arith_task:task_reward"}
 
 def task_reward(name: str) -> TaskReward:
     """A registered task reward (:data:`TASK_REWARDS`) or ``package.module:function``."""
-    from afm.imports import resolve
 
     return TaskReward(resolve(name, what="task reward", registry=TASK_REWARDS), name=name)
 
@@ -164,7 +165,6 @@ def load_reward(spec: str, tokenizer: Any = None) -> RewardFn:
                         "(a reward model from afm rm train)")
     if spec.startswith("task:"):
         return task_reward(spec[len("task:"):])
-    from afm.training.rl.reward_model import RewardModelScorer
 
     return RewardModelScorer(spec, tokenizer)
 

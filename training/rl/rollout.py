@@ -23,6 +23,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from afm.finish import Reply, is_cut
+from afm.model.sampling import SampleOutput, sample
+from afm.model.scoring import score
+
 Conversation = list[dict[str, Any]]
 
 
@@ -45,13 +49,11 @@ class Rollout:
         """[n * K] bool: the reply ended on its own (not cut at ``max_new_tokens``, the one
         rule of ``afm.finish``): the only replies that may win a reranking or become a
         complete training turn."""
-        from afm.finish import is_cut
 
         return np.asarray([not is_cut(r) for r in self.stop_reasons], bool)
 
     def replies(self) -> list[Any]:
         """Every response as an ``afm.finish.Reply`` (its text and why it stopped)."""
-        from afm.finish import Reply
 
         return [Reply(t, r) for t, r in zip(self.texts, self.stop_reasons, strict=True)]
 
@@ -83,7 +85,6 @@ def sample_groups(
     """K responses per conversation: one batched KV-cache sampling call (or calls of
     ``batch_size`` rows each, which bounds the cache's memory), each reply with why it
     stopped."""
-    from afm.model.sampling import SampleOutput, sample
 
     if k < 1:
         raise ValueError("k must be at least 1")
@@ -152,7 +153,6 @@ def response_logprobs_of(model: Any, batch: dict[str, Any], temperature: float =
     ``temperature`` != 1 scores the *tempered* policy softmax(logits / T), the distribution
     the sampler draws from at that temperature: RL that samples at T must score (and
     optimise) the same distribution, or its ratios and KL terms are off-policy."""
-    from afm.model.scoring import score
 
     scores, _ = score(model, batch["inputs"], batch["targets"], positions=batch["positions"],
                       segment_ids=batch["segment_ids"], temperature=temperature, chunk=chunk)

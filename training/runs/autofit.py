@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from afm.errors import UserError
+from afm.training.core.config import model_config
+from afm.training.runs.memory_plan import plan_config
 
 # Cheapest recomputation first (afm.model.remat): none keeps everything; dots keeps every
 # matmul output; then ever fewer saved names; full keeps only the block input.
@@ -128,14 +130,10 @@ def autofit(
 
 
 def _current_remat(cfg: Any) -> str:
-    from afm.training.core.config import model_config
-
     return cfg.model_overrides.get("remat") or model_config(cfg).remat
 
 
 def _compiled_gb(cfg: Any, mesh: Any) -> float:
-    from afm.training.runs.memory_plan import plan_config
-
     return float(plan_config(cfg, mesh)["total_gb"])
 
 

@@ -36,8 +36,15 @@ from typing import Any
 
 import numpy as np
 
-from afm.config import ConfigError, load_config
+from afm.config import ConfigError, load_config, read_yaml
 from afm.finish import STAT, is_cut
+from afm.model.checkpoint import load_model
+from afm.model.tokenizer import Tokenizer
+from afm.synth.arith_task import preference_record
+from afm.training.data.prompts import read_prompts
+from afm.training.rl.rewards import check_unscored, load_reward, score_responses
+from afm.training.rl.rollout import sample_groups
+from afm.training.runs.train import train
 
 
 @dataclass
@@ -98,8 +105,6 @@ def parse_committee(spec: str) -> list[Member]:
 
 
 def load_round(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> RoundConfig:
-    from afm.config import read_yaml
-
     data = read_yaml(path) or {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: top level must be a mapping")
@@ -108,7 +113,6 @@ def load_round(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) ->
 
 def train_missing_members(cfg: RoundConfig, *, progress: bool = True) -> list[str]:
     """Train every member whose checkpoint is missing from its ``train`` spec; the names trained."""
-    from afm.training.runs.train import train
 
     trained = []
     for m in cfg.committee:
@@ -160,11 +164,6 @@ def paired_margin(set_reward: np.ndarray, member_reward: np.ndarray) -> dict[str
 def run_round(cfg: RoundConfig, *, reward_fn: Any = None, eval_reward_fn: Any = None,
               progress: bool = True) -> dict[str, Any]:
     """Sample, rerank per prompt, write the distilled SFT set; see the module docstring."""
-    from afm.model.checkpoint import load_model
-    from afm.model.tokenizer import Tokenizer
-    from afm.training.data.prompts import read_prompts
-    from afm.training.rl.rewards import check_unscored, load_reward, score_responses
-    from afm.training.rl.rollout import sample_groups
 
     if not cfg.committee:
         raise ConfigError("the committee is empty")
@@ -297,7 +296,6 @@ def export_pairs(candidates: str | Path, prompts_path: str | Path, out: str | Pa
     ``{"prompt", "response_a", "response_b", "member_a", "member_b"}`` for annotators; with
     ``annotate="arith"`` the scripted grader turns it into a preference record
     (``afm.training.data.preferences`` format)."""
-    from afm.training.data.prompts import read_prompts
 
     prompts = read_prompts(str(prompts_path))
     by_prompt: dict[int, list[dict[str, Any]]] = {}
@@ -307,7 +305,7 @@ def export_pairs(candidates: str | Path, prompts_path: str | Path, out: str | Pa
             by_prompt.setdefault(int(row["prompt_index"]), []).append(row)
     grader = None
     if annotate == "arith":
-        from afm.synth.arith_task import preference_record as grader  # type: ignore[no-redef]
+        grader = preference_record
     elif annotate:
         raise ConfigError(f"unknown grader {annotate!r} (known: arith)")
     rng = random.Random(seed)

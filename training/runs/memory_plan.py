@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from afm.training.core.engine import Engine
 from afm.training.tasks import get_task
 
 GIB = 2**30
@@ -23,7 +24,6 @@ def plan_config(cfg: Any, mesh: Any) -> dict[str, Any]:
     its compile time, for any run config: ``--batch auto`` (:mod:`afm.training.runs.autofit`)
     and ``afm bench train --task`` use it."""
     import jax
-    from afm.training.core.engine import Engine
 
     start = time.perf_counter()
     engine = Engine.build(cfg, mesh, get_task(cfg.task, cfg))

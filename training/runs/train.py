@@ -16,6 +16,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from afm.config import ConfigError
+from afm.console import print_summary
 from afm.training.core.config import TrainConfig, get_train_config, model_config, with_task_options
 from afm.training.core.trainer import parse_profile_steps, run_loop
 from afm.training.tasks import get_task, task_class
@@ -39,7 +41,6 @@ def prepare(
     (``eval.heldout``), ``init_from`` and ``task_options`` (merged over the stage's; None
     values leave an option alone), then the task's own preparation. ``require_task``: the
     only task the calling command runs (``afm sft`` refuses a pre-training stage)."""
-    from afm.config import ConfigError
 
     cfg = get_train_config(config, list(overrides), task=task)
     if require_task is not None and cfg.task != require_task:
@@ -84,7 +85,6 @@ def train(
     (a reward already in memory, a test's program). Returns the loop's result (losses,
     steps, ``params_sha256``, checkpoints, evaluations) with what the task adds.
     """
-    from afm.console import print_summary
 
     cfg = prepare(config, workdir, data=data, heldout=heldout, init_from=init_from, overrides=overrides,
                   profile_steps=profile_steps, task=task, require_task=require_task, task_options=task_options)

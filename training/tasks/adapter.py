@@ -32,10 +32,14 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from afm.model import lora
-from afm.training.core.task import Field, LossContext, LossOutput, ParamSpec, TaskBase
 
 from afm.config import ConfigError
+from afm.model import lora
+from afm.model.adapter_io import load_adapter, save_adapter
+from afm.model.checkpoint import load_config
+from afm.training.core.checkpoint import is_model_checkpoint
+from afm.training.core.task import Field, LossContext, LossOutput, ParamSpec, TaskBase
+from afm.training.tasks.registry import build_task
 
 PREFIX = "lora"
 # ModelConfig fields a run may set on top of the base's (shapes and storage come from the base).
@@ -83,22 +87,17 @@ class AdapterTask(TaskBase):
     Options = AdapterOptions
 
     def __init__(self, config: Any):
-        from afm.training.tasks import get_task
-
         super().__init__(config)
         opts = self.options
         self.lora = lora_config_from_options(opts)
         inner_cfg = dataclasses.replace(config, task=opts.inner, task_options=dict(opts.inner_options))
-        self.inner = get_task(opts.inner, inner_cfg)
+        self.inner = build_task(opts.inner, inner_cfg)
         self.init_adapter = opts.init_adapter or None
         self.base_config = self._base_config()
         self._start: lora.Adapter | None = None
 
     # -- the base --------------------------------------------------------------------------
     def _base_config(self) -> Any:
-        from afm.model.checkpoint import load_config
-        from afm.training.core.checkpoint import is_model_checkpoint
-
         base = self.config.init_from
         if not base:
             raise ValueError("adapter training needs its base model: set init_from (--base)")
@@ -124,8 +123,6 @@ class AdapterTask(TaskBase):
         if self.init_adapter is None:
             return None
         if self._start is None:
-            from afm.model.adapter_io import load_adapter
-
             start, _ = load_adapter(self.init_adapter)
             if start.config.rank != self.lora.rank or start.config.targets != self.lora.targets \
                     or start.config.layers != self.lora.layers:
@@ -175,7 +172,6 @@ class AdapterTask(TaskBase):
     def export(self, directory: Path, params: dict[str, Any], model_config: Any, info: dict[str, Any]) -> Path:
         """A run hands off the adapter (``afm.model.adapter_io``; ``workdir/adapter`` at the
         end), not a copy of the base."""
-        from afm.model.adapter_io import save_adapter
 
         meta = {"task": self.inner.name, "data": list(self.config.data.paths),
                 "weights": dict(self.config.data.weights), "seq_len": self.config.data.seq_len,

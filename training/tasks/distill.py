@@ -44,13 +44,15 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import pyarrow.parquet as pq
-from afm.model.scoring import token_argmax, token_logprobs
-from afm.training.core.task import Field, LossContext, LossOutput, ParamSpec, parse_task_options
-from afm.training.data.shards import expand_paths
-from afm.training.tasks.pretrain import PretrainTask
 
 from afm import fs
 from afm.config import ConfigError
+from afm.model.scoring import token_argmax, token_logprobs
+from afm.training.compress.teacher import Teacher, same_shapes_but_ffn
+from afm.training.core.task import Field, LossContext, LossOutput, ParamSpec, parse_task_options
+from afm.training.data.loader import make_loader
+from afm.training.data.shards import expand_paths
+from afm.training.tasks.pretrain import PretrainTask
 
 TEACHER = "teacher/"
 Array = jax.Array
@@ -110,8 +112,6 @@ class DistillTask(PretrainTask):
     def configure_model(self, model_config: Any) -> Any:
         model_config = super().configure_model(model_config)
         if self.on_the_fly:
-            from afm.training.compress.teacher import Teacher, same_shapes_but_ffn
-
             self.teacher = Teacher.open(
                 self.options.teacher,
                 max_seq_len=max(model_config.max_seq_len, self.config.data.seq_len),
@@ -165,7 +165,6 @@ class DistillTask(PretrainTask):
         aligned = [c for c in self.config.data.aligned_columns if has_column or c != column]
         cfg = dataclasses.replace(self.config.data, paths=list(paths), prefetch=0, index_cache="",
                                   aligned_columns=aligned)
-        from afm.training.data.loader import make_loader
 
         loader = make_loader(cfg, vocab_size=vocab_size, process_index=process_index, process_count=process_count)
         return loader if has_column else _WithoutTeacher(loader, column)

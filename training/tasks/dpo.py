@@ -33,7 +33,11 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from afm.config import ConfigError
+from afm.model.checkpoint import load_model
 from afm.model.scoring import token_logprobs
+from afm.model.tokenizer import Tokenizer
 from afm.training.core.task import (
     Field,
     LossContext,
@@ -45,9 +49,16 @@ from afm.training.core.task import (
     parse_task_options,
     task_tokenizer,
 )
-from afm.training.data.preferences import PairTaskInputs
-
-from afm.config import ConfigError
+from afm.training.data.packed_pairs import PackedPairEvalInput, PackedPairLoader
+from afm.training.data.preferences import (
+    GRADES,
+    LEVELS,
+    PairTaskInputs,
+    encode_response,
+    read_preferences,
+    tokenize_pairs,
+)
+from afm.training.tasks.reward_model import RewardModelTask, heldout_prepared
 
 REF = "ref/"
 
@@ -123,7 +134,6 @@ class DpoTask(PairTaskInputs, TaskBase):
         best checkpoint is the one with the highest held-out reward accuracy; with
         ``reference: precomputed`` the starting model's log-probs are added to the data
         first (once, under ``workdir/reference_logps``)."""
-        from afm.training.tasks.reward_model import heldout_prepared
 
         if not config.init_from:
             raise ConfigError(f"{cls.name} starts from a fine-tuned model: set init_from (--init-from: an SFT "
@@ -141,8 +151,6 @@ class DpoTask(PairTaskInputs, TaskBase):
     tokenizer = property(task_tokenizer)
 
     def batch_fields(self) -> dict[str, Field]:
-        from afm.training.tasks.reward_model import RewardModelTask
-
         if self.packed:
             slots = ("batch", self.options.max_pairs_per_row)
             fields = {"tokens": Field("int32"), "segments": Field("int32"), "positions": Field("int32"),
@@ -157,8 +165,6 @@ class DpoTask(PairTaskInputs, TaskBase):
         return fields
 
     def _pairs(self, paths: list[str]) -> Any:
-        from afm.training.data.preferences import read_preferences, tokenize_pairs
-
         read = read_preferences(paths)
         pairs = read.pairs
         if self.options.reference == "precomputed":
@@ -172,7 +178,6 @@ class DpoTask(PairTaskInputs, TaskBase):
         if not self.packed:
             return super().make_input(vocab_size=vocab_size, process_index=process_index,
                                       process_count=process_count, state=state)
-        from afm.training.data.packed_pairs import PackedPairLoader
 
         d = self.config.data
         return PackedPairLoader(self._tokenized(d.paths, "training", process_index), seq_len=d.seq_len,
@@ -184,7 +189,6 @@ class DpoTask(PairTaskInputs, TaskBase):
         if not self.packed:
             return super().make_eval_input(paths, vocab_size=vocab_size, process_index=process_index,
                                            process_count=process_count)
-        from afm.training.data.packed_pairs import PackedPairEvalInput
 
         d = self.config.data
         return PackedPairEvalInput(self._tokenized(paths, "held-out", process_index), seq_len=d.seq_len,
@@ -254,7 +258,6 @@ def _with_reference_logps(cfg: Any, workdir: Path, tokenizer: Any) -> Any:
     written once under ``workdir/reference_logps/`` and reused by a resumed run."""
     import dataclasses
 
-    from afm.training.data.preferences import read_preferences
 
     def ensure(paths: list[str], role: str) -> list[str]:
         if not paths or all(p.ref_logps is not None for p in read_preferences(paths).pairs):
@@ -278,9 +281,6 @@ def add_reference_logps(paths: Sequence[str], out: str | Path, model_dir: str | 
     ``model_dir`` (the reference), for ``reference: precomputed``."""
     import json
 
-    from afm.model.checkpoint import load_model
-    from afm.model.tokenizer import Tokenizer
-    from afm.training.data.preferences import encode_response, read_preferences
 
     tok = Tokenizer.load(tokenizer) if isinstance(tokenizer, (str, Path)) else tokenizer
     model, mcfg = load_model(model_dir, dtype="float32")
@@ -305,7 +305,6 @@ def add_reference_logps(paths: Sequence[str], out: str | Path, model_dir: str | 
 
     chosen = score([encode_response(tok, p.prompt, p.chosen) for p in pairs])
     rejected = score([encode_response(tok, p.prompt, p.rejected) for p in pairs])
-    from afm.training.data.preferences import GRADES, LEVELS
 
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     with open(out, "w", encoding="utf-8") as fh:

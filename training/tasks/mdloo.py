@@ -52,7 +52,16 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from afm.config import ConfigError
+from afm.console import console
+from afm.model.checkpoint import load_config as load_model_config
+from afm.model.parts import ModelParts
+from afm.model.sampling import sample_program
+from afm.training.core.checkpoint import restore_params_only
+from afm.training.core.config import model_config
 from afm.training.core.hooks import HookContext, ModelView
+from afm.training.core.metrics import read_metrics
 from afm.training.core.task import (
     Field,
     LossContext,
@@ -68,8 +77,8 @@ from afm.training.core.task import (
 )
 from afm.training.data.loader import LoaderState
 from afm.training.data.prompts import read_prompts
-
-from afm.config import ConfigError
+from afm.training.rl.rewards import check_unscored, load_reward, score_responses
+from afm.training.rl.rollout import pack_responses, response_logprobs_of, sample_groups
 
 ALGORITHMS = ("mdloo", "ppo")
 REF = "ref/"
@@ -242,7 +251,6 @@ class MdlooTask(TaskBase):
         iteration, ``iterations`` sets ``total_steps``, and the held-out policy reward is an
         evaluation hook (at the start and the end, and every ``eval.every_steps``) when
         ``eval_prompts`` are given."""
-        from afm.model.checkpoint import load_config as load_model_config
 
         opts = parse_task_options(MdlooOptions, config.task_options, cls.name)
         for name in ("tokenizer", "prompts"):
@@ -278,7 +286,6 @@ class MdlooTask(TaskBase):
     def finish_run(self, workdir: str, result: dict[str, Any]) -> dict[str, Any]:
         """``workdir/summary.json``: per-iteration rollout statistics (the first and the last),
         the held-out evaluations, the exported policy and its ``params_sha256``."""
-        from afm.training.core.metrics import read_metrics
 
         rows = read_metrics(Path(workdir))
         spi = self.options.steps_per_iteration
@@ -305,8 +312,6 @@ class MdlooTask(TaskBase):
     def restore_extra_params(self, like: dict[str, Any]) -> dict[str, jax.Array]:
         if not self.options.reference:
             return {}
-        from afm.training.core.checkpoint import restore_params_only
-        from afm.training.core.engine import ModelParts
 
         mcfg = self.configure_model(_model_config_of(self.config))
         parts = ModelParts.build(mcfg, 0)
@@ -345,8 +350,6 @@ class MdlooTask(TaskBase):
             fits = [p for p in prompts if len(self.tokenizer.encode_chat(p, add_generation_prompt=True)[0])
                     + opts.max_new_tokens <= seq_len + 1]
             if len(fits) < len(prompts) and jax.process_index() == 0:
-                from afm.console import console
-
                 console.print(f"[yellow]{len(prompts) - len(fits)} of {len(prompts)} prompts dropped: prompt + "
                               f"max_new_tokens ({opts.max_new_tokens}) exceeds data.seq_len + 1 ({seq_len + 1})")
             if not fits:
@@ -367,8 +370,6 @@ class MdlooTask(TaskBase):
 
     def reward(self) -> Any:
         if self.reward_fn is None:
-            from afm.training.rl.rewards import load_reward
-
             self.reward_fn = load_reward(self.options.reward, self.tokenizer)
         return self.reward_fn
 
@@ -377,7 +378,6 @@ class MdlooTask(TaskBase):
         opts = self.options
         if step % opts.steps_per_iteration:
             return {}
-        from afm.training.rl.rollout import pack_responses, sample_groups
 
         iteration = step // opts.steps_per_iteration
         tok, k = self.tokenizer, opts.k
@@ -386,7 +386,6 @@ class MdlooTask(TaskBase):
                              seed=self.config.seed * 100_003 + iteration, batch_size=opts.rollout_batch or None)
         packed = pack_responses([p for p in roll.prompt_ids for _ in range(k)], roll.response_ids,
                                 pad_id=tok.pad_id, width=self.config.data.seq_len)
-        from afm.training.rl.rewards import check_unscored, score_responses
 
         policy, ref = self._response_logprobs(view, packed)
         finished = roll.finished()
@@ -394,8 +393,6 @@ class MdlooTask(TaskBase):
         check_unscored(scored, opts.max_unscored, reward=self.reward(), where=f"in iteration {iteration}",
                        option="task_options.max_unscored / afm rl mdloo --set max_unscored=...")
         if scored.reasons and jax.process_index() == 0:
-            from afm.console import console
-
             console.print(f"[yellow]iteration {iteration}: {scored.unscored_share:.0%} of the responses unscored "
                           f"({scored.describe()}); left out of the update", highlight=False)
         valid = scored.scored
@@ -421,7 +418,6 @@ class MdlooTask(TaskBase):
 
     def _scoring_fn(self, build: Any) -> Any:
         """(params, batch) -> the responses' per-token log-probs under pi_theta_k and pi_ref."""
-        from afm.training.rl.rollout import response_logprobs_of
 
         temperature, chunk = self.options.temperature, self.config.loss_chunk
 
@@ -440,7 +436,6 @@ class MdlooTask(TaskBase):
         prompt that fits ``data.seq_len`` with ``max_new_tokens``; its KV cache) and the
         scoring pass (one micro-batch of responses through policy and reference), lowered
         on abstract inputs, for the run's memory plan."""
-        from afm.model.sampling import sample_program
         from flax import nnx
 
         opts, seq_len = self.options, self.config.data.seq_len
@@ -483,8 +478,6 @@ class MdlooTask(TaskBase):
 
     # -- the objective ---------------------------------------------------------------------------
     def loss(self, params: dict[str, Any], batch: dict[str, Any], ctx: LossContext) -> LossOutput:
-        from afm.training.rl.rollout import response_logprobs_of
-
         policy = {k: v for k, v in params.items() if not k.startswith(REF)}
         logp = response_logprobs_of(ctx.model(policy), batch, self.options.temperature,
                                     self.config.loss_chunk).sum(axis=-1)
@@ -501,8 +494,6 @@ class MdlooTask(TaskBase):
 
 
 def _model_config_of(config: Any) -> Any:
-    from afm.training.core.config import model_config
-
     return model_config(config)
 
 
@@ -522,8 +513,6 @@ class PolicyRewardHook:
             raise ConfigError("--eval-prompts needs --eval-reward (task_options.eval_prompts needs eval_reward): "
                               "the true reward the held-out replies are scored with")
         if self.reward is None:
-            from afm.training.rl.rewards import load_reward
-
             self.reward = load_reward(opts.eval_reward, task.tokenizer)
 
     def __call__(self, step: int, view: ModelView) -> dict[str, float]:
@@ -553,8 +542,6 @@ def evaluate_policy(model: Any, tokenizer: Any, prompts: list[Any], reward: Any,
     (``reward``, ``length``) and, when ``samples`` > 0, the mean over ``samples`` responses
     sampled at ``temperature`` per prompt (``sampled_reward``) -- the expected reward RL
     maximises, which greedy decoding of a small model can hide."""
-    from afm.training.rl.rewards import score_responses
-    from afm.training.rl.rollout import sample_groups
 
     roll = sample_groups(model, tokenizer, prompts, k=1, max_new_tokens=max_new_tokens, temperature=0.0)
     greedy = score_responses(reward, roll.group_prompts(), roll.texts, roll.finished())

@@ -37,6 +37,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from afm.config import ConfigError
 from afm.training.compress.pruning import SHAPE_FIELDS, score_key, w_down_key
 from afm.training.compress.soft_topk import (
     binary_entropy,
@@ -45,10 +47,9 @@ from afm.training.compress.soft_topk import (
     soft_top_k,
     temperature_at,
 )
+from afm.training.core.checkpoint import checkpoint_model_config
 from afm.training.core.task import LossContext, LossOutput, ParamSpec, parse_task_options
 from afm.training.tasks.pretrain import PretrainTask
-
-from afm.config import ConfigError
 
 
 @dataclass
@@ -85,7 +86,6 @@ class PruneTask(PretrainTask):
         is built."""
         import dataclasses
 
-        from afm.training.core.checkpoint import checkpoint_model_config
 
         parse_task_options(PruneOptions, config.task_options, cls.name)
         if not config.init_from:

@@ -38,6 +38,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from afm.model.checkpoint import save_params
 from afm.training.core.task import (
     Field,
     LossContext,
@@ -46,7 +48,14 @@ from afm.training.core.task import (
     TaskBase,
     task_tokenizer,
 )
-from afm.training.data.preferences import GRADES, LEVELS, PairTaskInputs
+from afm.training.data.preferences import (
+    GRADES,
+    LEVELS,
+    PairTaskInputs,
+    read_preferences,
+    tokenize_pairs,
+    usable_heldout_pairs,
+)
 from afm.training.rl.reward_model import (
     PREFIX,
     RewardModelScorer,
@@ -99,7 +108,6 @@ def heldout_prepared(config: Any, select: tuple[str, str] | None = None) -> Any:
     """A pair task's held-out evaluation: its batch count covers every usable held-out pair;
     ``select`` (metric, mode) picks the best checkpoint by it; without held-out pairs there is
     nothing to select by, so a held-out selection metric is turned off."""
-    from afm.training.data.preferences import usable_heldout_pairs
 
     ev = config.eval
     if select is not None:
@@ -145,8 +153,6 @@ class RewardModelTask(PairTaskInputs, TaskBase):
                 "weight": Field("float32", ("batch",))}
 
     def _pairs(self, paths: list[str]) -> Any:
-        from afm.training.data.preferences import read_preferences, tokenize_pairs
-
         read = read_preferences(paths)
         return tokenize_pairs(read.pairs, self.tokenizer, self.config.data.seq_len, read.rejects)
 
@@ -192,7 +198,6 @@ class RewardModelTask(PairTaskInputs, TaskBase):
         """The reward model (``workdir/reward-model`` at the end, ``workdir/best`` for the
         best evaluation): ``model/`` (``afm.model`` format) + ``heads.npz`` +
         ``reward_model.json``, what :class:`RewardModelScorer` loads."""
-        from afm.model.checkpoint import save_params
 
         out = Path(directory)
         out.mkdir(parents=True, exist_ok=True)

@@ -26,6 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from afm.console import console
+from afm.training.core.config import TrainConfig, get_train_config
+from afm.training.core.engine import Engine
+from afm.training.core.hooks import HeldOutLoss, ModelView
 from afm.training.core.losses import next_token_loss
 from afm.training.core.task import Field, LossContext, LossOutput, TaskBase
 from afm.training.data.loader import HeldOutConversations, conversation_config, make_loader
@@ -57,8 +61,6 @@ class SftTask(TaskBase):
         if ev.select_metric.startswith("eval/heldout/") and not ev.heldout:
             ev = dataclasses.replace(ev, select_metric="")
         if not config.init_from:
-            from afm.console import console
-
             console.print("[yellow]note: no init_from (--init-from): fine-tuning a freshly initialised model")
         return dataclasses.replace(config, eval=ev)
 
@@ -97,9 +99,6 @@ def heldout_metrics(
     """The held-out assistant-token loss and accuracy of any checkpoint (e.g. the base
     model before SFT, for a before/after comparison), computed exactly as the trainer's
     ``eval/heldout/*`` (same task, packing and batches; no dropout)."""
-    from afm.training.core.config import TrainConfig, get_train_config
-    from afm.training.core.engine import Engine
-    from afm.training.core.hooks import HeldOutLoss, ModelView
 
     cfg = config if isinstance(config, TrainConfig) else get_train_config(config, overrides, task="sft")
     cfg = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, paths=list(heldout)))

@@ -138,7 +138,7 @@ def _n_devices() -> int:
 
 
 def _stored_programs() -> int:
-    """Programs the engine would load: stored executables (``afm.executables``) when JAX's
+    """Programs the engine would load: stored executables (``afm.evaluation.executables``) when JAX's
     persistent compilation cache is on (0 when it is off)."""
     import jax
 

@@ -52,7 +52,6 @@ def _rate(fn, pairs: list[tuple[str, str]], workers: int) -> tuple[float, list[b
 
 def bench_sandbox(opts: BenchOptions) -> list[Comparison]:
     from afm.evaluation import code_metrics
-
     from afm.sandbox import SandboxPolicy, kernel_boundary, process
 
     pairs = _programs(opts)[: 40 if opts.quick else None]

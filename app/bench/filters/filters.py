@@ -80,6 +80,7 @@ def bench_extraction(opts: BenchOptions) -> list[Comparison]:
     if opts.shared_dir is None:
         raise RuntimeError("needs ../shared/eval/extraction (the 181-page benchmark)")
     import trafilatura
+
     from afm.filters.extract import Extractor
     from afm.filters.extraction.candidates import CANDIDATES
 
@@ -153,7 +154,6 @@ def bench_filters_throughput(opts: BenchOptions) -> list[Comparison]:
     from afm.filters.language import LanguageFilter
     from afm.filters.pii import PiiFilter
     from afm.filters.safety import SafetyFilter
-
     from afm.schema import make_document
 
     if opts.shared_dir is not None:
@@ -206,7 +206,7 @@ def bench_optout_throughput(opts: BenchOptions) -> list[Comparison]:
     on the same pages (the stage must stay noise beside extraction)."""
     import datetime as dt
 
-    from afm.crawler.consent.snapshots import SnapshotIndex, make_snapshot
+    from afm.consent.snapshots import SnapshotIndex, make_snapshot
     from afm.filters.extract import Extractor
     from afm.filters.optout import OptoutConfig, OptoutFilter
 

@@ -127,7 +127,6 @@ def _naive_filter() -> object:
 
 def bench_heuristics(opts: BenchOptions) -> list[Comparison]:
     from afm.filters.quality import QualityHeuristicsFilter
-
     from afm.schema import make_document
 
     good, bad, what = _inputs(opts)
@@ -191,7 +190,6 @@ def bench_heuristics(opts: BenchOptions) -> list[Comparison]:
 def bench_classifier(opts: BenchOptions) -> list[Comparison]:
     from afm.filters.quality import QualityHeuristicsFilter
     from afm.filters.quality_model import QualityClassifierFilter
-
     from afm.schema import make_document
 
     good, bad, what = _inputs(opts)
@@ -229,7 +227,6 @@ def bench_math_code(opts: BenchOptions) -> list[Comparison]:
     code filter (HumanEval reference solutions), next to the lower()+split() floor."""
     from afm.filters.code import CodeFilter
     from afm.filters.math import MathFilter
-
     from afm.schema import make_document
 
     if opts.shared_dir is None:
@@ -303,6 +300,7 @@ def bench_hf_scorer(opts: BenchOptions) -> list[Comparison]:
     import tempfile
 
     import torch
+
     from afm.filters.quality_scorers import HFQualityScorer
 
     good, bad, what = _inputs(opts)

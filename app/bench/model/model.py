@@ -35,6 +35,7 @@ def _time(fn: Callable[[], Any], repeats: int) -> float:
 def _bench_config(name: str) -> Any:
     """The named config; on CPU computed in float32 (XLA:CPU has no fast bf16 matmul)."""
     import jax
+
     from afm.model.config import get_config
 
     cfg = get_config(name)
@@ -44,8 +45,9 @@ def _bench_config(name: str) -> Any:
 def bench_forward(opts: BenchOptions) -> list[Comparison]:
     import jax.numpy as jnp
     import numpy as np
-    from afm.model.transformer import Transformer
     from flax import nnx
+
+    from afm.model.transformer import Transformer
 
     name, batch, seq = ("tiny", 4, 128) if opts.quick else ("100m", 2, 256)
     cfg = _bench_config(name)
@@ -61,9 +63,10 @@ def bench_forward(opts: BenchOptions) -> list[Comparison]:
 
 def bench_decode(opts: BenchOptions) -> list[Comparison]:
     import jax.numpy as jnp
+    from flax import nnx
+
     from afm.model.sampling import generate
     from afm.model.transformer import Transformer
-    from flax import nnx
 
     name, new = ("tiny", 32) if opts.quick else ("100m", 16)
     cfg = _bench_config(name)
@@ -110,8 +113,9 @@ def bench_tokenizer(opts: BenchOptions) -> list[Comparison]:
         ours = tok.encode_batch(docs)
         t_ours = time.perf_counter() - start
         try:  # the same vocabulary in Hugging Face `tokenizers` (our HF export), if installed
-            from afm.model.hf_export import tokenizer_json
             from tokenizers import Tokenizer as HFTokenizer
+
+            from afm.model.hf_export import tokenizer_json
         except ImportError:
             hf = None
         else:

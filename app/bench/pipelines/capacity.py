@@ -48,11 +48,11 @@ def measure_shuffle_bytes(texts: Sequence[str]) -> ShuffleBytes:
     """Per-document shuffle bytes of ``texts`` (extracted page texts) through curate's
     default stages: the records are made by the pipeline's own functions."""
     import numpy as np
+
     from afm.filters.minhash import MinHasher, band_keys
     from afm.pipelines.beam.packing import pack
     from afm.pipelines.dedup.keys import doc_key, node_key
     from afm.pipelines.dedup.pipeline import DedupConfig
-
     from afm.schema import make_document
 
     cfg = DedupConfig()
@@ -128,7 +128,6 @@ def bench_capacity(opts: Any) -> list[Any]:
     measured, next to the rate before issue 44 (31 pages/s/core)."""
     from afm.app.bench.common import Comparison
     from afm.app.bench.pipelines.curate import BEFORE_44
-
     from afm.console import console
 
     if opts.shared_dir is None:

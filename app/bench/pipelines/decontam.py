@@ -30,7 +30,6 @@ from afm.filters.benchmarks import (
 )
 from afm.filters.ngram_index import MAX_N, MIN_N, NgramIndex, tokenize
 from afm.pipelines.decontaminate import DecontamConfig, decontaminate_records
-
 from afm.schema import make_document
 
 

@@ -97,8 +97,9 @@ def _best_rate(fn, n_docs: int, repeat: int = 3) -> float:
 
 def bench_signatures(opts: BenchOptions) -> list[Comparison]:
     import numpy as np
-    from afm.filters.minhash import MinHasher, shingles
     from datasketch import MinHash
+
+    from afm.filters.minhash import MinHasher, shingles
 
     texts, _source = real_texts(opts.shared_dir)
     pool = word_pool(texts)
@@ -263,9 +264,10 @@ def _co_clustered(labels: list[Any]) -> set[tuple[int, int]]:
 
 def bench_quality(opts: BenchOptions) -> list[Comparison]:
     import numpy as np
+    from datasketch import MinHash, MinHashLSH
+
     from afm.filters.minhash import MinHasher, band_keys, shingles
     from afm.pipelines.dedup.pipeline import DedupConfig, dedup_records
-    from datasketch import MinHash, MinHashLSH
 
     cfg = DedupConfig()
     docs, source = labelled_set(opts)
@@ -363,8 +365,9 @@ def _e2e_worker(which: str, n: int, seed: int, shared_dir: str | None) -> dict[s
         kept, rejected, _metrics = dedup_records(docs, DedupConfig())
         n_kept = len(kept)
     else:
-        from afm.filters.minhash import shingles
         from datasketch import MinHash, MinHashLSH
+
+        from afm.filters.minhash import shingles
 
         lsh = MinHashLSH(threshold=0.8, num_perm=128)
         seen: set[bytes] = set()

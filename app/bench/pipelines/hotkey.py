@@ -38,7 +38,6 @@ from pathlib import Path
 from typing import Any
 
 from afm.app.bench.common import BenchOptions, Comparison
-
 from afm.io import read_shard
 
 BOILERPLATE = (
@@ -87,7 +86,6 @@ UNIQUE_DOCS = 2_000
 def corpus(copies: int, seed: int = 0, unique: int = UNIQUE_DOCS) -> list[dict[str, Any]]:
     """The hot-key corpus (see the module docstring), as document records."""
     from afm.app.bench.pipelines.dedup import real_texts, word_pool
-
     from afm.schema import make_document
     from afm.shared_data import find_shared_dir
 

@@ -17,6 +17,7 @@ import time
 from typing import Any
 
 import numpy as np
+
 from afm.app.bench.common import BenchOptions, Comparison
 
 
@@ -43,6 +44,7 @@ def synthetic_pairs(n: int, *, seq_len: int, vocab: int, seed: int = 0) -> Any:
 def _pairs_per_second(packing: str, data: Any, *, model: str, seq_len: int, rows: int, steps: int) -> dict[str, float]:
     """Train ``steps`` DPO steps of ``rows`` rows of ``seq_len`` tokens each."""
     import jax
+
     from afm.model.sharding import MeshConfig, make_mesh
     from afm.training.core.config import get_train_config
     from afm.training.core.engine import Engine

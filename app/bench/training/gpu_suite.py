@@ -44,7 +44,8 @@ def card() -> dict[str, Any]:
 def run_suite(opts: BenchOptions, *, steps: int | None = None, peak_tflops: float = 989.0) -> dict[str, Any]:
     """Run the three configurations; returns (and writes to ``workdir``) the JSON record."""
     import jax
-    from afm.app.bench.training.train import bench_train
+
+    from afm.app.bench.training.throughput import bench_train
 
     dry = opts.quick or jax.default_backend() == "cpu"
     steps = steps or (2 if dry else 10)

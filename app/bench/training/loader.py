@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from afm.app.bench.common import BenchOptions, Comparison
 
+from afm.app.bench.common import BenchOptions, Comparison
 from afm.io import read_shard
 
 SOURCES = ("web", "code", "math")
@@ -31,9 +31,9 @@ WEIGHTS = {"web": 0.6, "code": 0.3, "math": 0.1}
 def write_bench_shards(out: Path, *, shards: int, docs_per_shard: int, seed: int = 0) -> tuple[list[str], int]:
     """Token shards like ``afm tokenize`` writes; returns (paths, total tokens)."""
     import pyarrow as pa
-    from afm.training.data.shards import TOKEN_SCHEMA
 
     from afm.io import write_shard
+    from afm.training.data.shards import TOKEN_SCHEMA
 
     out.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)

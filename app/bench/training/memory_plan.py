@@ -59,6 +59,7 @@ def task_shape(task: str) -> tuple[str, TaskShape]:
 def plan(task: str, model: str, *, seq_len: int, shape: TaskShape, overrides: list[str] | None = None) -> dict[str, Any]:
     """The compiled train step's memory plan for one device (GiB), and the compile time."""
     import jax
+
     from afm.model.config import param_counts
     from afm.model.sharding import MeshConfig, make_mesh
     from afm.training.core.config import TrainConfig, get_train_config

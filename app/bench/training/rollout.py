@@ -22,6 +22,7 @@ import time
 from typing import Any
 
 import numpy as np
+
 from afm.app.bench.common import BenchOptions, Comparison
 
 # Peak memory bandwidth (bytes/s) by device kind: vendors' data-sheet figures.
@@ -60,10 +61,11 @@ def _seconds(fn) -> float:
 
 def bench_rollout(opts: BenchOptions) -> list[Comparison]:
     import jax
+    from flax import nnx
+
     from afm.model.config import get_config
     from afm.model.sampling import sample
     from afm.model.transformer import Transformer
-    from flax import nnx
 
     n, k, new = (4, 4, 24) if opts.quick else (8, 8, 48)
     name = opts.model_config or "tiny"

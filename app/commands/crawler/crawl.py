@@ -77,10 +77,9 @@ def crawl_command(
     Re-running with the same --out resumes: pages whose records were lost with an
     unfinished WARC file are fetched again, finished ones are not.
     """
+    from afm.config import ConfigError, load_config, print_config
     from afm.crawler.config import CrawlConfig
     from afm.crawler.run import run_crawl
-
-    from afm.config import ConfigError, load_config, print_config
 
     given: dict[str, object] = {}
     all_seeds = list(seeds) + list(more_seeds)
@@ -129,10 +128,9 @@ def daemon_command(config_file: Path, overrides: tuple[str, ...]) -> None:
     on restart), the open WARC file is closed and indexed. After kill -9 a restart
     re-fetches exactly the pages of the unfinished WARC file.
     """
+    from afm.config import ConfigError, load_config, print_config
     from afm.crawler.config import CrawlConfig
     from afm.crawler.run import run_crawl
-
-    from afm.config import ConfigError, load_config, print_config
 
     try:
         cfg = load_config(CrawlConfig, config_file, ("daemon=true", *overrides))
@@ -167,6 +165,7 @@ Examples:
 def status_command(config_file: Path | None, out_dir: str | None, url: str | None, redis_url: str | None,
                    redis_key: str, health: bool, wait_s: float | None) -> None:
     """What a running crawler daemon, or a Redis frontier shared by several, is doing."""
+    from afm.console import print_summary, print_table
     from afm.crawler.operations.status import (
         StatusError,
         daemon_status,
@@ -175,14 +174,11 @@ def status_command(config_file: Path | None, out_dir: str | None, url: str | Non
         wait_healthy,
     )
 
-    from afm.console import print_summary, print_table
-
     if sum(x is not None for x in (config_file, out_dir, url, redis_url)) != 1:
         raise click.UsageError("give one of --config FILE, --out DIR, --url http://HOST:PORT or --redis-url URL")
     if config_file is not None:
-        from afm.crawler.config import CrawlConfig
-
         from afm.config import ConfigError, load_config
+        from afm.crawler.config import CrawlConfig
 
         try:
             out_dir = load_config(CrawlConfig, config_file).out_dir
@@ -261,9 +257,8 @@ def robots_check_command(
     Content-Usage). URLs are taken as given (not re-encoded); the file is read as a 200
     response.
     """
-    from afm.crawler.consent.robots import rules_from_fetch
-    from afm.crawler.consent.training import ConsentSettings
-
+    from afm.consent.robots import rules_from_fetch
+    from afm.consent.training import ConsentSettings
     from afm.console import print_summary
 
     rules = rules_from_fetch(200, robots_file.read_bytes())
@@ -314,8 +309,7 @@ def robots_snapshots_command(inputs: tuple[str, ...], out: str, overwrite: bool)
     curate, never silently allowed). A damaged record whose URL cannot be read is an
     error: the host it belongs to cannot be known.
     """
-    from afm.crawler.consent.snapshots import build_store
-
+    from afm.consent.snapshots import build_store
     from afm.console import print_summary
 
     manifest = build_store(list(inputs), out, overwrite=overwrite)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from afm.options import POSITIVE_INT, Number
+from afm.app.commands.options import POSITIVE_INT, Number
 
 EPILOG = """\b
 Examples:
@@ -64,7 +64,6 @@ def ablate_command(a_corpus: str | None, b_corpus: str | None, inputs: tuple[str
                    vocab_size: int) -> None:
     """Does a curation choice make a better model? Train and evaluate on both corpora."""
     from afm.app.studies.ablation import AblationSpec, Arm, run_ablation, table_lines
-
     from afm.console import console, print_summary
 
     try:

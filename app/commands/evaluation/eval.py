@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from afm.options import NON_NEGATIVE_INT, POSITIVE, POSITIVE_INT, SEED
+from afm.app.commands.options import NON_NEGATIVE_INT, POSITIVE, POSITIVE_INT, SEED
 
 RUN_EPILOG = """\b
 Examples:
@@ -87,7 +87,6 @@ def _check_sandbox(tasks: list[str], allow_weak: bool) -> None:
     if not any(TASKS[t].kind == "humaneval" for t in tasks if t in TASKS):
         return
     from afm.evaluation.code_metrics import POLICY
-
     from afm.sandbox import accept_weak_isolation, require
 
     accept_weak_isolation(allow_weak)
@@ -135,7 +134,6 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from afm.evaluation.local_data import LocalDataError
     from afm.evaluation.results import ResultsError
     from afm.evaluation.suite import SuiteError
-
     from afm.sandbox import SandboxUnavailable
 
     return (SuiteError, LocalDataError, ResultsError, SandboxUnavailable, FileNotFoundError)
@@ -204,9 +202,8 @@ def eval_group(ctx: click.Context, **opts: Any) -> None:
 
 
 def _run(opts: dict[str, Any]) -> None:
-    from afm.evaluation.cpu_devices import use_cpu_cores
-
     from afm.console import console, setup_logging
+    from afm.evaluation.cpu_devices import use_cpu_cores
 
     setup_logging("WARNING")
     use_cpu_cores()  # before JAX starts: a device per core on a CPU host (afm.evaluation.cpu_devices)
@@ -295,10 +292,9 @@ Examples:
 @click.option("--data-dir", type=click.Path(path_type=Path), default=None)
 def tasks_command(data_dir: Path | None) -> None:
     """List the task groups and tasks, and which local file each would read."""
+    from afm.console import print_table
     from afm.evaluation.local_data import find_file
     from afm.evaluation.suite import GROUPS, TASKS, default_data_dir
-
-    from afm.console import print_table
 
     root = str(data_dir) if data_dir else default_data_dir()
     print_table("groups", ["group", "tasks"], [[g, ", ".join(t)] for g, t in GROUPS.items()])
@@ -334,8 +330,9 @@ def harness_command(allow_hub: bool, args: tuple[str, ...]) -> None:
     from afm.evaluation.runner import set_offline
 
     set_offline(allow_hub=allow_hub)
-    import afm.evaluation.harness  # noqa: F401  (registers --model afm)
     from lm_eval.__main__ import cli_evaluate
+
+    import afm.evaluation.harness  # noqa: F401  (registers --model afm)
 
     sys.argv = ["lm-eval", *args]
     cli_evaluate()

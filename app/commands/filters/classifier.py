@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from afm.options import POSITIVE, POSITIVE_INT, SEED, Number
+from afm.app.commands.options import POSITIVE, POSITIVE_INT, SEED, Number
 
 TRAIN_EPILOG = """\b
 Examples:
@@ -79,9 +79,8 @@ def train_cmd(
     import itertools
     from pathlib import Path
 
-    from afm.filters.classifier import ClassifierError, read_texts, train_classifier
-
     from afm.console import console, print_summary
+    from afm.filters.classifier import ClassifierError, read_texts, train_classifier
     from afm.io import expand_inputs
 
     if labels and (positives or negatives):
@@ -138,10 +137,9 @@ def train_cmd(
 def score_cmd(model_path: str, label_pos: str | None, batch_size: int, text_field: str,
               inputs: tuple[str, ...]) -> None:
     """Print `score<TAB>first 80 chars` for every document of INPUTS."""
+    from afm.console import print_summary, track
     from afm.filters.classifier import ClassifierError, read_texts
     from afm.filters.quality_scorers import ScorerError, open_scorer
-
-    from afm.console import print_summary, track
 
     try:
         scorer = open_scorer(model_path, label_pos=label_pos, batch_size=batch_size)
@@ -180,9 +178,8 @@ def make_safety_data_cmd(out_dir: str, n_per_class: int, seed: int, overwrite: b
     import json
     from pathlib import Path
 
-    from afm.filters.safety import make_safety_training_data
-
     from afm.console import print_summary
+    from afm.filters.safety import make_safety_training_data
 
     if n_per_class < 2:
         raise click.BadParameter("needs at least 2 documents per class", param_hint="--n-per-class")

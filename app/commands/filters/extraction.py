@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from afm.options import POSITIVE_INT
+from afm.app.commands.options import POSITIVE_INT
 
 EPILOG = """\b
 Examples:
@@ -41,9 +41,8 @@ def _sets(scrapinghub: str | None, wcxb: str | None, trafilatura: str | None,
 
 
 def _load_cache(cache: str) -> list[dict]:
-    from afm.filters.extraction.table import load_rows
-
     from afm.errors import UserError
+    from afm.filters.extraction.table import load_rows
 
     files = sorted(Path(cache).glob("rows-*.jsonl.gz"))
     if not files:
@@ -87,10 +86,9 @@ def extraction() -> None:
 def table_cmd(scrapinghub: str | None, wcxb: str | None, trafilatura: str | None,
               utomo: str | None, cache: str, workers: int, limit: int | None) -> None:
     """Run every candidate extractor on the gold pages once; cache their outputs."""
+    from afm.console import print_summary
     from afm.filters.extraction.gold import load_sets
     from afm.filters.extraction.table import build_rows, save_rows
-
-    from afm.console import print_summary
 
     summary = {}
     for name, path in _sets(scrapinghub, wcxb, trafilatura, utomo).items():
@@ -111,9 +109,8 @@ def table_cmd(scrapinghub: str | None, wcxb: str | None, trafilatura: str | None
               help="Processes for the panels' vote columns (--nested).")
 def cv_cmd(cache: str, tsv: str | None, nested: bool, workers: int) -> None:
     """Leave-one-source-out F1 of the selector (fast path + vote) next to every single candidate."""
-    from afm.filters.extraction.train import cross_validate_by_source, report_rows
-
     from afm.console import print_table
+    from afm.filters.extraction.train import cross_validate_by_source, report_rows
 
     if nested:
         from afm.filters.extraction import nested as nest
@@ -135,10 +132,9 @@ def cv_cmd(cache: str, tsv: str | None, nested: bool, workers: int) -> None:
 @click.option("--out", type=click.Path(dir_okay=False), help="Model file (default: the shipped one).")
 def train_cmd(cache: str, out: str | None) -> None:
     """Choose the fast path's gate by set (the slow path is the vote), write the model."""
+    from afm.console import print_summary
     from afm.filters.extraction.selector import MODEL_PATH
     from afm.filters.extraction.train import fit_selector
-
-    from afm.console import print_summary
 
     table = _table(cache)
     sets = sorted(set(table.sets))

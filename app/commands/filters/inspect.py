@@ -67,7 +67,6 @@ def inspect_page(
     from afm.filters.base import Decision
     from afm.filters.extract import Extractor
     from afm.pipelines.curate.stages import document_filters
-
     from afm.schema import make_document
 
     decisions: list[dict[str, Any]] = []
@@ -133,9 +132,8 @@ def _fmt_signals(signals: dict[str, Any], limit: int = 8) -> str:
               help="Whose filters, in curate's order for that source.")
 def inspect_cmd(file: Path, url: str | None, as_json: bool, source: str) -> None:
     """Show every filter's decision, reason and signals for one HTML or text FILE."""
-    from afm.pipelines.curate.stages import FilterSetupError
-
     from afm.console import console, print_summary, print_table
+    from afm.pipelines.curate.stages import FilterSetupError
 
     try:
         skipped: dict[str, str] = {}
@@ -170,9 +168,8 @@ def inspect_cmd(file: Path, url: str | None, as_json: bool, source: str) -> None
 @click.option("--url", default=None, help="The page's URL (helps the extractor).")
 def extract_cmd(file: Path, url: str | None) -> None:
     """Print the main text of an HTML FILE (empty output when there is none)."""
-    from afm.filters.extract import Extractor
-
     from afm.console import console
+    from afm.filters.extract import Extractor
 
     decision = Extractor()({"url": url, "status": 200, "headers": {}, "body": _read(file)})
     if decision.keep and decision.document is not None:

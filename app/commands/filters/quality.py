@@ -11,9 +11,16 @@ from collections.abc import Iterable
 from typing import Any
 
 import click
-from afm.app.commands.pipelines.output_options import output_policy_options
 
-from afm.options import FRACTION, POSITIVE, POSITIVE_INT, PROBABILITY_OPEN, SEED, Number
+from afm.app.commands.options import (
+    FRACTION,
+    POSITIVE,
+    POSITIVE_INT,
+    PROBABILITY_OPEN,
+    SEED,
+    Number,
+)
+from afm.app.commands.pipelines.output_options import output_policy_options
 
 FILTER_EPILOG = """\b
 Examples:
@@ -98,9 +105,8 @@ def filter_cmd(
     for ``afm curate``, ``afm dedup`` and ``afm decontam run``.
     """
     from afm.app.commands.pipelines.usage import user_errors
-    from afm.pipelines.curate.pipeline import run_curate
-
     from afm.config import ConfigError, parse_overrides
+    from afm.pipelines.curate.pipeline import run_curate
 
     if no_model and no_heuristics:
         raise click.UsageError("--no-model and --no-heuristics together leave nothing to run")
@@ -157,14 +163,13 @@ def label_cmd(
 ) -> None:
     """Label a sample with a scoring model and train the fast classifier on the labels."""
 
+    from afm.console import console, print_summary
     from afm.filters.classifier import ClassifierError, read_texts
     from afm.filters.quality_model import (
         NGramLMScorer,
         llm_guided_selection,
         load_scorer,
     )
-
-    from afm.console import console, print_summary
     from afm.io import expand_inputs
 
     if bool(reference) == bool(scorer_spec):
@@ -273,10 +278,9 @@ def annotate_cmd(inputs: tuple[str, ...], judge: str, model: str | None, tokeniz
                  rubric: str, out: str, sample_size: int, positive_from: int | None, text_field: str,
                  seed: int, max_concurrency: int, requests_per_minute: float | None) -> None:
     """Score a sample of documents with a judge model against a rubric; write the labels."""
+    from afm.console import make_progress, print_summary
     from afm.synth.annotate import annotate, load_rubric, sample_documents, write_labels
     from afm.synth.generators import make_generator
-
-    from afm.console import make_progress, print_summary
 
     rub = load_rubric(rubric)
     if positive_from is not None and not rub.min_score < positive_from <= rub.max_score:
@@ -328,11 +332,10 @@ def compare_cmd(models: tuple[str, ...], scrapinghub: str | None, utomo: str | N
     import json
     from dataclasses import asdict
 
+    from afm.console import track
     from afm.filters.quality_eval import compare_models, real_page_sets
     from afm.filters.quality_model import sidecar_threshold
     from afm.filters.quality_scorers import ScorerError, open_scorer
-
-    from afm.console import track
 
     if not (scrapinghub or utomo or wcxb):
         raise click.UsageError("give at least one set: --scrapinghub, --utomo or --wcxb")
@@ -368,11 +371,10 @@ def train_default_cmd(wcxb: str, scrapinghub: str | None, utomo: str | None, out
     """Train the default quality model on real pages and test it beside the old one."""
     from pathlib import Path
 
+    from afm.console import console, print_summary, track
     from afm.filters.extraction.gold import load_wcxb
     from afm.filters.quality_default import NEGATIVE_CONTENT_SETS, POSITIVE_SETS, train_default
     from afm.filters.quality_eval import labelled_texts, real_page_sets
-
-    from afm.console import console, print_summary, track
 
     if not (Path(wcxb) / "dev").is_dir():
         raise click.BadParameter(f"{wcxb} has no dev/ folder (a WCXB checkout)", param_hint="--wcxb")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from afm.options import NON_NEGATIVE, POSITIVE_INT, PROBABILITY_OPEN, SEED, Number
+from afm.app.commands.options import NON_NEGATIVE, POSITIVE_INT, PROBABILITY_OPEN, SEED, Number
 
 # ----------------------------------------------------------------------------- model
 
@@ -37,9 +37,8 @@ Examples:
 """)
 def model_list() -> None:
     """Every named config with its parameter counts (billions)."""
-    from afm.model.config import CONFIGS, param_counts
-
     from afm.console import print_table
+    from afm.model.config import CONFIGS, param_counts
 
     rows = []
     for name, cfg in CONFIGS.items():
@@ -61,10 +60,9 @@ Examples:
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON on stdout.")
 def model_info(name: str, seq_len: int | None, as_json: bool) -> None:
     """Parameter counts (embedding / non-embedding / total) and training FLOPs per token."""
-    from afm.model.config import flops_per_token, get_config, param_counts
-
     from afm.config import print_config
     from afm.console import print_summary
+    from afm.model.config import flops_per_token, get_config, param_counts
 
     try:
         cfg = get_config(name)
@@ -107,10 +105,9 @@ Examples:
 @click.option("--overwrite", is_flag=True, help="Replace an existing checkpoint.")
 def model_init(config_name: str, out: str, seed: int, overrides: tuple[str, ...], overwrite: bool) -> None:
     """Write a randomly initialised checkpoint (Orbax params + config.json)."""
-    from afm.model.config import get_config, param_counts
-
     from afm.config import print_config
     from afm.console import console, print_summary
+    from afm.model.config import get_config, param_counts
 
     try:
         cfg = get_config(config_name, **_parse_overrides(overrides))
@@ -135,9 +132,8 @@ def _parse_overrides(items: tuple[str, ...]) -> dict:
     follows: a whole number for a size, a finite number for a float)."""
     import typing
 
-    from afm.model.config import ModelConfig
-
     from afm.config import ConfigError, coerce, parse_overrides
+    from afm.model.config import ModelConfig
 
     hints = typing.get_type_hints(ModelConfig)
     settable = sorted(k for k in hints if k not in ("palettization", "notes"))
@@ -254,9 +250,8 @@ architecture), and so in vLLM and llama.cpp's converter.
 def export_hf_command(checkpoint: str, tokenizer_dir: str | None, out: str, dtype: str,
                       overwrite: bool) -> None:
     """Write a Hugging Face model folder in the Qwen3 layout (config.json + safetensors)."""
-    from afm.model.hf_export import export_hf
-
     from afm.console import console, print_summary
+    from afm.model.hf_export import export_hf
     from afm.outputs import OutputError, write_directory
 
     start = time.perf_counter()
@@ -290,9 +285,8 @@ Examples:
 @click.option("--out", required=True, type=click.Path(file_okay=False))
 def import_hf_command(hf_dir: str, out: str) -> None:
     """Build an afm checkpoint from a Qwen3-layout Hugging Face folder."""
-    from afm.model.hf_export import import_hf
-
     from afm.console import console, print_summary
+    from afm.model.hf_export import import_hf
 
     start = time.perf_counter()
     with console.status("importing...", spinner="dots"):
@@ -344,9 +338,8 @@ characters then use byte pieces; the summary says how many characters got their 
 def tokenizer_train(inputs: tuple[str, ...], vocab_size: int, out: str, sample_docs: int, seed: int,
                     character_coverage: float | None, overwrite: bool) -> None:
     """Train the tokenizer on a sample of documents."""
-    from afm.model.tokenizer import TokenizerError, document_files, train_tokenizer
-
     from afm.console import console, print_summary
+    from afm.model.tokenizer import TokenizerError, document_files, train_tokenizer
     from afm.outputs import OutputError, write_directory
 
     try:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 import click
+
 from afm.pipelines.beam.runners import RUNNERS, join_option_values
 
 CONTEXT = {"ignore_unknown_options": True, "allow_extra_args": True}

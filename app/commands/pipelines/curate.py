@@ -8,6 +8,7 @@ The Dataflow flex template's launcher runs it as a script through
 from __future__ import annotations
 
 import click
+
 from afm.app.commands.pipelines.beam_options import (
     BEAM_HELP,
     BeamCommand,
@@ -78,10 +79,9 @@ def curate_command(ctx: click.Context, inputs: tuple[str, ...], output: str, con
     import logging
 
     from afm.app.commands.pipelines.usage import user_errors
+    from afm.console import setup_logging
     from afm.pipelines.curate.config import load_curate_config
     from afm.pipelines.curate.pipeline import run_curate
-
-    from afm.console import setup_logging
 
     setup_logging("WARNING")
     logging.getLogger("apache_beam").setLevel(logging.WARNING)

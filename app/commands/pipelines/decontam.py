@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
+
 from afm.app.commands.pipelines.beam_options import BEAM_HELP, BeamCommand, runner_options
 from afm.app.commands.pipelines.output_options import output_policy_options
 
@@ -65,12 +66,11 @@ WinoGrande, OpenBookQA, MATH, MATH-500, IFEval, HumanEval); all = every benchmar
 def build_index_command(source: str, suite: str, out: str, n_overrides: tuple[str, ...],
                         allow_hf: bool, overwrite: bool) -> None:
     """Index every n-gram of the benchmarks (64-bit hashes, memory-mapped arrays)."""
-    from afm.app.commands.pipelines.usage import user_errors
-    from afm.filters.benchmarks import DATA_DIR, build_index, select_suite, specs_from
-
     from afm import fs
+    from afm.app.commands.pipelines.usage import user_errors
     from afm.config import print_config
     from afm.console import console, print_summary, print_table
+    from afm.filters.benchmarks import DATA_DIR, build_index, select_suite, specs_from
 
     with user_errors():
         specs = specs_from(DATA_DIR if source == "demo" else source)
@@ -137,9 +137,8 @@ def _build_and_upload(specs: list, out: str, allow_hf: bool) -> dict:
     ``out`` (an object store), ``index.json`` last so a reader never sees half an index."""
     import tempfile
 
-    from afm.filters.benchmarks import build_index
-
     from afm import fs
+    from afm.filters.benchmarks import build_index
 
     with tempfile.TemporaryDirectory(prefix="afm-index-") as tmp:
         stats = build_index(specs, Path(tmp) / "index", allow_hf=allow_hf, progress=True)
@@ -186,14 +185,13 @@ def run_command(ctx: click.Context, index_path: str, inputs: tuple[str, ...], ou
                 threshold: int, text_fields: tuple[str, ...], batch_docs: int, overwrite: bool,
                 allow_empty: bool, runner: str, dry_run: bool) -> None:
     """Drop documents that contain benchmark n-grams; write kept, rejects and a report."""
+    from afm import fs
     from afm.app.commands.pipelines.beam_options import finish_dry_run
     from afm.app.commands.pipelines.usage import user_errors
+    from afm.console import console, print_summary, print_table, setup_logging
     from afm.filters.ngram_index import NgramIndex
     from afm.pipelines.curate.pipeline import run_curate
     from afm.pipelines.decontaminate import DecontamConfig, resolve_index
-
-    from afm import fs
-    from afm.console import console, print_summary, print_table, setup_logging
 
     setup_logging("WARNING")
     params = {"index": index_path, "threshold": threshold, "batch_docs": batch_docs}

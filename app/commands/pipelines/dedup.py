@@ -8,6 +8,8 @@ and output policy (staging, then documents/rejects/manifest/report and ``_SUCCES
 from __future__ import annotations
 
 import click
+
+from afm.app.commands.options import POSITIVE, PROBABILITY_OPEN, SEED
 from afm.app.commands.pipelines.beam_options import (
     BEAM_HELP,
     BeamCommand,
@@ -15,8 +17,6 @@ from afm.app.commands.pipelines.beam_options import (
     split_beam_args,
 )
 from afm.app.commands.pipelines.output_options import output_policy_options
-
-from afm.options import POSITIVE, PROBABILITY_OPEN, SEED
 
 EPILOG = """\b
 Examples:
@@ -76,10 +76,9 @@ def dedup_command(ctx: click.Context, more_inputs: tuple[str, ...], inputs: tupl
     """De-duplicate documents globally: exact content hash, then MinHash LSH clusters."""
     from afm.app.commands.pipelines.beam_options import finish_dry_run
     from afm.app.commands.pipelines.usage import user_errors
+    from afm.console import console, print_summary, setup_logging
     from afm.pipelines.curate.pipeline import run_curate
     from afm.pipelines.dedup.pipeline import DedupConfig, stale_staging, summarize
-
-    from afm.console import console, print_summary, setup_logging
 
     setup_logging("WARNING")
     beam_args, positional = split_beam_args([*more_inputs, *ctx.args])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import click
+
 from afm.app.commands.pipelines.beam_options import (
     BEAM_HELP,
     BeamCommand,
@@ -51,9 +52,8 @@ def tokenize_command(ctx: click.Context, inputs: tuple[str, ...], tokenizer_dir:
     import time
 
     from afm.app.commands.pipelines.usage import user_errors
-    from afm.pipelines.tokenize import run_tokenize
-
     from afm.console import console, print_summary
+    from afm.pipelines.tokenize import run_tokenize
 
     start = time.perf_counter()
     console.print(f"tokenize: inputs {list(inputs)} -> {output} (tokenizer {tokenizer_dir})")

@@ -16,11 +16,10 @@ import click
 
 @contextmanager
 def user_errors() -> Iterator[None]:
-    from afm.pipelines.beam.accounting import AccountingError
-
     from afm.config import ConfigError
     from afm.console import console
     from afm.outputs import OutputError
+    from afm.pipelines.beam.accounting import AccountingError
 
     try:
         yield

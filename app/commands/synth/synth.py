@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from afm.options import FRACTION, NON_NEGATIVE, POSITIVE, SEED
+from afm.app.commands.options import FRACTION, NON_NEGATIVE, POSITIVE, SEED
 
 GENERATOR_HELP = """\b
 Generators (--generator):
@@ -43,11 +43,10 @@ def generator_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 def _run(name: str, kw: dict[str, Any], body: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
     """Generator + output + the pipeline body; user errors become one-line messages."""
-    from afm.synth.generators import GenerationError, make_generator
-    from afm.synth.run import SynthRun, default_cache, finish, open_output
-
     from afm.console import setup_logging
     from afm.outputs import OutputError
+    from afm.synth.generators import GenerationError, make_generator
+    from afm.synth.run import SynthRun, default_cache, finish, open_output
 
     setup_logging("WARNING")
     try:
@@ -156,9 +155,8 @@ def code_command(topics, problems_per_topic, tests_per_problem, min_tests, solut
     """Self-instruct code: topics -> problems -> tests + solutions -> sandboxed rejection sampling."""
     from pathlib import Path
 
-    from afm.synth.code_data import CodeConfig, synth_code
-
     from afm.sandbox import SandboxPolicy, accept_weak_isolation, require
+    from afm.synth.code_data import CodeConfig, synth_code
 
     accept_weak_isolation(allow_weak_sandbox)
     require(SandboxPolicy())  # refuse before any generation when the host cannot isolate

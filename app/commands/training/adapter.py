@@ -7,15 +7,14 @@ from typing import Any
 
 import click
 
-from afm.options import POSITIVE, POSITIVE_INT
+from afm.app.commands.options import POSITIVE, POSITIVE_INT
 
 
 def _user_errors():
     """The exceptions that mean bad input, shown as one line (no traceback)."""
+    from afm.config import ConfigError
     from afm.training.core.trainer import TrainingDiverged
     from afm.training.data.shards import DataError
-
-    from afm.config import ConfigError
 
     return (ValueError, FileNotFoundError, FileExistsError, DataError, ConfigError, TrainingDiverged, KeyError)
 

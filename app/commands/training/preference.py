@@ -7,15 +7,14 @@ import json
 
 import click
 
-from afm.options import FRACTION, POSITIVE, SEED
+from afm.app.commands.options import FRACTION, POSITIVE, SEED
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
+    from afm.config import ConfigError
     from afm.training.core.trainer import TrainingDiverged
     from afm.training.data.preferences import PreferenceDataError
     from afm.training.data.shards import DataError
-
-    from afm.config import ConfigError
 
     return (TrainingDiverged, DataError, ConfigError, PreferenceDataError, ValueError, FileNotFoundError)
 

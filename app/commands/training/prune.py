@@ -11,15 +11,14 @@ from pathlib import Path
 
 import click
 
-from afm.options import SEED
+from afm.app.commands.options import SEED
 
 _USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, FileNotFoundError, FileExistsError)
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
-    from afm.training.core.trainer import TrainingDiverged
-
     from afm.outputs import OutputError
+    from afm.training.core.trainer import TrainingDiverged
 
     return (*_USER_ERRORS, OutputError, TrainingDiverged)
 

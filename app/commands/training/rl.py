@@ -8,7 +8,7 @@ import json
 
 import click
 
-from afm.options import POSITIVE, SEED
+from afm.app.commands.options import POSITIVE, SEED
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:

@@ -5,17 +5,16 @@ from __future__ import annotations
 
 import click
 
-from afm.options import SEED, Number
+from afm.app.commands.options import SEED, Number
 
 USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, FileNotFoundError)
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
-    from afm.training.core.trainer import TrainingDiverged
-    from afm.training.data.shards import DataError
-
     from afm.config import ConfigError
     from afm.outputs import OutputError
+    from afm.training.core.trainer import TrainingDiverged
+    from afm.training.data.shards import DataError
 
     return (TrainingDiverged, DataError, ConfigError, OutputError, *USER_ERRORS)
 
@@ -54,9 +53,8 @@ def sft_group(ctx: click.Context, config, workdir, init_from, data, heldout, ste
         return
     if not config or not workdir:
         raise click.UsageError("afm sft needs --config and --workdir (or a subcommand: prepare, sweep)")
-    from afm.training.runs.train import train
-
     from afm.console import setup_logging
+    from afm.training.runs.train import train
 
     setup_logging("WARNING")
     try:
@@ -147,7 +145,6 @@ OUT/sweep.json and OUT/sweep.png.
 def sweep_command(config, out, init_from, data, heldout, steps, delta, metric, mode, only, overrides) -> None:
     """Mixture tuning: +/- one weight at a time, table and plot (report §4.2)."""
     from afm.app.studies.sft_sweep import sweep
-
     from afm.console import setup_logging
 
     setup_logging("WARNING")
@@ -181,9 +178,8 @@ def demo_data_command(out, per_set, held_out, seed, planted, overwrite) -> None:
     """Write the demo instruction set (and its held-out evaluation items)."""
     from pathlib import Path
 
-    from afm.synth.demo_data import eval_items, write_demo_set
-
     from afm.outputs import OutputError, write_directory
+    from afm.synth.demo_data import eval_items, write_demo_set
 
     def write(staging: str) -> dict:
         written = write_demo_set(staging, seed=seed, per_set=per_set, held_out_per_set=held_out, planted=planted)

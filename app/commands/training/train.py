@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from afm.options import POSITIVE
+from afm.app.commands.options import POSITIVE
 
 
 def _maybe_distributed(coordinator: str | None, num_processes: int | None, process_id: int | None, auto: bool) -> None:
@@ -78,12 +78,11 @@ def train_command(config, workdir, list_configs, steps, data, init_from, overrid
     if not config or not workdir:
         raise click.UsageError("afm train needs --config and --workdir (or --list-configs)")
     _maybe_distributed(coordinator, num_processes, process_id, distributed)
+    from afm.config import ConfigError
+    from afm.console import setup_logging
     from afm.training.core.trainer import TrainingDiverged
     from afm.training.data.shards import DataError
     from afm.training.runs.train import train
-
-    from afm.config import ConfigError
-    from afm.console import setup_logging
 
     setup_logging("WARNING")
     overrides = [*overrides, *_fitted_overrides(config, list(overrides), batch, remat, device_memory_gb)]
@@ -113,10 +112,9 @@ def _print_configs() -> None:
 
 def _batch_and_remat(batch: str | None, remat: str | None) -> tuple[bool, int | None, bool, str | None]:
     """(batch auto?, global batch, remat auto?, policy), checked: one-line errors."""
+    from afm.errors import UserError
     from afm.model import remat as remat_policies
     from afm.training.runs.autofit import parse_auto
-
-    from afm.errors import UserError
 
     auto_batch, raw = parse_auto(batch, "batch")
     size = None
@@ -144,11 +142,10 @@ def _fitted_overrides(config: str, overrides: list[str], batch: str | None, rema
     sets = ([f"data.global_batch_size={size}"] if size else []) + ([f"model_overrides.remat={policy}"] if policy else [])
     if not (auto_batch or auto_remat):
         return sets
+    from afm.console import console
     from afm.model.sharding import make_mesh
     from afm.training.core.config import get_train_config
     from afm.training.runs.autofit import fit_config
-
-    from afm.console import console
 
     cfg = get_train_config(config, [*overrides, *sets])
     fitted, fit = fit_config(cfg, make_mesh(cfg.mesh), batch=auto_batch, remat=auto_remat,
@@ -184,8 +181,7 @@ Examples:
 def bench_train_command(model, seq_len, batch, steps, remat, attention, microbatches, optimizer, peak_tflops, overrides,
                         device_memory_gb) -> None:
     """Training throughput of one model size: tokens/s, MFU, peak device memory, attention kernel."""
-    from afm.app.bench.training.train import bench_train
-
+    from afm.app.bench.training.throughput import bench_train
     from afm.console import console, print_summary
 
     auto_batch, size, auto_remat, policy = _batch_and_remat(batch, remat)
@@ -218,7 +214,6 @@ and once with Appendix A's AdamW, and writes loss curves to OUT/optimizer_compar
 def train_compare_command(config, data, steps, out, adamw_lr, overrides) -> None:
     """AFM optimizer vs the AdamW baseline: same data, same steps, one plot."""
     from afm.app.studies.optimizer_comparison import compare_optimizers
-
     from afm.console import print_summary
 
     summary = compare_optimizers(config, list(data), out, steps=steps, adamw_lr=adamw_lr, overrides=list(overrides))

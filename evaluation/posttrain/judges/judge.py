@@ -25,9 +25,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from afm.synth.generators import GenerationError, GenerationRequest, Generator, make_generator
-
 from afm.errors import UserError
+from afm.synth.generators import GenerationError, GenerationRequest, Generator, make_generator
 
 JUDGE_SPECS = "openai:URL (with --judge-model), checkpoint:PATH or rm:PATH"
 

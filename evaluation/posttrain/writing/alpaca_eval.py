@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
 from afm.evaluation.posttrain.judges.grading import PairResult, model_preference
 
 ANNOTATOR = Path(__file__).resolve().parents[2] / "data" / "writing" / "alpaca_eval_weighted_annotator.json"

@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+
 from afm.evaluation.posttrain.judges.grading import PairResult, model_scores
 
 ROUNDS = 100

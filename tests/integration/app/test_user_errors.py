@@ -8,9 +8,9 @@ import json
 from pathlib import Path
 
 import pytest
-from afm.app.cli import main
 from click.testing import CliRunner
 
+from afm.app.cli import main
 from tests.paths import CHAT_TOKENIZER
 
 CHAT = CHAT_TOKENIZER
@@ -36,10 +36,11 @@ def one_line_error(result, *needles: str) -> str:
 @pytest.fixture(scope="module")
 def model(tmp_path_factory) -> Path:
     """A tiny dense checkpoint (vocab 512), and token shards of its vocabulary."""
+    from flax import nnx
+
     from afm.model.checkpoint import save_params
     from afm.model.config import get_config
     from afm.model.transformer import Transformer
-    from flax import nnx
 
     root = tmp_path_factory.mktemp("model")
     save_params(Transformer(get_config("tiny"), rngs=nnx.Rngs(params=0)), root / "model")
@@ -164,10 +165,10 @@ def test_a_vocabulary_mismatch_at_init_from_is_one_line(model: Path, shards, tmp
 
 @pytest.fixture
 def host_without_namespaces(monkeypatch):
-    from afm.sandbox import Boundary, isolation
+    from afm.sandbox import Boundary, run
 
-    monkeypatch.setitem(isolation.kernel_boundary.results, (), Boundary("weak", "host", "unshare (util-linux) not found"))
-    monkeypatch.setattr(isolation, "_ACCEPT_WEAK", [False])
+    monkeypatch.setitem(run.kernel_boundary.results, (), Boundary("weak", "host", "unshare (util-linux) not found"))
+    monkeypatch.setattr(run, "_ACCEPT_WEAK", [False])
 
 
 def test_code_evaluation_refuses_a_host_that_cannot_isolate(model: Path, host_without_namespaces) -> None:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from afm.app.bench.crawler.crawl import CONCURRENCY, PER_HOST, make_site, run_bare
 from afm.crawler.operations.metrics import endpoint_file
 from afm.crawler.operations.status import parse_metrics

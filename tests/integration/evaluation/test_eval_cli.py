@@ -6,10 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
+
 from afm.app.cli import main
 from afm.evaluation.suite import prepare_demo_data
 from afm.evaluation.tiny import tokenizer_dir, write_tiny_checkpoint
-from click.testing import CliRunner
 
 
 @pytest.fixture(scope="module")

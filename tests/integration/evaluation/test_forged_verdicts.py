@@ -13,12 +13,12 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from afm.evaluation import code_metrics
+from afm.sandbox import SandboxPolicy, kernel_boundary, run_python
 from afm.synth.code_data import CodeConfig, synth_code
 from afm.synth.generators import Generation
 from afm.synth.run import SynthRun
-
-from afm.sandbox import SandboxPolicy, kernel_boundary, run_python
 
 pytestmark = pytest.mark.skipif(kernel_boundary().kind != "kernel",
                                 reason=f"no kernel boundary here: {kernel_boundary().reason}")
@@ -266,7 +266,6 @@ def test_humaneval_pass_at_1_is_zero_for_forging_completions(shared_eval) -> Non
     from afm.evaluation.local_data import read_file
     from afm.evaluation.parity import run_tasks
     from afm.evaluation.suite import BuildContext, build_task_configs
-
     from tests.integration.evaluation.test_humaneval_sandbox import FixedCompletions
 
     problems = read_file(shared_eval / "benchmarks" / "humaneval.jsonl.gz")[:8]

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from flax import nnx
+
 from afm.evaluation.hook import make_eval_hook
 from afm.evaluation.suite import prepare_demo_data
 from afm.evaluation.tiny import tiny_model, tokenizer_dir
-from flax import nnx
 
 
 def test_hook_returns_metrics_every_k_steps(tmp_path) -> None:

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from lm_eval.api.model import LM
+
 from afm.evaluation.parity import run_tasks
 from afm.evaluation.suite import BuildContext, build_task_configs
-from lm_eval.api.model import LM
 
 
 class FixedCompletions(LM):

@@ -9,10 +9,11 @@ import json
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
+
 from afm.app.cli import main
 from afm.evaluation.posttrain.bfcl.data import CATEGORIES
 from afm.evaluation.tiny import tokenizer_dir, write_tiny_checkpoint
-from click.testing import CliRunner
 
 
 @pytest.fixture(scope="module")

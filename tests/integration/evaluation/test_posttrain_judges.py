@@ -10,14 +10,14 @@ import json
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
+
 from afm.app.cli import main
 from afm.evaluation.posttrain.judges import grading
 from afm.evaluation.posttrain.judges.judge import JudgeError, JudgeSettings, make_judge
 from afm.evaluation.posttrain.safety import score as safety_score
 from afm.evaluation.posttrain.safety.data import SafetyItem
 from afm.evaluation.posttrain.writing import alpaca_eval, arena_hard
-from click.testing import CliRunner
-
 from tests.integration.evaluation.judge_server import judge_server
 
 

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import apache_beam as beam
 import pytest
-from afm.app.commands.pipelines.decontam import decontam_group
-from afm.filters.benchmarks import DATA_DIR, build_index, demo_benchmark_specs
-from afm.pipelines.decontaminate import DecontamConfig, Decontaminate, decontaminate_records
 from apache_beam.testing.util import assert_that, equal_to
 from click.testing import CliRunner
 
+from afm.app.commands.pipelines.decontam import decontam_group
+from afm.filters.benchmarks import DATA_DIR, build_index, demo_benchmark_specs
 from afm.io import read_records, write_parquet
+from afm.pipelines.decontaminate import DecontamConfig, Decontaminate, decontaminate_records
 from afm.schema import make_document
 
 

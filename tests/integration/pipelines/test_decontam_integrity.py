@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from click.testing import CliRunner
+
 from afm.app.commands.pipelines.decontam import decontam_group
 from afm.filters.benchmarks import DATA_DIR, SUITES, build_index
-from click.testing import CliRunner
 
 
 @pytest.fixture(scope="module")

@@ -7,10 +7,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from click.testing import CliRunner
+
 from afm.app.cli import main
 from afm.training.compress.pruning import SHAPE_FIELDS
 from afm.training.core.metrics import read_metrics
-from click.testing import CliRunner
 
 
 def _afm(*args: str, ok: bool = True) -> str:

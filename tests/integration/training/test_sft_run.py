@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+
 from afm.synth.demo_data import write_demo_set
 from afm.synth.prepare import PrepareConfig, prepare_sft
 from afm.training.core.config import get_train_config
@@ -19,7 +20,6 @@ from afm.training.data.loader import conversation_config, make_loader
 from afm.training.runs.train import prepare
 from afm.training.runs.train import train as run_stage
 from afm.training.tasks.sft import SftTask
-
 from tests.paths import CHAT_TOKENIZER
 
 TOK = str(CHAT_TOKENIZER)
@@ -78,8 +78,8 @@ def test_loss_counts_assistant_tokens_only_and_dropout_trains_only(sft_data) -> 
     cfg.data.paths = train
     task = SftTask(cfg)
     batch = next(make_loader(conversation_config(cfg.data), vocab_size=640))
+    from afm.model.parts import ModelParts
     from afm.training.core.config import model_config
-    from afm.training.core.engine import ModelParts
 
     mcfg = task.configure_model(model_config(cfg))
     assert mcfg.dropout == 0.1
@@ -103,8 +103,9 @@ def test_loss_counts_assistant_tokens_only_and_dropout_trains_only(sft_data) -> 
 def test_afm_train_runs_an_sft_stage_by_name(sft_data, tmp_path: Path) -> None:
     """The one registry: `afm train --config tiny-sft` is the SFT task (packed
     conversations, assistant-only loss), not an unknown stage."""
-    from afm.app.cli import main
     from click.testing import CliRunner
+
+    from afm.app.cli import main
 
     train, _ = sft_data
     args = ["train", "--config", "tiny-sft", "--workdir", str(tmp_path / "run"), "--steps", "2",

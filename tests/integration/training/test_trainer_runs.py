@@ -10,6 +10,7 @@ import types
 import jax
 import numpy as np
 import pytest
+
 from afm.training.core.hooks import ModelView
 from afm.training.core.metrics import read_metrics
 from afm.training.core.trainer import TrainingDiverged
@@ -97,8 +98,9 @@ def test_eval_hooks_and_profile(tmp_path, token_shards, monkeypatch):
 
 
 def test_cli_prints_params_sha(tmp_path, token_shards):
-    from afm.app.commands.training.train import train_command
     from click.testing import CliRunner
+
+    from afm.app.commands.training.train import train_command
 
     args = ["--config", "tiny-core", "--workdir", str(tmp_path / "cli"), "--steps", "1", "--set", "checkpoint.async_save=false"]
     for shard in token_shards:

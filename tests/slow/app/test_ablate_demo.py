@@ -8,8 +8,9 @@ import json
 from pathlib import Path
 
 import pytest
-from afm.app.cli import main
 from click.testing import CliRunner
+
+from afm.app.cli import main
 
 pytest.importorskip("scrapy")
 pytest.importorskip("apache_beam")

@@ -10,9 +10,9 @@ import shlex
 from pathlib import Path
 
 import pytest
-from afm.app.cli import main
 from click.testing import CliRunner
 
+from afm.app.cli import main
 from tests.paths import ROOT
 
 

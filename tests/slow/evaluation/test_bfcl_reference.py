@@ -32,12 +32,13 @@ _stub = types.ModuleType("bfcl_eval.constants.model_config")
 _stub.MODEL_CONFIG_MAPPING = {"afm": types.SimpleNamespace(underscore_to_dot=False)}  # type: ignore[attr-defined]
 sys.modules.setdefault("bfcl_eval.constants.model_config", _stub)
 
-from afm.evaluation.posttrain.bfcl import data  # noqa: E402
-from afm.evaluation.posttrain.bfcl.score import DecodeError, decode, verdict  # noqa: E402
 from bfcl_cases import CASES  # noqa: E402
 from bfcl_eval.constants.enums import Language  # noqa: E402
 from bfcl_eval.eval_checker.ast_eval.ast_checker import ast_checker  # noqa: E402
 from bfcl_eval.utils import is_empty_output, is_function_calling_format_output  # noqa: E402
+
+from afm.evaluation.posttrain.bfcl import data  # noqa: E402
+from afm.evaluation.posttrain.bfcl.score import DecodeError, decode, verdict  # noqa: E402
 
 
 def bfcl_verdict(category: str, functions: list[dict], reply: str, answer: list | None) -> tuple[bool, str]:

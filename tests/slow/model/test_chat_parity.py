@@ -95,6 +95,7 @@ def record(out_json: Path = STORED) -> None:
     import tempfile
 
     import transformers
+
     from afm.model.chat import CHAT_TEMPLATE
 
     with tempfile.TemporaryDirectory() as tmp:

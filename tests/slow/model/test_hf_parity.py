@@ -12,12 +12,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from flax import nnx
+
 from afm.model.checkpoint import load_model, save_params
 from afm.model.config import get_config
 from afm.model.hf_export import export_hf, import_hf
 from afm.model.tokenizer import Tokenizer, train_tokenizer
 from afm.model.transformer import Transformer
-from flax import nnx
 
 pytestmark = pytest.mark.slow
 

@@ -11,6 +11,7 @@ import json
 import jax.numpy as jnp
 import numpy as np
 import pytest
+
 from afm.model import lora
 from afm.model.adapter_io import save_adapter
 from afm.model.checkpoint import load_model, save_params

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from afm.model import palettize
 
 pytestmark = pytest.mark.slow

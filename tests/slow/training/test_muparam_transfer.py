@@ -5,8 +5,8 @@ from __future__ import annotations
 import importlib.util
 
 import pytest
-from afm.model.config import get_config
 
+from afm.model.config import get_config
 from tests.paths import ROOT
 
 SCRIPT = ROOT / "experiments" / "mup-lr-sweep" / "lr_sweep.py"

@@ -13,6 +13,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 import pytest
+
 from afm.training.compress.soft_topk import soft_top_k, soft_top_k_coordinate
 
 pytestmark = pytest.mark.slow

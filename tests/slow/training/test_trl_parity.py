@@ -19,7 +19,6 @@ torch = pytest.importorskip("torch")
 trl = pytest.importorskip("trl")
 
 from afm.training.tasks.dpo import dpo_loss, ipo_loss  # noqa: E402
-
 from tests.unit.training.tasks.test_dpo import EXPECTED, N_C, N_R, PI_C, PI_R, REF_C, REF_R  # noqa: E402
 
 pytestmark = pytest.mark.slow

@@ -8,8 +8,8 @@ import io
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
-from afm.coerce import classify
 from afm.headers import Headers, list_members, unfold
+from afm.pipelines.beam.coerce import classify
 from afm.readers import Record
 from afm.readers.warc import read_warc
 

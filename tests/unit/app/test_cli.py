@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import click
-from afm.app.cli import main
 from click.testing import CliRunner
+
+from afm.app.cli import main
 
 
 def _walk(group: click.Group, prefix: tuple[str, ...] = ()):
@@ -38,8 +39,9 @@ def test_bench_lists_benchmarks():
 
 
 def test_help_lists_every_command_once_by_recipe_section() -> None:
-    from afm.app.cli import SECTIONS, main
     from click.testing import CliRunner
+
+    from afm.app.cli import SECTIONS, main
 
     out = CliRunner().invoke(main, ["--help"]).output
     titles = [line[:-1] for line in out.splitlines() if line and not line.startswith(" ") and line.endswith(":")]

@@ -6,6 +6,7 @@ import urllib.error
 import urllib.request
 
 import pytest
+
 from afm.crawler.testsite import LocalSites, Page
 
 

@@ -7,9 +7,9 @@ import subprocess
 import sys
 
 import pytest
-from afm.evaluation import cpu_devices
 
 from afm.errors import UserError
+from afm.evaluation import cpu_devices
 
 SCRIPT = "from afm.evaluation.cpu_devices import use_cpu_cores; import jax; print(use_cpu_cores(), jax.device_count())"
 

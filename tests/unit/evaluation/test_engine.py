@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from afm.evaluation.engine import InferenceEngine
 from afm.evaluation.packing import ScoreRequest
 from afm.evaluation.tiny import tiny_model

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from afm.evaluation import local_data as ld
 
 

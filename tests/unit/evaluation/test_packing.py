@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from afm.evaluation.packing import (
     ScoreRequest,
     bucket_for,

@@ -4,6 +4,7 @@ tokens-* shards, only once its run finished (the trainer's reader and policy).""
 from __future__ import annotations
 
 import pytest
+
 from afm.evaluation.perplexity import read_token_docs
 from afm.training.data.shards import write_token_shard
 

@@ -31,6 +31,7 @@ def _png_size(png: bytes) -> tuple[int, int]:
 
 def test_the_eval_figure_is_narrower_than_a_laptop_window_and_labels_its_scale() -> None:
     import matplotlib.pyplot as plt
+
     from afm.evaluation.report import plot_png
 
     before = set(plt.get_fignums())

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from afm.evaluation.results import (
     FORMAT,
     ResultsError,

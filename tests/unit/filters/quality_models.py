@@ -35,6 +35,7 @@ def dclm_style_fasttext(path: Path, *, copies: int = 10) -> Path:
     """A fastText model trained the way DCLM's was written out: raw lines labelled
     ``__label__hq`` / ``__label__cc``, saved as ``.bin`` with no afm sidecar."""
     import fasttext
+
     from afm.filters.classifier import FASTTEXT_INIT_BLOCKS
 
     train = path.with_suffix(".train.txt")

@@ -12,6 +12,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+
+from afm.config import ConfigError
 from afm.filters.benchmarks import (
     ADAPTERS,
     BenchmarkSpec,
@@ -23,8 +25,6 @@ from afm.filters.benchmarks import (
     specs_from,
 )
 from afm.filters.ngram_index import NgramIndex
-
-from afm.config import ConfigError
 
 ROWS = {
     "gsm8k": ({"question": "How many apples are left?", "answer": "3 apples.\n#### 3"},

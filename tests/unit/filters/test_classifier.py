@@ -7,6 +7,8 @@ import random
 
 import numpy as np
 import pytest
+from click.testing import CliRunner
+
 from afm.filters.classifier import (
     ClassifierError,
     FastTextClassifier,
@@ -16,7 +18,6 @@ from afm.filters.classifier import (
     read_texts,
     train_classifier,
 )
-from click.testing import CliRunner
 
 COOKING = "simmer the onions with garlic then add tomatoes basil salt and olive oil".split()
 FINANCE = "shares fell after the quarterly earnings report as investors sold bonds".split()

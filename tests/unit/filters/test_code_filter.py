@@ -5,6 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+
 from afm.filters.base import apply_filter
 from afm.filters.code import (
     LANGUAGES,
@@ -18,7 +19,6 @@ from afm.filters.code import (
     redact_secrets,
     spdx_header,
 )
-
 from afm.schema import make_document
 
 MIT = ("MIT License\n\nCopyright (c) 2024 Someone\n\nPermission is hereby granted, free of charge, "

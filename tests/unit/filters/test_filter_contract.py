@@ -4,7 +4,6 @@ filter becomes a reject with the filter's name, never an exception that kills a 
 from __future__ import annotations
 
 from afm.filters.base import Decision, apply_filter
-
 from afm.schema import make_document
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pickle
 
 import pytest
-from afm.filters.language import LanguageConfig, LanguageFilter, default_model_path
 
+from afm.filters.language import LanguageConfig, LanguageFilter, default_model_path
 from afm.schema import make_document
 
 EN = ("The council approved the new library budget on Tuesday.\nConstruction will start in "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from afm.filters.base import apply_filter
 from afm.filters.math import (
     MathConfig,
@@ -14,7 +15,6 @@ from afm.filters.math import (
     symbol_hits,
     tag_hits,
 )
-
 from afm.schema import make_document
 
 

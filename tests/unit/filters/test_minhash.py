@@ -7,6 +7,8 @@ import random
 
 import numpy as np
 import pytest
+from datasketch import LeanMinHash, MinHash, MinHashLSH
+
 from afm.filters.minhash import (
     MAX_HASH32,
     MinHasher,
@@ -20,7 +22,6 @@ from afm.filters.minhash import (
     shingles,
     signature_jaccard,
 )
-from datasketch import LeanMinHash, MinHash, MinHashLSH
 
 WORDS = [f"w{i}" for i in range(3000)]
 

@@ -6,6 +6,7 @@ import random
 
 import numpy as np
 import pytest
+
 from afm.filters.ngram_index import (
     IndexWriter,
     NgramIndex,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from afm.filters.pii import (
     PiiConfig,
     PiiDetector,
@@ -11,7 +12,6 @@ from afm.filters.pii import (
     iban_ok,
     luhn_ok,
 )
-
 from afm.schema import make_document
 
 

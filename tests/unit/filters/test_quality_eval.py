@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from afm.filters.extraction.gold import GoldPage
 from afm.filters.quality_eval import (
     auc,

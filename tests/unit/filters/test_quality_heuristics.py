@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from afm.filters.base import apply_filter
 from afm.filters.quality import (
     QualityConfig,
@@ -14,7 +15,6 @@ from afm.filters.quality import (
     top_ngram_char_frac,
     words_of,
 )
-
 from afm.schema import make_document
 
 # A clean expository text: passes every rule with the published thresholds.

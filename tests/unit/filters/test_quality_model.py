@@ -8,6 +8,7 @@ import pickle
 from pathlib import Path
 
 import pytest
+
 from afm.filters.base import apply_filter
 from afm.filters.quality_model import (
     DEFAULT_MODEL,
@@ -22,7 +23,6 @@ from afm.filters.quality_model import (
     reservoir_sample,
     score_threshold_for_top_fraction,
 )
-
 from afm.schema import make_document
 
 pytest.importorskip("fasttext")

@@ -9,15 +9,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from click.testing import CliRunner
+
 from afm.app.commands.filters.quality import quality
 from afm.app.commands.pipelines.curate import curate_command as curate
+from afm.config import ConfigError
 from afm.filters.base import Decision, apply_filter_batch
 from afm.filters.classifier import preprocess_raw
 from afm.filters.quality_model import QualityClassifierFilter, QualityModelConfig
 from afm.filters.quality_scorers import ScorerError, hf_head
-from click.testing import CliRunner
-
-from afm.config import ConfigError
 from afm.io import read_records
 from afm.schema import make_document
 from tests.unit.filters.quality_models import (

@@ -6,6 +6,7 @@ import json
 import pickle
 
 import pytest
+
 from afm.filters.classifier import metadata_path
 from afm.filters.safety import (
     DEFAULT_MODEL,
@@ -14,7 +15,6 @@ from afm.filters.safety import (
     TermMatcher,
     make_safety_training_data,
 )
-
 from afm.schema import make_document
 
 NEWS = ("The city council approved the new library budget on Tuesday. Construction will start "

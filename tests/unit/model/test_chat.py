@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from afm.model.chat import (
     CHAT_TEMPLATE,
     TOOLS_HEADER,
@@ -15,7 +16,6 @@ from afm.model.chat import (
     tool_call_text,
 )
 from afm.model.tokenizer import Tokenizer, TokenizerError
-
 from tests.paths import CHAT_TOKENIZER
 
 DATA = CHAT_TOKENIZER

@@ -7,6 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+
 from afm.model.config import get_config
 from afm.model.initializer import init_model
 from afm.model.layers import dropout

@@ -7,6 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+
 from afm.model.fp8 import E4M3, E5M2, fp8_tensordot, quantize, scale_for
 
 

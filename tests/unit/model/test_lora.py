@@ -8,10 +8,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from flax import nnx
+
 from afm.model import lora
 from afm.model.config import get_config
 from afm.model.initializer import init_model
-from flax import nnx
 
 TINY32 = get_config("tiny", dtype="float32")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from afm.model import palettize
 from afm.model.config import Palettization, get_config
 
@@ -126,10 +127,11 @@ def test_palettized_model_runs_like_its_dequantized_twin(tmp_path) -> None:
     forward pass (dequantizing on the fly) equals the dense model holding the dequantized
     weights; the export path (dense_params) gives exactly those weights."""
     import jax.numpy as jnp
+    from flax import nnx
+
     from afm.model.checkpoint import load_model, save_params
     from afm.model.initializer import init_model
     from afm.model.transformer import Transformer
-    from flax import nnx
 
     dense = init_model(TINY32, 0)
     params = nnx.to_pure_dict(nnx.state(dense, nnx.Param))

@@ -11,10 +11,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from flax import nnx
+
 from afm.model import remat
 from afm.model.config import CONFIGS, estimate_train_memory_gb, get_config
 from afm.model.transformer import Transformer
-from flax import nnx
 
 CFG = get_config("tiny", dim=64, n_heads=4, n_kv_heads=2, head_dim=16, ffn_dim=256, n_layers=2, max_seq_len=128)
 TOKENS = jnp.zeros((2, 128), jnp.int32)

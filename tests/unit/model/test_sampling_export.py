@@ -9,6 +9,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from click.testing import CliRunner
+from flax import nnx
+
 from afm.model.checkpoint import load_model, save_params
 from afm.model.config import get_config
 from afm.model.hf_export import config_from_hf, from_hf_tensors, hf_config, to_hf_tensors
@@ -16,8 +19,6 @@ from afm.model.initializer import init_model
 from afm.model.sampling import generate, sample, top_p_filter
 from afm.model.scoring import score_tokens
 from afm.model.transformer import Transformer
-from click.testing import CliRunner
-from flax import nnx
 
 CFG = get_config("tiny", dtype="float32")
 

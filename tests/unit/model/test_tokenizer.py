@@ -7,6 +7,7 @@ import random
 from pathlib import Path
 
 import pytest
+
 from afm.model.tokenizer import CHAT_TOKENS, Tokenizer, TokenizerError, train_tokenizer
 
 WORDS = ("the model data train token apple web page text quality filter language crawl "
@@ -140,8 +141,9 @@ def test_small_vocabulary_on_real_articles_trains_with_a_lowered_coverage(sixty_
     """SentencePiece alone refuses vocab 512 here ("Vocabulary size is smaller than
     required_chars", naming its own --character_coverage); afm lowers the coverage so that
     the characters fit and says so."""
-    from afm.app.cli import main
     from click.testing import CliRunner
+
+    from afm.app.cli import main
 
     out = CliRunner().invoke(main, ["tokenizer", "train", "--input", str(sixty_articles), "--vocab-size", "512",
                                     "--out", str(tmp_path / "tok")])
@@ -164,8 +166,9 @@ def test_small_vocabulary_on_real_articles_trains_with_a_lowered_coverage(sixty_
 
 
 def test_a_coverage_that_does_not_fit_is_afm_advice_not_sentencepiece(sixty_articles, tmp_path) -> None:
-    from afm.app.cli import main
     from click.testing import CliRunner
+
+    from afm.app.cli import main
 
     out = CliRunner().invoke(main, ["tokenizer", "train", "--input", str(sixty_articles), "--vocab-size", "512",
                                     "--character-coverage", "0.9995", "--out", str(tmp_path / "tok")])

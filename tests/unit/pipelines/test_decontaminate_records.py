@@ -8,10 +8,10 @@ import json
 from pathlib import Path
 
 import pytest
+
 from afm.filters.benchmarks import BenchmarkSpec, build_index, demo_benchmark_specs
 from afm.filters.ngram_index import normalize_text
 from afm.pipelines.decontaminate import DecontamConfig, decontaminate_records
-
 from afm.schema import make_document
 
 ARTICLE = (

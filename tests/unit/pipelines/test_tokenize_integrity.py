@@ -7,9 +7,10 @@ import json
 from pathlib import Path
 
 import pyarrow.parquet as pq
+from click.testing import CliRunner
+
 from afm.app.commands.pipelines.tokenize import tokenize_command
 from afm.model.tokenizer import train_tokenizer
-from click.testing import CliRunner
 
 
 def test_bad_records_are_skipped_with_reasons(tmp_path: Path) -> None:

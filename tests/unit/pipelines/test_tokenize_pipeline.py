@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from afm.model.tokenizer import Tokenizer, train_tokenizer
-from afm.pipelines.tokenize import TOKEN_SCHEMA, run_tokenize
 
 from afm.io import write_parquet
+from afm.model.tokenizer import Tokenizer, train_tokenizer
 from afm.outputs import OutputError
+from afm.pipelines.tokenize import TOKEN_SCHEMA, run_tokenize
 from afm.schema import make_document
 
 
@@ -70,9 +70,10 @@ def test_output_is_deterministic_across_workers(inputs, tmp_path: Path) -> None:
 
 
 def test_cli_train_then_tokenize(inputs, tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
     from afm.app.commands.model.model import tokenizer_group
     from afm.app.commands.pipelines.tokenize import tokenize_command
-    from click.testing import CliRunner
 
     files, _ = inputs
     runner = CliRunner()

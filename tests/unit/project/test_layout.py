@@ -158,9 +158,8 @@ def test_paths_relative_to_modules_still_point_at_files() -> None:
     moved into subfolders: each path still names what exists."""
     from afm.app.commands.deploy.tpu import REPO_ROOT, SETUP_SCRIPT
     from afm.pipelines.beam.portable_cluster import REPO
-    from afm.training.core.stages import CONFIG_DIR
-
     from afm.shared_data import CHECKOUT
+    from afm.training.core.stages import CONFIG_DIR
 
     assert SETUP_SCRIPT.is_file() and (REPO_ROOT / "pyproject.toml").is_file()
     assert (REPO / "pyproject.toml").is_file() and any(CONFIG_DIR.glob("*.yaml"))

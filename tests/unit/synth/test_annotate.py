@@ -9,12 +9,12 @@ import re
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
+
 from afm.app.cli import main
 from afm.app.commands.filters.classifier import classifier
 from afm.app.commands.filters.quality import quality
 from afm.synth.annotate import RubricError, load_rubric
-from click.testing import CliRunner
-
 from tests.chat_server import ChatStub, serve_chat
 from tests.unit.filters.quality_models import CC, HQ
 

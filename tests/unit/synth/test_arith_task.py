@@ -7,6 +7,7 @@ import json
 import random
 
 import pytest
+
 from afm.synth.arith_task import (
     LEVELS,
     NotArithmetic,

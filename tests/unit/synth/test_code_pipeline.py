@@ -10,6 +10,7 @@ import threading
 from pathlib import Path
 
 import pytest
+
 from afm.synth.code_data import CodeConfig, classify, parse_problems, parse_tests, synth_code
 from afm.synth.generators import Generation, GenerationRequest
 from afm.synth.run import SynthRun

@@ -10,10 +10,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from afm.synth.generators import Generation
-from afm.synth.run import SynthRun, finish, open_output
 
 from afm.finish import DROP_REASON, is_cut
+from afm.synth.generators import Generation
+from afm.synth.run import SynthRun, finish, open_output
 from tests.paths import CHAT_TOKENIZER
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -44,8 +44,9 @@ def test_the_rule_reads_every_api_spelling() -> None:
 
 def test_synth_math_never_keeps_a_cut_solution(tmp_path: Path) -> None:
     pytest.importorskip("lm_eval", reason="answer rules come from lm-eval (the eval extra)")
-    from afm.synth.math_data import MathConfig, synth_math
     from test_math_tool import SEEDS, MathStandIn
+
+    from afm.synth.math_data import MathConfig, synth_math
 
     # every right solution (samples 0 and 3) and every rephrased problem comes back cut
     def cut(r, i, text):
@@ -65,8 +66,9 @@ def test_synth_math_never_keeps_a_cut_solution(tmp_path: Path) -> None:
 
 def test_synth_tool_never_keeps_a_cut_reply(tmp_path: Path) -> None:
     pytest.importorskip("lm_eval", reason="answer rules come from lm-eval (the eval extra)")
-    from afm.synth.tool_data import ToolConfig, synth_tool
     from test_math_tool import TOOLS, ToolStandIn
+
+    from afm.synth.tool_data import ToolConfig, synth_tool
 
     # a cut call that parses (the stand-in writes whole calls) and a cut plain reply
     def cut(r, i, text):
@@ -83,8 +85,9 @@ def test_synth_tool_never_keeps_a_cut_reply(tmp_path: Path) -> None:
 
 
 def test_synth_code_never_runs_or_keeps_a_cut_solution() -> None:
-    from afm.synth.code_data import CodeConfig, synth_code
     from test_code_pipeline import CodeStandIn
+
+    from afm.synth.code_data import CodeConfig, synth_code
 
     run = SynthRun("code", CutSome(CodeStandIn(0, Path("/nonexistent")), lambda r, i, t: r.tag == "code/solutions"),
                    progress=False)

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from afm.synth.cache import ResponseCache
 from afm.synth.generators import (
     CachedGenerator,
@@ -18,7 +19,6 @@ from afm.synth.generators import (
     make_generator,
     retry_after_seconds,
 )
-
 from tests.chat_server import ChatStub, serve_chat
 
 

@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from afm.synth.generators import Generation, GenerationRequest
 from afm.synth.math_data import MathConfig, read_seed, reverse_problem, synth_math
 from afm.synth.run import SynthRun, finish, open_output
 from afm.synth.tool_data import ToolConfig, check_call, distractors_for, parse_calls, synth_tool
-
 from tests.paths import ROOT
 
 pytest.importorskip("lm_eval", reason="answer rules come from lm-eval (the eval extra)")

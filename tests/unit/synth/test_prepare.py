@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+
+from afm.outputs import OutputError
 from afm.synth.demo_data import planted_problems, write_jsonl
 from afm.synth.formats import FormatError, to_conversation
 from afm.synth.prepare import PrepareConfig, PrepareError, prepare_sft
-
-from afm.outputs import OutputError
 from tests.paths import CHAT_TOKENIZER
 
 TOK = str(CHAT_TOKENIZER)

@@ -6,6 +6,7 @@ import datetime as dt
 import gzip
 
 import pytest
+
 from afm.crawler.api import crawl
 from afm.crawler.storage.warc import iter_warc_responses, read_index
 from afm.crawler.testsite import LocalSites, Page

@@ -8,6 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 import yaml
+
 from afm.crawler.storage.warc import iter_warc_responses, read_index
 from afm.crawler.testsite import LocalSites, Page
 

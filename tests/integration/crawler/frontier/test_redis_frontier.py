@@ -9,6 +9,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 import yaml
+
 from afm.crawler.storage.warc import read_index
 from afm.crawler.testsite import LocalSites, Page
 

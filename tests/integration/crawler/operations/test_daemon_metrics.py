@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from click.testing import CliRunner
+
 from afm.app.cli import main
 from afm.crawler.operations.metrics import endpoint_file
 from afm.crawler.testsite import LocalSites, Page
-from click.testing import CliRunner
 
 PAGES = 40
 

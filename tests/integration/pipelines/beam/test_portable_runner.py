@@ -20,8 +20,8 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-from afm.pipelines.beam.portable_cluster import PortableCluster, install_site
 
+from afm.pipelines.beam.portable_cluster import PortableCluster, install_site
 from tests.paths import ROOT
 
 pytestmark = pytest.mark.timeout(900)
@@ -73,9 +73,8 @@ def world(tmp_path_factory, shared_eval) -> dict[str, Any]:
     and the running services."""
     from afm.app.bench.pipelines.dedup import synthetic_corpus
     from afm.filters.benchmarks import DATA_DIR, build_index, specs_from
-    from afm.model.tokenizer import train_tokenizer
-
     from afm.io import write_parquet
+    from afm.model.tokenizer import train_tokenizer
 
     base = tmp_path_factory.mktemp("portable")
     shared = base / "shared"
@@ -216,9 +215,8 @@ def test_tokenize_on_the_portable_runner(world) -> None:
 def test_decontam_run_on_the_portable_runner(world) -> None:
     """The counting pass (documents per colliding n-gram, joined back by key) runs across
     the pool's workers: a rare n-gram drops its document, a common one is excused."""
-    from afm.pipelines.curate.pipeline import run_curate
-
     from afm.io import write_parquet
+    from afm.pipelines.curate.pipeline import run_curate
     from afm.schema import make_document
 
     shared = world["shared"]

@@ -88,8 +88,9 @@ def test_math_source(tmp_path: Path) -> None:
 
 def test_dry_run_dataflow(tmp_path: Path) -> None:
     """A complete Dataflow submission, checked and its graph built, nothing submitted."""
-    from afm.app.commands.pipelines.curate import curate_command
     from click.testing import CliRunner
+
+    from afm.app.commands.pipelines.curate import curate_command
 
     dataflow = ["--runner", "DataflowRunner", "--dry-run", "--project=my-project-123",
                 "--region=us-central1", "--temp_location=gs://afm-bucket/tmp",

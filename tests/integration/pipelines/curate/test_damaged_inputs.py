@@ -16,8 +16,9 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-from afm.app.commands.pipelines.curate import curate_command
 from click.testing import CliRunner
+
+from afm.app.commands.pipelines.curate import curate_command
 
 LOCAL = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
 

@@ -13,10 +13,11 @@ import json
 from pathlib import Path
 
 import pyarrow.parquet as pq
+from click.testing import CliRunner
+
 from afm.app.commands.model.model import tokenizer_group
 from afm.app.commands.pipelines.curate import curate_command
 from afm.app.commands.pipelines.tokenize import tokenize_command
-from click.testing import CliRunner
 
 LOCAL = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
 

@@ -14,9 +14,9 @@ import time
 from pathlib import Path
 
 import pytest
-from afm.app.commands.pipelines.curate import curate_command
 from click.testing import CliRunner
 
+from afm.app.commands.pipelines.curate import curate_command
 from afm.io import expand_inputs
 from afm.outputs import SUCCESS, OutputError
 

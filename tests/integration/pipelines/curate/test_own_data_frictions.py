@@ -8,8 +8,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from afm.app.commands.pipelines.curate import curate_command
 from click.testing import CliRunner
+
+from afm.app.commands.pipelines.curate import curate_command
 
 LOCAL = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
 

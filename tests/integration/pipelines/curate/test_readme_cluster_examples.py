@@ -10,9 +10,9 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from afm.app.cli import main
 from click.testing import CliRunner
 
+from afm.app.cli import main
 from tests.paths import ROOT
 
 BEAM_VALUE = re.compile(r"(--(?:project|region|temp_location|sdk_container_image|job_endpoint|"

@@ -6,9 +6,9 @@ import json
 import random
 
 import pyarrow.parquet as pq
-from afm.app.commands.pipelines.dedup import dedup_command
 from click.testing import CliRunner
 
+from afm.app.commands.pipelines.dedup import dedup_command
 from afm.io import write_parquet
 from afm.schema import DOCUMENT_SCHEMA, REJECT_SCHEMA, from_table, make_document
 

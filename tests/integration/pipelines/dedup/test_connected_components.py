@@ -5,9 +5,10 @@ from __future__ import annotations
 import random
 
 import apache_beam as beam
-from afm.pipelines.dedup.pipeline import NAMESPACE, ConnectedComponents
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.testing.util import assert_that, equal_to
+
+from afm.pipelines.dedup.pipeline import NAMESPACE, ConnectedComponents
 
 
 def union_find_assignments(edges: list[tuple[str, str]]) -> list[tuple[str, str]]:

@@ -8,9 +8,10 @@ import random
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
+
 from afm.app.commands.pipelines.dedup import dedup_command
 from afm.pipelines.dedup.pipeline import index_files
-from click.testing import CliRunner
 
 LOCAL = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
 

@@ -7,9 +7,9 @@ import random
 
 import pyarrow.parquet as pq
 import pytest
+
 from afm.filters.minhash import shingle_jaccard
 from afm.pipelines.dedup.pipeline import DedupConfig, dedup_records
-
 from afm.schema import DOCUMENT_SCHEMA, REJECT_SCHEMA, make_document
 
 WORDS = [f"w{i}" for i in range(20000)]
@@ -220,7 +220,6 @@ def test_same_record_twice_with_different_scores_keeps_the_better_one():
     """A re-crawled page (same id, same text) seen with two quality scores: one copy is
     kept (the better), the other rejected as its exact duplicate; nothing is lost."""
     from afm.pipelines.dedup.pipeline import DedupConfig, dedup_records
-
     from afm.schema import make_document
 
     text = "the same page crawled twice with the same words in the same order " * 5

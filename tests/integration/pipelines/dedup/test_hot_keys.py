@@ -11,11 +11,11 @@ import math
 from collections import Counter
 
 import apache_beam as beam
+from apache_beam.testing.util import assert_that, equal_to
+
 from afm.app.bench.pipelines.hotkey import check_result, corpus
 from afm.pipelines.dedup.pipeline import DedupConfig, dedup_records
 from afm.pipelines.dedup.steps import BucketStars, Representative
-from apache_beam.testing.util import assert_that, equal_to
-
 from tests.integration.pipelines.dedup.test_connected_components import union_find_assignments
 
 

@@ -9,7 +9,7 @@ import pytest
 
 @pytest.mark.slow
 def test_bench_train_tiny_cpu():
-    from afm.app.bench.training.train import bench_train
+    from afm.app.bench.training.throughput import bench_train
 
     r = bench_train("tiny", seq_len=64, batch=8, steps=2, warmup=1)
     assert r["tokens_per_s"] > 0 and 0 < r["mfu"] < 1

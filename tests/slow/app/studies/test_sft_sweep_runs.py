@@ -7,10 +7,10 @@ import json
 from pathlib import Path
 
 import pytest
+
 from afm.app.studies.sft_sweep import sweep
 from afm.synth.demo_data import write_demo_set
 from afm.synth.prepare import PrepareConfig, prepare_sft
-
 from tests.paths import CHAT_TOKENIZER
 
 pytestmark = pytest.mark.slow

@@ -25,10 +25,10 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from afm.pipelines.beam.io import BAD, DOC, PAGE, SKIP, read_file_items
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from afm.pipelines.beam.io import BAD, DOC, PAGE, SKIP, read_file_items
 from afm.schema import REJECT_SCHEMA, to_table
 
 # AFM_HYPOTHESIS_EXAMPLES=N: N random examples a test; unset, 60 fixed ones (derandomized).

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from afm.app.bench.pipelines.capacity import CURATE_RESULT, steady_rate
 
 

@@ -9,6 +9,7 @@ import html
 from pathlib import Path
 
 import pytest
+
 from afm.app.bench.pipelines.webcorpus import (
     Template,
     generate_pages,

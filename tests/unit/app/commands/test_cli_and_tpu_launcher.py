@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import tarfile
 
+from click.testing import CliRunner
+
 from afm.app.commands.deploy.tpu import TpuPlan, make_tarball, tpu_train_command
 from afm.app.commands.training.train import (
     bench_train_command,
     train_command,
     train_compare_command,
 )
-from click.testing import CliRunner
 
 
 def test_help_has_examples():

@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 
 import pytest
+
 from afm.app.studies.ablation import (
     AblationError,
     AblationSpec,

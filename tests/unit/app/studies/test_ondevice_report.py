@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import json
 
-from afm.app.cli import main
 from click.testing import CliRunner
+
+from afm.app.cli import main
 
 
 def _run(root, name, evals):

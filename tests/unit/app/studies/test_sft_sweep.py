@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from afm.app.studies.sft_sweep import perturbations, recommend
 
 

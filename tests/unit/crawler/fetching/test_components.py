@@ -6,10 +6,11 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from afm.crawler.config import CrawlConfig
-from afm.crawler.fetching.components import CONFIG_SETTING, CrawlerComponent, connect_signals, on
 from scrapy import signals
 from scrapy.signalmanager import SignalManager
+
+from afm.crawler.config import CrawlConfig
+from afm.crawler.fetching.components import CONFIG_SETTING, CrawlerComponent, connect_signals, on
 
 
 def fake_crawler(cfg: CrawlConfig) -> Any:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from afm.crawler.storage.warc import WarcStore, iter_warc_responses, read_index
-
 from afm.headers import Headers
 
 

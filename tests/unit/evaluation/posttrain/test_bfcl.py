@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+from bfcl_cases import CASES  # noqa: E402
+
 from afm.evaluation.posttrain.bfcl import data  # noqa: E402
 from afm.evaluation.posttrain.bfcl.score import decode, verdict  # noqa: E402
-from bfcl_cases import CASES  # noqa: E402
 
 
 def _entry(task: str, eid: str) -> tuple[data.BfclSet, int]:

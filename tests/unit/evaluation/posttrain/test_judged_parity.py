@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from afm.evaluation.posttrain.judges.grading import Game, PairItem, PairResult
 from afm.evaluation.posttrain.judges.prompts import parse_pairwise
 from afm.evaluation.posttrain.writing import alpaca_eval, arena_hard
@@ -192,10 +193,11 @@ def test_a_checkpoint_judge_returns_its_first_tokens_log_probs() -> None:
     """What an OpenAI server's top_logprobs gives: the k likeliest first tokens under the
     model, checked against a direct log-softmax of the prompt's last logits."""
     import jax.numpy as jnp
+    from flax import nnx
+
     from afm.model.config import get_config
     from afm.model.sampling import first_token_logprobs
     from afm.model.transformer import Transformer
-    from flax import nnx
 
     model = Transformer(get_config("tiny").replace(dtype="float32"), rngs=nnx.Rngs(0))
     prompts = [[1, 5, 9], [4, 2, 7, 7, 3]]

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from afm.evaluation.posttrain.judges.grading import Game, PairItem, PairResult, model_scores
 from afm.evaluation.posttrain.safety import data as sdata
 from afm.evaluation.posttrain.safety import refusal

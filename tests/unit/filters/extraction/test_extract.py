@@ -6,6 +6,7 @@ import datetime as dt
 import os
 
 import pytest
+
 from afm.app.bench.filters.filters import evaluate_extractor, load_extraction_benchmark
 from afm.filters.extract import (
     ExtractConfig,

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
+from afm.errors import UserError
 from afm.filters.extraction import train
 from afm.filters.extraction.candidates import CANDIDATES, Page, run_candidate
 from afm.filters.extraction.features import agreement, switch_feature_names, switch_features
 from afm.filters.extraction.gold import GoldPage, counts, extraction_scores, page_counts
 from afm.filters.extraction.select import select_text
 from afm.filters.extraction.selector import MODEL_PATH, Selector, TreeEnsemble, load_selector
-
-from afm.errors import UserError
 
 STORY = "".join(f"<p>The river authority said on Tuesday that flood defences built after storm "
                 f"number {i} had held, although fields near the old mill were under water for "

@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+
 from afm.pipelines.beam import allocator
 
 CHILD = ("import json, os; from afm.pipelines.beam.allocator import SETTINGS, returning_freed_memory\n"

@@ -10,15 +10,16 @@ import pytest
 
 beam = pytest.importorskip("apache_beam")
 
+from apache_beam.options.pipeline_options import PipelineOptions  # noqa: E402
+from apache_beam.runners.portability.fn_api_runner import FnApiRunner, execution, fn_runner  # noqa: E402
+from apache_beam.testing.util import assert_that, equal_to  # noqa: E402
+
 from afm.pipelines.beam import local_shuffle  # noqa: E402
 from afm.pipelines.beam.local_shuffle import (  # noqa: E402
     SpillingGroupingBuffer,
     SpillingListBuffer,
     disk_backed_shuffles,
 )
-from apache_beam.options.pipeline_options import PipelineOptions  # noqa: E402
-from apache_beam.runners.portability.fn_api_runner import FnApiRunner, execution, fn_runner  # noqa: E402
-from apache_beam.testing.util import assert_that, equal_to  # noqa: E402
 
 N = 6000
 KEYS = 97

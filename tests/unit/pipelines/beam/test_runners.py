@@ -6,9 +6,10 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
+
 from afm.pipelines.beam.runners import RunnerError, build_options, check_options
 from afm.pipelines.beam.worker_paths import WorkerPath, check_worker_paths
-from click.testing import CliRunner
 
 PORTABLE = ["--job_endpoint=localhost:8099", "--environment_type=EXTERNAL",
             "--environment_config=localhost:50000"]
@@ -92,7 +93,6 @@ def test_dry_runs_report_problems_without_a_traceback(tmp_path: Path, monkeypatc
     storage the workers share.)"""
     from afm.app.commands.pipelines.curate import curate_command
     from afm.app.commands.pipelines.dedup import dedup_command
-
     from afm.io import write_parquet
     from afm.schema import make_document
 

@@ -9,6 +9,7 @@ import random
 from pathlib import Path
 
 import pytest
+
 from afm.pipelines.beam.packing import pack, record_size, unpack
 from afm.pipelines.beam.spill import (
     MIN_CHARS,

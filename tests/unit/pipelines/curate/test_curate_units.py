@@ -10,6 +10,9 @@ import json
 from pathlib import Path
 
 import pytest
+
+from afm.config import ConfigError
+from afm.imports import probe as probe_module
 from afm.pipelines.beam.accounting import check_accounting
 from afm.pipelines.beam.io import (
     BAD,
@@ -23,9 +26,6 @@ from afm.pipelines.beam.io import (
 )
 from afm.pipelines.curate.config import CurateConfig, load_curate_config
 from afm.pipelines.curate.stages import SOURCE_STAGES, resolve_stage
-
-from afm.config import ConfigError
-from afm.imports import probe as probe_module
 from afm.readers.warc import iter_warc_pages
 from afm.schema import make_document
 
@@ -72,9 +72,8 @@ def test_only_a_missing_third_party_library_makes_a_stage_unavailable(monkeypatc
     of this project that cannot be built is a failure: a missing afm module, a renamed config
     class or a module that raises on import never turns into a skipped filter."""
 
-    from afm.pipelines.curate import stages as registry
-
     from afm.imports import BrokenComponent
+    from afm.pipelines.curate import stages as registry
 
     (tmp_path / "stage_with_an_extra.py").write_text("import afm_extra_not_installed_xyz\n")
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -222,10 +221,10 @@ def test_shard_of_is_stable() -> None:
 def test_write_shards_deterministic_and_atomic(tmp_path: Path) -> None:
     import apache_beam as beam
     import pyarrow.parquet as pq
+
     from afm.pipelines.beam.io import WriteShards
     from afm.pipelines.beam.packing import pack_record
     from afm.pipelines.beam.runners import build_options, make_runner
-
     from afm.schema import DOCUMENT_SCHEMA
 
     docs = [make_document(f"document number {i} " * 20, url=f"http://s.test/{i}")
@@ -290,8 +289,9 @@ def test_accounting_checks_written_rows() -> None:
 
 
 def test_direct_defaults_use_every_core() -> None:
-    from afm.pipelines.beam.runners import build_options
     from apache_beam.options.pipeline_options import DirectOptions
+
+    from afm.pipelines.beam.runners import build_options
 
     direct = build_options("DirectRunner").view_as(DirectOptions)
     assert direct.direct_running_mode == "multi_processing" and direct.direct_num_workers == 0
@@ -323,8 +323,9 @@ def test_report_html() -> None:
 
 
 def test_cli_help_has_examples() -> None:
-    from afm.app.commands.pipelines.curate import curate_command
     from click.testing import CliRunner
+
+    from afm.app.commands.pipelines.curate import curate_command
 
     result = CliRunner().invoke(curate_command, ["--help"])
     assert result.exit_code == 0 and "Examples:" in result.output

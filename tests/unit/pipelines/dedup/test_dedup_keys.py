@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from afm.pipelines.dedup.pipeline import (
     DedupConfig,
     doc_key,

@@ -9,6 +9,7 @@ import json
 
 import numpy as np
 import pytest
+
 from afm.model import palettize
 from afm.model.config import Palettization, get_config
 
@@ -93,6 +94,7 @@ def test_recovery_adapter_trains_on_the_frozen_quantized_base(quantized, token_s
     base (uint8 indices, tables, int8 embedding) comes out bit-identical, the loss falls,
     and its loss falls on a batch it is fitted to."""
     import jax
+
     from afm.model.sharding import MeshConfig, make_mesh
     from afm.training.core.config import get_train_config
     from afm.training.core.engine import Engine
@@ -129,8 +131,9 @@ def test_recovery_adapter_trains_on_the_frozen_quantized_base(quantized, token_s
 
     # The task hands off an adapter directory (what the trainer writes at the end); the
     # light CLI commands read it without loading the model.
-    from afm.app.cli import main
     from click.testing import CliRunner
+
+    from afm.app.cli import main
 
     adapter = task.export(tmp_path, engine.all_params(state), engine.parts.config, {"steps": 8})
     runner = CliRunner()
@@ -161,8 +164,9 @@ def test_recovery_adapter_trains_on_the_frozen_quantized_base(quantized, token_s
 
 @pytest.mark.slow  # ~1-3 minutes: quantize, train, merge, export and table through the CLI
 def test_cli_quantize_and_adapter_commands(quantized, base_ckpt, token_shards, tmp_path) -> None:
-    from afm.app.cli import main
     from click.testing import CliRunner
+
+    from afm.app.cli import main
 
     runner = CliRunner()
     res = runner.invoke(main, ["quantize", "--checkpoint", str(base_ckpt), "--target-bpw", "3.9", "--scope",

@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+
 from afm.training.compress.soft_topk import (
     binary_entropy,
     hard_top_k,

@@ -6,6 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+
 from afm.training.core.optimizer import (
     OptimizerConfig,
     SkipConfig,

@@ -7,11 +7,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jax.sharding import Mesh
+
 from afm.model.partitioning import activation_sharding
 from afm.model.scoring import chunk_layout, token_logprobs
 from afm.model.sharding import ACTIVATION_RULES
 from afm.training.core.losses import cross_entropy_sums
-from jax.sharding import Mesh
 
 B, T, D, V = 2, 64, 16, 96
 SCALE = 1.0 / D

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from afm.training.core.selection import BestCheckpoint, SelectionError
 
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from afm.training.core.config import get_train_config, list_configs, model_config
-from afm.training.core.stages import CONFIG_DIR, merge, stage_table, stages
-from afm.training.tasks import TASKS
 from click.testing import CliRunner
 
 from afm.config import ConfigError
+from afm.training.core.config import get_train_config, list_configs, model_config
+from afm.training.core.stages import CONFIG_DIR, merge, stage_table, stages
+from afm.training.tasks import TASKS
 
 EVERY_TASK = {"pretrain", "prune", "distill", "sft", "reward_model", "dpo", "ipo", "adapter"}
 

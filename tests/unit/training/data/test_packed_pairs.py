@@ -17,10 +17,10 @@ TOK = str(CHAT_TOKENIZER)
 
 
 def _loss(kind: str, tmp_path: Path, packing: str, rows: int) -> tuple[float, float, dict]:
+    from afm.model.parts import ModelParts
     from afm.synth.arith_task import make_problems
     from afm.training.core.config import get_train_config, model_config
     from afm.training.core.config import with_task_options as with_options
-    from afm.training.core.engine import ModelParts
     from afm.training.core.task import LossContext
     from afm.training.tasks import get_task
 

@@ -58,9 +58,9 @@ def _rows_file(tmp_path: Path, rows: list) -> str:
 
 
 def _task(kind: str, tmp_path: Path, beta: float | None = 0.5, rows: list | None = None):
+    from afm.model.parts import ModelParts
     from afm.training.core.config import get_train_config, model_config
     from afm.training.core.config import with_task_options as with_options
-    from afm.training.core.engine import ModelParts
     from afm.training.core.task import LossContext
     from afm.training.tasks import get_task
 

@@ -10,6 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+
 from afm.training.data.loader import (
     HeldOutConversations,
     LoaderState,

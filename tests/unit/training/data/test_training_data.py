@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from afm.training.data.loader import LoaderState, default_lanes, make_loader
 from afm.training.data.shards import (
     DataConfig,

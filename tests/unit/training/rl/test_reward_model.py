@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+
 from afm.training.data.preferences import (
     LEVELS,
     PairEvalInput,
@@ -24,7 +25,6 @@ from afm.training.rl.reward_model import (
     segment_last_index,
 )
 from afm.training.tasks.reward_model import SOFT_LABELS, reward_model_loss
-
 from tests.paths import CHAT_TOKENIZER
 
 TOK = str(CHAT_TOKENIZER)
@@ -86,10 +86,9 @@ def test_too_long_pairs_are_rejected_and_batches_mark_the_reply(tmp_path):
 def test_a_task_input_says_how_many_pairs_it_dropped(tmp_path):
     """A run must not lose pairs silently: the too_long rejects of a task's input are
     counted on the console with the setting to change (once for the held-out set)."""
+    from afm.console import console
     from afm.model.tokenizer import Tokenizer
     from afm.training.data.preferences import PairTaskInputs
-
-    from afm.console import console
 
     tok = Tokenizer.load(TOK)
     (tmp_path / "p.jsonl").write_text(json.dumps(GOOD) + "\n" + json.dumps({**GOOD, "chosen": "word " * 200}) + "\n")
@@ -126,10 +125,11 @@ def test_last_token_with_right_and_left_padding_and_packing():
     assert index[1, 0] == 7 and present[1].tolist() == [True, False, False, False]
     # the reward of a row does not depend on how it was padded (right vs left): the model
     # sees the same tokens at the same positions with the padding masked out
+    from flax import nnx
+
     from afm.model.config import get_config
     from afm.model.transformer import Transformer
     from afm.training.rl.reward_model import gather_last
-    from flax import nnx
 
     cfg = get_config("tiny").replace(vocab_size=64, dtype="float32")
     model = Transformer(cfg, rngs=nnx.Rngs(0))

@@ -16,11 +16,12 @@ TOK = str(CHAT_TOKENIZER)
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
+    from flax import nnx
+
     from afm.model.checkpoint import save_params
     from afm.model.config import get_config
     from afm.model.transformer import Transformer
     from afm.training.rl.reward_model import PREFIX, head_specs
-    from flax import nnx
 
     root = tmp_path_factory.mktemp("rm") / "reward-model"
     cfg = get_config("tiny").replace(vocab_size=640, n_layers=1)

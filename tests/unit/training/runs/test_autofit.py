@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import jax
 import pytest
+
+from afm.errors import UserError
 from afm.model.sharding import MeshConfig, make_mesh
 from afm.training.core.config import get_train_config
 from afm.training.runs.autofit import REMAT_ORDER, autofit, fit_config
-
-from afm.errors import UserError
 
 # GiB per sequence kept for the backward pass under each policy (a made-up, monotone plan)
 PER_ROW = {"none": 10.0, "dots": 7.0, "dots_except_mlp": 5.0, "qkv_attention": 4.0, "attention": 3.0, "full": 1.0}

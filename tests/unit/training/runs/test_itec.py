@@ -10,10 +10,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from afm.training.rl.rewards import TaskReward
-from afm.training.runs.itec import Member, RoundConfig, export_pairs, parse_committee, run_round
 
 from afm.config import ConfigError
+from afm.training.rl.rewards import TaskReward
+from afm.training.runs.itec import Member, RoundConfig, export_pairs, parse_committee, run_round
 from tests.paths import CHAT_TOKENIZER
 
 CHAT = CHAT_TOKENIZER
@@ -21,11 +21,12 @@ CHAT = CHAT_TOKENIZER
 
 @pytest.fixture(scope="module")
 def members(tmp_path_factory) -> list[Member]:
+    from flax import nnx
+
     from afm.model.checkpoint import save_params
     from afm.model.config import get_config
     from afm.model.tokenizer import Tokenizer
     from afm.model.transformer import Transformer
-    from flax import nnx
 
     cfg = get_config("tiny").replace(vocab_size=600, max_seq_len=128)
     end = Tokenizer.load(CHAT).end_id
@@ -122,12 +123,13 @@ def test_round_reranks_with_a_reward_model_checkpoint(members: list[Member], tmp
     round's reward through the shared scorer signature."""
     import jax
     import numpy as np
+    from flax import nnx
+
     from afm.model.checkpoint import save_params
     from afm.model.config import get_config
     from afm.model.transformer import Transformer
     from afm.training.rl.reward_model import PREFIX, RewardModelScorer, head_specs
     from afm.training.rl.rewards import load_reward
-    from flax import nnx
 
     rm = tmp_path / "rm"
     cfg = get_config("tiny").replace(vocab_size=640, n_layers=1)

@@ -43,7 +43,6 @@ def test_bench_train_prints_each_tasks_memory_plan(tmp_path: Path) -> None:
 
 def test_bench_train_refuses_a_task_without_a_plan(tmp_path: Path) -> None:
     from afm.app.bench.training.memory_plan import task_shape
-
     from afm.errors import UserError
 
     assert task_shape("rm")[0] == "reward_model"
@@ -60,10 +59,11 @@ def test_frozen_reference_equals_the_policy_at_step_zero(dtype: str, scan_layers
     in float32, so the copy keeps them in float32; scanned layers are stored stacked once."""
     import jax
     import jax.numpy as jnp
+
+    from afm.model.parts import ModelParts
     from afm.synth.arith_task import make_problems
     from afm.training.core.config import get_train_config, model_config
     from afm.training.core.config import with_task_options as with_options
-    from afm.training.core.engine import ModelParts
     from afm.training.core.task import STACKED, LossContext
     from afm.training.tasks import get_task
 
@@ -102,8 +102,9 @@ def test_scanned_reference_is_not_stacked_again_in_the_step() -> None:
     layers (its weights change every step) but never the reference's."""
     import jax
     import jax.numpy as jnp
+
     from afm.model.config import get_config
-    from afm.training.core.engine import ModelParts
+    from afm.model.parts import ModelParts
     from afm.training.core.task import frozen_model, frozen_model_copy
 
     mcfg = get_config("tiny").replace(scan_layers=True, n_layers=3)
@@ -123,10 +124,11 @@ def test_scanned_reference_is_not_stacked_again_in_the_step() -> None:
 
 
 def test_roofline_bytes_and_peak_bandwidth() -> None:
+    from flax import nnx
+
     from afm.app.bench.training.rollout import bytes_read, peak_bandwidth
     from afm.model.config import get_config
     from afm.model.transformer import Transformer
-    from flax import nnx
 
     assert peak_bandwidth("NVIDIA H100 80GB HBM3") == 3.35e12
     assert peak_bandwidth("NVIDIA H200") == 4.8e12

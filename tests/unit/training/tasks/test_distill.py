@@ -8,17 +8,18 @@ import jax.numpy as jnp
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+
+from afm.config import ConfigError
+from afm.model.parts import ModelParts
 from afm.model.sharding import MeshConfig, make_mesh
+from afm.outputs import OutputError
 from afm.training.compress.distill_targets import compute_targets
 from afm.training.core.config import get_train_config, model_config
-from afm.training.core.engine import Engine, ModelParts
+from afm.training.core.engine import Engine
 from afm.training.data.loader import make_loader
 from afm.training.data.shards import DataConfig, DataError, write_token_shard
 from afm.training.tasks import get_task
 from afm.training.tasks.distill import DistillTask
-
-from afm.config import ConfigError
-from afm.outputs import OutputError
 
 SEQ = 32
 

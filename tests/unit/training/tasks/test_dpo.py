@@ -9,8 +9,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from afm.training.tasks.dpo import dpo_loss, ipo_loss
 
+from afm.training.tasks.dpo import dpo_loss, ipo_loss
 from tests.paths import CHAT_TOKENIZER
 
 # Summed reply log-probs of four pairs, their reply lengths, and the losses TRL 1.16's
@@ -39,10 +39,10 @@ def test_dpo_and_ipo_losses_equal_stored_reference_values(beta):
 
 @pytest.mark.parametrize("kind", ["dpo", "ipo"])
 def test_task_starts_at_reference_and_a_step_prefers_chosen(kind, tmp_path):
+    from afm.model.parts import ModelParts
     from afm.synth.arith_task import make_problems
     from afm.training.core.config import get_train_config, model_config
     from afm.training.core.config import with_task_options as with_options
-    from afm.training.core.engine import ModelParts
     from afm.training.core.task import LossContext
     from afm.training.tasks import get_task
 
@@ -85,12 +85,13 @@ def test_afm_dpo_trains_from_a_model_and_exports_the_policy(tmp_path, reference)
     """The whole command path: pairs on disk -> DPO with a frozen reference copy (or the
     reference's log-probs computed first, no copy in the step) -> the exported policy
     loads as an ordinary model, moved away from its start."""
+    from flax import nnx
+
     from afm.model.checkpoint import load_model, save_params
     from afm.model.config import get_config
     from afm.model.transformer import Transformer
     from afm.synth.arith_task import make_problems
     from afm.training.runs.train import train
-    from flax import nnx
 
     start = tmp_path / "sft-model"
     save_params(Transformer(get_config("tiny").replace(vocab_size=640, n_layers=1), rngs=nnx.Rngs(0)), start)

@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+
 from afm.training.core.metrics import read_metrics
 from afm.training.data.prompts import read_prompts
 from afm.training.rl.rewards import TaskReward
@@ -21,7 +22,6 @@ from afm.training.tasks.mdloo import (
     mdloo_terms,
     ppo_clip_terms,
 )
-
 from tests.paths import CHAT_TOKENIZER
 
 CHAT = CHAT_TOKENIZER
@@ -113,10 +113,11 @@ def test_loo_advantage_leaves_unscored_responses_out() -> None:
 
 @pytest.fixture(scope="module")
 def tiny_policy(tmp_path_factory) -> Path:
+    from flax import nnx
+
     from afm.model.checkpoint import save_params
     from afm.model.config import get_config
     from afm.model.transformer import Transformer
-    from flax import nnx
 
     cfg = get_config("tiny").replace(vocab_size=640, max_seq_len=128)
     path = tmp_path_factory.mktemp("policy") / "model"
@@ -162,8 +163,9 @@ def test_held_out_evaluation_reports_greedy_and_sampled_reward(tiny_policy: Path
 
 
 def test_online_rl_needs_a_reward(tiny_policy: Path, tmp_path: Path) -> None:
-    from afm.app.cli import main
     from click.testing import CliRunner
+
+    from afm.app.cli import main
 
     prompts = tmp_path / "prompts.jsonl"
     prompts.write_text(json.dumps({"prompt": "count to 3"}) + "\n")
@@ -178,8 +180,9 @@ def test_online_rl_needs_a_reward(tiny_policy: Path, tmp_path: Path) -> None:
 
 def test_a_reward_that_cannot_score_stops_the_run_with_the_share(tiny_policy: Path, tmp_path: Path) -> None:
     """task:arith on prompts of another task: every response unscored -> one line, no model."""
-    from afm.app.cli import main
     from click.testing import CliRunner
+
+    from afm.app.cli import main
 
     prompts = tmp_path / "prompts.jsonl"
     prompts.write_text("\n".join(json.dumps({"prompt": f"tell me a story about {w}"})
@@ -268,14 +271,15 @@ def test_a_reference_checkpoint_is_restored_as_the_frozen_copy_stores_it(tmp_pat
     """``task_options.reference`` (another model as pi_ref) is read from its checkpoint and
     stored exactly as a copy of the start would be: matrices in the compute dtype, norm
     scales in float32, a scanned model's layers pre-stacked."""
+    from flax import nnx
+
     from afm.model.checkpoint import save_params
     from afm.model.params import flatten_state
+    from afm.model.parts import ModelParts
     from afm.model.transformer import Transformer
     from afm.training.core.config import get_train_config, model_config, with_task_options
-    from afm.training.core.engine import ModelParts
     from afm.training.core.task import STACKED, frozen_storage
     from afm.training.tasks import get_task
-    from flax import nnx
 
     (tmp_path / "p.jsonl").write_text(json.dumps({"prompt": "hi"}) + "\n")
     cfg = get_train_config("tiny-mdloo", ["model_overrides.scan_layers=true"])

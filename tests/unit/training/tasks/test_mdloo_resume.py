@@ -14,11 +14,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from click.testing import CliRunner
+
 from afm.app.cli import main
 from afm.training.core.metrics import read_metrics
 from afm.training.tasks.mdloo import iteration_rows
-from click.testing import CliRunner
-
 from tests.paths import CHAT_TOKENIZER
 
 CHAT = CHAT_TOKENIZER
@@ -29,10 +29,11 @@ SETS = [*(f"task_options.{k}={v}" for k, v in OPTIONS.items()), "data.seq_len=64
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory) -> dict[str, Path]:
+    from flax import nnx
+
     from afm.model.checkpoint import save_params
     from afm.model.config import get_config
     from afm.model.transformer import Transformer
-    from flax import nnx
 
     root = tmp_path_factory.mktemp("mdloo-resume")
     cfg = get_config("tiny").replace(vocab_size=640, max_seq_len=128)

@@ -12,7 +12,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+
 from afm.app.cli import main
+from afm.config import ConfigError
+from afm.model.parts import ModelParts
 from afm.model.sharding import MeshConfig, make_mesh
 from afm.training.compress.pruning import (
     apply_baseline,
@@ -24,13 +27,11 @@ from afm.training.compress.pruning import (
     unit_magnitudes,
 )
 from afm.training.core.config import get_train_config, model_config
-from afm.training.core.engine import Engine, ModelParts
+from afm.training.core.engine import Engine
 from afm.training.core.task import LossContext
 from afm.training.data.loader import make_loader
 from afm.training.tasks import get_task
 from afm.training.tasks.prune import PruneTask
-
-from afm.config import ConfigError
 
 D = 192
 

@@ -6,10 +6,11 @@ import gzip
 import json
 
 import pytest
+from click.testing import CliRunner
+
 from afm.app.commands.filters.inspect import extract_cmd, inspect_cmd, inspect_page
 from afm.pipelines.curate.stages import FilterSetupError
 from afm.pipelines.curate.stages import document_filters as web_filters
-from click.testing import CliRunner
 
 PAGE = ("<html><head><title>Library budget</title></head><body><nav>Home | News</nav><article>"
         + "<p>The city council approved the new library budget on Tuesday after a long debate, "

@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
-from afm.app.commands.filters.quality import quality
-from afm.filters.quality_model import DEFAULT_MODEL
 from click.testing import CliRunner
 
+from afm.app.commands.filters.quality import quality
+from afm.filters.quality_model import DEFAULT_MODEL
 from afm.io import read_records
 
 pytest.importorskip("fasttext")

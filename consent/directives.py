@@ -1,0 +1,152 @@
+"""What a page says about itself: ``X-Robots-Tag`` and meta robots directives, TDMRep's
+``tdm-reservation`` header and meta, and the usage-preference response fields
+(``Content-Usage``, ``Content-Signal``), read the same way by the crawler and by curate.
+
+Headers are read through :class:`afm.headers.Headers`, so a field sent as several field
+lines, or as one line a proxy combined (RFC 9110 section 5.3: the same thing), reads the
+same: ``X-Robots-Tag: noai`` then ``X-Robots-Tag: noarchive`` is ``noai, noarchive``;
+``tdm-reservation: 1, 1`` is two values 1. TDMRep defines one value per field; when a
+response carries several, a valid ``1`` among them reserves (an opt-out found is never
+outvoted by a repeat), ``0`` applies only when no valid value is ``1``.
+
+Why a scanner instead of an HTML parser: the crawler and the curate stage both need only
+``<meta name=... content=...>`` tags, on every page, before any extraction; a regular
+expression over the raw bytes finds them in linear time in whatever state the HTML is.
+
+Directives may be scoped to a product token (``X-Robots-Tag: afmbot: noindex``, ``<meta
+name="afmbot" ...>``): a scoped value applies only when its token is one of ``agents``
+(the crawl token, the training tokens); unscoped ones apply to everyone. In one field line
+a scope covers the directives after it (``googlebot: noindex, nofollow``); since a proxy
+may have joined an unscoped line onto a scoped one, a training opt-out (``noai``,
+``noimageai``) after another agent's scope is read as unscoped: never a silent allow.
+``none`` means ``noindex, nofollow``. ``noai`` / ``noimageai`` are the de-facto opt-outs
+of AI training (text and images respectively).
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from afm.consent.tdmrep import HEADER, POLICY_HEADER, TdmVerdict, reservation_value
+from afm.headers import Headers, list_members
+
+KNOWN = ("noindex", "nofollow", "noai", "noimageai")
+TRAINING_DIRECTIVES = ("noai", "noimageai")
+CONTENT_USAGE_HEADER = "Content-Usage"
+CONTENT_SIGNAL_HEADER = "Content-Signal"
+# Directives whose own value follows a colon: "max-snippet: 20" is not a scope.
+_VALUE_DIRECTIVES = {"unavailable_after", "max-snippet", "max-image-preview", "max-video-preview"}
+_META = re.compile(rb"<meta\b[^>]*>", re.IGNORECASE)
+_ATTR = re.compile(r"""([A-Za-z_:][-A-Za-z0-9_:.]*)\s*(?:=\s*("[^"]*"|'[^']*'|[^\s"'=<>`]+))?""")
+_SCOPED = re.compile(r"\s*([A-Za-z_-]+)\s*:(.*)", re.DOTALL)
+
+
+def _named(directive: str) -> set[str]:
+    token = directive.strip().lower()
+    if token == "none":
+        return {"noindex", "nofollow"}
+    return {token} if token in KNOWN else set()
+
+
+def robots_directives(values: Iterable[str], agents: str | Iterable[str]) -> set[str]:
+    """The known directives (``noindex``, ``nofollow``, ``noai``, ``noimageai``) in
+    ``X-Robots-Tag`` field lines / meta robots contents ``values`` that apply to
+    ``agents`` (see the module docstring for scopes)."""
+    tokens = {agents.lower()} if isinstance(agents, str) else {a.lower() for a in agents}
+    out: set[str] = set()
+    for value in values:
+        applies = True  # a field line starts unscoped
+        for member in list_members(value.replace(";", ",")):
+            scoped = _SCOPED.fullmatch(member)
+            if scoped and scoped.group(1).lower() not in _VALUE_DIRECTIVES:
+                applies = scoped.group(1).lower() in tokens
+                if applies:
+                    out |= _named(scoped.group(2))
+                continue
+            names = _named(member)
+            out |= names if applies else names & set(TRAINING_DIRECTIVES)
+    return out
+
+
+def meta_tags(body: bytes) -> list[tuple[str, str]]:
+    """``(name lower-cased, content)`` of every ``<meta name=... content=...>`` tag."""
+    out = []
+    for match in _META.finditer(body):
+        attrs: dict[str, str] = {}
+        for name, value in _ATTR.findall(match.group(0)[5:].decode("latin-1")):
+            if value[:1] in ("'", '"'):
+                value = value[1:-1]
+            attrs.setdefault(name.lower(), html.unescape(value))
+        if "name" in attrs and "content" in attrs:
+            out.append((attrs["name"].strip().lower(), attrs["content"]))
+    return out
+
+
+@dataclass
+class PageSignals:
+    """A page's own training-use signals: directives by where they were found, the
+    TDMRep values of its header and of its HTML, and its usage-preference fields (the
+    combined field value, RFC 9110 5.3; None when absent)."""
+
+    directives: dict[str, str] = field(default_factory=dict)  # directive -> first source
+    tdm_header: TdmVerdict | None = None
+    tdm_meta: TdmVerdict | None = None
+    content_usage: str | None = None
+    content_signal: str | None = None
+
+
+def header_values(headers: Any, name: str) -> list[str]:
+    """Every field line of ``name`` (folds undone), whatever shape ``headers`` has."""
+    return Headers.of(headers).lines(name)
+
+
+def tdm_value(values: Iterable[str]) -> int | None:
+    """The reservation of several TDMRep values (field lines, list members, metas):
+    1 when any valid one is 1, else 0 when any is 0, else None (unset)."""
+    parsed = {reservation_value(v) for v in values} - {None}
+    if 1 in parsed:
+        return 1
+    return 0 if 0 in parsed else None
+
+
+def page_signals(headers: Any, body: bytes | None, is_html: bool,
+                 agents: Iterable[str]) -> PageSignals:
+    """Directives of ``X-Robots-Tag`` and meta robots (or meta named after one of
+    ``agents``), TDMRep's header and meta, and the ``Content-Usage`` / ``Content-Signal``
+    response fields of one response. ``headers``: :class:`afm.headers.Headers` or any
+    shape it reads (pairs, a dict)."""
+    fields = Headers.of(headers)
+    agents = tuple(a for a in agents if a)
+    names = {"robots", *(a.lower() for a in agents)}
+    out = PageSignals()
+    for directive in sorted(robots_directives(fields.lines("X-Robots-Tag"), agents)):
+        out.directives.setdefault(directive, "X-Robots-Tag header")
+    members = fields.members(HEADER)
+    tdm = tdm_value(members)
+    if tdm is not None:
+        policy = fields.get(POLICY_HEADER)
+        out.tdm_header = TdmVerdict(tdm, "tdm-reservation header", policy,
+                                    f"{HEADER}: {fields.combined(HEADER)}")
+    out.content_usage = fields.combined(CONTENT_USAGE_HEADER)
+    out.content_signal = fields.combined(CONTENT_SIGNAL_HEADER)
+    if is_html and body:
+        metas = meta_tags(body)
+        robots = [content for name, content in metas if name in names]
+        for directive in sorted(robots_directives(robots, agents)):
+            out.directives.setdefault(directive, "meta robots")
+        contents = [m for name, content in metas if name == HEADER for m in list_members(content)]
+        value = tdm_value(contents)
+        if value is not None:
+            policy = next((c for n, c in metas if n == POLICY_HEADER), None)
+            out.tdm_meta = TdmVerdict(value, "tdm-reservation meta", policy,
+                                      f'<meta name="{HEADER}" content="{value}">')
+    return out
+
+
+__all__ = ["CONTENT_SIGNAL_HEADER", "CONTENT_USAGE_HEADER", "KNOWN", "TRAINING_DIRECTIVES",
+           "PageSignals", "header_values", "meta_tags", "page_signals", "robots_directives",
+           "tdm_value"]
