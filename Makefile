@@ -10,7 +10,7 @@ PYTEST_CPU := XLA_FLAGS=--xla_force_host_platform_device_count=8 JAX_PLATFORMS=c
 TEST_WORKERS ?= 2
 PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadfile
 
-.PHONY: demo demo-ablation test test-all bench lint venv clean
+.PHONY: demo demo-ablation test test-all bench lint venv editor clean
 
 # setuptools says "Editable installation. Please be careful with folders in your working directory
 # with the same name as your package" for every editable install (information, not a fault:
@@ -29,6 +29,13 @@ $(VENV)/.installed-%: $(STAMP)
 	@touch $@
 
 venv: $(STAMP)
+
+# For editors and type checkers: setuptools' strict editable mode lays out a tree of links
+# (build/__editable__.afm-*) that mirrors the import names (afm.filters -> filters/), which
+# static tools follow; the default mode's import hook is invisible to them. Rerun after
+# adding a module (docs/architecture.md).
+editor: $(STAMP)
+	$(EDITABLE_QUIET) $(BIN)/python -m pip install -q --no-deps --no-build-isolation -e . --config-settings editable_mode=strict
 
 demo: $(STAMP)
 	$(BIN)/afm demo --workdir work/demo

@@ -45,7 +45,7 @@ AREAS: tuple[Area, ...] = (
     Area("pipelines", "Beam pipelines: curate (its stage registry), dedup, decontaminate, tokenize",
          ("afm", "consent", "filters")),
     Area("synth", "chat and synthetic data: sft prepare, math, code, tool use",
-         ("afm", "sandbox", "model", "filters", "pipelines")),
+         ("afm", "sandbox", "model", "filters")),
     Area("training", "one trainer loop and its tasks: pre-training to MDLOO, compression",
          ("afm", "model", "synth")),
     Area("evaluation", "afm eval: the lm-eval backend, local benchmarks, judges, reports",

@@ -209,7 +209,10 @@ def from_dict(cls: type[T], data: dict[str, Any], path: str = "") -> T:
 
 
 def to_dict(cfg: Any) -> Any:
-    """A dataclass config as plain dicts/lists (for YAML, JSON manifests and printing)."""
+    """A dataclass config as plain dicts/lists (for YAML, JSON manifests and printing). A
+    config whose YAML is shaped differently from its fields says how with ``as_config_dict``."""
+    if hasattr(cfg, "as_config_dict") and not isinstance(cfg, type):
+        return cfg.as_config_dict()
     if dataclasses.is_dataclass(cfg) and not isinstance(cfg, type):
         return {f.name: to_dict(getattr(cfg, f.name)) for f in dataclasses.fields(cfg)}
     if isinstance(cfg, (list, tuple)):

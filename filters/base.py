@@ -2,11 +2,15 @@
 
 Filters know nothing about Beam or Scrapy. A filter may keep a document, drop it with a
 reason, or keep a modified copy (e.g. PII redacted), and always reports the signals it
-computed so they can be stored with the record and shown by ``afm inspect``.
+computed so they can be stored with the record and shown by ``afm inspect``. What a
+decision becomes (a kept document with the filter's signals, or a reject) is decided here
+once, for document filters, page stages (crawl page -> document) and record stages (a
+crawl page judged before extraction).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -39,6 +43,9 @@ class DocumentFilter(Protocol):
 
 def _outcome(flt: DocumentFilter, doc: Document, decision: Decision
              ) -> tuple[Document | None, dict | None]:
+    """The one outcome rule: the decision's document (or ``doc``) with the filter's signals
+    merged in under ``<filter>.<signal>``, kept, or made the filter's reject (reason
+    ``dropped`` when the filter named none)."""
     out = dict(decision.document if decision.document is not None else doc)
     if decision.signals:
         signals = dict(out.get("signals") or {})
@@ -47,6 +54,46 @@ def _outcome(flt: DocumentFilter, doc: Document, decision: Decision
     if decision.keep:
         return out, None  # type: ignore[return-value]
     return None, make_reject(out, flt.name, decision.reason or "dropped", **decision.details)  # type: ignore[arg-type]
+
+
+def _crashed(flt: DocumentFilter, doc: Document, exc: Exception) -> dict:
+    return make_reject(doc, flt.name, f"error:{type(exc).__name__}", message=str(exc)[:500])
+
+
+def apply_page_filter(flt: DocumentFilter, page: dict[str, Any], skeleton: Callable[[dict[str, Any]], Document]
+                      ) -> tuple[Document | None, dict | None]:
+    """A page stage (crawl page -> document): ``(document, None)`` when the filter made a
+    document with a text, else ``(None, reject)``; a page that yields none is the reject of
+    ``skeleton(page)`` (a text-less document with the page's URL, so the reject has an id),
+    with the reason ``no_text`` when the filter kept it without a text."""
+    try:
+        decision = flt(page)  # type: ignore[arg-type]
+    except Exception as exc:  # noqa: BLE001 - recorded, never lost
+        return None, _crashed(flt, skeleton(page), exc)
+    doc = decision.document
+    if decision.keep and doc is not None and isinstance(doc.get("text"), str):
+        return _outcome(flt, doc, decision)
+    base = dict(doc) if doc is not None and doc.get("id") else skeleton(page)
+    dropped = Decision(False, decision.reason or ("no_text" if decision.keep else "dropped"),
+                       decision.signals, details={"url": page.get("url"), **decision.details})
+    return _outcome(flt, base, dropped)  # type: ignore[arg-type]
+
+
+def apply_record_filter(flt: DocumentFilter, page: dict[str, Any], skeleton: Callable[[dict[str, Any]], Document],
+                        measure: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+                        ) -> tuple[bool, dict | None]:
+    """A record stage on a crawl page (it judges the page, it makes no document):
+    ``(True, None)`` keeps the page as it is; else ``(False, reject)``, the reject of
+    ``skeleton(page)`` with the decision's details and what ``measure(page)`` adds (what the
+    page would have yielded, for the stage's report)."""
+    try:
+        decision = flt(page)  # type: ignore[arg-type]
+    except Exception as exc:  # noqa: BLE001 - recorded, never lost
+        return False, _crashed(flt, skeleton(page), exc)
+    if decision.keep:
+        return True, None
+    details = {**decision.details, **(measure(page) if measure is not None else {})}
+    return False, make_reject(skeleton(page), flt.name, decision.reason or "dropped", **details)
 
 
 def apply_filter(flt: DocumentFilter, doc: Document) -> tuple[Document | None, dict | None]:
@@ -59,7 +106,7 @@ def apply_filter(flt: DocumentFilter, doc: Document) -> tuple[Document | None, d
     try:
         return _outcome(flt, doc, flt(doc))
     except Exception as exc:  # noqa: BLE001 - recorded, never lost
-        return None, make_reject(doc, flt.name, f"error:{type(exc).__name__}", message=str(exc)[:500])
+        return None, _crashed(flt, doc, exc)
 
 
 @runtime_checkable
@@ -85,6 +132,5 @@ def apply_filter_batch(flt: BatchDocumentFilter, docs: list[Document]
         try:
             results.append(_outcome(flt, doc, decision))
         except Exception as exc:  # noqa: BLE001 - recorded, never lost
-            results.append((None, make_reject(doc, flt.name, f"error:{type(exc).__name__}",
-                                              message=str(exc)[:500])))
+            results.append((None, _crashed(flt, doc, exc)))
     return results

@@ -139,6 +139,24 @@ class ExtractConfig:
     early_language_model: str | None = None  # None: the language stage's default model
 
 
+def follow_language_stage(cfg: ExtractConfig, stages: dict[str, Any]) -> None:
+    """The curate stage's ``link`` hook: the early language check follows the ``language``
+    stage of the run: on when that stage runs after extraction with a ``keep`` list (its
+    languages, its model, at least its confidence), off otherwise. A value the user set (a
+    list, or [] for off) is left alone. ``stages``: the run's stages by name, in order."""
+    if cfg.early_language is not None:
+        return
+    names = list(stages)
+    language = stages.get("language")
+    if (language is None or not language.active or not language.config.keep
+            or names.index("language") < names.index("extract")):
+        cfg.early_language = []
+        return
+    cfg.early_language = list(language.config.keep)
+    cfg.early_language_model = language.config.model_path
+    cfg.early_language_score = max(cfg.early_language_score, language.config.min_score)
+
+
 # ---------------------------------------------------------------------------- extraction
 
 

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -46,10 +47,12 @@ from afm.consent.directives import PageSignals, page_signals
 from afm.consent.robots import rules_from_fetch
 from afm.consent.snapshots import (
     ROBOTS,
+    SNAPSHOT_DIR,
     TDMREP,
     SnapshotIndex,
     host_of,
     load_index,
+    source_files,
     state_of,
 )
 from afm.consent.tdmrep import tdm_from_fetch
@@ -222,5 +225,36 @@ class OptoutFilter:
         return Decision(True)
 
 
+# ---- the curate stage's hooks (afm.pipelines.curate.stages) ----------------------------------
+
+
+def prepare_run(cfg: OptoutConfig, inputs: list[str]) -> None:
+    """Before a run: with no snapshots configured, read the robots.txt / tdmrep.json
+    snapshots of the crawl directories given as input (their ``robotstxt/``); then make a
+    missing, unreadable or damaged-beyond-attribution snapshot source a one-line error here,
+    not a failure inside a worker (local sources are read whole, and read again by the
+    workers; remote ones are listed)."""
+    if not cfg.snapshots:
+        cfg.snapshots = [p if fs.is_remote(p) else os.path.abspath(p) for p in inputs
+                         if not fs.has_glob(p) and fs.isdir(p) and fs.isdir(fs.join(p, SNAPSHOT_DIR))]
+    if not cfg.snapshots:
+        return
+    if any(fs.is_remote(p) for p in cfg.snapshots):
+        source_files(list(cfg.snapshots))
+    else:
+        load_index(list(cfg.snapshots))
+
+
+def run_warnings(cfg: OptoutConfig, counts: dict[str, int]) -> list[str]:
+    """After a run: documents with URLs were checked without any robots.txt / tdmrep.json
+    snapshot (only the pages' own signals and the domain list applied)."""
+    with_url = counts.get("read.pages", 0) + counts.get("read.docs_with_url", 0)
+    if cfg.snapshots or not with_url or not (cfg.robots or cfg.tdmrep):
+        return []
+    return ["optout: no robots.txt / tdmrep.json snapshots (no --robots-snapshots, and no "
+            "input is a crawl directory with robotstxt/): only the pages' own noai / TDM "
+            "signals and the domain list were checked"]
+
+
 __all__ = ["CRAWLER_SIGNAL", "NO_SNAPSHOT", "REASON", "UNVERIFIABLE", "OptoutConfig",
-           "OptoutFilter", "read_domains", "stored_decision"]
+           "OptoutFilter", "prepare_run", "read_domains", "run_warnings", "stored_decision"]

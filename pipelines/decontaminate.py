@@ -32,6 +32,7 @@ from typing import Any
 import apache_beam as beam
 
 from afm import fs
+from afm.config import ConfigError
 from afm.console import track
 from afm.filters.benchmarks import DATA_DIR, BenchmarkSpec, build_index, specs_from
 from afm.filters.ngram_index import HASH_NAME, INDEX_VERSION, Hit, NgramIndex
@@ -50,6 +51,7 @@ __all__ = [
     "NgramStat",
     "build_index",
     "build_report",
+    "check_runnable",
     "decontaminate_records",
     "resolve_index",
 ]
@@ -90,6 +92,16 @@ class DecontamConfig:
         if self.batch_docs < 1 or self.batch_chars < 1:
             raise ValueError("batch_docs and batch_chars must be >= 1")
 
+    @property
+    def worker_index(self) -> str:
+        """The index directory the workers will open (the stage's path field)."""
+        return index_location(self) if (self.index or self.benchmarks) else ""
+
+    @property
+    def builds_index(self) -> bool:
+        """No index given: one is built from ``benchmarks`` (the workers write it)."""
+        return not self.index
+
 
 def _cache_location(cfg: DecontamConfig) -> tuple[str, Any, list[BenchmarkSpec]]:
     """Where an index built on the fly from ``cfg.benchmarks`` lives (keyed by content)."""
@@ -104,6 +116,13 @@ def _cache_location(cfg: DecontamConfig) -> tuple[str, Any, list[BenchmarkSpec]]
             key.update(f"{st.st_size}:{st.st_mtime_ns}".encode())
     base = Path(cfg.cache_dir) if cfg.cache_dir else Path(tempfile.gettempdir()) / "afm-decontam"
     return str(base / key.hexdigest()[:16]), source, specs
+
+
+def check_runnable(cfg: DecontamConfig) -> None:
+    """The curate stage's ``check`` hook: a run needs an index (there is no default: an
+    unchecked corpus must not look checked)."""
+    if not cfg.index and not cfg.benchmarks:
+        raise ConfigError(DECONTAM_NEEDS_INDEX)
 
 
 def index_location(cfg: DecontamConfig) -> str:

@@ -54,7 +54,6 @@ from afm.io import ShardSequence, read_shard, resolve_inputs
 from afm.model.chat import CHAT_TEMPLATE
 from afm.model.tokenizer import Tokenizer
 from afm.outputs import OutputDir
-from afm.pipelines.curate.stages import SOURCE_STAGES
 from afm.readers import Failure, Record, read_file
 from afm.schema import REJECT_SCHEMA, make_reject
 from afm.synth.formats import Conversation, FormatError, conversation_id, to_conversation
@@ -64,7 +63,10 @@ SFT_SCHEMA = pa.schema([
     ("loss_mask", pa.list_(pa.int8())), ("messages", pa.string()),
 ], metadata={"afm.record": "sft", "afm.schema_version": "1"})
 _CANDIDATE_SCHEMA = SFT_SCHEMA.append(pa.field("hits", pa.string()))
-STAGES = ("read", *SOURCE_STAGES["chat"])  # the one stage list (afm.pipelines.curate.stages), after reading
+# The chat versions of curate's stages for the ``chat`` source (pii, dedup, decontaminate, in
+# the stage registry's order: tests/unit/project/test_layout.py checks it), around this
+# module's own format check and the chat template's tokenization.
+STAGES = ("read", "format", "pii", "dedup", "tokenize", "decontaminate")
 ROWS_PER_SHARD = 50_000
 ROW_GROUP = 1024
 

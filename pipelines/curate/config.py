@@ -1,8 +1,9 @@
 """``CurateConfig``: one typed config for the whole curate run, loadable from YAML.
 
-Each stage has a :class:`StageSettings` (``enabled`` + ``params``); ``params`` is the
-stage's own typed config (e.g. ``LanguageConfig``'s fields), validated against that
-dataclass when the run starts, so a typo fails before any work. Example YAML::
+Each stage of the registry (``stages.py``) has a section ``<stage>: {enabled, params}``;
+``params`` becomes the stage's own typed config (e.g. ``LanguageConfig``) when the config
+is loaded, with the source's defaults under the user's values, so a threshold is a number
+from the YAML or ``--set`` onward and a typo fails before any work. Example YAML::
 
     source: web
     language: {params: {languages: [en], min_score: 0.65}}
@@ -13,49 +14,36 @@ dataclass when the run starts, so a typo fails before any work. Example YAML::
 
 from __future__ import annotations
 
+import copy
+import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from afm import fs
-from afm.config import ConfigError, load_config, load_yaml
+from afm.config import ConfigError, coerce, from_dict, load_yaml, parse_overrides, to_dict
 from afm.pipelines.curate.stages import (
     CURATE_SOURCES,
-    SOURCE_STAGES,
-    STAGES,
+    RESERVED,
     ResolvedStage,
+    Stage,
+    StageRegistry,
+    link_stages,
+    registry,
     resolve_stage,
-    stage_params,
+    typed_params,
+    unavailable,
 )
-from afm.pipelines.decontaminate import DECONTAM_NEEDS_INDEX
-
-
-def link_early_language(stages: list[ResolvedStage]) -> None:
-    """Extraction's early language check (``ExtractConfig.early_language``) follows the
-    language stage: on when that stage runs after extraction with a ``keep`` list (its
-    languages, its model, at least its confidence), off otherwise. A value the user set
-    (a list, or [] for off) is left alone."""
-    by_name = {s.name: s for s in stages}
-    extract, language = by_name.get("extract"), by_name.get("language")
-    if extract is None or not extract.active or extract.config.early_language is not None:
-        return
-    names = [s.name for s in stages]
-    if (language is None or not language.active or not language.config.keep
-            or names.index("language") < names.index("extract")):
-        extract.config.early_language = []
-        return
-    extract.config.early_language = list(language.config.keep)
-    extract.config.early_language_model = language.config.model_path
-    extract.config.early_language_score = max(extract.config.early_language_score,
-                                              language.config.min_score)
 
 
 @dataclass
 class StageSettings:
-    """Switch + parameters of one stage (``params`` = the stage's own config fields)."""
+    """Switch + parameters of one stage: ``params`` is the stage's typed config once loaded
+    (a plain mapping only while the stage's module is not installed here)."""
 
     enabled: bool = True
-    params: dict[str, Any] = field(default_factory=dict)
+    params: Any = field(default_factory=dict)
 
 
 @dataclass
@@ -109,52 +97,67 @@ class FaultInjection:
 
 @dataclass
 class CurateConfig:
+    """The run's settings; one :class:`StageSettings` per registered stage in ``settings``
+    (``cfg.stage("dedup")``, or ``cfg.dedup``), written as top-level sections in YAML.
+    Made by :func:`load_curate_config` (which types every stage's params); a config built
+    in code is typed by passing it through it."""
+
     source: Literal["web", "code", "math"] = "web"
-    optout: StageSettings = field(default_factory=StageSettings)
-    extract: StageSettings = field(default_factory=StageSettings)
-    language: StageSettings = field(default_factory=StageSettings)
-    math: StageSettings = field(default_factory=StageSettings)
-    code: StageSettings = field(default_factory=StageSettings)
-    safety: StageSettings = field(default_factory=StageSettings)
-    pii: StageSettings = field(default_factory=StageSettings)
-    dedup: StageSettings = field(default_factory=StageSettings)
-    quality: StageSettings = field(default_factory=StageSettings)
-    quality_model: StageSettings = field(default_factory=StageSettings)
-    decontaminate: StageSettings = field(default_factory=StageSettings)
     read: ReadConfig = field(default_factory=ReadConfig)
     output: OutputConfig = field(default_factory=OutputConfig)
     debug: FaultInjection = field(default_factory=FaultInjection)
     # Run only these stages, in this order (default: the source's whole list). The
     # reading, duplicate-id and writing steps always run: `afm dedup` is ["dedup"].
     stages: list[str] = field(default_factory=list)
+    settings: dict[str, StageSettings] = field(default_factory=dict)
+
+    def __getattr__(self, name: str) -> StageSettings:
+        settings = self.__dict__.get("settings") or {}
+        if name in settings:
+            return settings[name]
+        raise AttributeError(f"{type(self).__name__} has no attribute or stage {name!r}")
+
+    def stage(self, name: str) -> StageSettings:
+        """The settings of stage ``name`` (a :class:`ConfigError` for an unknown one)."""
+        if name not in self.settings:
+            raise ConfigError(f"unknown stage {name!r}; known: {list(self.settings)}")
+        return self.settings[name]
 
     def stage_names(self) -> tuple[str, ...]:
         """The stages of this config's source (or ``stages``), in run order."""
-        return tuple(self.stages) if self.stages else SOURCE_STAGES[self.source]
-
-    @property
-    def decontamination_off(self) -> bool:
-        """The decontamination stage is in the stage list but switched off."""
-        return "decontaminate" in self.stage_names() and not self.decontaminate.enabled
+        return tuple(self.stages) if self.stages else registry().order(self.source)
 
     def resolve(self) -> list[ResolvedStage]:
-        """Every stage of the source, with its typed config or why it cannot run."""
-        stages = [
-            resolve_stage(name, getattr(self, name).enabled, stage_params(name, self.source, getattr(self, name).params))
-            for name in self.stage_names()
-        ]
-        link_early_language(stages)
+        """Every stage of the run, with its typed config (a copy: a stage that follows
+        another adjusts its own) or why it cannot run."""
+        reg = registry()
+        stages = [resolve_stage(reg[name], self.stage(name).enabled,
+                                copy.deepcopy(self.stage(name).params), self.source)
+                  for name in self.stage_names()]
+        link_stages(stages, reg)
         return stages
 
-    def check_runnable(self) -> None:
-        """What a run needs beyond a well-formed config: a decontamination index when the
-        stage is on (there is no default: an unchecked corpus must not look checked)."""
-        params = self.decontaminate.params
-        if ("decontaminate" in self.stage_names() and self.decontaminate.enabled
-                and not params.get("index") and not params.get("benchmarks")):
-            raise ConfigError(DECONTAM_NEEDS_INDEX)
+    def switched_off(self) -> dict[str, str]:
+        """For each stage that is a safeguard (an ``off_flag``): "on", "off" or "not part of
+        this command" (the manifest records it; a run switched off says so loudly)."""
+        reg, names = registry(), self.stage_names()
+        return {s.off_flag: ("not part of this command" if s.name not in names
+                             else "on" if self.stage(s.name).enabled else "off")
+                for s in reg if s.off_flag}
 
-    def validate(self) -> None:
+    def as_config_dict(self) -> dict[str, Any]:
+        """The config as its YAML is written: stage sections at the top level, each with the
+        parameters that differ from the stage's defaults (on this source)."""
+        out = {f.name: to_dict(getattr(self, f.name)) for f in dataclasses.fields(self)
+               if f.name != "settings"}
+        reg, names = registry(), set(self.stage_names())
+        for name, settings in self.settings.items():
+            params = _changed(reg[name], self.source, settings.params)
+            if name in names or params or not settings.enabled:
+                out[name] = {"enabled": settings.enabled, "params": params}
+        return out
+
+    def validate(self, reg: StageRegistry) -> None:
         if self.read.reshuffle not in ("auto", "always", "never"):
             raise ConfigError(f"read.reshuffle: expected auto, always or never, got "
                               f"{self.read.reshuffle!r}")
@@ -167,11 +170,12 @@ class CurateConfig:
             raise ConfigError("output.shard_target_mb must be > 0")
         if self.output.compression not in ("zstd", "snappy", "gzip", "brotli", "lz4", "none"):
             raise ConfigError(f"output.compression: unknown codec {self.output.compression!r}")
-        unknown = [s for s in self.stages if s not in STAGES]
+        unknown = [s for s in self.stages if s not in reg]
         if unknown:
-            raise ConfigError(f"stages: unknown {unknown}; known {sorted(STAGES)}")
+            raise ConfigError(f"stages: unknown {unknown}; known {list(reg.names())}")
         if len(set(self.stages)) != len(self.stages):
             raise ConfigError(f"stages: a stage is named twice in {self.stages}")
+        reg.check_order(self.stage_names())
         points = set(self.stage_names()) | {"read", "write"}
         bad = [p for p in self.debug.fail_once_at if p not in points]
         if bad:
@@ -180,35 +184,84 @@ class CurateConfig:
             raise ConfigError("debug.fail_once_at needs debug.marker_dir")
 
 
+def _changed(stage: Stage, source: str, params: Any) -> dict[str, Any]:
+    """The fields of ``params`` that differ from the stage's defaults on ``source``."""
+    if isinstance(params, Mapping):
+        return dict(params)
+    defaults = to_dict(typed_params(stage, source, {}))
+    return {k: v for k, v in to_dict(params).items() if defaults.get(k) != v}
+
+
+def _stage_settings(stage: Stage, source: str, raw: Any, typed: bool) -> StageSettings:
+    """One stage's section checked: ``enabled`` a boolean, ``params`` typed (when ``typed``
+    and the stage's module is installed here)."""
+    if isinstance(raw, StageSettings):
+        raw = {"enabled": raw.enabled, "params": raw.params}
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"{stage.name}: expected a mapping with enabled / params, got {raw!r}")
+    unknown = set(raw) - {"enabled", "params"}
+    if unknown:
+        raise ConfigError(f"{stage.name}: unknown keys {sorted(unknown)}; known: ['enabled', 'params']")
+    enabled = coerce(raw.get("enabled", True), bool, f"{stage.name}.enabled")
+    params = raw.get("params") or {}
+    if typed and unavailable(stage) is None:
+        params = typed_params(stage, source, params)
+    elif not isinstance(params, Mapping):
+        params = to_dict(params)
+    return StageSettings(enabled, params)
+
+
 def load_curate_config(
     config: CurateConfig | str | Path | dict[str, Any] | None = None,
     *,
     source: str | None = None,
     overrides: list[str] | tuple[str, ...] = (),
 ) -> CurateConfig:
-    """A :class:`CurateConfig` from a config object, YAML path, dict or nothing (defaults);
-    ``source`` (the CLI's ``--source``) wins over the file's."""
-    if isinstance(config, str) and fs.is_remote(config):  # gs://... (e.g. a flex-template run)
-        config = _read_remote_yaml(config)
+    """A :class:`CurateConfig` from a config object, YAML path, dict or nothing (defaults),
+    then ``key.sub=value`` overrides; ``source`` (the CLI's ``--source``) wins over the
+    file's. Every stage of the run, and every stage the config sets, is typed here."""
+    reg = registry()
     if isinstance(config, CurateConfig):
-        cfg = load_config(CurateConfig, None, overrides, base=config)
+        data = config.as_config_dict()
+    elif isinstance(config, (str, Path)):
+        data = _read_yaml(str(config))
     else:
-        cfg = load_config(CurateConfig, config, overrides)
+        data = copy.deepcopy(dict(config or {}))
+    data = _merge(data, parse_overrides(overrides))
+    sections = {name: data.pop(name) for name in list(data) if name in reg}
+    data.pop("settings", None)
+    known = [f.name for f in dataclasses.fields(CurateConfig) if f.name != "settings"]
+    unknown = set(data) - set(known)
+    if unknown:
+        raise ConfigError(f"CurateConfig: unknown keys {sorted(unknown)}; known: "
+                          f"{sorted(known)} and the stages {list(reg.names())}")
     if source is not None:
         if source not in CURATE_SOURCES:
             raise ConfigError(f"source {source!r}: expected one of {sorted(CURATE_SOURCES)}")
-        cfg.source = source  # type: ignore[assignment]
-    cfg.validate()
+        data["source"] = source
+    cfg = from_dict(CurateConfig, data)
+    run = set(cfg.stage_names()) if all(s in reg for s in cfg.stages) else set()
+    cfg.settings = {s.name: _stage_settings(s, cfg.source, sections.get(s.name, {}),
+                                            typed=s.name in run or s.name in sections)
+                    for s in reg}
+    cfg.validate(reg)
     return cfg
 
 
-def _read_remote_yaml(path: str) -> dict[str, Any]:
-    from apache_beam.io.filesystems import FileSystems
+def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
 
 
+def _read_yaml(path: str) -> dict[str, Any]:
+    """A config file, local or remote (``gs://...``, e.g. a flex-template run)."""
     try:
-        with FileSystems.open(path) as fh:
-            raw = fh.read()
+        raw = fs.read_bytes(path)
     except (OSError, ValueError) as exc:
         raise ConfigError(f"{path}: cannot be read ({exc})") from None
     try:
@@ -221,6 +274,5 @@ def _read_remote_yaml(path: str) -> dict[str, Any]:
     return data
 
 
-__all__ = ["CurateConfig", "FaultInjection", "OutputConfig", "ReadConfig", "StageSettings",
-           "STAGES",
+__all__ = ["CurateConfig", "FaultInjection", "OutputConfig", "ReadConfig", "RESERVED", "StageSettings",
            "load_curate_config"]

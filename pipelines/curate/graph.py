@@ -28,8 +28,7 @@ from afm.pipelines.beam.packing import unpack
 from afm.pipelines.beam.progress import make_tick
 from afm.pipelines.beam.runners import LOCAL_RUNNERS
 from afm.pipelines.beam.spill import PackFn, StowFn, restore_all, spill_dir
-from afm.pipelines.curate.optout_cost import optout_cost
-from afm.pipelines.curate.stages import ResolvedStage
+from afm.pipelines.curate.stages import ResolvedStage, registry
 from afm.pipelines.curate.transforms import (
     Counts,
     apply_document_stage,
@@ -54,7 +53,7 @@ def build_pipeline(plan: Any, pipeline: Any, staging: str | None = None) -> dict
     graph.read_inputs()
     for stage in plan.stages:
         graph.run_stage(stage)
-    graph.optout_cost()
+    graph.stage_report_hooks()
     files = graph.write_shards(staging)
     stats_path = graph.write_stats(staging, files)
     return {"documents": graph.documents, "rejects": graph.rejects, "chain": graph.chain,
@@ -79,14 +78,18 @@ class CurateGraph:
     documents: Any = None  # the documents kept so far
     labels: list[str] = field(default_factory=list)
     rejects: Any = None
-    optout_rejects: Any = None  # (pages, documents) the optout stage dropped
-    extracted: Any = None  # the documents extraction made of what the optout stage kept
+    stage_rejects: dict[str, list[Any]] = field(default_factory=dict)  # of stages with a report hook
+    made: Any = None  # the run's documents once every record read is one (after the page stage)
 
     def __post_init__(self) -> None:
         self.counts = Counts()
         self.source = self.plan.config.source
         self.faults = set(self.plan.config.debug.fail_once_at)
         self.names = [s.name for s in self.plan.stages]
+        # A page stage (extraction) turns crawl pages into documents; without one (code,
+        # dedup, decontam run) pages cannot become documents and the reader rejects them.
+        self.page_stage = next((s for s in self.plan.stages if s.kind == "page"), None)
+        self.reporting = {s.name for s in self.plan.stages if s.active and registry()[s.name].report}
         self.spill = should_spill(self.plan.config.output.spill_texts, self.plan.runner) and bool(self.staging)
 
     def spill_dir(self, step: str) -> str | None:
@@ -104,20 +107,23 @@ class CurateGraph:
         return part if directory is None else part | f"stow {step}" >> beam.ParDo(StowFn(directory))
 
     def reject(self, part: Any, stage: str) -> None:
-        """``part`` holds rejects of ``stage``: counted and written with the others."""
+        """``part`` holds rejects of ``stage``: counted and written with the others (and kept
+        apart for the stage's report, when it has one)."""
         self.rejected_parts.append(part)
         self.counts.add(part, f"{stage}.rejected")
+        if stage in self.reporting:
+            self.stage_rejects.setdefault(stage, []).append(part)
 
     # -- reading ----------------------------------------------------------------------------
     def read_inputs(self) -> None:
         """Every input record met once: crawl pages, documents, rejects, non-documents.
-        Without an extract stage (code, dedup, decontam run) crawl pages cannot become
+        Without a page stage (code, dedup, decontam run) crawl pages cannot become
         documents: the reader rejects them."""
 
         cfg = self.plan.config
         spread = should_reshuffle(cfg.read.reshuffle, len(self.plan.inputs), cfg.read.reshuffle_below_files)
         read = self.pipeline | "read" >> ReadInputs(
-            self.plan.inputs, self.source, allow_pages="extract" in self.names,
+            self.plan.inputs, self.source, allow_pages=self.page_stage is not None,
             text_fields=self.plan.text_fields, reshuffle=spread,
             progress_dir=getattr(self.plan, "progress_dir", None), spill_dir=self.spill_dir("pages"))
         # "in" is counted on each part: a Flatten of them would be one more full copy of
@@ -137,11 +143,12 @@ class CurateGraph:
         self.read = read
         self.pages, self.pages_labels = read["pages"], ["read.pages"]
         self.documents, self.labels = read["docs"], ["read.docs"]
-        if "extract" not in self.names:
+        if self.page_stage is None:
             self.unique_ids()
 
     def unique_ids(self) -> None:
-        """The duplicate-id policy, right after documents exist (``afm.pipelines.beam.ids``)."""
+        """The duplicate-id policy, right after documents exist (``afm.pipelines.beam.ids``):
+        from here on every record read is a document."""
         import apache_beam as beam
 
         self.counts.add(self.documents, "ids.in")
@@ -150,17 +157,18 @@ class CurateGraph:
         self.reject(out["rejected"] | "ids tag rejects" >> beam.Map(tag_reject, "ids"), "ids")
         self.counts.add(out["kept"], "ids.kept")
         self.documents, self.labels = out["kept"], ["ids.kept"]
+        self.made = self.documents
 
     # -- the stages --------------------------------------------------------------------------
     def run_stage(self, stage: ResolvedStage) -> None:
         """One stage of the source's list: on pages and documents alike (a record stage), on
-        pages (extraction), or on the documents kept so far."""
+        pages (the page stage: extraction), or on the documents kept so far."""
         import apache_beam as beam
 
         if stage.kind == "record":
             self.record_stage(stage)
             return
-        stage_in, in_labels = (self.pages, self.pages_labels) if stage.name == "extract" else (
+        stage_in, in_labels = (self.pages, self.pages_labels) if stage.kind == "page" else (
             self.documents, self.labels)
         self.counts.add(stage_in, f"{stage.name}.in")
         self.chain[stage.name] = in_labels
@@ -169,13 +177,12 @@ class CurateGraph:
             kept = kept | f"fault after {stage.name}" >> beam.ParDo(
                 FailOncePerBundle(stage.name, self.plan.config.debug.marker_dir))
         self.counts.add(kept, f"{stage.name}.kept")
-        if stage.name == "extract":
+        if stage.kind == "page":
             # The documents read wait for extraction in the runner: stowed, they wait small.
             self.documents = ((self.stow(kept, "extracted"), self.stow(self.documents, "read"))
                               | "extracted + documents" >> beam.Flatten())
-            self.labels = ["extract.kept", *self.labels]
+            self.labels = [f"{stage.name}.kept", *self.labels]
             self.unique_ids()
-            self.extracted = self.documents
         else:
             self.documents, self.labels = kept, [f"{stage.name}.kept"]
 
@@ -186,30 +193,28 @@ class CurateGraph:
         self.counts.add(self.pages, f"{stage.name}.in")
         self.counts.add(self.documents, f"{stage.name}.in")
         if stage.active:
-            measure = next((s for s in self.plan.stages if s.name == "extract"), None)
             self.pages, rejected_pages = apply_record_stage(self.pages, stage, self.source, "pages",
-                                                            measure)
+                                                            self.page_stage)
             self.documents, rejected_docs = apply_record_stage(self.documents, stage, self.source, "docs")
             self.reject(rejected_pages, stage.name)
             self.reject(rejected_docs, stage.name)
-            if stage.name == "optout":
-                self.optout_rejects = (rejected_pages, rejected_docs)
-                if "extract" not in self.names:
-                    self.extracted = self.documents
         for part, kind in ((self.pages, "pages"), (self.documents, "docs")):
             self.counts.add(part, f"{stage.name}.kept")
             self.counts.add(part, f"{stage.name}.kept.{kind}")
         self.pages_labels, self.labels = [f"{stage.name}.kept.pages"], [f"{stage.name}.kept.docs"]
+        if self.page_stage is None:  # no page stage follows: these are the run's documents
+            self.made = self.documents
 
-    def optout_cost(self) -> None:
-        """What the optout stage removed, per signal (:mod:`afm.pipelines.curate.optout_cost`),
-        as its stage report."""
+    def stage_report_hooks(self) -> None:
+        """The report of every stage with a ``report`` hook (what the optout stage removed,
+        per signal: :mod:`afm.pipelines.curate.optout_cost`), made from its rejects and the
+        run's documents."""
         import apache_beam as beam
 
-        if self.optout_rejects is None:
-            return
-        rejects = self.optout_rejects | "optout rejects" >> beam.Flatten()
-        self.stage_reports.append(optout_cost(rejects, self.extracted, self.pipeline))
+        for name, parts in self.stage_rejects.items():
+            rejects = tuple(parts) | f"{name} rejects" >> beam.Flatten()
+            report = registry()[name].hook("report")(rejects, self.made, self.pipeline)
+            self.stage_reports.append(report | f"{name} report key" >> beam.Map(lambda r, n: (n, r), name))
 
     def apply(self, stage: ResolvedStage, stage_in: Any) -> Any:
         """The stage's kept PCollection; its rejects (and a global stage's report) recorded."""
@@ -217,8 +222,8 @@ class CurateGraph:
 
         if not stage.active and stage.kind == "page":
             # Pages cannot pass an extractor that does not run: each becomes a reject.
-            self.reject(stage_in | f"{stage.name} not run" >> beam.Map(_unextracted, self.source, stage.status),
-                        stage.name)
+            self.reject(stage_in | f"{stage.name} not run" >> beam.Map(
+                _unextracted, stage.name, self.source, stage.status), stage.name)
             return self.pipeline | f"{stage.name} nothing extracted" >> beam.Create([])
         if not stage.active:
             return stage_in
@@ -338,12 +343,11 @@ def _unknown_loss(reject: dict[str, Any]) -> bool:
     return '"records_lost": "unknown"' in (reject.get("details") or "")
 
 
-def _unextracted(page: dict[str, Any], source: str, status: str) -> dict[str, Any]:
-    """The reject of a crawl page when the extract stage is disabled or unavailable."""
-
+def _unextracted(page: dict[str, Any], stage: str, source: str, status: str) -> dict[str, Any]:
+    """The reject of a crawl page when the page stage is disabled or unavailable."""
     doc = make_document("", url=page.get("url"), source=source, fetched_at=page.get("fetched_at"))
-    reason = "extract_disabled" if status == "disabled" else "extract_unavailable"
-    return make_reject(doc, "extract", reason, status=status)
+    reason = f"{stage}_disabled" if status == "disabled" else f"{stage}_unavailable"
+    return make_reject(doc, stage, reason, status=status)
 
 
 def _sample_view(rec: dict[str, Any]) -> dict[str, Any]:

@@ -3,7 +3,7 @@
 A published pipeline that applied robots.txt retroactively lost 8% of its English tokens;
 a curator wants their own figure, and which signal it came from. The figure is made from
 the stage's rejects (their evidence names each signal) and reported in the manifest
-(``optout_cost``) and ``report.html``:
+(``stage_reports.optout``), the run summary and ``report.html``:
 
 * per signal (``noai``, ``tdm-reservation``, ``robots.txt``, ``content-signal``,
   ``content-usage``, ``domain list``, ``crawler decision``, and the ``robots.txt`` /
@@ -19,6 +19,7 @@ the stage's rejects (their evidence names each signal) and reported in the manif
 
 from __future__ import annotations
 
+import html
 import json
 from typing import Any
 
@@ -74,8 +75,9 @@ def build_report(counts: dict[str, tuple[int, int]], hosts: dict[str, int],
 
 
 def optout_cost(rejects: Any, kept_docs: Any, pipeline: Any) -> Any:
-    """A one-element PCollection ``("optout", report)`` (a stage report) from the optout
-    stage's ``rejects`` and the documents extraction made of what it kept."""
+    """The optout stage's ``report`` hook (:mod:`afm.pipelines.curate.stages`): a one-element
+    PCollection of the report, from the stage's ``rejects`` and the documents the run made
+    of what it kept."""
     import apache_beam as beam
     from apache_beam.pvalue import AsDict, AsSingleton
 
@@ -97,9 +99,40 @@ def optout_cost(rejects: Any, kept_docs: Any, pipeline: Any) -> Any:
             | "optout cost kept sum" >> beam.CombineGlobally(sum))
     return (pipeline | "optout cost seed" >> beam.Create([None])
             | "optout cost report" >> beam.Map(
-                lambda _, c, h, a, d, k: ("optout", build_report(c, h, a, d, k)),
+                lambda _, c, h, a, d, k: build_report(c, h, a, d, k),
                 AsDict(sums), AsDict(hosts), AsDict(agents), AsDict(disagreements),
                 AsSingleton(kept)))
+
+
+def summary_line(cost: dict[str, Any]) -> dict[str, str]:
+    """The stage's ``summary`` hook: its line of the run summary."""
+    return {"opted out (pages / hosts / share of words)":
+            f"{cost['pages']:,} / {cost['hosts']:,} / {100 * cost['share_of_words']:.2f}%"}
+
+
+def report_html(cost: dict[str, Any]) -> str:
+    """The stage's ``report_html`` hook: the "what opting out cost" section of report.html
+    (totals, per signal, per training token)."""
+    rows = "".join(
+        f"<tr><td>{_e(signal)}</td><td>{v['pages']:,}</td><td>{v['hosts']:,}</td>"
+        f"<td>{v['words']:,}</td></tr>" for signal, v in cost["by_signal"].items())
+    agents = "".join(f"<tr><td>{_e(a)}</td><td>{v['pages']:,}</td><td>{v['words']:,}</td></tr>"
+                     for a, v in cost["by_agent"].items())
+    agent_table = ("<table><tr><th>robots.txt token</th><th>pages</th><th>words</th></tr>"
+                   f"{agents}</table>" if agents else "")
+    disagree = "".join(f"<li>{_e(k)}: {v:,}</li>" for k, v in cost["disagreements"].items())
+    disagree_html = (f"<p>Pages where the crawler's stored decision and curate's differ "
+                     f"(kept opted out):</p><ul>{disagree}</ul>" if disagree else "")
+    return (f"<h2>What opting out cost</h2><p>{cost['pages']:,} page(s) of {cost['hosts']:,} "
+            f"host(s), {cost['words']:,} words: {100.0 * cost['share_of_words']:.2f}% of the "
+            f"words extraction yields ({cost['kept_words']:,} kept). A page opted out by "
+            "several signals counts under each.</p>"
+            "<table><tr><th>signal</th><th>pages</th><th>hosts</th><th>words</th></tr>"
+            f"{rows}</table>{agent_table}{disagree_html}")
+
+
+def _e(value: Any) -> str:
+    return html.escape("" if value is None else str(value))
 
 
 def _add_pairs(pairs: Any) -> tuple[int, int]:
@@ -110,4 +143,4 @@ def _add_pairs(pairs: Any) -> tuple[int, int]:
     return pages, words
 
 
-__all__ = ["TOTAL", "build_report", "optout_cost", "reject_rows"]
+__all__ = ["TOTAL", "build_report", "optout_cost", "reject_rows", "report_html", "summary_line"]

@@ -3,8 +3,8 @@
     read -> optout -> extract -> language -> safety -> PII -> dedup -> quality -> decontaminate
          -> documents-NNNNN.parquet + rejects-NNNNN.parquet + manifest.json + report.html
 
-(``--source math`` and ``--source code`` swap in the math and code filters, see
-``afm.pipelines.curate.stages.SOURCE_STAGES``). Every stage is switchable in
+(``--source math`` and ``--source code`` swap in the math and code filters: each source
+runs the stages of the registry, ``afm.pipelines.curate.stages``, that name it). Every stage is switchable in
 :class:`~afm.pipelines.curate.config.CurateConfig`; a stage whose module is not installed
 is reported as unavailable and passes documents through. Every PCollection between stages
 is counted, and the run ends by checking that documents in = kept + rejected per stage and
@@ -30,7 +30,6 @@ from typing import Any
 
 from afm import fs
 from afm.config import print_config, to_dict
-from afm.consent.snapshots import SNAPSHOT_DIR, load_index, source_files
 from afm.console import console, print_summary
 from afm.outputs import OutputDir, refuse_empty
 from afm.pipelines.beam.accounting import AccountingError, check_accounting, print_accounting
@@ -51,7 +50,7 @@ from afm.pipelines.curate.config import CurateConfig, load_curate_config
 from afm.pipelines.curate.costs import TreeMemory, Usage, run_costs
 from afm.pipelines.curate.graph import build_pipeline
 from afm.pipelines.curate.report import write_report
-from afm.pipelines.curate.stages import ResolvedStage, check_setup, stage_paths
+from afm.pipelines.curate.stages import ResolvedStage, check_setup, registry, run_hooks, stage_paths
 
 MANIFEST = "manifest.json"
 REPORT = "report.html"
@@ -95,48 +94,18 @@ def plan_curate(inputs: list[str], output: Path | str, *, config: Any = None,
 
     check_runner_name(runner)
     cfg = load_curate_config(config, source=source)
-    cfg.check_runnable()
     stages = cfg.resolve()
+    run_hooks(stages, "check")
     check_setup(stages)
     if not inputs:
         raise ValueError("no inputs given")
     files, skipped = resolve_inputs([str(i) for i in inputs], cfg.source)
-    _crawl_snapshots(stages, [str(i) for i in inputs])
-    _check_snapshots(stages)
+    run_hooks(stages, "prepare", [str(i) for i in inputs])
     out = str(output)
     if not is_remote(out):
         out = os.path.abspath(out)
     return CuratePlan(cfg, stages, files, skipped, out, runner, list(pipeline_args or []),
                       tuple(text_fields), command, local_workers, allow_empty)
-
-
-def _crawl_snapshots(stages: list[ResolvedStage], inputs: list[str]) -> None:
-    """With no snapshots configured, the optout stage reads the robots.txt / tdmrep.json
-    snapshots of the crawl directories it is given (their ``robotstxt/``)."""
-
-
-    for stage in stages:
-        if stage.name != "optout" or not stage.active or stage.config.snapshots:
-            continue
-        stage.config.snapshots = [
-            p if fs.is_remote(p) else os.path.abspath(p) for p in inputs
-            if not fs.has_glob(p) and fs.isdir(p) and fs.isdir(fs.join(p, SNAPSHOT_DIR))]
-
-
-def _check_snapshots(stages: list[ResolvedStage]) -> None:
-    """Missing, unreadable or damaged-beyond-attribution snapshot sources are one-line
-    errors here, before any work, not failures inside a worker: local ones are read
-    whole (the workers read them again), remote ones are listed."""
-
-
-    for stage in stages:
-        if stage.name != "optout" or not stage.active or not stage.config.snapshots:
-            continue
-        paths = list(stage.config.snapshots)
-        if any(fs.is_remote(p) for p in paths):
-            source_files(paths)
-        else:
-            load_index(paths)
 
 
 def preflight(plan: CuratePlan, *, submitting: bool) -> tuple[Any, Any]:
@@ -242,9 +211,6 @@ def execute_curate(plan: CuratePlan, output_dir: Any = None, options: Any = None
         if plan.progress_dir:
             shutil.rmtree(plan.progress_dir, ignore_errors=True)
     _each_global_stage(handles["global_stages"], "commit")
-    if manifest["decontamination"] == "off":
-        console.print("[bold yellow]decontamination: off (the config turned the stage off); "
-                      "this corpus is NOT checked against benchmarks")
     for warning in manifest["warnings"]:
         console.print(f"[bold yellow]warning: {warning}")
     return manifest
@@ -281,17 +247,17 @@ def _checked_accounting(plan: CuratePlan, stats: dict[str, Any]) -> tuple[Any, d
     counts = dict(stats["counts"])
     counts["read.kept"] = counts.get("read.pages", 0) + counts.get("read.docs", 0)
     stage_status = [("read", "ready")]
-    if not any(s.name == "extract" for s in plan.stages):
+    if not any(s.kind == "page" for s in plan.stages):
         stage_status.append(("ids", "ready"))  # right after reading
     for s in plan.stages:
         stage_status.append((s.name, s.status))
-        if s.name == "extract":
+        if s.kind == "page":
             stage_status.append(("ids", "ready"))  # once pages became documents
     files = sorted(stats["files"], key=lambda f: f["path"])
     accounting = check_accounting(counts, stage_status, stats["chain"], files,
                                   rejects_written=plan.config.output.write_rejects, reasons=stats["reasons"])
     print_accounting(accounting, [s.stage for s in accounting.stages
-                                  if not _applies(s.stage, s.docs_in, counts)])
+                                  if not _applies(plan, s.stage, s.docs_in, counts)])
     if not accounting.ok:
         raise AccountingError("accounting rule violated (nothing was promoted):\n  - "
                               + "\n  - ".join(accounting.problems))
@@ -344,20 +310,10 @@ def _manifest(plan: CuratePlan, options: Any, accounting: Any, counts: dict[str,
             f"records cannot be known (truncated or corrupt tails) in {len(places)} file(s), "
             f"e.g. {places[0]}; each is one reject in the count, but more records may have "
             "been lost there")
-    optout = next((s for s in plan.stages if s.name == "optout" and s.active), None)
-    with_url = counts.get("read.pages", 0) + counts.get("read.docs_with_url", 0)
-    if optout is not None and not optout.config.snapshots and with_url and (
-            optout.config.robots or optout.config.tdmrep):
-        warnings.append(
-            "optout: no robots.txt / tdmrep.json snapshots (no --robots-snapshots, and no "
-            "input is a crawl directory with robotstxt/): only the pages' own noai / TDM "
-            "signals and the domain list were checked")
-    stage_reports = dict(stats.get("stage_reports", {}))
-    optout_cost = stage_reports.pop("optout", None)
-    if "decontaminate" in cfg.stage_names():
-        decontam = "off" if cfg.decontamination_off else "on"
-    else:
-        decontam = "not part of this command"
+    for lines in run_hooks(plan.stages, "warnings", counts):
+        warnings.extend(lines)
+    safeguards = cfg.switched_off()
+    warnings += [s.off_warning for s in registry() if s.off_flag and safeguards.get(s.off_flag) == "off"]
     return {
         "run_id": run_id,
         "created_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
@@ -367,14 +323,14 @@ def _manifest(plan: CuratePlan, options: Any, accounting: Any, counts: dict[str,
         "pipeline_options": options.get_all_options(drop_default=True),
         "config": to_dict(cfg),
         "stages": [s.describe() for s in plan.stages],
-        "decontamination": decontam,
+        **safeguards,  # "decontamination": on | off | not part of this command
         "inputs": plan.inputs,
         "skipped_inputs": plan.skipped_inputs,
         "output": plan.output,
         "funnel": [
             {"stage": s.stage, "status": s.status, "in": s.docs_in, "kept": s.kept,
              "dropped": s.rejected, "reasons": s.reasons,
-             "applies": _applies(s.stage, s.docs_in, counts)}
+             "applies": _applies(plan, s.stage, s.docs_in, counts)}
             for s in accounting.stages
         ],
         "totals": {"in": accounting.total_in, "kept": accounting.kept,
@@ -386,9 +342,8 @@ def _manifest(plan: CuratePlan, options: Any, accounting: Any, counts: dict[str,
         "warnings": warnings,
         "counts": counts,
         "metrics": metrics,
-        "stage_reports": stage_reports,
-        # pages, hosts and words the optout stage removed, per signal (optout_cost.py)
-        "optout_cost": optout_cost,
+        # a stage's own report (the optout stage: pages, hosts and words removed, per signal)
+        "stage_reports": dict(stats.get("stage_reports", {})),
         "outputs": {
             "documents": [f for f in files if f["kind"] == "documents"],
             "rejects": [f for f in files if f["kind"] == "rejects"],
@@ -424,10 +379,11 @@ def _print_rejected_most(manifest: dict[str, Any]) -> None:
         console.print(f"  - {item['line']}", highlight=False, markup=False)
 
 
-def _applies(stage: str, docs_in: int, counts: dict[str, int]) -> bool:
-    """Whether a stage had anything of its kind to work on: extraction only applies when
-    crawl pages were read (document input has its text already)."""
-    return not (stage == "extract" and docs_in == 0 and not counts.get("read.pages", 0))
+def _applies(plan: CuratePlan, stage: str, docs_in: int, counts: dict[str, int]) -> bool:
+    """Whether a stage had anything of its kind to work on: a page stage (extraction) only
+    applies when crawl pages were read (document input has its text already)."""
+    page_stages = {s.name for s in plan.stages if s.kind == "page"}
+    return not (stage in page_stages and docs_in == 0 and not counts.get("read.pages", 0))
 
 
 def run_curate(
@@ -484,7 +440,6 @@ def run_curate(
         console.print(f"[yellow]warning: {warning}")
     manifest = execute_curate(plan, out, options)
     if not quiet:
-        cost = manifest.get("optout_cost") or {}
         print_summary(command, {
             "runner": plan.runner,
             "inputs": len(plan.inputs),
@@ -492,10 +447,8 @@ def run_curate(
             "kept": manifest["totals"]["kept"],
             "rejected": manifest["totals"]["rejected"],
             "not documents (e.g. WARC requests)": sum(manifest["not_documents"].values()),
-            **({"opted out (pages / hosts / share of words)":
-                f"{cost['pages']:,} / {cost['hosts']:,} / {100 * cost['share_of_words']:.2f}%"}
-               if cost else {}),
-            "decontamination": manifest["decontamination"],
+            **_report_lines(manifest["stage_reports"]),
+            **{s.off_flag: manifest[s.off_flag] for s in registry() if s.off_flag},
             "document shards": len(manifest["outputs"]["documents"]),
             "seconds": manifest["elapsed_s"],
             "report": manifest["outputs"]["report"],
@@ -504,6 +457,15 @@ def run_curate(
             console.print(f"Beam's logs: {manifest['logs']}", highlight=False, markup=False)
         _print_rejected_most(manifest)
     return manifest
+
+
+def _report_lines(reports: dict[str, Any]) -> dict[str, str]:
+    """The run summary's lines from the stages' reports (their ``summary`` hooks)."""
+    lines: dict[str, str] = {}
+    for stage in registry():
+        if stage.summary and reports.get(stage.name):
+            lines.update(stage.hook("summary")(reports[stage.name]))
+    return lines
 
 
 def _print_plan(plan: CuratePlan, command: str) -> None:

@@ -13,6 +13,7 @@ import json
 from typing import Any
 
 from afm import fs
+from afm.pipelines.curate.stages import registry
 
 
 def funnel_png(funnel: list[dict[str, Any]]) -> bytes:
@@ -81,12 +82,12 @@ def render_report(manifest: dict[str, Any], samples: dict[str, list[dict[str, An
         )
         sample_html.append(f"<h3>{_e(stage)}: {_e(reason)}</h3><ul>{items}</ul>")
     notices = []
-    decontam = manifest.get("decontamination")
-    if decontam == "off":
-        notices.append('<p class="bad">Decontamination: OFF. The config turned the stage '
-                       "off: this corpus is not checked against any benchmark.</p>")
-    elif decontam == "on":
-        notices.append('<p class="ok">Decontamination: on.</p>')
+    for stage in registry():  # safeguards (decontamination): on, or OFF and why below
+        state = manifest.get(stage.off_flag) if stage.off_flag else None
+        if state == "on":
+            notices.append(f'<p class="ok">{_e(stage.off_flag.capitalize())}: on.</p>')
+        elif state == "off":
+            notices.append(f'<p class="bad">{_e(stage.off_flag.capitalize())}: OFF.</p>')
     for warning in manifest.get("warnings", []):
         notices.append(f'<p class="bad">Warning: {_e(warning)}</p>')
     not_docs = manifest.get("not_documents") or {}
@@ -98,7 +99,7 @@ def render_report(manifest: dict[str, Any], samples: dict[str, list[dict[str, An
     if notes:
         listed = ", ".join(f"{_e(k)} {v:,}" for k, v in sorted(notes.items()))
         notices.append(f"<p>Fields converted, cleared or repaired while reading: {listed}.</p>")
-    optout_html = _optout_cost_html(manifest.get("optout_cost"))
+    sections = _stage_sections(manifest.get("stage_reports") or {})
     if left_out:
         notices.append(f"<p>Not applicable to this input (nothing of their kind was read, "
                        f"left out below): {_e(', '.join(left_out))}.</p>")
@@ -133,7 +134,7 @@ pre {{ white-space: pre-wrap; background: #f6f6f6; padding: 6px; font-size: 12px
 <img alt="curate funnel" src="data:image/png;base64,{png}">
 <table><tr><th>stage</th><th>status</th><th>in</th><th>kept</th><th>dropped</th>
 <th>dropped %</th></tr>{rows}</table>
-{optout_html}
+{sections}
 {f"<h2>Rejected most, and what keeps more</h2><ul>{most}</ul>" if most else ""}
 {costs}
 <h2>Rejects by reason</h2>
@@ -145,26 +146,11 @@ pre {{ white-space: pre-wrap; background: #f6f6f6; padding: 6px; font-size: 12px
 """
 
 
-def _optout_cost_html(cost: dict[str, Any] | None) -> str:
-    """The "what opting out cost" section: totals, per signal, per training token."""
-    if not cost:
-        return ""
-    rows = "".join(
-        f"<tr><td>{_e(signal)}</td><td>{v['pages']:,}</td><td>{v['hosts']:,}</td>"
-        f"<td>{v['words']:,}</td></tr>" for signal, v in cost["by_signal"].items())
-    agents = "".join(f"<tr><td>{_e(a)}</td><td>{v['pages']:,}</td><td>{v['words']:,}</td></tr>"
-                     for a, v in cost["by_agent"].items())
-    agent_table = ("<table><tr><th>robots.txt token</th><th>pages</th><th>words</th></tr>"
-                   f"{agents}</table>" if agents else "")
-    disagree = "".join(f"<li>{_e(k)}: {v:,}</li>" for k, v in cost["disagreements"].items())
-    disagree_html = (f"<p>Pages where the crawler's stored decision and curate's differ "
-                     f"(kept opted out):</p><ul>{disagree}</ul>" if disagree else "")
-    return (f"<h2>What opting out cost</h2><p>{cost['pages']:,} page(s) of {cost['hosts']:,} "
-            f"host(s), {cost['words']:,} words: {100.0 * cost['share_of_words']:.2f}% of the "
-            f"words extraction yields ({cost['kept_words']:,} kept). A page opted out by "
-            "several signals counts under each.</p>"
-            "<table><tr><th>signal</th><th>pages</th><th>hosts</th><th>words</th></tr>"
-            f"{rows}</table>{agent_table}{disagree_html}")
+def _stage_sections(reports: dict[str, Any]) -> str:
+    """The sections of the stages whose reports have a ``report_html`` hook (what opting
+    out cost), in run order."""
+    return "".join(stage.hook("report_html")(reports[stage.name]) for stage in registry()
+                   if stage.report_html and reports.get(stage.name))
 
 
 def _costs_html(costs: dict[str, Any] | None) -> str:

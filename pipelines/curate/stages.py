@@ -1,125 +1,300 @@
-"""The one registry of curation stages, the one order they run in per source, and the one
-way a stage is built, whichever command runs it.
+"""The one registry of curation stages: each stage one object, whichever command runs it.
 
-:data:`STAGES` says, for every stage name, which module implements it and what shape it
-has: a per-page step (extraction: crawl record -> document), a per-document filter
-(``name`` + ``__call__(doc) -> Decision``, logic in ``afm.filters``) or a global Beam
-transform (dedup, decontamination: ``afm.pipelines``). Implementations are named by import
-path and resolved at run time (:mod:`afm.imports`), so this module imports neither the
-filters nor Beam. It lives in ``pipelines`` because its global stages are Beam transforms:
-the filters layer below knows nothing of them.
+A :class:`Stage` says everything the rest of afm needs to know about a stage: its shape (a
+``record`` stage that sees crawl pages and documents right after reading, a ``page`` stage
+that turns a crawl page into a document, a per-``document`` filter, or a ``global`` Beam
+transform over the whole corpus), the class that implements it and its typed config class
+(named by import path, resolved when needed, so this module imports neither the filters nor
+Beam), the sources that run it, the files its workers open, the advice a run gives when it
+rejects much, its parameter defaults per source, the stages it needs before it, and the
+hooks a stage may have (adjust its config from the run's inputs or from the other stages,
+check what a run needs, warn, report what it removed). ``CurateConfig`` (its stage
+sections, typed when loaded), the run summary and ``report.html``, ``afm inspect``,
+``afm sft prepare`` and the advice are all built from the registry; no code outside a
+stage's own module branches on its name.
 
-:data:`SOURCE_STAGES` is the one list of which stages run, in which order, per source:
-``afm curate`` runs it, ``afm inspect`` shows the per-document filters of a source in the
-same order (:func:`document_filters`), and ``afm sft prepare`` follows the ``chat`` entry
-(its steps are the chat-data versions of the same stages). Both build a stage the same way,
-:func:`resolve_stage` then :func:`build_stage_object`, with the source's parameter defaults.
+:data:`REGISTRY` is the registry ``afm curate`` uses; its order is the run order (each
+source runs the stages that name it, in that order). It lives in ``pipelines`` because its
+global stages are Beam transforms: the filters layer below knows nothing of them.
 
 The web order follows the AFM report (§3.1.1): publishers' opt-outs first (a ``record``
-stage: it sees crawl pages, with their headers, and documents alike, right after
-reading; ``afm.filters.optout``), extraction, language ID (cheap, and the
-safety word lists use its label), safety/profanity, PII redaction (so no later stage or
-record sees the personal data), de-duplication, quality (heuristics before the
-classifier: a document dropped by either is dropped, so the order changes only which one
-is named), decontamination. Dedup keeps the copy with the highest ``quality_score`` when
-the input already carries one (re-curating scored shards); on fresh crawl output no score
-exists yet, so the smallest id wins a cluster.
+stage: it sees crawl pages, with their headers, and documents alike, right after reading;
+``afm.filters.optout``), extraction, language ID (cheap, and the safety word lists use its
+label), safety/profanity, PII redaction (so no later stage or record sees the personal
+data), de-duplication, quality (heuristics before the classifier: a document dropped by
+either is dropped, so the order changes only which one is named), decontamination. Dedup
+keeps the copy with the highest ``quality_score`` when the input already carries one
+(re-curating scored shards); on fresh crawl output no score exists yet, so the smallest id
+wins a cluster.
 
-To add a filter: write it in ``filters/`` (the contract is ``filters/base.py``), add a
-:class:`StageSpec` here and put its name in the sources that should run it.
+To add a filter: write it in ``filters/`` (the contract is ``filters/base.py``) and add one
+:class:`Stage` to :data:`REGISTRY` (``filters/README.md`` walks through it).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import contextlib
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from afm.config import ConfigError, load_config, to_dict
+from afm.config import ConfigError, from_dict, to_dict
 from afm.errors import UserError
-from afm.imports import probe, resolve
+from afm.imports import probe, resolve, split_target
 from afm.pipelines.beam.worker_paths import Access, WorkerPath
 
 StageKind = Literal["record", "page", "document", "global"]
+KINDS: tuple[str, ...] = ("record", "page", "document", "global")
+CURATE_SOURCES = ("web", "math", "code")  # what `afm curate --source` runs on Beam
 
 
 @dataclass(frozen=True)
-class StageSpec:
-    """Where a stage's implementation lives and what shape it has."""
+class PathField:
+    """A field of a stage's config that names a file or directory its workers open (a list
+    value names several). ``write_when``: a boolean attribute of the config that makes the
+    workers write there rather than read."""
+
+    field: str
+    role: str  # what it is, for the pre-flight check's message
+    write_when: str = ""
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One curation stage, as the whole of afm sees it (see the module docstring).
+
+    Hooks are ``package.module:function`` names, resolved on the launcher when used:
+
+    * ``prepare(config, inputs)``: adjust the config from the run's inputs and check what the
+      workers will read, before any work (a missing snapshot source is one line here);
+    * ``link(config, stages)``: follow another stage of the run (``stages``: name ->
+      :class:`ResolvedStage`, this stage's own module names the other);
+    * ``check(config)``: what a run needs beyond a well-formed config (raise a user error);
+    * ``warnings(config, counts)``: lines for the manifest and the terminal after a run;
+    * ``report(rejects, documents, pipeline)``: a Beam transform over the stage's rejects
+      and the documents of the run that returns one ``(name, report)``; ``summary(report)``
+      and ``report_html(report)`` show it in the run summary and ``report.html``.
+    """
 
     name: str
     kind: StageKind
-    module: str
-    factory: str  # the filter / transform class
-    config_class: str  # its typed config dataclass
+    implementation: str  # "package.module:Class": built with the typed config
+    config: str  # "package.module:ConfigClass"
     description: str
-    # A document filter whose ``decide_batch(docs)`` decides many documents in one call
-    # (a model scoring a batch); the stage feeds it batches of its config's ``batch_size``.
-    batched: bool = False
+    sources: tuple[str, ...]  # the sources that run it (``chat``: ``afm sft prepare``)
+    advice: str  # what to change to keep more, for the stage's rejects
+    reason_advice: tuple[tuple[str, str], ...] = ()  # (reason prefix, a more precise setting)
+    paths: tuple[PathField, ...] = ()
+    source_defaults: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    needs: tuple[str, ...] = ()  # stages that must run before it whenever both run
+    batched: bool = False  # a document filter deciding batches (``decide_batch``, ``batch_size``)
+    # Switched off while in the run, the manifest's ``off_flag`` says "off" and the run
+    # prints ``off_warning`` (a safeguard that must never look applied when it was not).
+    off_flag: str = ""
+    off_warning: str = ""
+    prepare: str = ""
+    link: str = ""
+    check: str = ""
+    warnings: str = ""
+    report: str = ""
+    summary: str = ""
+    report_html: str = ""
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"stage {self.name}: kind must be one of {KINDS}, got {self.kind!r}")
+        for target in (self.implementation, self.config, *self.hooks().values()):
+            split_target(target, what=f"stage {self.name}")
+        if self.batched and self.kind != "document":
+            raise ValueError(f"stage {self.name}: only a document stage decides batches")
+
+    def hooks(self) -> dict[str, str]:
+        """The hooks this stage has: name -> ``package.module:function``."""
+        names = ("prepare", "link", "check", "warnings", "report", "summary", "report_html")
+        return {n: getattr(self, n) for n in names if getattr(self, n)}
+
+    def hook(self, name: str) -> Any:
+        """The hook function ``name``, or None when the stage has none."""
+        target = getattr(self, name)
+        return resolve(target, what=f"stage {self.name} hook {name}") if target else None
+
+    def config_class(self) -> type:
+        return resolve(self.config, what=f"stage {self.name} config")
 
 
-STAGES: dict[str, StageSpec] = {
-    s.name: s
-    for s in (
-        StageSpec("optout", "record", "afm.filters.optout", "OptoutFilter", "OptoutConfig",
-                  "publishers' training opt-outs: domain list, noai / TDMRep, robots.txt "
-                  "snapshots (training token)"),
-        StageSpec("extract", "page", "afm.filters.extract", "Extractor", "ExtractConfig",
-                  "main text from HTML (trafilatura + fallback)"),
-        StageSpec("language", "document", "afm.filters.language", "LanguageFilter",
-                  "LanguageConfig", "fastText language id, keep-list + threshold"),
-        StageSpec("math", "document", "afm.filters.math", "MathFilter", "MathConfig",
-                  "math tags / symbols / classifier / domains"),
-        StageSpec("code", "document", "afm.filters.code", "CodeFilter", "CodeConfig",
-                  "licence allow-list, language, code quality, secrets"),
-        StageSpec("safety", "document", "afm.filters.safety", "SafetyFilter", "SafetyConfig",
-                  "profanity / adult / spam heuristics + classifier"),
-        StageSpec("pii", "document", "afm.filters.pii", "PiiFilter", "PiiConfig",
-                  "PII replaced by typed placeholders; mostly-PII pages dropped"),
-        StageSpec("dedup", "global", "afm.pipelines.dedup.pipeline", "FuzzyDedup", "DedupConfig",
-                  "exact + MinHash LSH fuzzy de-duplication across the corpus"),
-        StageSpec("quality", "document", "afm.filters.quality", "QualityHeuristicsFilter",
-                  "QualityConfig", "Gopher / C4 / FineWeb heuristic rules"),
-        StageSpec("quality_model", "document", "afm.filters.quality_model",
-                  "QualityClassifierFilter", "QualityModelConfig",
-                  "quality model: fastText or Hugging Face classifier, batched (threshold or "
-                  "global top fraction)", batched=True),
-        StageSpec("decontaminate", "global", "afm.pipelines.decontaminate", "Decontaminate",
-                  "DecontamConfig", "benchmark n-gram collisions (common-usage threshold)"),
-    )
-}
+class StageRegistry:
+    """Stages by name, in run order. ``copy()`` is a scratch registry (a test, or a program
+    that adds its own stage), made the one in use with :func:`using`."""
 
-SOURCE_STAGES: dict[str, tuple[str, ...]] = {
-    "web": ("optout", "extract", "language", "safety", "pii", "dedup", "quality", "quality_model",
-            "decontaminate"),
-    # Math pages (report 3.1.4): the math filters decide what is a math page first (cheap
-    # tag/symbol checks), then the same safety/PII/dedup/decontamination as the web.
-    "math": ("optout", "extract", "language", "math", "safety", "pii", "dedup", "decontaminate"),
-    # Code files (report 3.1.3): licence + quality + secrets, PII, dedup, decontamination.
-    "code": ("code", "pii", "dedup", "decontaminate"),
-    # Chat data for SFT (`afm sft prepare`, report §4.1): the conversation format check
-    # (``afm.synth.formats``) stands for extraction, the chat template's tokenization
-    # comes before decontamination (whose n-grams are counted over the rendered set).
-    "chat": ("format", "pii", "dedup", "tokenize", "decontaminate"),
-}
-CURATE_SOURCES = ("web", "math", "code")  # what `afm curate --source` runs on Beam
+    def __init__(self, stages: Iterable[Stage] = ()) -> None:
+        self._stages: dict[str, Stage] = {}
+        for stage in stages:
+            self.register(stage)
 
-# Stage parameters a source changes from the stage's own defaults (user params still win):
-# on the math source the math filter must find math evidence to keep a page.
-SOURCE_PARAM_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
-    "math": {"math": {"require_math": True}},
-}
+    def register(self, stage: Stage, *, before: str | None = None) -> Stage:
+        """Add ``stage`` (at the end of the run order, or before stage ``before``)."""
+        if stage.name in self._stages or stage.name in RESERVED:
+            raise ValueError(f"stage {stage.name!r} is already registered or reserved")
+        unknown = [n for n in stage.needs if n not in self._stages]
+        if unknown:
+            raise ValueError(f"stage {stage.name} needs {unknown}, which are not registered before it")
+        items = list(self._stages.items())
+        at = len(items) if before is None else [n for n, _ in items].index(before)
+        items.insert(at, (stage.name, stage))
+        self._stages = dict(items)
+        return stage
+
+    def copy(self) -> StageRegistry:
+        return StageRegistry(self._stages.values())
+
+    def __getitem__(self, name: str) -> Stage:
+        try:
+            return self._stages[name]
+        except KeyError:
+            raise ConfigError(f"unknown stage {name!r}; known: {list(self._stages)}") from None
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._stages
+
+    def __iter__(self) -> Iterator[Stage]:
+        return iter(self._stages.values())
+
+    def names(self) -> tuple[str, ...]:
+        return tuple(self._stages)
+
+    def sources(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(s for stage in self for s in stage.sources))
+
+    def order(self, source: str) -> tuple[str, ...]:
+        """The stages ``source`` runs, in run order."""
+        names = tuple(s.name for s in self if source in s.sources)
+        if not names:
+            raise ConfigError(f"unknown source {source!r}; known: {list(self.sources())}")
+        return names
+
+    def check_order(self, names: Iterable[str]) -> None:
+        """Raise when a stage of ``names`` comes before a stage it needs."""
+        names = list(names)
+        for i, name in enumerate(names):
+            late = [n for n in self[name].needs if n in names[i + 1:]]
+            if late:
+                raise ConfigError(f"stages: {name} needs {late} before it, in {names}")
+
+
+# Steps every run has that are not stages (they keep their names in funnels and rejects).
+RESERVED = ("read", "ids", "write")
+
+REGISTRY = StageRegistry([
+    Stage("optout", "record", "afm.filters.optout:OptoutFilter", "afm.filters.optout:OptoutConfig",
+          "publishers' training opt-outs: domain list, noai / TDMRep, robots.txt snapshots "
+          "(training token)", sources=("web", "math"),
+          advice="the publishers opted out of training; --set optout.enabled=false turns the "
+                 "check off (only for data you may use regardless)",
+          paths=(PathField("snapshots", "robots snapshots"), PathField("domains_file", "opt-out domain list")),
+          prepare="afm.filters.optout:prepare_run", warnings="afm.filters.optout:run_warnings",
+          report="afm.pipelines.curate.optout_cost:optout_cost",
+          summary="afm.pipelines.curate.optout_cost:summary_line",
+          report_html="afm.pipelines.curate.optout_cost:report_html"),
+    Stage("extract", "page", "afm.filters.extract:Extractor", "afm.filters.extract:ExtractConfig",
+          "main text from HTML (trafilatura + fallback)", sources=("web", "math"),
+          advice="--set extract.params.favor_precision=false (recall over precision), "
+                 "--set extract.params.min_words=1",
+          needs=("optout",), link="afm.filters.extract:follow_language_stage"),
+    Stage("language", "document", "afm.filters.language:LanguageFilter", "afm.filters.language:LanguageConfig",
+          "fastText language id, keep-list + threshold", sources=("web", "math"),
+          advice="--set 'language.params.keep=[en,fr,de]' (languages kept) or "
+                 "--set language.params.min_score=0.4 (identification confidence)",
+          reason_advice=(("language_low_score", "--set language.params.min_score=0.4"),
+                         ("language_not_kept", "--set 'language.params.keep=[en,fr,de]' (the languages to keep)")),
+          paths=(PathField("model_path", "language model"),), needs=("extract",)),
+    Stage("math", "document", "afm.filters.math:MathFilter", "afm.filters.math:MathConfig",
+          "math tags / symbols / classifier / domains", sources=("math",),
+          advice="--set math.params.require_math=false, or lower math.params.min_symbol_hits",
+          paths=(PathField("quality_model_path", "math quality model"),),
+          # On the math source the math filter must find math evidence to keep a page.
+          source_defaults={"math": {"require_math": True}}, needs=("language",)),
+    Stage("code", "document", "afm.filters.code:CodeFilter", "afm.filters.code:CodeConfig",
+          "licence allow-list, language, code quality, secrets", sources=("code",),
+          advice="--set code.params.require_license=false (licence allow-list), or raise "
+                 "code.params.max_line_length"),
+    Stage("safety", "document", "afm.filters.safety:SafetyFilter", "afm.filters.safety:SafetyConfig",
+          "profanity / adult / spam heuristics + classifier", sources=("web", "math"),
+          advice="--set safety.params.use_model=false (word lists only) or raise "
+                 "safety.params.<kind>_max_ratio",
+          paths=(PathField("model_path", "safety model"), PathField("wordlist_dir", "safety word lists")),
+          needs=("language",)),
+    Stage("pii", "document", "afm.filters.pii:PiiFilter", "afm.filters.pii:PiiConfig",
+          "PII replaced by typed placeholders; mostly-PII pages dropped",
+          sources=("web", "math", "code", "chat"),
+          advice="--set pii.params.drop_mostly_pii=false (redact, never drop)",
+          reason_advice=(("mostly_pii", "--set pii.params.drop_mostly_pii=false"),)),
+    Stage("dedup", "global", "afm.pipelines.dedup.pipeline:FuzzyDedup", "afm.pipelines.dedup.pipeline:DedupConfig",
+          "exact + MinHash LSH fuzzy de-duplication across the corpus",
+          sources=("web", "math", "code", "chat"),
+          advice="--set dedup.params.threshold=0.9 (only closer copies count as duplicates)",
+          paths=(PathField("index_dir", "dedup index", write_when="write_index"),), needs=("pii",)),
+    Stage("quality", "document", "afm.filters.quality:QualityHeuristicsFilter", "afm.filters.quality:QualityConfig",
+          "Gopher / C4 / FineWeb heuristic rules", sources=("web",),
+          advice="--set quality.params.<rule>=false: gopher_quality, gopher_repetition, c4, fineweb",
+          reason_advice=(("gopher_word_count", "--set quality.params.min_doc_words=20"),
+                         ("gopher_dup", "--set quality.params.gopher_repetition=false"),
+                         ("gopher_top", "--set quality.params.gopher_repetition=false"),
+                         ("gopher_", "--set quality.params.gopher_quality=false"),
+                         ("c4_min_sentences", "--set quality.params.c4_min_sentences=2"),
+                         ("c4_", "--set quality.params.c4=false"),
+                         ("fineweb_", "--set quality.params.fineweb=false"))),
+    Stage("quality_model", "document", "afm.filters.quality_model:QualityClassifierFilter",
+          "afm.filters.quality_model:QualityModelConfig",
+          "quality model: fastText or Hugging Face classifier, batched (threshold or global top fraction)",
+          sources=("web",), batched=True,
+          advice="--set quality_model.params.threshold=0.3 (classifier score to keep), "
+                 "or --set quality_model.enabled=false",
+          reason_advice=(("quality_model_score", "--set quality_model.params.threshold=0.3"),),
+          paths=(PathField("model_path", "quality model"),), needs=("quality",)),
+    Stage("decontaminate", "global", "afm.pipelines.decontaminate:Decontaminate",
+          "afm.pipelines.decontaminate:DecontamConfig",
+          "benchmark n-gram collisions (common-usage threshold)",
+          sources=("web", "math", "code", "chat"),
+          advice="benchmark text: keep these out. Only an n-gram in at least "
+                 "decontaminate.params.threshold documents counts as common usage",
+          paths=(PathField("worker_index", "decontamination index", write_when="builds_index"),),
+          needs=("dedup",), check="afm.pipelines.decontaminate:check_runnable",
+          off_flag="decontamination",
+          off_warning="decontamination: off (the config turned the stage off); this corpus is NOT "
+                      "checked against benchmarks"),
+])
+
+_ACTIVE: list[StageRegistry] = [REGISTRY]
+
+
+def registry() -> StageRegistry:
+    """The registry in use (:data:`REGISTRY` unless :func:`using` says otherwise)."""
+    return _ACTIVE[-1]
+
+
+@contextlib.contextmanager
+def using(stages: StageRegistry) -> Iterator[StageRegistry]:
+    """Run ``afm curate``, ``afm inspect`` and the rest with ``stages`` as the registry."""
+    _ACTIVE.append(stages)
+    try:
+        yield stages
+    finally:
+        _ACTIVE.remove(stages)
 
 
 @dataclass
 class ResolvedStage:
-    """A stage as it will run: its typed config, or why it cannot run."""
+    """A stage as it will run: its typed config, or why it cannot run. What the workers get
+    of a stage (picklable: the implementation is named, not held)."""
 
     name: str
     kind: StageKind
+    implementation: str
     enabled: bool
     available: bool
     status: str  # "ready" | "disabled" | "unavailable: <why>"
     config: Any = None  # the stage's own config dataclass (None when unavailable)
+    batched: bool = False
 
     @property
     def active(self) -> bool:
@@ -134,43 +309,64 @@ class ResolvedStage:
             "config": to_dict(self.config) if self.config is not None else None,
         }
 
-
-def load_attr(module: str, attr: str) -> Any:
-    """``module.attr`` (through the one resolver, :func:`afm.imports.resolve`)."""
-    return resolve(f"{module}:{attr}", what="stage component")
-
-
-def stage_params(name: str, source: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
-    """A stage's parameters on ``source``: the source's defaults (:data:`SOURCE_PARAM_DEFAULTS`),
-    then the user's ``params`` on top."""
-    return {**SOURCE_PARAM_DEFAULTS.get(source, {}).get(name, {}), **dict(params or {})}
+    def build(self) -> Any:
+        """The filter / extractor / transform instance of an active stage."""
+        return resolve(self.implementation, what=f"stage {self.name}")(self.config)
 
 
-def resolve_stage(name: str, enabled: bool, params: dict[str, Any]) -> ResolvedStage:
-    """Import a stage's module and build its typed config from ``params``.
+def unavailable(stage: Stage) -> str | None:
+    """Why ``stage`` cannot run in this installation (its module or an extra is missing)."""
+    impl_module, impl_attr = split_target(stage.implementation)
+    cfg_module, cfg_attr = split_target(stage.config)
+    return probe(impl_module, impl_attr) or probe(cfg_module, cfg_attr)
 
-    A missing module makes the stage *unavailable* (reported, documents pass through);
-    unknown or ill-typed ``params`` raise :class:`ConfigError` (a typo must not silently
-    disable a filter).
-    """
-    spec = STAGES[name]
+
+def typed_params(stage: Stage, source: str, params: Mapping[str, Any] | Any) -> Any:
+    """``params`` (a mapping from YAML or ``--set``, or a config object already) as the
+    stage's typed config, the source's defaults under the user's values; a wrong or unknown
+    field is a :class:`ConfigError` naming ``<stage>.params.<field>``."""
+    cls = stage.config_class()
+    if isinstance(params, cls):
+        return params
+    if not isinstance(params, Mapping):
+        raise ConfigError(f"{stage.name}.params must be a mapping, got {type(params).__name__}")
+    merged = {**stage.source_defaults.get(source, {}), **dict(params)}
+    return from_dict(cls, merged, path=f"{stage.name}.params")
+
+
+def resolve_stage(stage: Stage, enabled: bool, params: Any, source: str = "web") -> ResolvedStage:
+    """A stage with its typed config. A missing module makes it *unavailable* (reported,
+    documents pass through); unknown or ill-typed ``params`` raise :class:`ConfigError` (a
+    typo must not silently disable a filter)."""
+    base = dict(name=stage.name, kind=stage.kind, implementation=stage.implementation, batched=stage.batched)
     if not enabled:
-        return ResolvedStage(name, spec.kind, False, True, "disabled")
-    why = probe(spec.module, spec.factory, spec.config_class)
+        return ResolvedStage(**base, enabled=False, available=True, status="disabled")
+    why = unavailable(stage)
     if why is not None:
-        return ResolvedStage(name, spec.kind, True, False, f"unavailable: {why}")
-    cfg_cls = load_attr(spec.module, spec.config_class)
-    try:
-        cfg = load_config(cfg_cls, dict(params))
-    except ConfigError as exc:
-        raise ConfigError(f"{name}: {exc}") from exc
-    return ResolvedStage(name, spec.kind, True, True, "ready", cfg)
+        return ResolvedStage(**base, enabled=True, available=False, status=f"unavailable: {why}")
+    return ResolvedStage(**base, enabled=True, available=True, status="ready",
+                         config=typed_params(stage, source, params))
 
 
-def build_stage_object(stage: ResolvedStage) -> Any:
-    """The filter / extractor / transform instance for an active stage."""
-    spec = STAGES[stage.name]
-    return load_attr(spec.module, spec.factory)(stage.config)
+def link_stages(stages: list[ResolvedStage], stage_registry: StageRegistry | None = None) -> None:
+    """Let each active stage with a ``link`` hook follow the other stages of the run."""
+    reg = stage_registry or registry()
+    by_name = {s.name: s for s in stages}
+    for s in stages:
+        hook = reg[s.name].hook("link") if s.active else None
+        if hook is not None:
+            hook(s.config, by_name)
+
+
+def run_hooks(stages: list[ResolvedStage], name: str, *args: Any) -> list[Any]:
+    """Call hook ``name`` of every active stage that has it, in run order: the results."""
+    reg = registry()
+    out = []
+    for s in stages:
+        hook = reg[s.name].hook(name) if s.active else None
+        if hook is not None:
+            out.append(hook(s.config, *args))
+    return out
 
 
 class FilterSetupError(UserError):
@@ -185,11 +381,10 @@ def check_setup(stages: list[ResolvedStage]) -> None:
     for stage in stages:
         if not stage.active or stage.kind != "document":
             continue
-        spec = STAGES[stage.name]
-        if not hasattr(load_attr(spec.module, spec.factory), "preflight"):
+        if not hasattr(resolve(stage.implementation, what=f"stage {stage.name}"), "preflight"):
             continue
         try:
-            build_stage_object(stage).preflight()
+            stage.build().preflight()
         except UserError:
             raise
         except Exception as exc:  # noqa: BLE001 - one line naming the stage
@@ -197,94 +392,85 @@ def check_setup(stages: list[ResolvedStage]) -> None:
 
 
 def filter_names(source: str = "web") -> tuple[str, ...]:
-    """The per-document filters of ``source``, in the order they run."""
-    if source not in SOURCE_STAGES:
-        raise FilterSetupError(f"unknown source {source!r}; known: {sorted(SOURCE_STAGES)}")
-    return tuple(n for n in SOURCE_STAGES[source] if n in STAGES and STAGES[n].kind == "document")
+    """The stages ``afm inspect`` runs on one page of ``source``: its page and document
+    stages, in run order (record and global stages need crawl metadata or the corpus)."""
+    reg = registry()
+    return tuple(n for n in reg.order(source) if reg[n].kind in ("page", "document"))
 
 
-def document_filters(
-    config: dict[str, Any] | None = None, *, source: str = "web", strict: bool = True,
+def page_filters(
+    config: Mapping[str, Any] | None = None, *, source: str = "web", strict: bool = True,
     skipped: dict[str, str] | None = None,
-) -> list[Any]:
-    """The per-document filters of ``source`` in pipeline order, built as ``afm curate``
-    builds them (:func:`resolve_stage`, :func:`build_stage_object`, the source's defaults).
+) -> list[tuple[ResolvedStage, Any]]:
+    """The page and document stages of ``source`` in run order, each with its built object,
+    made as ``afm curate`` makes them (typed config, the source's defaults, links).
 
-    ``config`` maps a filter name to a dict of its config fields, or to ``False`` to leave
-    that filter out. Unknown names or fields raise :class:`FilterSetupError`. A filter that
-    cannot run in this installation is left out and named in ``skipped`` with the reason;
-    with ``strict=False`` (``afm inspect``) so is a filter that is *not* configured and fails
-    to build with its defaults (its model file is absent, say).
-    """
+    ``config`` maps a stage name to a dict of its config fields, or to ``False`` to leave
+    it out. Unknown names or fields raise :class:`FilterSetupError`. A stage that cannot
+    run in this installation is left out and named in ``skipped`` with the reason; with
+    ``strict=False`` (``afm inspect``) so is one that is *not* configured and fails to build
+    with its defaults (its model file is absent, say)."""
+    reg = registry()
     names = filter_names(source)
     config = dict(config or {})
     unknown = set(config) - set(names)
     if unknown:
         raise FilterSetupError(f"unknown filters {sorted(unknown)}; known: {list(names)}")
     skipped = {} if skipped is None else skipped
-    out: list[Any] = []
+    resolved: list[ResolvedStage] = []
     for name in names:
         section = config.get(name, {})
         if section is False:
             continue
         if section is None or section is True:
             section = {}
-        if not isinstance(section, dict):
+        if not isinstance(section, Mapping):
             raise FilterSetupError(f"config for {name!r} must be a mapping or false")
         try:
-            stage = resolve_stage(name, True, stage_params(name, source, section))
+            stage = resolve_stage(reg[name], True, section, source)
         except ConfigError as exc:
             raise FilterSetupError(f"cannot build filter {name!r}: {exc}") from exc
         if not stage.available:
             skipped[name] = stage.status
             continue
+        resolved.append(stage)
+    link_stages(resolved)
+    out = []
+    for stage in resolved:
         try:
-            out.append(build_stage_object(stage))
+            out.append((stage, stage.build()))
         except Exception as exc:  # noqa: BLE001 - reported with the filter's name
-            if strict or name in config:
-                raise FilterSetupError(f"cannot build filter {name!r}: {exc}") from exc
-            skipped[name] = f"{type(exc).__name__}: {exc}"
+            if strict or stage.name in config:
+                raise FilterSetupError(f"cannot build filter {stage.name!r}: {exc}") from exc
+            skipped[stage.name] = f"{type(exc).__name__}: {exc}"
     return out
 
 
-# Stage config fields that name a file or directory a worker opens.
-STAGE_PATH_FIELDS: dict[str, tuple[tuple[str, str], ...]] = {
-    "language": (("model_path", "language model"),),
-    "safety": (("model_path", "safety model"), ("wordlist_dir", "safety word lists")),
-    "math": (("quality_model_path", "math quality model"),),
-    "quality_model": (("model_path", "quality model"),),
-    "dedup": (("index_dir", "dedup index"),),
-}
+def document_filters(config: Mapping[str, Any] | None = None, *, source: str = "web",
+                     strict: bool = True, skipped: dict[str, str] | None = None) -> list[Any]:
+    """The per-document filters of ``source`` in run order (see :func:`page_filters`)."""
+    return [obj for stage, obj in page_filters(config, source=source, strict=strict, skipped=skipped)
+            if stage.kind == "document"]
 
 
 def stage_paths(stages: list[ResolvedStage]) -> list[WorkerPath]:
     """The paths the active stages' workers open (from their typed configs)."""
+    reg = registry()
     out: list[WorkerPath] = []
     for stage in stages:
         if not stage.active:
             continue
-        cfg = stage.config
-        if stage.name == "decontaminate":
-            from afm.pipelines.decontaminate import index_location
-
-            # An index named is read; one built from `benchmarks` is made by the launcher.
-            out.append(WorkerPath("decontamination index", index_location(cfg),
-                                  "read" if cfg.index else "write"))
-            continue
-        if stage.name == "optout":
-            out += [WorkerPath("robots snapshots", p) for p in cfg.snapshots]
-            if cfg.domains_file:
-                out.append(WorkerPath("opt-out domain list", cfg.domains_file))
-            continue
-        for field_name, role in STAGE_PATH_FIELDS.get(stage.name, ()):
-            value = getattr(cfg, field_name, None)
-            if isinstance(value, str) and value:
-                access: Access = "write" if (stage.name == "dedup"
-                                             and getattr(cfg, "write_index", False)) else "read"
-                out.append(WorkerPath(role, value, access))
+        for path_field in reg[stage.name].paths:
+            value = getattr(stage.config, path_field.field, None)
+            access: Access = "write" if (path_field.write_when
+                                         and getattr(stage.config, path_field.write_when, False)) else "read"
+            for path in value if isinstance(value, (list, tuple)) else [value]:
+                if isinstance(path, str) and path:
+                    out.append(WorkerPath(path_field.role, path, access))
     return out
 
 
-__all__ = ["CURATE_SOURCES", "SOURCE_PARAM_DEFAULTS", "SOURCE_STAGES", "STAGES", "FilterSetupError",
-           "ResolvedStage", "StageKind", "StageSpec", "build_stage_object", "check_setup", "document_filters", "filter_names",
-           "load_attr", "resolve_stage", "stage_params", "stage_paths"]
+__all__ = ["CURATE_SOURCES", "KINDS", "REGISTRY", "RESERVED", "FilterSetupError", "PathField",
+           "ResolvedStage", "Stage", "StageKind", "StageRegistry", "check_setup", "document_filters",
+           "filter_names", "link_stages", "page_filters", "registry", "resolve_stage",
+           "run_hooks", "stage_paths", "typed_params", "unavailable", "using"]

@@ -14,13 +14,18 @@ from typing import Any
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
-from afm.filters.base import apply_filter, apply_filter_batch
+from afm.filters.base import (
+    apply_filter,
+    apply_filter_batch,
+    apply_page_filter,
+    apply_record_filter,
+)
 from afm.filters.quality_model import QualityScoreCut
 from afm.pipelines.beam.cputime import StageClock
 from afm.pipelines.beam.ids import ORIGIN
 from afm.pipelines.beam.spill import RestoreFn
-from afm.pipelines.curate.stages import STAGES, ResolvedStage, build_stage_object
-from afm.schema import make_document, make_reject
+from afm.pipelines.curate.stages import ResolvedStage
+from afm.schema import make_document
 
 REJECTED = "rejected"
 
@@ -47,7 +52,7 @@ class _StageFn(beam.DoFn):
         self.clock = StageClock(stage.name)  # the stage's own CPU time (afm.pipelines.beam.cputime)
 
     def setup(self) -> None:
-        self.impl = build_stage_object(self.stage)
+        self.impl = self.stage.build()
 
     def finish_bundle(self) -> None:
         self.clock.flush()
@@ -62,32 +67,15 @@ class ExtractFn(_StageFn):
     and size before parsing any HTML: cheap checks first)."""
 
     def process(self, page: dict[str, Any]) -> Iterator[Any]:
-        url = page.get("url")
-        try:
-            decision = self.clock.call(self.impl, page)
-        except Exception as exc:  # noqa: BLE001 - recorded, never lost
-            yield self._reject(make_reject(self._skeleton(page), "extract",
-                                           f"error:{type(exc).__name__}", message=str(exc)[:500]))
+        doc, rejected = self.clock.call(apply_page_filter, self.impl, page, self._skeleton)
+        if rejected is not None:
+            yield self._reject(rejected)
             return
-        doc = decision.document
-        if decision.keep and doc is not None and isinstance(doc.get("text"), str):
-            doc = dict(doc)
-            doc[ORIGIN] = page.get(ORIGIN)  # input order, for the duplicate-id policy
-            if self.source != "web" and doc.get("source") == "web":
-                doc["source"] = self.source
-            if decision.signals:
-                signals = dict(doc.get("signals") or {})
-                signals.update({f"extract.{k}": float(v) for k, v in decision.signals.items()})
-                doc["signals"] = signals
-            self.kept_counter.inc()
-            yield doc
-            return
-        skeleton = dict(doc) if doc is not None and doc.get("id") else self._skeleton(page)
-        if decision.signals:
-            skeleton["signals"] = {f"extract.{k}": float(v) for k, v in decision.signals.items()}
-        reason = decision.reason or ("no_text" if decision.keep else "dropped")
-        yield self._reject(make_reject(skeleton, "extract", reason,
-                                       **{"url": url, **decision.details}))
+        doc[ORIGIN] = page.get(ORIGIN)  # input order, for the duplicate-id policy
+        if self.source != "web" and doc.get("source") == "web":
+            doc["source"] = self.source
+        self.kept_counter.inc()
+        yield doc
 
     def _skeleton(self, page: dict[str, Any]) -> dict[str, Any]:
         """The document record of a page that yielded no text (so its reject has an id)."""
@@ -108,12 +96,12 @@ class FilterFn(_StageFn):
 
 
 class RecordFn(FilterFn):
-    """A stage that runs right after reading, on crawl pages and documents alike (the
-    ``optout`` stage): a page it drops becomes the reject of a text-less document with
+    """A stage that runs right after reading, on crawl pages and documents alike (a
+    ``record`` stage: the publishers' opt-outs): a page it drops becomes the reject of a text-less document with
     the page's URL, so its evidence is kept under the same id as an extracted one.
 
-    ``measure``: the run's extract stage; a page dropped here is then extracted (what the
-    extract stage would have done with it, had it been kept) and its words recorded in the
+    ``measure``: the run's page stage; a page dropped here is then extracted (what the
+    page stage would have done with it, had it been kept) and its words recorded in the
     reject's details (``text_words``): what the drop cost, for the report."""
 
     def __init__(self, stage: ResolvedStage, source: str, measure: ResolvedStage | None = None):
@@ -122,39 +110,29 @@ class RecordFn(FilterFn):
 
     def setup(self) -> None:
         super().setup()
-        self.extractor = (build_stage_object(self.measure)
+        self.extractor = (self.measure.build()
                           if self.measure is not None and self.measure.active else None)
 
-    def _words(self, page: dict[str, Any]) -> int:
-        if self.extractor is None:
-            return 0
+    def _words(self, page: dict[str, Any]) -> dict[str, int]:
+        """What the page stage would have extracted of a dropped page (``text_words``)."""
         try:
             decision = self.extractor(page)
         except Exception:  # noqa: BLE001 - a measurement: a page that fails extraction holds 0
-            return 0
-        return int(decision.signals.get("text_words", 0)) if decision.keep else 0
+            return {"text_words": 0}
+        return {"text_words": int(decision.signals.get("text_words", 0)) if decision.keep else 0}
 
     def process(self, rec: dict[str, Any]) -> Iterator[Any]:
         is_page = "body" in rec and "text" not in rec
         if not is_page:  # a document: the plain filter
             yield from super().process(rec)
             return
-        try:
-            decision = self.clock.call(self.impl, rec)
-        except Exception as exc:  # noqa: BLE001 - recorded, never lost
-            yield self._reject(make_reject(self._skeleton(rec), self.stage.name,
-                                           f"error:{type(exc).__name__}",
-                                           message=str(exc)[:500]))
-            return
-        if decision.keep:
+        keep, rejected = self.clock.call(apply_record_filter, self.impl, rec, self._skeleton,
+                                         self._words if self.extractor is not None else None)
+        if keep:
             self.kept_counter.inc()
             yield rec
-            return
-        details = dict(decision.details)
-        if self.extractor is not None:
-            details["text_words"] = self._words(rec)
-        yield self._reject(make_reject(self._skeleton(rec), self.stage.name,
-                                       decision.reason or "dropped", **details))
+        else:
+            yield self._reject(rejected)
 
     def _skeleton(self, page: dict[str, Any]) -> dict[str, Any]:
         return make_document("", url=page.get("url"), source=self.source,
@@ -179,7 +157,7 @@ def stage_batch_size(stage: ResolvedStage) -> int | None:
     """The batch a batched stage decides at once (its config's ``batch_size``), or None
     for a stage that decides one document at a time."""
 
-    if not STAGES[stage.name].batched:
+    if not stage.batched:
         return None
     return max(1, int(getattr(stage.config, "batch_size", 64)))
 
@@ -257,7 +235,7 @@ def apply_global_stage(docs: beam.PCollection, stage: ResolvedStage, spill_dir: 
     (whose ``commit()``, if it has one, the driver calls once the run has succeeded).
     ``spill_dir``: where a stage that has a ``spill_dir`` attribute stows the texts its
     shuffles would carry (:mod:`afm.pipelines.beam.spill`)."""
-    transform = build_stage_object(stage)
+    transform = stage.build()
     if spill_dir is not None and hasattr(transform, "spill_dir"):
         transform.spill_dir = spill_dir
     result = docs | stage.name >> transform

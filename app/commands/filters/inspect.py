@@ -57,63 +57,69 @@ def inspect_page(
     data: bytes, *, html: bool, url: str | None = None, config: dict[str, Any] | None = None,
     source: str = "web", skipped: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """Run extraction (for HTML) and every per-document filter of ``source`` on one page, in
-    the order ``afm curate`` runs them (``afm.pipelines.curate.stages.SOURCE_STAGES``).
+    """Run every page and document stage of ``source`` on one page, in the order ``afm
+    curate`` runs them (the stage registry, ``afm.pipelines.curate.stages``): the page
+    stage (extraction) on HTML, the document filters on its text (or on a text file as read).
 
-    Returns ``{"text", "language", "decisions": [{"filter", "keep", "reason",
-    "signals"}], "pii", "redacted_text"}``; ``text`` is the text the filters saw
-    (extracted or as read), ``redacted_text`` the text after PII redaction.
-    """
+    Returns ``{"text", "language", "decisions": [{"filter", "keep", "reason", "signals",
+    "details"}], "pii", "redacted_text"}``; ``text`` is the text the document filters saw
+    (extracted or as read), ``redacted_text`` the text as they left it (personal data
+    replaced). A decision's ``details`` carry what decided it (a score and its threshold)."""
     from afm.filters.base import Decision
-    from afm.filters.extract import Extractor
-    from afm.pipelines.curate.stages import document_filters
+    from afm.filters.extract import decode_html
+    from afm.pipelines.curate.stages import page_filters
     from afm.schema import make_document
 
     decisions: list[dict[str, Any]] = []
 
     def record(name: str, d: Decision) -> None:
-        decisions.append(
-            {
-                "filter": name,
-                "keep": bool(d.keep),
-                "reason": d.reason,
-                "signals": {k: _finite(float(v)) for k, v in d.signals.items()},
-            }
-        )
+        decisions.append({"filter": name, "keep": bool(d.keep), "reason": d.reason,
+                          "signals": {k: _finite(float(v)) for k, v in d.signals.items()},
+                          "details": _plain(d.details)})
 
-    if html:
-        decision = Extractor()({"url": url, "status": 200, "headers": {}, "body": data})
-        record("extract", decision)
-        if not decision.keep or decision.document is None:
-            return {"text": "", "language": None, "decisions": decisions, "pii": {}, "redacted_text": ""}
-        doc: dict[str, Any] = dict(decision.document)
-    else:
-        from afm.filters.extract import decode_html
+    def nothing() -> dict[str, Any]:
+        return {"text": "", "language": None, "decisions": decisions, "pii": {}, "redacted_text": ""}
 
+    stages = page_filters(config, source=source, strict=False, skipped=skipped)
+    doc: dict[str, Any] | None = None
+    if not html:
         try:
             text = decode_html(data)[0]
         except (UnicodeError, LookupError):
             text = data.decode("utf-8", errors="replace")
         doc = dict(make_document(text, url=url))
-    text = doc["text"]
-    redacted = text
-    for flt in document_filters(config, source=source, strict=False, skipped=skipped):
+    text = doc["text"] if doc is not None else ""
+    for stage, flt in stages:
+        is_page_stage = stage.kind == "page"
+        if is_page_stage != (doc is None):
+            continue  # a page stage runs on HTML only; document filters once there is a text
+        subject = {"url": url, "status": 200, "headers": {}, "body": data} if is_page_stage else doc
         try:
-            decision = flt(doc)  # type: ignore[arg-type]
+            decision = flt(subject)  # type: ignore[arg-type]
         except Exception as exc:  # noqa: BLE001 - shown like the pipeline records it
             decision = Decision.drop(f"error:{type(exc).__name__}", message=str(exc)[:200])
-        record(flt.name, decision)
-        if decision.document is not None:
+        record(stage.name, decision)
+        if is_page_stage:
+            if not decision.keep or decision.document is None:
+                return nothing()
             doc = dict(decision.document)
-        if flt.name == "pii":
-            redacted = doc.get("text") or ""
+            text = doc["text"]
+        elif decision.document is not None:
+            doc = dict(decision.document)
+    if doc is None:
+        return nothing()
     return {
         "text": text,
         "language": doc.get("language"),
         "decisions": decisions,
         "pii": dict(doc.get("pii_redactions") or {}),
-        "redacted_text": redacted,
+        "redacted_text": doc.get("text") or "",
     }
+
+
+def _plain(details: dict[str, Any]) -> dict[str, Any]:
+    """A decision's details as JSON can hold them (numbers finite)."""
+    return {k: _finite(v) if isinstance(v, float) else v for k, v in details.items()}
 
 
 def _fmt_signals(signals: dict[str, Any], limit: int = 8) -> str:

@@ -90,7 +90,7 @@ def test_repeated_and_folded_headers_opt_out_in_the_crawler_and_in_curate(tmp_pa
     assert {h for h, use in stored.items() if use == "optout"} == always
     assert {h for h, reason in curated.items() if reason} == always
     assert set(curated[h] for h in always) == {"optout"}
-    cost = manifest["optout_cost"]
+    cost = manifest["stage_reports"]["optout"]
     assert cost["pages"] == len(always) and cost["hosts"] == len(always)
     assert cost["words"] > 0 and 0 < cost["share_of_words"] < 1
     assert cost["by_signal"]["noai"]["pages"] == 2  # the two-line and the folded X-Robots-Tag

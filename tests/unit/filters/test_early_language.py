@@ -47,13 +47,10 @@ def test_a_kept_language_is_extracted_exactly_as_without_the_check() -> None:
 
 
 def test_the_check_follows_the_language_stage() -> None:
-    from afm.pipelines.curate.config import CurateConfig
+    from afm.pipelines.curate.config import load_curate_config
 
     def extract_cfg(**sections):
-        cfg = CurateConfig()
-        for name, value in sections.items():
-            setattr(cfg, name, type(getattr(cfg, name))(**value))
-        return next(s for s in cfg.resolve() if s.name == "extract").config
+        return next(s for s in load_curate_config(sections).resolve() if s.name == "extract").config
 
     on = extract_cfg(language={"params": {"keep": ["en", "fr"], "min_score": 0.9}})
     assert on.early_language == ["en", "fr"] and on.early_language_score == 0.9

@@ -118,12 +118,15 @@ def test_one_parquet_writer_one_resolver_no_task_probing() -> None:
 
 
 def test_one_stage_order_for_curate_inspect_and_sft_prepare() -> None:
-    from afm.pipelines.curate.stages import SOURCE_STAGES, STAGES, filter_names
+    from afm.pipelines.curate.stages import filter_names, registry
     from afm.synth.prepare import STAGES as PREPARE
 
-    web_documents = tuple(n for n in SOURCE_STAGES["web"] if STAGES[n].kind == "document")
-    assert filter_names("web") == web_documents  # what `afm inspect` shows, in curate's order
-    assert PREPARE == ("read", *SOURCE_STAGES["chat"])
+    reg = registry()
+    web_pages_and_documents = tuple(n for n in reg.order("web") if reg[n].kind in ("page", "document"))
+    assert filter_names("web") == web_pages_and_documents  # what `afm inspect` shows, in curate's order
+    # sft prepare runs the chat source's stages in the registry's order, around its own steps
+    assert tuple(s for s in PREPARE if s in reg) == reg.order("chat")
+    assert PREPARE[0] == "read"
 
 
 def test_model_and_training_import_without_pipeline_libraries(tmp_path: Path) -> None:

@@ -25,7 +25,7 @@ from afm.pipelines.beam.io import (
     shard_of,
 )
 from afm.pipelines.curate.config import CurateConfig, load_curate_config
-from afm.pipelines.curate.stages import SOURCE_STAGES, resolve_stage
+from afm.pipelines.curate.stages import REGISTRY, resolve_stage
 from afm.readers.warc import iter_warc_pages
 from afm.schema import make_document
 
@@ -39,9 +39,9 @@ def test_config_yaml_round_trip(tmp_path: Path) -> None:
     cfg = load_curate_config(str(path))
     assert cfg.source == "math" and cfg.quality_model.enabled is False
     assert cfg.output.shard_target_mb == 16.0
-    assert cfg.stage_names() == SOURCE_STAGES["math"]
+    assert cfg.stage_names() == REGISTRY.order("math")
     # --source wins over the file.
-    assert load_curate_config(str(path), source="code").stage_names() == SOURCE_STAGES["code"]
+    assert load_curate_config(str(path), source="code").stage_names() == REGISTRY.order("code")
 
 
 def test_config_rejects_typos() -> None:
@@ -54,17 +54,24 @@ def test_config_rejects_typos() -> None:
 
 
 def test_report_order_and_cheap_first() -> None:
-    web = SOURCE_STAGES["web"]
+    web = REGISTRY.order("web")
     order = ["extract", "language", "safety", "pii", "dedup", "quality", "decontaminate"]
     assert [s for s in web if s in order] == order
     assert web.index("quality") < web.index("quality_model")  # heuristics before model
 
 
 def test_stage_params_checked_against_the_stage_config() -> None:
-    stage = resolve_stage("language", True, {"min_score": 0.5})
+    stage = resolve_stage(REGISTRY["language"], True, {"min_score": 0.5})
     assert stage.active and stage.config.min_score == 0.5
     with pytest.raises(ConfigError, match="language"):
-        resolve_stage("language", True, {"min_scor": 0.5})
+        resolve_stage(REGISTRY["language"], True, {"min_scor": 0.5})
+    # typed when the config is loaded: a threshold is a number from YAML or --set onward
+    cfg = load_curate_config({"language": {"params": {"min_score": "0.5"}}}, overrides=["dedup.params.threshold=0.9"])
+    assert cfg.language.params.min_score == 0.5 and cfg.stage("dedup").params.threshold == 0.9
+    with pytest.raises(ConfigError, match=r"language\.params: unknown keys \['min_scor'\]"):
+        load_curate_config(overrides=["language.params.min_scor=0.5"])
+    with pytest.raises(ConfigError, match="language needs"):
+        load_curate_config({"stages": ["language", "extract"]})
 
 
 def test_only_a_missing_third_party_library_makes_a_stage_unavailable(monkeypatch, tmp_path) -> None:
@@ -73,7 +80,6 @@ def test_only_a_missing_third_party_library_makes_a_stage_unavailable(monkeypatc
     class or a module that raises on import never turns into a skipped filter."""
 
     from afm.imports import BrokenComponent
-    from afm.pipelines.curate import stages as registry
 
     (tmp_path / "stage_with_an_extra.py").write_text("import afm_extra_not_installed_xyz\n")
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -81,28 +87,23 @@ def test_only_a_missing_third_party_library_makes_a_stage_unavailable(monkeypatc
     assert why == "module stage_with_an_extra needs 'afm_extra_not_installed_xyz', which is not installed"
     with pytest.raises(BrokenComponent, match="afm.filters.no_such_filter"):
         probe_module("afm.filters.no_such_filter", "X")
-    renamed = dataclasses.replace(registry.STAGES["pii"], config_class="PiiConfigRenamed")
-    monkeypatch.setitem(registry.STAGES, "pii", renamed)
+    renamed = dataclasses.replace(REGISTRY["pii"], config="afm.filters.pii:PiiConfigRenamed")
     with pytest.raises(BrokenComponent, match="has no PiiConfigRenamed"):
-        resolve_stage("pii", True, {})
-    assert resolve_stage("language", False, {}).status == "disabled"
+        resolve_stage(renamed, True, {})
+    assert resolve_stage(REGISTRY["language"], False, {}).status == "disabled"
 
 
 @pytest.mark.parametrize("source", ["web", "math", "code", "chat"])
 def test_every_stage_of_every_source_is_ready_in_the_development_install(source: str) -> None:
     """The development install (make test) has every extra: each stage of each source's list
     resolves ready, so a curate test never passes because a stage silently did not run."""
-    from afm.pipelines.curate.stages import SOURCE_STAGES, STAGES, stage_params
-
-    for name in SOURCE_STAGES[source]:
-        if name not in STAGES:  # chat-only steps (format, tokenize) are sft prepare's own
-            continue
-        stage = resolve_stage(name, True, stage_params(name, source))
+    for name in REGISTRY.order(source):
+        stage = resolve_stage(REGISTRY[name], True, {}, source)
         assert stage.status == "ready", f"{source}: {name}: {stage.status}"
 
 
 def test_math_source_requires_math() -> None:
-    stages = {s.name: s for s in CurateConfig(source="math").resolve()}
+    stages = {s.name: s for s in load_curate_config(CurateConfig(source="math")).resolve()}
     assert stages["math"].config.require_math is True
 
 

@@ -51,7 +51,7 @@ def test_inspect_page_html_runs_every_filter():
     assert result["pii"] == {"email": 1, "phone": 1}
     assert "jane.doe@gmail.com" in result["text"] and "<EMAIL>" in result["redacted_text"]
     for d in result["decisions"]:
-        assert set(d) == {"filter", "keep", "reason", "signals"}
+        assert set(d) == {"filter", "keep", "reason", "signals", "details"}
 
 
 def test_inspect_stops_after_failed_extraction():
