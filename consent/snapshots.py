@@ -215,8 +215,6 @@ def _warc_snapshots(path: str, counts: ReadCounts, others: dict[str, set[str]] |
 
 
 def _store_snapshots(path: str, counts: ReadCounts) -> Iterator[dict[str, Any]]:
-
-
     try:
         check_complete(path)
     except IncompleteOutput as exc:

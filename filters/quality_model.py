@@ -100,8 +100,6 @@ class QualityModelConfig:
     dtype: str = "auto"
 
     def __post_init__(self) -> None:
-
-
         if self.kind not in KINDS:
             raise ConfigError(f"quality_model.kind must be one of {KINDS}, got {self.kind!r}")
         if self.top_fraction is not None and not 0 < self.top_fraction <= 1:

@@ -409,7 +409,6 @@ class WriteShardFn(beam.DoFn):
 
     def process(self, element: tuple[int, Iterable[tuple[str, bytes]]]
                 ) -> Iterator[dict[str, Any]]:
-
         index, packed = element
         # Sorted packed, unpacked one row group at a time: a shard costs its compressed
         # size in memory, not its Python objects (texts stowed in spill files are read

@@ -125,8 +125,6 @@ class Run:
     hooks and metrics, and the loop over them (see the module docstring)."""
 
     def __init__(self, cfg: TrainConfig, workdir: str, *, task: Task, quiet: bool = False):
-
-
         self.workdir = str(fs.as_path(workdir))
         fs.as_path(self.workdir).mkdir(parents=True, exist_ok=True)
         if not cfg.data.index_cache:
