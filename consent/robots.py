@@ -5,7 +5,10 @@ RFC 9309 cases of Google's test suite wrong (unknown lines splitting groups, pro
 tokens with a space, percent-encoding of non-ASCII patterns, ...). The parsing and
 matching here follow RFC 9309 and the behaviour of Google's reference parser, including
 its sensible extensions (missing ``:`` separators, common key typos, ``index.html``
-meaning its directory, ``*`` followed by text still being the global group).
+meaning its directory, ``*`` followed by text still being the global group). Where the
+two differ, the RFC's text wins: paths are compared as RFC 9309 2.2.2 and its Table 1
+say (:func:`match_form`: unreserved escapes decoded, non-ASCII octets encoded), which
+Google's parser does not do for ``%62%61%7A`` or a raw ``ツ`` in the URL.
 
 Three layers:
 
@@ -46,7 +49,6 @@ _USAGE_KEYS = {"content-usage": "content-usage", "content-signal": "content-sign
 _PRODUCT_TOKEN = re.compile(r"[A-Za-z_-]*")
 _VALID_AGENT = re.compile(r"^[A-Za-z_-]+$")
 _LINE_SPLIT = re.compile(r"\r\n|\r|\n")
-_PCT = re.compile(r"%([0-9a-fA-F]{2})")
 
 
 def is_valid_product_token(token: str) -> bool:
@@ -54,21 +56,55 @@ def is_valid_product_token(token: str) -> bool:
     return bool(_VALID_AGENT.match(token))
 
 
-def escape_pattern(pattern: str) -> str:
-    """Percent-encode non-ASCII characters (UTF-8) and upper-case existing escapes.
+#: RFC 3986 2.3 unreserved characters: a percent-encoded one is the character itself.
+_UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+#: Reserved characters RFC 3986 3.4 lets a query carry as data; RFC 9309 2.2.2's table
+#: compares them encoded there (``?baz=https://foo.bar`` is ``?baz=https%3A%2F%2Ffoo.bar``).
+_QUERY_DATA = {":": "%3A", "/": "%2F", "?": "%3F", "@": "%40"}
+_HEX = frozenset("0123456789abcdefABCDEF")
 
-    Rules are compared against URLs as sent on the wire, which are already
-    percent-encoded; a rule written with raw UTF-8 must match its encoded form.
-    Existing escapes are not decoded (``%62`` does not match ``b``), as RFC 9309 2.2.2
-    only asks for octets outside the unreserved set to be compared encoded.
+
+@functools.lru_cache(maxsize=16384)
+def match_form(text: str) -> str:
+    """A URL path (with its query) or a rule path as RFC 9309 2.2.2 compares them.
+
+    * octets outside US-ASCII are percent-encoded as UTF-8 (``/foo/bar/ツ`` is
+      ``/foo/bar/%E3%83%84``), and a ``%`` that starts no escape is ``%25``;
+    * a percent-encoded *unreserved* octet (RFC 3986 2.3: letters, digits, ``-._~``) is
+      decoded (``/foo/bar/%62%61%7A`` is ``/foo/bar/baz``, ``/%7Ejoe/`` is ``/~joe/``);
+      any other escape is kept, in upper case (``%2F`` is not ``/``; ``%2f`` is ``%2F``);
+    * in the query, the reserved characters that are data there (``:``, ``/``, ``?``,
+      ``@``) are compared encoded, as the RFC's table does.
+
+    The same form is made of the URL and of every rule (and of TDMRep's ``location``
+    patterns), so the match is octet for octet and case-sensitive. ``*`` and ``$`` are
+    reserved characters and stay as written: ``%2A`` is a literal star, not a wildcard.
+    Where Google's parser differs (it leaves ``%62%61%7A`` encoded and a raw ``ツ`` in the
+    URL unencoded), the RFC's text and Table 1 win.
     """
-    out = []
-    for ch in pattern:
-        if ord(ch) < 0x80:
-            out.append(ch)
+    out: list[str] = []
+    in_query = False
+    i, n = 0, len(text)
+    while i < n:
+        ch = text[i]
+        if ch == "%":
+            if i + 2 < n and text[i + 1] in _HEX and text[i + 2] in _HEX:
+                octet = int(text[i + 1:i + 3], 16)
+                char = chr(octet)
+                out.append(char if char in _UNRESERVED else "%" + text[i + 1:i + 3].upper())
+                i += 3
+                continue
+            out.append("%25")
+        elif ord(ch) >= 0x80:
+            out.extend(f"%{b:02X}" for b in ch.encode("utf-8", "surrogatepass"))
+        elif in_query and ch in _QUERY_DATA:
+            out.append(_QUERY_DATA[ch])
         else:
-            out.extend(f"%{b:02X}" for b in ch.encode("utf-8"))
-    return _PCT.sub(lambda m: "%" + m.group(1).upper(), "".join(out))
+            out.append(ch)
+            if ch == "?":
+                in_query = True
+        i += 1
+    return "".join(out)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -297,8 +333,7 @@ class RobotsTxt:
         path = path_of(url)
         if path == "/robots.txt":
             return Verdict(True, None, "")  # RFC 9309 2.2.2: implicitly allowed
-        if "%" in path:  # %2f and %2F are one octet: compare escapes in one case, as rules are
-            path = _PCT.sub(lambda m: "%" + m.group(1).upper(), path)
+        path = match_form(path)
         best_allow = best_disallow = -1
         allow_rule = disallow_rule = None
         groups = self.groups_for(agent, fallback, fallback_first)
@@ -326,9 +361,7 @@ class RobotsTxt:
         matches with the greatest length (draft-ietf-aipref-attach-05 3.1: Allow and
         Disallow's longest-match, by encoded bytes); several with that length all apply
         (their statements are combined, 3.1)."""
-        path = path_of(url)
-        if "%" in path:
-            path = _PCT.sub(lambda m: "%" + m.group(1).upper(), path)
+        path = match_form(path_of(url))
         best, out = -1, []
         for group in groups:
             for rule in group.usage:
@@ -409,13 +442,13 @@ def _add_agent(group: Group, value: str) -> None:
 
 def _add_usage(group: Group, kind: str, value: str, lineno: int) -> None:
     path, statement = split_rule(value)
-    group.usage.append(UsageRule(kind, escape_pattern(path) if path else None, statement, lineno))
+    group.usage.append(UsageRule(kind, match_form(path) if path else None, statement, lineno))
 
 
 def _add_rule(group: Group, allow: bool, value: str, lineno: int) -> None:
     if not value:
         return  # an empty rule matches nothing (RFC 9309 2.2.2)
-    pattern = escape_pattern(value)
+    pattern = match_form(value)
     group.rules.append(Rule(allow, pattern, lineno))
     if allow:
         # "/dir/index.html" allowed means "/dir/" is too: both name the same page.

@@ -35,7 +35,7 @@ from afm.consent.robots import (
     RETRY_UNREACHABLE_SECONDS,
     Expiring,
     PathPattern,
-    escape_pattern,
+    match_form,
     path_of,
 )
 
@@ -95,7 +95,7 @@ def parse_tdmrep(body: bytes | str) -> list[TdmRule]:
         policy = item.get(POLICY_HEADER)
         rules.append(TdmRule(location, reservation_value(item.get(HEADER)),
                              policy if isinstance(policy, str) else None, i,
-                             PathPattern(escape_pattern(location))))
+                             PathPattern(match_form(location))))
     return rules
 
 
@@ -133,9 +133,7 @@ class TdmFile(Expiring):
         if self.kind == "reserved_all":
             return TdmVerdict(1, "tdmrep.json", detail=f"unavailable ({self.reason}): reserved "
                               "until it can be fetched (robots.txt's rule for 5xx)")
-        path = path_of(url)
-        if "%" in path:
-            path = escape_pattern(path)
+        path = match_form(path_of(url))  # RFC 9309 2.2.2's comparison (TDMRep 3.1)
         for rule in self.rules:
             if rule.matches(path):
                 if rule.reservation is None:
