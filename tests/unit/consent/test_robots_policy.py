@@ -5,8 +5,8 @@ from __future__ import annotations
 from afm.consent.robots import (
     MAX_ROBOTS_BYTES,
     RobotsTxt,
-    match_form,
     is_valid_product_token,
+    match_form,
     path_of,
     rules_from_fetch,
 )

@@ -16,7 +16,6 @@ from click.testing import CliRunner
 from afm.app.commands.crawler.crawl import robots_group
 from afm.consent.robots import check_urls
 
-
 #: (Allow rule, URL) -> the RFC's answer where Google's test expects the opposite.
 RFC_OVER_GOOGLE = {
     ("/foo/bar/ツ", "http://foo.bar/foo/bar/ツ"): True,  # URI octets encoded: /foo/bar/%E3%83%84
