@@ -560,15 +560,19 @@ class SnapshotIndex:
     # ---- the decision ---------------------------------------------------------------------------
     def decide(self, url: str, kind: str, judge: Judge) -> Outcome:
         """What the snapshots of ``url``'s origin say about it (``judge`` reads one
-        snapshot for this page). With no snapshot of the origin at all, the same host name's
-        other origins (another scheme or port) are read: their opt-out or damage counts,
-        their allow does not (the origin has no snapshot: ``missing``)."""
+        snapshot for this page). When the origin has no snapshot (none at all, or none its
+        redirects lead to), the same host name's other origins (another scheme or port)
+        are read: their opt-out or damage counts, their allow does not (``missing``)."""
         origin = origin_of(url)
         plan = self.plan(origin, kind)
         if plan is not None:
-            return self._final(_evaluate(plan, judge, []), judge)
-        found = Outcome("missing", None, [], f"no {kind} snapshot of {origin}")
-        for other in self._by_name.get(hostname_of(origin), ()):
+            found = self._final(_evaluate(plan, judge, []), judge)
+            if found.state != "missing":
+                return found
+        else:
+            found = Outcome("missing", None, [], f"no {kind} snapshot of {origin}")
+        outcomes = []
+        for other in sorted(self._by_name.get(hostname_of(origin), ())):
             other_plan = self.plan(other, kind)
             if other == origin or other_plan is None:
                 continue
@@ -578,7 +582,12 @@ class SnapshotIndex:
                            + ("opts out" if out.state == "optout" else out.why))
                 for entry in out.evidence:
                     entry.setdefault("detail", out.why)
-                return out
+                outcomes.append(out)
+        # an opt-out first, then damage: whichever order the origins were read in
+        for wanted in ("optout", "unverifiable"):
+            for out in outcomes:
+                if out.state == wanted:
+                    return out
         return found
 
     @staticmethod
