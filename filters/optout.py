@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from afm import fs
-from afm.consent.directives import PageSignals, page_signals
+from afm.consent.directives import PageSignals, is_html, page_signals
 from afm.consent.snapshots import (
     ROBOTS,
     SNAPSHOT_DIR,
@@ -91,11 +91,6 @@ def read_domains(path: str) -> list[str]:
         raise UserError(f"optout domains_file {path}: cannot be read ({exc})") from exc
     return [line.split("#", 1)[0].strip() for line in text.splitlines()
             if line.split("#", 1)[0].strip()]
-
-
-def _is_html(headers: Headers, body: bytes) -> bool:
-    ctype = (headers.get("content-type") or "").lower()
-    return "html" in ctype or (not ctype and b"<html" in body[:1024].lower())
 
 
 def stored_decision(record: dict[str, Any]) -> tuple[str | None, Any]:
@@ -146,7 +141,8 @@ class OptoutFilter:
         if isinstance(body, str):
             body = body.encode("utf-8", "replace")
         headers = Headers.of(record.get("headers"))
-        return page_signals(headers, body, _is_html(headers, body), self.policy.agents)
+        return page_signals(headers, body, is_html(headers.get("content-type"), body),
+                            self.policy.agents)
 
     def _snapshot_evidence(self, url: str, signals: PageSignals, fetched: Any
                            ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict | None]:
