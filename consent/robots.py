@@ -47,6 +47,7 @@ _SITEMAP_KEYS = {"sitemap", "site-map"}
 _DELAY_KEYS = {"crawl-delay", "crawldelay", "crawl delay"}
 _USAGE_KEYS = {"content-usage": "content-usage", "content-signal": "content-signal"}
 _PRODUCT_TOKEN = re.compile(r"[A-Za-z_-]*")
+_NAME = re.compile(r"[A-Za-z_-][A-Za-z0-9_.-]*")
 _VALID_AGENT = re.compile(r"^[A-Za-z_-]+$")
 _LINE_SPLIT = re.compile(r"\r\n|\r|\n")
 
@@ -438,6 +439,13 @@ def _add_agent(group: Group, value: str) -> None:
     name = token.group(0).lower() if token else ""
     if name:
         group.agents.append(name)
+    # A name with digits or dots (``AI2Bot``, ``img2dataset``, ``panscient.com``) is no
+    # RFC 9309 product token: its ``[A-Za-z_-]`` prefix is (``ai``), and the whole name is
+    # kept beside it, so a crawler of that name (a training token of the preset) finds the
+    # group its publisher wrote for it.
+    whole = _NAME.match(value)
+    if whole and whole.group(0).lower() != name and name:
+        group.agents.append(whole.group(0).lower())
 
 
 def _add_usage(group: Group, kind: str, value: str, lineno: int) -> None:
