@@ -8,25 +8,28 @@ every crawl: ``robotstxt/*.warc.gz``), and curate checks each page against the n
 snapshot of its host, whatever crawl it came from.
 
 A snapshot is ``{host, kind, url, fetched_at, status, location, body, error, source}``:
-``host`` is ``scheme://host[:port]`` (robots.txt's unit), ``kind`` ``robots.txt`` or
-``tdmrep.json``. Which snapshot of a host counts (:meth:`SnapshotIndex.resolve`):
+``host`` is ``scheme://host[:port]`` (robots.txt's unit, written by
+:func:`afm.consent.urls.origin_of`, the one normalisation the crawler and curate use),
+``kind`` ``robots.txt`` or ``tdmrep.json``. Which snapshot decides for a page
+(:meth:`SnapshotIndex.decide`) is a state machine over its origin's history, newest first,
+written from RFC 9309 2.3.1 (docs/crawler.md, "Snapshots: which one decides"):
 
-* the newest *conclusive* one (2xx, 4xx, or a 3xx followed to its target's snapshot):
-  a later snapshot wins over the one taken when the page was fetched. A redirect is
-  followed (RFC 9309 2.3.1.2, up to five hops, across hosts) to whatever the snapshot set
-  captured at its target: another host's ``/robots.txt``, or any other URL - Common
-  Crawl's robots.txt WARCs hold the redirect and, as its own record, the response at its
-  target (``https://cdn.example/robots/site.txt``). A target the set did not capture is a
-  host with no snapshot (curate's ``missing`` setting decides);
-* a newer 5xx / 429 is a transient failure and does not hide it (RFC 9309 2.3.1.4 lets a
-  crawler keep using a cached copy); with no conclusive snapshot at all, it is RFC 9309's
-  "disallow all" and the page cannot be verified;
-* a newer *damaged* snapshot (a record that could not be read, one marked
-  ``WARC-Truncated`` - WARC 1.1 section 5.13: its body is not the whole response, so its
-  readable part may lack the rule that opts out - or one whose HTTP status is not a status)
-  can not be trusted either way: the page cannot be verified. Never a silent allow. A damaged record's fetch time
-  cannot be read, so it counts as the newest: leave the damaged file out (or repair it)
-  to decide that host's pages again.
+* a *conclusive* snapshot (2xx, 4xx) decides and supersedes everything older: its opt-out
+  always counts; its allow counts only when nothing newer was damaged (then the page is
+  unverifiable) or led nowhere (then the origin has no snapshot, ``missing``);
+* a 5xx / 429 is passed over for an older readable snapshot (2.3.1.4 lets a crawler keep
+  a cached copy); with none at all it is "disallow all";
+* a *damaged* snapshot (a record that could not be read, one marked ``WARC-Truncated`` -
+  WARC 1.1 section 5.13: its readable part may lack the rule that opts out - or one whose
+  HTTP status is not a status) is passed over and remembered: never a silent allow. A
+  damaged record's fetch time cannot be read, so it counts as the newest;
+* a 3xx is followed (2.3.1.2, at most five hops, across schemes and hosts) to what the set
+  captured at its target, looked up exactly: another origin's control file, or any other
+  URL (Common Crawl's robots.txt WARCs hold the redirect and, as its own record, the
+  response at its target); the target's resolution is the redirect's outcome. A target
+  the set did not capture, a loop, a sixth hop or a 3xx without ``Location`` is *no
+  snapshot*, passed over and remembered: a newer redirect to nowhere never hides an older
+  opt-out, and with nothing readable curate's ``missing`` setting decides.
 
 A damaged record whose URL cannot be read cannot be given to any host, so reading a file
 with one is an error (:class:`SnapshotError`), as is a store that cannot be read.
@@ -634,7 +637,8 @@ def load_index(paths: Iterable[str]) -> tuple[SnapshotIndex, ReadCounts]:
 
 def build_store(inputs: list[str], out: str, *, overwrite: bool = False) -> dict[str, Any]:
     """``afm robots snapshots``: every snapshot of ``inputs`` that can still matter (see
-    :func:`effective`), as Parquet shards of :data:`STORE_SCHEMA` in the dataset directory
+    :func:`effective`: deciding with the store is deciding with the inputs, so no opt-out
+    is dropped), as Parquet shards of :data:`STORE_SCHEMA` in the dataset directory
     ``out`` (``manifest.json``, ``_SUCCESS``). Returns the manifest."""
 
     output = OutputDir.prepare(out, overwrite=overwrite)
