@@ -98,9 +98,10 @@ def snapshot_kind(url: str | None) -> str | None:
 
 def state_of(snap: dict[str, Any]) -> str:
     """``conclusive`` (2xx, 4xx), ``redirect`` (3xx), ``unavailable`` (5xx, 429) or
-    ``damaged`` (no readable status)."""
+    ``damaged`` (no readable status, or a 1xx: an interim response is no answer, and
+    reading it as one would be a silent allow)."""
     status = snap.get("status")
-    if status is None or not 100 <= status <= 599:
+    if status is None or not 200 <= status <= 599:
         return "damaged"
     if status == 429 or status >= 500:
         return "unavailable"
@@ -141,8 +142,8 @@ def _record_snapshot(page: dict[str, Any], kind: str, path: str) -> dict[str, An
     if truncated:
         status, error = None, (f"damaged: WARC-Truncated: {truncated} (the record holds part "
                                "of the response only)")
-    elif not isinstance(status, int) or not 100 <= status <= 599:
-        status, error = None, f"damaged: HTTP status {page.get('status')!r} is not a status"
+    elif not isinstance(status, int) or not 200 <= status <= 599:
+        status, error = None, f"damaged: HTTP status {page.get('status')!r} is not a final status"
     return make_snapshot(page["url"], kind, fetched_at=page.get("fetched_at"), status=status,
                          body=page.get("body") or b"", location=headers.get("location"),
                          error=error, source=path)

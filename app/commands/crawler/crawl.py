@@ -254,8 +254,8 @@ def robots_check_command(
 
     With --training, a second line per URL says `training allowed URL` or `training optout
     URL` and the signals (robots.txt groups of the training tokens, Content-Signal,
-    Content-Usage). URLs are taken as given (not re-encoded); the file is read as a 200
-    response.
+    Content-Usage). URLs and rules are compared as RFC 9309 2.2.2 says (unreserved
+    escapes decoded, non-ASCII octets encoded); the file is read as a 200 response.
     """
     from afm.consent.robots import rules_from_fetch
     from afm.consent.training import ConsentSettings
