@@ -15,8 +15,8 @@ where it comes from:
 * ``ai.robots.txt`` - the ai.robots.txt project's ``robots.json`` (its ``function``
   field, as the file's header records: commit and date), every agent whose function is
   AI training or building / selling data sets (:func:`is_training_function`: training,
-  data sets, LLMs, machine learning, AI models, and the categories "AI Data Scrapers" and
-  "AI Data Providers"). Search, answer-engine, assistant and agent fetchers are not
+  data sets, LLMs, machine learning, AI models, AI research, data sold, and the categories
+  "AI Data Scrapers" and "AI Data Providers"). Search, answer-engine, assistant and agent fetchers are not
   training crawlers and are not listed;
 * ``operator`` - the operator's own crawler documentation, where robots.json's function
   text does not say training but the operator does (``Applebot-Extended``, ``Amazonbot``);
@@ -52,7 +52,7 @@ UPSTREAM = "ai.robots.txt"
 #: A robots.json ``function`` (or category) that says AI training or data sets.
 TRAINING_FUNCTION = re.compile(
     r"\btrain|\bdata ?sets?\b|\bllms?\b|machine learning|\bai models?\b|ai data scrapers?"
-    r"|ai data providers?|ai llm scraper|data is sold", re.IGNORECASE)
+    r"|ai data providers?|ai llm scraper|ai research|data is sold", re.IGNORECASE)
 _NAME = re.compile(r"[A-Za-z_-][A-Za-z0-9_.-]*")
 
 
