@@ -27,6 +27,7 @@ from __future__ import annotations
 import functools
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from afm.consent.preferences import split_rule
@@ -62,6 +63,7 @@ _UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz012
 #: Reserved characters RFC 3986 3.4 lets a query carry as data; RFC 9309 2.2.2's table
 #: compares them encoded there (``?baz=https://foo.bar`` is ``?baz=https%3A%2F%2Ffoo.bar``).
 _QUERY_DATA = {":": "%3A", "/": "%2F", "?": "%3F", "@": "%40"}
+_QUERY_ESCAPE = re.compile(r"%(3A|2F|3F|40)")
 _HEX = frozenset("0123456789abcdefABCDEF")
 
 
@@ -73,18 +75,16 @@ def match_form(text: str) -> str:
       ``/foo/bar/%E3%83%84``), and a ``%`` that starts no escape is ``%25``;
     * a percent-encoded *unreserved* octet (RFC 3986 2.3: letters, digits, ``-._~``) is
       decoded (``/foo/bar/%62%61%7A`` is ``/foo/bar/baz``, ``/%7Ejoe/`` is ``/~joe/``);
-      any other escape is kept, in upper case (``%2F`` is not ``/``; ``%2f`` is ``%2F``);
-    * in the query, the reserved characters that are data there (``:``, ``/``, ``?``,
-      ``@``) are compared encoded, as the RFC's table does.
+      any other escape is kept, in upper case (``%2F`` is not ``/``; ``%2f`` is ``%2F``).
 
     The same form is made of the URL and of every rule (and of TDMRep's ``location``
     patterns), so the match is octet for octet and case-sensitive. ``*`` and ``$`` are
     reserved characters and stay as written: ``%2A`` is a literal star, not a wildcard.
     Where Google's parser differs (it leaves ``%62%61%7A`` encoded and a raw ``ツ`` in the
-    URL unencoded), the RFC's text and Table 1 win.
+    URL unencoded), the RFC's text and Table 1 win. The query's data characters are
+    handled by :func:`url_forms`.
     """
     out: list[str] = []
-    in_query = False
     i, n = 0, len(text)
     while i < n:
         ch = text[i]
@@ -98,14 +98,33 @@ def match_form(text: str) -> str:
             out.append("%25")
         elif ord(ch) >= 0x80:
             out.extend(f"%{b:02X}" for b in ch.encode("utf-8", "surrogatepass"))
-        elif in_query and ch in _QUERY_DATA:
-            out.append(_QUERY_DATA[ch])
         else:
             out.append(ch)
-            if ch == "?":
-                in_query = True
         i += 1
     return "".join(out)
+
+
+def _query_forms(form: str) -> tuple[str, ...]:
+    """``form``, then (when they differ) the same with the query's data characters (``:``
+    ``/`` ``?`` ``@``) all encoded, and all decoded."""
+    q = form.find("?")
+    if q == -1:
+        return (form,)
+    head, query = form[:q + 1], form[q + 1:]
+    encoded = head + "".join(_QUERY_DATA.get(c, c) for c in query)
+    decoded = head + _QUERY_ESCAPE.sub(lambda m: chr(int(m.group(1), 16)), query)
+    return tuple(dict.fromkeys((form, encoded, decoded)))
+
+
+@functools.lru_cache(maxsize=16384)
+def url_forms(path: str) -> tuple[str, ...]:
+    """The forms of a URL's path and query a rule is matched against: its
+    :func:`match_form`, and, when its query holds ``:`` ``/`` ``?`` ``@`` (or their
+    escapes), that form with them all encoded and all decoded. RFC 9309 2.2.2's Table 1
+    compares ``?baz=https://foo.bar`` as ``?baz=https%3A%2F%2Ffoo.bar``; a rule written
+    either way (or with a ``*`` that runs into the query, ``/*url=http://``) matches a URL
+    written either way. Only the query: in the path ``%2F`` is never ``/``."""
+    return _query_forms(match_form(path))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -140,32 +159,36 @@ def _first_of(text: str, chars: str, start: int) -> int:
 
 
 class PathPattern:
-    """A rule path with ``*`` (any run) and a final ``$`` (end anchor); TDMRep's
-    ``location`` patterns use the same notation (:mod:`afm.consent.tdmrep`)."""
+    """A rule path with ``*`` (any run) and a final ``$`` (end anchor), in
+    :func:`match_form`; TDMRep's ``location`` patterns use the same notation
+    (:mod:`afm.consent.tdmrep`). It is matched against a URL's :func:`url_forms`, in its
+    own form and, when its query holds data characters, with them encoded."""
 
-    __slots__ = ("text", "length", "_prefix", "_regex")
+    __slots__ = ("text", "length", "_matchers")
 
     def __init__(self, text: str) -> None:
         self.text = text
         self.length = len(text)  # priority: RFC 9309 2.2.2 "most octets"
-        self._prefix: str | None = None
-        self._regex: re.Pattern[str] | None = None
+        self._matchers = [self._compile(form) for form in _query_forms(text)[:2]]
+
+    @staticmethod
+    def _compile(text: str) -> Callable[[str], bool]:
         body = text[:-1] if text.endswith("$") else text
         if "*" not in text and not text.endswith("$"):
-            self._prefix = text
-        else:
-            # Collapse star runs: "a**b" is "a*b" and keeps the regex linear-ish.
-            parts = re.split(r"\*+", body)
-            regex = ".*".join(re.escape(p) for p in parts)
-            if text.endswith("$"):
-                regex += r"\Z"
-            self._regex = re.compile(regex, re.DOTALL)
+            return lambda path: path.startswith(text)
+        # Collapse star runs: "a**b" is "a*b" and keeps the regex linear-ish.
+        regex = ".*".join(re.escape(p) for p in re.split(r"\*+", body))
+        if text.endswith("$"):
+            regex += r"\Z"
+        compiled = re.compile(regex, re.DOTALL)
+        return lambda path: compiled.match(path) is not None
 
-    def matches(self, path: str) -> bool:
-        if self._prefix is not None:
-            return path.startswith(self._prefix)
-        assert self._regex is not None
-        return self._regex.match(path) is not None
+    def matches(self, forms: str | tuple[str, ...]) -> bool:
+        """Whether the pattern matches a URL given by its :func:`url_forms` (a single
+        string is taken as one form)."""
+        if isinstance(forms, str):
+            forms = (forms,)
+        return any(match(form) for match in self._matchers for form in forms)
 
 
 @dataclass
@@ -178,9 +201,9 @@ class Rule:
     def __post_init__(self) -> None:
         self._compiled = PathPattern(self.pattern)
 
-    def priority(self, path: str) -> int:
-        """Length of the pattern if it matches ``path``, else -1."""
-        return self._compiled.length if self._compiled.matches(path) else -1
+    def priority(self, forms: str | tuple[str, ...]) -> int:
+        """Length of the pattern if it matches the URL (its :func:`url_forms`), else -1."""
+        return self._compiled.length if self._compiled.matches(forms) else -1
 
 
 @dataclass
@@ -198,11 +221,11 @@ class UsageRule:
     def __post_init__(self) -> None:
         self._compiled = PathPattern(self.pattern) if self.pattern else None
 
-    def priority(self, path: str) -> int:
+    def priority(self, forms: str | tuple[str, ...]) -> int:
         """-1 when the rule's path does not match, else its length (0: no path)."""
         if self._compiled is None:
             return 0
-        return self._compiled.length if self._compiled.matches(path) else -1
+        return self._compiled.length if self._compiled.matches(forms) else -1
 
     def text(self) -> str:
         name = "Content-Usage" if self.kind == "content-usage" else "Content-Signal"
@@ -334,13 +357,13 @@ class RobotsTxt:
         path = path_of(url)
         if path == "/robots.txt":
             return Verdict(True, None, "")  # RFC 9309 2.2.2: implicitly allowed
-        path = match_form(path)
+        forms = url_forms(path)
         best_allow = best_disallow = -1
         allow_rule = disallow_rule = None
         groups = self.groups_for(agent, fallback, fallback_first)
         for group in groups:
             for rule in group.rules:
-                p = rule.priority(path)
+                p = rule.priority(forms)
                 if rule.allow and p > best_allow:
                     best_allow, allow_rule = p, rule
                 elif not rule.allow and p > best_disallow:
@@ -362,13 +385,13 @@ class RobotsTxt:
         matches with the greatest length (draft-ietf-aipref-attach-05 3.1: Allow and
         Disallow's longest-match, by encoded bytes); several with that length all apply
         (their statements are combined, 3.1)."""
-        path = match_form(path_of(url))
+        forms = url_forms(path_of(url))
         best, out = -1, []
         for group in groups:
             for rule in group.usage:
                 if rule.kind != kind:
                     continue
-                p = rule.priority(path)
+                p = rule.priority(forms)
                 if p > best:
                     best, out = p, [rule]
                 elif p == best and p >= 0:

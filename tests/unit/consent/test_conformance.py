@@ -10,7 +10,7 @@ import pytest
 
 from afm.consent.directives import is_html, page_signals, sniffs_as_html
 from afm.consent.preferences import aipref_training
-from afm.consent.robots import MAX_ROBOTS_BYTES, RobotsTxt, match_form, rules_from_fetch
+from afm.consent.robots import MAX_ROBOTS_BYTES, RobotsTxt, match_form, rules_from_fetch, url_forms
 from afm.consent.tdmrep import parse_tdmrep, tdm_from_fetch
 from afm.consent.training import ConsentSettings
 from afm.consent.urls import HostError, origin_of, parse_host
@@ -26,11 +26,16 @@ from afm.consent.urls import HostError, origin_of, parse_host
     ("/foo/bar/%62%61%7A", "/foo/bar/baz"),
 ])
 def test_rfc9309_table_1(path, path_to_match):
-    assert match_form(path) == path_to_match
+    assert path_to_match in url_forms(path)  # the query's data characters: both spellings
     # and as rules: each row's path, written in a rule, matches each row's form in a URL
     robots = RobotsTxt.parse(f"User-agent: *\nDisallow: /\nAllow: {path}$\n")
     assert robots.allowed("https://example.com" + path, "bot")
     assert robots.allowed("https://example.com" + path_to_match, "bot")
+
+
+def test_match_form_is_one_form():
+    assert match_form("/%7ejoe/%e3%83%84") == "/~joe/%E3%83%84"
+    assert match_form(match_form("/a%2fb/ツ?x=%41")) == match_form("/a%2fb/ツ?x=%41")
 
 
 @pytest.mark.parametrize(("rule", "url", "matches"), [
@@ -47,6 +52,10 @@ def test_rfc9309_table_1(path, path_to_match):
     ("/%2A", "https://example.com/x", False),  # %2A is a literal *, not a wildcard
     # 2.2.2: "The match evaluation MUST be case sensitive."
     ("/Foo", "https://example.com/foo", False),
+    # Table 1's query row, with a wildcard running into the query, either spelling
+    ("/*url=https://", "https://example.com/go?url=https%3A%2F%2Fx", True),
+    ("/*url=https%3A%2F%2F", "https://example.com/go?url=https://x", True),
+    ("/*url=https://", "https://example.com/go?url=https://x", True),
 ])
 def test_rfc9309_percent_encoding_rule(rule, url, matches):
     robots = RobotsTxt.parse(f"User-agent: *\nDisallow: {rule}\n")
