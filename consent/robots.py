@@ -84,6 +84,8 @@ def match_form(text: str) -> str:
     URL unencoded), the RFC's text and Table 1 win. The query's data characters are
     handled by :func:`url_forms`.
     """
+    if "%" not in text and text.isascii():
+        return text  # nothing to encode or decode: most paths
     out: list[str] = []
     i, n = 0, len(text)
     while i < n:
@@ -188,7 +190,11 @@ class PathPattern:
         string is taken as one form)."""
         if isinstance(forms, str):
             forms = (forms,)
-        return any(match(form) for match in self._matchers for form in forms)
+        for match in self._matchers:
+            for form in forms:
+                if match(form):
+                    return True
+        return False
 
 
 @dataclass
