@@ -33,7 +33,6 @@ from typing import Any
 
 import apache_beam as beam
 import pyarrow as pa
-import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
@@ -41,6 +40,7 @@ from afm import fs
 from afm.filters.code import iter_parquet_files, iter_repo_files
 from afm.io import resolve_inputs as resolve_files
 from afm.io import write_shard
+from afm.parquet import row_count, schema_of
 from afm.pipelines.beam.coerce import classify, with_text_from
 from afm.pipelines.beam.cputime import StageClock, timed_iter
 from afm.pipelines.beam.ids import ORIGIN
@@ -221,7 +221,7 @@ def _read_file_items(path: str, source: str, allow_pages: bool, file_no: int,
 def _is_code_parquet(path: str) -> bool:
     """A Parquet of code files (columns path, content, repo)."""
     try:
-        return {"path", "content", "repo"} <= set(pq.read_schema(path).names)
+        return {"path", "content", "repo"} <= set(schema_of(path).names)
     except Exception:  # noqa: BLE001 - unreadable: the generic reader reports it
         return False
 
@@ -232,7 +232,7 @@ def _code_parquet_items(path: str) -> Iterator[Any]:
     counted as skipped, and rows lost to a read error as failures, so the file's row count
     (from its footer) is always accounted."""
 
-    declared = pq.read_metadata(path).num_rows
+    declared = row_count(path)
     stats: dict[str, int] = {}
     done = 0
     try:
