@@ -204,6 +204,27 @@ print(count)
     assert int(done.stdout.strip()) > 60
 
 
+def test_tokenize_pipeline_imports_without_jax(tmp_path: Path) -> None:
+    """A curate host (Beam, sentencepiece, no JAX) runs ``afm tokenize``: the pipeline and
+    the one tokenizer it loads (``model/tokenizer.py``) import with the JAX stack absent."""
+    script = """
+import importlib.abc, sys
+
+class Absent(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name.split(".")[0] in {"jax", "jaxlib", "flax", "optax", "orbax", "grain"}:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+sys.meta_path.insert(0, Absent())
+import afm.model.tokenizer, afm.pipelines.tokenize
+print("ok")
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path,
+                          timeout=600)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]
+
+
 def test_paths_relative_to_modules_still_point_at_files() -> None:
     """Modules that find files next to themselves (setup scripts, the checkout, data)
     moved into subfolders: each path still names what exists."""
