@@ -3,7 +3,7 @@
     files --Reshuffle--> read (the shared reader: afm.readers + afm.pipelines.beam.coerce)
         --> one document per id (pipelines/beam/ids.py) --tokenize (the project's one
         tokenizer, afm.model.tokenizer, loaded once per worker)--> key by hash(id) % N
-        --GroupByKey--> sort by id
+        (the shard rule of every pipeline, afm.pipelines.beam.io.shard_of) --GroupByKey--> sort by id
         --> tokens-NNNNN-of-MMMMM.parquet + skipped.jsonl + manifest.json + _SUCCESS
 
 Token shard schema (what ``afm.training.data.shards`` reads): ``id`` string, ``source`` string,
@@ -28,7 +28,6 @@ and the run checks documents in = tokenized + skipped.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
@@ -47,7 +46,7 @@ from afm.model.tokenizer import Tokenizer
 from afm.outputs import OutputDir, refuse_empty
 from afm.pipelines.beam.accounting import AccountingError
 from afm.pipelines.beam.ids import UniqueIds
-from afm.pipelines.beam.io import ReadInputs, read_json, write_json
+from afm.pipelines.beam.io import ReadInputs, read_json, shard_of, write_json
 from afm.pipelines.beam.logs import beam_logs, log_file, worker_logs
 from afm.pipelines.beam.progress import ProgressDisplay, make_tick
 from afm.pipelines.beam.runners import (
@@ -76,11 +75,6 @@ _SKIP = "skipped"
 
 def _join(base: str, name: str) -> str:
     return fs.join(base, name)
-
-
-def shard_of(doc_id: str, num_shards: int) -> int:
-    digest = hashlib.sha1(doc_id.encode("utf-8", "surrogatepass")).digest()
-    return int.from_bytes(digest[:8], "big") % num_shards
 
 
 def shard_name(index: int, num_shards: int) -> str:

@@ -357,7 +357,9 @@ class ReadInputs(beam.PTransform):
 
 
 def shard_of(doc_id: str, num_shards: int) -> int:
-    """Stable shard index of a document (same id -> same shard on every run and runner)."""
+    """Stable shard index of a document (same id -> same shard on every run and runner): the
+    one rule of every pipeline that shards by id (curate's documents and rejects, tokenize's
+    token shards)."""
     h = hashlib.blake2b(str(doc_id).encode("utf-8", "surrogatepass"), digest_size=8).digest()
     return int.from_bytes(h, "big") % max(1, num_shards)
 
