@@ -65,7 +65,7 @@ BUILTIN = "builtin"  # the model shipped in the package, found in each worker's 
 def resolve_model_path(model_path: str) -> str:
     """Where a worker finds ``model_path``: ``builtin`` is the shipped model inside this
     process's installation of afm (never the launcher's checkout, which a cluster worker
-    does not have); local paths and URLs (``gs://``, read through Beam's FileSystems and
+    does not have); local paths and URLs (``gs://``, read through :mod:`afm.fs` and
     copied to the worker's disk) are taken as they are."""
     return str(DEFAULT_MODEL) if model_path == BUILTIN else model_path
 

@@ -33,7 +33,6 @@ from typing import Any
 
 import apache_beam as beam
 import pyarrow as pa
-from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
 from afm import fs
@@ -79,17 +78,14 @@ def resolve_inputs(patterns: list[str], source: str) -> tuple[list[str], list[st
     files found but not read, each with why. For ``--source code`` a local directory is
     one input (a tree of repositories). A rejects file named explicitly may be
     re-curated."""
-    if any(is_remote(p) for p in patterns):
-        remote = [p for p in patterns if is_remote(p)]
-        try:
-            FileSystems.match(remote)
-        except ValueError:
-            # No filesystem plugin here for this scheme (e.g. gs:// without Beam's GCP
-            # extra): keep the patterns; only a dry run gets this far with them (the option
-            # check refuses to submit without the extra).
-            local = [p for p in patterns if not is_remote(p)]
-            found = resolve_files(local, allow_rejects=True).files if local else []
-            return sorted(found + remote), []
+    remote = [p for p in patterns if is_remote(p)]
+    if not all(fs.reachable(p) for p in remote):
+        # No filesystem plugin here for this scheme (e.g. gs:// without Beam's GCP
+        # extra): keep the patterns; only a dry run gets this far with them (the option
+        # check refuses to submit without the extra).
+        local = [p for p in patterns if not is_remote(p)]
+        found = resolve_files(local, allow_rejects=True).files if local else []
+        return sorted(found + remote), []
     resolved = resolve_files(patterns, allow_rejects=True,
                              directories_as_inputs=(source == "code"))
     if not resolved.files:
@@ -368,11 +364,9 @@ def fail_once(point: str, key: str, marker_dir: str) -> None:
     """Fault injection: raise the first time ``(point, key)`` is seen (marker file)."""
     name = hashlib.sha1(f"{point}\0{key}".encode()).hexdigest()[:24]
     marker = join(marker_dir, f"{point}-{name}")
-    if FileSystems.exists(marker):
+    if fs.exists(marker):
         return
-    FileSystems.mkdirs(marker_dir) if not FileSystems.exists(marker_dir) else None
-    with FileSystems.create(marker) as fh:
-        fh.write(key.encode("utf-8", "surrogatepass"))
+    fs.write_bytes(marker, key.encode("utf-8", "surrogatepass"))  # its directory made as needed
     raise RuntimeError(f"injected failure at {point} ({key}); the retry will succeed")
 
 
@@ -504,8 +498,3 @@ def write_json(path: str, data: Any) -> None:
 
 def read_json(path: str) -> Any:
     return json.loads(fs.read_bytes(path).decode("utf-8"))
-
-
-def write_bytes(path: str, payload: bytes, mime_type: str = "application/octet-stream") -> None:
-    """Kept for callers of the old name: :func:`afm.fs.write_bytes`."""
-    fs.write_bytes(path, payload)

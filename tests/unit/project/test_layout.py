@@ -147,7 +147,7 @@ def test_each_family_of_calls_has_one_home(family: str) -> None:
 
 def test_one_definition_of_each_shared_helper() -> None:
     """Helpers that once had a second copy are defined once (a module-level ``def``)."""
-    for name in ("shard_of", "invalid_reject", "write_bytes", "reservoir_sample"):
+    for name in ("shard_of", "invalid_reject", "write_bytes"):
         where = [f for f, s in _sources().items() if re.search(rf"^def {name}\(", s, re.M)]
         assert len(where) == 1, f"{name} defined in {where}"
 
