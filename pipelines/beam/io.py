@@ -47,7 +47,7 @@ from afm.pipelines.beam.packing import pack, unpack
 from afm.pipelines.beam.progress import ProgressFile
 from afm.pipelines.beam.spill import RestoreFn, SpillReader, StowFn
 from afm.readers import SUPPORTED_SUFFIXES, Failure, Record, Skipped, Where, file_format, read_file
-from afm.schema import make_document, make_reject, to_table
+from afm.schema import document_id, make_document, make_reject, to_table
 
 PAGE, DOC, BAD, SKIP = "page", "doc", "bad", "skip"
 READ_NAMESPACE = "afm.read"
@@ -115,18 +115,13 @@ def _suffix(path: str) -> str:
     return "." + ".".join(parts[-2:]) if parts[-1] == "gz" and len(parts) > 2 else "." + parts[-1]
 
 
-def content_id(key: str) -> str:
-    """A stable id for a reject that has no document id (from its file and place)."""
-    return hashlib.sha1(key.encode("utf-8", "surrogatepass")).hexdigest()[:20]
-
-
 def read_reject(where: Where, source: str, reason: str, details: dict[str, Any],
                 url: str | None = None, text: str = "", doc_id: str | None = None
                 ) -> dict[str, Any]:
     """The ``read`` reject of a record that did not become a document or page."""
     place = f"{where.file}:{where.offset}:{where.line}:{where.row}"
     skeleton = make_document(text, url=url if isinstance(url, str) else None, source=source,
-                             id=doc_id or content_id(place))
+                             id=doc_id or document_id(None, place))  # the same place, the same id
     return make_reject(skeleton, "read", reason, **{**where.details(), **details})
 
 
