@@ -16,6 +16,11 @@ evaluator leaves no process, cgroup or ``/tmp/afm-sandbox-*`` directory behind:
   evaluator process that no longer exists (``afm-sandbox-<pid>-*``, ``afm-run-<pid>-*``)
   are removed the first time this process starts a run, for what no janitor could (the
   janitor itself killed).
+
+An interrupted evaluator (``SIGINT``: Ctrl-C) stops judging at once rather than waiting
+for the runs in flight and those queued behind them: :func:`watch_interrupts` (called
+from the main thread) chains Python's ``SIGINT`` handler and the interpreter's shutdown to
+``STOPPING``, on which every run in flight is ended and no new one starts.
 """
 
 from __future__ import annotations
@@ -35,7 +40,25 @@ from afm.sandbox.isolation import python
 JANITOR = (Path(__file__).resolve().parent / "janitor.py").read_text(encoding="utf-8")
 WORKDIR_PREFIX = "afm-sandbox-"
 _LOCK = threading.Lock()
-_STATE: dict = {"pid": None, "janitor": None, "swept": None}
+_STATE: dict = {"pid": None, "janitor": None, "swept": None, "watching": False}
+STOPPING = threading.Event()
+
+
+def watch_interrupts() -> None:
+    """Set ``STOPPING`` on Ctrl-C and when the interpreter shuts down (from the main
+    thread only, once; Python's own handler still raises KeyboardInterrupt after)."""
+    if _STATE["watching"] or threading.current_thread() is not threading.main_thread():
+        return
+    _STATE["watching"] = True
+    register = getattr(threading, "_register_atexit", None)  # before non-daemon threads are joined
+    if register is not None:
+        register(STOPPING.set)
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        def interrupted(signum, frame):
+            STOPPING.set()
+            signal.default_int_handler(signum, frame)
+
+        signal.signal(signal.SIGINT, interrupted)
 
 
 class Janitor:

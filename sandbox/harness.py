@@ -120,10 +120,13 @@ def install_hook(root: str, tripwire: bool) -> None:
             p = resolved(path)
             if raw_memory(p):
                 raise PermissionError(f"sandbox: {fsdecode(path)} is not available")
-            if isdir(p):  # a directory as a descriptor: the start of every dir_fd route
-                raise PermissionError(f"sandbox: opening a directory is not allowed: {fsdecode(path)}")
             writes = (mode is not None and any(c in str(mode) for c in "wax+")) or (
                 isinstance(flags, int) and flags & writing)
+            if not writes and isdir(p):
+                # a directory as a descriptor: the start of every dir_fd route (opened to
+                # write, a directory gives EISDIR, or with O_TMPFILE a file, as for
+                # tempfile.TemporaryFile)
+                raise PermissionError(f"sandbox: opening a directory is not allowed: {fsdecode(path)}")
             if writes and not inside(path):
                 raise PermissionError(f"sandbox: writing outside the working directory: {fsdecode(path)}")
             return

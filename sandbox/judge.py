@@ -83,7 +83,9 @@ def _result(ended: str, candidate: Sandboxed, referee: Sandboxed) -> RunResult:
     verdict = _verdict(referee)
     status, judged = "failed", "outside"
     cause, reason = str(verdict.get("cause", ""))[:100], str(verdict.get("reason", ""))[:1000]
-    if ended == "timeout":
+    if ended == "stopped":
+        status, reason, cause = "error", "the evaluator was interrupted", "stopped"
+    elif ended == "timeout":
         status, reason, cause = "timeout", "over the wall-clock limit", "timeout"
     elif ended == "output":
         reason, cause = "over the output limit", "output"
@@ -92,7 +94,8 @@ def _result(ended: str, candidate: Sandboxed, referee: Sandboxed) -> RunResult:
     elif verdict.get("verdict") == "unjudgeable":
         judged, reason = "unjudgeable", f"unjudgeable: {reason}"
     elif verdict:  # failed: when the program's process ended, say why as the evaluator saw it
-        if cause == "exited":
+        if cause == "ended":
+            cause = "exited"
             if candidate.memory_exceeded:
                 reason, cause = "over the run's memory limit", "memory"
             elif candidate.setup_failed():

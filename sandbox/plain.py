@@ -33,9 +33,8 @@ The decoder is strict and bounded: an unknown tag, a malformed value, more than
 not be bounded in time) is a :class:`WireError` or :class:`Refused`, never a hang.
 """
 
-import base64
+import binascii
 import collections
-import importlib
 import itertools
 import math
 import operator
@@ -73,6 +72,13 @@ class TooLarge(Exception):
     """A value this side cannot send within the format's bounds."""
 
 
+def _stdlib_module(name: str):
+    """A module of the standard library, imported here (the wire names only those; this
+    runs inside the sandbox, where ``afm.imports`` is not)."""
+    __import__(name)
+    return sys.modules[name]
+
+
 def stdlib(module: str) -> bool:
     """A module of the standard library (never ``__main__`` or the program's)."""
     top = module.partition(".")[0]
@@ -93,7 +99,7 @@ def resolve(name: str):
     module, _, qual = name.partition(":")
     if not stdlib(module) or "<" in qual:
         raise WireError(f"{module} is not a module of the standard library")
-    value = importlib.import_module(module)
+    value = _stdlib_module(module)
     for part in qual.split("."):
         value = getattr(value, part)
     _RESOLVED[name] = value
@@ -255,16 +261,75 @@ def check_hashes(items) -> None:
 
 
 def _b64(data) -> str:
-    return base64.b64encode(data).decode("ascii")
+    return binascii.b2a_base64(data, newline=False).decode("ascii")
 
 
 def _unb64(text) -> bytes:
     if type(text) is not str:
         raise WireError("expected base64 text")
     try:
-        return base64.b64decode(text.encode("ascii"), validate=True)
-    except (ValueError, UnicodeError) as exc:
+        return binascii.a2b_base64(text.encode("ascii"), strict_mode=True)
+    except (ValueError, UnicodeError, binascii.Error) as exc:
         raise WireError(f"bad base64: {exc}") from None
+
+
+# -- JSON lines, without the json package (it imports re: a fifth of a start-up) --------
+
+class _ScanContext:
+    strict = True
+    object_hook = None
+    object_pairs_hook = None
+    parse_float = float
+    parse_int = int
+    memo: dict = {}
+
+    @staticmethod
+    def parse_constant(name):
+        raise WireError(f"{name} is not JSON")
+
+
+def _no_default(value):
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+try:
+    import _json
+
+    _SCAN = _json.make_scanner(_ScanContext())
+    _ENCODE = _json.make_encoder(None, _no_default, _json.encode_basestring_ascii, None, ":", ",", False, False,
+                                 False)
+
+    def dumps(value) -> bytes:
+        """One JSON value, ASCII, compact, no NaN (TypeError/ValueError otherwise)."""
+        return "".join(_ENCODE(value, 0)).encode("ascii")
+
+    def loads(data: bytes):
+        """One JSON value (WireError when it is not exactly one)."""
+        try:
+            text = data.decode("ascii")
+            value, end = _SCAN(text, 0)
+        except (StopIteration, SystemError):  # SystemError: the scanner's error path needs json.decoder
+            raise WireError("not JSON") from None
+        except (UnicodeError, ValueError, RecursionError) as exc:
+            raise WireError(f"not JSON: {type(exc).__name__}") from None
+        finally:
+            _ScanContext.memo.clear()
+        if end != len(text):
+            raise WireError("more than one JSON value on a line")
+        return value
+except ImportError:  # an interpreter without the C accelerator
+    import json
+
+    def dumps(value) -> bytes:
+        return json.dumps(value, separators=(",", ":"), allow_nan=False).encode("ascii")
+
+    def loads(data: bytes):
+        try:
+            return json.loads(data, parse_constant=_ScanContext.parse_constant)
+        except (ValueError, RecursionError) as exc:
+            if isinstance(exc, WireError):
+                raise
+            raise WireError(f"not JSON: {type(exc).__name__}") from None
 
 
 def _float_tag(v: float) -> dict:
@@ -756,7 +821,7 @@ class Wire:
     def _d_module(self, body, depth):
         if type(body) is not str or len(body) > MAX_NAME or not stdlib(body):
             raise WireError("not a module of the standard library")
-        return importlib.import_module(body)
+        return _stdlib_module(body)
 
     def _d_exception(self, body, depth):
         cls_data, args, text, attrs = self._pair(body, 4)

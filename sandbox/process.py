@@ -35,7 +35,7 @@ GRACE_S = 5.0  # after a kill, how long pipes may take to close
 LEFTOVER_GRACE_S = 0.5  # after the first process ended, how long leftovers may hold the pipes
 READY_CAP = 256
 CANDIDATE = ("plain", "channel", "harness")
-KILLED_BY_CPU = (-signal.SIGXCPU, -signal.SIGKILL, 128 + signal.SIGXCPU, 128 + signal.SIGKILL)
+KILLED_BY_CPU = (-signal.SIGXCPU, 128 + signal.SIGXCPU)  # RLIMIT_CPU's signal (the launcher adds 128)
 
 
 def _limits(policy: SandboxPolicy, boundary: Boundary) -> list[tuple[str, tuple[int, int]]]:
@@ -118,6 +118,9 @@ class Sandboxed:
               channel_key: str = "") -> bool:
         """Start the process and queue its orders (one line on stdin, then stdin closes).
         False when it could not start (``start_error`` says why)."""
+        if cleanup.STOPPING.is_set():
+            self.start_error = "the evaluator is stopping (interrupted)"
+            return False
         janitor = cleanup.janitor()
         self._workdir = cleanup.make_workdir()
         channel_w = -1
@@ -199,6 +202,8 @@ class Sandboxed:
         try:
             if self.proc is None:
                 return None
+            if self.boundary.kind != "kernel":
+                _ask_reaper_to_end(self.proc)
             _kill(self.proc)
             if self._group is not None:
                 self._group.kill_all()
@@ -243,8 +248,9 @@ def pump(boxes: Sequence[Sandboxed], *, deadline: float, until: Callable[[], boo
          drain: bool = False) -> str:
     """Write the orders and read every pipe of ``boxes`` until ``until()`` holds
     (``until``), every pipe closed (``eof``), the deadline (``timeout``), more output than
-    allowed from all of them together (``output``), or, when every first process has
-    ended but something left behind still holds a pipe, shortly after (``exited``).
+    allowed from all of them together (``output``), the evaluator interrupted
+    (``stopped``), or, when every first process has ended but something left behind
+    still holds a pipe, shortly after (``exited``).
     ``drain`` (after a kill): read what is left, caps no longer stop it."""
     cap = max(b.policy.max_output_bytes for b in boxes)
     sel = selectors.DefaultSelector()
@@ -273,6 +279,8 @@ def pump(boxes: Sequence[Sandboxed], *, deadline: float, until: Callable[[], boo
             left = deadline - now
             if left <= 0:
                 return "timeout"
+            if not drain and cleanup.STOPPING.is_set():
+                return "stopped"
             if exited_at is None and all(b.exited() for b in boxes):
                 exited_at = now
             if exited_at is not None and now - exited_at > LEFTOVER_GRACE_S:
@@ -295,6 +303,19 @@ def pump(boxes: Sequence[Sandboxed], *, deadline: float, until: Callable[[], boo
                     return "output"
     finally:
         sel.close()
+
+
+def _ask_reaper_to_end(proc: subprocess.Popen) -> None:
+    """A weak run's first process, the reaper, kills and reaps what the program detached
+    when asked (SIGTERM); killed outright, it would leave those to init where there is no
+    cgroup to end them."""
+    if proc.poll() is not None:
+        return
+    try:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=GRACE_S)
+    except (OSError, subprocess.TimeoutExpired):
+        pass
 
 
 def _kill(proc: subprocess.Popen) -> None:
@@ -331,6 +352,8 @@ def _ready(box: Sandboxed) -> bool:
 
 
 def _program_verdict(ended: str, box: Sandboxed) -> tuple[str, str, str]:
+    if ended == "stopped":
+        return "error", "the evaluator was interrupted", "stopped"
     if ended == "timeout":
         return "timeout", "over the wall-clock limit", "timeout"
     if ended == "output":

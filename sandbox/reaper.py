@@ -17,12 +17,13 @@ this process does what it can, and says so (``isolation.py``'s layers name it):
 Without a cgroup and without root, a program that kills this process first (same user)
 can leave processes behind, and it can signal every process of the user.
 
-Arguments: one JSON object (``python``, ``flags``, ``harness``, ``uid``, ``workdir``, ``env``,
+Arguments: one object (marshal, base64: ``isolation.pack``) (``python``, ``flags``, ``harness``, ``uid``, ``workdir``, ``env``,
 ``cgroup_fds``, ``pass_fds``, ``parent``: the evaluator's pid).
 """
 
+import binascii
 import ctypes
-import json
+import marshal
 import os
 import signal
 import sys
@@ -88,7 +89,7 @@ def on_parent_death(signum, frame) -> None:
 
 
 def main() -> None:
-    cfg = json.loads(sys.argv[1])
+    cfg = marshal.loads(binascii.a2b_base64(sys.argv[1]))
     try:
         for fd in cfg.get("cgroup_fds", []):
             os.write(int(fd), b"0")

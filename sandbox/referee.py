@@ -33,7 +33,6 @@ pass.
 """
 
 import builtins
-import json
 import os
 import sys
 
@@ -81,7 +80,7 @@ def conclude(verdict: str, cause: str = "", reason: str = "") -> None:
     link = STATE["channel"]
     message = {"verdict": verdict, "cause": cause[:100], "reason": reason[:1000],
                "requests": link.requests if link is not None else 0}
-    line = json.dumps(message).encode("ascii", "replace")[: VERDICT_CAP - 1] + b"\n"
+    line = plain.dumps(message)[: VERDICT_CAP - 1] + b"\n"
     try:
         os.write(STATE["verdict_fd"], line)
     finally:
@@ -98,7 +97,7 @@ def request(op: str, args: tuple = (), kwargs: dict | None = None):
 
 def on_channel_failure(kind: str, detail: str) -> None:
     if kind == "closed":
-        conclude("failed", "exited", "the program ended before the test finished")
+        conclude("failed", "ended", "the program ended before the test finished")
     if kind == "garbled":
         conclude("failed", "garbled", f"the program's answers were out of format ({detail})")
     refuse(detail)

@@ -10,6 +10,7 @@ import os
 import sys
 
 from afm.once import once
+from afm.sandbox.cleanup import watch_interrupts
 from afm.sandbox.isolation import TOOL_DIRS, Boundary, tool
 from afm.sandbox.judge import run_test
 from afm.sandbox.policy import RunResult, SandboxPolicy, SandboxUnavailable
@@ -44,6 +45,7 @@ def _probe() -> Boundary:
 def require(policy: SandboxPolicy) -> Boundary:
     """The boundary programs get under ``policy``; refuses when only weak isolation is
     possible and the policy (or :func:`accept_weak_isolation`) did not accept it."""
+    watch_interrupts()
     found = kernel_boundary()
     if found.kind == "kernel":
         return found

@@ -280,8 +280,10 @@ SHAPES: dict[str, tuple[str, str]] = {
     "random-in-test": ("def f(x):\n    return x", "import random\nrandom.seed(1)\nxs = [random.randint(0, 9) for _ in range(5)]\n"
                                                  "assert [f(x) for x in xs] == xs"),
     "program-global-value": ("LIMIT = 10\ndef f():\n    return LIMIT", "assert f() == LIMIT == 10"),
-    "test-redefines-program-name": ("def helper():\n    return 1\ndef f():\n    return helper()",
-                                    "def helper():\n    return 2\nassert helper() == 2 and f() == 1"),
+    "test-redefines-a-name-the-program-does-not-use": ("def check(x):\n    return 0\ndef f():\n    return 1",
+                                                      "def check(candidate):\n    assert candidate() == 1\ncheck(f)"),
+    "test-imports-what-the-program-imported": ("import math\ndef f():\n    return math.pi",
+                                               "import math\nassert f() == math.pi"),
     "match-statement": ("import collections\nP = collections.namedtuple('P', 'x y')\ndef f():\n    return P(1, 2)",
                         "match f():\n    case (1, y):\n        assert y == 2\n    case _:\n        assert False"),
     "deep-recursion-in-program": ("import sys\nsys.setrecursionlimit(5000)\ndef f(n):\n    return 0 if n == 0 else 1 + f(n - 1)",
@@ -306,6 +308,25 @@ UNJUDGEABLE = {
                        "        return self.v < o.v\ndef f():\n    return [V(2), V(1)]", "assert [v.v for v in sorted(f())] == [1, 2]"),
     "builtin-redefined-next-to-candidate": ("abs = lambda v: 0\ndef f(x):\n    return 2.5",
                                             "assert abs(f(1) - 2.5) < 1e-9"),
+    "test-redefines-a-name-the-program-uses": ("def helper():\n    return 1\ndef f():\n    return helper()",
+                                               "def helper():\n    return 2\nassert helper() == 2 and f() == 1"),
     "context-manager-swallows": ("class Quiet:\n    def __enter__(self):\n        return self\n"
                                  "    def __exit__(self, *a):\n        return True\n", "with Quiet():\n    assert False"),
 }
+
+# The fast tier's share (tests/integration/sandbox/test_split_parity.py): one or two of each
+# kind; the slow tier (tests/slow/sandbox/test_parity_sweep.py) runs every shape, under
+# several hash seeds, behind both boundaries.
+FAST = ("tuple-vs-list", "float-equals-int", "big-int", "bytes", "set-and-dict", "dict-order-wrong",
+        "type-of-result", "nan-in-list", "negative-zero", "abs-tolerance", "returns-its-argument", "aliased-arguments",
+        "mutates-its-argument", "mutation-through-kwarg", "kept-and-mutated-later", "same-object-twice",
+        "float-subclass-type", "str-subclass-method", "list-subclass-methods", "int-enum", "enum-iteration",
+        "namedtuple-type", "counter-zero-counts", "defaultdict", "ordereddict", "deque", "fraction", "decimal",
+        "datetime", "program-class-isinstance", "program-exception-class", "object-methods", "object-truthiness",
+        "object-context-manager", "object-default-eq-differs", "generator-next", "generator-send",
+        "infinite-generator", "pytest-raises-like", "raises-like-context-manager", "exception-attributes",
+        "exit-caught-by-test", "unbound-local-in-test", "program-raises-at-load", "test-syntax-error",
+        "check-candidate", "helper-of-the-prompt", "candidate-named-like-a-builtin", "break-in-helper-wrong",
+        "lambda-in-comprehension", "walrus-in-comprehension", "key-lambda-to-program", "test-object-to-program",
+        "test-objects-sorted-by-program", "callback-calls-program", "set-order-vs-program",
+        "test-redefines-a-name-the-program-does-not-use", "match-statement", "many-calls")
