@@ -255,6 +255,9 @@ class CandidateWire(plain.Wire):
 
     side = "a"
 
+    def may_name(self, name: str) -> bool:
+        return plain.program_may_name(name)
+
     def __init__(self) -> None:
         super().__init__()
         self.handles: dict = {}  # ref -> object of the program the referee holds a handle to
@@ -333,7 +336,7 @@ class CandidateWire(plain.Wire):
 
     def enc_base(self, cls, depth: int):
         name = plain.type_name(cls)
-        return {"ty": name} if name is not None else self.enc_class(cls, depth + 1)
+        return {"ty": name} if name is not None and self.may_name(name) else self.enc_class(cls, depth + 1)
 
     def describe(self, cls, depth: int) -> dict:
         """What the referee needs to build a class that behaves as this one's instances
@@ -370,7 +373,7 @@ class CandidateWire(plain.Wire):
 
     def enc_class_of_exception(self, cls, depth: int):
         name = plain.type_name(cls)
-        return {"ty": name} if name is not None else self.enc_class(cls, depth + 1)
+        return {"ty": name} if name is not None and self.may_name(name) else self.enc_class(cls, depth + 1)
 
     def decode_other(self, data: dict, depth: int):
         if "back" in data and len(data) == 1:

@@ -134,6 +134,61 @@ def type_name(tp: type) -> str | None:
     return name
 
 
+# What the program's process may name by value (``ty``, ``fn``, ``mod``): the referee turns a
+# name into its own real object, which the test may then call with values the program
+# chose (HumanEval/38: ``candidate(encode_cyclic(s))``), so only what cannot run code,
+# import, or reach a descriptor from any argument: pure functions, value types, the
+# exceptions, modules whose attributes the test names itself. Anything else of the
+# program's crosses as a handle, and calling it runs it in the program's process.
+SAFE_MODULES = frozenset({"math", "cmath", "string", "itertools", "functools", "operator", "collections", "heapq",
+                          "bisect", "statistics", "fractions", "decimal", "datetime", "copy", "random", "re", "enum",
+                          "numbers", "typing", "dataclasses", "unicodedata", "textwrap", "calendar", "array"})
+SAFE_BUILTIN_FUNCTIONS = frozenset({"abs", "all", "any", "ascii", "bin", "callable", "chr", "divmod", "format", "hash",
+                                    "hex", "id", "isinstance", "issubclass", "iter", "len", "max", "min", "next",
+                                    "oct", "ord", "pow", "repr", "round", "sorted", "sum"})
+SAFE_BUILTIN_TYPES = frozenset({"bool", "int", "float", "complex", "str", "bytes", "bytearray", "list", "tuple",
+                                "dict", "set", "frozenset", "range", "slice", "object", "type", "map", "filter", "zip",
+                                "enumerate", "reversed", "property", "staticmethod", "classmethod"})
+SAFE_FUNCTION_MODULES = frozenset({"math", "cmath", "heapq", "bisect", "statistics", "unicodedata"})
+SAFE_TYPE_MODULES = frozenset({"collections", "fractions", "decimal", "_decimal", "datetime", "itertools", "enum",
+                               "numbers"})
+SAFE_NAMES = frozenset({"functools:reduce", "functools:cmp_to_key", "copy:copy", "copy:deepcopy", "string:capwords",
+                        "types:NoneType", "types:EllipsisType", "types:NotImplementedType", "types:SimpleNamespace",
+                        "types:MappingProxyType", "types:GeneratorType", "types:FunctionType", "types:MethodType",
+                        "types:BuiltinFunctionType", *(f"operator:{n}" for n in (
+                            "lt le eq ne ge gt not_ truth is_ is_not abs add and_ floordiv index inv invert lshift "
+                            "mod mul matmul neg or_ pos pow rshift sub truediv xor concat contains countOf getitem "
+                            "indexOf").split())})
+
+
+def program_may_name(name: str) -> bool:
+    """May the program's process send ``name`` (a module, or ``module:qualname``) by value?"""
+    if ":" not in name:
+        return name in SAFE_MODULES
+    if name in SAFE_NAMES:
+        return True
+    module, _, qual = name.partition(":")
+    if module == "builtins":
+        owner, _, method = qual.partition(".")
+        if method:  # a method of a value type, looked up on its instances: str.lower, list.index
+            # (not str.format: its fields reach the attributes of whatever it is given)
+            return owner in SAFE_BUILTIN_TYPES and not method.startswith("_") and "format" not in method
+        if qual in SAFE_BUILTIN_FUNCTIONS or qual in SAFE_BUILTIN_TYPES:
+            return True
+        import builtins
+
+        found = getattr(builtins, qual, None)
+        return isinstance(found, type) and issubclass(found, BaseException)
+    if module in SAFE_FUNCTION_MODULES:
+        return True
+    if module in SAFE_TYPE_MODULES:
+        try:
+            return isinstance(resolve(name), type)
+        except (ImportError, AttributeError, WireError, TypeError, ValueError):
+            return False
+    return False
+
+
 FUNCTION_TYPES = (types.BuiltinFunctionType, types.FunctionType, types.MethodDescriptorType,
                   types.WrapperDescriptorType, types.ClassMethodDescriptorType)
 
@@ -359,6 +414,12 @@ class Wire:
                      "view": Wire._d_view}
 
     # -- hooks the harness and the referee fill in --------------------------------------
+    strict_names = False  # the referee: names from the program only as program_may_name allows
+
+    def may_name(self, name: str) -> bool:
+        """Send this type, function or module by name (else as a handle)?"""
+        return True
+
     def encode_other(self, value, depth: int):
         raise TooLarge(f"{type(value).__name__} cannot be sent")
 
@@ -393,15 +454,15 @@ class Wire:
             return fn(self, value, depth)
         if tp is type or isinstance(value, type):
             name = type_name(value)
-            if name is not None:
+            if name is not None and self.may_name(name):
                 return {"ty": name}
         elif isinstance(value, FUNCTION_TYPES):
             name = function_name(value)
-            if name is not None:
+            if name is not None and self.may_name(name):
                 return {"fn": name}
         elif tp is types.ModuleType:
             name = getattr(value, "__name__", None)
-            if isinstance(name, str) and stdlib(name) and sys.modules.get(name) is value:
+            if isinstance(name, str) and stdlib(name) and sys.modules.get(name) is value and self.may_name(name):
                 return {"mod": name}
         elif isinstance(value, BaseException) and tp.__module__ == "builtins":
             return self.enc_exception(value, depth)
@@ -806,20 +867,25 @@ class Wire:
         offset = dt.timedelta(days, seconds, micros)
         return dt.timezone(offset) if name is None else dt.timezone(offset, name)
 
+    def _checked(self, name):
+        if self.strict_names and not (type(name) is str and program_may_name(name)):
+            raise WireError(f"{str(name)[:100]} may not be sent by name")
+        return name
+
     def _d_type(self, body, depth):
-        value = resolve(body)
+        value = resolve(self._checked(body))
         if not isinstance(value, type):
             raise WireError(f"{body} is not a type")
         return value
 
     def _d_function(self, body, depth):
-        value = resolve(body)
+        value = resolve(self._checked(body))
         if not callable(value):
             raise WireError(f"{body} is not a function")
         return value
 
     def _d_module(self, body, depth):
-        if type(body) is not str or len(body) > MAX_NAME or not stdlib(body):
+        if type(body) is not str or len(body) > MAX_NAME or not stdlib(self._checked(body)):
             raise WireError("not a module of the standard library")
         return _stdlib_module(body)
 
@@ -831,6 +897,8 @@ class Wire:
             raise WireError("bad exception")
         exc = self.make_exception(cls, args, text)
         for name, value in attrs.items():
+            if name.startswith("_"):
+                raise WireError("an exception's attributes are public")
             try:
                 setattr(exc, name, self.dec(value, depth + 1))
             except (AttributeError, TypeError):

@@ -255,6 +255,7 @@ class RefereeWire(plain.Wire):
     test's objects go out as handles (``{"o": n}``) the candidate can only ask about."""
 
     side = "b"
+    strict_names = True
 
     def __init__(self) -> None:
         super().__init__()

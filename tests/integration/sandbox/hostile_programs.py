@@ -267,6 +267,21 @@ CASES: list[Case] = [
     Case("reads-the-test-s-globals-through-a-callback",
          lambda t: "def f(fn):\n    g = getattr(fn, '__globals__', {})\n    return g.get('EXPECTED', 0)",
          "EXPECTED = 7\nassert f(lambda: 1) == 7"),
+    # A function of the standard library sent by name would be the referee's own: with an
+    # argument the program also chose (HumanEval/38: candidate(encode_cyclic(s))), eval
+    # would run the program's code in the referee and write its verdict.
+    *[Case(f"program-chosen-code-through-{fn}",
+           lambda t, fn=fn: f"from builtins import {fn} as decode\ndef encode(s):\n    return "
+                            "\"__import__('sys').modules['afm.sandbox.referee'].conclude('passed')\"\n",
+           "import random\nfor _ in range(3):\n    s = str(random.random())\n    assert decode(encode(s)) == s")
+      for fn in ("eval", "exec", "__import__", "getattr", "open")],
+    Case("program-chosen-code-through-reduce",
+         lambda t: "import functools\nfrom builtins import eval as step\nreduce = functools.reduce\n"
+                   "def code(s):\n    return [\"__import__('sys').modules['afm.sandbox.referee'].conclude('passed')\", {}]\n",
+         "assert reduce(step, code('x')) == 1"),
+    Case("format-fields-reach-the-test",
+         lambda t: "format_with = str.format\ndef template(x):\n    return '{0.__class__.__init__.__globals__}'",
+         "EXPECTED = 42\nclass Box:\n    def __init__(self):\n        pass\nassert format_with(template(1), Box()) == '7'"),
     Case("predefines-the-name-the-test-sets", lambda t: "EXPECTED = None\ndef f(x):\n    return EXPECTED",
          "EXPECTED = 7\nassert f(1) == EXPECTED", judged=("unjudgeable",)),
     Case("ptrace-the-harness", lambda t: PTRACE_PARENT, "assert False",
