@@ -446,7 +446,10 @@ def _answer(namespace: dict, wire: CandidateWire):
 
 def name_in_code(namespace: dict, name: str) -> bool:
     """Does any code of the program (its functions, its classes' methods, what they nest)
-    look up ``name``?"""
+    read or write ``name`` as a global?"""
+    import dis
+
+    globals_ops = {"LOAD_GLOBAL", "LOAD_NAME", "STORE_GLOBAL", "DELETE_GLOBAL", "STORE_NAME"}
     seen, todo = set(), []
     for value in list(namespace.values()):
         todo.append(value)
@@ -459,7 +462,8 @@ def name_in_code(namespace: dict, name: str) -> bool:
         if not isinstance(code, types.CodeType) or id(code) in seen:
             continue
         seen.add(id(code))
-        if name in code.co_names:
+        if name in code.co_names and any(ins.opname in globals_ops and ins.argval == name
+                                         for ins in dis.get_instructions(code)):
             return True
         todo.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
     return False

@@ -202,7 +202,7 @@ class Sandboxed:
         try:
             if self.proc is None:
                 return None
-            if self.boundary.kind != "kernel":
+            if self.boundary.kind != "kernel" and self._group is None:  # with a cgroup, its kill reaches all
                 _ask_reaper_to_end(self.proc)
             _kill(self.proc)
             if self._group is not None:

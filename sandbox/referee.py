@@ -462,21 +462,23 @@ class TestGlobals(dict):
         return value
 
     def __setitem__(self, name, value):
-        """The test rebinds a name: in one shared ``__main__`` the program's code would now
+        """The test binds a name: in one shared ``__main__`` the program's code would now
         see the test's value. Not emulated (the program would reach the test's data), so a
-        name the program's code refers to makes the test unjudgeable."""
+        name the program's code reads as a global makes the test unjudgeable (unless it is
+        bound to what the program has under it: the same module, type or function)."""
         dict.__setitem__(self, name, value)
+        if type(name) is not str or name in REBOUND or name.startswith("__"):
+            return
+        REBOUND.add(name)
         known = STATE["names"]
-        if type(name) is str and (known is None or name in known) and name not in REBOUND:
+        if known is None or name in known:
             try:
-                same = request("global", (name,)) is value  # the same module, type or function
+                if request("global", (name,)) is value:
+                    return
             except NameError:
-                same = False
-            if same:
-                return
-            REBOUND.add(name)
-            if request("references", (name,)):
-                refuse(f"the test rebinds {name}, which the program's code refers to")
+                pass
+        if request("references", (name,)):
+            refuse(f"the test binds {name}, which the program's code reads as a global")
 
 
 REBOUND: set = set()

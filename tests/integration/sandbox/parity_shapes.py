@@ -280,6 +280,9 @@ SHAPES: dict[str, tuple[str, str]] = {
     "random-in-test": ("def f(x):\n    return x", "import random\nrandom.seed(1)\nxs = [random.randint(0, 9) for _ in range(5)]\n"
                                                  "assert [f(x) for x in xs] == xs"),
     "program-global-value": ("LIMIT = 10\ndef f():\n    return LIMIT", "assert f() == LIMIT == 10"),
+    "program-method-named-like-a-test-global": ("class C:\n    def check(self):\n        return 1\n"
+                                               "def f():\n    return C().check()",
+                                               "def check(candidate):\n    assert candidate() == 1\ncheck(f)"),
     "test-redefines-a-name-the-program-does-not-use": ("def check(x):\n    return 0\ndef f():\n    return 1",
                                                       "def check(candidate):\n    assert candidate() == 1\ncheck(f)"),
     "test-imports-what-the-program-imported": ("import math\ndef f():\n    return math.pi",
@@ -310,6 +313,7 @@ UNJUDGEABLE = {
                                             "assert abs(f(1) - 2.5) < 1e-9"),
     "test-redefines-a-name-the-program-uses": ("def helper():\n    return 1\ndef f():\n    return helper()",
                                                "def helper():\n    return 2\nassert helper() == 2 and f() == 1"),
+    "test-defines-a-global-the-program-reads": ("def f():\n    return LIMIT * 2", "LIMIT = 3\nassert f() == 6"),
     "context-manager-swallows": ("class Quiet:\n    def __enter__(self):\n        return self\n"
                                  "    def __exit__(self, *a):\n        return True\n", "with Quiet():\n    assert False"),
 }
