@@ -13,7 +13,10 @@ forgot (``plain.Wire.take_drops``).
 * reply ``{"r": id, "v": value}``, ``{"r": id, "e": exception}``, or ``{"r": id, "u": why}``
   when the value cannot be sent within the wire's bounds;
 * ``{"ready": true, "names": [...]}`` once, from the candidate, after the program ran
-  (``{"ready": false, "e": exception}`` when it raised).
+  (``{"ready": false, "e": exception}`` when it raised);
+* any message of the candidate's may carry what the program printed since the last one
+  (``"po"``, ``"pe"``: stdout, stderr), for a test that captures it; the program's reads of
+  stdin are requests (``stdin``) answered from the test's ``sys.stdin``.
 
 Lines are capped (``cap`` bytes) on both sides: a side that would send more answers ``u``
 instead, and a side that receives more stops. What a side cannot take (a line over the
@@ -37,10 +40,12 @@ class Channel:
     conversation cannot go on: ``closed``, ``garbled``, ``too-large``, ``refused``."""
 
     def __init__(self, read_fd: int, write_fd: int, wire: plain.Wire, handler, fail, cap: int,
-                 strict: bool = False) -> None:
+                 strict: bool = False, outbound=None, inbound=None) -> None:
         self.read_fd, self.write_fd, self.wire, self.handler, self.fail = read_fd, write_fd, wire, handler, fail
         self.cap = cap
         self.strict = strict  # a value this side cannot send ends the conversation (the referee)
+        self.outbound = outbound  # () -> fields every message carries (the program's printed text)
+        self.inbound = inbound  # (message) -> None, for those fields
         self.buffer = bytearray()
         self.scanned = 0
         self.next_id = 1
@@ -97,7 +102,7 @@ class Channel:
                 self.fail("too-large", f"cannot send a value: {type(exc).__name__}: {exc}"[:300])
             body = {"u": f"{type(exc).__name__}: {exc}"[:300]}
         wire.prune()
-        message = {**head, "s": sync, **body, "x": wire.take_drops()}
+        message = {**head, "s": sync, **body, "x": wire.take_drops(), **(self.outbound() if self.outbound else {})}
         if not self._write(message):
             if self.strict or "u" in body or "q" in head or "ready" in head:
                 self.fail("too-large", f"a message over {self.cap} bytes")
@@ -129,6 +134,8 @@ class Channel:
                     raise plain.WireError("an answer's exception is not one")
                 message["e"] = exc
             self.wire.apply_drops(message.get("x", []))
+            if self.inbound is not None:
+                self.inbound(message)
             return message
         except plain.Refused as exc:
             self.fail("refused", str(exc))

@@ -244,6 +244,70 @@ for _name in ("__getitem__", "__setitem__", "__delitem__", "__contains__", "__eq
               "__exit__", "__and__", "__rand__", "__or__", "__ror__", "__xor__", "__rxor__"):
     setattr(RemoteB, _name, _dunder(_name))
 
+class Tee:
+    """The program's ``sys.stdout``/``sys.stderr`` while a test runs: written as usual, and
+    a copy (up to ``cap`` characters) sent with the next message, so that a test that
+    captures what the program prints (``contextlib.redirect_stdout``) sees it."""
+
+    def __init__(self, stream, cap: int) -> None:
+        self._stream, self._copy, self._cap = stream, [], cap
+
+    def write(self, text):
+        n = self._stream.write(text)
+        if self._cap > 0 and isinstance(text, str):
+            self._copy.append(text[: self._cap])
+            self._cap -= len(text)
+        return n
+
+    def writelines(self, lines):
+        for line in lines:
+            self.write(line)
+
+    def take(self) -> str:
+        out, self._copy = "".join(self._copy), []
+        return out
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+class RemoteStdin:
+    """The program's ``sys.stdin`` while a test runs: read from the test's ``sys.stdin``
+    (an ``io.StringIO`` the test set, or nothing), as in one process."""
+
+    encoding, errors, closed, newlines = "utf-8", "strict", False, None
+
+    def readline(self, size=-1):
+        return CHANNEL[0].request("stdin", ("readline", size))
+
+    def read(self, size=-1):
+        return CHANNEL[0].request("stdin", ("read", size))
+
+    def readlines(self, hint=-1):
+        return CHANNEL[0].request("stdin", ("readlines", hint))
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        line = self.readline()
+        if not line:
+            raise StopIteration
+        return line
+
+    def isatty(self):
+        return False
+
+    def readable(self):
+        return True
+
+    def close(self):
+        pass
+
+    def fileno(self):
+        raise OSError("sandbox: the test's stdin has no descriptor here")
+
+
 CHANNEL: list = [None]
 BUILTIN_OPS = {"len": len, "iter": iter, "next": next, "repr": repr, "str": str, "hash": hash, "bool": bool,
                "format": format, "dir": dir, "reversed": reversed, "abs": abs}
@@ -480,6 +544,10 @@ def main(orders: dict) -> None:
     namespace = fresh_main()
     serve = bool(orders.get("serve"))
     to_referee = int(orders["to_referee"])
+    if serve:
+        copy_cap = int(orders["max_message_bytes"]) // 8
+        sys.stdout, sys.stderr = Tee(sys.stdout, copy_cap), Tee(sys.stderr, copy_cap)
+        sys.stdin = RemoteStdin()
     try:
         code = compile(orders.pop("program"), "<program>", "exec", dont_inherit=True)
         exec(code, namespace)
@@ -497,8 +565,19 @@ def main(orders: dict) -> None:
         flush_output()
         os._exit(0 if kind == "closed" else 1)
 
-    link = channel.Channel(int(orders["from_referee"]), to_referee, wire, _answer(namespace, wire), fail,
-                           int(orders["max_message_bytes"]))
+    cap = int(orders["max_message_bytes"])
+    out, err = sys.stdout, sys.stderr
+
+    def printed() -> dict:
+        found = {}
+        for key, stream in (("po", out), ("pe", err)):
+            text = stream.take() if isinstance(stream, Tee) else ""
+            if text:
+                found[key] = text
+        return found
+
+    link = channel.Channel(int(orders["from_referee"]), to_referee, wire, _answer(namespace, wire), fail, cap,
+                           outbound=printed)
     CHANNEL[0] = link
     if loaded is not None:
         link.send({"ready": False}, lambda: {"e": wire.enc_exception(loaded, 1)})

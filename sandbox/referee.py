@@ -17,6 +17,12 @@ of its functions, each attribute of one of its objects, is a request over a pipe
   what it would answer in one process. A subclass of a plain type keeps its type
   (``type(x) == float`` is false, ``isinstance`` true) and its value, and its own
   methods are forwarded.
+* Nothing the program sent is ever run here as code: once the test starts, compiling at
+  run time (``eval``, ``exec``, ``compile``, ``doctest`` on the program's docstrings) is
+  refused unless the standard library's own code generators do it (``dataclasses``,
+  ``namedtuple``), and so is unpickling anything but the value types, or unmarshalling
+  outside the import system. A test that does is unjudgeable: the text may be the
+  program's.
 * What the program's code must never decide is refused: a comparison, a containment test
   or arithmetic that would run the program's ``__eq__``, ``__lt__``, ``__contains__``,
   ``__add__``, ... (an object equal to everything would pass any test), and a context
@@ -473,10 +479,14 @@ class TestGlobals(dict):
         known = STATE["names"]
         if known is None or name in known:
             try:
-                if request("global", (name,)) is value:
-                    return
+                program_value = request("global", (name,))
             except NameError:
-                pass
+                program_value = None
+            if program_value is value:
+                return
+            if isinstance(value, type(sys)) and isinstance(program_value, Opaque) and \
+                    request("getattr", (program_value, "__name__")) == value.__name__:
+                return  # the same module of the standard library, imported by both
         if request("references", (name,)):
             refuse(f"the test binds {name}, which the program's code reads as a global")
 
@@ -509,6 +519,8 @@ def answer_callback(op: str, args: list, kwargs: dict):
         return getattr(type(args[0]), args[1])(args[0], *args[2:])
     if op == "builtin" and args and args[0] in CALLBACK_BUILTINS:
         return CALLBACK_BUILTINS[args[0]](*args[1:])
+    if op == "stdin" and len(args) == 2 and args[0] in ("readline", "read", "readlines") and type(args[1]) is int:
+        return getattr(sys.stdin, args[0])(args[1])
     raise TypeError(f"sandbox: the program cannot {op} the test's objects")
 
 
@@ -548,8 +560,65 @@ def describe_failure(exc: BaseException) -> str:
     return f"{who} raised {name}{': ' + message if message else ''}{f' ({line})' if line else ''}"
 
 
+def relay_printed(message: dict) -> None:
+    """What the program printed, into the test's streams when the test captures them
+    (else it is already in the program's own output)."""
+    for key, stream, original in (("po", sys.stdout, ORIGINAL[0]), ("pe", sys.stderr, ORIGINAL[1])):
+        text = message.get(key)
+        if type(text) is str and text and stream is not original:
+            stream.write(text)
+
+
+ORIGINAL: list = [None, None]
+
+
+# Standard-library modules whose code generation at run time cannot carry the program's
+# text as code: a dataclass's methods and a namedtuple's __new__ are built from names
+# checked as identifiers, ast.parse builds a tree and runs nothing (and the import system).
+# Not typing: a string annotation (a ForwardRef) is evaluated, and a program's function
+# can carry any string as one.
+GENERATORS = ("dataclasses.py", "collections/__init__.py", "enum.py", "ast.py")
+SAFE_UNPICKLE = frozenset({("copyreg", "_reconstructor"), ("copyreg", "__newobj__"), ("copyreg", "__newobj_ex__")})
+
+
+def guard_run_time_code():
+    """No text becomes code here once the test runs (see the module docstring). Installed
+    before the tripwire (which refuses later hooks); returns the switch that arms it."""
+    armed = [False]
+    stdlib = os.path.dirname(os.__file__)
+    allowed = frozenset(os.path.join(stdlib, name) for name in GENERATORS)
+    getframe, refuse_ = sys._getframe, refuse
+
+    def caller() -> str:
+        frame = getframe(2)
+        return frame.f_code.co_filename if frame is not None else ""
+
+    def hook(event: str, args: tuple) -> None:
+        if not armed[0]:
+            return
+        if event == "compile":
+            where = caller()
+            if where in allowed or where.startswith("<frozen importlib"):
+                return
+            refuse_("the test compiles code at run time (eval, exec, compile, doctest): its text may be the "
+                    "program's, and would run here")
+        elif event == "pickle.find_class":
+            module, name = str(args[0]), str(args[1])
+            if (module, name) not in SAFE_UNPICKLE and not plain.program_may_name(f"{module}:{name}"):
+                refuse_(f"the test unpickles {module}.{name}: unpickled data may be the program's, and would run here")
+        elif event in ("marshal.loads", "marshal.load") and not caller().startswith("<frozen importlib"):
+            refuse_("the test unmarshals data at run time")
+        elif event == "code.__new__":
+            refuse_("the test builds a code object at run time")
+
+    sys.addaudithook(hook)
+    return lambda: armed.__setitem__(0, True)
+
+
 def main(orders: dict) -> None:
+    arm = guard_run_time_code()
     harness.prepare(orders)
+    ORIGINAL[:] = [sys.stdout, sys.stderr]
     STATE["verdict_fd"] = int(orders["verdict_fd"])
     STATE["test"] = test = orders.pop("test")
     try:
@@ -560,7 +629,7 @@ def main(orders: dict) -> None:
     wire = STATE["wire"] = RefereeWire()
     link = STATE["channel"] = channel.Channel(int(orders["from_candidate"]), int(orders["to_candidate"]), wire,
                                               answer_callback, on_channel_failure, int(orders["max_message_bytes"]),
-                                              strict=True)
+                                              strict=True, inbound=relay_printed)
     ready = link.receive()
     if "ready" not in ready:
         conclude("failed", "garbled", "the program's process did not start as it should")
@@ -572,6 +641,7 @@ def main(orders: dict) -> None:
     names = ready.get("names")
     STATE["names"] = frozenset(n for n in names if type(n) is str) if type(names) is list else None
     namespace = TestGlobals(__name__="__main__", __builtins__=builtins)
+    arm()
     try:
         exec(code, namespace)
     except BaseException as exc:  # noqa: BLE001 - SystemExit included: any exception fails the test

@@ -136,6 +136,9 @@ def f(x):
     return 0
 """
 
+# What a program would run in the referee if the referee ran its text: its verdict, forged.
+CONCLUDE = "__import__('sys').modules['afm.sandbox.referee'].conclude('passed')"
+
 # Values chosen to make the previous design's judge fall back to the program's process.
 JUDGED_INSIDE_BY_VALUE = {
     "a-million-and-one-items": ("def f(x):\n    return tuple(range(1_000_001))", "assert sum(f(1)) == 5"),
@@ -279,6 +282,21 @@ CASES: list[Case] = [
          lambda t: "import functools\nfrom builtins import eval as step\nreduce = functools.reduce\n"
                    "def code(s):\n    return [\"__import__('sys').modules['afm.sandbox.referee'].conclude('passed')\", {}]\n",
          "assert reduce(step, code('x')) == 1"),
+    # Text of the program's made code by the test: eval of its repr, exec of its output,
+    # doctest of its docstrings, pickle of its bytes. Refused in the referee, never run there.
+    *[Case(f"program-text-run-by-the-test-{name}", lambda t, p=p: p, test, judged=("unjudgeable",))
+      for name, (p, test) in {
+          "eval": ("def to_repr(x):\n    return " + repr(CONCLUDE), "assert eval(to_repr([1, 2])) == [1, 2]"),
+          "exec": ("def code():\n    return " + repr("x = 1\n" + CONCLUDE), "ns = {}\nexec(code(), ns)\nassert ns['x'] == 2"),
+          "doctest": ('def f(x):\n    """\n    >>> ' + CONCLUDE + '\n    """\n    return 0',
+                      "import doctest\ndoctest.run_docstring_examples(f, {}, verbose=False)\nassert f(1) == 2"),
+          "pickle": ("import pickle\nclass E:\n    def __reduce__(self):\n        return (eval, (" + repr(CONCLUDE) + ",))\n"
+                     "def dump():\n    return pickle.dumps(E())", "import pickle\nassert pickle.loads(dump()) == 1"),
+          "annotation-evaluated-by-typing": ("def f(x: " + repr(CONCLUDE) + ") -> int:\n    return 0",
+                                             "import typing\nassert typing.get_type_hints(f) == {'x': int, 'return': int}"),
+          "ast-then-compile": ("def code():\n    return " + repr(CONCLUDE),
+                               "import ast\ntree = ast.parse(code(), mode='eval')\nassert eval(compile(tree, 'x', 'eval')) == 1"),
+      }.items()],
     Case("format-fields-reach-the-test",
          lambda t: "format_with = str.format\ndef template(x):\n    return '{0.__class__.__init__.__globals__}'",
          "EXPECTED = 42\nclass Box:\n    def __init__(self):\n        pass\nassert format_with(template(1), Box()) == '7'"),

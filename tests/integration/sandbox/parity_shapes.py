@@ -314,6 +314,9 @@ UNJUDGEABLE = {
     "test-redefines-a-name-the-program-uses": ("def helper():\n    return 1\ndef f():\n    return helper()",
                                                "def helper():\n    return 2\nassert helper() == 2 and f() == 1"),
     "test-defines-a-global-the-program-reads": ("def f():\n    return LIMIT * 2", "LIMIT = 3\nassert f() == 6"),
+    "test-evals-the-program-s-repr": ("def to_repr(x):\n    return repr(x)", "assert eval(to_repr([1, 2])) == [1, 2]"),
+    "test-runs-the-program-s-doctests": ("def f(x):\n    \"\"\"\n    >>> f(2)\n    4\n    \"\"\"\n    return x * 2",
+                                         "import doctest\nassert doctest.run_docstring_examples(f, {'f': f}) is None"),
     "context-manager-swallows": ("class Quiet:\n    def __enter__(self):\n        return self\n"
                                  "    def __exit__(self, *a):\n        return True\n", "with Quiet():\n    assert False"),
 }
@@ -333,4 +336,26 @@ FAST = ("tuple-vs-list", "float-equals-int", "big-int", "bytes", "set-and-dict",
         "check-candidate", "helper-of-the-prompt", "candidate-named-like-a-builtin", "break-in-helper-wrong",
         "lambda-in-comprehension", "walrus-in-comprehension", "key-lambda-to-program", "test-object-to-program",
         "test-objects-sorted-by-program", "callback-calls-program", "set-order-vs-program",
-        "test-redefines-a-name-the-program-does-not-use", "match-statement", "many-calls")
+        "test-redefines-a-name-the-program-does-not-use", "match-statement", "many-calls",
+        "test-captures-what-the-program-prints", "test-feeds-stdin")
+
+SHAPES.update({
+    "test-captures-what-the-program-prints": (
+        "def greet(name):\n    print('hello', name)\n",
+        "import contextlib, io\nbuf = io.StringIO()\nwith contextlib.redirect_stdout(buf):\n    greet('ada')\n"
+        "assert buf.getvalue() == 'hello ada\\n'"),
+    "test-captures-wrong-output": (
+        "def greet(name):\n    print('hi', name)\n",
+        "import contextlib, io\nbuf = io.StringIO()\nwith contextlib.redirect_stdout(buf):\n    greet('ada')\n"
+        "assert buf.getvalue() == 'hello ada\\n'"),
+    "test-feeds-stdin": (
+        "def main():\n    n = int(input())\n    xs = list(map(int, input().split()))\n    return n == len(xs) and sum(xs)\n",
+        "import io, sys\nsys.stdin = io.StringIO('3\\n1 2 3\\n')\nassert main() == 6"),
+    "test-feeds-stdin-lines": (
+        "import sys\ndef main():\n    return [line.strip() for line in sys.stdin]\n",
+        "import io, sys\nsys.stdin = io.StringIO('a\\nb\\n')\nassert main() == ['a', 'b']"),
+    "program-stderr-captured": (
+        "import sys\ndef warn():\n    print('careful', file=sys.stderr)\n",
+        "import contextlib, io\nbuf = io.StringIO()\nwith contextlib.redirect_stderr(buf):\n    warn()\n"
+        "assert buf.getvalue() == 'careful\\n'"),
+})
