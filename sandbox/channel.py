@@ -52,6 +52,7 @@ class Channel:
         self.nesting = 0
         self.thread = _thread.get_ident()
         self.requests = 0
+        self.broken = ""  # why the conversation is out of step (an answer never taken)
 
     # -- lines ---------------------------------------------------------------------------
     def _line(self) -> bytes:
@@ -68,6 +69,8 @@ class Channel:
             try:
                 chunk = os.read(self.read_fd, READ_CHUNK)
             except OSError as exc:
+                if exc.errno is None:  # raised by a signal handler (TimeoutError, say), not by the read
+                    raise
                 self.fail("closed", f"reading: {exc.strerror}")
             if not chunk:
                 self.fail("closed", "the other side ended")
@@ -86,6 +89,9 @@ class Channel:
             while view:
                 view = view[os.write(self.write_fd, view):]
         except OSError as exc:
+            if exc.errno is None:  # raised by a signal handler, not by the write: out of step now
+                self.broken = "the test interrupted a message to the program (a signal, a timeout)"
+                raise
             self.fail("closed", f"writing: {exc.strerror}")
         return True
 
@@ -150,7 +156,11 @@ class Channel:
     def request(self, op: str, args: tuple = (), kwargs: dict | None = None):
         """Ask the other side; its value, or its exception raised here."""
         if _thread.get_ident() != self.thread:
+            if self.strict:
+                self.fail("refused", "the test uses the program from a second thread")
             raise RuntimeError("sandbox: the other process's objects are usable from the main thread only")
+        if self.broken:
+            self.fail("refused", self.broken)
         if self.nesting >= MAX_NESTING:
             self.fail("refused", f"calls between the test and the program nested over {MAX_NESTING} levels")
         rid = self.next_id
@@ -165,6 +175,7 @@ class Channel:
 
         self.send({"q": rid}, payload)
         self.nesting += 1
+        answered = False
         try:
             while True:
                 message = self.receive()
@@ -175,6 +186,7 @@ class Channel:
                     self.fail("garbled", "an answer to a question not asked")
                 if "u" in message:
                     self.fail("too-large", f"the other side cannot send its value: {str(message['u'])[:300]}")
+                answered = True
                 if "e" in message:
                     raise message["e"]
                 if "v" not in message:
@@ -182,6 +194,8 @@ class Channel:
                 return message["v"]
         finally:
             self.nesting -= 1
+            if not answered:  # interrupted while waiting (a signal handler raised): out of step now
+                self.broken = "the test interrupted a call of the program (a signal, a timeout) and went on"
 
     def answer(self, message: dict) -> None:
         """Run one request of the other side and send its answer."""

@@ -317,6 +317,13 @@ UNJUDGEABLE = {
     "test-evals-the-program-s-repr": ("def to_repr(x):\n    return repr(x)", "assert eval(to_repr([1, 2])) == [1, 2]"),
     "test-runs-the-program-s-doctests": ("def f(x):\n    \"\"\"\n    >>> f(2)\n    4\n    \"\"\"\n    return x * 2",
                                          "import doctest\nassert doctest.run_docstring_examples(f, {'f': f}) is None"),
+    "test-interrupts-a-call-and-goes-on": ("import time\ndef slow():\n    time.sleep(5)\ndef f():\n    return 1",
+                                           "import signal\ndef boom(*a):\n    raise TimeoutError\n"
+                                           "signal.signal(signal.SIGALRM, boom)\nsignal.setitimer(signal.ITIMER_REAL, 0.5)\n"
+                                           "try:\n    slow()\nexcept TimeoutError:\n    pass\nassert f() == 1"),
+    "test-calls-the-program-from-a-thread": ("def f():\n    return 1",
+                                             "import threading\nout = []\nt = threading.Thread(target=lambda: out.append(f()))\n"
+                                             "t.start()\nt.join()\nassert out == [1]"),
     "context-manager-swallows": ("class Quiet:\n    def __enter__(self):\n        return self\n"
                                  "    def __exit__(self, *a):\n        return True\n", "with Quiet():\n    assert False"),
 }
