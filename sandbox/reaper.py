@@ -56,6 +56,10 @@ def children(me: int) -> list[int]:
 
 def reap_all(me: int) -> None:
     """Kill and reap every descendant (orphans come here: we are their subreaper)."""
+    try:
+        os.waitpid(-1, os.WNOHANG)
+    except ChildProcessError:
+        return  # no child at all, detached or not: nothing to look for in /proc
     for _ in range(1000):
         left = children(me)
         if not left:

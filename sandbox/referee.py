@@ -84,9 +84,12 @@ def conclude(verdict: str, cause: str = "", reason: str = "") -> None:
     """Write the verdict and end this process now (never returns)."""
     harness.flush_output()
     link = STATE["channel"]
-    message = {"verdict": verdict, "cause": cause[:100], "reason": reason[:1000],
+    message = {"verdict": verdict, "cause": cause[:100], "reason": reason[:500],
                "requests": link.requests if link is not None else 0}
-    line = plain.dumps(message)[: VERDICT_CAP - 1] + b"\n"
+    line = plain.dumps(message) + b"\n"
+    if len(line) > VERDICT_CAP:  # escaped characters: the reason in ASCII, shorter
+        message["reason"] = reason.encode("ascii", "replace").decode("ascii")[:500]
+        line = plain.dumps(message) + b"\n"
     try:
         os.write(STATE["verdict_fd"], line)
     finally:
@@ -582,8 +585,9 @@ SAFE_UNPICKLE = frozenset({("copyreg", "_reconstructor"), ("copyreg", "__newobj_
 
 
 def guard_run_time_code():
-    """No text becomes code here once the test runs (see the module docstring). Installed
-    before the tripwire (which refuses later hooks); returns the switch that arms it."""
+    """No text becomes code here while the test runs (see the module docstring). Installed
+    before the tripwire (which refuses later hooks); returns its switch (``[armed]``:
+    disarmed again to print a traceback, whose display parses the lines it shows)."""
     armed = [False]
     stdlib = os.path.dirname(os.__file__)
     allowed = frozenset(os.path.join(stdlib, name) for name in GENERATORS)
@@ -612,11 +616,11 @@ def guard_run_time_code():
             refuse_("the test builds a code object at run time")
 
     sys.addaudithook(hook)
-    return lambda: armed.__setitem__(0, True)
+    return armed
 
 
 def main(orders: dict) -> None:
-    arm = guard_run_time_code()
+    guard = guard_run_time_code()
     harness.prepare(orders)
     ORIGINAL[:] = [sys.stdout, sys.stderr]
     STATE["verdict_fd"] = int(orders["verdict_fd"])
@@ -641,10 +645,11 @@ def main(orders: dict) -> None:
     names = ready.get("names")
     STATE["names"] = frozenset(n for n in names if type(n) is str) if type(names) is list else None
     namespace = TestGlobals(__name__="__main__", __builtins__=builtins)
-    arm()
+    guard[0] = True
     try:
         exec(code, namespace)
     except BaseException as exc:  # noqa: BLE001 - SystemExit included: any exception fails the test
+        guard[0] = False
         sys.__excepthook__(type(exc), exc, exc.__traceback__)
         conclude("failed", cause_of(exc), describe_failure(exc))
     conclude("passed")
