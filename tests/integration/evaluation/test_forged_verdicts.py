@@ -160,9 +160,10 @@ class Bomb:
     def __del__(self):
         steal()
 def f(x):
-    for _ in range(20):
+    for _ in range(3):
         Bomb()
-        [[] for _ in range(10)]
+        [[] for _ in range(5)]
+    gc.set_threshold(700)
     return 0
 ''',
     # values that made the previous judge fall back to the program's process, where the
@@ -291,27 +292,24 @@ def test_humaneval_pass_at_1_is_zero_for_forging_completions(shared_eval) -> Non
     assert found["judged_outside,create_test"] + found["unjudgeable,create_test"] == 1.0
 
 
+JUDGED_INSIDE_BODY = ("    import gc, sys\n    gc.callbacks.append(lambda *a: [f for f in sys._current_frames().values()])\n"
+                      "    gc.set_threshold(1)\n    [[] for _ in range(50)]\n    gc.set_threshold(700)\n"
+                      "    return tuple(range(1_000_001))\n")
+
+
 def test_humaneval_33_and_37_are_not_passed_by_choosing_where_to_be_judged(shared_eval) -> None:
     """The previous judge fell back to the program's process for a value it could not
     carry (over a million items), where the program stole the verdict: HumanEval/33 and
-    /37 passed although plain Python fails them. Through check_program, lm-eval's
-    pass@1 and run_pairs, now both fail."""
+    /37 passed although plain Python fails them. Through check_program and run_pairs, now
+    both fail (lm-eval's pass@1 of the same: the slow tier's test_humaneval_sweep.py)."""
     from afm.evaluation.local_data import read_file
-    from afm.evaluation.parity import run_tasks
-    from afm.evaluation.suite import BuildContext, build_task_configs
     from afm.synth.code_data import run_pairs
-    from tests.integration.evaluation.test_humaneval_sandbox import FixedCompletions
 
     problems = {p["task_id"]: p for p in read_file(shared_eval / "benchmarks" / "humaneval.jsonl.gz")}
     chosen = [problems["HumanEval/33"], problems["HumanEval/37"]]
-    body = ("    import gc, sys\n    gc.callbacks.append(lambda *a: [f for f in sys._current_frames().values()])\n"
-            "    gc.set_threshold(1)\n    return tuple(range(1_000_001))\n")
-    pairs = [(p["prompt"] + body, code_metrics.test_program(p)) for p in chosen]
+    pairs = [(p["prompt"] + JUDGED_INSIDE_BODY, code_metrics.test_program(p)) for p in chosen]
     assert [code_metrics.check_program(*pair) for pair in pairs] == [False, False]
     assert all(v != "passed" for v, _ in run_pairs(pairs, CodeConfig(timeout_s=10.0, workers=2), progress=False))
-    configs = build_task_configs(["humaneval"], BuildContext(data_dir=str(shared_eval / "benchmarks")))
-    out = run_tasks(FixedCompletions({p["prompt"]: body for p in chosen}), configs, limit=40)
-    assert out["results"]["humaneval"]["pass_at_1,create_test"] == 0.0
 
 
 class ForgingCoder:

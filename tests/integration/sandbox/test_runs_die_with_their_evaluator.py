@@ -36,13 +36,14 @@ with ThreadPoolExecutor(2) as pool:
 """
 
 
-def _alive_with(token: str) -> list[int]:
+def _alive_with(command: str) -> list[int]:
+    """Processes whose command line is ``command`` (arguments joined by spaces)."""
     found = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
                 with open(f"/proc/{entry}/cmdline", "rb") as fh:
-                    if token.encode() in fh.read().replace(b"\0", b" ") and b"EVALUATOR" not in fh.read():
+                    if fh.read().rstrip(b"\0").replace(b"\0", b" ") == command.encode():
                         found.append(int(entry))
             except OSError:
                 pass
@@ -50,7 +51,7 @@ def _alive_with(token: str) -> list[int]:
 
 
 def _left(pid: int, token: str) -> tuple[list, list, list]:
-    sleeping = [p for p in _alive_with(f"sleep {token}")]
+    sleeping = _alive_with(f"sleep {token}")
     dirs = glob.glob(f"/tmp/afm-sandbox-{pid}-*")
     cgroups = glob.glob(f"/sys/fs/cgroup/**/afm-run-{pid}-*", recursive=True)
     return sleeping, dirs, cgroups

@@ -49,3 +49,18 @@ def test_lm_eval_and_synth_code_take_the_same_path(shared_eval: Path) -> None:
     pairs = [(p["prompt"] + p["canonical_solution"], code_metrics.test_program(p)) for p in problems]
     outcomes = run_pairs(pairs, CodeConfig(timeout_s=10.0, workers=2), progress=False)
     assert [v for v, _ in outcomes] == ["passed"] * len(problems) and all(o for _, o in outcomes)
+
+
+def test_humaneval_33_and_37_through_lm_eval(shared_eval: Path) -> None:
+    """lm-eval's pass@1 of HumanEval/33 and /37 for a program that returns a million and
+    one items (which made the previous judge fall back to the program's process): 0."""
+    from afm.evaluation.parity import run_tasks
+    from afm.evaluation.suite import BuildContext, build_task_configs
+    from tests.integration.evaluation.test_forged_verdicts import JUDGED_INSIDE_BODY
+    from tests.integration.evaluation.test_humaneval_sandbox import FixedCompletions
+
+    problems = {p["task_id"]: p for p in _problems(shared_eval)}
+    chosen = [problems["HumanEval/33"], problems["HumanEval/37"]]
+    configs = build_task_configs(["humaneval"], BuildContext(data_dir=str(shared_eval / "benchmarks")))
+    out = run_tasks(FixedCompletions({p["prompt"]: JUDGED_INSIDE_BODY for p in chosen}), configs, limit=40)
+    assert out["results"]["humaneval"]["pass_at_1,create_test"] == 0.0
