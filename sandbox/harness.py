@@ -467,7 +467,7 @@ class CandidateWire(plain.Wire):
         return super().exception_class(data, depth)
 
 
-def _answer(namespace: dict, wire: CandidateWire):
+def _answer(namespace: dict):
     """The candidate's side of each request of the referee (``referee.py`` asks)."""
     import copy
 
@@ -576,7 +576,7 @@ def main(orders: dict) -> None:
                 found[key] = text
         return found
 
-    link = channel.Channel(int(orders["from_referee"]), to_referee, wire, _answer(namespace, wire), fail, cap,
+    link = channel.Channel(int(orders["from_referee"]), to_referee, wire, _answer(namespace), fail, cap,
                            outbound=printed)
     CHANNEL[0] = link
     if loaded is not None:

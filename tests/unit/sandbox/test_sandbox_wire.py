@@ -253,7 +253,7 @@ def _pair(cap: int = 1 << 20):
     done = []
 
     def serve():
-        link = channel.Channel(to_a_r, to_b_w, a_wire, harness._answer(ns, a_wire), _fail, cap)
+        link = channel.Channel(to_a_r, to_b_w, a_wire, harness._answer(ns), _fail, cap)
         harness.CHANNEL[0] = link
         try:
             link.serve()
