@@ -134,9 +134,10 @@ Examples:
   afm synth code --topics my-topics.txt --problems-per-topic 10 --solutions 8 --output ... --generator ...
 \b
 Every candidate runs against every test in afm's sandbox (namespaces of its own: no
-network, no view of the host's files or processes; CPU/memory/output/time limits); a
-pass means the test ran to the end. OUTPUT/triplets.jsonl holds (question, tests,
-solution); the manifest has pass rates per topic.
+network, no view of the host's files or processes; CPU/memory/output/time limits), the
+test judged in a second sandboxed process the candidate cannot reach; a pass means the
+test ran to the end. OUTPUT/triplets.jsonl holds (question, tests, solution); the
+manifest has pass rates per topic and the shares judged outside and unjudgeable.
 """ + GENERATOR_HELP)
 @click.option("--topics", default=None, help="One topic per line; default: afm's 71 topics.")
 @click.option("--problems-per-topic", type=int, default=5, show_default=True)
