@@ -34,6 +34,7 @@ from flax import nnx
 
 from afm.model import partitioning
 from afm.model.partitioning import constrain
+from afm.model.precision import to_compute
 
 Array = jax.Array
 
@@ -76,7 +77,7 @@ def _chunked_readout(hidden: Array, table: Array, xs: tuple[Array, ...], fn, *, 
     per_shard = t // shards
     n, size = chunk_layout(per_shard, chunk)
     pad = n * size - per_shard
-    table = table.astype(hidden.dtype)
+    table = to_compute(table, hidden.dtype)
 
     def split(x: Array) -> Array:  # [B, T, ...] -> [n, B, shards, size, ...]
         x = x.reshape(b, shards, per_shard, *x.shape[2:])

@@ -69,6 +69,7 @@ from afm.training.core.task import (
     ParamSpec,
     SideProgram,
     TaskBase,
+    compiler_options,
     frozen_model,
     frozen_model_copy,
     frozen_storage,
@@ -230,6 +231,7 @@ class MdlooTask(TaskBase):
 
     name = "mdloo"
     Options = MdlooOptions
+    exact_rounding = True  # KL to the reference exactly 0 at the start (core/task.py EXACT_ROUNDING)
 
     def __init__(self, config: Any):
         super().__init__(config)
@@ -456,7 +458,8 @@ class MdlooTask(TaskBase):
         width = {"batch": self._scoring_rows(responses), "seq": seq_len}
         batch = {k: jax.ShapeDtypeStruct(tuple(width[d] if isinstance(d, str) else d for d in f.shape), np.dtype(f.dtype))
                  for k, f in fields.items() if k in ("inputs", "targets", "response_mask", "segment_ids", "positions")}
-        scoring = SideProgram(jax.jit(self._scoring_fn(engine.build_model)).lower(every, batch), size(every))
+        scoring = SideProgram(jax.jit(self._scoring_fn(engine.build_model), compiler_options=compiler_options(self))
+                              .lower(every, batch), size(every))
         return {"rollout": rollout, "scoring": scoring}
 
     def _response_logprobs(self, view: ModelView, packed: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -465,7 +468,7 @@ class MdlooTask(TaskBase):
         in the run's micro-batches (``microbatches``: the same rows at a time as the
         loss), so scoring never holds more activations than a training step."""
         if self._logprobs is None:
-            self._logprobs = jax.jit(self._scoring_fn(view.build_model))
+            self._logprobs = jax.jit(self._scoring_fn(view.build_model), compiler_options=compiler_options(self))
         rows = len(packed["inputs"])
         step = self._scoring_rows(rows)
         policy, ref = [], []

@@ -19,6 +19,12 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     return (TrainingDiverged, DataError, ConfigError, PreferenceDataError, ValueError, FileNotFoundError)
 
 
+def _echo_rejects(result: dict) -> None:
+    """What each pair input lost and why (the one reader's reasons, every reference mode)."""
+    for role, r in (result.get("rejects") or {}).items():
+        click.echo(f"{role} pairs: {r['summary']}")
+
+
 def _quiet_logs() -> None:
     from afm.console import setup_logging
 
@@ -67,6 +73,7 @@ def rm_train(config, workdir, init_from, data, heldout, tokenizer, steps, overri
                     init_from=init_from, steps=steps, overrides=list(overrides), task_options={"tokenizer": tokenizer})
     except _user_errors() as exc:
         raise click.ClickException(str(exc)) from exc
+    _echo_rejects(out)
     click.echo(f"reward model: {out['reward_model']}")
     if "heldout" in out:
         click.echo(json.dumps(out["heldout"], indent=2))
@@ -210,6 +217,7 @@ Example:
                         task_options={"tokenizer": tokenizer, "beta": beta, "reference": reference})
         except _user_errors() as exc:
             raise click.ClickException(str(exc)) from exc
+        _echo_rejects(out)
         click.echo(f"policy: {out['model']}")
 
     command.help = f"{kind.upper()} on preference pairs (a frozen copy of --init-from is the reference)."
