@@ -125,9 +125,11 @@ def tiny_policy(tmp_path_factory) -> Path:
     return path
 
 
-def test_rollout_logprobs_match_teacher_forcing(tiny_policy: Path) -> None:
+@pytest.mark.parametrize("top_k", [0, 7])
+def test_rollout_logprobs_match_teacher_forcing(tiny_policy: Path, top_k: int) -> None:
     """The KV-cache sampler's log-probs of its own tokens equal the teacher-forced forward's
-    on the packed rows (the loop's pi_theta_k), and the mask covers exactly the responses."""
+    on the packed rows (the loop's pi_theta_k), with top-k sampling scored as its top-k
+    distribution, and the mask covers exactly the responses."""
     from afm.model.checkpoint import load_model
     from afm.model.tokenizer import Tokenizer
     from afm.training.rl.rollout import pack_responses, response_logprobs, sample_groups
@@ -135,11 +137,11 @@ def test_rollout_logprobs_match_teacher_forcing(tiny_policy: Path) -> None:
     model, _ = load_model(tiny_policy)
     tok = Tokenizer.load(CHAT)
     prompts = [[{"role": "user", "content": "What is 2+3?"}], [{"role": "user", "content": "hi there, friend"}]]
-    roll = sample_groups(model, tok, prompts, k=3, max_new_tokens=12, temperature=1.0, seed=3)
+    roll = sample_groups(model, tok, prompts, k=3, max_new_tokens=12, temperature=1.0, seed=3, top_k=top_k)
     assert len(roll.response_ids) == 6 and roll.tokens_per_second > 0
     packed = pack_responses([p for p in roll.prompt_ids for _ in range(3)], roll.response_ids, pad_id=tok.pad_id)
     assert packed["response_mask"].sum(1).tolist() == [len(r) for r in roll.response_ids]
-    lp = response_logprobs(model, packed)
+    lp = response_logprobs(model, packed, top_k=top_k)
     for i, sampled in enumerate(roll.sampler_logprobs):
         row = lp[i][packed["response_mask"][i] > 0]
         np.testing.assert_allclose(row, sampled, atol=2e-4)
