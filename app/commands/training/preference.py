@@ -162,20 +162,12 @@ def rm_best_of_n(policy, model_dir, prompts_path, n, max_new_tokens, temperature
     """Rejection sampling: best of N replies per prompt by the reward model -> SFT data."""
     _quiet_logs()
     from afm.model.checkpoint import load_model
+    from afm.training.data.prompts import read_prompts
     from afm.training.rl.rejection_sampling import best_of_n, write_sft_rows
     from afm.training.rl.reward_model import RewardModelScorer
 
-    prompts = []
-    with open(prompts_path, encoding="utf-8") as fh:
-        for line in fh:
-            rec = json.loads(line)
-            conv = rec.get("prompt", rec.get("messages"))
-            if isinstance(conv, str):
-                conv = [{"role": "user", "content": conv}]
-            if conv and conv[-1].get("role") == "assistant":
-                conv = conv[:-1]
-            prompts.append(conv)
     try:
+        prompts = read_prompts(prompts_path)  # the one reader: a bad line is one line, with its number
         scorer = RewardModelScorer(model_dir)
         model, _ = load_model(policy, dropout=0.0)
         s = best_of_n(model, scorer.tokenizer, prompts, scorer, n, max_new_tokens=max_new_tokens,
