@@ -414,7 +414,7 @@ class MdlooTask(TaskBase):
                              batch_size=opts.rollout_batch or None)
         packed = pack_responses([p for p in roll.prompt_ids for _ in range(k)], roll.response_ids,
                                 pad_id=tok.pad_id, width=self.config.data.seq_len)
-        policy, ref = self._response_logprobs(view, packed)
+        policy, ref, policy_sums = self._response_logprobs(view, packed)
         finished = roll.finished()
         scored = score_responses(self.reward(), roll.group_prompts(), roll.texts, stopped=finished)
         check_unscored(scored, opts.max_unscored, reward=self.reward(), where=where,
@@ -427,6 +427,7 @@ class MdlooTask(TaskBase):
         packed["response_mask"] = packed["response_mask"] * valid[:, None].astype(np.float32)
         mask = packed["response_mask"]
         return {"packed": packed, "policy": policy * mask, "ref": ref * mask, "scores": scored.filled(0.0),
+                "policy_sums": np.where(valid, policy_sums, 0.0).astype(np.float32),
                 "valid": valid, "finished": finished, "unscored_share": scored.unscored_share,
                 "lengths": np.array([len(r) for r in roll.response_ids]), "seconds": roll.seconds,
                 "new_tokens": roll.new_tokens}
@@ -456,7 +457,7 @@ class MdlooTask(TaskBase):
         pick = rows(chosen) + rows(filler)
         out: dict[str, Any] = {"packed": {f: np.stack([rounds[ri]["packed"][f][i] for ri, i in pick])
                                           for f in first["packed"]}}
-        for key in ("policy", "ref", "scores", "valid", "finished", "lengths"):
+        for key in ("policy", "ref", "policy_sums", "scores", "valid", "finished", "lengths"):
             out[key] = np.stack([rounds[ri][key][i] for ri, i in pick])
         dropped = np.zeros(len(pick), bool)
         dropped[len(chosen) * k:] = True  # filler groups: no loss term
@@ -490,7 +491,7 @@ class MdlooTask(TaskBase):
         if spec.level == "token":
             arrays |= {"old_token_logprobs": policy.astype(np.float32), "ref_token_logprobs": ref.astype(np.float32)}
         else:
-            arrays["old_logprobs"] = policy.sum(-1).astype(np.float32)
+            arrays["old_logprobs"] = batch["policy_sums"]
         assert self._source is not None, "make_input runs before the first step"
         self._source.set(iteration, arrays)
         # The iteration's statistics are of its first round of n prompts (the policy's own
@@ -514,9 +515,12 @@ class MdlooTask(TaskBase):
 
         temperature, chunk, top_k = self.options.temperature, self.config.loss_chunk, self.options.top_k
 
-        def both(params: dict[str, jax.Array], batch: dict[str, jax.Array]) -> tuple[jax.Array, jax.Array]:
-            return (response_logprobs_of(build(params), batch, temperature, chunk, top_k),
-                    response_logprobs_of(frozen_model(build, params, REF), batch, temperature, chunk, top_k))
+        def both(params: dict[str, jax.Array], batch: dict[str, jax.Array]) -> tuple[jax.Array, ...]:
+            policy = response_logprobs_of(build(params), batch, temperature, chunk, top_k)
+            # the whole response's log-prob summed as the loss sums it (the same reduction
+            # on device, not NumPy's pairwise order): the first step's ratio is exactly 1
+            return (policy, response_logprobs_of(frozen_model(build, params, REF), batch, temperature, chunk, top_k),
+                    policy.sum(axis=-1))
 
         return both
 
@@ -553,8 +557,9 @@ class MdlooTask(TaskBase):
                               .lower(every, batch), size(every))
         return {"rollout": rollout, "scoring": scoring}
 
-    def _response_logprobs(self, view: ModelView, packed: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-        """Per-token log-probs of the responses under pi_theta_k and pi_ref ([N, T] each),
+    def _response_logprobs(self, view: ModelView, packed: dict[str, np.ndarray]) -> tuple[np.ndarray, ...]:
+        """Per-token log-probs of the responses under pi_theta_k and pi_ref ([N, T] each)
+        and the whole responses' under pi_theta_k ([N]),
         teacher-forced through the one chunked scoring function, jitted once per run, and
         in the run's micro-batches (``microbatches``: the same rows at a time as the
         loss), so scoring never holds more activations than a training step."""
@@ -562,13 +567,14 @@ class MdlooTask(TaskBase):
             self._logprobs = jax.jit(self._scoring_fn(view.build_model), compiler_options=compiler_options(self))
         rows = len(packed["inputs"])
         step = self._scoring_rows(rows)
-        policy, ref = [], []
+        policy, ref, sums = [], [], []
         for at in range(0, rows, step):
             part = {k: jnp.asarray(v[at:at + step]) for k, v in packed.items()}
-            p, r = self._logprobs(view.params, part)
+            p, r, total = self._logprobs(view.params, part)
             policy.append(np.asarray(p))
             ref.append(np.asarray(r))
-        return np.concatenate(policy), np.concatenate(ref)
+            sums.append(np.asarray(total))
+        return np.concatenate(policy), np.concatenate(ref), np.concatenate(sums)
 
     # -- the objective ---------------------------------------------------------------------------
     def loss(self, params: dict[str, Any], batch: dict[str, Any], ctx: LossContext) -> LossOutput:
