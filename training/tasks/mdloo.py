@@ -59,12 +59,15 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import NamedSharding, PartitionSpec
 
 from afm.config import ConfigError, coerce
 from afm.console import console
 from afm.model.checkpoint import load_config as load_model_config
+from afm.model.partitioning import activation_sharding
 from afm.model.parts import ModelParts
 from afm.model.sampling import sample_program
+from afm.model.sharding import ACTIVATION_RULES, BATCH_AXES, batch_spec
 from afm.model.transformer import RUNTIME_FIELDS
 from afm.training.core.checkpoint import restore_params_only
 from afm.training.core.config import model_config
@@ -557,6 +560,18 @@ class MdlooTask(TaskBase):
                               .lower(every, batch), size(every))
         return {"rollout": rollout, "scoring": scoring}
 
+    def _batch_placement(self, mesh: Any, rows: int) -> Any:
+        """How a scoring call's ``[rows, seq]`` arrays are placed: sharded over the mesh as
+        the train step's batch is (and traced under the same activation rules), so each
+        device multiplies the same shapes in both programs and the first step's ratio is
+        exactly 1 on a multi-device mesh too (per-device matmul shapes change float32
+        accumulation order); one device, or rows the data axes do not divide: as they are."""
+        spec = batch_spec(mesh, self.config.data.seq_len) if mesh is not None else None
+        if spec is None or rows % int(np.prod([mesh.shape[a] for a in BATCH_AXES])):
+            return jnp.asarray
+        sharding = NamedSharding(mesh, spec)
+        return lambda v: jax.device_put(np.asarray(v), sharding if np.ndim(v) >= 2 else NamedSharding(mesh, PartitionSpec(spec[0])))
+
     def _response_logprobs(self, view: ModelView, packed: dict[str, np.ndarray]) -> tuple[np.ndarray, ...]:
         """Per-token log-probs of the responses under pi_theta_k and pi_ref ([N, T] each)
         and the whole responses' under pi_theta_k ([N]),
@@ -568,9 +583,11 @@ class MdlooTask(TaskBase):
         rows = len(packed["inputs"])
         step = self._scoring_rows(rows)
         policy, ref, sums = [], [], []
+        place = self._batch_placement(view.mesh, step)
         for at in range(0, rows, step):
-            part = {k: jnp.asarray(v[at:at + step]) for k, v in packed.items()}
-            p, r, total = self._logprobs(view.params, part)
+            part = {k: place(v[at:at + step]) for k, v in packed.items()}
+            with activation_sharding(view.mesh, ACTIVATION_RULES):
+                p, r, total = self._logprobs(view.params, part)
             policy.append(np.asarray(p))
             ref.append(np.asarray(r))
             sums.append(np.asarray(total))
