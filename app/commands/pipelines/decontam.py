@@ -189,13 +189,17 @@ def run_command(ctx: click.Context, index_path: str, inputs: tuple[str, ...], ou
     from afm.app.commands.pipelines.beam_options import finish_dry_run
     from afm.app.commands.pipelines.usage import user_errors
     from afm.console import console, print_summary, print_table, setup_logging
-    from afm.filters.ngram_index import NgramIndex
-    from afm.pipelines.curate.pipeline import run_curate
-    from afm.pipelines.decontaminate import DecontamConfig, resolve_index
+    from afm.preflight import check_inputs
 
     setup_logging("WARNING")
     params = {"index": index_path, "threshold": threshold, "batch_docs": batch_docs}
     with user_errors():
+        if not dry_run:  # before Beam is even imported: a bad input is one line in seconds
+            check_inputs(inputs, allow_rejects=True)
+        from afm.filters.ngram_index import NgramIndex
+        from afm.pipelines.curate.pipeline import run_curate
+        from afm.pipelines.decontaminate import DecontamConfig, resolve_index
+
         index = NgramIndex(fs.localize(resolve_index(DecontamConfig(**params))))
         console.print(
             f"index: {len(index.benchmarks)} benchmarks, {index.num_ngrams:,} n-grams, "
