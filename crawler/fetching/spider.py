@@ -57,7 +57,11 @@ def read_seeds(items: list[str]) -> list[str]:
         path = Path(item)
         if not path.is_file():
             raise FileNotFoundError(f"seed is neither a URL nor a file: {item}")
-        for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            raise ValueError(f"seed file {item} is not text (binary data); expected one URL a line") from None
+        for line in text.splitlines():
             line = line.split("#", 1)[0].strip()
             if line:
                 out.append(line)
@@ -199,7 +203,7 @@ class AfmSpider(Spider):
         for path in sorted(inbox.glob("*.txt")):
             try:
                 urls = read_seeds([str(path)])
-            except (OSError, UnicodeDecodeError) as exc:
+            except (OSError, ValueError) as exc:  # unreadable, or not text
                 self.logger.warning("unreadable seed file %s: %s", path, exc)
                 urls = []
             seeds = Counter()

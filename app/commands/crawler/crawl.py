@@ -79,6 +79,7 @@ def crawl_command(
     """
     from afm.config import ConfigError, load_config, print_config
     from afm.crawler.config import CrawlConfig
+    from afm.crawler.fetching.spider import read_seeds
     from afm.crawler.run import run_crawl
 
     given: dict[str, object] = {}
@@ -96,6 +97,12 @@ def crawl_command(
         raise click.UsageError(str(exc)) from exc
     if not cfg.seeds and not cfg.inbox:
         raise click.UsageError("no seeds: give --seeds URL_OR_FILE")
+    try:  # a missing, binary or empty seed file: one line before the config is printed
+        if not read_seeds(cfg.seeds) and not cfg.inbox:
+            raise ValueError(f"no seed URL in {', '.join(cfg.seeds)} (empty, or only comments); "
+                             "expected one URL a line")
+    except (FileNotFoundError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from exc
     print_config(cfg, "crawl config")
     try:
         summary = run_crawl(cfg)

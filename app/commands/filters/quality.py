@@ -106,7 +106,7 @@ def filter_cmd(
     """
     from afm.app.commands.pipelines.usage import user_errors
     from afm.config import ConfigError, parse_overrides
-    from afm.pipelines.curate.pipeline import run_curate
+    from afm.preflight import check_inputs
 
     if no_model and no_heuristics:
         raise click.UsageError("--no-model and --no-heuristics together leave nothing to run")
@@ -128,6 +128,10 @@ def filter_cmd(
     stages = ([] if no_heuristics else ["quality"]) + ([] if no_model else ["quality_model"])
     config = {"stages": stages, "quality": {"params": heuristics},
               "quality_model": {"params": model}}
+    with user_errors():  # before Beam is imported: a bad input is one line in seconds
+        check_inputs(inputs)
+    from afm.pipelines.curate.pipeline import run_curate
+
     with user_errors():
         run_curate(list(inputs), output, command="quality filter", overwrite=overwrite,
                    config=config, allow_empty=allow_empty,

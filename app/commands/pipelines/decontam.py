@@ -71,6 +71,7 @@ def build_index_command(source: str, suite: str, out: str, n_overrides: tuple[st
     from afm.config import print_config
     from afm.console import console, print_summary, print_table
     from afm.filters.benchmarks import DATA_DIR, build_index, select_suite, specs_from
+    from afm.preflight import check_file
 
     with user_errors():
         specs = specs_from(DATA_DIR if source == "demo" else source)
@@ -78,6 +79,9 @@ def build_index_command(source: str, suite: str, out: str, n_overrides: tuple[st
         if fs.list_dir(out) and not overwrite:
             raise click.ClickException(f"{out} is not empty; pass --overwrite to replace the "
                                        "index there, or choose another --out")
+        for spec in specs:  # an empty or binary copy: one line now, not after the others were read
+            if spec.path:
+                check_file(spec.path, f"benchmark {spec.name!r}")
     if missing:
         console.print(f"[yellow]suite {suite!r}: not found in {source}, so not indexed: "
                       f"{', '.join(missing)}")

@@ -56,10 +56,10 @@ def tokenize_command(ctx: click.Context, inputs: tuple[str, ...], tokenizer_dir:
     from afm.preflight import check_inputs
 
     start = time.perf_counter()
-    console.print(f"tokenize: inputs {list(inputs)} -> {output} (tokenizer {tokenizer_dir})")
     if not dry_run:
         with user_errors():  # before Beam is even imported: a bad input is one line in seconds
             check_inputs(inputs)
+    console.print(f"tokenize: inputs {list(inputs)} -> {output} (tokenizer {tokenizer_dir})")
     from afm.pipelines.tokenize import run_tokenize
 
     if dry_run:

@@ -54,6 +54,10 @@ def sft_group(ctx: click.Context, config, workdir, init_from, data, heldout, ste
     if not config or not workdir:
         raise click.UsageError("afm sft needs --config and --workdir (or a subcommand: prepare, sweep)")
     from afm.console import setup_logging
+    from afm.preflight import check_data_paths
+
+    check_data_paths(data)
+    check_data_paths(heldout, "held-out data")
     from afm.training.runs.train import train
 
     setup_logging("WARNING")
