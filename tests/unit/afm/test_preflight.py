@@ -70,3 +70,38 @@ def test_a_finished_dataset_of_no_document_names_the_run_that_kept_nothing(tmp_p
     (out / "_SUCCESS").write_text("{}")
     message = _problem(out)
     assert "holds no document" in message and "`afm curate` kept none of the 12" in message
+
+
+def test_training_data_is_checked_by_path_and_head(tmp_path: Path) -> None:
+    """Issue 56: ``afm train --data`` (and sft, rm, dpo, prune, adapter) say an empty,
+    binary or missing file before JAX is imported."""
+    from afm.preflight import check_data_paths
+
+    empty, binary, fake = tmp_path / "empty.parquet", tmp_path / "bin.jsonl", tmp_path / "fake.parquet"
+    empty.write_bytes(b"")
+    binary.write_bytes(b"\x00\x01\x02" * 100)
+    fake.write_bytes(b"id,text\n1,hello\n")
+    cases = {str(empty): "empty (0 bytes)", str(binary): "binary data", str(fake): "not a Parquet file",
+             str(tmp_path / "shards" / "x.parquet"): "input not found"}
+    for path, needle in cases.items():
+        with pytest.raises(InputProblem) as info:
+            check_data_paths([path])
+        assert needle in str(info.value) and str(info.value).startswith("training data: ")
+    good = tmp_path / "ok.parquet"
+    table = pa.table({"id": ["1"], "tokens": [[1, 2, 3]]})
+    write_shard(str(good), table, table.schema)
+    check_data_paths([str(good), str(tmp_path), str(tmp_path / "*.parquet")])  # directories, globs: the loader's
+
+
+def test_a_benchmark_copy_or_seed_list_that_is_empty_or_binary_is_named(tmp_path: Path) -> None:
+    from afm.preflight import check_file
+
+    csv, empty = tmp_path / "gsm8k.csv", tmp_path / "arc.jsonl"
+    csv.write_bytes(b"\x89PNG\x00\x00" * 50)
+    empty.write_text("")
+    for path, needle in ((csv, "binary data"), (empty, "empty (0 bytes)")):
+        with pytest.raises(InputProblem) as info:
+            check_file(str(path), "benchmark 'x'")
+        assert needle in str(info.value) and str(path) in str(info.value)
+    (tmp_path / "ok.csv").write_text("question,answer\n1+1,2\n")
+    check_file(str(tmp_path / "ok.csv"), "benchmark 'x'")
