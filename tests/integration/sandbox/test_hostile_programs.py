@@ -140,8 +140,10 @@ def test_as_the_current_user(case, target: Target) -> None:
     if case.expect == ("timeout",) and "cpu_s" in case.policy:
         # a CPU-limit case: the kernel's reason (RLIMIT_CPU's SIGXCPU), not the clock, which a busy machine stretches
         assert result["reason"].startswith("over the CPU limit"), result
-    else:
-        assert result["seconds"] < case.policy.get("timeout_s", 10) + 6
+    elif case.expect == ("timeout",):
+        # ended by the sandbox's own wall clock (not this harness's); how long the kill and the
+        # clean-up took is the machine's speed, which a test does not assert
+        assert result["reason"].startswith("over the wall-clock limit"), result
 
 
 def _unprivileged_prefix(paths: list[str]) -> str:

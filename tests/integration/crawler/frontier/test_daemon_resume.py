@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -133,14 +132,14 @@ def test_sigterm_cancels_in_flight_requests_and_the_restart_refetches_nothing(tm
         with crawler_daemon(config, tmp_path / "log1.txt") as proc:
             wait_until(lambda: ("stuck", "/") in {(h, p) for h, p, _ in site.requests}
                        and len(read_index(tmp_path / "out")) >= 10, 90, "the stuck request and ten stored pages")
-            asked = time.monotonic()
             os.kill(proc.pid, signal.SIGTERM)
             assert proc.wait(STUCK_S) == 0, (tmp_path / "log1.txt").read_text()[-3000:]
-            took = time.monotonic() - asked
-        assert took < STUCK_S / 2, f"the stop waited for the stuck request ({took:.1f} s)"
         out = tmp_path / "out"
         assert not list((out / "warc").glob(".*.open")), "open WARC file left after SIGTERM"
         stored_before = {r["url"] for r in read_index(out)}
+        # Cancelled, not waited for: its answer (a minute after it was asked) was never stored.
+        # Behaviour, not the clock: a stop that waited for it would have stored it.
+        assert site.url("stuck", "/") not in stored_before, "the stop waited for the stuck request"
         summary = json.loads((out / "summary.json").read_text())
         assert summary["close_reason"] == "shutdown"
         served_before = len(site.requests)
