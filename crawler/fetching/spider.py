@@ -42,6 +42,7 @@ from afm.crawler.frontier.urls import clean_url, host_key, trap_reason
 from afm.crawler.storage.warc import TRAINING_EVIDENCE_HEADER, TRAINING_USE_HEADER, WarcStore
 
 _IGNORED_EXT = tuple("." + e for e in IGNORED_EXTENSIONS)
+FAILURES_LOGGED_PER_KIND = 5  # failures of one kind said in the log; the rest are counted
 
 
 def read_seeds(items: list[str]) -> list[str]:
@@ -95,6 +96,7 @@ class AfmSpider(Spider):
         self._last_activity = time.monotonic()
         self.retry: Any = None  # RetryPolicy, once the crawler's settings are known
         self._retries: set[Any] = set()  # DelayedCalls of requests waiting to be tried again
+        self._failures_logged: dict[str, int] = {}  # failures said in the log, by kind
         self.stopping = False  # SIGTERM: nothing new is scheduled, nothing cancelled is recorded
         # The last fetches' results, newest last: (ok, kind) - what /healthz judges by.
         self.recent: deque[tuple[bool, str]] = deque(maxlen=max(1, cfg.health_recent_fetches))
@@ -170,8 +172,8 @@ class AfmSpider(Spider):
         """One line per batch of seeds saying what became of them (a seed fetched before
         is not fetched again; one that failed is, and the line says so)."""
         if seeds["again"] or seeds["before"]:
-            self.logger.warning("seeds from %s: %d new, %d failed before and queued again, %d fetched or "
-                                "decided before (not fetched again)", source, seeds["new"], seeds["again"],
+            self.logger.warning("seeds from %s: %d new, %d failed before and queued again, %d already "
+                                "queued, fetched or decided (not fetched twice)", source, seeds["new"], seeds["again"],
                                 seeds["before"])
 
     @on(signals.spider_idle)
@@ -489,8 +491,23 @@ class AfmSpider(Spider):
             stats.inc_value(f"afm/failed/{kind}")
             stats.set_value(f"afm/last_error/{kind}", {"url": url, "reason": message[:300], "at": time.time()})
             self._fetch_ended(False, kind)
+            self._log_failure(url, kind, message, transient)
         if self.state is not None:  # None only if the spider failed to open
             self.state.finish(url, kind, message[:300], transient=transient)
+
+    def _log_failure(self, url: str, kind: str, message: str, transient: bool) -> None:
+        """The first failures of each kind said in the log as they happen, with the reason
+        and what happens next (they were visible only in the state file and the summary);
+        later ones of that kind are counted on /metrics and the stats line, not logged."""
+        logged = self._failures_logged[kind] = self._failures_logged.get(kind, 0) + 1
+        if logged > FAILURES_LOGGED_PER_KIND:
+            return
+        then = ("fetched again by the next run" if transient
+                else "fetched by the next run that allows it" if kind == PRIVATE_ADDRESS
+                else "fetched again if seeded again")
+        more = (f"; further {kind} failures are only counted (/metrics, the stats line)"
+                if logged == FAILURES_LOGGED_PER_KIND else "")
+        self.logger.warning("not fetched: %s: %s: %s (%s)%s", url, kind, message[:300], then, more)
 
     def _retry_later(self, request: Request, attempt: int, delay: float) -> None:
         from twisted.internet import reactor

@@ -27,12 +27,14 @@ def _stored(out: Path) -> set[str]:
     return {r["request_url"] for r in read_index(out)}
 
 
-def test_a_seed_refused_for_a_setting_is_fetched_once_the_setting_allows_it(tmp_path):
+def test_a_seed_refused_for_a_setting_is_fetched_once_the_setting_allows_it(tmp_path, capfd):
     with LocalSites({"h": {"/": Page("hello"), "/robots.txt": Page("", status=404)}}) as site:
         seed = site.url("h", "/")
-        first = crawl([seed], tmp_path, max_pages=5, config=FAST)
+        first = crawl([seed], tmp_path, max_pages=5, config=FAST, show_output=True)
         assert site.requests == [] and first["pages"] == 0
         assert first["outcomes"] == {"private_address": 1}
+        said = [line for line in capfd.readouterr().err.splitlines() if "not fetched" in line]
+        assert said and seed in said[0] and "allow_private" in said[0]  # in the log as it happens
         [row] = _outcomes(tmp_path)
         assert row["o"] == "private_address" and "allow_private" in row["m"]  # says what would fix it
         fixed = crawl([seed], tmp_path, max_pages=5, allow_private=True, config=FAST)
