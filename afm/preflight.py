@@ -3,9 +3,10 @@
 A pipeline reads its inputs long after it started (Beam's import, planning, workers):
 an empty, binary or misnamed file used to fail only after the whole run (94-98 s), and a
 typo after 13-23 s. :func:`check_inputs` is run by ``afm curate``, ``afm dedup``,
-``afm tokenize`` and ``afm decontam run`` before anything heavy is imported, with the
-core libraries alone (the readers of :mod:`afm.readers`), and raises
-:class:`InputProblem` (one ``Error:`` line naming the file and what would be right) when:
+``afm tokenize``, ``afm decontam run``, ``afm quality filter`` and ``afm tokenizer train``
+before anything heavy is imported, with the core libraries alone (the readers of
+:mod:`afm.readers`), and raises :class:`InputProblem` (one ``Error:`` line naming the file
+and what would be right) when:
 
 * a path matches nothing (with the names in its folder that look like it: a typo);
 * a file cannot be opened, or every input is empty (0 bytes, or a Parquet file of no rows);
@@ -13,6 +14,10 @@ core libraries alone (the readers of :mod:`afm.readers`), and raises
   manifest says so, with ``--allow-empty``);
 * the first records of a file do not decode: not JSON lines, not Parquet, not WARC
   (binary data named ``.jsonl`` is said to be binary).
+
+:func:`check_data_paths` does the same for the training commands' ``--data`` and
+``--heldout`` before JAX is imported, and :func:`check_file` for one file read whole (each
+benchmark copy of ``afm decontam build-index``).
 
 A few bad records among good ones are not refused here: the readers record them as
 ``read`` rejects during the run, as always. Only the first ``SAMPLE_FILES`` files are
