@@ -172,6 +172,16 @@ def expand_inputs(patterns: Iterable[str]) -> list[str]:
     return resolve_inputs(patterns, any_format=True).files
 
 
+# Curate sources whose inputs are directories, each one input (a tree of code repositories
+# for ``--source code``); the launcher's check and the reader decide it here, once.
+DIRECTORY_SOURCES = frozenset({"code"})
+
+
+def directories_are_inputs(source: str | None) -> bool:
+    """Whether a curate source reads each directory given as one input (see ``DIRECTORY_SOURCES``)."""
+    return source in DIRECTORY_SOURCES
+
+
 def resolve_inputs(patterns: Iterable[str], *, allow_rejects: bool = False,
                    directories_as_inputs: bool = False,
                    any_format: bool = False) -> ResolvedInputs:

@@ -80,6 +80,7 @@ def curate_command(ctx: click.Context, inputs: tuple[str, ...], output: str, con
 
     from afm.app.commands.pipelines.usage import user_errors
     from afm.console import setup_logging
+    from afm.io import directories_are_inputs
     from afm.pipelines.curate.config import load_curate_config
     from afm.preflight import check_inputs
 
@@ -97,7 +98,8 @@ def curate_command(ctx: click.Context, inputs: tuple[str, ...], output: str, con
         overrides = (*overrides, f"optout.params.snapshots={json.dumps(list(robots_snapshots))}")
     with user_errors():
         if not dry_run:  # before Beam is even imported (the stages import it): one line in seconds
-            check_inputs(inputs, allow_rejects=True, directories_as_inputs=_source(source, config, overrides) == "code")
+            check_inputs(inputs, allow_rejects=True,
+                         directories_as_inputs=directories_are_inputs(_source(source, config, overrides)))
         cfg = load_curate_config(config, source=source, overrides=overrides)
         from afm.pipelines.curate.pipeline import run_curate
 
