@@ -53,9 +53,11 @@ class InputProblem(UserError, FileNotFoundError):
 
 
 def check_inputs(patterns: Iterable[str], *, allow_rejects: bool = False,
-                 directories_as_inputs: bool = False) -> list[str]:
+                 directories_as_inputs: bool = False, shapes: dict[str, str] | None = None) -> list[str]:
     """The files ``patterns`` name, checked (see the module docstring); raises
-    :class:`InputProblem`."""
+    :class:`InputProblem`. ``shapes``: what a file of each format should hold, for the
+    message (default: documents, :data:`SHAPES`)."""
+    shapes = {**SHAPES, **(shapes or {})}
     patterns = [str(p) for p in patterns]
     for pattern in patterns:
         _exists(pattern)
@@ -76,7 +78,7 @@ def check_inputs(patterns: Iterable[str], *, allow_rejects: bool = False,
         first = files[0]
         raise InputProblem(f"{first}: empty (0 bytes)" + (f", and so are the other {len(files) - 1}"
                                                            if len(files) > 1 else "")
-                           + f"; expected {SHAPES.get(file_format(first) or 'jsonl')}")
+                           + f"; expected {shapes.get(file_format(first) or 'jsonl')}")
     readable = 0
     checked = 0
     problems: list[str] = []
@@ -86,7 +88,7 @@ def check_inputs(patterns: Iterable[str], *, allow_rejects: bool = False,
         if sizes.get(path) == 0:
             continue
         checked += 1
-        problem = _head_problem(path)
+        problem = _head_problem(path, shapes)
         if problem:
             problems.append(problem)
         else:
@@ -189,7 +191,7 @@ def _size(path: str) -> int:
         return -1  # cannot be read: the head check says why
 
 
-def _head_problem(path: str) -> str:
+def _head_problem(path: str, shapes: dict[str, str] = SHAPES) -> str:
     """Why the head of ``path`` does not decode in its format, or ''."""
     fmt = file_format(path) or "jsonl"
     decoded = failures = 0
@@ -207,14 +209,14 @@ def _head_problem(path: str) -> str:
         return f"{exc}; afm reads {', '.join(SUPPORTED_SUFFIXES)}"
     if decoded or first is None:
         if not decoded and fmt == "parquet":
-            return f"{path}: a Parquet file of no rows; expected {SHAPES['parquet']}"
+            return f"{path}: a Parquet file of no rows; expected {shapes['parquet']}"
         return ""
     if first.reason == "unreadable_file":
         if first.error.startswith(("PermissionError", "FileNotFoundError", "IsADirectoryError", "OSError")):
             return f"{path}: cannot be read ({first.error})"
-        return f"{path}: not a readable {fmt.upper()} file ({first.error[:160]}); expected {SHAPES[fmt]}"
+        return f"{path}: not a readable {fmt.upper()} file ({first.error[:160]}); expected {shapes[fmt]}"
     kind = "binary data" if _looks_binary(path) else f"not {fmt.upper()} ({first.reason}: {first.error[:120]})"
-    return f"{path}: {kind} at {first.where.describe().split(', ', 1)[-1]}; expected {SHAPES[fmt]}"
+    return f"{path}: {kind} at {first.where.describe().split(', ', 1)[-1]}; expected {shapes[fmt]}"
 
 
 def _looks_binary(path: str) -> bool:

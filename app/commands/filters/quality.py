@@ -175,11 +175,14 @@ def label_cmd(
         load_scorer,
     )
     from afm.io import expand_inputs
+    from afm.preflight import check_file
 
     if bool(reference) == bool(scorer_spec):
         raise click.UsageError("give exactly one of --reference (built-in LM scorer) or --scorer")
     try:
         files = expand_inputs(inputs)
+        for path in [*files, *expand_inputs(reference)]:  # empty, binary, undecodable: one line now
+            check_file(path, "input")
         if scorer_spec:
             scorer = load_scorer(scorer_spec)
         else:
@@ -190,7 +193,7 @@ def label_cmd(
             pos_fraction=pos_fraction, neg_fraction=neg_fraction, labels_out=labels_out,
             epoch=epoch, lr=lr, progress=True,
         )
-    except (ClassifierError, ValueError, TypeError, ImportError, AttributeError) as exc:
+    except (ClassifierError, ValueError, TypeError, ImportError, AttributeError, FileNotFoundError) as exc:
         raise click.ClickException(str(exc)) from exc
     print_summary("afm quality label", {
         "sampled": report["sampled"],

@@ -102,6 +102,14 @@ def prepare_command(inputs, name, tokenizer, output, decontam_index, no_decontam
     if not decontam_index and not no_decontam:
         raise click.UsageError("give --decontam-index (build one with `afm decontam build-index`) "
                                "or --no-decontam to skip decontamination on purpose")
+    from afm.preflight import InputProblem, check_inputs
+
+    try:  # missing, empty, binary, undecodable: one line before the filters are loaded
+        check_inputs(inputs, shapes={"jsonl": 'one conversation per line (chat messages, ShareGPT or Alpaca), e.g. '
+                                              '{"messages": [{"role": "user", "content": "..."}, ...]}',
+                                     "parquet": "a Parquet file of conversations (a messages column)"})
+    except InputProblem as exc:
+        raise click.ClickException(str(exc)) from None
     from afm.synth.prepare import PrepareConfig, PrepareError, prepare_sft
 
     cfg = PrepareConfig(name=name, tokenizer=tokenizer, decontam_index=None if no_decontam else decontam_index,

@@ -1,7 +1,7 @@
 """Issue 56: every command that reads data says an empty, a binary and a missing input in
 one ``Error:`` line before any work: the data commands (curate, dedup, decontam, tokenize,
-quality filter, tokenizer train, decontam build-index, classifier train), the crawl's seed
-list and the training commands' data. Behaviour only: no clock is read."""
+quality filter and label, tokenizer train, decontam build-index, classifier train, sft
+prepare), the crawl's seed list and the training commands' data. Behaviour only: no clock is read."""
 
 from __future__ import annotations
 
@@ -34,6 +34,9 @@ COMMANDS = {
     "crawl": lambda x, t: ["crawl", "--seeds", x, "--out", t / "crawl"],
     "train": lambda x, t: ["train", "--config", "tiny-core", "--workdir", t / "run", "--data", x, "--steps", "1"],
     "sft": lambda x, t: ["sft", "--config", "tiny-sft", "--workdir", t / "run", "--data", x],
+    "sft prepare": lambda x, t: ["sft", "prepare", "--input", x, "--name", "chat", "--tokenizer", CHAT_TOKENIZER,
+                                 "--output", t / "o", "--no-decontam"],
+    "quality label": lambda x, t: ["quality", "label", x, "--out", t / "o" / "m.ftz", "--reference", x],
 }
 
 
