@@ -19,8 +19,9 @@ from afm.config import load_config
 from afm.consent.robots import is_valid_product_token
 from afm.crawler.config import CrawlConfig
 from afm.crawler.fetching.components import CONFIG_SETTING
-from afm.crawler.fetching.spider import AfmSpider, read_seeds
+from afm.crawler.fetching.spider import AfmSpider
 from afm.crawler.fetching.stopping import stop_fetching
+from afm.crawler.frontier.seeds import read_seeds
 
 
 def scrapy_settings(cfg: CrawlConfig) -> dict:

@@ -37,36 +37,13 @@ from afm.crawler.fetching.components import connect_signals, crawl_config, on
 from afm.crawler.fetching.middlewares import RobotsDenied
 from afm.crawler.fetching.netguard import PrivateAddressRefused
 from afm.crawler.fetching.retry import PRIVATE_ADDRESS, ROBOTS_UNAVAILABLE, RetryPolicy, is_failure
+from afm.crawler.frontier.seeds import read_seeds
 from afm.crawler.frontier.state import CrawlState
 from afm.crawler.frontier.urls import clean_url, host_key, trap_reason
 from afm.crawler.storage.warc import TRAINING_EVIDENCE_HEADER, TRAINING_USE_HEADER, WarcStore
 
 _IGNORED_EXT = tuple("." + e for e in IGNORED_EXTENSIONS)
 FAILURES_LOGGED_PER_KIND = 5  # failures of one kind said in the log; the rest are counted
-
-
-def read_seeds(items: list[str]) -> list[str]:
-    """URLs given directly or in files (one URL a line, ``#`` comments)."""
-    out: list[str] = []
-    for item in items:
-        item = item.strip()
-        if not item:
-            continue
-        if "://" in item:
-            out.append(item)
-            continue
-        path = Path(item)
-        if not path.is_file():
-            raise FileNotFoundError(f"seed is neither a URL nor a file: {item}")
-        try:
-            text = path.read_text(encoding="utf-8")
-        except UnicodeDecodeError:
-            raise ValueError(f"seed file {item} is not text (binary data); expected one URL a line") from None
-        for line in text.splitlines():
-            line = line.split("#", 1)[0].strip()
-            if line:
-                out.append(line)
-    return out
 
 
 def robots_directives(values: list[str], agent: str) -> set[str]:

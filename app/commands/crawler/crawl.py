@@ -79,8 +79,7 @@ def crawl_command(
     """
     from afm.config import ConfigError, load_config, print_config
     from afm.crawler.config import CrawlConfig
-    from afm.crawler.fetching.spider import read_seeds
-    from afm.crawler.run import run_crawl
+    from afm.crawler.frontier.seeds import read_seeds
 
     given: dict[str, object] = {}
     all_seeds = list(seeds) + list(more_seeds)
@@ -104,6 +103,8 @@ def crawl_command(
     except (FileNotFoundError, ValueError) as exc:
         raise click.ClickException(str(exc)) from exc
     print_config(cfg, "crawl config")
+    from afm.crawler.run import run_crawl  # Scrapy: after the seeds were checked
+
     try:
         summary = run_crawl(cfg)
     except (FileNotFoundError, ValueError) as exc:
