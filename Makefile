@@ -10,7 +10,7 @@ PYTEST_CPU := XLA_FLAGS=--xla_force_host_platform_device_count=8 JAX_PLATFORMS=c
 TEST_WORKERS ?= 2
 PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadfile
 
-.PHONY: demo demo-ablation test test-all bench lint venv editor clean
+.PHONY: demo demo-ablation test test-all bench lint venv editor clean services
 
 # setuptools says "Editable installation. Please be careful with folders in your working directory
 # with the same name as your package" for every editable install (information, not a fault:
@@ -45,7 +45,12 @@ demo: $(STAMP)
 demo-ablation: $(STAMP)
 	$(BIN)/afm ablate --demo --workdir work/ablate-demo
 
-test: $(STAMP)
+# .ci/services: redis-server and unshare, installed when missing (as root with apt-get), else named
+# with the tests that skip without them; the tests start their own services from them.
+services:
+	@bash .ci/services
+
+test: $(STAMP) services
 	$(PYTEST_CPU) $(BIN)/python -m pytest $(PYTEST_PARALLEL) -m "not slow" tests
 
 # BFCL's package is the slow tier's reference checker; its pins clash with afm's, so it comes
@@ -54,7 +59,7 @@ $(VENV)/.installed-bfcl: $(STAMP)
 	$(BIN)/python -m pip install -q -c constraints.txt --no-deps bfcl-eval
 	@touch $@
 
-test-all: $(STAMP) $(VENV)/.installed-hf $(VENV)/.installed-reference $(VENV)/.installed-bfcl
+test-all: $(STAMP) services $(VENV)/.installed-hf $(VENV)/.installed-reference $(VENV)/.installed-bfcl
 	$(PYTEST_CPU) $(BIN)/python -m pytest $(PYTEST_PARALLEL) tests
 
 bench: $(STAMP) $(VENV)/.installed-bench $(VENV)/.installed-hf

@@ -36,7 +36,16 @@ def setup_logging(level: str | int = "INFO") -> None:
     root.setLevel(level)
 
 
-def make_progress() -> Progress:
+PLAIN_EVERY_S = 30.0  # off a terminal: one progress line this often (and one at the end)
+
+
+def make_progress(plain_every_s: float = PLAIN_EVERY_S) -> Progress | PlainProgress:
+    """A live bar on a terminal; elsewhere (piped, a log file, a scheduler) a plain line
+    every ``plain_every_s`` seconds and, after those, a last one at the end, so a long run
+    is never silent in its log (a short one prints nothing: its summary says it all).
+    Off a terminal rich's bar draws nothing, which is why piped ``afm train`` was silent."""
+    if not console.is_terminal:
+        return PlainProgress(plain_every_s)
     return Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -46,8 +55,69 @@ def make_progress() -> Progress:
         TimeRemainingColumn(),
         console=console,
         transient=False,
-        disable=not console.is_terminal,
     )
+
+
+class PlainProgress:
+    """The part of rich's ``Progress`` the commands use (``add_task``, ``update``,
+    ``advance``, a context manager), printing timestamped plain lines instead of a bar:
+    ``12:00:31 train tiny-core 120/500 (24%) loss 3.2104 lr 1.00e-03 9,812 tok/s, 0:00:30
+    elapsed, ~0:01:35 left``."""
+
+    def __init__(self, every_s: float) -> None:
+        self.every_s = every_s
+        self.tasks: dict[int, dict[str, Any]] = {}
+
+    def __enter__(self) -> PlainProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for task_id, task in self.tasks.items():  # the last state of a task that ran long enough to report
+            if task["printed"] is not None and task["printed"] != task["completed"]:
+                self._print(task_id)
+
+    def add_task(self, description: str, total: float | None = None, **fields: Any) -> int:
+        task_id = len(self.tasks)
+        now = time.monotonic()
+        self.tasks[task_id] = {"description": description, "total": total, "completed": 0.0,
+                               "fields": dict(fields), "started": now, "next": now + self.every_s,
+                               "printed": None}
+        return task_id
+
+    def advance(self, task_id: int, advance: float = 1) -> None:
+        self.update(task_id, advance=advance)
+
+    def update(self, task_id: int, *, advance: float | None = None, completed: float | None = None,
+               total: float | None = None, description: str | None = None, **fields: Any) -> None:
+        task = self.tasks[task_id]
+        if completed is not None:
+            task["completed"] = completed
+        if advance:
+            task["completed"] += advance
+        if total is not None:
+            task["total"] = total
+        if description is not None:
+            task["description"] = description
+        task["fields"].update(fields)
+        if time.monotonic() >= task["next"]:
+            self._print(task_id)
+
+    def _print(self, task_id: int) -> None:
+        task = self.tasks[task_id]
+        now = time.monotonic()
+        task["next"] = now + self.every_s
+        task["printed"] = task["completed"]
+        done, total, elapsed = task["completed"], task["total"], now - task["started"]
+        count = f"{done:,.0f}/{total:,.0f} ({done / total:.0%})" if total else f"{done:,.0f}"
+        left = (f", ~{_clock(elapsed * (total - done) / done)} left" if total and 0 < done < total else "")
+        rate = str(task["fields"].get("rate", "")).strip()
+        console.print(f"{time.strftime('%H:%M:%S')} {task['description']} {count}" + (f" {rate}" if rate else "")
+                      + f", {_clock(elapsed)} elapsed{left}", highlight=False, markup=False, soft_wrap=True)
+
+
+def _clock(seconds: float) -> str:
+    s = int(seconds)
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
 
 
 def track(

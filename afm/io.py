@@ -172,6 +172,16 @@ def expand_inputs(patterns: Iterable[str]) -> list[str]:
     return resolve_inputs(patterns, any_format=True).files
 
 
+# Curate sources whose inputs are directories, each one input (a tree of code repositories
+# for ``--source code``); the launcher's check and the reader decide it here, once.
+DIRECTORY_SOURCES = frozenset({"code"})
+
+
+def directories_are_inputs(source: str | None) -> bool:
+    """Whether a curate source reads each directory given as one input (see ``DIRECTORY_SOURCES``)."""
+    return source in DIRECTORY_SOURCES
+
+
 def resolve_inputs(patterns: Iterable[str], *, allow_rejects: bool = False,
                    directories_as_inputs: bool = False,
                    any_format: bool = False) -> ResolvedInputs:
@@ -253,11 +263,30 @@ def _token_dataset(pattern: str) -> list[str] | None:
     except IncompleteOutput as exc:
         raise DatasetError(str(exc)) from None
     shards = sorted(n for n in names if n.startswith("tokens-") and n.endswith(".parquet"))
+    _refuse_empty_tokens(path, names)
     if not shards:
         kinds = sorted({n.split("-", 1)[0] for n in names if n.endswith(".parquet")})
         raise DatasetError(f"{pattern} is an afm dataset without token shards (it holds "
                            f"{', '.join(kinds) or 'no shards'}); run `afm tokenize` on it first")
     return [fs.join(path, n) for n in shards]
+
+
+def _refuse_empty_tokens(path: str, names: list[str]) -> None:
+    """A finished token dataset that tokenized nothing (written with ``--allow-empty``):
+    said with what its run read, so training does not stop later on "no batch"."""
+    import json
+
+    if "manifest.json" not in names:
+        return
+    try:
+        manifest = json.loads(fs.read_bytes(fs.join(path, "manifest.json")))
+    except (OSError, ValueError):
+        return
+    if manifest.get("documents") == 0:
+        raise DatasetError(f"{path} holds no token: `afm tokenize` tokenized none of the "
+                           f"{manifest.get('documents_in', 0)} document(s) it read (written with --allow-empty; "
+                           f"skipped: {manifest.get('skipped_by_reason') or manifest.get('skipped', 0)}); "
+                           "fix that step (or the curate run before it) first")
 
 
 def _absolute(path: str) -> str:

@@ -46,15 +46,17 @@ class EmptyOutput(UserError):
     """A run whose inputs yielded no document (refused unless ``--allow-empty``)."""
 
 
-def refuse_empty(command: str, readable: int, detail: str, allow_empty: bool) -> None:
-    """Stop before promoting when the inputs yielded no readable document (``readable``:
-    documents read, less those the reader could not decode), unless asked for: an empty
-    or truncated input would otherwise end in ``_SUCCESS`` and exit 0. Inputs that yielded
-    documents which the stages then all rejected are a result, not an input error (an
-    incremental dedup batch of known texts): callers warn instead."""
-    if readable == 0 and not allow_empty:
-        raise EmptyOutput(f"{command}: the inputs yielded no document ({detail}); nothing was promoted. "
-                          "Check the inputs, or pass --allow-empty to write an empty dataset")
+def refuse_empty(command: str, kept: int, detail: str, allow_empty: bool) -> None:
+    """The one rule for "nothing kept", for every command that writes a dataset (curate,
+    dedup, decontam run, tokenize, quality filter): a run that keeps no document stops
+    before promoting, whatever the cause (empty or unreadable inputs, or every document
+    rejected by the stages), unless asked for with ``--allow-empty`` (an incremental dedup
+    batch of known texts). ``detail`` says what was read and the commonest reasons. A
+    dataset written empty on purpose is then refused as an input by the next step, which
+    names the run that kept nothing (:mod:`afm.preflight`, the training data's loader)."""
+    if kept == 0 and not allow_empty:
+        raise EmptyOutput(f"{command} kept no document ({detail}); nothing was promoted. Check the inputs and "
+                          "the settings that rejected them, or pass --allow-empty to write an empty dataset")
 
 
 class IncompleteOutput(FileNotFoundError):

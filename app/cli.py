@@ -58,13 +58,19 @@ class _RecipeGroup(click.Group):
     def invoke(self, ctx: click.Context) -> object:
         """Run the command; an error in what the user gave (:class:`afm.errors.UserError`:
         an option, a file, data, a checkpoint) is one ``Error:`` line, whichever command
-        raised it, never a traceback."""
+        raised it, never a traceback. Ctrl-C ends it with status 130 (128 + SIGINT, what
+        a shell and a scheduler read as "interrupted"), not click's 1 ("Aborted!"): each
+        command's ``finally`` blocks and context managers (temporary directories, staged
+        outputs) have run by then."""
         from afm.errors import UserError
 
         try:
             return super().invoke(ctx)
         except UserError as exc:
             raise click.ClickException(str(exc)) from None
+        except KeyboardInterrupt:
+            click.echo("\ninterrupted", err=True)
+            raise SystemExit(130) from None
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         placed: set[str] = set()

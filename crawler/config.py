@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from afm.config import check_number
 from afm.consent.training import ConsentSettings, TrainingPolicy
 
 DEFAULT_CONTENT_TYPES = [
@@ -59,7 +60,13 @@ class CrawlConfig(ConsentSettings):
     content_types: list[str] = field(default_factory=lambda: list(DEFAULT_CONTENT_TYPES))
     download_timeout: float = 30.0
     dns_timeout: float = 10.0
+    # a fetch that failed for a reason that may pass (timeout, refused connection, DNS, HTTP
+    # 429 / 5xx) is tried again this many times, retry_backoff_seconds after the first try
+    # and doubling, at most retry_backoff_max_seconds apart; then it is recorded with its
+    # reason and tried again on the next run (crawler/fetching/retry.py)
     retry_times: int = 2
+    retry_backoff_seconds: float = 2.0
+    retry_backoff_max_seconds: float = 120.0
     # traps
     max_url_length: int = 2000
     max_repeated_segments: int = 2  # the same path segment more than this many times
@@ -81,6 +88,10 @@ class CrawlConfig(ConsentSettings):
     metrics_port: int = -1
     metrics_host: str = "127.0.0.1"  # loopback: expose it on purpose, behind a proxy or scraper
     log_level: str = "WARNING"
+    # /healthz says "degraded" (with the reason) when the last health_recent_fetches fetches
+    # all failed, or when requests wait but no fetch has ended for health_stall_seconds
+    health_recent_fetches: int = 20
+    health_stall_seconds: float = 300.0
 
     def header_user_agent(self) -> str:
         return self.user_agent_header or f"{self.user_agent}/0.1 (+https://example.invalid/afm)"
@@ -88,6 +99,11 @@ class CrawlConfig(ConsentSettings):
     def __post_init__(self) -> None:
         if self.optout_directives is not None:
             self.directives = list(self.optout_directives)
+        check_number("retry_times", self.retry_times, low=0, integer=True)
+        check_number("retry_backoff_seconds", self.retry_backoff_seconds, low=0)
+        check_number("retry_backoff_max_seconds", self.retry_backoff_max_seconds, low=0)
+        check_number("health_recent_fetches", self.health_recent_fetches, low=1, integer=True)
+        check_number("health_stall_seconds", self.health_stall_seconds, low=0, low_open=True)
 
     def training_policy(self, crawl_agent: str | None = None) -> TrainingPolicy:
         """The training-use policy of this crawl (the crawl token plus the training tokens)."""

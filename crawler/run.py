@@ -13,11 +13,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+from scrapy.crawler import CrawlerProcess
+
 from afm.config import load_config
 from afm.consent.robots import is_valid_product_token
 from afm.crawler.config import CrawlConfig
 from afm.crawler.fetching.components import CONFIG_SETTING
-from afm.crawler.fetching.spider import AfmSpider, read_seeds
+from afm.crawler.fetching.spider import AfmSpider
+from afm.crawler.fetching.stopping import stop_fetching
+from afm.crawler.frontier.seeds import read_seeds
 
 
 def scrapy_settings(cfg: CrawlConfig) -> dict:
@@ -37,7 +41,7 @@ def scrapy_settings(cfg: CrawlConfig) -> dict:
         "DOWNLOAD_WARNSIZE": 0,
         "DOWNLOAD_TIMEOUT": cfg.download_timeout,
         "DNS_TIMEOUT": cfg.dns_timeout,
-        "RETRY_TIMES": cfg.retry_times,
+        "RETRY_TIMES": cfg.retry_times,  # robots.txt / tdmrep.json only: pages retry after a backoff
         "REDIRECT_MAX_TIMES": 5,
         "URLLENGTH_LIMIT": cfg.max_url_length,
         "DEPTH_LIMIT": 0,  # enforced when scheduling, so resumed requests keep their depth
@@ -52,6 +56,11 @@ def scrapy_settings(cfg: CrawlConfig) -> dict:
             "afm.crawler.fetching.netguard.PrivateAddressMiddleware": 50,
             "afm.crawler.fetching.middlewares.RobotsMiddleware": 100,
             "afm.crawler.fetching.middlewares.BombGuardMiddleware": 595,
+            "afm.crawler.fetching.stopping.StopGate": 1000,
+        },
+        "DOWNLOAD_HANDLERS": {  # cancellable on SIGTERM (crawler/fetching/stopping.py)
+            "http": "afm.crawler.fetching.stopping.CancellableHTTPDownloadHandler",
+            "https": "afm.crawler.fetching.stopping.CancellableHTTPDownloadHandler",
         },
         "EXTENSIONS": {
             "afm.crawler.fetching.middlewares.ContentGuard": 0,
@@ -112,10 +121,20 @@ def summarize(stats: dict[str, Any], out_dir: Path, elapsed: float) -> dict[str,
     }
 
 
+class _StoppingCrawlerProcess(CrawlerProcess):
+    """Scrapy's process, whose first SIGTERM / Ctrl-C also cancels what is in flight
+    (:func:`afm.crawler.fetching.stopping.stop_fetching`) before the graceful stop."""
+
+    def _signal_shutdown(self, signum: int, frame: Any) -> None:
+        from twisted.internet import reactor
+
+        for crawler in list(self.crawlers):
+            reactor.callFromThread(stop_fetching, crawler)
+        super()._signal_shutdown(signum, frame)
+
+
 def run_crawl(cfg: CrawlConfig, extra_settings: dict[str, Any] | None = None) -> dict[str, Any]:
     """Crawl per ``cfg`` in this process; return (and save) the summary."""
-    from scrapy.crawler import CrawlerProcess
-
     if not is_valid_product_token(cfg.user_agent):
         raise ValueError(f"user agent {cfg.user_agent!r} is not a product token ([A-Za-z_-]+)")
     if cfg.fallback_agent and not is_valid_product_token(cfg.fallback_agent):
@@ -124,7 +143,7 @@ def run_crawl(cfg: CrawlConfig, extra_settings: dict[str, Any] | None = None) ->
     read_seeds(cfg.seeds)  # a missing seed file is an error before anything starts
     out_dir = Path(cfg.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    process = CrawlerProcess(build_settings(cfg, extra_settings))
+    process = _StoppingCrawlerProcess(build_settings(cfg, extra_settings))
     crawler = process.create_crawler(AfmSpider)
     start = time.monotonic()
     process.crawl(crawler)

@@ -75,6 +75,8 @@ def plot_png(results: dict[str, Any]) -> bytes:
     ax = axes[0][0]
     names = [b[0] for b in bars]
     ax.barh(names, [b[1] for b in bars], xerr=[b[2] or 0.0 for b in bars], color="#4C72B0", capsize=3)
+    for i, (_, value, _) in enumerate(bars):  # the value beside each bar: a score of 0 has no bar to see
+        ax.text(min(value, 0.88) + 0.01, i, f"{value:.2f}", va="center", fontsize=8)
     ax.set_xlim(0, 1)
     ax.invert_yaxis()
     ax.set_xlabel("score (primary metric)")
@@ -143,8 +145,13 @@ def render_html(results: dict[str, Any], png: bytes) -> str:
             star = " (primary)" if name == entry.get("primary") else ""
             metrics.append([task, name + star, _fmt(m["value"]), _fmt(m.get("stderr")),
                             entry.get("num_fewshot", ""), entry.get("samples", "")])
-    parts = [
-        "<!doctype html><meta charset='utf-8'><title>afm eval</title>",
+    model = results.get("model", {})
+    label = Path(str(model.get("checkpoint", ""))).name or str(model.get("config", ""))
+    label = label if len(label) <= 40 else "..." + label[-37:]
+    tasks = ", ".join(results.get("tasks", {})) or ", ".join((results.get("posttrain") or {}).get("tasks") or {})
+    title = "afm eval" + (f": {label}" if label else "") + (f" ({tasks})" if tasks else "")
+    parts = [  # a title per run: a browser's tabs and history tell the reports apart
+        f"<!doctype html><meta charset='utf-8'><title>{html.escape(title[:120])}</title>",
         # Fits a 1280-px window: the figure scales down, tables wrap long values instead of
         # widening the page.
         "<style>body{font-family:sans-serif;margin:2em;max-width:1100px;overflow-wrap:anywhere}"

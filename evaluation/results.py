@@ -10,6 +10,7 @@ Format ``afm-eval-v1`` (JSON)::
      "perplexity": {...} | null, "long_context": {"lengths", "depths", "accuracy"} | null,
      "decontamination": {task: {"items", "covered", "fraction", ...}} | null,
      "engine": {...}, "timing": {...}, "notes": {task: text}, "versions": {...},
+     "data": {"task split": "N items from FILE (or: the bundled demo items)"},
      "items": {task: {"doc_ids", "doc_hashes", "metrics": {metric: [value per item]}}}}
 
 ``items`` is there only when the run was asked for per-item scores (``EvalSpec.item_scores``,

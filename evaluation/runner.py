@@ -39,6 +39,7 @@ class EvalSpec:
     num_fewshot: int | None = None
     limit: int | float | None = None
     data_dir: str | None = None
+    demo_data: bool = False  # data_dir is afm-demo's (afm.evaluation.suite.prepare_demo_data)
     allow_hub: bool = False
     dtype: str = "float32"
     max_length: int | None = None
@@ -86,7 +87,8 @@ def run_eval(spec: EvalSpec, lm: Any = None) -> dict[str, Any]:
     lm = lm or build_lm(spec)
     load_s = time.perf_counter() - started
     ctx = BuildContext(data_dir=spec.data_dir, allow_hub=spec.allow_hub, num_fewshot=spec.num_fewshot,
-                       tokenizer=lm.tok, max_length=lm.max_length, niah=dict(spec.niah))
+                       tokenizer=lm.tok, max_length=lm.max_length, niah=dict(spec.niah),
+                       demo_data=spec.demo_data)
     configs = build_task_configs(spec.tasks, ctx) if spec.tasks else []
     post = posttrain_names(spec.tasks) if spec.tasks else []
     if post:
@@ -160,6 +162,10 @@ def run_eval(spec: EvalSpec, lm: Any = None) -> dict[str, Any]:
     # of compiled programs, stored; a warm start compiles none.
     results["programs"] = dict(executables.COUNTS)
     results["notes"].update(ctx.notes)
+    results["data"] = dict(ctx.sources)  # which items each task read: the user's files or the bundled ones
+    if spec.limit is not None:
+        first = f"the first {spec.limit}" if spec.limit >= 1 else f"the first {spec.limit:.0%}"
+        results["data"] = {k: f"{v}, {first} evaluated (--limit)" for k, v in results["data"].items()}
     if getattr(lm, "clamped_generation", False):
         results["notes"]["generation"] = (f"some tasks ask for more new tokens than the model's "
                                           f"context of {lm.max_length}; half the context was used")

@@ -23,6 +23,7 @@ import functools
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from afm.errors import UserError
@@ -159,6 +160,8 @@ class BuildContext:
     max_length: int = 2048
     niah: dict[str, Any] = field(default_factory=dict)
     notes: dict[str, str] = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)  # "task split" -> "N items from FILE"
+    demo_data: bool = False  # data_dir is prepare_demo_data's: its own files are the bundled items
     # group name -> (member tasks, metric): aggregated by afm.evaluation.results.add_groups
     # (lm-eval 0.4.13 passes an inline group's own keys down to its members, so groups are
     # averaged here instead, weighted by size as lm-eval's own MMLU group is).
@@ -227,6 +230,11 @@ def _local_splits(spec: TaskSpec, ctx: BuildContext, where: Callable[[Record], b
         docs = load_split(ctx.data_dir, stems, spec.converter, where)
         if docs is not None:
             splits[split] = docs
+            path = find_file(ctx.data_dir, stems)
+            real = path.resolve() if path is not None else None
+            bundled = real is not None and real.parent == Path(ctx.data_dir).resolve()
+            origin = "the bundled demo items" if bundled and ctx.demo_data else str(real)
+            ctx.sources[f"{spec.name} {split}"] = f"{len(docs)} items from {origin}"
     if not splits:
         stems = sorted({s for st in spec.splits.values() for s in st})
         raise SuiteError(f"{spec.name}: none of {stems} (.jsonl/.jsonl.gz/.parquet) in {ctx.data_dir}")
@@ -384,12 +392,23 @@ def default_data_dir() -> str | None:
     return None
 
 
-def prepare_demo_data(out: str | os.PathLike[str]) -> str:
+def prepare_demo_data(out: str | os.PathLike[str], own: str | None = None) -> str:
     """A data directory for ``afm-demo``: the packaged demo items plus the project's
-    ``demo-math`` set as ``gsm8k-test`` (all written for this project)."""
+    ``demo-math`` set as ``gsm8k-test`` (all written for this project), each replaced by
+    the user's own copy where ``own`` (their ``--data-dir``) holds one: a file of the same
+    name stem (``gsm8k-test.jsonl.gz`` replaces the bundled ``gsm8k-test.jsonl``). Which
+    file each task read is in the results (``data``) and printed."""
     import shutil
     from importlib import resources
     from pathlib import Path
+
+    from afm.evaluation.local_data import SUFFIXES
+
+    def stem(name: str) -> str:
+        for suffix in sorted(SUFFIXES, key=len, reverse=True):
+            if name.endswith(suffix):
+                return name[: -len(suffix)]
+        return name
 
     target = Path(out)
     target.mkdir(parents=True, exist_ok=True)
@@ -399,4 +418,11 @@ def prepare_demo_data(out: str | os.PathLike[str]) -> str:
     math = resources.files("afm.filters").joinpath("data/benchmarks/demo-math.jsonl")
     with resources.as_file(math) as src:
         shutil.copyfile(src, target / "gsm8k-test.jsonl")
+    if own:
+        mine = [p for p in Path(own).iterdir() if p.is_file() and stem(p.name) != p.name]
+        for path in mine:
+            for bundled in list(target.iterdir()):
+                if stem(bundled.name) == stem(path.name):
+                    bundled.unlink()
+            (target / path.name).symlink_to(path.resolve())
     return str(target)

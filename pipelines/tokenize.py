@@ -283,9 +283,9 @@ def run_tokenize(
     ``runner`` and ``pipeline_args`` go through the runner factory
     (:mod:`afm.pipelines.beam.runners`); ``num_workers`` is the local runner's process count
     unless the Beam options name one. With ``dry_run`` the graph is built and the options
-    and worker paths are checked; nothing runs (returns the check). Inputs that yield no
-    readable document (empty or unreadable) raise :class:`~afm.outputs.EmptyOutput` and
-    promote nothing, unless ``allow_empty``.
+    and worker paths are checked; nothing runs (returns the check). A run that tokenizes
+    no document raises :class:`~afm.outputs.EmptyOutput` and promotes nothing, unless
+    ``allow_empty`` (:func:`afm.outputs.refuse_empty`, the one rule).
     """
 
 
@@ -342,8 +342,7 @@ def run_tokenize(
                 f"tokenized + {manifest['skipped']} skipped (nothing was promoted)")
         by_reason = manifest.get("skipped_by_reason", {})
         reasons = ", ".join(f"{r} {n}" for r, n in sorted(by_reason.items(), key=lambda kv: -kv[1])[:3])
-        unreadable = sum(n for r, n in by_reason.items() if r.startswith("read:"))
-        refuse_empty("tokenize", manifest["documents_in"] - unreadable,
+        refuse_empty("tokenize", manifest["documents"],
                      f"{manifest['documents_in']} document(s) read from {len(files)} file(s), "
                      f"{manifest['skipped']} skipped" + (f": {reasons}" if reasons else ""), allow_empty)
         skipped = sorted(stats["skipped"], key=lambda s: (s["id"], s["source"], s["reason"]))

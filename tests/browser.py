@@ -1,6 +1,7 @@
 """A real headless browser for layout checks (Debian's ``chromium``), or a skip that
 says how to get one. ``page_width`` is the page's scroll width in a window of the given
-width: larger than the window means the user scrolls sideways."""
+width: larger than the window means the user scrolls sideways; ``page_size`` adds the
+height (how far the user scrolls down)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ from pathlib import Path
 import pytest
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")
-_PROBE = ("<script>addEventListener('load', () => document.body.setAttribute('data-scroll-width', "
-          "document.documentElement.scrollWidth))</script>")
+_PROBE = ("<script>addEventListener('load', () => {document.body.setAttribute('data-scroll-width', "
+          "document.documentElement.scrollWidth); document.body.setAttribute('data-scroll-height', "
+          "document.documentElement.scrollHeight)})</script>")
 
 
 def browser() -> str:
@@ -26,6 +28,11 @@ def browser() -> str:
 
 
 def page_width(html_file: Path, window: int = 1280) -> int:
+    return page_size(html_file, window)[0]
+
+
+def page_size(html_file: Path, window: int = 1280) -> tuple[int, int]:
+    """The page's scroll width and height, in pixels, in a window ``window`` wide."""
     exe = browser()
     with tempfile.TemporaryDirectory() as tmp:
         probe = Path(tmp) / "page.html"
@@ -35,6 +42,7 @@ def page_width(html_file: Path, window: int = 1280) -> int:
         out = subprocess.run([exe, "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={tmp}/profile",
                               f"--window-size={window},900", "--virtual-time-budget=3000", "--dump-dom",
                               probe.as_uri()], capture_output=True, text=True, timeout=120)
-    found = re.search(r'data-scroll-width="(\d+)"', out.stdout)
-    assert found, f"the browser did not render the page: {out.stderr[-2000:]}"
-    return int(found.group(1))
+    width = re.search(r'data-scroll-width="(\d+)"', out.stdout)
+    height = re.search(r'data-scroll-height="(\d+)"', out.stdout)
+    assert width and height, f"the browser did not render the page: {out.stderr[-2000:]}"
+    return int(width.group(1)), int(height.group(1))

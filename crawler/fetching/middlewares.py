@@ -45,7 +45,12 @@ if TYPE_CHECKING:
 
 
 class RobotsDenied(IgnoreRequest):
-    """robots.txt disallows this URL for our product token."""
+    """robots.txt disallows this URL for our product token; ``unavailable``: because the
+    file could not be fetched (5xx, 429, no answer: RFC 9309's "disallow all" for now)."""
+
+    def __init__(self, message: str, unavailable: bool = False) -> None:
+        super().__init__(message)
+        self.unavailable = unavailable
 
 
 class ContentRefused(IgnoreRequest):
@@ -87,6 +92,14 @@ class RobotsMiddleware(CrawlerComponent):
             return None
         return rules.allowed(url, self.agent, self.fallback, self.fallback_first)
 
+    def forget_unavailable(self, url: str) -> None:
+        """Drop the cached "disallow all" of ``url``'s host that an unavailable robots.txt
+        left, so the file is asked again (a seed of that host was given again)."""
+        key = host_key(url)
+        rules = self._rules.get(key)
+        if rules is not None and rules.kind == "disallow_all" and key not in self._pending:
+            del self._rules[key]
+
     def host_files(self, url: str) -> tuple[RobotsRules | None, FileContext | None,
                                             TdmFile | None, FileContext | None]:
         """The robots.txt and tdmrep.json state of ``url``'s host, with where each came
@@ -103,7 +116,9 @@ class RobotsMiddleware(CrawlerComponent):
         rules = await self._get_rules(key)
         if not rules.allowed(request.url, self.agent, self.fallback, self.fallback_first):
             self.crawler.stats.inc_value("afm/robots_denied")
-            raise RobotsDenied(f"robots.txt disallows {request.url} ({rules.kind})")
+            unavailable = rules.kind == "disallow_all"  # only a file that could not be fetched says that
+            why = f"robots.txt unavailable: {rules.reason}" if unavailable else rules.kind
+            raise RobotsDenied(f"robots.txt disallows {request.url} ({why})", unavailable=unavailable)
         if self.tdmrep:
             await self._get_tdm(key)
         delay = rules.crawl_delay(self.agent, self.fallback, self.fallback_first)

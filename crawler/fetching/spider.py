@@ -3,7 +3,9 @@
 Every URL goes through :meth:`AfmSpider.schedule` - clean, depth, trap rules, de-dup,
 budgets, cached robots.txt - and is logged to the durable frontier before Scrapy sees
 it. Every response is stored (unless ``noindex``) and every failure recorded as an
-outcome, so the crawl's files account for every URL it scheduled.
+outcome, so the crawl's files account for every URL it scheduled. A failure that may pass
+is tried again after a backoff, then recorded with its reason and tried again on the next
+run or when seeded again (:mod:`afm.crawler.fetching.retry`).
 
 Every stored page carries its training-use decision (:mod:`afm.consent.training`) as
 WARC fields ``AFM-Training-Use`` (``allowed`` / ``optout``) and ``AFM-Training-Evidence``
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
+from collections import Counter, deque
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -33,31 +36,14 @@ from afm.crawler.config import CrawlConfig
 from afm.crawler.fetching.components import connect_signals, crawl_config, on
 from afm.crawler.fetching.middlewares import RobotsDenied
 from afm.crawler.fetching.netguard import PrivateAddressRefused
+from afm.crawler.fetching.retry import PRIVATE_ADDRESS, ROBOTS_UNAVAILABLE, RetryPolicy, is_failure
+from afm.crawler.frontier.seeds import read_seeds
 from afm.crawler.frontier.state import CrawlState
 from afm.crawler.frontier.urls import clean_url, host_key, trap_reason
 from afm.crawler.storage.warc import TRAINING_EVIDENCE_HEADER, TRAINING_USE_HEADER, WarcStore
 
 _IGNORED_EXT = tuple("." + e for e in IGNORED_EXTENSIONS)
-
-
-def read_seeds(items: list[str]) -> list[str]:
-    """URLs given directly or in files (one URL a line, ``#`` comments)."""
-    out: list[str] = []
-    for item in items:
-        item = item.strip()
-        if not item:
-            continue
-        if "://" in item:
-            out.append(item)
-            continue
-        path = Path(item)
-        if not path.is_file():
-            raise FileNotFoundError(f"seed is neither a URL nor a file: {item}")
-        for line in path.read_text(encoding="utf-8").splitlines():
-            line = line.split("#", 1)[0].strip()
-            if line:
-                out.append(line)
-    return out
+FAILURES_LOGGED_PER_KIND = 5  # failures of one kind said in the log; the rest are counted
 
 
 def robots_directives(values: list[str], agent: str) -> set[str]:
@@ -85,10 +71,18 @@ class AfmSpider(Spider):
         self._idle_since: float | None = None
         self._poller: Any = None
         self._last_activity = time.monotonic()
+        self.retry: Any = None  # RetryPolicy, once the crawler's settings are known
+        self._retries: set[Any] = set()  # DelayedCalls of requests waiting to be tried again
+        self._failures_logged: dict[str, int] = {}  # failures said in the log, by kind
+        self.stopping = False  # SIGTERM: nothing new is scheduled, nothing cancelled is recorded
+        # The last fetches' results, newest last: (ok, kind) - what /healthz judges by.
+        self.recent: deque[tuple[bool, str]] = deque(maxlen=max(1, cfg.health_recent_fetches))
+        self.last_fetch_at: float | None = None  # monotonic time of the last fetch that ended
 
     @classmethod
     def from_crawler(cls, crawler: Any, *args: Any, **kwargs: Any) -> AfmSpider:
         spider = super().from_crawler(crawler, *args, cfg=crawl_config(crawler), **kwargs)
+        spider.retry = RetryPolicy(spider.cfg, crawler.settings)
         connect_signals(crawler, spider)
         return spider
 
@@ -103,20 +97,35 @@ class AfmSpider(Spider):
         # Local: state/frontier.jsonl is every URL scheduled. Redis: it is every request
         # this daemon took off the shared queue (DurableRedisScheduler); either way
         # "logged but not done" is what a crash lost and a restart must fetch again.
-        self.state = CrawlState(out)
+        self.state = CrawlState(out, requeue=self.retry.requeue_on_start, is_failure=is_failure)
         if not self.shared:
             self._budget_scheduled = self.state.scheduled
         stats.set_value("afm/resumed_pending", len(self.state.pending))
+        if self.state.requeued:
+            stats.set_value("afm/requeued_failed", sum(self.state.requeued.values()))
+            self.logger.warning("fetching again %d URLs that failed last time for a reason that may have "
+                                "passed: %s", sum(self.state.requeued.values()),
+                                ", ".join(f"{k} {v}" for k, v in self.state.requeued.most_common()))
         if self.cfg.daemon and self.cfg.inbox and self.cfg.poll_seconds > 0:
             from twisted.internet import task
 
             self._poller = task.LoopingCall(self.poll_inbox)
             self._poller.start(self.cfg.poll_seconds, now=False)
 
-    @on(signals.spider_closed)
-    def closed_(self, spider: Spider, reason: str) -> None:
+    def begin_stop(self) -> None:
+        """SIGTERM: schedule nothing more (inbox, retries); what is in flight is being
+        cancelled (:mod:`afm.crawler.fetching.stopping`) and stays pending for the next run."""
+        self.stopping = True
         if self._poller is not None and self._poller.running:
             self._poller.stop()
+        for call in list(self._retries):
+            if call.active():
+                call.cancel()
+        self._retries.clear()
+
+    @on(signals.spider_closed)
+    def closed_(self, spider: Spider, reason: str) -> None:
+        self.begin_stop()
         if self.store is not None:
             self.store.close()
         if self.state is not None:
@@ -129,14 +138,27 @@ class AfmSpider(Spider):
                 yield self._request(url, depth, dont_filter=self.shared)
                 if self.shared:  # back on the shared queue: whoever takes it logs it
                     self.state.finish(url, "requeued")
+        seeds = Counter()
         for url in read_seeds(self.cfg.seeds):
-            request = self.schedule(url, 0)
+            request = self.schedule(url, 0, seed=seeds)
             if request is not None:
                 yield request
+        self._log_seeds("--seeds", seeds)
+
+    def _log_seeds(self, source: str, seeds: Counter) -> None:
+        """One line per batch of seeds saying what became of them (a seed fetched before
+        is not fetched again; one that failed is, and the line says so)."""
+        if seeds["again"] or seeds["before"]:
+            self.logger.warning("seeds from %s: %d new, %d failed before and queued again, %d already "
+                                "queued, fetched or decided (not fetched twice)", source, seeds["new"], seeds["again"],
+                                seeds["before"])
 
     @on(signals.spider_idle)
     def idle(self, spider: Spider) -> None:
-        """Daemon: pick up seed files from the inbox; stay open unless idle too long."""
+        """Stay open while retries wait; a daemon: pick up seed files from the inbox,
+        stay open unless idle too long."""
+        if self._retries and not self.stopping:
+            raise DontCloseSpider
         if not self.cfg.daemon:
             return
         now = time.monotonic()
@@ -160,22 +182,28 @@ class AfmSpider(Spider):
         for path in sorted(inbox.glob("*.txt")):
             try:
                 urls = read_seeds([str(path)])
-            except (OSError, UnicodeDecodeError) as exc:
+            except (OSError, ValueError) as exc:  # unreadable, or not text
                 self.logger.warning("unreadable seed file %s: %s", path, exc)
                 urls = []
+            seeds = Counter()
             for url in urls:
-                request = self.schedule(url, 0)
+                request = self.schedule(url, 0, seed=seeds)
                 if request is not None:
                     self.crawler.engine.crawl(request)
                     added += 1
+            self._log_seeds(path.name, seeds)
             done_dir.mkdir(exist_ok=True)
             path.replace(done_dir / path.name)
         return added
 
     # ---- scheduling -------------------------------------------------------------------------
-    def schedule(self, url: str, depth: int) -> Request | None:
-        """A request for ``url`` if every rule allows it, else None (counted by reason)."""
+    def schedule(self, url: str, depth: int, seed: Counter | None = None) -> Request | None:
+        """A request for ``url`` if every rule allows it, else None (counted by reason).
+        ``seed``: ``url`` is a seed (counted there as new, again or before): a seed that
+        failed before is queued again."""
         stats = self.crawler.stats
+        if self.stopping:
+            return None
         cfg = self.cfg
         try:
             url = clean_url(url)
@@ -198,8 +226,15 @@ class AfmSpider(Spider):
         if reason:
             stats.inc_value(f"afm/skipped/trap_{reason}")
             return None
+        if seed is not None:
+            again = self._seed_again(url)
+            if again is not None:
+                seed["again"] += 1
+                return again
         if not self.shared and self.state.is_seen(url):
             stats.inc_value("afm/skipped/duplicate")
+            if seed is not None:
+                seed["before"] += 1
             return None
         if url in self._denied:
             return None
@@ -223,7 +258,25 @@ class AfmSpider(Spider):
         self._budget_scheduled += 1
         self._last_activity = time.monotonic()
         stats.inc_value("afm/scheduled")
+        if seed is not None:
+            seed["new"] += 1
         return self._request(url, depth)
+
+    def _seed_again(self, url: str) -> Request | None:
+        """A request for a seed whose last fetch failed (this run or an earlier one)."""
+        row = self.state.requeue(url, 0) if self.state is not None else None
+        if row is None:
+            return None
+        self.logger.warning("seed %s failed before (%s: %s): fetching it again", url, row.get("o"),
+                            row.get("m", "")[:200])
+        if row.get("o") == ROBOTS_UNAVAILABLE:
+            robots = getattr(self.crawler, "afm_robots", None)
+            if robots is not None:
+                robots.forget_unavailable(url)  # ask the host's robots.txt again
+        self._denied.discard(url)
+        self._last_activity = time.monotonic()
+        self.crawler.stats.inc_value("afm/requeued_seeds")
+        return self._request(url, 0, dont_filter=True)
 
     def refund_duplicate(self, url: str) -> None:
         """A URL scheduled here that the shared frontier already had (Redis's duplicate
@@ -236,12 +289,13 @@ class AfmSpider(Spider):
         stats.inc_value("afm/scheduled", -1)
         stats.inc_value("afm/skipped/duplicate")
 
-    def _request(self, url: str, depth: int, dont_filter: bool = False) -> Request:
+    def _request(self, url: str, depth: int, dont_filter: bool = False, attempt: int = 0) -> Request:
         return Request(
             url,
             callback=self.parse,
             errback=self.on_error,
-            meta={"depth": depth, "afm_url": url},
+            # retries are the spider's (after a backoff, fetching.retry), not Scrapy's at once
+            meta={"depth": depth, "afm_url": url, "afm_attempt": attempt, "dont_retry": True},
             # Local: ours de-dups by canonical URL and this catches redirect targets.
             # Redis: the shared filter is the de-dup (re-queued requests bypass it).
             dont_filter=dont_filter,
@@ -266,6 +320,10 @@ class AfmSpider(Spider):
         self._last_activity = time.monotonic()
         stats = self.crawler.stats
         request_url = response.meta.get("afm_url", response.url)
+        if self.retry.transient_status(response.status) and not response.meta.get("afm_sitemap"):
+            self._failed(response.request, request_url, f"http_{response.status}",
+                         f"HTTP {response.status} from {response.url}", transient=True)
+            return
         header_values = [v.decode("latin-1") for v in response.headers.getlist(b"X-Robots-Tag")]
         is_html = _is_html(response) and isinstance(response, TextResponse)  # links need text
         if is_html:
@@ -278,6 +336,7 @@ class AfmSpider(Spider):
             requests = []
         if "noindex" in directives:
             stats.inc_value("afm/noindex")
+            self._fetch_ended(True, "noindex")
             self.state.finish(request_url, "noindex")
         else:
             self._store(response, request_url)
@@ -344,6 +403,7 @@ class AfmSpider(Spider):
             fetched_at=fetched_at,
             warc_headers=self._training_headers(response, headers, request_url, fetched_at),
         )
+        self._fetch_ended(True, "page")
         stats = self.crawler.stats
         stats.inc_value("afm/pages")
         stats.inc_value("afm/bytes", len(response.body))
@@ -382,12 +442,73 @@ class AfmSpider(Spider):
         request = getattr(failure, "request", None)
         if request is None:
             return
+        if self.stopping:  # cancelled by SIGTERM: not finished, so the next run fetches it
+            self.crawler.stats.inc_value("afm/cancelled_at_stop")
+            return
         kind = classify_failure(failure, request)
-        self.crawler.stats.inc_value(f"afm/outcome/{kind}")
+        message = request.meta.get("afm_refused") or str(failure.value)
         if kind.startswith("error_"):
             self.logger.warning("%s failed: %s", request.url, failure.getTraceback())
+        self._failed(request, request.meta.get("afm_url", request.url), kind, message,
+                     transient=self.retry.transient_failure(failure.value, kind))
+
+    def _failed(self, request: Request, url: str, kind: str, message: str, transient: bool) -> None:
+        """A request that produced no page: tried again after a backoff when the reason may
+        pass and tries are left, else recorded with its reason."""
+        stats = self.crawler.stats
+        attempt = int(request.meta.get("afm_attempt", 0))
+        if transient and self.retry.retry_now(kind, attempt) and not self.stopping:
+            stats.inc_value(f"afm/retries/{kind}")
+            self._retry_later(request, attempt + 1, self.retry.backoff(attempt))
+            return
+        stats.inc_value(f"afm/outcome/{kind}")
+        if is_failure(kind):
+            if kind == PRIVATE_ADDRESS and not self.cfg.allow_private:
+                message += " (allow_private: true, or --allow-private, fetches it)"
+            stats.inc_value(f"afm/failed/{kind}")
+            stats.set_value(f"afm/last_error/{kind}", {"url": url, "reason": message[:300], "at": time.time()})
+            self._fetch_ended(False, kind)
+            self._log_failure(url, kind, message, transient)
         if self.state is not None:  # None only if the spider failed to open
-            self.state.finish(request.meta.get("afm_url", request.url), kind, str(failure.value)[:300])
+            self.state.finish(url, kind, message[:300], transient=transient)
+
+    def _log_failure(self, url: str, kind: str, message: str, transient: bool) -> None:
+        """The first failures of each kind said in the log as they happen, with the reason
+        and what happens next (they were visible only in the state file and the summary);
+        later ones of that kind are counted on /metrics and the stats line, not logged."""
+        logged = self._failures_logged[kind] = self._failures_logged.get(kind, 0) + 1
+        if logged > FAILURES_LOGGED_PER_KIND:
+            return
+        then = ("fetched again by the next run" if transient
+                else "fetched by the next run that allows it" if kind == PRIVATE_ADDRESS
+                else "fetched again if seeded again")
+        more = (f"; further {kind} failures are only counted (/metrics, the stats line)"
+                if logged == FAILURES_LOGGED_PER_KIND else "")
+        self.logger.warning("not fetched: %s: %s: %s (%s)%s", url, kind, message[:300], then, more)
+
+    def _retry_later(self, request: Request, attempt: int, delay: float) -> None:
+        from twisted.internet import reactor
+
+        def again() -> None:
+            self._retries.discard(call)
+            if not self.stopping:
+                retry = request.replace(dont_filter=True)
+                retry.meta["afm_attempt"] = attempt
+                self.crawler.engine.crawl(retry)
+
+        call = reactor.callLater(delay, again)
+        self._retries.add(call)
+
+    def _fetch_ended(self, ok: bool, kind: str) -> None:
+        self.recent.append((ok, kind))
+        self.last_fetch_at = time.monotonic()
+        self._last_activity = self.last_fetch_at
+
+    def health_facts(self) -> dict[str, Any]:
+        """What ``/healthz`` judges by (:mod:`afm.crawler.operations.metrics`): the last
+        fetches' results, when one last ended, how many wait to be tried again."""
+        return {"recent": list(self.recent), "last_fetch_at": self.last_fetch_at,
+                "retries_waiting": len(self._retries)}
 
 
 def classify_failure(failure: Failure, request: Request) -> str:
@@ -395,7 +516,7 @@ def classify_failure(failure: Failure, request: Request) -> str:
     exc = failure.value
     message = str(exc)
     if isinstance(exc, RobotsDenied):
-        return "robots_denied"
+        return ROBOTS_UNAVAILABLE if exc.unavailable else "robots_denied"
     if isinstance(exc, PrivateAddressRefused) or (
         isinstance(exc, DNSLookupError) and "private address" in message
     ):

@@ -5,17 +5,22 @@ Two append-only JSON-lines logs under ``out_dir/state``, each line written with 
 
 * ``frontier.jsonl`` - every URL scheduled (after de-duplication), with its depth.
 * ``outcomes.jsonl`` - URLs finished without a WARC record (robots denial, refusal,
-  network error, ``noindex``).
+  network error, ``noindex``), each with its kind, its reason and whether it was
+  transient (``"t": true``); a URL's last line is its outcome.
 
-A URL is *done* when it is in ``outcomes.jsonl`` or in the index of a closed WARC file
-(``warc.WarcStore``). On start, ``pending`` = scheduled - done: exactly the pages whose
-records were lost with the open WARC file, plus those never fetched.
+A URL is *done* when it is in the index of a closed WARC file (``warc.WarcStore``), or
+its last outcome is one the crawl does not try again (``requeue`` says which: the
+crawler's :class:`~afm.crawler.fetching.retry.RetryPolicy`). On start, ``pending`` =
+scheduled - done: the pages whose records were lost with the open WARC file, those never
+fetched, and those that failed for a reason that may have passed. ``failed`` is every URL
+whose last outcome is a failure, so seeding one again queues it again (:meth:`requeue`).
 """
 
 from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +29,13 @@ from afm.crawler.storage.warc import read_index
 
 
 class CrawlState:
-    def __init__(self, out_dir: str | Path) -> None:
+    def __init__(self, out_dir: str | Path, requeue: Callable[[dict[str, Any]], bool] | None = None,
+                 is_failure: Callable[[str], bool] | None = None) -> None:
+        """``requeue(row)``: whether a URL whose last outcome line is ``row`` is fetched
+        again by this run; ``is_failure(kind)``: whether an outcome is a failed fetch
+        (kept in :attr:`failed`). Both default to "no"."""
+        self._requeue = requeue or (lambda row: False)
+        self._is_failure = is_failure or (lambda kind: False)
         self.dir = Path(out_dir) / "state"
         self.dir.mkdir(parents=True, exist_ok=True)
         self.frontier_path = self.dir / "frontier.jsonl"
@@ -33,6 +44,8 @@ class CrawlState:
         self.host_counts: Counter[str] = Counter()
         self.scheduled = 0
         self.pending: list[tuple[str, int]] = []
+        self.failed: dict[str, dict[str, Any]] = {}  # url -> its last outcome line, a failure
+        self.requeued: Counter[str] = Counter()  # outcome kind -> URLs back in `pending` for it
         self.corrupt_lines = 0
         self._load(Path(out_dir))
         self._frontier = open(self.frontier_path, "a", buffering=1, encoding="utf-8")  # noqa: SIM115
@@ -51,8 +64,20 @@ class CrawlState:
         return out
 
     def _load(self, out_dir: Path) -> None:
-        done = {row["request_url"] for row in read_index(out_dir)}
-        done |= {row["u"] for row in self._read(self.outcomes_path)}
+        stored = {row["request_url"] for row in read_index(out_dir)}
+        last: dict[str, dict[str, Any]] = {}
+        for row in self._read(self.outcomes_path):
+            last[row["u"]] = row
+        done = set(stored)
+        for url, row in last.items():
+            if url in stored:
+                continue
+            if self._requeue(row):  # pending again (below): no longer a failure to re-seed
+                self.requeued[row.get("o", "")] += 1
+                continue
+            done.add(url)
+            if self._is_failure(row.get("o", "")):
+                self.failed[url] = row
         for row in self._read(self.frontier_path):
             url, depth = row["u"], int(row.get("d", 0))
             key = canonical_url(url)
@@ -82,11 +107,26 @@ class CrawlState:
     def is_seen(self, url: str) -> bool:
         return canonical_url(url) in self.seen
 
-    def finish(self, url: str, outcome: str, message: str = "") -> None:
-        """Record a URL finished without a WARC record (so a restart does not retry it)."""
-        row = {"u": url, "o": outcome}
+    def requeue(self, url: str, depth: int) -> dict[str, Any] | None:
+        """Schedule a failed ``url`` again (it was seeded again); its last outcome, or
+        None when it had not failed (stored, never tried, or a final decision)."""
+        row = self.failed.pop(url, None)
+        if row is not None:
+            self._frontier.write(json.dumps({"u": url, "d": depth}) + "\n")
+        return row
+
+    def finish(self, url: str, outcome: str, message: str = "", transient: bool = False) -> None:
+        """Record a URL finished without a WARC record, with why; ``transient``: the
+        reason may pass, so the next run fetches it again."""
+        row: dict[str, Any] = {"u": url, "o": outcome}
         if message:
             row["m"] = message
+        if transient:
+            row["t"] = True
+        if self._is_failure(outcome):
+            self.failed[url] = row
+        else:
+            self.failed.pop(url, None)
         self._outcomes.write(json.dumps(row) + "\n")
 
     def close(self) -> None:

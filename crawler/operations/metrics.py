@@ -10,8 +10,10 @@ numbers are nobody else's business), from the crawler's own reactor:
   fetches, training-use outcomes (opted out or not, and why), pages skipped or refused
   by reason, errors, the frontier's size and what is in flight, WARC files closed, and
   the process's own memory and CPU;
-* ``/healthz``: ``200`` with a JSON body while the engine runs, ``503`` once it stops
-  (what the systemd unit's start check and the container's ``HEALTHCHECK`` ask).
+* ``/healthz``: ``200`` with a JSON body while the engine runs, its ``status`` ``ok`` or
+  ``degraded`` with a ``reason`` (every recent fetch failed, or requests wait and none
+  ends: :func:`judge_health`); ``503`` once it stops (what the systemd unit's start check
+  and the container's ``HEALTHCHECK`` ask).
 
 The endpoint's address is written to ``<out>/state/endpoint.json`` so that ``afm crawler
 status --out DIR`` finds a running daemon without being told the port. With a Redis
@@ -35,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy import signals
 from twisted.web.resource import Resource
 
-from afm.crawler.fetching.components import CrawlerComponent, on
+from afm.crawler.fetching.components import CrawlerComponent, crawl_config, on
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -77,9 +79,16 @@ def snapshot(crawler: Crawler) -> dict[str, Any]:
             frontier = None
     in_flight = len(getattr(slot, "inprogress", ()) or ()) if slot is not None else 0
     by_prefix = lambda p: {k[len(p):]: int(v) for k, v in stats.items() if k.startswith(p)}  # noqa: E731
-    errors = {"download": int(stats.get("downloader/exception_count", 0)),
-              "spider": sum(int(v) for k, v in stats.items() if k.startswith("spider_exceptions/")),
-              "log": int(stats.get("log_count/ERROR", 0))}
+    # Every error by kind: each failed fetch's kind (after its retries), the spider's own
+    # exceptions and logged errors; with the last reason of each failure kind.
+    errors = by_prefix("afm/failed/")
+    spider_errors = sum(int(v) for k, v in stats.items() if k.startswith("spider_exceptions/"))
+    if spider_errors:
+        errors["spider_exception"] = spider_errors
+    if int(stats.get("log_count/ERROR", 0)):
+        errors["logged_error"] = int(stats.get("log_count/ERROR", 0))
+    last_errors = {k[len("afm/last_error/"):]: dict(v) for k, v in stats.items()
+                   if k.startswith("afm/last_error/") and isinstance(v, dict)}
     return {
         "pages": int(stats.get("afm/pages", 0)),
         "bytes": int(stats.get("afm/bytes", 0)),
@@ -94,11 +103,46 @@ def snapshot(crawler: Crawler) -> dict[str, Any]:
         "outcomes": by_prefix("afm/outcome/"),
         "scheduled": int(stats.get("afm/scheduled", 0)),
         "errors": errors,
+        "last_errors": last_errors,
+        "retries": by_prefix("afm/retries/"),
         "frontier": frontier,
         "in_flight": in_flight,
         "warc_files_closed": int(stats.get("afm/warc_files", 0)),
         "running": bool(engine is not None and getattr(engine, "running", False)),
     }
+
+
+def judge_health(crawler: Crawler, started: float, s: dict[str, Any] | None = None) -> tuple[str, str]:
+    """``("ok" | "degraded" | "stopping", reason)``. Degraded: every one of the last
+    fetches failed (``health_recent_fetches`` of them, or all so far), or requests wait (in
+    the frontier, in flight, or for a retry) but no fetch has ended for
+    ``health_stall_seconds`` (counted from ``started``, the crawl's monotonic start, before
+    the first). The reason names the kinds and the last error's reason."""
+    s = s if s is not None else snapshot(crawler)
+    if not s["running"]:
+        return "stopping", ""
+    spider = getattr(crawler, "spider", None)
+    facts = spider.health_facts() if spider is not None and hasattr(spider, "health_facts") else {}
+    recent = facts.get("recent") or []
+    if recent and not any(ok for ok, _ in recent):
+        kinds: dict[str, int] = {}
+        for _, kind in recent:
+            kinds[kind] = kinds.get(kind, 0) + 1
+        newest = recent[-1][1]
+        last = s["last_errors"].get(newest, {})
+        return "degraded", (f"the last {len(recent)} fetches all failed ("
+                            + ", ".join(f"{k} {v}" for k, v in sorted(kinds.items(), key=lambda kv: -kv[1]))
+                            + f"); last: {newest}: {last.get('reason', '?')} ({last.get('url', '?')})")
+    cfg = crawl_config(crawler)
+    waiting = (s["frontier"] or 0) + s["in_flight"] + int(facts.get("retries_waiting", 0))
+    since = facts.get("last_fetch_at") or started
+    if waiting:
+        quiet = time.monotonic() - since
+        if quiet >= cfg.health_stall_seconds:
+            return "degraded", (f"no progress: no fetch ended for {quiet:.0f} s while {waiting} requests wait "
+                                f"(frontier {s['frontier']}, in flight {s['in_flight']}, "
+                                f"retries {facts.get('retries_waiting', 0)})")
+    return "ok", ""
 
 
 class _Collector:
@@ -134,7 +178,19 @@ class _Collector:
         yield labelled("skipped", "URLs not scheduled, by reason", "reason", s["skipped"])
         yield labelled("refused", "Responses refused, by reason", "reason", s["refused"])
         yield labelled("outcomes", "Requests that ended without a page, by kind", "kind", s["outcomes"])
-        yield labelled("errors", "Errors: download exceptions, spider exceptions, logged errors", "kind", s["errors"])
+        yield labelled("errors", "Errors by kind: fetches that failed after their retries (timeout, dns_error, "
+                       "private_address, robots_unavailable, http_503, error_<exception>), spider exceptions, "
+                       "logged errors", "kind", s["errors"])
+        yield labelled("retries", "Fetches tried again after a backoff, by the failure's kind", "kind", s["retries"])
+        reasons = GaugeMetricFamily(p + "last_error_timestamp_seconds", "When each kind of error last happened, "
+                                    "with its reason and URL (one series per kind)", labels=["kind", "reason", "url"])
+        for kind, last in sorted(s["last_errors"].items()):
+            reasons.add_metric([kind, str(last.get("reason", ""))[:200], str(last.get("url", ""))[:200]],
+                               float(last.get("at", 0)))
+        yield reasons
+        health, _ = judge_health(self.crawler, self.started, s)
+        yield GaugeMetricFamily(p + "degraded", "1 while /healthz says degraded (the reason is in /healthz)",
+                                value=int(health == "degraded"))
         yield counter("scheduled", "Requests this process scheduled", s["scheduled"])
         yield counter("warc_files_closed", "WARC files closed (complete, indexed)", s["warc_files_closed"])
         yield GaugeMetricFamily(p + "frontier_requests", "Requests waiting in the frontier (shared with "
@@ -196,10 +252,15 @@ class MetricsEndpoint(CrawlerComponent):
             endpoint_file(self.cfg.out_dir).unlink(missing_ok=True)
 
     def health(self) -> tuple[int, dict[str, Any]]:
+        """``/healthz``: 200 while the engine runs, "ok" or "degraded" with the reason;
+        503 "stopping" once it stops."""
         s = snapshot(self.crawler)
-        body = {"status": "ok" if s["running"] else "stopping", "daemon": daemon_id(),
+        status, reason = judge_health(self.crawler, self.started, s)
+        body = {"status": status, "daemon": daemon_id(),
                 "uptime_s": round(time.monotonic() - self.started, 1), "pages": s["pages"],
-                "frontier": s["frontier"], "in_flight": s["in_flight"]}
+                "frontier": s["frontier"], "in_flight": s["in_flight"], "errors": s["errors"]}
+        if reason:
+            body["reason"] = reason
         return (200 if s["running"] else 503), body
 
 
@@ -225,4 +286,4 @@ class _Root(Resource):
 
 
 __all__ = ["DEFAULT_DAEMON_PORT", "HEARTBEAT_KEY", "MetricsEndpoint", "daemon_id", "endpoint_file",
-           "metrics_port", "render_metrics", "snapshot"]
+           "judge_health", "metrics_port", "render_metrics", "snapshot"]

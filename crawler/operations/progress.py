@@ -17,10 +17,23 @@ from scrapy import signals
 
 from afm.console import console
 from afm.crawler.fetching.components import CrawlerComponent, on
-from afm.crawler.operations.metrics import HEARTBEAT_KEY, daemon_id, snapshot
+from afm.crawler.operations.metrics import HEARTBEAT_KEY, daemon_id, judge_health, snapshot
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
+
+
+def error_summary(s: dict[str, Any]) -> str:
+    """``0``, or the errors by kind with each kind's last reason:
+    ``3 (timeout 2: Getting http://h/ took longer than 30 seconds; private_address 1: ...)``."""
+    total = sum(s["errors"].values())
+    if not total:
+        return "0"
+    parts = []
+    for kind, count in sorted(s["errors"].items(), key=lambda kv: -kv[1]):
+        reason = s["last_errors"].get(kind, {}).get("reason", "")
+        parts.append(f"{kind} {count:,}" + (f": {reason[:120]}" if reason else ""))
+    return f"{total:,} ({'; '.join(parts)})"
 
 
 class Progress(CrawlerComponent):
@@ -62,15 +75,19 @@ class Progress(CrawlerComponent):
         optouts = sum(v for k, v in s["training"].items() if k != "allowed")
         return (f"[crawl] pages {s['pages']:,} ({rate:,.1f}/s now, {s['pages'] / max(now - self.start, 1e-9):,.1f}/s "
                 f"overall)  bytes {s['bytes']:,}  status {statuses}  robots-denied {s['robots_denied']:,}  "
-                f"training-optout {optouts:,}  errors {sum(s['errors'].values()):,}  "
+                f"training-optout {optouts:,}  errors {error_summary(s)}  "
                 f"frontier {'?' if s['frontier'] is None else format(s['frontier'], ',')}  "
                 f"in-flight {s['in_flight']}  warc-closed {s['warc_files_closed']}")
 
     def report(self) -> None:
         s = snapshot(self.crawler)
         stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if self.cfg.daemon else ""
-        console.print(f"{stamp} {self.line(s)}".strip(), highlight=False, markup=False, soft_wrap=True)
-        self._heartbeat(s)
+        line = self.line(s)
+        health, reason = judge_health(self.crawler, self.start, s)
+        if health == "degraded":
+            line += f"  DEGRADED: {reason}"
+        console.print(f"{stamp} {line}".strip(), highlight=False, markup=False, soft_wrap=True)
+        self._heartbeat({**s, "health": health, "health_reason": reason})
 
     def _heartbeat(self, s: dict[str, Any] | None) -> None:
         """This daemon's numbers (or, when it stops, its removal) in the shared frontier's
@@ -88,4 +105,4 @@ class Progress(CrawlerComponent):
             return
 
 
-__all__ = ["Progress"]
+__all__ = ["Progress", "error_summary"]

@@ -25,9 +25,11 @@ class StatusError(RuntimeError):
 @dataclass
 class DaemonStatus:
     url: str
-    healthy: bool
+    healthy: bool  # running and "ok"
     health: dict[str, Any]
     metrics: dict[str, float] = field(default_factory=dict)  # name{labels} -> value
+    up: bool = False  # running: "ok" or "degraded" (see health["reason"])
+    last_errors: dict[str, dict[str, Any]] = field(default_factory=dict)  # kind -> reason, url, at
 
 
 def endpoint_url(out_dir: str | Path) -> str:
@@ -62,11 +64,25 @@ def daemon_status(url: str, timeout: float = 5.0, with_metrics: bool = True) -> 
         health = json.loads(body or b"{}")
     except ValueError:
         health = {"body": body[:200].decode("utf-8", "replace")}
-    status = DaemonStatus(base, code == 200 and health.get("status") == "ok", health)
+    status = DaemonStatus(base, code == 200 and health.get("status") == "ok", health, up=code == 200)
     if with_metrics:
         _, text = _get(base + "/metrics", timeout)
         status.metrics = parse_metrics(text.decode("utf-8", "replace"))
+        status.last_errors = last_errors(text.decode("utf-8", "replace"))
     return status
+
+
+def last_errors(text: str) -> dict[str, dict[str, Any]]:
+    """The last error of each kind (reason, URL, time) from a ``/metrics`` body."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    out: dict[str, dict[str, Any]] = {}
+    for family in text_string_to_metric_families(text):
+        if family.name == "afm_crawler_last_error_timestamp_seconds":
+            for sample in family.samples:
+                out[sample.labels.get("kind", "?")] = {"reason": sample.labels.get("reason", ""),
+                                                       "url": sample.labels.get("url", ""), "at": sample.value}
+    return out
 
 
 def parse_metrics(text: str) -> dict[str, float]:
@@ -81,22 +97,26 @@ def parse_metrics(text: str) -> dict[str, float]:
     return out
 
 
-def wait_healthy(url_or_out: str, seconds: float, poll: float = 1.0) -> DaemonStatus:
-    """Poll until the daemon (a URL, or the output directory it writes) is healthy."""
+def wait_up(url_or_out: str, seconds: float, poll: float = 0.5) -> DaemonStatus:
+    """Poll until the daemon (a URL, or the output directory it writes) is up: its
+    ``/healthz`` answers 200, "ok" or "degraded". Before the daemon has written its
+    endpoint file (a slow start) that file is waited for too, so a start check run
+    beside the daemon's start succeeds as soon as the daemon serves."""
     deadline = time.monotonic() + seconds
     last: Exception | None = None
     while True:
         try:
-            url = url_or_out if url_or_out.startswith("http") else endpoint_url(url_or_out)
-            status = daemon_status(url, with_metrics=False)
-            if status.healthy:
+            url = url_or_out if url_or_out.startswith(("http://", "https://")) else endpoint_url(url_or_out)
+            status = daemon_status(url, timeout=min(5.0, max(0.5, deadline - time.monotonic())),
+                                   with_metrics=False)
+            if status.up:
                 return status
             last = StatusError(f"{url}: {status.health}")
-        except StatusError as exc:
+        except (StatusError, ValueError, KeyError, OSError) as exc:  # a file half there reads as not yet
             last = exc
         if time.monotonic() >= deadline:
-            raise StatusError(f"not healthy within {seconds:g} s: {last}")
-        time.sleep(poll)
+            raise StatusError(f"not up within {seconds:g} s: {last}")
+        time.sleep(min(poll, max(0.0, deadline - time.monotonic())))
 
 
 def frontier_status(redis_url: str, key: str, stale_after_s: float = 300.0) -> dict[str, Any]:
@@ -126,5 +146,5 @@ def frontier_status(redis_url: str, key: str, stale_after_s: float = 300.0) -> d
             "daemons": daemons}
 
 
-__all__ = ["DaemonStatus", "StatusError", "daemon_status", "endpoint_url", "frontier_status",
-           "parse_metrics", "wait_healthy"]
+__all__ = ["DaemonStatus", "StatusError", "daemon_status", "endpoint_url", "frontier_status", "last_errors",
+           "parse_metrics", "wait_up"]

@@ -37,8 +37,8 @@ from apache_beam.metrics import Metrics
 
 from afm import fs
 from afm.filters.code import iter_parquet_files, iter_repo_files
+from afm.io import directories_are_inputs, write_shard
 from afm.io import resolve_inputs as resolve_files
-from afm.io import write_shard
 from afm.parquet import row_count, schema_of
 from afm.pipelines.beam.coerce import classify, with_text_from
 from afm.pipelines.beam.cputime import StageClock, timed_iter
@@ -87,7 +87,7 @@ def resolve_inputs(patterns: list[str], source: str) -> tuple[list[str], list[st
         found = resolve_files(local, allow_rejects=True).files if local else []
         return sorted(found + remote), []
     resolved = resolve_files(patterns, allow_rejects=True,
-                             directories_as_inputs=(source == "code"))
+                             directories_as_inputs=directories_are_inputs(source))
     if not resolved.files:
         raise FileNotFoundError(no_inputs_message(patterns, resolved.skipped))
     return resolved.files, [f"{path} ({why})" for path, why in resolved.skipped]

@@ -16,7 +16,10 @@ The reader's estimate is by bytes: finished files count their size, the file bei
 its offset (WARC members and JSONL lines have one; a whole-file gzip or a Parquet file
 counts when it finishes). Everything fused with reading (the per-document stages) runs
 with it; what follows the first shuffle (dedup, decontamination, writing) comes after,
-and the line says so.
+and the line names it: each global stage's input is ticked too (:func:`stage_label`), so
+the line says which stage the run is in (``stage dedup``), keeps the reading rate once
+reading ends (it does not fall while a later stage works), and, when no count has moved
+for ``QUIET_AFTER_S``, says that the stage works unseen rather than stalling silently.
 """
 
 from __future__ import annotations
@@ -114,22 +117,59 @@ def read_progress(directory: str) -> Snapshot:
     return Snapshot(counts, done)
 
 
+STAGE_PREFIX = "stage:"  # a tick at a global stage's input: "stage:<order>:<name>"
+
+
+def stage_label(order: int, name: str) -> str:
+    """The tick label of the ``order``-th global stage (dedup, decontaminate, ...)."""
+    return f"{STAGE_PREFIX}{order:02d}:{name}"
+
+
+def phase(snap: Snapshot, total_bytes: int | None, read_label: str = "read") -> str:
+    """Where the run is: reading (and the per-document stages fused with it), a global
+    stage (the last one whose input tick has counted: it runs once its input is complete),
+    or writing (documents, or rejects once nothing else is under way, reaching the writers)."""
+    c = snap.counts
+    reading_done = bool(total_bytes) and snap.bytes >= total_bytes
+    # Kept documents reach the writer only after every global stage; rejects can reach it
+    # while the input is read or a global stage works (a per-document stage's rejects are
+    # fused with reading), so they mean writing only when nothing else is under way.
+    if c.get("kept", 0):
+        return "writing"
+    stages = sorted(k for k in c if k.startswith(STAGE_PREFIX) and c[k])
+    if stages and (reading_done or len(stages) > 1 or not c.get(read_label, 0)):
+        return "stage " + stages[-1].split(":", 2)[2]
+    if c.get("rejected", 0) and reading_done:
+        return "writing"
+    return "reading + per-document stages"
+
+
 def describe(snap: Snapshot, elapsed: float, total_bytes: int | None, read_label: str = "read",
-             ) -> str:
-    """The progress line: counts, rate, elapsed, and an estimate while reading."""
+             read_rate: float | None = None, quiet_s: float = 0.0) -> str:
+    """The progress line: the phase, counts, the reading rate, elapsed, an estimate while
+    reading, and, when no count has moved for a while, that the stage works unseen
+    (``quiet_s``: seconds since a count last changed). ``read_rate``: docs/s while the
+    input was being read (kept once reading ends, so it does not fall while a later
+    stage works)."""
     c = snap.counts
     read = c.get(read_label, 0)
-    rate = read / elapsed if elapsed > 0 else 0.0
-    parts = [f"read {read:,}", f"kept {c.get('kept', 0):,}", f"rejected {c.get('rejected', 0):,}",
-             f"{rate:,.1f} docs/s", f"{_clock(elapsed)} elapsed"]
+    rate = read_rate if read_rate is not None else (read / elapsed if elapsed > 0 else 0.0)
+    where = phase(snap, total_bytes, read_label)
+    parts = [where, f"read {read:,}", f"kept {c.get('kept', 0):,}", f"rejected {c.get('rejected', 0):,}",
+             f"{rate:,.1f} docs/s read", f"{_clock(elapsed)} elapsed"]
     if total_bytes:
         share = min(1.0, snap.bytes / total_bytes)
-        if share >= 1.0:
-            parts.append("input read; dedup, decontamination and writing follow")
-        elif share > 0:
+        if share >= 1.0 and where.startswith("reading"):
+            parts.append("input read; the global stages and writing follow")
+        elif 0 < share < 1.0:
             left = elapsed * (1 - share) / share
             parts.append(f"{100 * share:.0f}% of the input, ~{_clock(left)} left to read")
+    if quiet_s >= QUIET_AFTER_S:
+        parts.append(f"{where} working: no count moved for {_clock(quiet_s)} (its workers report when it ends)")
     return " · ".join(parts)
+
+
+QUIET_AFTER_S = 20.0  # a line whose counts have not moved this long says the stage works unseen
 
 
 def _clock(seconds: float) -> str:
@@ -149,6 +189,10 @@ class ProgressDisplay:
         self._thread: threading.Thread | None = None
         self.started = time.monotonic()
         self.last = Snapshot({}, 0)
+        self._seen: dict[str, int] = {}  # the counts at the last change
+        self._changed = self.started
+        self._read_rate: float | None = None
+        self._read_last = (self.started, 0)
 
     def __enter__(self) -> ProgressDisplay:
         os.makedirs(self.directory, exist_ok=True)
@@ -165,7 +209,15 @@ class ProgressDisplay:
         self.last = read_progress(self.directory)
 
     def line(self) -> str:
-        return describe(read_progress(self.directory), time.monotonic() - self.started, self.total_bytes)
+        snap, now = read_progress(self.directory), time.monotonic()
+        if snap.counts != self._seen:
+            self._seen, self._changed = dict(snap.counts), now
+        read = snap.counts.get("read", 0)
+        if read != self._read_last[1]:  # the rate of reading, frozen once reading stops
+            self._read_last = (now, read)
+            self._read_rate = read / max(now - self.started, 1e-9)
+        return describe(snap, now - self.started, self.total_bytes, read_rate=self._read_rate,
+                        quiet_s=now - self._changed)
 
     def _run(self) -> None:
         if console.is_terminal:
@@ -180,4 +232,5 @@ class ProgressDisplay:
                 next_at += self.plain_every_s
 
 
-__all__ = ["ProgressDisplay", "ProgressFile", "Snapshot", "describe", "make_tick", "read_progress"]
+__all__ = ["ProgressDisplay", "ProgressFile", "Snapshot", "describe", "make_tick", "phase", "read_progress",
+           "stage_label"]

@@ -25,7 +25,7 @@ from afm.pipelines.beam.io import (
     write_json,
 )
 from afm.pipelines.beam.packing import unpack
-from afm.pipelines.beam.progress import make_tick
+from afm.pipelines.beam.progress import make_tick, stage_label
 from afm.pipelines.beam.runners import LOCAL_RUNNERS
 from afm.pipelines.beam.spill import PackFn, StowFn, restore_all, spill_dir
 from afm.pipelines.curate.stages import ResolvedStage, registry
@@ -72,6 +72,7 @@ class CurateGraph:
     rejected_parts: list[Any] = field(default_factory=list)
     stage_reports: list[Any] = field(default_factory=list)
     global_stages: list[Any] = field(default_factory=list)
+    global_order: int = 0  # global stages met so far (their progress ticks' order)
     read: dict[str, Any] = field(default_factory=dict)
     pages: Any = None  # crawl pages not yet extracted
     pages_labels: list[str] = field(default_factory=list)
@@ -170,6 +171,11 @@ class CurateGraph:
             return
         stage_in, in_labels = (self.pages, self.pages_labels) if stage.kind == "page" else (
             self.documents, self.labels)
+        progress = getattr(self.plan, "progress_dir", None)
+        if progress and stage.kind == "global" and stage.active:  # the progress line names the stage
+            self.global_order += 1
+            stage_in = stage_in | f"progress {stage.name}" >> make_tick(
+                progress, stage_label(self.global_order, stage.name))
         self.counts.add(stage_in, f"{stage.name}.in")
         self.chain[stage.name] = in_labels
         kept = self.apply(stage, stage_in)

@@ -188,11 +188,9 @@ def execute_curate(plan: CuratePlan, output_dir: Any = None, options: Any = None
             f["path"] = join(plan.output, f["path"].rsplit("/", 1)[-1])
         manifest = _manifest(plan, options, accounting, counts, stats, files, elapsed,
                              out.run_id, _metrics(result))
-        read_rejects = sum(st.rejected for st in accounting.stages if st.stage == "read")
-        refuse_empty(plan.command, accounting.total_in - read_rejects, _empty_detail(plan, accounting),
-                     plan.allow_empty)
+        refuse_empty(plan.command, accounting.kept, _empty_detail(plan, accounting), plan.allow_empty)
         if accounting.kept == 0:
-            manifest["warnings"].append(f"no document kept: {_empty_detail(plan, accounting)}")
+            manifest["warnings"].append(f"no document kept (--allow-empty): {_empty_detail(plan, accounting)}")
         manifest["logs"] = log_path or "terminal"
         manifest["costs"] = run_costs(manifest["metrics"], manifest["funnel"], usage, Usage.now(),
                                       elapsed, local, memory.peak_bytes if local else 0)
@@ -410,9 +408,9 @@ def run_curate(
     directory must be empty unless ``overwrite`` (it is checked, and must be writable,
     before anything is computed). Raises
     :class:`~afm.pipelines.beam.accounting.AccountingError` when documents in != kept +
-    rejected, and :class:`~afm.outputs.EmptyOutput` when the inputs yielded no document
-    (empty or unreadable) unless ``allow_empty``; either way nothing is promoted. A run
-    whose stages rejected every document it read is promoted with a warning.
+    rejected, and :class:`~afm.outputs.EmptyOutput` when it kept no document (the inputs
+    empty or unreadable, or every document rejected) unless ``allow_empty``; either way
+    nothing is promoted (:func:`afm.outputs.refuse_empty`, the one rule).
     """
 
 

@@ -48,6 +48,14 @@ def _e(value: Any) -> str:
     return html.escape("" if value is None else str(value))
 
 
+SAMPLE_PREVIEW_CHARS = 600  # of a sample reject's text, in the report (the rejects file has it all)
+
+
+def _preview(text: Any) -> str:
+    text = "" if text is None else str(text)
+    return text if len(text) <= SAMPLE_PREVIEW_CHARS else text[:SAMPLE_PREVIEW_CHARS] + " [...]"
+
+
 def render_report(manifest: dict[str, Any], samples: dict[str, list[dict[str, Any]]]) -> str:
     """The report's HTML text. Stages with nothing of their kind in the input (extraction
     of document files) are left out, named in one line."""
@@ -71,16 +79,19 @@ def render_report(manifest: dict[str, Any], samples: dict[str, list[dict[str, An
         for reason, n in sorted(f["reasons"].items(), key=lambda kv: -kv[1]):
             reason_rows.append(f"<tr><td>{_e(f['stage'])}</td><td>{_e(reason)}</td>"
                                f"<td>{n:,}</td></tr>")
+    # Folded: one line per reason, opened on demand (written out, the samples' text made
+    # the page 21,733 px tall); each sample shows its first SAMPLE_PREVIEW_CHARS.
     sample_html = []
     for key in sorted(samples):
         stage, reason = key.split("|", 1)
         items = "".join(
             f"<li><b>{_e(s.get('url') or s.get('id'))}</b>"
             + (f" <code>{_e(s['details'])}</code>" if s.get("details") else "")
-            + f"<pre>{_e(s.get('text'))}</pre></li>"
+            + f"<pre>{_e(_preview(s.get('text')))}</pre></li>"
             for s in samples[key]
         )
-        sample_html.append(f"<h3>{_e(stage)}: {_e(reason)}</h3><ul>{items}</ul>")
+        sample_html.append(f"<details><summary><b>{_e(stage)}</b>: {_e(reason)} ({len(samples[key])} "
+                           f"sample(s))</summary><ul>{items}</ul></details>")
     notices = []
     for stage in registry():  # safeguards (decontamination): on, or OFF and why below
         state = manifest.get(stage.off_flag) if stage.off_flag else None
@@ -141,7 +152,8 @@ pre {{ white-space: pre-wrap; background: #f6f6f6; padding: 6px; font-size: 12px
 <table><tr><th>stage</th><th>reason</th><th>documents</th></tr>{''.join(reason_rows)}</table>
 <h2>Sample rejects</h2>
 {''.join(sample_html) or '<p>No rejects.</p>'}
-<h2>Config</h2><pre>{_e(config)}</pre>
+<h2>Config</h2><details><summary>the run's config ({len(config.splitlines())} lines)</summary>
+<pre>{_e(config)}</pre></details>
 </body></html>
 """
 

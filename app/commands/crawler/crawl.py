@@ -79,7 +79,7 @@ def crawl_command(
     """
     from afm.config import ConfigError, load_config, print_config
     from afm.crawler.config import CrawlConfig
-    from afm.crawler.run import run_crawl
+    from afm.crawler.frontier.seeds import read_seeds
 
     given: dict[str, object] = {}
     all_seeds = list(seeds) + list(more_seeds)
@@ -96,7 +96,15 @@ def crawl_command(
         raise click.UsageError(str(exc)) from exc
     if not cfg.seeds and not cfg.inbox:
         raise click.UsageError("no seeds: give --seeds URL_OR_FILE")
+    try:  # a missing, binary or empty seed file: one line before the config is printed
+        if not read_seeds(cfg.seeds) and not cfg.inbox:
+            raise ValueError(f"no seed URL in {', '.join(cfg.seeds)} (empty, or only comments); "
+                             "expected one URL a line")
+    except (FileNotFoundError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from exc
     print_config(cfg, "crawl config")
+    from afm.crawler.run import run_crawl  # Scrapy: after the seeds were checked
+
     try:
         summary = run_crawl(cfg)
     except (FileNotFoundError, ValueError) as exc:
@@ -124,9 +132,11 @@ Examples:
 def daemon_command(config_file: Path, overrides: tuple[str, ...]) -> None:
     """Crawl until stopped: takes seed files dropped in the inbox, survives restarts.
 
-    SIGTERM (or Ctrl-C) stops cleanly: in-flight requests are abandoned (and re-fetched
-    on restart), the open WARC file is closed and indexed. After kill -9 a restart
-    re-fetches exactly the pages of the unfinished WARC file.
+    SIGTERM (or Ctrl-C) stops within 10 s: nothing new is scheduled, in-flight requests
+    are cancelled (fetched on restart), the open WARC file is closed and indexed. After
+    kill -9 a restart re-fetches exactly the pages of the unfinished WARC file. Failed
+    fetches are tried again after a backoff, then on restart or when seeded again;
+    /healthz says "degraded" with the reason when every fetch fails or nothing moves.
     """
     from afm.config import ConfigError, load_config, print_config
     from afm.crawler.config import CrawlConfig
@@ -147,9 +157,9 @@ def daemon_command(config_file: Path, overrides: tuple[str, ...]) -> None:
 Examples:
   afm crawler status --out /var/lib/afm/crawl/web1          # the daemon writing there
   afm crawler status --url http://127.0.0.1:9410
-  afm crawler status --redis-url redis://10.0.0.5:6379/0 --redis-key afm-web   # every daemon on it
-  afm crawler status --out crawl/ --health                  # exit 0 when healthy (HEALTHCHECK)
-  afm crawler status --config crawl.yaml --wait 60          # wait until healthy (systemd start)
+  afm crawler status --redis-url redis://127.0.0.1:6379/0 --redis-key afm-web  # every daemon on it
+  afm crawler status --out crawl/ --health                  # exit 0 when ok (HEALTHCHECK)
+  afm crawler status --config crawl.yaml --wait 60          # wait until it is up (systemd start)
   curl -s http://127.0.0.1:9410/metrics                     # what Prometheus scrapes
 """,
 )
@@ -159,9 +169,10 @@ Examples:
 @click.option("--url", default=None, help="The daemon's endpoint, http://HOST:PORT (default port 9410).")
 @click.option("--redis-url", default=None, help="A shared Redis frontier: queue, seen URLs, every daemon.")
 @click.option("--redis-key", default="afm", show_default=True, help="The frontier's key (the daemons' redis_key).")
-@click.option("--health", is_flag=True, help="One line and the exit status only: 0 healthy, 1 not.")
-@click.option("--wait", "wait_s", type=float, default=None, metavar="SECONDS",
-              help="Wait up to SECONDS for the daemon to become healthy (exit 1 if it does not).")
+@click.option("--health", is_flag=True, help="One line and the exit status only: 0 ok, 1 degraded or not running.")
+@click.option("--wait", "wait_s", type=click.FloatRange(min=0), default=None, metavar="SECONDS",
+              help="Wait up to SECONDS for the daemon to be up (its endpoint file written, /healthz answering), "
+                   "then print its status; exit 1 if it is not up by then.")
 def status_command(config_file: Path | None, out_dir: str | None, url: str | None, redis_url: str | None,
                    redis_key: str, health: bool, wait_s: float | None) -> None:
     """What a running crawler daemon, or a Redis frontier shared by several, is doing."""
@@ -171,7 +182,7 @@ def status_command(config_file: Path | None, out_dir: str | None, url: str | Non
         daemon_status,
         endpoint_url,
         frontier_status,
-        wait_healthy,
+        wait_up,
     )
 
     if sum(x is not None for x in (config_file, out_dir, url, redis_url)) != 1:
@@ -196,28 +207,36 @@ def status_command(config_file: Path | None, out_dir: str | None, url: str | Non
                               f"{d['age_s']:.0f}" + (" (stale)" if d["stale"] else ""), d["out_dir"]]
                              for d in front["daemons"]])
             return
-        target = url or endpoint_url(out_dir)  # type: ignore[arg-type]
-        if wait_s is not None:
-            got = wait_healthy(url or str(out_dir), wait_s)
-            click.echo(f"healthy: {got.url} ({got.health.get('pages', 0)} pages)")
-            return
+        if wait_s is not None:  # waits for the endpoint file too: started beside the daemon
+            up = wait_up(url or str(out_dir), wait_s)
+            click.echo(f"up: {up.url} {up.health.get('status', '?')} ({up.health.get('pages', 0)} pages)"
+                       + (f": {up.health['reason']}" if up.health.get("reason") else ""))
+            if health:
+                sys.exit(0)
+            target = up.url
+        else:
+            target = url or endpoint_url(out_dir)  # type: ignore[arg-type]
         got = daemon_status(target, with_metrics=not health)
     except StatusError as exc:
         raise click.ClickException(str(exc)) from exc
     if health:
-        click.echo(f"{'healthy' if got.healthy else 'unhealthy'}: {got.url} {got.health}")
+        click.echo(f"{got.health.get('status', 'unhealthy') if got.up else 'not running'}: {got.url} {got.health}")
         sys.exit(0 if got.healthy else 1)
     m = got.metrics
     rows: dict[str, object] = {"endpoint": got.url, "health": got.health.get("status", "?"),
                                "uptime s": got.health.get("uptime_s", 0)}
+    if got.health.get("reason"):
+        rows["health reason"] = got.health["reason"]
     for name in ("pages", "bytes", "robots_denied", "robots_fetches", "scheduled", "warc_files_closed"):
         rows[name.replace("_", " ")] = int(m.get(f"afm_crawler_{name}_total", 0))
     rows["frontier"] = int(m.get("afm_crawler_frontier_requests", -1))
     rows["in flight"] = int(m.get("afm_crawler_in_flight_requests", 0))
     for key, value in sorted(m.items()):
-        for family in ("responses", "training_use", "errors"):
+        for family in ("responses", "training_use", "errors", "retries"):
             if key.startswith(f"afm_crawler_{family}_total{{"):
                 rows[f"{family.replace('_', ' ')} {key.split('=', 1)[1].rstrip('}')}"] = int(value)
+    for kind, last in sorted(got.last_errors.items()):
+        rows[f"last {kind}"] = f"{last['reason']} ({last['url']})"
     rows["memory MB"] = round(m.get("process_resident_memory_bytes", 0) / 2**20, 1)
     print_summary("crawler status", rows)
     if not got.healthy:

@@ -202,25 +202,33 @@ def eval_group(ctx: click.Context, **opts: Any) -> None:
 
 
 def _run(opts: dict[str, Any]) -> None:
-    from afm.console import console, setup_logging
+    import tempfile
+
+    from afm.console import setup_logging
     from afm.evaluation.cpu_devices import use_cpu_cores
 
     setup_logging("WARNING")
     use_cpu_cores()  # before JAX starts: a device per core on a CPU host (afm.evaluation.cpu_devices)
     ckpt = resolve_checkpoint(opts["checkpoint"])
+    from afm.evaluation.suite import default_data_dir
+
+    tasks = _csv(opts["tasks"])
+    with tempfile.TemporaryDirectory(prefix="afm-demo-eval-") as scratch:  # removed however the run ends
+        data_dir = str(opts["data_dir"]) if opts["data_dir"] else default_data_dir()
+        if tasks == ["afm-demo"]:  # the bundled demo items, with the user's own copies in their place
+            from afm.evaluation.suite import prepare_demo_data
+
+            data_dir = prepare_demo_data(scratch, own=str(opts["data_dir"]) if opts["data_dir"] else None)
+        _run_with_data(opts, ckpt, tasks, data_dir)
+
+
+def _run_with_data(opts: dict[str, Any], ckpt: Path, tasks: list[str], data_dir: str | None) -> None:
+    from afm.console import console
     from afm.evaluation.report import print_results, write_report
     from afm.evaluation.results import write_results
     from afm.evaluation.runner import EvalSpec, run_eval
-    from afm.evaluation.suite import default_data_dir, expand
+    from afm.evaluation.suite import expand
 
-    tasks = _csv(opts["tasks"])
-    data_dir = str(opts["data_dir"]) if opts["data_dir"] else default_data_dir()
-    if not opts["data_dir"] and tasks == ["afm-demo"]:  # the group of the bundled demo items: their data
-        import tempfile
-
-        from afm.evaluation.suite import prepare_demo_data
-
-        data_dir = prepare_demo_data(tempfile.mkdtemp(prefix="afm-demo-eval-"))
     niah = {k: v for k, v in (("lengths", _ints(opts["niah_lengths"])),
                               ("depths", _floats(opts["niah_depths"]))) if v}
     limit = opts["limit"]
@@ -230,6 +238,7 @@ def _run(opts: dict[str, Any]) -> None:
     spec = EvalSpec(
         checkpoint=str(ckpt), tokenizer=str(opts["tokenizer"]) if opts["tokenizer"] else None,
         tasks=tasks, num_fewshot=opts["num_fewshot"], limit=limit, data_dir=data_dir,
+        demo_data=tasks == ["afm-demo"],
         allow_hub=opts["allow_hub"], dtype=opts["dtype"], max_length=opts["max_length"],
         tokens_per_batch=opts["tokens_per_batch"], gen_batch=opts["batch_size"],
         mesh=opts["mesh"], perplexity_data=list(opts["perplexity_data"]),
@@ -252,6 +261,8 @@ def _run(opts: dict[str, Any]) -> None:
     write_results(results, out)
     write_report(results, out.with_suffix(".png"), out.with_suffix(".html"))
     print_results(results)
+    for task, used in sorted(results.get("data", {}).items()):  # which items: the user's copies or ours
+        console.print(f"data {task}: {used}", highlight=False)
     t = results["timing"]
     console.print(f"results: {out}  plot: {out.with_suffix('.png')}  report: {out.with_suffix('.html')}  "
                   f"({t['total_s']:.1f} s)")

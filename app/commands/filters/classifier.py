@@ -104,10 +104,11 @@ def train_cmd(
             pos_files, neg_files = expand_inputs(positives), expand_inputs(negatives)
             pos = list(itertools.islice(read_texts(pos_files, text_field), limit))
             neg = list(itertools.islice(read_texts(neg_files, text_field), limit))
-    except FileNotFoundError as exc:
+    except (FileNotFoundError, ClassifierError) as exc:  # a missing or undecodable file: one line
         raise click.ClickException(str(exc)) from exc
     try:
-        console.print(f"read {len(pos):,} positive and {len(neg):,} negative texts")
+        if pos and neg:  # otherwise the error says the counts
+            console.print(f"read {len(pos):,} positive and {len(neg):,} negative texts")
         report = train_classifier(
             pos,
             neg,

@@ -106,7 +106,7 @@ def filter_cmd(
     """
     from afm.app.commands.pipelines.usage import user_errors
     from afm.config import ConfigError, parse_overrides
-    from afm.pipelines.curate.pipeline import run_curate
+    from afm.preflight import check_inputs
 
     if no_model and no_heuristics:
         raise click.UsageError("--no-model and --no-heuristics together leave nothing to run")
@@ -128,6 +128,10 @@ def filter_cmd(
     stages = ([] if no_heuristics else ["quality"]) + ([] if no_model else ["quality_model"])
     config = {"stages": stages, "quality": {"params": heuristics},
               "quality_model": {"params": model}}
+    with user_errors():  # before Beam is imported: a bad input is one line in seconds
+        check_inputs(inputs)
+    from afm.pipelines.curate.pipeline import run_curate
+
     with user_errors():
         run_curate(list(inputs), output, command="quality filter", overwrite=overwrite,
                    config=config, allow_empty=allow_empty,
@@ -171,11 +175,14 @@ def label_cmd(
         load_scorer,
     )
     from afm.io import expand_inputs
+    from afm.preflight import check_file
 
     if bool(reference) == bool(scorer_spec):
         raise click.UsageError("give exactly one of --reference (built-in LM scorer) or --scorer")
     try:
         files = expand_inputs(inputs)
+        for path in [*files, *expand_inputs(reference)]:  # empty, binary, undecodable: one line now
+            check_file(path, "input")
         if scorer_spec:
             scorer = load_scorer(scorer_spec)
         else:
@@ -186,7 +193,7 @@ def label_cmd(
             pos_fraction=pos_fraction, neg_fraction=neg_fraction, labels_out=labels_out,
             epoch=epoch, lr=lr, progress=True,
         )
-    except (ClassifierError, ValueError, TypeError, ImportError, AttributeError) as exc:
+    except (ClassifierError, ValueError, TypeError, ImportError, AttributeError, FileNotFoundError) as exc:
         raise click.ClickException(str(exc)) from exc
     print_summary("afm quality label", {
         "sampled": report["sampled"],

@@ -341,9 +341,13 @@ def tokenizer_train(inputs: tuple[str, ...], vocab_size: int, out: str, sample_d
     from afm.console import console, print_summary
     from afm.model.tokenizer import TokenizerError, document_files, train_tokenizer
     from afm.outputs import OutputError, write_directory
+    from afm.preflight import InputProblem, check_inputs
 
     try:
+        check_inputs(inputs)  # missing, empty, binary, undecodable: one line before any work
         files = document_files(inputs)
+    except InputProblem as exc:
+        raise click.ClickException(str(exc)) from None
     except FileNotFoundError as exc:
         raise click.UsageError(str(exc)) from exc
     if not files:

@@ -80,8 +80,9 @@ def curate_command(ctx: click.Context, inputs: tuple[str, ...], output: str, con
 
     from afm.app.commands.pipelines.usage import user_errors
     from afm.console import setup_logging
+    from afm.io import directories_are_inputs
     from afm.pipelines.curate.config import load_curate_config
-    from afm.pipelines.curate.pipeline import run_curate
+    from afm.preflight import check_inputs
 
     setup_logging("WARNING")
     logging.getLogger("apache_beam").setLevel(logging.WARNING)
@@ -96,7 +97,12 @@ def curate_command(ctx: click.Context, inputs: tuple[str, ...], output: str, con
 
         overrides = (*overrides, f"optout.params.snapshots={json.dumps(list(robots_snapshots))}")
     with user_errors():
+        if not dry_run:  # before Beam is even imported (the stages import it): one line in seconds
+            check_inputs(inputs, allow_rejects=True,
+                         directories_as_inputs=directories_are_inputs(_source(source, config, overrides)))
         cfg = load_curate_config(config, source=source, overrides=overrides)
+        from afm.pipelines.curate.pipeline import run_curate
+
         result = run_curate(list(inputs), output, config=cfg, runner=runner,
                             source=cfg.source, pipeline_args=beam_args, dry_run=dry_run,
                             overwrite=overwrite, allow_empty=allow_empty)
@@ -104,6 +110,19 @@ def curate_command(ctx: click.Context, inputs: tuple[str, ...], output: str, con
         finish_dry_run(result, runner)
     else:
         click.echo(result["outputs"]["report"])
+
+
+def _source(source: str | None, config: str | None, overrides: tuple[str, ...]) -> str | None:
+    """The run's source as the config will say, read without loading the stages."""
+    for item in reversed(overrides):
+        if item.startswith("source="):
+            return item.split("=", 1)[1]
+    if source or not config:
+        return source
+    from afm.config import read_yaml
+
+    data = read_yaml(config)
+    return data.get("source") if isinstance(data, dict) else None
 
 
 COMMANDS = [curate_command]

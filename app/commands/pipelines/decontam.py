@@ -71,6 +71,7 @@ def build_index_command(source: str, suite: str, out: str, n_overrides: tuple[st
     from afm.config import print_config
     from afm.console import console, print_summary, print_table
     from afm.filters.benchmarks import DATA_DIR, build_index, select_suite, specs_from
+    from afm.preflight import check_file
 
     with user_errors():
         specs = specs_from(DATA_DIR if source == "demo" else source)
@@ -78,6 +79,9 @@ def build_index_command(source: str, suite: str, out: str, n_overrides: tuple[st
         if fs.list_dir(out) and not overwrite:
             raise click.ClickException(f"{out} is not empty; pass --overwrite to replace the "
                                        "index there, or choose another --out")
+        for spec in specs:  # an empty or binary copy: one line now, not after the others were read
+            if spec.path:
+                check_file(spec.path, f"benchmark {spec.name!r}")
     if missing:
         console.print(f"[yellow]suite {suite!r}: not found in {source}, so not indexed: "
                       f"{', '.join(missing)}")
@@ -189,13 +193,17 @@ def run_command(ctx: click.Context, index_path: str, inputs: tuple[str, ...], ou
     from afm.app.commands.pipelines.beam_options import finish_dry_run
     from afm.app.commands.pipelines.usage import user_errors
     from afm.console import console, print_summary, print_table, setup_logging
-    from afm.filters.ngram_index import NgramIndex
-    from afm.pipelines.curate.pipeline import run_curate
-    from afm.pipelines.decontaminate import DecontamConfig, resolve_index
+    from afm.preflight import check_inputs
 
     setup_logging("WARNING")
     params = {"index": index_path, "threshold": threshold, "batch_docs": batch_docs}
     with user_errors():
+        if not dry_run:  # before Beam is even imported: a bad input is one line in seconds
+            check_inputs(inputs, allow_rejects=True)
+        from afm.filters.ngram_index import NgramIndex
+        from afm.pipelines.curate.pipeline import run_curate
+        from afm.pipelines.decontaminate import DecontamConfig, resolve_index
+
         index = NgramIndex(fs.localize(resolve_index(DecontamConfig(**params))))
         console.print(
             f"index: {len(index.benchmarks)} benchmarks, {index.num_ngrams:,} n-grams, "

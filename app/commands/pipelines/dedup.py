@@ -77,8 +77,7 @@ def dedup_command(ctx: click.Context, more_inputs: tuple[str, ...], inputs: tupl
     from afm.app.commands.pipelines.beam_options import finish_dry_run
     from afm.app.commands.pipelines.usage import user_errors
     from afm.console import console, print_summary, setup_logging
-    from afm.pipelines.curate.pipeline import run_curate
-    from afm.pipelines.dedup.pipeline import DedupConfig, stale_staging, summarize
+    from afm.preflight import check_inputs
 
     setup_logging("WARNING")
     beam_args, positional = split_beam_args([*more_inputs, *ctx.args])
@@ -87,6 +86,11 @@ def dedup_command(ctx: click.Context, more_inputs: tuple[str, ...], inputs: tupl
               "max_bucket_fanout": max_bucket_fanout, "index_dir": index_dir,
               "write_index": write_index}
     with user_errors():
+        if not dry_run:  # before Beam is even imported: a bad input is one line in seconds
+            check_inputs([*inputs, *positional], allow_rejects=True)
+        from afm.pipelines.curate.pipeline import run_curate
+        from afm.pipelines.dedup.pipeline import DedupConfig, stale_staging, summarize
+
         cfg = DedupConfig(**params)
         bands, rows = cfg.lsh()
         console.print(f"LSH {bands} bands x {rows} rows")

@@ -53,10 +53,15 @@ def tokenize_command(ctx: click.Context, inputs: tuple[str, ...], tokenizer_dir:
 
     from afm.app.commands.pipelines.usage import user_errors
     from afm.console import console, print_summary
-    from afm.pipelines.tokenize import run_tokenize
+    from afm.preflight import check_inputs
 
     start = time.perf_counter()
+    if not dry_run:
+        with user_errors():  # before Beam is even imported: a bad input is one line in seconds
+            check_inputs(inputs)
     console.print(f"tokenize: inputs {list(inputs)} -> {output} (tokenizer {tokenizer_dir})")
+    from afm.pipelines.tokenize import run_tokenize
+
     if dry_run:
         with user_errors():
             result = run_tokenize(list(inputs), tokenizer_dir, output, shard_docs=shard_docs,
@@ -85,7 +90,7 @@ def tokenize_command(ctx: click.Context, inputs: tuple[str, ...], tokenizer_dir:
         summary[f"tokens ({src})"] = agg["tokens"]
     summary["seconds"] = round(time.perf_counter() - start, 2)
     print_summary("tokenize", summary)
-    if stats["documents"] == 0:
+    if stats["documents"] == 0:  # only with --allow-empty (afm.outputs.refuse_empty)
         console.print(f"[bold yellow]warning: no document tokenized: all {stats['documents_in']} skipped")
 
 

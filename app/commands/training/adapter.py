@@ -166,6 +166,9 @@ is the report-scale recipe.
 def adapter_train(base, data, workdir, config, rank, alpha, targets, init_adapter, steps, overrides) -> None:
     """Train a LoRA adapter on a frozen base."""
     from afm.console import print_summary, setup_logging
+    from afm.preflight import check_data_paths
+
+    check_data_paths(data)
 
     setup_logging("WARNING")
     sets = adapter_overrides(rank, alpha, targets, init_adapter, steps, overrides)

@@ -66,6 +66,10 @@ Example:
 def rm_train(config, workdir, init_from, data, heldout, tokenizer, steps, overrides) -> None:
     """Train a reward model on preference pairs."""
     _quiet_logs()
+    from afm.preflight import check_data_paths
+
+    check_data_paths(data)
+    check_data_paths(heldout, "held-out data")
     from afm.training.runs.train import train
 
     try:
@@ -200,6 +204,10 @@ Example:
     @click.option("--set", "overrides", multiple=True)
     def command(config, workdir, init_from, data, heldout, tokenizer, beta, reference, steps, overrides) -> None:
         _quiet_logs()
+        from afm.preflight import check_data_paths
+
+        check_data_paths(data)
+        check_data_paths(heldout, "held-out data")
         from afm.training.runs.train import train
 
         try:

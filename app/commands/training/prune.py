@@ -67,7 +67,10 @@ WORKDIR/prune-masks.jsonl). Re-running the command resumes. Then: afm prune appl
 def prune_learn_command(teacher, target_ffn_dim, config, workdir, data, steps, train_weights, heldout, overrides, distributed) -> None:
     """Learn per-layer FFN pruning masks with Soft-Top-K on a trained teacher."""
     from afm.app.commands.training.train import _maybe_distributed
+    from afm.preflight import check_data_paths
 
+    check_data_paths(data)
+    check_data_paths(heldout, "held-out data")
     _maybe_distributed(None, None, None, distributed)
     from afm.console import print_summary, setup_logging
 

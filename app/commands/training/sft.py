@@ -54,6 +54,10 @@ def sft_group(ctx: click.Context, config, workdir, init_from, data, heldout, ste
     if not config or not workdir:
         raise click.UsageError("afm sft needs --config and --workdir (or a subcommand: prepare, sweep)")
     from afm.console import setup_logging
+    from afm.preflight import check_data_paths
+
+    check_data_paths(data)
+    check_data_paths(heldout, "held-out data")
     from afm.training.runs.train import train
 
     setup_logging("WARNING")
@@ -98,6 +102,14 @@ def prepare_command(inputs, name, tokenizer, output, decontam_index, no_decontam
     if not decontam_index and not no_decontam:
         raise click.UsageError("give --decontam-index (build one with `afm decontam build-index`) "
                                "or --no-decontam to skip decontamination on purpose")
+    from afm.preflight import InputProblem, check_inputs
+
+    try:  # missing, empty, binary, undecodable: one line before the filters are loaded
+        check_inputs(inputs, shapes={"jsonl": 'one conversation per line (chat messages, ShareGPT or Alpaca), e.g. '
+                                              '{"messages": [{"role": "user", "content": "..."}, ...]}',
+                                     "parquet": "a Parquet file of conversations (a messages column)"})
+    except InputProblem as exc:
+        raise click.ClickException(str(exc)) from None
     from afm.synth.prepare import PrepareConfig, PrepareError, prepare_sft
 
     cfg = PrepareConfig(name=name, tokenizer=tokenizer, decontam_index=None if no_decontam else decontam_index,

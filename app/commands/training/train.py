@@ -77,6 +77,9 @@ def train_command(config, workdir, list_configs, steps, data, init_from, overrid
         return
     if not config or not workdir:
         raise click.UsageError("afm train needs --config and --workdir (or --list-configs)")
+    from afm.preflight import check_data_paths
+
+    check_data_paths(data)  # before JAX is imported and the config printed: seconds, one line
     _maybe_distributed(coordinator, num_processes, process_id, distributed)
     from afm.config import ConfigError
     from afm.console import setup_logging

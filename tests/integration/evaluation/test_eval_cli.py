@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gzip
 import json
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -18,10 +20,15 @@ def setup(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("eval-cli")
     ckpt = write_tiny_checkpoint(tmp / "ck", seed=0, max_seq_len=256)
     data = prepare_demo_data(tmp / "data")
+    # a user's own GSM8K copy (12 items, gzip): afm-demo reads it instead of the bundled 20
+    own = tmp / "own"
+    own.mkdir()
+    lines = (Path(data) / "gsm8k-test.jsonl").read_text().splitlines()[:12]
+    (own / "gsm8k-test.jsonl.gz").write_bytes(gzip.compress(("\n".join(lines) + "\n").encode()))
     from afm.training.data.synthetic import markov_token_shards
 
     shards = markov_token_shards(tmp / "heldout", docs=20, length=(10, 300))
-    return tmp, ckpt, data, shards
+    return tmp, ckpt, data, shards, own
 
 
 def _run(*args: str) -> object:
@@ -29,24 +36,31 @@ def _run(*args: str) -> object:
 
 
 def test_eval_writes_results_plot_report_and_compares(setup) -> None:
-    tmp, ckpt, data, shards = setup
+    tmp, ckpt, data, shards, own = setup
     # a decontamination index built by afm decontam from the demo-math set
     index = tmp / "index"
     assert CliRunner().invoke(main, ["decontam", "build-index", "--benchmarks", "demo", "--out", str(index)]).exit_code == 0
     out = tmp / "run" / "a.json"
+    scratch = set(Path(tempfile.gettempdir()).glob("afm-demo-eval-*"))
     r = _run("--checkpoint", str(ckpt), "--tokenizer", str(tokenizer_dir()), "--tasks", "afm-demo",
-             "--num-fewshot", "0", "--limit", "6", "--data-dir", data, "--output", str(out),
+             "--num-fewshot", "0", "--limit", "6", "--data-dir", str(own), "--output", str(out),
              "--perplexity-data", str(shards[0]), "--decontam-index", str(index),
              "--niah-lengths", "64,160", "--niah-depths", "0,1")
     assert r.exit_code == 0, r.output
+    assert set(Path(tempfile.gettempdir()).glob("afm-demo-eval-*")) == scratch, "a temporary directory was left"
     res = json.loads(out.read_text())
+    # the user's own copy where given, the bundled items elsewhere, and the output says which
+    assert res["data"]["gsm8k test"] == (f"12 items from {(own / 'gsm8k-test.jsonl.gz').resolve()}, "
+                                         "the first 6 evaluated (--limit)")
+    assert "from the bundled demo items" in res["data"]["arc_easy test"]
+    assert "data gsm8k test: 12 items from" in " ".join(r.output.split())
     assert res["format"] == "afm-eval-v1"
     assert set(res["tasks"]) == {"arc_easy", "piqa", "hellaswag", "gsm8k", "afm_niah"}
     assert res["tasks"]["arc_easy"]["samples"] == 6 and res["tasks"]["arc_easy"]["primary"] == "acc,none"
     assert 0.0 <= res["tasks"]["piqa"]["metrics"]["acc,none"]["value"] <= 1.0
     ppl = res["perplexity"]
     assert ppl["documents"] == 20 and 1.0 < ppl["perplexity"] < 1e4  # random init: about the vocab size
-    assert res["decontamination"]["gsm8k"]["covered"] == res["decontamination"]["gsm8k"]["items"] == 20
+    assert res["decontamination"]["gsm8k"]["covered"] == res["decontamination"]["gsm8k"]["items"] == 12
     assert res["decontamination"]["piqa"]["covered"] == 0
     assert res["long_context"]["lengths"] == [64, 160] and res["long_context"]["depths"] == [0.0, 1.0]
     # programs are compiled per length bucket, not per request
@@ -59,7 +73,7 @@ def test_eval_writes_results_plot_report_and_compares(setup) -> None:
 
 
 def test_user_errors_are_clean(setup, tmp_path: Path) -> None:
-    _tmp, ckpt, data, _ = setup
+    _tmp, ckpt, data, _, _own = setup
     tok = str(tokenizer_dir())
     cases = [
         (["--checkpoint", str(tmp_path)], "not a model checkpoint"),

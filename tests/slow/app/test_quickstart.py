@@ -60,4 +60,8 @@ def test_the_readme_quickstart_runs_end_to_end(shared_eval: Path, tmp_path: Path
     base = json.loads((tmp_path / "work/my/base.json").read_text())
     sft = json.loads((tmp_path / "work/my/sft.json").read_text())
     assert set(base["tasks"]) >= {"arc_easy", "piqa", "gsm8k"} and set(sft["tasks"]) == set(base["tasks"])
+    # your copies were evaluated (not our demo items), and the results say which file
+    mine = (tmp_path / "my" / "benchmarks").resolve()
+    assert str(mine / "gsm8k-test.jsonl.gz") in base["data"]["gsm8k test"], base["data"]
+    assert "the first 50 evaluated" in base["data"]["gsm8k test"]
     assert (tmp_path / "work/my/sft-run/model/config.json").exists()

@@ -53,3 +53,30 @@ def test_help_lists_every_command_once_by_recipe_section() -> None:
               if line.startswith("  ") and not line.startswith("   ") and line.split()]
     assert sorted(set(listed)) == sorted(main.commands) and len(listed) == len(set(listed))
     assert "Other:" not in out  # every command has its section
+
+
+def test_ctrl_c_exits_130_after_the_command_cleaned_up(tmp_path) -> None:
+    """Ctrl-C is "interrupted" (128 + SIGINT), not click's "Aborted!" with status 1, and the
+    command's own clean-up (a temporary directory here) has run."""
+    import tempfile
+
+    import click
+    from click.testing import CliRunner
+
+    from afm.app.cli import _RecipeGroup
+
+    made: list[str] = []
+
+    @click.group(cls=_RecipeGroup)
+    def group() -> None:
+        pass
+
+    @group.command("slow")
+    def slow() -> None:
+        with tempfile.TemporaryDirectory(dir=tmp_path) as scratch:
+            made.append(scratch)
+            raise KeyboardInterrupt
+
+    result = CliRunner().invoke(group, ["slow"])
+    assert result.exit_code == 130 and "interrupted" in result.output
+    assert made and not list(tmp_path.iterdir())

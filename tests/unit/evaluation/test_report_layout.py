@@ -47,3 +47,22 @@ def test_the_eval_page_fits_1280_px_in_a_browser(tmp_path: Path) -> None:
     html = (tmp_path / "r.html").read_text()
     assert "max-width:100%" in html and "overflow-wrap:anywhere" in html
     assert page_width(tmp_path / "r.html", 1280) <= 1280
+
+
+def test_each_eval_page_has_its_own_title_and_a_zero_score_is_written_out(monkeypatch) -> None:
+    """Issue 56: every page had the same <title>; a score of 0 drew no bar."""
+    import matplotlib.axes
+
+    from afm.evaluation.report import plot_png, render_html
+
+    results = _results(2)
+    results["tasks"]["task_00_with_a_long_name"]["metrics"]["acc"]["value"] = 0.0
+    page = render_html(results, b"")
+    title = page.split("<title>", 1)[1].split("</title>", 1)[0]
+    assert title.startswith("afm eval: ") and "task_00_with_a_long_name" in title
+    written: list[str] = []
+    original = matplotlib.axes.Axes.text
+    monkeypatch.setattr(matplotlib.axes.Axes, "text",
+                        lambda self, x, y, s, *a, **k: (written.append(str(s)), original(self, x, y, s, *a, **k))[1])
+    plot_png(results)
+    assert "0.00" in written and "0.15" in written

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 from collections import Counter
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import yaml
 
+from afm.crawler.frontier.state import CrawlState
 from afm.crawler.storage.warc import iter_warc_responses, read_index
 from afm.crawler.testsite import LocalSites, Page
 
@@ -96,5 +98,56 @@ def test_sigterm_stops_cleanly_and_inbox_seeds_are_taken(tmp_path, crawler_daemo
         assert not list((out / "warc").glob(".*.open")), "open WARC file left after SIGTERM"
         assert (out / "summary.json").exists()
         urls = [r["url"] for r in read_index(out)]
-        assert site.url("h2", "/p20") in urls
+        # taken: stored, or (its fetch cancelled by the stop) pending for the next run
+        state = CrawlState(out)
+        state.close()
+        assert site.url("h2", "/p20") in set(urls) | {u for u, _ in state.pending}
         assert len(urls) == len(set(urls))
+
+
+STUCK_S = 60.0  # the stuck host's first answer takes this long: a stop that waited for it would too
+
+
+def _slow_the_first_time() -> object:
+    """A page that answers after STUCK_S seconds the first time it is asked, at once after."""
+    asked: list[int] = []
+
+    def page(path: str, headers: dict) -> Page:
+        asked.append(1)
+        return Page("<p>stuck, then fine</p>", delay=STUCK_S if len(asked) == 1 else 0.0)
+
+    return page
+
+
+def test_sigterm_cancels_in_flight_requests_and_the_restart_refetches_nothing(tmp_path, crawler_daemon,
+                                                                             wait_until):
+    """SIGTERM while one host holds a request for a minute and others have requests queued:
+    the daemon stops without waiting for them (well inside the minute), closes its WARC file,
+    and the restart fetches only what the stop cancelled, never a page it had stored."""
+    sites = _site(delay=0.15)
+    sites["stuck"] = {"/": _slow_the_first_time()}
+    sites["h0"]["/"] = Page(str(sites["h0"]["/"].body) + '<a href="{{host:stuck}}/">stuck</a>')
+    with LocalSites(sites) as site:
+        config = _write_config(tmp_path, site)
+        with crawler_daemon(config, tmp_path / "log1.txt") as proc:
+            wait_until(lambda: ("stuck", "/") in {(h, p) for h, p, _ in site.requests}
+                       and len(read_index(tmp_path / "out")) >= 10, 90, "the stuck request and ten stored pages")
+            os.kill(proc.pid, signal.SIGTERM)
+            assert proc.wait(STUCK_S) == 0, (tmp_path / "log1.txt").read_text()[-3000:]
+        out = tmp_path / "out"
+        assert not list((out / "warc").glob(".*.open")), "open WARC file left after SIGTERM"
+        stored_before = {r["url"] for r in read_index(out)}
+        # Cancelled, not waited for: its answer (a minute after it was asked) was never stored.
+        # Behaviour, not the clock: a stop that waited for it would have stored it.
+        assert site.url("stuck", "/") not in stored_before, "the stop waited for the stuck request"
+        summary = json.loads((out / "summary.json").read_text())
+        assert summary["close_reason"] == "shutdown"
+        served_before = len(site.requests)
+
+        with crawler_daemon(config, tmp_path / "log2.txt", wait_ready=False) as proc:
+            assert proc.wait(120) == 0, (tmp_path / "log2.txt").read_text()[-3000:]
+        urls = Counter(r["url"] for r in read_index(out))
+        assert set(urls) == _expected(site) | {site.url("stuck", "/")}
+        assert max(urls.values()) == 1, "a page was stored twice"
+        again = {site.url(h, p) for h, p, _ in site.requests[served_before:]}
+        assert not (again & stored_before), f"stored before the stop, fetched again: {again & stored_before}"

@@ -85,3 +85,55 @@ def test_status_without_a_daemon_says_what_was_looked_for(tmp_path: Path) -> Non
     assert result.exit_code != 0 and "endpoint.json" in result.output and "Traceback" not in result.output
     both = CliRunner().invoke(main, ["crawler", "status", "--out", str(tmp_path), "--url", "http://x"])
     assert both.exit_code != 0 and "one of" in both.output
+
+
+def test_status_wait_started_before_the_daemon_returns_its_status(tmp_path: Path, crawler_daemon) -> None:
+    """The systemd unit's start check runs beside the daemon's start: it waits for the
+    endpoint file, then for /healthz, and prints the status."""
+    import subprocess
+    import sys
+
+    with LocalSites(_site()) as site:
+        cfg = {"seeds": [site.url("h0", "/")], "out_dir": str(tmp_path / "out"), "allow_private": True,
+               "daemon": True, "idle_exit_seconds": 0, "progress_seconds": 0, "metrics_port": 0}
+        (tmp_path / "crawl.yaml").write_text(yaml.safe_dump(cfg))
+        waiter = subprocess.Popen([sys.executable, "-c", "from afm.app.cli import main; main()", "crawler", "status",
+                                   "--config", str(tmp_path / "crawl.yaml"), "--wait", "120"],
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        assert not endpoint_file(tmp_path / "out").exists()
+        with crawler_daemon(tmp_path / "crawl.yaml", tmp_path / "log.txt", wait_ready=False):
+            output, _ = waiter.communicate(timeout=150)
+        assert waiter.returncode == 0, output
+        assert "up: http://127.0.0.1:" in output and "crawler status" in output and "Traceback" not in output
+
+
+def test_health_says_degraded_with_the_reason_when_every_fetch_fails(tmp_path: Path, crawler_daemon,
+                                                                    wait_until) -> None:
+    """Its only seed refused (loopback without allow_private): /healthz says degraded and why,
+    /metrics counts the error by kind with its reason, and so does the stats line."""
+    with LocalSites(_site()) as site:
+        cfg = {"seeds": [site.url("h0", "/")], "out_dir": str(tmp_path / "out"), "daemon": True,
+               "idle_exit_seconds": 0, "progress_seconds": 0.5, "metrics_port": 0}
+        (tmp_path / "crawl.yaml").write_text(yaml.safe_dump(cfg))
+        log = tmp_path / "log.txt"
+        with crawler_daemon(tmp_path / "crawl.yaml", log) as proc:
+            info = json.loads(endpoint_file(tmp_path / "out").read_text())
+            url = f"http://{info['host']}:{info['port']}"
+
+            def health() -> dict:
+                with urllib.request.urlopen(url + "/healthz", timeout=10) as r:
+                    return json.loads(r.read())
+
+            wait_until(lambda: health()["status"] == "degraded", 60, "health to say degraded")
+            body = health()
+            assert "private_address" in body["reason"] and "allow_private" in body["reason"], body
+            m = _metrics(url)
+            assert m["afm_crawler_errors_total{kind=private_address}"] == 1
+            assert m["afm_crawler_degraded"] == 1
+            status = CliRunner().invoke(main, ["crawler", "status", "--url", url])
+            assert status.exit_code == 1 and "degraded" in status.output and "private_address" in status.output
+            wait_until(lambda: "DEGRADED" in log.read_text(), 30, "the stats line to say degraded")
+            line = next(x for x in log.read_text().splitlines() if "DEGRADED" in x)
+            assert "private_address 1: refused" in line
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(60) == 0

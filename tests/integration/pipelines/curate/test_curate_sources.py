@@ -149,7 +149,8 @@ def test_pages_without_extractor_are_rejected(planted_warc: Path, tmp_path: Path
     off = {"enabled": False}
     cfg = {name: off for name in ("extract", "language", "safety", "pii", "dedup", "quality",
                                   "quality_model", "decontaminate")}
-    manifest = run_curate([str(planted_warc)], tmp_path / "out", config=cfg, pipeline_args=LOCAL)
+    manifest = run_curate([str(planted_warc)], tmp_path / "out", config=cfg, pipeline_args=LOCAL,
+                          allow_empty=True)  # nothing kept: refused unless asked for (afm.outputs)
     assert manifest["accounting"]["ok"] and manifest["totals"]["kept"] == 0
     extract = next(f for f in manifest["funnel"] if f["stage"] == "extract")
     assert extract["dropped"] == manifest["totals"]["in"]

@@ -56,6 +56,9 @@ def test_failed_run_leaves_the_index_unchanged(tmp_path: Path) -> None:
     copies.write_text(src.read_text().replace('"id": "w-', '"id": "copy-'))
     result = CliRunner().invoke(dedup_command, ["--input", str(copies), "--output",
                                                 str(tmp_path / "out3"), "--index", str(index)])
+    assert result.exit_code == 1 and "dedup kept no document" in result.output  # the one rule
+    result = CliRunner().invoke(dedup_command, ["--input", str(copies), "--output", str(tmp_path / "out3"),
+                                                "--index", str(index), "--allow-empty", "--overwrite"])
     assert result.exit_code == 0, result.output
     assert json.loads((tmp_path / "out3" / "manifest.json").read_text())["totals"]["kept"] == 0
 

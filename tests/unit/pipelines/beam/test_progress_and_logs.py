@@ -25,8 +25,35 @@ def test_the_line_says_counts_rate_elapsed_and_what_is_left() -> None:
     assert "read 500" in line and "rejected 20" in line and "50.0 docs/s" in line and "0:00:10 elapsed" in line
     assert "25% of the input, ~0:00:30 left to read" in line
     done = describe(Snapshot({"read": 2000}, 10_000), 40.0, total_bytes=10_000)
-    assert "input read; dedup, decontamination and writing follow" in done
+    assert "input read; the global stages and writing follow" in done
     assert "left" not in describe(Snapshot({"read": 5}, 0), 1.0, total_bytes=None)  # size unknown: no estimate
+
+
+def test_the_line_names_the_stage_keeps_the_reading_rate_and_never_goes_quiet() -> None:
+    """Observed: in the second half of a curate the line stayed at "kept 0 · rejected 0"
+    with a falling docs/s and no stage name."""
+    from afm.pipelines.beam.progress import stage_label
+
+    dedup, decontam = stage_label(1, "dedup"), stage_label(2, "decontaminate")
+    reading = describe(Snapshot({"read": 500, dedup: 480}, 5_000), 10.0, total_bytes=10_000)
+    assert reading.startswith("reading + per-document stages")
+    in_dedup = describe(Snapshot({"read": 1000, dedup: 960}, 10_000), 300.0, total_bytes=10_000,
+                        read_rate=50.0, quiet_s=200.0)
+    assert in_dedup.startswith("stage dedup") and "50.0 docs/s read" in in_dedup  # not 1000 / 300
+    assert "stage dedup working: no count moved for 0:03:20" in in_dedup
+    assert describe(Snapshot({"read": 1000, dedup: 960, decontam: 900}, 10_000), 320.0,
+                    total_bytes=10_000).startswith("stage decontaminate")
+    assert describe(Snapshot({"read": 1000, dedup: 960, decontam: 900, "kept": 10}, 10_000), 330.0,
+                    total_bytes=10_000).startswith("writing")
+    assert "no count moved" not in describe(Snapshot({"read": 5}, 0), 1.0, total_bytes=None, quiet_s=3.0)
+    # A per-document stage's rejects reach the writer while reading: still reading, not writing.
+    assert describe(Snapshot({"read": 500, "rejected": 40}, 5_000), 10.0,
+                    total_bytes=10_000).startswith("reading + per-document stages")
+    assert describe(Snapshot({"read": 1000, dedup: 960, "rejected": 40}, 10_000), 300.0,
+                    total_bytes=10_000).startswith("stage dedup")
+    # Everything rejected before any global stage: the rejects are what is being written.
+    assert describe(Snapshot({"read": 1000, "rejected": 1000}, 10_000), 300.0,
+                    total_bytes=10_000).startswith("writing")
 
 
 def test_a_cluster_job_says_its_id_and_where_to_watch_it() -> None:

@@ -323,6 +323,28 @@ def test_report_html() -> None:
     assert "&lt;words&gt;" in html and "<words>" not in html
 
 
+def test_the_report_folds_its_sample_rejects_and_config(tmp_path) -> None:
+    """Issue 56: written out, the samples' text made a report 21,733 px tall."""
+    from afm.pipelines.curate.report import render_report
+    from tests.browser import page_size
+
+    funnel = [{"stage": f"stage{i}", "status": "ready", "in": 100, "kept": 90, "dropped": 10,
+               "reasons": {f"reason{j}": 2 for j in range(5)}} for i in range(6)]
+    manifest = {
+        "source": "web", "runner": "DirectRunner", "inputs": ["a"], "elapsed_s": 1.0, "created_at": "now",
+        "output": "/o", "config": {f"key{i}": {"a": i, "b": [1, 2, 3]} for i in range(60)},
+        "accounting": {"ok": True, "checks": 3, "problems": []}, "totals": {"in": 100, "kept": 40, "rejected": 60},
+        "funnel": funnel, "outputs": {"documents": [{"bytes": 10}]},
+    }
+    samples = {f"stage{i}|reason{j}": [{"id": f"d{k}", "text": "A long rejected page. " * 400, "details": None}
+                                       for k in range(5)] for i in range(6) for j in range(5)}
+    html = render_report(manifest, samples)
+    assert html.count("<details>") == 31 and "[...]" in html  # 30 reasons and the config, previews cut
+    (tmp_path / "report.html").write_text(html)
+    width, height = page_size(tmp_path / "report.html", 1280)
+    assert width <= 1280 and height < 6000, (width, height)
+
+
 def test_cli_help_has_examples() -> None:
     from click.testing import CliRunner
 
