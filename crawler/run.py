@@ -18,6 +18,7 @@ from afm.consent.robots import is_valid_product_token
 from afm.crawler.config import CrawlConfig
 from afm.crawler.fetching.components import CONFIG_SETTING
 from afm.crawler.fetching.spider import AfmSpider, read_seeds
+from afm.crawler.rules.responses import MAX_REDIRECTS, RETRY_HTTP_CODES
 
 
 def scrapy_settings(cfg: CrawlConfig) -> dict:
@@ -38,7 +39,8 @@ def scrapy_settings(cfg: CrawlConfig) -> dict:
         "DOWNLOAD_TIMEOUT": cfg.download_timeout,
         "DNS_TIMEOUT": cfg.dns_timeout,
         "RETRY_TIMES": cfg.retry_times,
-        "REDIRECT_MAX_TIMES": 5,
+        "RETRY_HTTP_CODES": list(RETRY_HTTP_CODES),  # afm.crawler.rules.responses, as afm fetch
+        "REDIRECT_MAX_TIMES": MAX_REDIRECTS,
         "URLLENGTH_LIMIT": cfg.max_url_length,
         "DEPTH_LIMIT": 0,  # enforced when scheduling, so resumed requests keep their depth
         "HTTPERROR_ALLOW_ALL": True,
