@@ -115,9 +115,14 @@ class SliceFetcher:
     # ---- a slice --------------------------------------------------------------------------
     async def run(self, job: SliceJob) -> SliceResult:
         result = SliceResult()
+        given = {origin: self._files_given(origin, job) for origin in job.urls}
+        # A slice of a split server carries its hosts' control files: the server's grid is
+        # as wide as the longest interval among them (afm.crawler.batch.pacing).
+        longest = max((self._interval(files) for files, _here in given.values() if files is not None),
+                      default=0.0)
         server = Pacer(self.cfg.min_interval(), self.cfg.per_host_concurrency, slot=job.slot,
-                       slices=job.slices, clock=self.clock)
-        await asyncio.gather(*(self._host(origin, jobs, server, job, result)
+                       slices=job.slices, grid_interval=longest, clock=self.clock)
+        await asyncio.gather(*(self._host(origin, jobs, server, job, result, given[origin])
                                for origin, jobs in sorted(job.urls.items())))
         return result
 
@@ -128,18 +133,18 @@ class SliceFetcher:
         files.robots_fetch = await fetch_control(self.client, origin, ROBOTS, [server], self._keep_control)
         files.last_start = files.robots_fetch.fetched_at
         if tdm and self.cfg.tdmrep:
-            await self._tdm(files, [server, self._host_pacer(files, 0, 1)])
+            await self._tdm(files, [server, self._host_pacer(files)])
         self.store.save_host(origin, files.to_json())
         return files
 
     async def _host(self, origin: str, jobs: list[UrlJob], server: Pacer, job: SliceJob,
-                    result: SliceResult) -> None:
-        files, fetched_here = self._files_given(origin, job)
+                    result: SliceResult, given: tuple[HostFiles | None, bool]) -> None:
+        files, fetched_here = given
         if files is None:
             files = await self.control_files(origin, server, tdm=False)
             fetched_here = True
         rules = files.rules(self.cfg)
-        host = self._host_pacer(files, job.slot, job.slices)
+        host = self._host_pacer(files)
         if job.round > 0 and not fetched_here:
             host.last_start = server.last_start = max(self.clock(), host.last_start)
         allowed: list[UrlJob] = []
@@ -166,11 +171,15 @@ class SliceFetcher:
             return files, False
         return None, False
 
-    def _host_pacer(self, files: HostFiles, slot: int, slices: int) -> Pacer:
+    def _interval(self, files: HostFiles) -> float:
+        """The host's spacing: its Crawl-delay, or the default when longer."""
         delay = files.rules(self.cfg).crawl_delay(self.agent, self.fallback, self.first)
-        interval = max(self.cfg.min_interval(), delay or 0.0)
-        return Pacer(interval, 1 if delay else self.cfg.per_host_concurrency, slot=slot,
-                     slices=slices, last_start=files.last_start, clock=self.clock)
+        return max(self.cfg.min_interval(), delay or 0.0)
+
+    def _host_pacer(self, files: HostFiles) -> Pacer:
+        delay = files.rules(self.cfg).crawl_delay(self.agent, self.fallback, self.first)
+        return Pacer(self._interval(files), 1 if delay else self.cfg.per_host_concurrency,
+                     last_start=files.last_start, clock=self.clock)
 
     async def _tdm(self, files: HostFiles, pacers: list[Pacer]) -> None:
         files.tdm_fetch = await fetch_control(self.client, files.origin, TDMREP, pacers, self._keep_control)

@@ -6,13 +6,15 @@ A request holds every pacer that applies to it (its host's and its server's) at 
 a wait imposed by one never lets another fall below its own spacing.
 
 A server too large for one worker is split into ``slices`` fetched by different workers
-(maybe at the same time). Slice ``slot`` of ``slices`` then starts requests only at the
-points of a clock grid shared by all of them (wall clock, so workers on one machine, or on
-machines whose clocks agree, share it): period ``slices x width``, offset ``slot x width``,
-``width = interval x (1 + GRID_MARGIN)``. A start may fall in the first
-``GRID_MARGIN x interval`` of its slot (a timer woke late); later, it waits for its next
-slot. Two starts of different slices are therefore at least ``interval`` apart, and the
-slices together never exceed one request per ``interval``.
+(maybe at the same time). Slice ``slot`` of ``slices`` then starts requests only in its own
+slots of a clock grid shared by all of them (wall clock, so workers on one machine, or on
+machines whose clocks agree, share it): slots ``width`` long, slot ``k`` belonging to
+slice ``k mod slices``, a start allowed in the first ``window`` of a slot (a timer that
+woke later waits for the slice's next slot). With ``width = grid_interval + window``, where
+``grid_interval`` is the longest interval of the server and of every host of the slice,
+two starts of different slices are at least ``grid_interval`` apart: the slices together
+keep every host's and the server's spacing. Only the server's pacer has the grid (one
+grid per request: two grids of other phases could never agree on a time).
 """
 
 from __future__ import annotations
@@ -23,19 +25,23 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
-GRID_MARGIN = 0.25
+GRID_MARGIN = 0.25  # window = this share of the grid interval ...
+MIN_WINDOW_S = 0.05  # ... and never less (a busy machine wakes timers late)
 
 
 class Pacer:
     """The spacing and concurrency of one host or server (see the module docstring)."""
 
     def __init__(self, interval: float, concurrency: int, *, slot: int = 0, slices: int = 1,
-                 last_start: float = 0.0, clock: Callable[[], float] = time.time) -> None:
+                 grid_interval: float = 0.0, last_start: float = 0.0,
+                 clock: Callable[[], float] = time.time) -> None:
         if slices < 1 or not 0 <= slot < slices:
             raise ValueError(f"slot {slot} of {slices} slices")
         self.interval = max(0.0, interval)
         self.slots, self.slot = slices, slot
-        self.width = self.interval * (1 + GRID_MARGIN) if slices > 1 else self.interval
+        spacing = max(self.interval, grid_interval)
+        self.window = max(GRID_MARGIN * spacing, MIN_WINDOW_S)
+        self.width = spacing + self.window
         self.concurrency = max(1, concurrency)
         self.semaphore = asyncio.Semaphore(self.concurrency)
         self.last_start = last_start
@@ -45,13 +51,13 @@ class Pacer:
     def earliest(self, now: float) -> float:
         """The earliest time at or after ``now`` a request may start."""
         ready = max(now, self.last_start + self.interval) if self.starts or self.last_start else now
-        if self.slots == 1 or self.interval <= 0:
+        if self.slots == 1:
             return ready
         period = self.width * self.slots
         offset = self.slot * self.width
         k = math.floor((ready - offset) / period)
         start = offset + k * period
-        if ready <= start + GRID_MARGIN * self.interval:
+        if ready <= start + self.window:
             return max(ready, start)
         return offset + (k + 1) * period
 
@@ -83,4 +89,4 @@ async def paced(pacers: list[Pacer]) -> AsyncIterator[float]:
             p.semaphore.release()
 
 
-__all__ = ["GRID_MARGIN", "Pacer", "paced"]
+__all__ = ["GRID_MARGIN", "MIN_WINDOW_S", "Pacer", "paced"]
