@@ -126,16 +126,13 @@ def salvage_open_files(out_dir: str) -> dict[str, int]:
     for base in (Path(out_dir), Path(out_dir) / SNAPSHOT_DIR):
         warc_dir, index_dir = base / "warc", base / "index"
         for tmp in sorted(warc_dir.glob(".*.open")):
-            cut = None
-            for item in read_file(str(tmp)):
-                if isinstance(item, Failure):
-                    cut = item.where.offset
-                    break
-            if cut is not None:
-                with open(tmp, "r+b") as fh:
-                    fh.truncate(cut)
             final = warc_dir / (tmp.name[1:-len(".open")] + ".warc.gz")
-            os.replace(tmp, final)
+            os.replace(tmp, final)  # named as WARC: the one reader reads it
+            cut = next((item.where.offset for item in read_file(str(final))
+                        if isinstance(item, Failure)), None)
+            if cut is not None:  # the damaged tail a kill left: cut after the last whole record
+                with open(final, "r+b") as fh:
+                    fh.truncate(cut)
             rows = index_rows_from_warc(final)
             index_dir.mkdir(parents=True, exist_ok=True)
             write_index(index_dir / (final.name[: -len(".warc.gz")] + ".parquet"), rows)
