@@ -22,6 +22,7 @@ import pyarrow as pa
 from apache_beam.pvalue import AsSingleton
 
 from afm import fs
+from afm.consent.training import OPTOUT
 from afm.crawler.frontier.urls import host_key
 from afm.crawler.rules import outcomes
 from afm.crawler.rules.responses import MAX_REDIRECTS
@@ -136,7 +137,7 @@ class HostCounts(beam.CombineFn):
         acc[f"outcome:{row['outcome']}"] += 1
         if row["outcome"] == outcomes.FETCHED:
             acc["fetched"] += 1
-            acc["optout"] += row.get("training_use") == "optout"
+            acc["optout"] += row.get("training_use") == OPTOUT
         elif row["outcome"] != outcomes.DUPLICATE:
             acc["not_fetched"] += 1
         acc["resumed"] += bool(row.get("resumed"))
