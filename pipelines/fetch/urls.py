@@ -45,10 +45,16 @@ def list_format(path: str) -> str:
 
 def resolve_lists(patterns: list[str]) -> list[str]:
     """The files named by paths, directories (every file in them, hidden ones left out) and
-    globs; an error naming what matched nothing."""
+    globs; an error naming what matched nothing. A remote pattern this machine has no
+    filesystem for is kept as it is."""
     files: list[str] = []
     for pattern in patterns:
-        if fs.has_glob(pattern):
+        if not fs.reachable(pattern):
+            # No filesystem here for this scheme (gs:// without Beam's GCP extra): kept as
+            # given, as curate keeps it; only a dry run gets this far (the option check
+            # refuses to submit without the extra).
+            found = [pattern]
+        elif fs.has_glob(pattern):
             found = sorted(fs.glob(pattern))
         elif fs.isdir(pattern):
             found = sorted(f for f in fs.list_files(pattern)
