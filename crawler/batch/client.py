@@ -1,4 +1,4 @@
-"""The batch fetcher's HTTP client: aiohttp (the library Scrapy itself depends on), with
+"""The batch fetcher's HTTP client: aiohttp (asyncio's standard HTTP client), with
 the crawler's safety rules (:mod:`afm.crawler.rules`) applied to every request.
 
 * **private addresses**: the resolver refuses a name whose lookup yields a private,
@@ -13,7 +13,9 @@ the crawler's safety rules (:mod:`afm.crawler.rules`) applied to every request.
   its wire size (``refused_decompression_bomb``); the decoded encodings are dropped from
   the stored headers, as Scrapy drops them;
 * **no redirect is followed here**: the fetcher follows them, each hop through its host's
-  robots.txt and pacing (:mod:`afm.crawler.batch.fetcher`).
+  robots.txt and pacing (:mod:`afm.crawler.batch.fetcher`);
+* **pacing from the wire**: when a request's headers have been written, its pacers count
+  their spacing from then (:func:`~afm.crawler.batch.pacing.request_sent`).
 
 Every failure is a :class:`FetchError` named as the crawler names its outcomes
 (:mod:`afm.crawler.rules.outcomes`), marked transient when a retry may help.
@@ -32,6 +34,7 @@ from aiohttp.abc import AbstractResolver
 from aiohttp.resolver import ThreadedResolver
 
 from afm.crawler.batch.config import FetchConfig
+from afm.crawler.batch.pacing import request_sent
 from afm.crawler.rules import outcomes
 from afm.crawler.rules.addresses import forbidden_reason, refused_host
 from afm.crawler.rules.responses import decompression_cap, header_refusal
@@ -98,6 +101,17 @@ class Fetched:
     wire_bytes: int = 0
 
 
+async def _headers_sent(_session: object, _ctx: object, _params: object) -> None:
+    request_sent()
+
+
+def _sent_trace() -> aiohttp.TraceConfig:
+    """Tells the pacers when a request really left (:func:`~afm.crawler.batch.pacing.request_sent`)."""
+    trace = aiohttp.TraceConfig()
+    trace.on_request_headers_sent.append(_headers_sent)
+    return trace
+
+
 class HttpClient:
     """One aiohttp session for a worker (see the module docstring). Create it inside the
     event loop that uses it; :meth:`close` when done."""
@@ -113,7 +127,7 @@ class HttpClient:
             connector=connector, auto_decompress=False, cookie_jar=aiohttp.DummyCookieJar(),
             headers={"User-Agent": self.user_agent, **REQUEST_HEADERS},
             timeout=aiohttp.ClientTimeout(total=cfg.download_timeout, connect=cfg.dns_timeout),
-            skip_auto_headers=("Accept-Encoding",))
+            skip_auto_headers=("Accept-Encoding",), trace_configs=[_sent_trace()])
 
     async def close(self) -> None:
         await self.session.close()

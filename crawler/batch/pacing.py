@@ -15,6 +15,10 @@ woke later waits for the slice's next slot). With ``width = grid_interval + wind
 two starts of different slices are at least ``grid_interval`` apart: the slices together
 keep every host's and the server's spacing. Only the server's pacer has the grid (one
 grid per request: two grids of other phases could never agree on a time).
+
+A request's spacing counts from the later of its release by the pacers and the moment its
+headers were written to the socket (:func:`request_sent`, called by the HTTP client): a
+busy event loop or machine between the two must not shorten the gap the server sees.
 """
 
 from __future__ import annotations
@@ -24,9 +28,11 @@ import math
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from contextvars import ContextVar
 
 GRID_MARGIN = 0.25  # window = this share of the grid interval ...
 MIN_WINDOW_S = 0.05  # ... and never less (a busy machine wakes timers late)
+_HELD: ContextVar[tuple[Pacer, ...]] = ContextVar("afm_paced", default=())
 
 
 class Pacer:
@@ -83,10 +89,21 @@ async def paced(pacers: list[Pacer]) -> AsyncIterator[float]:
             await asyncio.sleep(start - now)
         for p in pacers:
             p.record(now)
-        yield now
+        held = _HELD.set(tuple(pacers))
+        try:
+            yield now
+        finally:
+            _HELD.reset(held)
     finally:
         for p in acquired:
             p.semaphore.release()
 
 
-__all__ = ["GRID_MARGIN", "MIN_WINDOW_S", "Pacer", "paced"]
+def request_sent(when: float | None = None) -> None:
+    """The request of the current :func:`paced` block (this task's) has left: each of its
+    pacers counts its spacing from now, if that is later than the release."""
+    for p in _HELD.get():
+        p.last_start = max(p.last_start, p.clock() if when is None else when)
+
+
+__all__ = ["GRID_MARGIN", "MIN_WINDOW_S", "Pacer", "paced", "request_sent"]
