@@ -131,7 +131,8 @@ class SliceFetcher:
         as snapshots and the state for later stages."""
         files = HostFiles(origin)
         files.robots_fetch = await fetch_control(self.client, origin, ROBOTS, [server], self._keep_control)
-        files.last_start = files.robots_fetch.fetched_at
+        # The host's spacing (its Crawl-delay, read just now) counts from robots.txt's answer.
+        files.last_start = max(files.robots_fetch.fetched_at, self.clock())
         if tdm and self.cfg.tdmrep:
             await self._tdm(files, [server, self._host_pacer(files)])
         self.store.save_host(origin, files.to_json())
@@ -179,7 +180,7 @@ class SliceFetcher:
     def _host_pacer(self, files: HostFiles) -> Pacer:
         delay = files.rules(self.cfg).crawl_delay(self.agent, self.fallback, self.first)
         return Pacer(self._interval(files), 1 if delay else self.cfg.per_host_concurrency,
-                     last_start=files.last_start, clock=self.clock)
+                     last_start=files.last_start, from_end=bool(delay), clock=self.clock)
 
     async def _tdm(self, files: HostFiles, pacers: list[Pacer]) -> None:
         files.tdm_fetch = await fetch_control(self.client, files.origin, TDMREP, pacers, self._keep_control)

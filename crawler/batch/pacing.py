@@ -18,7 +18,10 @@ grid per request: two grids of other phases could never agree on a time).
 
 A request's spacing counts from the later of its release by the pacers and the moment its
 headers were written to the socket (:func:`request_sent`, called by the HTTP client): a
-busy event loop or machine between the two must not shorten the gap the server sees.
+busy event loop or machine between the two must not shorten the gap the server sees. A
+pacer ``from_end`` (a host with a Crawl-delay: one request at a time) counts it from when
+the previous response ended, as Nutch and Heritrix honour a delay: the server then sees
+at least the delay between two requests whatever either side's scheduling lag.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ class Pacer:
     """The spacing and concurrency of one host or server (see the module docstring)."""
 
     def __init__(self, interval: float, concurrency: int, *, slot: int = 0, slices: int = 1,
-                 grid_interval: float = 0.0, last_start: float = 0.0,
+                 grid_interval: float = 0.0, last_start: float = 0.0, from_end: bool = False,
                  clock: Callable[[], float] = time.time) -> None:
         if slices < 1 or not 0 <= slot < slices:
             raise ValueError(f"slot {slot} of {slices} slices")
@@ -51,6 +54,7 @@ class Pacer:
         self.concurrency = max(1, concurrency)
         self.semaphore = asyncio.Semaphore(self.concurrency)
         self.last_start = last_start
+        self.from_end = from_end
         self.clock = clock
         self.starts = 0
 
@@ -94,6 +98,10 @@ async def paced(pacers: list[Pacer]) -> AsyncIterator[float]:
             yield now
         finally:
             _HELD.reset(held)
+            ended = clock()
+            for p in pacers:
+                if p.from_end:
+                    p.last_start = max(p.last_start, ended)
     finally:
         for p in acquired:
             p.semaphore.release()

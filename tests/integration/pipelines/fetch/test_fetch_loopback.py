@@ -109,6 +109,7 @@ def check_politeness(run: dict[str, Any]) -> dict[str, float]:
     for host, path, when in run["log"]:
         times[host].append(when)
         paths[host][path] += 1
+    assert set(times) == set(run["web"]), "a host was never asked for its robots.txt"
     worst = {}
     for host, stamps in times.items():
         kind = run["web"][host].kind

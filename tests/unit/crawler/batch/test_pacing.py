@@ -71,3 +71,11 @@ def test_slices_of_one_server_never_start_within_the_grid_interval() -> None:
             t = s + p.window / 3
     near = [(x, y) for x in starts[0] for y in starts[1] if abs(x - y) < 1.0 - 1e-9]
     assert not near, near[:5]
+
+
+def test_a_crawl_delay_counts_from_the_end_of_the_previous_response() -> None:
+    """``from_end`` (a Crawl-delay host): a response taking 0.7 s does not eat into the
+    delay, so the server sees the delay between two requests whatever its own lag."""
+    clock = Clock()
+    left = run_paced(Pacer(1.0, 1, from_end=True, clock=clock), clock, [0.7, 0.0, 0.7])
+    assert [round(b - a, 6) for a, b in zip(left, left[1:])] == [1.0, 1.7]
