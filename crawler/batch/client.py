@@ -23,6 +23,7 @@ Every failure is a :class:`FetchError` named as the crawler names its outcomes
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import zlib
 from dataclasses import dataclass
@@ -123,6 +124,10 @@ class HttpClient:
         connector = aiohttp.TCPConnector(limit=cfg.concurrent_requests, limit_per_host=0,
                                          resolver=GuardedResolver(cfg.allow_private),
                                          ttl_dns_cache=300, ssl=True)
+        # Requests wait here, not in the connector's pool: the timeouts below then count
+        # from when a connection is free, as Scrapy's download timeout counts from when
+        # its downloader takes the request (a worker busy with others is not a slow host).
+        self.slots = asyncio.Semaphore(cfg.concurrent_requests)
         self.session = aiohttp.ClientSession(
             connector=connector, auto_decompress=False, cookie_jar=aiohttp.DummyCookieJar(),
             headers={"User-Agent": self.user_agent, **REQUEST_HEADERS},
@@ -143,7 +148,7 @@ class HttpClient:
             if refusal:
                 raise FetchError(outcomes.PRIVATE_ADDRESS, refusal)
         try:
-            async with self.session.get(url, allow_redirects=False) as resp:
+            async with self.slots, self.session.get(url, allow_redirects=False) as resp:
                 headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in resp.raw_headers]
                 if not control:
                     refusal = header_refusal(resp.headers.get("Content-Type"), resp.content_length,
@@ -154,6 +159,9 @@ class HttpClient:
                 status = resp.status
         except FetchError:
             raise
+        except aiohttp.ConnectionTimeoutError as exc:  # before TimeoutError, its base
+            raise FetchError(outcomes.TIMEOUT, f"no connection within {self.cfg.dns_timeout} s",
+                             transient=True) from exc
         except TimeoutError as exc:
             raise FetchError(outcomes.TIMEOUT, f"timed out after {self.cfg.download_timeout} s",
                              transient=True) from exc
