@@ -180,7 +180,7 @@ class SliceFetcher:
     def _host_pacer(self, files: HostFiles) -> Pacer:
         delay = files.rules(self.cfg).crawl_delay(self.agent, self.fallback, self.first)
         return Pacer(self._interval(files), 1 if delay else self.cfg.per_host_concurrency,
-                     last_start=files.last_start, from_end=bool(delay), clock=self.clock)
+                     last_start=files.last_start, clock=self.clock)
 
     async def _tdm(self, files: HostFiles, pacers: list[Pacer]) -> None:
         files.tdm_fetch = await fetch_control(self.client, files.origin, TDMREP, pacers, self._keep_control)

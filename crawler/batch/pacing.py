@@ -19,9 +19,10 @@ grid per request: two grids of other phases could never agree on a time).
 A request's spacing counts from the later of its release by the pacers and the moment its
 headers were written to the socket (:func:`request_sent`, called by the HTTP client): a
 busy event loop or machine between the two must not shorten the gap the server sees. A
-pacer ``from_end`` (a host with a Crawl-delay: one request at a time) counts it from when
-the previous response ended, as Nutch and Heritrix honour a delay: the server then sees
-at least the delay between two requests whatever either side's scheduling lag.
+pacer of one request at a time (a host with a Crawl-delay, or ``per_host_concurrency: 1``)
+counts it from when the previous response ended, as Nutch and Heritrix honour a delay:
+the server then sees at least the interval between two requests whatever either side's
+scheduling lag (it logs a request before it answers it).
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ class Pacer:
     """The spacing and concurrency of one host or server (see the module docstring)."""
 
     def __init__(self, interval: float, concurrency: int, *, slot: int = 0, slices: int = 1,
-                 grid_interval: float = 0.0, last_start: float = 0.0, from_end: bool = False,
+                 grid_interval: float = 0.0, last_start: float = 0.0,
                  clock: Callable[[], float] = time.time) -> None:
         if slices < 1 or not 0 <= slot < slices:
             raise ValueError(f"slot {slot} of {slices} slices")
@@ -52,9 +53,9 @@ class Pacer:
         self.window = max(GRID_MARGIN * spacing, MIN_WINDOW_S)
         self.width = spacing + self.window
         self.concurrency = max(1, concurrency)
+        self.from_end = self.concurrency == 1  # spacing from the previous response's end
         self.semaphore = asyncio.Semaphore(self.concurrency)
         self.last_start = last_start
-        self.from_end = from_end
         self.clock = clock
         self.starts = 0
 

@@ -47,10 +47,10 @@ def run_paced(pacer: Pacer, clock: Clock, late: list[float], *, report: bool = T
 def test_spacing_counts_from_when_a_request_left() -> None:
     late = [0.3, 0.0, 0.4, 0.0, 0.1, 0.0]
     clock = Clock()
-    left = run_paced(Pacer(1.0, 1, clock=clock), clock, late)
+    left = run_paced(Pacer(1.0, 2, clock=clock), clock, late)
     assert min(b - a for a, b in zip(left, left[1:])) >= 1.0 - 1e-9
     clock = Clock()  # counted from the release only, a late request shortens the next gap
-    left = run_paced(Pacer(1.0, 1, clock=clock), clock, late, report=False)
+    left = run_paced(Pacer(1.0, 2, clock=clock), clock, late, report=False)
     assert min(b - a for a, b in zip(left, left[1:])) < 0.7
 
 
@@ -73,9 +73,9 @@ def test_slices_of_one_server_never_start_within_the_grid_interval() -> None:
     assert not near, near[:5]
 
 
-def test_a_crawl_delay_counts_from_the_end_of_the_previous_response() -> None:
-    """``from_end`` (a Crawl-delay host): a response taking 0.7 s does not eat into the
-    delay, so the server sees the delay between two requests whatever its own lag."""
+def test_one_at_a_time_counts_from_the_end_of_the_previous_response() -> None:
+    """A pacer of one request at a time (a Crawl-delay host): a response taking 0.7 s does
+    not eat into the delay, so the server sees the delay whatever its own lag."""
     clock = Clock()
-    left = run_paced(Pacer(1.0, 1, from_end=True, clock=clock), clock, [0.7, 0.0, 0.7])
+    left = run_paced(Pacer(1.0, 1, clock=clock), clock, [0.7, 0.0, 0.7])
     assert [round(b - a, 6) for a, b in zip(left, left[1:])] == [1.0, 1.7]
