@@ -52,7 +52,8 @@ HOST_SCHEMA = pa.schema([("host", pa.string()), ("urls", pa.int64()), ("fetched"
 
 def build_fetch_graph(plan: Any, pipeline: Any, stats_path: str) -> dict[str, Any]:
     """Add the fetch of ``plan`` (:class:`~afm.pipelines.fetch.pipeline.FetchPlan`) to
-    ``pipeline``; the run's stats go to ``stats_path``."""
+    ``pipeline`` (a pipeline, or the start of a composite: :class:`FetchGraph`); the run's
+    stats go to ``stats_path``."""
     cfg, out, progress = plan.config, plan.output, plan.progress_dir
     items = (pipeline | "lists" >> beam.Create(list(enumerate(plan.inputs)))
              | "spread lists" >> beam.Reshuffle()
@@ -115,6 +116,18 @@ def build_fetch_graph(plan: Any, pipeline: Any, stats_path: str) -> dict[str, An
     return {"outcomes": every}
 
 
+class FetchGraph(beam.PTransform):
+    """The fetch graph as one composite step (its labels under the step's own), to be
+    composed with another graph in one job (``afm curate --urls``): ``{"outcomes": ...}``."""
+
+    def __init__(self, plan: Any, stats_path: str):
+        super().__init__()
+        self.plan, self.stats_path = plan, stats_path
+
+    def expand(self, pbegin: Any) -> dict[str, Any]:
+        return build_fetch_graph(self.plan, pbegin, self.stats_path)
+
+
 def _label(row: dict[str, Any]) -> str:
     if row["outcome"] == outcomes.FETCHED:
         return f"fetched ({row.get('training_use') or 'allowed'})"
@@ -173,4 +186,4 @@ def _write_stats(path: str, *, read_in: int, by_outcome: dict[str, int], resumed
                       "hosts_most_not_fetched": [{"host": h, **c} for h, c in worst]})
 
 
-__all__ = ["HOST_SCHEMA", "REPORT_DIR", "build_fetch_graph"]
+__all__ = ["HOST_SCHEMA", "REPORT_DIR", "FetchGraph", "build_fetch_graph"]

@@ -165,12 +165,17 @@ def execute_fetch(plan: FetchPlan, options: Any, salvaged: dict[str, int]) -> di
             shutil.rmtree(plan.progress_dir, ignore_errors=True)
     elapsed = time.time() - started
     stats = read_json(stats_path)
-    summary = _summary(plan, stats, elapsed, run_id, salvaged, _cpu_seconds() - cpu0 if local else None)
+    summary = fetch_summary(plan, stats, elapsed, run_id, salvaged, _cpu_seconds() - cpu0 if local else None)
     fs.write_bytes(fs.join(plan.output, SUMMARY), json.dumps(summary, indent=2, default=str).encode())
+    check_outcomes(stats, fs.join(plan.output, SUMMARY))
+    return summary
+
+
+def check_outcomes(stats: dict[str, Any], where: str) -> None:
+    """The fetch's accounting rule: URLs in = outcomes out."""
     if stats["urls_in"] != stats["outcomes_out"]:
         raise AccountingError(f"URLs in ({stats['urls_in']}) != outcomes out ({stats['outcomes_out']}): "
-                              f"see {fs.join(plan.output, SUMMARY)}")
-    return summary
+                              f"see {where}")
 
 
 def _cpu_seconds() -> float:
@@ -179,8 +184,9 @@ def _cpu_seconds() -> float:
     return t.user + t.system + t.children_user + t.children_system
 
 
-def _summary(plan: FetchPlan, stats: dict[str, Any], elapsed: float, run_id: str,
-             salvaged: dict[str, int], cpu_s: float | None) -> dict[str, Any]:
+def fetch_summary(plan: FetchPlan, stats: dict[str, Any], elapsed: float, run_id: str,
+                  salvaged: dict[str, int], cpu_s: float | None) -> dict[str, Any]:
+    """``summary.json`` of a fetch from its run's stats (``afm fetch``, ``afm curate --urls``)."""
     from afm.crawler.storage.warc import read_index
 
     index = read_index(plan.output) if not fs.is_remote(plan.output) else []
@@ -244,5 +250,5 @@ def run_fetch(urls: list[str], output: str, *, config: Any = None, runner: str =
     return summary
 
 
-__all__ = ["FetchPlan", "SUMMARY", "dry_run_fetch", "execute_fetch", "fetch_line", "load_fetch_config",
-           "plan_fetch", "run_fetch"]
+__all__ = ["FetchPlan", "SUMMARY", "check_outcomes", "claim_output", "dry_run_fetch", "execute_fetch", "fetch_line",
+           "fetch_summary", "load_fetch_config", "plan_fetch", "preflight", "run_fetch"]
