@@ -26,7 +26,8 @@ found is recorded as evidence; any one opts the page out):
    never overrules an opt-out found now.
 
 Snapshots come from ``snapshots``: stores built by ``afm robots snapshots``, crawl output
-directories (their ``robotstxt/``), or robots.txt WARC files such as Common Crawl's; every
+directories (their ``robotstxt/``; ``afm curate --urls`` names its own fetch directory in
+``job_snapshots``, read by the workers once the fetch is done), or robots.txt WARC files such as Common Crawl's; every
 path is read through :mod:`afm.fs` (local, ``gs://``, ``s3://``). Rules for which snapshot
 decides are :mod:`afm.consent.snapshots`'s: the newest readable one wins, a damaged or
 ``WARC-Truncated`` newest snapshot makes the page unverifiable (reason
