@@ -286,3 +286,44 @@ def test_fetch_on_the_portable_runner(world) -> None:
     assert pages(shared / "fetch-portable") == pages(shared / "fetch-local")
     assert len(pages(shared / "fetch-local")) == local["pages"] > 0
     _no_tracebacks(world, res)
+
+
+@pytest.mark.slow  # the fast tier runs fetch and curate on the pool apart, and the joint job locally
+def test_curate_urls_on_the_portable_runner(world) -> None:
+    """``afm curate --urls`` on the pool's workers: the fetch, then curate reading what it
+    wrote (the barrier holds across real workers), keeps and rejects what the same job does
+    on the local runner; URLs in = outcomes, pages fetched = pages read."""
+    from afm.app.bench.crawler.fetch import KINDS, mixed_web, serve, web_urls
+    from afm.pipelines.curate.from_urls import run_curate_urls
+
+    shared = world["shared"]
+    settings = {"allow_private": True, "host_interval": 0.05, "retry_times": 1, "download_timeout": 5}
+    curate = {"decontaminate": {"enabled": False}, "quality": {"enabled": False}}
+    web = mixed_web(len(KINDS), 3, delay=0.2)
+    site = serve(web)
+    try:
+        urls = web_urls(site, web)
+        (shared / "joint-urls.txt").write_text("\n".join(urls) + "\n")
+        run_curate_urls([str(shared / "joint-urls.txt")], str(shared / "joint-local"), config=curate,
+                        fetch_config=settings, pipeline_args=LOCAL, quiet=True)
+        sets = [a for k, v in settings.items() for a in ("--fetch-set", f"{k}={json.dumps(v)}")]
+        res = _launch(world, "curate", "--urls", str(shared / "joint-urls.txt"), "--output",
+                      str(shared / "joint-portable"), "--set", "decontaminate.enabled=false",
+                      "--set", "quality.enabled=false", *sets)
+    finally:
+        site.stop()
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    manifest = json.loads((shared / "joint-portable" / "manifest.json").read_text())
+    assert manifest["runner"] == "PortableRunner"
+    fetch = manifest["fetch"]
+    assert fetch["accounting_ok"] and fetch["urls_in"] == fetch["outcomes_out"] == len(urls)
+    assert fetch["pages"] == fetch["pages_read"] == manifest["totals"]["in"] > 0
+
+    def outcome(out: Path) -> tuple[set, dict]:
+        kept = {r["url"] for f in out.glob("documents-*.parquet") for r in pq.read_table(f).to_pylist()}
+        rejected = {r["url"]: (r["rejected_by"], r["reason"])
+                    for f in out.glob("rejects-*.parquet") for r in pq.read_table(f).to_pylist()}
+        return kept, rejected
+
+    assert outcome(shared / "joint-portable") == outcome(shared / "joint-local")
+    _no_tracebacks(world, res)
