@@ -87,6 +87,7 @@ class OutputDir:
     path: str
     run_id: str
     overwrite: bool = False
+    keep: tuple[str, ...] = ()  # names of this output a run keeps (``afm curate --urls``: its fetch)
 
     @property
     def staging(self) -> str:
@@ -98,17 +99,19 @@ class OutputDir:
 
     @classmethod
     def prepare(cls, path: str | os.PathLike[str], *, overwrite: bool = False,
-                run_id: str | None = None) -> OutputDir:
-        """Check and claim ``path`` before computing (see the module docstring)."""
+                run_id: str | None = None, keep: tuple[str, ...] = ()) -> OutputDir:
+        """Check and claim ``path`` before computing (see the module docstring). ``keep``:
+        names that belong to the run's own resumable work (``afm curate --urls`` keeps its
+        fetch in ``fetch/``): neither counted as earlier output nor replaced."""
         path = str(path)
         if not fs.is_remote(path):
             path = os.path.abspath(path)
             if os.path.exists(path) and not os.path.isdir(path):
                 raise OutputError(f"{path} is a file, not a directory")
-        names = [n for n in fs.list_dir(path) if n not in KEPT_ACROSS_RUNS]
+        names = [n for n in fs.list_dir(path) if n not in KEPT_ACROSS_RUNS + tuple(keep)]
         if names and not overwrite:
             raise OutputError(describe_existing(path, names))
-        out = cls(path, run_id or new_run_id(), overwrite)
+        out = cls(path, run_id or new_run_id(), overwrite, tuple(keep))
         probe = out.staged(".write-probe")
         try:
             fs.mkdirs(out.staging)
@@ -127,7 +130,7 @@ class OutputDir:
         # Hidden names in the staging directory are the run's scratch (temp files, stats).
         staged = [n for n in fs.list_dir(self.staging) if not n.startswith(".")]
         for name in fs.list_dir(self.path):
-            if name in KEPT_ACROSS_RUNS and name not in staged:
+            if name in KEPT_ACROSS_RUNS + self.keep and name not in staged:
                 continue
             if name != STAGING_PREFIX + self.run_id and (self.overwrite or name in staged
                                                           or name == MANIFEST):

@@ -37,7 +37,7 @@ def collect_commands() -> list[click.Command]:
 # command no section names is listed under "Other", so a new command is never hidden.
 SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Start", ("demo",)),
-    ("Crawl", ("crawl", "crawler", "robots")),
+    ("Crawl", ("crawl", "crawler", "robots", "fetch")),
     ("Curate", ("extract", "extraction", "inspect", "classifier", "quality", "decontam", "dedup", "curate")),
     ("Tokenize", ("tokenizer", "tokenize")),
     ("Pre-train", ("model", "train", "tpu-train", "bench-train", "train-compare")),

@@ -585,6 +585,13 @@ def rules_from_fetch(
     return RobotsRules("allow_all", status=status, ttl=ttl, reason=f"HTTP {status} (redirect limit)")
 
 
+def rules_past_redirect_limit(cache_seconds: float = MAX_CACHE_SECONDS) -> RobotsRules:
+    """RFC 9309 2.3.1.2: a robots.txt still redirecting after :data:`MAX_ROBOTS_REDIRECTS`
+    hops MAY be taken as unavailable: allow all (the crawler and ``afm fetch`` alike)."""
+    return RobotsRules("allow_all", ttl=min(cache_seconds, MAX_CACHE_SECONDS),
+                       reason=f"more than {MAX_ROBOTS_REDIRECTS} redirects")
+
+
 def check_urls(
     robots_text: str | bytes, agent: str, urls: list[str], fallback: str | None = None,
     fallback_first: bool = False,

@@ -22,6 +22,7 @@ from afm.crawler.fetching.components import CONFIG_SETTING
 from afm.crawler.fetching.spider import AfmSpider
 from afm.crawler.fetching.stopping import stop_fetching
 from afm.crawler.frontier.seeds import read_seeds
+from afm.crawler.rules.responses import MAX_REDIRECTS, RETRY_HTTP_CODES
 
 
 def scrapy_settings(cfg: CrawlConfig) -> dict:
@@ -42,7 +43,8 @@ def scrapy_settings(cfg: CrawlConfig) -> dict:
         "DOWNLOAD_TIMEOUT": cfg.download_timeout,
         "DNS_TIMEOUT": cfg.dns_timeout,
         "RETRY_TIMES": cfg.retry_times,  # robots.txt / tdmrep.json only: pages retry after a backoff
-        "REDIRECT_MAX_TIMES": 5,
+        "RETRY_HTTP_CODES": list(RETRY_HTTP_CODES),  # afm.crawler.rules.responses, as afm fetch
+        "REDIRECT_MAX_TIMES": MAX_REDIRECTS,
         "URLLENGTH_LIMIT": cfg.max_url_length,
         "DEPTH_LIMIT": 0,  # enforced when scheduling, so resumed requests keep their depth
         "HTTPERROR_ALLOW_ALL": True,

@@ -26,7 +26,8 @@ found is recorded as evidence; any one opts the page out):
    never overrules an opt-out found now.
 
 Snapshots come from ``snapshots``: stores built by ``afm robots snapshots``, crawl output
-directories (their ``robotstxt/``), or robots.txt WARC files such as Common Crawl's; every
+directories (their ``robotstxt/``; ``afm curate --urls`` names its own fetch directory in
+``job_snapshots``, read by the workers once the fetch is done), or robots.txt WARC files such as Common Crawl's; every
 path is read through :mod:`afm.fs` (local, ``gs://``, ``s3://``). Rules for which snapshot
 decides are :mod:`afm.consent.snapshots`'s: the newest readable one wins, a damaged or
 ``WARC-Truncated`` newest snapshot makes the page unverifiable (reason
@@ -75,6 +76,9 @@ class OptoutConfig(ConsentSettings):
     crawler_decision: bool = True  # a stored AFM-Training-Use: optout is honoured
     domains: list[str] = field(default_factory=list)  # opted-out hosts (and subdomains)
     domains_file: str | None = None  # one domain a line, '#' comments (any filesystem)
+    # Crawl directories the same job writes (``afm curate --urls``: its fetch): their
+    # robotstxt/ is read by the workers once pages reach the stage (set by prepare_run).
+    job_snapshots: list[str] = field(default_factory=list)
     missing: Literal["allow", "reject"] = "allow"  # a host with no snapshot at all
 
     def validate(self) -> None:
@@ -121,8 +125,9 @@ class OptoutFilter:
         if self.cfg.domains_file:
             domains += read_domains(self.cfg.domains_file)
         self.domains = {normalize_host(d) for d in domains if d.strip(". ")}
-        if index is None and self.cfg.snapshots:
-            index, _counts = load_index(self.cfg.snapshots)
+        sources = list(self.cfg.snapshots) + [d for d in self.cfg.job_snapshots if _has_snapshots(d)]
+        if index is None and sources:
+            index, _counts = load_index(sources)
         self.index = index
 
     # ---- the signals ------------------------------------------------------------------------
@@ -236,12 +241,23 @@ def _with_trail(out: Any) -> list[dict[str, Any]]:
 # ---- the curate stage's hooks (afm.pipelines.curate.stages) ----------------------------------
 
 
-def prepare_run(cfg: OptoutConfig, inputs: list[str]) -> None:
+def _has_snapshots(crawl_dir: str) -> bool:
+    """Whether a crawl directory of the job holds any snapshot yet (a fetch where every
+    robots.txt request failed before an answer holds none)."""
+    root = fs.join(crawl_dir, SNAPSHOT_DIR)
+    return fs.isdir(root) and any(not fs.basename(f).startswith(".") for f in fs.list_files(root))
+
+
+def prepare_run(cfg: OptoutConfig, inputs: list[str], in_job: list[str] | tuple[str, ...] = ()) -> None:
     """Before a run: with no snapshots configured, read the robots.txt / tdmrep.json
     snapshots of the crawl directories given as input (their ``robotstxt/``); then make a
     missing, unreadable or damaged-beyond-attribution snapshot source a one-line error here,
     not a failure inside a worker (local sources are read whole, and read again by the
-    workers; remote ones are listed)."""
+    workers; remote ones are listed). ``in_job``: crawl directories the job itself fills
+    (``afm curate --urls``'s fetch), used the same way but read only by the workers, once
+    the fetch is done (they hold nothing yet)."""
+    if not cfg.snapshots:
+        cfg.job_snapshots = [p if fs.is_remote(p) else os.path.abspath(p) for p in in_job]
     if not cfg.snapshots:
         cfg.snapshots = [p if fs.is_remote(p) else os.path.abspath(p) for p in inputs
                          if not fs.has_glob(p) and fs.isdir(p) and fs.isdir(fs.join(p, SNAPSHOT_DIR))]
@@ -257,7 +273,7 @@ def run_warnings(cfg: OptoutConfig, counts: dict[str, int]) -> list[str]:
     """After a run: documents with URLs were checked without any robots.txt / tdmrep.json
     snapshot (only the pages' own signals and the domain list applied)."""
     with_url = counts.get("read.pages", 0) + counts.get("read.docs_with_url", 0)
-    if cfg.snapshots or not with_url or not (cfg.robots or cfg.tdmrep):
+    if cfg.snapshots or cfg.job_snapshots or not with_url or not (cfg.robots or cfg.tdmrep):
         return []
     return ["optout: no robots.txt / tdmrep.json snapshots (no --robots-snapshots, and no "
             "input is a crawl directory with robotstxt/): only the pages' own noai / TDM "

@@ -32,11 +32,17 @@ from scrapy.exceptions import IgnoreRequest, StopDownload
 from scrapy.http.request import NO_CALLBACK
 from twisted.internet.defer import Deferred
 
-from afm.consent.robots import MAX_ROBOTS_REDIRECTS, RobotsRules, rules_from_fetch
+from afm.consent.robots import (
+    MAX_ROBOTS_REDIRECTS,
+    RobotsRules,
+    rules_from_fetch,
+    rules_past_redirect_limit,
+)
 from afm.consent.tdmrep import WELL_KNOWN_PATH, TdmFile, tdm_from_fetch
 from afm.consent.training import FileContext
 from afm.crawler.fetching.components import CrawlerComponent, on
 from afm.crawler.frontier.urls import host_key
+from afm.crawler.rules.responses import decompression_cap, header_refusal
 from afm.crawler.storage.snapshot_log import SnapshotWriter
 
 if TYPE_CHECKING:
@@ -232,7 +238,7 @@ class RobotsMiddleware(CrawlerComponent):
             if "redirect" in str(exc):
                 # RFC 9309 2.3.1.2: past five redirects robots.txt MAY be taken as unavailable.
                 stats.inc_value("afm/robots_redirect_limit")
-                return RobotsRules("allow_all", ttl=self.cache_seconds, reason="more than 5 redirects")
+                return rules_past_redirect_limit(self.cache_seconds)
             stats.inc_value("afm/robots_unreachable")  # e.g. a private address: refused
             return rules_from_fetch(None, None, error=str(exc), cache_seconds=self.cache_seconds,
                                     retry_seconds=self.retry_seconds)
@@ -277,17 +283,10 @@ class BombGuardMiddleware(CrawlerComponent):
     def process_response(self, request: Request, response: Response) -> Response:
         if response.headers.get(b"Content-Encoding") and self.ratio > 0:
             wire = len(response.body)
-            # A floor of 1 MiB keeps small, highly repetitive pages (tables) acceptable.
-            cap = min(self.max_size, max(int(wire * self.ratio), 1 << 20))
+            cap = decompression_cap(wire, self.ratio, self.max_size)  # afm.crawler.rules.responses
             request.meta["download_maxsize"] = cap
             request.meta["afm_wire_bytes"] = wire
         return response
-
-
-def _media_type(value: bytes | None) -> str:
-    if not value:
-        return ""
-    return value.split(b";", 1)[0].strip().lower().decode("latin-1")
 
 
 class ContentGuard(CrawlerComponent):
@@ -302,14 +301,8 @@ class ContentGuard(CrawlerComponent):
     def headers_received(self, headers: Any, body_length: int, request: Request, spider: Any) -> None:
         if request.meta.get("afm_robots_fetch"):
             return
-        media = _media_type(headers.get(b"Content-Type"))
-        if media and self.allowed and media not in self.allowed:
-            self.stats.inc_value("afm/refused/content_type")
-            request.meta["afm_refused"] = f"content_type {media}"
+        refusal = header_refusal(headers.get(b"Content-Type"), body_length, self.allowed, self.max_size)
+        if refusal:  # afm.crawler.rules.responses (Scrapy cancels oversize too; this says why)
+            self.stats.inc_value(f"afm/refused/{refusal.split()[0]}")
+            request.meta["afm_refused"] = refusal
             raise StopDownload(fail=True)
-        if body_length and body_length > 0 and self.max_size and body_length > self.max_size:
-            # Scrapy cancels this too; saying why here makes the outcome explicit.
-            self.stats.inc_value("afm/refused/oversize")
-            request.meta["afm_refused"] = f"oversize {body_length}"
-            raise StopDownload(fail=True)
-

@@ -30,7 +30,6 @@ from scrapy.linkextractors import IGNORED_EXTENSIONS
 from twisted.internet.error import DNSLookupError
 from twisted.python.failure import Failure
 
-from afm.consent.directives import is_html, meta_tags, page_signals
 from afm.consent.directives import robots_directives as parse
 from afm.crawler.config import CrawlConfig
 from afm.crawler.fetching.components import connect_signals, crawl_config, on
@@ -40,7 +39,9 @@ from afm.crawler.fetching.retry import PRIVATE_ADDRESS, ROBOTS_UNAVAILABLE, Retr
 from afm.crawler.frontier.seeds import read_seeds
 from afm.crawler.frontier.state import CrawlState
 from afm.crawler.frontier.urls import clean_url, host_key, trap_reason
-from afm.crawler.storage.warc import TRAINING_EVIDENCE_HEADER, TRAINING_USE_HEADER, WarcStore
+from afm.crawler.rules.outcomes import refused
+from afm.crawler.rules.pages import OWN_DIRECTIVES, own_directives, page_is_html, training_fields
+from afm.crawler.storage.warc import WarcStore
 
 _IGNORED_EXT = tuple("." + e for e in IGNORED_EXTENSIONS)
 FAILURES_LOGGED_PER_KIND = 5  # failures of one kind said in the log; the rest are counted
@@ -52,7 +53,7 @@ def robots_directives(values: list[str], agent: str) -> set[str]:
     :mod:`afm.consent.directives` for both tokens). A value may be scoped (``afmbot:
     noindex``); unscoped values apply to every agent. ``none`` means both."""
 
-    return parse(values, agent) & {"noindex", "nofollow"}
+    return parse(values, agent) & OWN_DIRECTIVES
 
 
 class AfmSpider(Spider):
@@ -324,11 +325,9 @@ class AfmSpider(Spider):
             self._failed(response.request, request_url, f"http_{response.status}",
                          f"HTTP {response.status} from {response.url}", transient=True)
             return
-        header_values = [v.decode("latin-1") for v in response.headers.getlist(b"X-Robots-Tag")]
         is_html = _is_html(response) and isinstance(response, TextResponse)  # links need text
-        if is_html:
-            header_values += _meta_robots(response, self.cfg.user_agent)
-        directives = robots_directives(header_values, self.cfg.user_agent)
+        # afm.crawler.rules.pages: the batch fetcher (afm fetch) reads them the same way
+        directives = own_directives(_headers(response), response.body, is_html, self.cfg.user_agent)
         requests = list(self._follow(response, directives, is_html))
         if self.shared:
             for request in requests:
@@ -363,31 +362,21 @@ class AfmSpider(Spider):
 
     def _training_headers(self, response: Response, headers: list[tuple[str, str]],
                           request_url: str, fetched_at: dt.datetime) -> dict[str, str]:
-        """The page's training-use decision as WARC fields (see the module docstring)."""
-        import json
-
-
+        """The page's training-use decision as WARC fields (see the module docstring):
+        :func:`afm.crawler.rules.pages.training_fields`, as the batch fetcher decides."""
         robots = getattr(self.crawler, "afm_robots", None)
         rules = robots_file = tdm = tdm_file = None
         if robots is not None:
             rules, robots_file, tdm, tdm_file = robots.host_files(response.url)
-        signals = page_signals(headers, response.body, _is_html(response), self.policy.agents)
-        decision = self.policy.decide(response.url, signals=signals, fetched_at=fetched_at,
-                                      robots=rules, robots_file=robots_file, tdm=tdm,
-                                      tdm_file=tdm_file)
+        decision, fields = training_fields(self.policy, response.url, headers, response.body,
+                                           _is_html(response), fetched_at, robots=rules,
+                                           robots_file=robots_file, tdm=tdm, tdm_file=tdm_file)
         self.crawler.stats.inc_value(f"afm/training/{decision.use}")
-        out = {TRAINING_USE_HEADER: decision.use}
-        if decision.optout:
-            out[TRAINING_EVIDENCE_HEADER] = json.dumps(decision.evidence, sort_keys=True)
-        return out
+        return fields
 
     def _store(self, response: Response, request_url: str) -> None:
         fetched_at = dt.datetime.now(dt.UTC)
-        headers = [
-            (k.decode("latin-1"), v.decode("latin-1"))
-            for k, values in response.headers.items()
-            for v in values
-        ]
+        headers = _headers(response)
         request_headers = [
             (k.decode("latin-1"), v.decode("latin-1"))
             for k, values in response.request.headers.items()
@@ -521,9 +510,9 @@ def classify_failure(failure: Failure, request: Request) -> str:
         isinstance(exc, DNSLookupError) and "private address" in message
     ):
         return "private_address"
-    refused = request.meta.get("afm_refused", "")
-    if isinstance(exc, StopDownload) or refused:
-        return "refused_" + (refused.split()[0] if refused else "stopped")
+    reason = request.meta.get("afm_refused", "")
+    if isinstance(exc, StopDownload) or reason:
+        return refused(reason)
     if isinstance(exc, IgnoreRequest) and "decompression" in message:
         return "refused_decompression_bomb"
     if "max size" in message or "DOWNLOAD_MAXSIZE" in message:
@@ -540,14 +529,13 @@ def classify_failure(failure: Failure, request: Request) -> str:
 def _is_html(response: Response) -> bool:
     """:func:`afm.consent.directives.is_html` (the rule curate reads stored pages by):
     the Content-Type, or with none the MIME Sniffing standard's HTML rule."""
-    ctype = response.headers.get(b"Content-Type")
-    return is_html(ctype.decode("latin-1") if ctype else None, response.body)
+    return page_is_html(_headers(response), response.body)
 
 
-def _meta_robots(response: TextResponse, agent: str) -> list[str]:
-    """The contents of meta robots (or meta named after ``agent``), found by consent's one
-    meta-tag scanner (:func:`afm.consent.directives.meta_tags`), as curate finds them."""
-    return [content for name, content in meta_tags(response.body) if name in ("robots", agent.lower())]
+def _headers(response: Response) -> list[tuple[str, str]]:
+    """The response's header field lines as ``(name, value)`` pairs."""
+    return [(k.decode("latin-1"), v.decode("latin-1"))
+            for k, values in response.headers.items() for v in values]
 
 
 def _links(response: TextResponse) -> Iterator[str]:

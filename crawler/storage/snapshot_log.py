@@ -16,10 +16,12 @@ class SnapshotWriter:
     WARC + index, renamed into place when closed). Fetches that got no response are not
     records (Common Crawl keeps none either); pages are never fetched after one."""
 
-    def __init__(self, crawl_dir: str, prefix: str = "afm") -> None:
+    def __init__(self, crawl_dir: str, prefix: str = "afm", recover: bool = True,
+                 flush_records: bool = False) -> None:
         self.store = WarcStore(fs.join(crawl_dir, SNAPSHOT_DIR), prefix=f"{prefix}-robotstxt",
-                               max_bytes=64 << 20)
-        self.store.recover()
+                               max_bytes=64 << 20, flush_records=flush_records)
+        if recover:  # one writer per directory (the daemon); afm fetch's workers share it
+            self.store.recover()
         self.written = 0
 
     def write(self, url: str, status: int, headers: list[tuple[str, str]], body: bytes,

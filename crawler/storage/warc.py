@@ -74,7 +74,8 @@ def _http_status_line(status: int, reason: str = "") -> str:
 class WarcStore:
     """Rotating WARC writer + Parquet index shards in ``out_dir``."""
 
-    def __init__(self, out_dir: str | Path, prefix: str = "afm", max_bytes: int = 256 << 20) -> None:
+    def __init__(self, out_dir: str | Path, prefix: str = "afm", max_bytes: int = 256 << 20,
+                 flush_records: bool = False) -> None:
         self.out_dir = Path(out_dir)
         self.warc_dir = self.out_dir / "warc"
         self.index_dir = self.out_dir / "index"
@@ -82,6 +83,9 @@ class WarcStore:
         self.index_dir.mkdir(parents=True, exist_ok=True)
         self.prefix = prefix
         self.max_bytes = max_bytes
+        # afm fetch: each page's records reach the file as written, so a killed worker
+        # leaves them complete (afm.crawler.batch.store.salvage_open_files keeps them)
+        self.flush_records = flush_records
         self._writer_id = f"{socket.gethostname().split('.')[0]}-{os.getpid()}"
         self._seq = 0
         self._fh: Any = None
@@ -102,7 +106,7 @@ class WarcStore:
         for warc in sorted(self.warc_dir.glob("*.warc.gz")):
             shard = self.index_dir / (warc.name[: -len(".warc.gz")] + ".parquet")
             if not shard.exists():
-                _write_index(shard, index_rows_from_warc(warc))
+                write_index(shard, index_rows_from_warc(warc))
                 reindexed += 1
         return {"dropped_open_files": dropped, "reindexed": reindexed}
 
@@ -165,6 +169,8 @@ class WarcStore:
         self._writer.write_record(resp)
         length = self._fh.tell() - offset
         self._writer.write_record(req)
+        if self.flush_records:
+            self._fh.flush()
         self._rows.append(
             {
                 "url": url,
@@ -194,7 +200,7 @@ class WarcStore:
         self._fh.close()
         final = self.warc_dir / (self._name + ".warc.gz")
         os.replace(self._tmp_path(), final)
-        _write_index(self.index_dir / (self._name + ".parquet"), self._rows)
+        write_index(self.index_dir / (self._name + ".parquet"), self._rows)
         self.closed_files.append(str(final))
         self._fh = self._writer = None
         self._rows = []
@@ -217,7 +223,8 @@ class WarcStore:
         self._writer.write_record(info)
 
 
-def _write_index(path: Path, rows: list[dict[str, Any]]) -> None:
+def write_index(path: Path, rows: list[dict[str, Any]]) -> None:
+    """One index shard (atomic: the one shard writer)."""
     write_shard(path, pa.Table.from_pylist(rows, schema=INDEX_SCHEMA), INDEX_SCHEMA)
 
 

@@ -312,10 +312,14 @@ class ReadInputs(beam.PTransform):
         self.reshuffle = reshuffle
         self.progress_dir = progress_dir  # local runners: publish what was read (progress.py)
 
-    def expand(self, pbegin: beam.pvalue.PBegin) -> dict[str, beam.PCollection]:
+    def expand(self, pbegin: Any) -> dict[str, beam.PCollection]:
+        # Applied to the pipeline: the files known when it was built. Applied to a
+        # PCollection of ``(file number, path)``: files listed while the job runs (``afm
+        # curate --urls`` lists its fetch's WARC files once the fetch is done).
+        files = (pbegin | "files" >> beam.Create(list(enumerate(self.files)))
+                 if isinstance(pbegin, beam.pvalue.PBegin) else pbegin)
         items = (
-            pbegin
-            | "files" >> beam.Create(list(enumerate(self.files)))
+            files
             | "spread files" >> beam.Reshuffle()
             | "read records" >> beam.ParDo(_ReadFileFn(self.source, self.allow_pages, self.text_fields,
                                                        self.progress_dir))

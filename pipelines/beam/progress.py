@@ -182,8 +182,11 @@ class ProgressDisplay:
     docstring). Use as a context manager; on exit it prints the last line once."""
 
     def __init__(self, directory: str, title: str, *, total_bytes: int | None = None,
-                 plain_every_s: float = 30.0, poll_s: float = 0.5, enabled: bool = True):
+                 plain_every_s: float = 30.0, poll_s: float = 0.5, enabled: bool = True,
+                 line_of: Any = None):
         self.directory, self.title, self.total_bytes = directory, title, total_bytes
+        # the line: (snapshot, seconds elapsed, total bytes) -> text; documents' by default
+        self.line_of = line_of or describe
         self.plain_every_s, self.poll_s, self.enabled = plain_every_s, poll_s, enabled
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -210,6 +213,8 @@ class ProgressDisplay:
 
     def line(self) -> str:
         snap, now = read_progress(self.directory), time.monotonic()
+        if self.line_of is not describe:  # a pipeline's own line (afm fetch: URLs and pages)
+            return self.line_of(snap, now - self.started, self.total_bytes)
         if snap.counts != self._seen:
             self._seen, self._changed = dict(snap.counts), now
         read = snap.counts.get("read", 0)

@@ -42,14 +42,17 @@ from afm.schema import DOCUMENT_SCHEMA, REJECT_SCHEMA, make_document, make_rejec
 STATS = ".stats.json"  # hidden: run scratch, never promoted
 
 
-def build_pipeline(plan: Any, pipeline: Any, staging: str | None = None) -> dict[str, Any]:
+def build_pipeline(plan: Any, pipeline: Any, staging: str | None = None, files: Any = None
+                   ) -> dict[str, Any]:
     """Add the whole curate graph of ``plan`` (a :class:`~afm.pipelines.curate.pipeline.CuratePlan`)
     to ``pipeline``, writing into ``staging`` (the run's staging directory; default
-    ``<output>/.staging-dry-run`` for graph checks). Returns a few handles: the global stage
-    objects (whose ``commit`` runs after success), the stats path, and PCollections for tests."""
+    ``<output>/.staging-dry-run`` for graph checks). ``files``: a PCollection of ``(file
+    number, path)`` to read instead of ``plan.inputs`` (files made earlier in the same job:
+    ``afm curate --urls``'s fetch). Returns a few handles: the global stage objects (whose
+    ``commit`` runs after success), the stats path, and PCollections for tests."""
 
     staging = staging or join(plan.output, ".staging-dry-run")
-    graph = CurateGraph(plan, pipeline, staging=staging)
+    graph = CurateGraph(plan, pipeline, staging=staging, files=files)
     graph.read_inputs()
     for stage in plan.stages:
         graph.run_stage(stage)
@@ -81,6 +84,7 @@ class CurateGraph:
     rejects: Any = None
     stage_rejects: dict[str, list[Any]] = field(default_factory=dict)  # of stages with a report hook
     made: Any = None  # the run's documents once every record read is one (after the page stage)
+    files: Any = None  # (file number, path) listed in the job; None = plan.inputs
 
     def __post_init__(self) -> None:
         self.counts = Counts()
@@ -123,7 +127,8 @@ class CurateGraph:
 
         cfg = self.plan.config
         spread = should_reshuffle(cfg.read.reshuffle, len(self.plan.inputs), cfg.read.reshuffle_below_files)
-        read = self.pipeline | "read" >> ReadInputs(
+        start = self.pipeline if self.files is None else self.files
+        read = start | "read" >> ReadInputs(
             self.plan.inputs, self.source, allow_pages=self.page_stage is not None,
             text_fields=self.plan.text_fields, reshuffle=spread,
             progress_dir=getattr(self.plan, "progress_dir", None), spill_dir=self.spill_dir("pages"))

@@ -75,6 +75,24 @@ class CuratePlan:
     show_progress: bool = True  # the live line (local runners); off for quiet runs
     worker_logs: str = ""  # Beam's logs: "file" (beside the output) or "terminal"; "" = the process's
 
+    def build(self, pipeline: Any, staging: str | None = None) -> dict[str, Any]:
+        """Add the run's graph to ``pipeline`` (:func:`build_pipeline`; ``afm curate
+        --urls`` adds its fetch before it: :mod:`afm.pipelines.curate.from_urls`)."""
+        return build_pipeline(self, pipeline, staging)
+
+    def complete(self, manifest: dict[str, Any], counts: dict[str, int]) -> None:
+        """After the run, before anything is promoted: what a plan adds to the manifest
+        and checks beyond curate's accounting (nothing here)."""
+
+    def kept_names(self) -> tuple[str, ...]:
+        """Names in the output a run keeps and resumes (:class:`~afm.outputs.OutputDir`'s
+        ``keep``; none here)."""
+        return ()
+
+    def claim(self) -> None:
+        """Once the output is claimed, before the config is printed: what the plan makes
+        there first (nothing here)."""
+
     def worker_paths(self) -> list[Any]:
         """Every path the pipeline's DoFns open (checked before submission)."""
 
@@ -131,7 +149,7 @@ def dry_run_curate(plan: CuratePlan) -> dict[str, Any]:
     transforms = 0
     if check.ok:  # (Beam validates some options itself when a pipeline is made)
         pipeline = beam.Pipeline(options=options)
-        build_pipeline(plan, pipeline)  # writes nowhere: the graph is only serialised
+        plan.build(pipeline)  # writes nowhere: the graph is only serialised
         proto = pipeline.to_runner_api()  # serialises every DoFn: unpicklable code fails here
         transforms = len(proto.components.transforms)
     return {
@@ -179,7 +197,7 @@ def execute_curate(plan: CuratePlan, output_dir: Any = None, options: Any = None
                 total_bytes=_local_bytes(plan.inputs),
                 enabled=local and plan.show_progress) as progress:
             pipeline = beam.Pipeline(runner=make_runner(plan.runner, worker_log=log_path), options=options)
-            handles = build_pipeline(plan, pipeline, out.staging)
+            handles = plan.build(pipeline, out.staging)
             result = run_to_completion(pipeline, runner=plan.runner, options=options)
         elapsed = time.time() - started
         stats = read_json(handles["stats_path"])
@@ -188,6 +206,7 @@ def execute_curate(plan: CuratePlan, output_dir: Any = None, options: Any = None
             f["path"] = join(plan.output, f["path"].rsplit("/", 1)[-1])
         manifest = _manifest(plan, options, accounting, counts, stats, files, elapsed,
                              out.run_id, _metrics(result))
+        plan.complete(manifest, counts)
         refuse_empty(plan.command, accounting.kept, _empty_detail(plan, accounting), plan.allow_empty)
         if accounting.kept == 0:
             manifest["warnings"].append(f"no document kept (--allow-empty): {_empty_detail(plan, accounting)}")
@@ -420,12 +439,21 @@ def run_curate(
     plan = plan_curate(inputs, output, config=config, runner=runner, source=source,
                        pipeline_args=pipeline_args, text_fields=text_fields, command=command,
                        local_workers=local_workers, allow_empty=allow_empty)
+    return run_plan(plan, dry_run=dry_run, overwrite=overwrite, quiet=quiet)
+
+
+def run_plan(plan: CuratePlan, *, dry_run: bool = False, overwrite: bool = False,
+             quiet: bool = False) -> dict[str, Any]:
+    """Run (or with ``dry_run`` check) a planned curate run: :func:`run_curate` from its
+    second step, for every plan (``afm curate --urls``'s too)."""
+    command = plan.command
     plan.show_progress = not quiet
     build_options(plan.runner, plan.pipeline_args, local_workers=plan.local_workers)
     if not dry_run:
         options, check = preflight(plan, submitting=True)
         refuse_unless_ok(plan.runner, check)
-        out = OutputDir.prepare(plan.output, overwrite=overwrite)
+        out = OutputDir.prepare(plan.output, overwrite=overwrite, keep=plan.kept_names())
+        plan.claim()
     if not quiet:
         _print_plan(plan, command)
     if dry_run:
@@ -443,6 +471,7 @@ def run_curate(
             "kept": manifest["totals"]["kept"],
             "rejected": manifest["totals"]["rejected"],
             "not documents (e.g. WARC requests)": sum(manifest["not_documents"].values()),
+            **_fetch_lines(manifest.get("fetch")),
             **_report_lines(manifest["stage_reports"]),
             **{s.off_flag: manifest[s.off_flag] for s in registry() if s.off_flag},
             "document shards": len(manifest["outputs"]["documents"]),
@@ -453,6 +482,15 @@ def run_curate(
             console.print(f"Beam's logs: {manifest['logs']}", highlight=False, markup=False)
         _print_rejected_most(manifest)
     return manifest
+
+
+def _fetch_lines(fetch: dict[str, Any] | None) -> dict[str, Any]:
+    """The run summary's lines of a fetch in the same job (``afm curate --urls``)."""
+    if not fetch:
+        return {}
+    return {"URLs in": fetch["urls_in"], "URL outcomes": fetch["outcomes_out"],
+            "pages fetched": fetch["pages"], "resumed (ended by an earlier run)": fetch["resumed"],
+            "fetch": fetch["summary"]}
 
 
 def _report_lines(reports: dict[str, Any]) -> dict[str, str]:
@@ -484,4 +522,4 @@ def _print_dry_run(plan: CuratePlan, report: dict[str, Any], command: str) -> No
         console.print(f"[red]error: {e}")
 
 __all__ = ["CuratePlan", "CurateConfig", "build_pipeline", "dry_run_curate", "execute_curate",
-           "plan_curate", "run_curate"]
+           "plan_curate", "run_curate", "run_plan"]

@@ -65,8 +65,10 @@ class Stage:
 
     Hooks are ``package.module:function`` names, resolved on the launcher when used:
 
-    * ``prepare(config, inputs)``: adjust the config from the run's inputs and check what the
-      workers will read, before any work (a missing snapshot source is one line here);
+    * ``prepare(config, inputs, in_job=())``: adjust the config from the run's inputs and
+      check what the workers will read, before any work (a missing snapshot source is one
+      line here); ``in_job``: inputs the job itself writes before reading them (``afm curate
+      --urls``'s fetch directory), not there yet;
     * ``link(config, stages)``: follow another stage of the run (``stages``: name ->
       :class:`ResolvedStage`, this stage's own module names the other);
     * ``check(config)``: what a run needs beyond a well-formed config (raise a user error);

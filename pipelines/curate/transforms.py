@@ -52,7 +52,16 @@ class _StageFn(beam.DoFn):
         self.clock = StageClock(stage.name)  # the stage's own CPU time (afm.pipelines.beam.cputime)
 
     def setup(self) -> None:
-        self.impl = self.stage.build()
+        self._impl = None
+
+    @property
+    def impl(self) -> Any:
+        """The stage's instance, built on the first record (not in ``setup``, which some
+        runners call when the job starts: the optout stage of ``afm curate --urls`` reads
+        the snapshots its fetch writes before any page reaches it)."""
+        if self._impl is None:
+            self._impl = self.stage.build()
+        return self._impl
 
     def finish_bundle(self) -> None:
         self.clock.flush()
@@ -110,8 +119,13 @@ class RecordFn(FilterFn):
 
     def setup(self) -> None:
         super().setup()
-        self.extractor = (self.measure.build()
-                          if self.measure is not None and self.measure.active else None)
+        self.measures = self.measure is not None and self.measure.active
+        self._extractor = None
+
+    def extractor(self, page: dict[str, Any]) -> Any:
+        if self._extractor is None:
+            self._extractor = self.measure.build()
+        return self._extractor(page)
 
     def _words(self, page: dict[str, Any]) -> dict[str, int]:
         """What the page stage would have extracted of a dropped page (``text_words``)."""
@@ -127,7 +141,7 @@ class RecordFn(FilterFn):
             yield from super().process(rec)
             return
         keep, rejected = self.clock.call(apply_record_filter, self.impl, rec, self._skeleton,
-                                         self._words if self.extractor is not None else None)
+                                         self._words if self.measures else None)
         if keep:
             self.kept_counter.inc()
             yield rec

@@ -29,6 +29,8 @@ Examples:
   afm curate --input crawl/ --output corpus/ --set optout.params.domains=[news.example] --decontam-index idx/
   afm curate --input 'cc/*.warc.gz' --output corpus/ --robots-snapshots robots-store/ --set 'optout.params.training_agents=[preset:ai-training]' --decontam-index idx/
   afm curate --input crawl/ --output corpus/ --decontam-index idx/ --overwrite
+  afm curate --urls urls.txt --output corpus/ --decontam-index idx/     # fetch + curate, one job
+  afm curate --urls urls.txt --output corpus/ --fetch-set host_interval=2 --decontam-index idx/
   afm curate --source code --input repos/ --output code-corpus/ --decontam-index idx/
   afm curate --source math --input crawl/ --output math-corpus/ --decontam-index idx/
   afm curate --input crawl/ --output corpus/ --decontam-index idx/ --direct_num_workers=2
@@ -44,10 +46,19 @@ Examples:
 
 
 @click.command("curate", cls=BeamCommand, epilog=EPILOG)
-@click.option("--input", "-i", "inputs", multiple=True, required=True,
+@click.option("--input", "-i", "inputs", multiple=True,
               help="WARC(.gz) / Parquet / JSONL file, directory or glob (local or gs://...); "
                    "repeatable. For --source code: a directory of cloned repositories or a "
                    "Parquet of files (path, content, repo).")
+@click.option("--urls", "urls", multiple=True,
+              help="URL lists to fetch and curate in one job (as `afm fetch --urls`; instead "
+                   "of --input): the fetch goes to OUTPUT/fetch/ and a rerun resumes it.")
+@click.option("--fetch-config", default=None, metavar="YAML",
+              help="With --urls: the fetch's settings (as `afm fetch --config`).")
+@click.option("--fetch-set", "fetch_overrides", multiple=True, metavar="KEY=VALUE",
+              help="With --urls: a fetch setting, e.g. host_interval=2 (repeatable).")
+@click.option("--allow-private", is_flag=True, default=False,
+              help="With --urls: allow loopback/private addresses (local test sites).")
 @click.option("--output", "-o", required=True, help="Output directory or bucket path.")
 @click.option("--config", "-c", "config", default=None, help="CurateConfig YAML file.")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
@@ -65,7 +76,9 @@ Examples:
 @output_policy_options
 @runner_options
 @click.pass_context
-def curate_command(ctx: click.Context, inputs: tuple[str, ...], output: str, config: str | None,
+def curate_command(ctx: click.Context, inputs: tuple[str, ...], urls: tuple[str, ...],
+                   fetch_config: str | None, fetch_overrides: tuple[str, ...], allow_private: bool,
+                   output: str, config: str | None,
                    overrides: tuple[str, ...], runner: str, source: str | None,
                    dry_run: bool, decontam_index: str | None, robots_snapshots: tuple[str, ...],
                    overwrite: bool, allow_empty: bool) -> None:
@@ -74,7 +87,9 @@ def curate_command(ctx: click.Context, inputs: tuple[str, ...], output: str, con
 
     Writes documents-NNNNN.parquet, rejects-NNNNN.parquet (every dropped document with
     stage and reason), manifest.json, report.html and _SUCCESS (last) into OUTPUT, and
-    fails, promoting nothing, when documents in != kept + rejected.
+    fails, promoting nothing, when documents in != kept + rejected. With --urls the URL
+    lists are fetched first in the same job (`afm fetch`'s graph, into OUTPUT/fetch/):
+    URLs in = outcomes, and every page fetched is kept or rejected.
     """
     import logging
 
@@ -97,15 +112,30 @@ def curate_command(ctx: click.Context, inputs: tuple[str, ...], output: str, con
 
         overrides = (*overrides, f"optout.params.snapshots={json.dumps(list(robots_snapshots))}")
     with user_errors():
-        if not dry_run:  # before Beam is even imported (the stages import it): one line in seconds
+        if urls or not inputs:  # --urls, --input, both or neither (this import loads Beam)
+            from afm.pipelines.curate.from_urls import refuse_both
+
+            refuse_both(list(urls), list(inputs))
+        if not urls and (fetch_config or fetch_overrides or allow_private):
+            raise click.UsageError("--fetch-config, --fetch-set and --allow-private go with --urls")
+        if not dry_run and not urls:  # before Beam is even imported (the stages import it): one line in seconds
             check_inputs(inputs, allow_rejects=True,
                          directories_as_inputs=directories_are_inputs(_source(source, config, overrides)))
         cfg = load_curate_config(config, source=source, overrides=overrides)
+        from afm.pipelines.curate.from_urls import run_curate_urls
         from afm.pipelines.curate.pipeline import run_curate
+        from afm.pipelines.fetch.pipeline import load_fetch_config
 
-        result = run_curate(list(inputs), output, config=cfg, runner=runner,
-                            source=cfg.source, pipeline_args=beam_args, dry_run=dry_run,
-                            overwrite=overwrite, allow_empty=allow_empty)
+        if urls:
+            fetch_cfg = load_fetch_config(fetch_config, [*fetch_overrides,
+                                                         *(["allow_private=true"] if allow_private else [])])
+            result = run_curate_urls(list(urls), output, config=cfg, fetch_config=fetch_cfg, runner=runner,
+                                     source=cfg.source, pipeline_args=beam_args, dry_run=dry_run,
+                                     overwrite=overwrite, allow_empty=allow_empty)
+        else:
+            result = run_curate(list(inputs), output, config=cfg, runner=runner,
+                                source=cfg.source, pipeline_args=beam_args, dry_run=dry_run,
+                                overwrite=overwrite, allow_empty=allow_empty)
     if dry_run:
         finish_dry_run(result, runner)
     else:

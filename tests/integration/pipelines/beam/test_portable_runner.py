@@ -1,10 +1,11 @@
-"""``afm curate``, ``afm dedup`` and ``afm tokenize`` on Beam's portable runner, with the
+"""``afm curate``, ``afm dedup``, ``afm tokenize`` and ``afm fetch`` on Beam's portable runner, with the
 SDK workers in an external worker pool that sees neither the launcher's temporary
 directory nor the source tree (see ``afm.pipelines.beam.portable_cluster``), against the default local runner.
 
 What a cluster run must give: exit 0, the accounting rule, exactly the kept and rejected
 documents of a local run, dedup metrics that reach the launcher, byte-identical token
-shards, and no Traceback in any worker log. Small inputs: the slow part is each job's
+shards, the pages and training-use decisions of a local fetch, and no Traceback in any
+worker log. Small inputs: the slow part is each job's
 start-up, not the data.
 """
 
@@ -246,4 +247,83 @@ def test_decontam_run_on_the_portable_runner(world) -> None:
     assert manifest["totals"] == {**manifest["totals"], "in": len(docs), "rejected": 1}
     report = manifest["stage_reports"]["decontaminate"]["benchmarks"]["demo-math"]
     assert report["documents_removed"] == 1 and report["excused_ngrams"] >= 1
+    _no_tracebacks(world, res)
+
+
+def test_fetch_on_the_portable_runner(world) -> None:
+    """The pool's workers fetch a loopback web (one host of each kind of the mixed web:
+    robots.txt rules, Crawl-delay, every opt-out signal, failing and redirecting hosts):
+    the same pages, statuses and training-use decisions as a local run, every URL one
+    outcome."""
+    from afm.app.bench.crawler.fetch import KINDS, mixed_web, serve, web_urls
+    from afm.crawler.storage.warc import read_index
+    from afm.pipelines.fetch.pipeline import run_fetch
+
+    shared = world["shared"]
+    settings = {"allow_private": True, "host_interval": 0.05, "retry_times": 1, "download_timeout": 5}
+    web = mixed_web(len(KINDS), 4, delay=0.2)
+    site = serve(web)
+    try:
+        urls = web_urls(site, web)
+        (shared / "urls.txt").write_text("\n".join(urls) + "\n")
+        local = run_fetch([str(shared / "urls.txt")], str(shared / "fetch-local"), config=settings,
+                          pipeline_args=LOCAL, quiet=True)
+        sets = [a for k, v in settings.items() for a in ("--set", f"{k}={json.dumps(v)}")]
+        res = _launch(world, "fetch", "--urls", str(shared / "urls.txt"), "--output",
+                      str(shared / "fetch-portable"), *sets)
+    finally:
+        site.stop()
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    summary = json.loads((shared / "fetch-portable" / "summary.json").read_text())
+    assert summary["runner"] == "PortableRunner"
+    assert summary["accounting_ok"] and summary["urls_in"] == len(urls)
+    assert summary["outcomes"] == local["outcomes"]
+
+    def pages(out: Path) -> dict[str, tuple]:
+        return {r["request_url"]: (r["url"], r["status"], r["training_use"])
+                for r in read_index(out)}
+
+    assert pages(shared / "fetch-portable") == pages(shared / "fetch-local")
+    assert len(pages(shared / "fetch-local")) == local["pages"] > 0
+    _no_tracebacks(world, res)
+
+
+@pytest.mark.slow  # the fast tier runs fetch and curate on the pool apart, and the joint job locally
+def test_curate_urls_on_the_portable_runner(world) -> None:
+    """``afm curate --urls`` on the pool's workers: the fetch, then curate reading what it
+    wrote (the barrier holds across real workers), keeps and rejects what the same job does
+    on the local runner; URLs in = outcomes, pages fetched = pages read."""
+    from afm.app.bench.crawler.fetch import KINDS, mixed_web, serve, web_urls
+    from afm.pipelines.curate.from_urls import run_curate_urls
+
+    shared = world["shared"]
+    settings = {"allow_private": True, "host_interval": 0.05, "retry_times": 1, "download_timeout": 5}
+    curate = {"decontaminate": {"enabled": False}, "quality": {"enabled": False}}
+    web = mixed_web(len(KINDS), 3, delay=0.2)
+    site = serve(web)
+    try:
+        urls = web_urls(site, web)
+        (shared / "joint-urls.txt").write_text("\n".join(urls) + "\n")
+        run_curate_urls([str(shared / "joint-urls.txt")], str(shared / "joint-local"), config=curate,
+                        fetch_config=settings, pipeline_args=LOCAL, quiet=True)
+        sets = [a for k, v in settings.items() for a in ("--fetch-set", f"{k}={json.dumps(v)}")]
+        res = _launch(world, "curate", "--urls", str(shared / "joint-urls.txt"), "--output",
+                      str(shared / "joint-portable"), "--set", "decontaminate.enabled=false",
+                      "--set", "quality.enabled=false", *sets)
+    finally:
+        site.stop()
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    manifest = json.loads((shared / "joint-portable" / "manifest.json").read_text())
+    assert manifest["runner"] == "PortableRunner"
+    fetch = manifest["fetch"]
+    assert fetch["accounting_ok"] and fetch["urls_in"] == fetch["outcomes_out"] == len(urls)
+    assert fetch["pages"] == fetch["pages_read"] == manifest["totals"]["in"] > 0
+
+    def outcome(out: Path) -> tuple[set, dict]:
+        kept = {r["url"] for f in out.glob("documents-*.parquet") for r in pq.read_table(f).to_pylist()}
+        rejected = {r["url"]: (r["rejected_by"], r["reason"])
+                    for f in out.glob("rejects-*.parquet") for r in pq.read_table(f).to_pylist()}
+        return kept, rejected
+
+    assert outcome(shared / "joint-portable") == outcome(shared / "joint-local")
     _no_tracebacks(world, res)
