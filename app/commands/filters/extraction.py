@@ -29,6 +29,18 @@ Use another selector model with
 """
 
 
+BLOCKS_EPILOG = """\b
+Examples:
+  afm extraction blocks table --wcxb ../wcxb --trafilatura ../trafilatura/tests --utomo ../utomo --cache work/xblocks --workers 2
+  afm extraction blocks cv --cache work/xblocks --tsv blocks-cv.tsv
+  afm extraction blocks train --cache work/xblocks      # rewrites filters/data/extraction/blocks.json
+
+`table` cuts every gold page into blocks, labels them from the gold, and runs trafilatura
+(defaults, no comments) and the cascade on the page for comparison (minutes); `cv` and
+`train` read that cache. Gold sets as for `afm extraction table`.
+"""
+
+
 def _sets(scrapinghub: str | None, wcxb: str | None, trafilatura: str | None,
           utomo: str | None = None) -> dict:
     if scrapinghub is None:
@@ -149,6 +161,80 @@ def train_cmd(cache: str, out: str | None) -> None:
                                                         f"{len(selector.voters)} voters hold")
                                           if selector.votes else f"switch, tau {selector.tau}",
                                           "model": str(path)})
+
+
+@extraction.group("blocks", epilog=BLOCKS_EPILOG)
+def blocks() -> None:
+    """The block extractor (lexbor DOM + learned block model): records, nested CV, training."""
+
+
+def _gold_options(fn: Any) -> Any:
+    for name, help_ in (("utomo", "Utomo & Leu's Extraction/ folder."),
+                        ("trafilatura", "trafilatura's tests/ folder."),
+                        ("wcxb", "WCXB checkout (dev split)."),
+                        ("scrapinghub", "../shared/eval (default when present).")):
+        fn = click.option(f"--{name}", type=click.Path(file_okay=False, exists=True), help=help_)(fn)
+    return fn
+
+
+@blocks.command("table", epilog=BLOCKS_EPILOG)
+@_gold_options
+@click.option("--cache", required=True, type=click.Path(file_okay=False), help="Folder for the records.")
+@click.option("--workers", default=1, show_default=True, type=POSITIVE_INT, help="Processes.")
+@click.option("--limit", type=POSITIVE_INT, help="Pages per source (smoke runs).")
+def blocks_table_cmd(scrapinghub: str | None, wcxb: str | None, trafilatura: str | None,
+                     utomo: str | None, cache: str, workers: int, limit: int | None) -> None:
+    """Cut every gold page into labelled blocks, run trafilatura and the cascade on it; cache."""
+    from afm.console import print_summary
+    from afm.filters.extraction.block_train import build_cache
+    from afm.filters.extraction.gold import load_sets
+
+    summary = {}
+    for name, path in _sets(scrapinghub, wcxb, trafilatura, utomo).items():
+        if path is None:
+            continue
+        pages = load_sets(**{name: Path(path)}, limit=limit)
+        summary[f"{name} pages"] = build_cache(pages, Path(cache), name, workers)
+    print_summary("block records", {**summary, "cache": cache})
+
+
+@blocks.command("cv", epilog=BLOCKS_EPILOG)
+@click.option("--cache", required=True, type=click.Path(file_okay=False, exists=True))
+@click.option("--tsv", type=click.Path(dir_okay=False), help="Also write the table as TSV.")
+@click.option("--verbose", is_flag=True, help="Print every inner fold's figure.")
+def blocks_cv_cmd(cache: str, tsv: str | None, verbose: bool) -> None:
+    """Nested leave-one-source-out F1 of the block extractor next to trafilatura and the cascade."""
+    from afm.console import console, print_table
+    from afm.filters.extraction.block_train import cross_validate, load_records, report_rows
+
+    records = load_records(Path(cache))
+    results = cross_validate(records, log=console.print if verbose else None)
+    header, rows = report_rows(results)
+    print_table("held-out F1 by source (nested leave one source out)", header, rows)
+    if tsv:
+        Path(tsv).write_text("\n".join("\t".join(map(str, r)) for r in [header, *rows]) + "\n",
+                             encoding="utf-8")
+
+
+@blocks.command("train", epilog=BLOCKS_EPILOG)
+@click.option("--cache", required=True, type=click.Path(file_okay=False, exists=True))
+@click.option("--out", type=click.Path(dir_okay=False), help="Model file (default: the shipped one).")
+def blocks_train_cmd(cache: str, out: str | None) -> None:
+    """Choose the settings by source, fit the block model on every page, write it."""
+    from afm.console import print_summary
+    from afm.filters.extraction.block_model import MODEL_PATH
+    from afm.filters.extraction.block_train import fit_model, load_records
+
+    records = load_records(Path(cache))
+    sets = sorted({r.set for r in records})
+    model = fit_model(records, range(len(records)),
+                      meta={"trained_on": {s: sum(r.set == s for r in records) for s in sets}})
+    path = Path(out) if out else MODEL_PATH
+    model.save(path)
+    print_summary("block extraction model", {"pages": len(records), "sets": len(sets),
+                                             "threshold": model.threshold,
+                                             "trees": len(model.forest.feature),
+                                             "model": str(path)})
 
 
 COMMANDS = [extraction]
