@@ -1,7 +1,13 @@
 """Main-text extraction from crawled HTML: decode, extract, choose, trim.
 
+Methods (``ExtractConfig.method``): ``blocks``, the block extractor (lexbor's DOM cut into
+blocks, each kept or dropped by a small learned model: ``extraction/block_model.py``,
+issue 57); ``selector``, the learned cascade over trafilatura, Resiliparse and
+readability described next; ``trafilatura``, trafilatura alone (its defaults, no
+comments); ``rules``, the earlier design described last.
+
 The AFM report extracts text by combining two extractors (a reader mode and Boilerpipe).
-By default (``method="selector"``) extraction is the learned cascade of
+With ``method="selector"`` extraction is the learned cascade of
 ``filters/extraction/``: trafilatura's balanced pass and Resiliparse run; when they agree
 the balanced pass's text, less its leading and trailing lines Resiliparse lacks, is the
 answer (the fast path, most pages), otherwise trafilatura's default mode

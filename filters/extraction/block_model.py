@@ -59,20 +59,21 @@ class Forest:
 
     def decision(self, x: np.ndarray) -> np.ndarray:
         """The raw score of each row of ``x``: every tree walked at once, one level per
-        step, on flat arrays (a node's id is ``tree * nodes + node``; a leaf's children
-        are itself, so rows that reached a leaf stay there without a test)."""
+        step, on flat arrays (a node's id is ``tree * nodes + node``; its children sit at
+        ``2 * id`` and ``2 * id + 1`` of one array; a leaf's children are itself, so rows
+        that reached a leaf stay there)."""
         n_trees, width = self.feature.shape
         n, n_features = x.shape
         if n == 0:
             return np.zeros(0)
-        flat = self._flat()
+        feature, threshold, children, value = self._flat()
         values = np.ascontiguousarray(x, dtype=np.float32).ravel()
-        node = np.repeat(np.arange(n_trees) * width, n)  # (trees * rows), tree-major
-        row_base = np.tile(np.arange(n) * n_features, n_trees)
+        node = np.repeat(np.arange(n_trees, dtype=np.int32) * width, n)  # tree-major
+        row_base = np.tile(np.arange(n, dtype=np.int32) * n_features, n_trees)
         for _ in range(self.depth):
-            go_left = values.take(row_base + flat[0].take(node)) <= flat[1].take(node)
-            node = np.where(go_left, flat[2].take(node), flat[3].take(node))
-        return self.base + flat[4].take(node).reshape(n_trees, n).sum(axis=0)
+            right = values.take(row_base + feature.take(node)) > threshold.take(node)
+            node = children.take(2 * node + right)
+        return self.base + value.take(node).reshape(n_trees, n).sum(axis=0)
 
     def _flat(self) -> tuple[np.ndarray, ...]:
         cached = getattr(self, "_flat_cache", None)
@@ -82,12 +83,12 @@ class Forest:
         ids = np.arange(n_trees * width).reshape(n_trees, width)
         offset = (np.arange(n_trees) * width)[:, None]
         leaf = self.left < 0
-        left = np.where(leaf, ids, self.left + offset).ravel()
-        right = np.where(leaf, ids, self.right + offset).ravel()
+        children = np.stack([np.where(leaf, ids, self.left + offset).ravel(),
+                             np.where(leaf, ids, self.right + offset).ravel()], axis=1)
         # float32 thresholds compared with float32 features: the split a float64 threshold
         # makes between two float32 values is kept by rounding it down to float32.
-        thr = _floor32(self.threshold).ravel()
-        cached = (self.feature.ravel(), thr, left, right, self.value.ravel())
+        cached = (self.feature.ravel().astype(np.int32), _floor32(self.threshold).ravel(),
+                  children.ravel().astype(np.int32), self.value.ravel())
         object.__setattr__(self, "_flat_cache", cached)
         return cached
 

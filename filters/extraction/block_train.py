@@ -306,22 +306,43 @@ def sources_of(records: Sequence[PageRecord], idx: Iterable[int] | None = None
 class Fits:
     """Stage-1 forests by the sources they were fitted on, each fitted once: the nested
     cross-validation needs the same fit in several folds (a fit on {A, B} serves the
-    folds holding out C and D)."""
+    folds holding out C and D), and ``train`` the cross-validation's. With a ``cache``
+    folder they are kept there (``fit-<sources>-<key>.json``; the key covers the
+    settings, the feature names and the records' files), so ``cv`` then ``train`` fit
+    each once."""
 
-    def __init__(self, records: Sequence[PageRecord], log: Any = None) -> None:
+    def __init__(self, records: Sequence[PageRecord], log: Any = None,
+                 cache: Path | None = None) -> None:
         self.records = records
         self.log = log
+        self.cache = cache
         self.forests: dict[frozenset[str], Forest] = {}
+        self.key = ""
+        if cache is not None:
+            import hashlib
+
+            files = sorted(Path(cache).glob("blocks-*.pkl.gz"))
+            stamp = [f"{f.name}:{f.stat().st_size}:{f.stat().st_mtime_ns}" for f in files]
+            self.key = hashlib.sha1(json.dumps([STAGE1, NAMES, COVERED, stamp]).encode()
+                                    ).hexdigest()[:12]
 
     def get(self, sources: Iterable[str]) -> Forest:
         key = frozenset(sources)
-        if key not in self.forests:
-            idx = [i for s, ix in sources_of(self.records).items() if s in key for i in ix]
-            start = time.process_time()
-            self.forests[key] = fit_forest(self.records, idx, STAGE1)
-            if self.log:
-                self.log(f"  stage 1 fitted on {', '.join(sorted(key))}: "
-                         f"{time.process_time() - start:.0f} CPU s")
+        if key in self.forests:
+            return self.forests[key]
+        path = (Path(self.cache) / f"fit-{'+'.join(sorted(key))}-{self.key}.json"
+                if self.cache is not None else None)
+        if path is not None and path.exists():
+            self.forests[key] = Forest.from_json(json.loads(path.read_text()))
+            return self.forests[key]
+        idx = [i for s, ix in sources_of(self.records).items() if s in key for i in ix]
+        start = time.process_time()
+        self.forests[key] = fit_forest(self.records, idx, STAGE1)
+        if self.log:
+            self.log(f"  stage 1 fitted on {', '.join(sorted(key))}: "
+                     f"{time.process_time() - start:.0f} CPU s")
+        if path is not None:
+            path.write_text(json.dumps(self.forests[key].to_json()))
         return self.forests[key]
 
 
@@ -378,14 +399,14 @@ def fit_model(records: Sequence[PageRecord], idx: Sequence[int], fits: Fits | No
 
 
 def cross_validate(records: Sequence[PageRecord], thresholds: Sequence[float] = THRESHOLDS,
-                   log: Any = None) -> dict[str, Any]:
+                   log: Any = None, fits: Fits | None = None) -> dict[str, Any]:
     """Nested leave-one-source-out: per held-out source (and per set inside it) the block
     model's F1 from a model chosen and fitted without it, next to the baselines' F1 on the
     same pages; and every source's pages pooled."""
     by = sources_of(records)
     if len(by) < 3:
         raise UserError("cross-validation by source needs pages of three sources")
-    fits = Fits(records, log)
+    fits = fits or Fits(records, log)
     out: dict[str, Any] = {}
     pooled: dict[str, list] = defaultdict(list)
     for held, test in by.items():

@@ -52,6 +52,8 @@ _KIND_OF = {k: i for i, k in enumerate(KINDS)}
 _KIND_OF.update({"h4": _KIND_OF["h3"], "h5": _KIND_OF["h3"], "h6": _KIND_OF["h3"],
                  "th": _KIND_OF["td"], "dt": _KIND_OF["dd"], "summary": _KIND_OF["h3"],
                  "legend": _KIND_OF["caption"]})
+# Deeper elements are not walked one by one (Python's recursion; real pages nest < 100).
+MAX_DEPTH = 200
 HEADINGS = frozenset(("h1", "h2", "h3", "h4", "h5", "h6"))
 
 # Ancestor signals, one counter each (``CONTEXT``): structural tags, and words in an
@@ -154,7 +156,9 @@ class _Walk:
             tag = child.tag
             if tag == "-text":
                 text = child.text_content
-                if text:
+                # Blank text before any text of the block (indentation between tags) is
+                # dropped here: it would only make a blank block to flush.
+                if text and (parts or not text.isspace()):
                     parts.append(text)
                     if self.link_depth:
                         self.part_links += len(text.strip())
@@ -162,6 +166,8 @@ class _Walk:
                 continue
             elif tag == "br":
                 parts.append("\n")
+            elif depth >= MAX_DEPTH:  # pathological nesting: the subtree's text, flat
+                parts.append(child.text(deep=True, separator=" "))
             elif tag in BLOCK:
                 self.block(child, tag, depth + 1)
             elif tag == "a":

@@ -205,10 +205,11 @@ def blocks_table_cmd(scrapinghub: str | None, wcxb: str | None, trafilatura: str
 def blocks_cv_cmd(cache: str, tsv: str | None, verbose: bool) -> None:
     """Nested leave-one-source-out F1 of the block extractor next to trafilatura and the cascade."""
     from afm.console import console, print_table
-    from afm.filters.extraction.block_train import cross_validate, load_records, report_rows
+    from afm.filters.extraction.block_train import Fits, cross_validate, load_records, report_rows
 
     records = load_records(Path(cache))
-    results = cross_validate(records, log=console.print if verbose else None)
+    log = console.print if verbose else None
+    results = cross_validate(records, log=log, fits=Fits(records, log, Path(cache)))
     header, rows = report_rows(results)
     print_table("held-out F1 by source (nested leave one source out)", header, rows)
     if tsv:
@@ -223,11 +224,11 @@ def blocks_train_cmd(cache: str, out: str | None) -> None:
     """Choose the settings by source, fit the block model on every page, write it."""
     from afm.console import print_summary
     from afm.filters.extraction.block_model import MODEL_PATH
-    from afm.filters.extraction.block_train import fit_model, load_records
+    from afm.filters.extraction.block_train import Fits, fit_model, load_records
 
     records = load_records(Path(cache))
     sets = sorted({r.set for r in records})
-    model = fit_model(records, range(len(records)),
+    model = fit_model(records, range(len(records)), Fits(records, cache=Path(cache)),
                       meta={"trained_on": {s: sum(r.set == s for r in records) for s in sets}})
     path = Path(out) if out else MODEL_PATH
     model.save(path)

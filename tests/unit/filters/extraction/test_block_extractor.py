@@ -142,3 +142,9 @@ def test_labels_from_text_gold_and_snippets() -> None:
     snip = GoldPage("y", "2", None, b"", with_=["one item"], without=["Copyright (c) 2020"])
     label, _ = block_labels(t, snip)
     assert label[4] == 1.0 and label[-1] == 0.0 and np.isnan(label[0])
+
+
+def test_pathological_nesting_is_read_flat_not_a_crash() -> None:
+    html = "<body>" + "<div>" * 5000 + "<p>deep text here</p>" + "</div>" * 5000 + "<p>after</p></body>"
+    t = page_blocks(html)
+    assert any("deep text here" in x for x in t.texts) and "after" in t.texts[-1]
