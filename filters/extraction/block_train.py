@@ -347,7 +347,8 @@ class Fits:
 
 
 def choose(records: Sequence[PageRecord], idx: Sequence[int], fits: Fits,
-           thresholds: Sequence[float] = THRESHOLDS, log: Any = None
+           thresholds: Sequence[float] = THRESHOLDS, log: Any = None,
+           variants: Sequence[str] = ("one", "two"),
            ) -> tuple[str, float, dict[int, np.ndarray], dict[str, Any]]:
     """(variant, threshold) by leave-one-source-out on the pages ``idx``, and the
     stage-1 out-of-source probabilities of those pages. Variants: ``one`` (stage 1's
@@ -362,13 +363,16 @@ def choose(records: Sequence[PageRecord], idx: Sequence[int], fits: Fits,
     oof: dict[int, np.ndarray] = {}
     for held, test in by.items():
         oof.update(probabilities(fits.get(set(by) - {held}), records, test))
-    ctx = {i: context_features(records[i].table, records[i].x, oof[i]) for i in idx}
+    two = "two" in variants
+    ctx = {i: context_features(records[i].table, records[i].x, oof[i]) for i in idx} if two else {}
     margins: dict[tuple[str, float], list[float]] = defaultdict(list)
     for held, test in by.items():
         fit_on = [i for s, ix in by.items() if s != held for i in ix]
-        second = fit_forest(records, fit_on, STAGE2, ctx)
-        for variant, probs in (("one", {i: oof[i] for i in test}),
-                               ("two", probabilities(second, records, test, ctx))):
+        options = [("one", {i: oof[i] for i in test})]
+        if two:
+            second = fit_forest(records, fit_on, STAGE2, ctx)
+            options.append(("two", probabilities(second, records, test, ctx)))
+        for variant, probs in options:
             for t in thresholds:
                 f1 = extraction_scores(list(page_rows(records, probs, t).values()))["f1"]
                 margins[variant, t].append(f1 - traf[held])
@@ -384,12 +388,12 @@ def choose(records: Sequence[PageRecord], idx: Sequence[int], fits: Fits,
 
 def fit_model(records: Sequence[PageRecord], idx: Sequence[int], fits: Fits | None = None,
               meta: dict[str, Any] | None = None, thresholds: Sequence[float] = THRESHOLDS,
-              log: Any = None) -> BlockModel:
+              log: Any = None, variants: Sequence[str] = ("one", "two")) -> BlockModel:
     """Variant and threshold by :func:`choose` on ``idx``, then the stages fitted on every
     page of it (the context stage on the out-of-source stage-1 probabilities, as it
     will see a model's probabilities on pages it was not fitted on)."""
     fits = fits or Fits(records, log)
-    variant, threshold, ctx, margins = choose(records, idx, fits, thresholds, log)
+    variant, threshold, ctx, margins = choose(records, idx, fits, thresholds, log, variants)
     sources = sources_of(records, idx)
     forest = fits.get(sources)
     context = fit_forest(records, idx, STAGE2, ctx) if variant == "two" else None

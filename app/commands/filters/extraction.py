@@ -220,7 +220,10 @@ def blocks_cv_cmd(cache: str, tsv: str | None, verbose: bool) -> None:
 @blocks.command("train", epilog=BLOCKS_EPILOG)
 @click.option("--cache", required=True, type=click.Path(file_okay=False, exists=True))
 @click.option("--out", type=click.Path(dir_okay=False), help="Model file (default: the shipped one).")
-def blocks_train_cmd(cache: str, out: str | None) -> None:
+@click.option("--one-stage", is_flag=True, help="Choose only the threshold (no context stage: what "
+              "the nested cross-validation chose in every fold); fewer fits.")
+@click.option("--verbose", is_flag=True, help="Print every fit and inner figure.")
+def blocks_train_cmd(cache: str, out: str | None, one_stage: bool, verbose: bool) -> None:
     """Choose the settings by source, fit the block model on every page, write it."""
     from afm.console import print_summary
     from afm.filters.extraction.block_model import MODEL_PATH
@@ -228,8 +231,12 @@ def blocks_train_cmd(cache: str, out: str | None) -> None:
 
     records = load_records(Path(cache))
     sets = sorted({r.set for r in records})
-    model = fit_model(records, range(len(records)), Fits(records, cache=Path(cache)),
-                      meta={"trained_on": {s: sum(r.set == s for r in records) for s in sets}})
+    from afm.console import console
+
+    log = console.print if verbose else None
+    model = fit_model(records, range(len(records)), Fits(records, log, Path(cache)),
+                      meta={"trained_on": {s: sum(r.set == s for r in records) for s in sets}},
+                      log=log, variants=("one",) if one_stage else ("one", "two"))
     path = Path(out) if out else MODEL_PATH
     model.save(path)
     print_summary("block extraction model", {"pages": len(records), "sets": len(sets),
