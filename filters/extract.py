@@ -275,6 +275,8 @@ class Extractor:
             self.selector = load_selector(self.cfg.selector_path or str(MODEL_PATH))
         elif self.cfg.method == "blocks":
             self.block_model = load_block_model(self.cfg.block_model_path or str(BLOCK_MODEL_PATH))
+            if self.block_model.rule.fallback_words is not None:
+                import trafilatura  # noqa: F401 - the fallback of pages with too few kept words
 
     def _trafilatura(self, html: str, url: str | None, precision: bool | None) -> str:
         import trafilatura
@@ -327,7 +329,10 @@ class Extractor:
         """The main text of a decoded page and the signals of how it was chosen
         (``texts``, ``page``: candidates already run on it, see ``select_text``)."""
         if self.block_model is not None:
-            return extract_blocks(self.block_model, html)
+            # A page with too few kept words (the model's page rule) goes to trafilatura.
+            text, signals = extract_blocks(
+                self.block_model, html, lambda h: self._trafilatura(h, url, precision=None))
+            return text.strip(), signals
         if self.cfg.method == "trafilatura":
             return self._trafilatura(html, url, precision=None).strip(), {}
         if self.selector is not None:

@@ -5,8 +5,11 @@ A page goes: decoded HTML -> :func:`~afm.filters.extraction.blocks.page_blocks` 
 over lexbor's tree) -> :func:`~afm.filters.extraction.block_features.features` (numpy, one
 row per block) -> gradient-boosted trees (:class:`Forest`: every tree evaluated at once,
 one numpy gather per tree level) -> the blocks whose probability of being main content is
-at least ``threshold`` -> text (:func:`render`: one paragraph a line, list items as
-``- item``, a table row's cells as ``| a | b |``, code blocks with their line breaks).
+at least ``threshold``, adjusted per page by the model's :class:`PageRule` (a dropped block
+between kept ones kept back, lines before the first prose dropped, and a page with too few
+kept words handed to a fallback extractor) -> text (:func:`render`: one paragraph a line,
+list items as ``- item``, a table row's cells as ``| a | b |``, code blocks with their line
+breaks).
 
 The model file (``data/extraction/blocks.json``, made by ``afm extraction blocks train``,
 see that folder's README) is plain JSON: feature names, the trees as arrays, the
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -32,6 +36,8 @@ MODEL_PATH = Path(__file__).resolve().parent.parent / "data" / "extraction" / "b
 FORMAT = "afm-extraction-blocks/1"
 _SPACES = re.compile(r"[ \t\r\f\v\u00a0\u200b\u2028\u2029\ufeff]+")
 _LI, _TD = KINDS.index("li"), KINDS.index("td")
+_TOKEN = re.compile(r"\w+")
+FILL_SPAN = 4  # a filled block's nearest kept neighbours are at most this many blocks apart
 
 
 def _floor32(x: np.ndarray) -> np.ndarray:
@@ -131,6 +137,74 @@ class Forest:
         return cls(base, feature, threshold, left, right, value, depth)
 
 
+@dataclass(frozen=True)
+class PageRule:
+    """What the page decides beyond each block's own threshold (chosen with it, by source,
+    in ``block_train.choose``; every field None: the threshold alone).
+
+    * ``fill_below``: a dropped block whose probability is at least this is kept when the
+      nearest kept blocks before and after it are at most ``FILL_SPAN`` blocks apart (a
+      caption, a short list item or a one-line paragraph inside kept text);
+    * ``lead_words``: kept blocks before the first kept block of at least this many words
+      are dropped (a headline, a byline, a date line above the text);
+    * ``fallback_words``: a page whose kept text has fewer words (``\\w+`` tokens) than this
+      is handed to the fallback extractor (trafilatura in the extract stage): the pages
+      where the model found no main text are the ones where it is most often wrong.
+    """
+
+    fill_below: float | None = None
+    lead_words: int | None = None
+    fallback_words: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"fill_below": self.fill_below, "lead_words": self.lead_words,
+                "fallback_words": self.fallback_words}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any] | None) -> PageRule:
+        data = data or {}
+        return cls(data.get("fill_below"), data.get("lead_words"), data.get("fallback_words"))
+
+    def adjust(self, table: BlockTable, p: np.ndarray, keep: np.ndarray) -> np.ndarray:
+        """``keep`` (blocks at or above the threshold) with the fill and lead rules applied."""
+        n = len(keep)
+        if n == 0:
+            return keep
+        if self.fill_below is not None:
+            keep = fill_gaps(keep, p, self.fill_below)
+        if self.lead_words is not None:
+            kept = np.flatnonzero(keep)
+            for i in kept.tolist():
+                if len(_TOKEN.findall(table.texts[i])) >= self.lead_words:
+                    if i > kept[0]:
+                        keep = keep.copy()
+                        keep[:i] = False
+                    break
+        return keep
+
+    def falls_back(self, text: str) -> bool:
+        """Whether the page's kept text is too short to trust (see ``fallback_words``)."""
+        if self.fallback_words is None:
+            return False
+        count = 0
+        for _ in _TOKEN.finditer(text):
+            count += 1
+            if count >= self.fallback_words:
+                return False
+        return True
+
+
+def fill_gaps(keep: np.ndarray, p: np.ndarray, low: float, span: int = FILL_SPAN) -> np.ndarray:
+    """``keep`` plus every dropped block with ``p >= low`` whose nearest kept blocks on both
+    sides are at most ``span`` blocks apart (vectorised: the last kept block at or before
+    each block and the first at or after it)."""
+    n = len(keep)
+    idx = np.arange(n)
+    before = np.maximum.accumulate(np.where(keep, idx, -1))
+    after = np.minimum.accumulate(np.where(keep, idx, n)[::-1])[::-1]
+    return keep | ((p >= low) & (before >= 0) & (after < n) & (after - before <= span))
+
+
 @dataclass
 class BlockModel:
     """The block extractor's learned part: the first stage's trees (a block's own
@@ -142,6 +216,7 @@ class BlockModel:
     names: tuple[str, ...] = NAMES
     meta: dict[str, Any] = field(default_factory=dict)
     context: Forest | None = None
+    rule: PageRule = field(default_factory=PageRule)
 
     def probability(self, table: BlockTable) -> np.ndarray:
         """Per block: the probability of being main content."""
@@ -154,15 +229,18 @@ class BlockModel:
         return p
 
     def keep(self, table: BlockTable) -> np.ndarray:
-        """Per block: kept as main content."""
-        return self.probability(table) >= self.threshold
+        """Per block: kept as main content (the threshold, then the page rule's fill and
+        lead rules)."""
+        p = self.probability(table)
+        return self.rule.adjust(table, p, p >= self.threshold)
 
     def save(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         data = {"format": FORMAT, "features": list(self.names), "threshold": self.threshold,
                 "forest": self.forest.to_json(),
                 "context_features": list(CONTEXT_NAMES) if self.context else None,
-                "context": self.context.to_json() if self.context else None, "meta": self.meta}
+                "context": self.context.to_json() if self.context else None,
+                "page_rule": self.rule.to_json(), "meta": self.meta}
         path.write_text(json.dumps(data, separators=(",", ":")) + "\n", encoding="utf-8")
 
     @classmethod
@@ -179,7 +257,8 @@ class BlockModel:
                             "`afm extraction blocks train`")
         context = Forest.from_json(data["context"]) if data.get("context") else None
         return cls(Forest.from_json(data["forest"]), float(data["threshold"]),
-                   tuple(data["features"]), dict(data.get("meta") or {}), context)
+                   tuple(data["features"]), dict(data.get("meta") or {}), context,
+                   PageRule.from_json(data.get("page_rule")))
 
 
 @lru_cache(maxsize=4)
@@ -221,8 +300,16 @@ def render(table: BlockTable, keep: np.ndarray) -> str:
     return "\n".join(lines)
 
 
-def extract_blocks(model: BlockModel, html: str) -> tuple[str, dict[str, float]]:
-    """The main text of a decoded page, and signals: blocks seen and kept."""
+def extract_blocks(model: BlockModel, html: str, fallback: Callable[[str], str] | None = None
+                   ) -> tuple[str, dict[str, float]]:
+    """The main text of a decoded page, and signals: blocks seen and kept, and whether the
+    page went to ``fallback`` (an extractor of the whole page, called when the model's
+    page rule finds too few kept words; None: the blocks' text as it is)."""
     table = page_blocks(html)
     keep = model.keep(table)
-    return render(table, keep), {"blocks": float(len(table)), "blocks_kept": float(keep.sum())}
+    text = render(table, keep)
+    signals = {"blocks": float(len(table)), "blocks_kept": float(keep.sum()), "fallback": 0.0}
+    if fallback is not None and model.rule.falls_back(text):
+        signals["fallback"] = 1.0
+        return fallback(html), signals
+    return text, signals

@@ -41,7 +41,7 @@ import numpy as np
 from afm.console import track
 from afm.errors import UserError
 from afm.filters.extraction.block_features import NAMES, context_features, features
-from afm.filters.extraction.block_model import BlockModel, Forest, render
+from afm.filters.extraction.block_model import BlockModel, Forest, PageRule, render
 from afm.filters.extraction.blocks import BlockTable, page_blocks
 from afm.filters.extraction.gold import GoldPage, counts, extraction_scores, shingles
 from afm.filters.extraction.train import source_of
@@ -51,6 +51,13 @@ _WS = re.compile(r"\s+")
 COVERED = 0.5  # a block is content when this share of its shingles is in the gold
 BASELINES = ("trafilatura", "cascade")
 THRESHOLDS = (0.4, 0.5, 0.6, 0.7)
+# Page rules tried with each threshold (``block_model.PageRule``): fill, lead, fallback.
+FILLS: tuple[float | None, ...] = (None, 0.2, 0.3)
+LEADS: tuple[int | None, ...] = (None, 10)
+FALLBACKS: tuple[int | None, ...] = (None, 1, 20, 50, 100)
+# The fallback (trafilatura) costs ~6x the block extractor: at most this share of the
+# inner held-out pages may go to it, so extraction stays >= 5x trafilatura's speed.
+MAX_FALLBACK_SHARE = 0.03
 # Tree settings (scikit-learn's HistGradientBoostingClassifier). Depth bounds the
 # extraction cost (one numpy step per level), trees x blocks the rest.
 STAGE1: dict[str, Any] = {"max_iter": 100, "max_depth": 5, "max_leaf_nodes": 24,
@@ -283,11 +290,54 @@ def probabilities(forest: Forest, records: Sequence[PageRecord], idx: Sequence[i
     return out
 
 
-def page_rows(records: Sequence[PageRecord], probs: dict[int, np.ndarray], threshold: float
+def page_rows(records: Sequence[PageRecord], probs: dict[int, np.ndarray], threshold: float,
+              rule: PageRule | None = None, memo: dict[Any, Any] | None = None,
               ) -> dict[int, tuple[float, float, float]]:
-    """Per page, the metric's (tp, fp, fn) of the block extractor's text at ``threshold``."""
-    return {i: counts(records[i].page, render(records[i].table, p >= threshold))
-            for i, p in probs.items()}
+    """Per page, the metric's (tp, fp, fn) of the block extractor's text at ``threshold``
+    with the page ``rule`` (a page it hands to the fallback scores trafilatura's text, as
+    the extract stage runs it); ``memo``: scores kept by page and kept blocks across calls."""
+    rule = rule or PageRule()
+    out = {}
+    for i, p in probs.items():
+        r = records[i]
+        keep = rule.adjust(r.table, p, p >= threshold)
+        key = (i, np.packbits(keep).tobytes())
+        row = memo.get(key) if memo is not None else None
+        if row is None:
+            text = render(r.table, keep)
+            if rule.falls_back(text):
+                key = (i, "fallback")
+                row = memo.get(key) if memo is not None else None
+                if row is None:
+                    row = counts(r.page, r.texts.get("trafilatura", ""))
+            else:
+                row = counts(r.page, text)
+            if memo is not None:
+                memo[key] = row
+        out[i] = row
+    return out
+
+
+def fallback_share(records: Sequence[PageRecord], probs: dict[int, np.ndarray],
+                   threshold: float, rule: PageRule) -> float:
+    """The share of the pages ``probs`` that ``rule`` hands to the fallback extractor."""
+    if rule.fallback_words is None or not probs:
+        return 0.0
+    sent = 0
+    for i, p in probs.items():
+        r = records[i]
+        keep = rule.adjust(r.table, p, p >= threshold)
+        sent += bool(r.tokens[keep].sum() < rule.fallback_words)
+    return sent / len(probs)
+
+
+def page_rules() -> list[PageRule]:
+    """Every page rule the choice tries (the grid of ``FILLS``, ``LEADS``, ``FALLBACKS``)."""
+    return [PageRule(f, lead, fb) for f in FILLS for lead in LEADS for fb in FALLBACKS]
+
+
+def _complexity(rule: PageRule) -> int:
+    return sum(v is not None for v in (rule.fill_below, rule.lead_words, rule.fallback_words))
 
 
 def baseline_rows(records: Sequence[PageRecord], name: str, idx: Sequence[int]
@@ -348,13 +398,16 @@ class Fits:
 
 def choose(records: Sequence[PageRecord], idx: Sequence[int], fits: Fits,
            thresholds: Sequence[float] = THRESHOLDS, log: Any = None,
-           variants: Sequence[str] = ("one", "two"),
-           ) -> tuple[str, float, dict[int, np.ndarray], dict[str, Any]]:
-    """(variant, threshold) by leave-one-source-out on the pages ``idx``, and the
-    stage-1 out-of-source probabilities of those pages. Variants: ``one`` (stage 1's
-    probability decides) and ``two`` (the context stage on top). Chosen: the pair whose
-    worst held-out source has the best F1 margin over trafilatura there; within 0.001 of
-    it, one stage before two, then the threshold nearest 0.5."""
+           variants: Sequence[str] = ("one", "two"), rules: Sequence[PageRule] | None = None,
+           ) -> tuple[str, float, PageRule, dict[int, np.ndarray], dict[str, Any]]:
+    """(variant, threshold, page rule) by leave-one-source-out on the pages ``idx``, and
+    the stage-1 out-of-source probabilities of those pages. Variants: ``one`` (stage 1's
+    probability decides) and ``two`` (the context stage on top); rules: ``page_rules()``
+    by default. Chosen, among the settings that send at most ``MAX_FALLBACK_SHARE`` of the
+    held-out pages to the fallback: the one whose worst held-out source has the best F1
+    margin over trafilatura there; within 0.001 of it, one stage before two, then the
+    simplest rule, then the threshold nearest 0.5."""
+    rules = list(rules) if rules is not None else page_rules()
     by = sources_of(records, idx)
     if len(by) < 2:
         raise UserError("choosing the block model's settings needs two sources at least")
@@ -365,7 +418,8 @@ def choose(records: Sequence[PageRecord], idx: Sequence[int], fits: Fits,
         oof.update(probabilities(fits.get(set(by) - {held}), records, test))
     two = "two" in variants
     ctx = {i: context_features(records[i].table, records[i].x, oof[i]) for i in idx} if two else {}
-    margins: dict[tuple[str, float], list[float]] = defaultdict(list)
+    margins: dict[tuple[str, float, PageRule], list[float]] = defaultdict(list)
+    shares: dict[tuple[str, float, PageRule], list[float]] = defaultdict(list)
     for held, test in by.items():
         fit_on = [i for s, ix in by.items() if s != held for i in ix]
         options = [("one", {i: oof[i] for i in test})]
@@ -373,17 +427,26 @@ def choose(records: Sequence[PageRecord], idx: Sequence[int], fits: Fits,
             second = fit_forest(records, fit_on, STAGE2, ctx)
             options.append(("two", probabilities(second, records, test, ctx)))
         for variant, probs in options:
+            memo: dict[Any, Any] = {}
             for t in thresholds:
-                f1 = extraction_scores(list(page_rows(records, probs, t).values()))["f1"]
-                margins[variant, t].append(f1 - traf[held])
-                if log:
-                    log(f"  inner: held {held}, {variant} stage(s), threshold {t}: F1 {f1:.4f} "
-                        f"(trafilatura {traf[held]:.4f})")
-    best = max(min(m) for m in margins.values())
-    near = [key for key, m in margins.items() if min(m) >= best - 0.001]
-    variant, t = min(near, key=lambda key: (key[0] != "one", abs(key[1] - 0.5)))
-    return variant, t, ctx, {f"{v}/{tt}": [round(m, 5) for m in ms]
-                             for (v, tt), ms in margins.items()}
+                for rule in rules:
+                    rows = page_rows(records, probs, t, rule, memo)
+                    f1 = extraction_scores(list(rows.values()))["f1"]
+                    margins[variant, t, rule].append(f1 - traf[held])
+                    shares[variant, t, rule].append(fallback_share(records, probs, t, rule))
+                    if log:
+                        log(f"  inner: held {held}, {variant} stage(s), threshold {t}, {rule}: "
+                            f"F1 {f1:.4f} (trafilatura {traf[held]:.4f})")
+    allowed = {k: m for k, m in margins.items()
+               if float(np.mean(shares[k])) <= MAX_FALLBACK_SHARE}
+    best = max(min(m) for m in allowed.values())
+    near = [key for key, m in allowed.items() if min(m) >= best - 0.001]
+    variant, t, rule = min(near, key=lambda key: (key[0] != "one", _complexity(key[2]),
+                                                  abs(key[1] - 0.5)))
+    return variant, t, rule, ctx, {
+        f"{v}/{tt}/{r.fill_below}/{r.lead_words}/{r.fallback_words}":
+            [round(m, 5) for m in ms] + [round(float(np.mean(shares[v, tt, r])), 4)]
+        for (v, tt, r), ms in margins.items()}
 
 
 def fit_model(records: Sequence[PageRecord], idx: Sequence[int], fits: Fits | None = None,
@@ -393,13 +456,13 @@ def fit_model(records: Sequence[PageRecord], idx: Sequence[int], fits: Fits | No
     page of it (the context stage on the out-of-source stage-1 probabilities, as it
     will see a model's probabilities on pages it was not fitted on)."""
     fits = fits or Fits(records, log)
-    variant, threshold, ctx, margins = choose(records, idx, fits, thresholds, log, variants)
+    variant, threshold, rule, ctx, margins = choose(records, idx, fits, thresholds, log, variants)
     sources = sources_of(records, idx)
     forest = fits.get(sources)
     context = fit_forest(records, idx, STAGE2, ctx) if variant == "two" else None
     info = {"stages": 2 if context else 1, "stage1": STAGE1, "stage2": STAGE2 if context else None,
             "inner_margins": margins, "sources": sorted(sources), **(meta or {})}
-    return BlockModel(forest, threshold, NAMES, info, context)
+    return BlockModel(forest, threshold, NAMES, info, context, rule)
 
 
 def cross_validate(records: Sequence[PageRecord], thresholds: Sequence[float] = THRESHOLDS,
@@ -417,7 +480,8 @@ def cross_validate(records: Sequence[PageRecord], thresholds: Sequence[float] = 
         fit_on = [i for s, ix in by.items() if s != held for i in ix]
         model = fit_model(records, fit_on, fits, thresholds=thresholds, log=log)
         probs = {i: model.probability(records[i].table) for i in test}
-        rows = page_rows(records, probs, model.threshold)
+        rows = page_rows(records, probs, model.threshold, model.rule)
+        share = fallback_share(records, probs, model.threshold, model.rule)
         base = {b: baseline_rows(records, b, test) for b in BASELINES}
         pooled["blocks"] += list(rows.values())
         for b in BASELINES:
@@ -432,19 +496,27 @@ def cross_validate(records: Sequence[PageRecord], thresholds: Sequence[float] = 
                 "blocks": extraction_scores([rows[i] for i in ix]),
                 **{b: extraction_scores([base[b][i] for i in ix]) for b in BASELINES},
                 "threshold": model.threshold, "stages": model.meta["stages"],
+                "rule": _describe(model.rule), "fallback": round(share, 4),
             }
     out["pooled"] = {"source": "all", "pages": len(records),
                      **{k: extraction_scores(v) for k, v in pooled.items()},
-                     "threshold": "", "stages": ""}
+                     "threshold": "", "stages": "", "rule": "", "fallback": ""}
     return out
+
+
+def _describe(rule: PageRule) -> str:
+    parts = [f"fill >= {rule.fill_below}" if rule.fill_below is not None else "",
+             f"lead < {rule.lead_words} words" if rule.lead_words is not None else "",
+             f"fallback < {rule.fallback_words} words" if rule.fallback_words is not None else ""]
+    return ", ".join(p for p in parts if p) or "none"
 
 
 def report_rows(results: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
     header = ["set", "pages", "blocks F1", "trafilatura F1", "cascade F1", "vs trafilatura",
-              "vs cascade", "threshold", "stages"]
+              "vs cascade", "threshold", "stages", "page rule", "fallback share"]
     rows = []
     for name, r in results.items():
         b, t, c = r["blocks"]["f1"], r["trafilatura"]["f1"], r["cascade"]["f1"]
         rows.append([name, r["pages"], f"{b:.4f}", f"{t:.4f}", f"{c:.4f}", f"{b - t:+.4f}",
-                     f"{b - c:+.4f}", r["threshold"], r["stages"]])
+                     f"{b - c:+.4f}", r["threshold"], r["stages"], r["rule"], r["fallback"]])
     return header, rows

@@ -12,6 +12,9 @@ from afm.filters.extraction.block_model import (
     MODEL_PATH,
     BlockModel,
     Forest,
+    PageRule,
+    extract_blocks,
+    fill_gaps,
     load_block_model,
     render,
 )
@@ -148,3 +151,55 @@ def test_pathological_nesting_is_read_flat_not_a_crash() -> None:
     html = "<body>" + "<div>" * 5000 + "<p>deep text here</p>" + "</div>" * 5000 + "<p>after</p></body>"
     t = page_blocks(html)
     assert any("deep text here" in x for x in t.texts) and "after" in t.texts[-1]
+
+
+def test_fill_keeps_a_likely_block_between_kept_neighbours_only() -> None:
+    keep = np.array([True, False, True, False, False, False, False, False, True])
+    p = np.array([0.9, 0.3, 0.9, 0.3, 0.3, 0.3, 0.3, 0.1, 0.9])
+    out = fill_gaps(keep, p, 0.2)
+    # block 1 sits between kept 0 and 2; blocks 3-7 lie in a gap of 6 (> FILL_SPAN)
+    assert out.tolist() == [True, True, True, False, False, False, False, False, True]
+    assert fill_gaps(keep, p, 0.5).tolist() == keep.tolist()
+    edge = np.array([False, True, False])
+    assert fill_gaps(edge, np.ones(3), 0.0).tolist() == edge.tolist()  # no kept block on one side
+
+
+def _model_keeping_all(rule: PageRule) -> BlockModel:
+    """A model whose forest says 0.9 for every block (one leaf, no split)."""
+    one = np.zeros((1, 1))
+    forest = Forest(float(np.log(9.0)), one.astype(np.int64), one, np.full((1, 1), -1),
+                    np.full((1, 1), -1), one, 0)
+    return BlockModel(forest, 0.5, NAMES, {}, None, rule)
+
+
+def test_lead_rule_drops_kept_lines_before_the_first_prose_block() -> None:
+    html = ("<html><body><h1>Big Headline</h1><p>By A. Writer</p>"
+            "<p>The first real paragraph has more than ten words in it, so it counts.</p>"
+            "<p>Short tail.</p></body></html>")
+    table = page_blocks(html)
+    text = render(table, _model_keeping_all(PageRule(lead_words=10)).keep(table))
+    assert text.split("\n") == [
+        "The first real paragraph has more than ten words in it, so it counts.", "Short tail."]
+    assert "Big Headline" in render(table, _model_keeping_all(PageRule()).keep(table))
+
+
+def test_fallback_takes_pages_with_too_few_kept_words(tmp_path) -> None:
+    short = "<html><body><p>Only four words here.</p></body></html>"
+    model = _model_keeping_all(PageRule(fallback_words=5))
+    text, signals = extract_blocks(model, short, lambda html: "fallback text")
+    assert text == "fallback text" and signals["fallback"] == 1.0
+    long = "<html><body><p>Five words are here now.</p></body></html>"
+    text, signals = extract_blocks(model, long, lambda html: "fallback text")
+    assert text == "Five words are here now." and signals["fallback"] == 0.0
+    assert extract_blocks(model, short)[0] == "Only four words here."  # no fallback given
+    path = tmp_path / "m.json"
+    model.save(path)
+    assert BlockModel.load(path).rule == PageRule(fallback_words=5)
+
+
+def test_page_rule_choice_keeps_fallback_within_its_share() -> None:
+    from afm.filters.extraction.block_train import MAX_FALLBACK_SHARE, page_rules
+
+    rules = page_rules()
+    assert PageRule() in rules and len(set(rules)) == len(rules)
+    assert 0 < MAX_FALLBACK_SHARE <= 0.05
