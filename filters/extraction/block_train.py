@@ -16,10 +16,11 @@ shingles), and every source weighs the same in total.
 
 Cross-validation is by *source* (leave one source out; a source's sets, e.g. Utomo's two,
 stay together): every figure reported for a source is from a model fitted without any
-page of it, and the choices made beside the trees (the keep threshold, the tree settings)
-are made by an inner leave-one-source-out over the training sources only (nested): the
-setting whose worst inner held-out source has the best F1 margin over trafilatura on that
-source.
+page of it, and the choices made beside the trees (the keep threshold, the page rule:
+``block_model.PageRule``, the tree settings) are made by an inner leave-one-source-out
+over the training sources only (nested): the setting whose worst inner held-out source has
+the best F1 margin over trafilatura on that source, among those that send at most
+``MAX_FALLBACK_SHARE`` of the pages to the fallback extractor.
 """
 
 from __future__ import annotations
@@ -301,17 +302,13 @@ def page_rows(records: Sequence[PageRecord], probs: dict[int, np.ndarray], thres
     for i, p in probs.items():
         r = records[i]
         keep = rule.adjust(r.table, p, p >= threshold)
-        key = (i, np.packbits(keep).tobytes())
+        # the kept blocks' \w+ tokens are the rendered text's (``PageRule.falls_back``)
+        fallback = rule.fallback_words is not None and r.tokens[keep].sum() < rule.fallback_words
+        key = (i, "fallback") if fallback else (i, np.packbits(keep).tobytes())
         row = memo.get(key) if memo is not None else None
         if row is None:
-            text = render(r.table, keep)
-            if rule.falls_back(text):
-                key = (i, "fallback")
-                row = memo.get(key) if memo is not None else None
-                if row is None:
-                    row = counts(r.page, r.texts.get("trafilatura", ""))
-            else:
-                row = counts(r.page, text)
+            row = counts(r.page, r.texts.get("trafilatura", "") if fallback
+                         else render(r.table, keep))
             if memo is not None:
                 memo[key] = row
         out[i] = row
@@ -334,10 +331,6 @@ def fallback_share(records: Sequence[PageRecord], probs: dict[int, np.ndarray],
 def page_rules() -> list[PageRule]:
     """Every page rule the choice tries (the grid of ``FILLS``, ``LEADS``, ``FALLBACKS``)."""
     return [PageRule(f, lead, fb) for f in FILLS for lead in LEADS for fb in FALLBACKS]
-
-
-def _complexity(rule: PageRule) -> int:
-    return sum(v is not None for v in (rule.fill_below, rule.lead_words, rule.fallback_words))
 
 
 def baseline_rows(records: Sequence[PageRecord], name: str, idx: Sequence[int]
@@ -405,8 +398,7 @@ def choose(records: Sequence[PageRecord], idx: Sequence[int], fits: Fits,
     probability decides) and ``two`` (the context stage on top); rules: ``page_rules()``
     by default. Chosen, among the settings that send at most ``MAX_FALLBACK_SHARE`` of the
     held-out pages to the fallback: the one whose worst held-out source has the best F1
-    margin over trafilatura there; within 0.001 of it, one stage before two, then the
-    simplest rule, then the threshold nearest 0.5."""
+    margin over trafilatura there (one stage before two when within 0.001 of it)."""
     rules = list(rules) if rules is not None else page_rules()
     by = sources_of(records, idx)
     if len(by) < 2:
@@ -440,9 +432,10 @@ def choose(records: Sequence[PageRecord], idx: Sequence[int], fits: Fits,
     allowed = {k: m for k, m in margins.items()
                if float(np.mean(shares[k])) <= MAX_FALLBACK_SHARE}
     best = max(min(m) for m in allowed.values())
-    near = [key for key, m in allowed.items() if min(m) >= best - 0.001]
-    variant, t, rule = min(near, key=lambda key: (key[0] != "one", _complexity(key[2]),
-                                                  abs(key[1] - 0.5)))
+    near = {key: m for key, m in allowed.items() if min(m) >= best - 0.001}
+    # one stage where it is as good; then the best worst margin (the first of equals, in
+    # the order thresholds then ``page_rules()``)
+    variant, t, rule = min(near, key=lambda key: (key[0] != "one", -min(near[key])))
     return variant, t, rule, ctx, {
         f"{v}/{tt}/{r.fill_below}/{r.lead_words}/{r.fallback_words}":
             [round(m, 5) for m in ms] + [round(float(np.mean(shares[v, tt, r])), 4)]

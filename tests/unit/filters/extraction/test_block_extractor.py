@@ -203,3 +203,20 @@ def test_page_rule_choice_keeps_fallback_within_its_share() -> None:
     rules = page_rules()
     assert PageRule() in rules and len(set(rules)) == len(rules)
     assert 0 < MAX_FALLBACK_SHARE <= 0.05
+
+
+def test_page_rows_score_the_fallback_text_even_after_the_same_kept_blocks() -> None:
+    from afm.filters.extraction.block_train import PageRecord, block_labels, page_rows
+    from afm.filters.extraction.gold import counts
+
+    table = page_blocks("<html><body><p>Only four words here.</p></body></html>")
+    gold = GoldPage("s", "1", None, b"", "the gold text of this page is here", [], [])
+    label, tokens = block_labels(table, gold)
+    rec = PageRecord("s", "1", table, features(table), label, tokens, gold,
+                     {"trafilatura": "the gold text of this page is here"}, {})
+    probs = {0: np.array([0.9])}
+    memo: dict = {}
+    plain = page_rows([rec], probs, 0.5, PageRule(), memo)[0]
+    assert plain == counts(gold, "Only four words here.")
+    sent = page_rows([rec], probs, 0.5, PageRule(fallback_words=5), memo)[0]
+    assert sent == counts(gold, "the gold text of this page is here") != plain
