@@ -31,9 +31,10 @@ import pickle
 import re
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -142,47 +143,37 @@ def page_record(page: GoldPage) -> PageRecord:
     return PageRecord(page.set, page.id, table, x, label, tokens, gold, {}, cpu)
 
 
-def baseline_row(page: GoldPage, baselines: Iterable[str] = BASELINES) -> dict[str, Any]:
+def baseline_row(page: GoldPage, cascade: Callable[[str, str | None], str],
+                 baselines: Iterable[str] = BASELINES) -> dict[str, Any]:
     """The comparison extractors' texts and CPU seconds on one gold page (the expensive
     part of the records: cached apart, so a change of the blocks or features re-runs
-    only the cheap part)."""
+    only the cheap part). ``cascade``: the extract stage's text of a page (the stage sits
+    above this package, so its caller hands it in)."""
     from afm.filters.extraction.table import decode
 
     html = decode(page.body)
     texts, cpu = {}, {}
     for name in baselines:
         start = time.process_time()
-        texts[name] = baseline_text(name, html, page.url)
+        texts[name] = baseline_text(name, html, page.url, cascade)
         cpu[name] = time.process_time() - start
     return {"set": page.set, "id": page.id, "texts": texts, "cpu": cpu}
 
 
-def baseline_text(name: str, html: str, url: str | None) -> str:
+def baseline_text(name: str, html: str, url: str | None,
+                  cascade: Callable[[str, str | None], str]) -> str:
     """A comparison extractor's text: ``trafilatura`` (defaults, no comments) or
-    ``cascade`` (the shipped selector, as the extract stage runs it)."""
+    ``cascade`` (the shipped selector, as the extract stage runs it: ``cascade``)."""
     from afm.filters.extraction.candidates import Page, run_candidate
 
     if name == "trafilatura":
         return run_candidate("traf_fallback", Page(html, url))
     if name == "cascade":
-        extractor = _cascade()
         try:
-            return extractor.extract_text(html, url)[0]
+            return cascade(html, url)
         except Exception:  # noqa: BLE001 - as the stage: a failure is an empty text
             return ""
     raise UserError(f"unknown baseline {name!r}")
-
-
-_CASCADE: Any = None
-
-
-def _cascade() -> Any:
-    global _CASCADE
-    if _CASCADE is None:
-        from afm.filters.extract import ExtractConfig, Extractor
-
-        _CASCADE = Extractor(ExtractConfig(method="selector", early_language=[]))
-    return _CASCADE
 
 
 def _run(fn: Any, pages: Sequence[GoldPage], workers: int, what: str) -> Iterator[Any]:
@@ -193,15 +184,18 @@ def _run(fn: Any, pages: Sequence[GoldPage], workers: int, what: str) -> Iterato
         yield from track(pool.map(fn, pages, chunksize=8), what, len(pages), "pages")
 
 
-def build_cache(pages: Sequence[GoldPage], cache: Path, name: str, workers: int = 1) -> int:
+def build_cache(pages: Sequence[GoldPage], cache: Path, name: str,
+                cascade: Callable[[str, str | None], str], workers: int = 1) -> int:
     """``blocks-<name>.pkl.gz`` (the records, always rebuilt: seconds per hundred pages)
     and ``baselines-<name>.jsonl.gz`` (trafilatura's and the cascade's texts: built once,
-    kept while it covers the same pages)."""
+    kept while it covers the same pages; ``cascade``: a picklable function giving the
+    extract stage's text of a page)."""
     cache.mkdir(parents=True, exist_ok=True)
     base_path = cache / f"baselines-{name}.jsonl.gz"
     have = {(r["set"], r["id"]) for r in _read_jsonl(base_path)} if base_path.exists() else set()
     if have != {(p.set, p.id) for p in pages}:
-        rows = _run(baseline_row, pages, workers, f"{name}: trafilatura and the cascade")
+        rows = _run(partial(baseline_row, cascade=cascade), pages, workers,
+                    f"{name}: trafilatura and the cascade")
         with gzip.open(base_path, "wt", encoding="utf-8") as f:
             for row in rows:
                 f.write(json.dumps(row, ensure_ascii=False) + "\n")

@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from afm.app.bench.common import BenchOptions, Comparison
+from afm.readers.warc import iter_warc_pages
 
 DATATROVE_VERSION = "0.10.1"
 PAGES_PER_FILE = 1000
@@ -264,38 +265,32 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
 
 # ----------------------------------------------------------------------------- extractors alone
 
-# Extraction with nothing around it, on the same WARC files (read with warcio, as every
-# pipeline reads them): trafilatura's defaults (the baseline), and the extract stage
+# Extraction with nothing around it, on the same WARC files (read by afm's WARC reader, as
+# every pipeline reads them): trafilatura's defaults (the baseline), and the extract stage
 # with each method (no early language check).
 ALONE = ("trafilatura", "extract-blocks", "extract-selector")
 
 
 def run_alone(kind: str, files: list[Path]) -> tuple[int, int]:
     """(pages read, pages with text) of one extractor over the response records."""
-    from warcio.archiveiterator import ArchiveIterator
-
     if kind == "trafilatura":
         import trafilatura
 
-        def extract(url: str, body: bytes) -> bool:
-            return bool(trafilatura.extract(body, url=url))
+        def extract(page: dict[str, Any]) -> bool:
+            return bool(trafilatura.extract(page["body"], url=page.get("url")))
     else:
         from afm.filters.extract import ExtractConfig, Extractor
 
         extractor = Extractor(ExtractConfig(method=kind.removeprefix("extract-"),
                                             early_language=[]))
 
-        def extract(url: str, body: bytes) -> bool:
-            return extractor({"url": url, "status": 200, "headers": {}, "body": body}).keep
+        def extract(page: dict[str, Any]) -> bool:
+            return extractor(page).keep
     pages = kept = 0
     for f in files:
-        with open(f, "rb") as fh:
-            for record in ArchiveIterator(fh):
-                if record.rec_type != "response":
-                    continue
-                url = record.rec_headers.get_header("WARC-Target-URI")
-                pages += 1
-                kept += extract(url, record.content_stream().read())
+        for page in iter_warc_pages(str(f)):
+            pages += 1
+            kept += extract(page)
     return pages, kept
 
 

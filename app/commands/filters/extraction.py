@@ -194,8 +194,22 @@ def blocks_table_cmd(scrapinghub: str | None, wcxb: str | None, trafilatura: str
         if path is None:
             continue
         pages = load_sets(**{name: Path(path)}, limit=limit)
-        summary[f"{name} pages"] = build_cache(pages, Path(cache), name, workers)
+        summary[f"{name} pages"] = build_cache(pages, Path(cache), name, cascade_text, workers)
     print_summary("block records", {**summary, "cache": cache})
+
+
+_CASCADE: Any = None
+
+
+def cascade_text(html: str, url: str | None) -> str:
+    """The extract stage's text of a decoded page with the default cascade (the block
+    records' comparison; top-level so worker processes can receive it)."""
+    global _CASCADE
+    if _CASCADE is None:
+        from afm.filters.extract import ExtractConfig, Extractor
+
+        _CASCADE = Extractor(ExtractConfig(method="selector", early_language=[]))
+    return _CASCADE.extract_text(html, url)[0]
 
 
 @blocks.command("cv", epilog=BLOCKS_EPILOG)
