@@ -453,7 +453,8 @@ def fit_model(records: Sequence[PageRecord], idx: Sequence[int], fits: Fits | No
 
 
 def cross_validate(records: Sequence[PageRecord], thresholds: Sequence[float] = THRESHOLDS,
-                   log: Any = None, fits: Fits | None = None) -> dict[str, Any]:
+                   log: Any = None, fits: Fits | None = None,
+                   variants: Sequence[str] = ("one", "two")) -> dict[str, Any]:
     """Nested leave-one-source-out: per held-out source (and per set inside it) the block
     model's F1 from a model chosen and fitted without it, next to the baselines' F1 on the
     same pages; and every source's pages pooled."""
@@ -465,7 +466,7 @@ def cross_validate(records: Sequence[PageRecord], thresholds: Sequence[float] = 
     pooled: dict[str, list] = defaultdict(list)
     for held, test in by.items():
         fit_on = [i for s, ix in by.items() if s != held for i in ix]
-        model = fit_model(records, fit_on, fits, thresholds=thresholds, log=log)
+        model = fit_model(records, fit_on, fits, thresholds=thresholds, log=log, variants=variants)
         probs = {i: model.probability(records[i].table) for i in test}
         rows = page_rows(records, probs, model.threshold, model.rule)
         share = fallback_share(records, probs, model.threshold, model.rule)

@@ -32,7 +32,7 @@ Use another selector model with
 BLOCKS_EPILOG = """\b
 Examples:
   afm extraction blocks table --wcxb ../wcxb --trafilatura ../trafilatura/tests --utomo ../utomo --cache work/xblocks --workers 2
-  afm extraction blocks cv --cache work/xblocks --tsv blocks-cv.tsv
+  afm extraction blocks cv --cache work/xblocks --tsv blocks-cv.tsv --one-stage
   afm extraction blocks train --cache work/xblocks      # rewrites filters/data/extraction/blocks.json
 
 `table` cuts every gold page into blocks, labels them from the gold, and runs trafilatura
@@ -215,15 +215,18 @@ def cascade_text(html: str, url: str | None) -> str:
 @blocks.command("cv", epilog=BLOCKS_EPILOG)
 @click.option("--cache", required=True, type=click.Path(file_okay=False, exists=True))
 @click.option("--tsv", type=click.Path(dir_okay=False), help="Also write the table as TSV.")
+@click.option("--one-stage", is_flag=True, help="Choose only the threshold and the page rule (no "
+              "context stage); fewer fits.")
 @click.option("--verbose", is_flag=True, help="Print every inner fold's figure.")
-def blocks_cv_cmd(cache: str, tsv: str | None, verbose: bool) -> None:
+def blocks_cv_cmd(cache: str, tsv: str | None, one_stage: bool, verbose: bool) -> None:
     """Nested leave-one-source-out F1 of the block extractor next to trafilatura and the cascade."""
     from afm.console import console, print_table
     from afm.filters.extraction.block_train import Fits, cross_validate, load_records, report_rows
 
     records = load_records(Path(cache))
     log = console.print if verbose else None
-    results = cross_validate(records, log=log, fits=Fits(records, log, Path(cache)))
+    results = cross_validate(records, log=log, fits=Fits(records, log, Path(cache)),
+                             variants=("one",) if one_stage else ("one", "two"))
     header, rows = report_rows(results)
     print_table("held-out F1 by source (nested leave one source out)", header, rows)
     if tsv:
