@@ -1,7 +1,13 @@
 """Main-text extraction from crawled HTML: decode, extract, choose, trim.
 
+Methods (``ExtractConfig.method``): ``blocks``, the block extractor (lexbor's DOM cut into
+blocks, each kept or dropped by a small learned model: ``extraction/block_model.py``,
+issue 57); ``selector``, the learned cascade over trafilatura, Resiliparse and
+readability described next; ``trafilatura``, trafilatura alone (its defaults, no
+comments); ``rules``, the earlier design described last.
+
 The AFM report extracts text by combining two extractors (a reader mode and Boilerpipe).
-By default (``method="selector"``) extraction is the learned cascade of
+With ``method="selector"`` extraction is the learned cascade of
 ``filters/extraction/``: trafilatura's balanced pass and Resiliparse run; when they agree
 the balanced pass's text, less its leading and trailing lines Resiliparse lacks, is the
 answer (the fast path, most pages), otherwise trafilatura's default mode
@@ -64,6 +70,8 @@ from typing import Any
 
 from afm.errors import UserError
 from afm.filters.base import Decision
+from afm.filters.extraction.block_model import MODEL_PATH as BLOCK_MODEL_PATH
+from afm.filters.extraction.block_model import extract_blocks, load_block_model
 from afm.filters.extraction.candidates import Page, run_candidate
 from afm.filters.extraction.decode import (
     decode_html,
@@ -103,6 +111,9 @@ _TAGGED_HEADLINE = re.compile(
     re.I,
 )
 
+METHODS = ("blocks", "selector", "trafilatura", "rules")
+# Methods cheaper than the early language check's Resiliparse pass: the check is off.
+CHEAP_METHODS = ("blocks",)
 HTML_TYPES = ("text/html", "application/xhtml+xml", "application/xml", "text/xml", "text/plain")
 
 
@@ -111,10 +122,14 @@ class ExtractConfig:
     """Knobs of :class:`Extractor` (defaults are the measured best on the benchmark)."""
 
     max_bytes: int = 3_000_000  # larger bodies are dropped as "too_large" (time bound)
-    # "selector": several extractors, the learned per-page choice (extraction/selector.py);
-    # "rules": the earlier trafilatura precision/balanced length rule (choose_text).
+    # "blocks": lexbor's DOM cut into blocks, each kept by a learned model
+    # (extraction/block_model.py); "selector": several extractors, the learned per-page
+    # choice (extraction/selector.py); "trafilatura": trafilatura alone (its defaults,
+    # ``include_comments`` and ``include_tables`` as set here); "rules": the earlier
+    # trafilatura precision/balanced length rule (choose_text).
     method: str = "selector"
     selector_path: str | None = None  # None: the shipped model (data/extraction/)
+    block_model_path: str | None = None  # None: the shipped block model (data/extraction/)
     min_words: int = 1  # fewer extracted words -> "empty_extraction"
     favor_precision: bool = True  # primary pass: trafilatura precision mode
     include_comments: bool = False  # user comments are rarely the page's content
@@ -145,6 +160,9 @@ def follow_language_stage(cfg: ExtractConfig, stages: dict[str, Any]) -> None:
     languages, its model, at least its confidence), off otherwise. A value the user set (a
     list, or [] for off) is left alone. ``stages``: the run's stages by name, in order."""
     if cfg.early_language is not None:
+        return
+    if cfg.method in CHEAP_METHODS:  # extraction costs less than the check itself
+        cfg.early_language = []
         return
     names = list(stages)
     language = stages.get("language")
@@ -242,25 +260,31 @@ class Extractor:
 
     def __init__(self, cfg: ExtractConfig | None = None) -> None:
         self.cfg = cfg or ExtractConfig()
-        import trafilatura  # noqa: F401 - fail at construction, not on the first page
+        if self.cfg.method not in METHODS:
+            raise UserError(f"extraction method {self.cfg.method!r}: use one of {', '.join(METHODS)}")
+        if self.cfg.method != "blocks":
+            import trafilatura  # noqa: F401 - fail at construction, not on the first page
 
         self._lid = None
         if self.cfg.early_language:
             self._lid = load_lid_model(self.cfg.early_language_model)
             self._early_keep = {lang.lower() for lang in self.cfg.early_language}
         self.selector = None
+        self.block_model = None
         if self.cfg.method == "selector":
             self.selector = load_selector(self.cfg.selector_path or str(MODEL_PATH))
-        elif self.cfg.method != "rules":
-            raise UserError(f"extraction method {self.cfg.method!r}: use 'selector' or 'rules'")
+        elif self.cfg.method == "blocks":
+            self.block_model = load_block_model(self.cfg.block_model_path or str(BLOCK_MODEL_PATH))
+            if self.block_model.rule.fallback_words is not None:
+                import trafilatura  # noqa: F401 - the fallback of pages with too few kept words
 
-    def _trafilatura(self, html: str, url: str | None, precision: bool) -> str:
+    def _trafilatura(self, html: str, url: str | None, precision: bool | None) -> str:
         import trafilatura
 
         text = trafilatura.extract(
             html,
             url=url,
-            favor_precision=precision,
+            favor_precision=bool(precision),
             include_comments=self.cfg.include_comments,
             include_tables=self.cfg.include_tables,
             deduplicate=False,
@@ -304,6 +328,13 @@ class Extractor:
                      ) -> tuple[str, dict[str, float]]:
         """The main text of a decoded page and the signals of how it was chosen
         (``texts``, ``page``: candidates already run on it, see ``select_text``)."""
+        if self.block_model is not None:
+            # A page with too few kept words (the model's page rule) goes to trafilatura.
+            text, signals = extract_blocks(
+                self.block_model, html, lambda h: self._trafilatura(h, url, precision=None))
+            return text.strip(), signals
+        if self.cfg.method == "trafilatura":
+            return self._trafilatura(html, url, precision=None).strip(), {}
         if self.selector is not None:
             text, signals = select_text(self.selector, html, url, texts, page)
             trimmed = 0

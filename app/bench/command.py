@@ -67,6 +67,7 @@ Examples:
   afm bench dpo_packing           # DPO pairs/s, packed rows vs one pair per row
   afm bench eval --config 100m                  # the eval engine where compute matters
   afm bench train --suite gpu                   # issue #32's GPU runs -> bench-train-gpu.json
+  afm bench extraction curate --gold ../gold    # every gold set's real pages (wcxb/, trafilatura/, utomo/)
 """)
 @click.argument("names", nargs=-1)
 @click.option("--list", "list_only", is_flag=True, help="List the benchmarks and exit.")
@@ -79,12 +80,19 @@ Examples:
 @click.option("--task", "tasks", default="",
               help="train: comma-separated training tasks (sft, rm, dpo, ipo, mdloo) whose per-device memory "
                    "plan to print from abstract shapes (no step runs), instead of timing pre-training.")
-@click.option("--suite", type=click.Choice(["gpu"]), default=None,
+@click.option("--suite", type=click.Choice(["gpu", "real-pages"]), default=None,
               help="A benchmark's named set of runs: train --suite gpu (1B bf16, 1B FP8, afm-on-device with "
-                   "--batch auto; one JSON in the workdir).")
+                   "--batch auto; one JSON in the workdir); curate --suite real-pages (only the runs on the "
+                   "gold sets' real pages).")
+@click.option("--gold", "gold_dir", type=click.Path(path_type=Path, file_okay=False, exists=True),
+              envvar="AFM_EXTRACTION_GOLD", default=None,
+              help="extraction, curate: a folder holding the other extraction gold sets (wcxb/: a WCXB "
+                   "checkout, trafilatura/: trafilatura's tests/ folder, utomo/: Utomo & Leu's Extraction/ "
+                   "folder; each optional) beside ../shared's ScrapingHub pages [env AFM_EXTRACTION_GOLD].")
 def bench_command(
     names: tuple[str, ...], list_only: bool, quick: bool, workdir: Path,
     model_config: str | None, seq_len: int | None, tasks: str, suite: str | None,
+    gold_dir: Path | None,
 ) -> None:
     """Run benchmarks; every figure is printed next to a baseline measured in the same run."""
     from afm.console import console
@@ -98,7 +106,7 @@ def bench_command(
     if unknown:
         raise click.UsageError(f"unknown benchmark(s) {unknown}; known: {sorted(benches)}")
     opts = BenchOptions(quick=quick, shared_dir=find_shared_dir(), workdir=workdir,
-                        model_config=model_config, seq_len=seq_len, suite=suite,
+                        model_config=model_config, seq_len=seq_len, suite=suite, gold_dir=gold_dir,
                         tasks=tuple(t.strip() for t in tasks.split(",") if t.strip()))
     workdir.mkdir(parents=True, exist_ok=True)
     failures = []

@@ -21,7 +21,10 @@ class BenchOptions:
     model_config: str | None = None  # benchmarks of a model size (train): which one
     seq_len: int | None = None  # ... and at which sequence length
     tasks: tuple[str, ...] = ()  # train: the training tasks whose memory plans to print
-    suite: str | None = None  # a benchmark's named set of runs (train: gpu)
+    suite: str | None = None  # a benchmark's named set of runs (train: gpu; curate: real-pages)
+    # Extraction gold sets beyond ../shared's ScrapingHub pages: a folder with wcxb/,
+    # trafilatura/ and utomo/ (as `afm extraction table` takes them; each optional).
+    gold_dir: Path | None = None
 
 
 @dataclass

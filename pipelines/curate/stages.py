@@ -198,8 +198,9 @@ REGISTRY = StageRegistry([
           summary="afm.pipelines.curate.optout_cost:summary_line",
           report_html="afm.pipelines.curate.optout_cost:report_html"),
     Stage("extract", "page", "afm.filters.extract:Extractor", "afm.filters.extract:ExtractConfig",
-          "main text from HTML (trafilatura + fallback)", sources=("web", "math"),
-          advice="--set extract.params.favor_precision=false (recall over precision), "
+          "main text from HTML (method: selector cascade, blocks, trafilatura or rules)",
+          sources=("web", "math"),
+          advice="--set extract.params.method=trafilatura (trafilatura alone), "
                  "--set extract.params.min_words=1",
           needs=("optout",), link="afm.filters.extract:follow_language_stage"),
     Stage("language", "document", "afm.filters.language:LanguageFilter", "afm.filters.language:LanguageConfig",

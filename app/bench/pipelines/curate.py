@@ -1,4 +1,12 @@
-"""``afm bench curate``: steady-state curate throughput, afm next to datatrove.
+"""``afm bench curate``: steady-state curate throughput on real pages, afm next to
+trafilatura alone and next to datatrove.
+
+First, on the gold sets' real pages as they are (ScrapingHub's from ``../shared`` and the
+others from ``--gold``: ``bench_real_pages``), in WARC files of 700 pages: trafilatura
+alone (its defaults: the baseline), the extract stage alone with each method, and whole
+``afm curate`` with every default stage (and with each extraction method), each on the
+first file and on all files, the difference being the steady state. ``--suite
+real-pages`` stops there. Then the recombined corpus below.
 
 The input is a web-sized corpus made from the 181 real article pages of
 ``../shared/eval/extraction`` (:mod:`afm.app.bench.pipelines.webcorpus`: 10,000 pages of
@@ -41,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from afm.app.bench.common import BenchOptions, Comparison
+from afm.readers.warc import iter_warc_pages
 
 DATATROVE_VERSION = "0.10.1"
 PAGES_PER_FILE = 1000
@@ -202,7 +211,7 @@ class Measured:
 
 
 def measure(kind: str, inputs: Path, out: Path, extra: dict[str, Any]) -> Measured:
-    """Run ``kind`` (afm-datatrove-stages | afm-all | datatrove) on ``inputs`` in a child
+    """Run ``kind`` (afm-datatrove-stages | afm-all | datatrove | one of ``ALONE``) on ``inputs`` in a child
     process, which reports its own resource usage (``getrusage``: itself and the
     processes it waited for)."""
     if out.exists():
@@ -235,6 +244,9 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
         if spec["kind"] == "datatrove":
             pages, kept, _ = run_datatrove(files, out, 1)
             manifest = ""
+        elif spec["kind"] in ALONE:
+            pages, kept = run_alone(spec["kind"], files)
+            manifest = ""
         else:
             from afm.pipelines.curate.pipeline import run_curate
 
@@ -249,6 +261,125 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
     return {"pages": pages, "kept": kept, "manifest": manifest,
             "cpu_s": me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime,
             "peak_rss_mb": memory.peak_bytes / 2**20}
+
+
+# ----------------------------------------------------------------------------- extractors alone
+
+# Extraction with nothing around it, on the same WARC files (read by afm's WARC reader, as
+# every pipeline reads them): trafilatura's defaults (the baseline), and the extract stage
+# with each method (no early language check).
+ALONE = ("trafilatura", "extract-blocks", "extract-selector")
+
+
+def run_alone(kind: str, files: list[Path]) -> tuple[int, int]:
+    """(pages read, pages with text) of one extractor over the response records."""
+    if kind == "trafilatura":
+        import trafilatura
+
+        def extract(page: dict[str, Any]) -> bool:
+            return bool(trafilatura.extract(page["body"], url=page.get("url")))
+    else:
+        from afm.filters.extract import ExtractConfig, Extractor
+
+        extractor = Extractor(ExtractConfig(method=kind.removeprefix("extract-"),
+                                            early_language=[]))
+
+        def extract(page: dict[str, Any]) -> bool:
+            return extractor(page).keep
+    pages = kept = 0
+    for f in files:
+        for page in iter_warc_pages(str(f)):
+            pages += 1
+            kept += extract(page)
+    return pages, kept
+
+
+# ----------------------------------------------------------------------------- real pages
+
+REAL_PAGES_PER_FILE = 700
+
+
+def build_real_corpus(pages: list[Any], workdir: Path) -> tuple[Path, Path]:
+    """``(small, big)`` directories of WARC files holding the gold sets' real pages as
+    they are (not recombined), in a seeded order that mixes the sets, in files of
+    :data:`REAL_PAGES_PER_FILE`; the small one is the first file."""
+    import hashlib
+    import random
+
+    ids = sorted(f"{p.set}/{p.id}" for p in pages)
+    key = hashlib.sha1("\n".join(ids).encode()).hexdigest()[:10]
+    root = workdir / f"real-{len(pages)}-{key}"
+    big, small = root / "all", root / "first"
+    if (root / "_DONE").exists():
+        return small, big
+    shutil.rmtree(root, ignore_errors=True)
+    big.mkdir(parents=True)
+    small.mkdir()
+    order = sorted(pages, key=lambda p: (p.set, p.id))
+    random.Random(0).shuffle(order)
+    files = max(1, -(-len(order) // REAL_PAGES_PER_FILE))
+    paths = [big / f"part-{i:03d}.warc.gz" for i in range(files)]
+    records = [(p.url or f"http://{p.set}.gold.test/{p.id}", p.body) for p in order]
+    write_html_warcs(records, paths, file_of=lambda i: i // REAL_PAGES_PER_FILE)
+    os.symlink(paths[0].resolve(), small / paths[0].name)
+    (root / "_DONE").write_text(json.dumps({"pages": len(order), "files": files}))
+    return small, big
+
+
+def bench_real_pages(opts: BenchOptions, work: Path, index: str) -> list[Comparison]:
+    """Whole curate and each extractor alone next to trafilatura alone, on the real pages
+    of every gold set held, steady state, one worker."""
+    from afm.app.bench.filters.filters import held_gold_pages
+    from afm.console import console, print_table
+
+    pages = held_gold_pages(opts, limit=60 if opts.quick else None)
+    small, big = build_real_corpus(pages, work)
+    console.print(f"real pages: {len(pages):,} in {big} (first file: {small}); load average "
+                  f"{', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    from afm.filters.extract import ExtractConfig
+
+    default = ExtractConfig().method
+    kinds = [("trafilatura alone (defaults)", "trafilatura", {}),
+             ("extract stage alone, blocks", "extract-blocks", {}),
+             ("extract stage alone, cascade", "extract-selector", {}),
+             (f"afm curate, every default stage (extract={default})", "afm-all",
+              {"decontam_index": index})]
+    kinds += [(f"afm curate, every stage, extract={method}", "afm-all",
+               {"decontam_index": index, "config": {"extract": {"params": {"method": method}}}})
+              for method in ("blocks", "selector") if method != default]
+    runs: dict[str, list[Measured]] = {name: [] for name, _, _ in kinds}
+    for label, inputs in (("first file", small), ("all files", big)):
+        for i, (name, kind, extra) in enumerate(kinds):
+            m = measure(kind, inputs, work / "out" / f"real-{i}-{label.replace(' ', '-')}", extra)
+            console.print(f"{name}, {label}: {m.pages:,} pages, {m.kept:,} kept, {m.cpu_s:.1f} CPU s; "
+                          f"load {os.getloadavg()[0]:.2f}")
+            runs[name].append(m)
+    results = {name: SteadyState(name, *runs[name]) for name, _, _ in kinds}
+    print_table("real pages, steady state, one worker (pages per CPU-second)",
+                ["run", "pages/s/core", "CPU ms/page", "start-up CPU s", "pages -> kept",
+                 "CPU s (all)", "wall s (all)", "peak MB"], [r.row() for r in results.values()])
+    default_run = results[f"afm curate, every default stage (extract={default})"]
+    print_table("real pages, afm curate (every default stage): CPU per stage",
+                ["stage", "documents in", "CPU s", "ms per document"], stage_table(default_run.big.manifest))
+    record = {k: {"steady_pages_per_cpu_s": v.pages_per_cpu_s, "startup_cpu_s": v.startup_cpu_s,
+                  "small": asdict(v.small), "big": asdict(v.big)} for k, v in results.items()}
+    record["load_average"] = os.getloadavg()
+    (work / "result-real-pages.json").write_text(json.dumps(record, indent=2))
+    traf = results["trafilatura alone (defaults)"].pages_per_cpu_s
+    n = f" ({len(pages):,} real pages)"
+    costs = json.loads(Path(default_run.big.manifest).read_text())["costs"]
+    out = [Comparison(f"curate, every default stage (extract={default}) vs trafilatura alone" + n,
+                      default_run.pages_per_cpu_s, traf, "trafilatura 2.3.1 defaults alone",
+                      "pages/s/core", ">= 1.5x")]
+    for name, _, _ in kinds[1:]:
+        if not name.startswith("afm curate, every default"):
+            out.append(Comparison(f"{name} vs trafilatura alone", results[name].pages_per_cpu_s,
+                                  traf, "trafilatura alone", "pages/s/core",
+                                  ">= 5x" if name == "extract stage alone, blocks" else ""))
+    out.append(Comparison("curate (default): process CPU beyond the stages' own, per page",
+                          costs["process_ms_per_document"] - costs["stages_ms_per_document"],
+                          costs["stages_ms_per_document"], "the stages' own CPU per page", "ms"))
+    return out
 
 
 # ----------------------------------------------------------------------------- the benchmark
@@ -304,6 +435,10 @@ def bench_curate(opts: BenchOptions) -> list[Comparison]:
     if opts.shared_dir is None:
         raise RuntimeError("needs ../shared/eval/extraction (the real pages) for its input")
     work = Path(opts.workdir) / "curate"
+    index = decontam_index(opts.shared_dir, work)
+    real = bench_real_pages(opts, work, index)
+    if opts.suite == "real-pages":
+        return real
     pages = 2 * PAGES_PER_FILE if opts.quick else 10 * PAGES_PER_FILE
     small, big = build_web_corpus(opts.shared_dir, work, pages)
     console.print(f"corpus: {pages:,} pages in {big} (first file: {small}); load average "
@@ -315,7 +450,6 @@ def bench_curate(opts: BenchOptions) -> list[Comparison]:
         have_dt = False
         console.print(f"[yellow]datatrove not installed (pip install datatrove=="
                       f"{DATATROVE_VERSION}): its rows are missing")
-    index = decontam_index(opts.shared_dir, work)
     kinds = [("afm, datatrove's stages", "afm-datatrove-stages", {}),
              ("afm, every stage (+ decontamination)", "afm-all", {"decontam_index": index})]
     if have_dt:
@@ -353,7 +487,7 @@ def bench_curate(opts: BenchOptions) -> list[Comparison]:
         Comparison("peak MB, every stage", results["afm-all"].big.peak_rss_mb,
                    dt.big.peak_rss_mb if dt else None, "datatrove", "MB", ""),
     ]
-    return rows
+    return real + rows
 
 
 def main(argv: list[str]) -> int:

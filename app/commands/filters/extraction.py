@@ -29,6 +29,18 @@ Use another selector model with
 """
 
 
+BLOCKS_EPILOG = """\b
+Examples:
+  afm extraction blocks table --wcxb ../wcxb --trafilatura ../trafilatura/tests --utomo ../utomo --cache work/xblocks --workers 2
+  afm extraction blocks cv --cache work/xblocks --tsv blocks-cv.tsv --one-stage
+  afm extraction blocks train --cache work/xblocks      # rewrites filters/data/extraction/blocks.json
+
+`table` cuts every gold page into blocks, labels them from the gold, and runs trafilatura
+(defaults, no comments) and the cascade on the page for comparison (minutes); `cv` and
+`train` read that cache. Gold sets as for `afm extraction table`.
+"""
+
+
 def _sets(scrapinghub: str | None, wcxb: str | None, trafilatura: str | None,
           utomo: str | None = None) -> dict:
     if scrapinghub is None:
@@ -149,6 +161,105 @@ def train_cmd(cache: str, out: str | None) -> None:
                                                         f"{len(selector.voters)} voters hold")
                                           if selector.votes else f"switch, tau {selector.tau}",
                                           "model": str(path)})
+
+
+@extraction.group("blocks", epilog=BLOCKS_EPILOG)
+def blocks() -> None:
+    """The block extractor (lexbor DOM + learned block model): records, nested CV, training."""
+
+
+def _gold_options(fn: Any) -> Any:
+    for name, help_ in (("utomo", "Utomo & Leu's Extraction/ folder."),
+                        ("trafilatura", "trafilatura's tests/ folder."),
+                        ("wcxb", "WCXB checkout (dev split)."),
+                        ("scrapinghub", "../shared/eval (default when present).")):
+        fn = click.option(f"--{name}", type=click.Path(file_okay=False, exists=True), help=help_)(fn)
+    return fn
+
+
+@blocks.command("table", epilog=BLOCKS_EPILOG)
+@_gold_options
+@click.option("--cache", required=True, type=click.Path(file_okay=False), help="Folder for the records.")
+@click.option("--workers", default=1, show_default=True, type=POSITIVE_INT, help="Processes.")
+@click.option("--limit", type=POSITIVE_INT, help="Pages per source (smoke runs).")
+def blocks_table_cmd(scrapinghub: str | None, wcxb: str | None, trafilatura: str | None,
+                     utomo: str | None, cache: str, workers: int, limit: int | None) -> None:
+    """Cut every gold page into labelled blocks, run trafilatura and the cascade on it; cache."""
+    from afm.console import print_summary
+    from afm.filters.extraction.block_train import build_cache
+    from afm.filters.extraction.gold import load_sets
+
+    summary = {}
+    for name, path in _sets(scrapinghub, wcxb, trafilatura, utomo).items():
+        if path is None:
+            continue
+        pages = load_sets(**{name: Path(path)}, limit=limit)
+        summary[f"{name} pages"] = build_cache(pages, Path(cache), name, cascade_text, workers)
+    print_summary("block records", {**summary, "cache": cache})
+
+
+_CASCADE: Any = None
+
+
+def cascade_text(html: str, url: str | None) -> str:
+    """The extract stage's text of a decoded page with the default cascade (the block
+    records' comparison; top-level so worker processes can receive it)."""
+    global _CASCADE
+    if _CASCADE is None:
+        from afm.filters.extract import ExtractConfig, Extractor
+
+        _CASCADE = Extractor(ExtractConfig(method="selector", early_language=[]))
+    return _CASCADE.extract_text(html, url)[0]
+
+
+@blocks.command("cv", epilog=BLOCKS_EPILOG)
+@click.option("--cache", required=True, type=click.Path(file_okay=False, exists=True))
+@click.option("--tsv", type=click.Path(dir_okay=False), help="Also write the table as TSV.")
+@click.option("--one-stage", is_flag=True, help="Choose only the threshold and the page rule (no "
+              "context stage); fewer fits.")
+@click.option("--verbose", is_flag=True, help="Print every inner fold's figure.")
+def blocks_cv_cmd(cache: str, tsv: str | None, one_stage: bool, verbose: bool) -> None:
+    """Nested leave-one-source-out F1 of the block extractor next to trafilatura and the cascade."""
+    from afm.console import console, print_table
+    from afm.filters.extraction.block_train import Fits, cross_validate, load_records, report_rows
+
+    records = load_records(Path(cache))
+    log = console.print if verbose else None
+    results = cross_validate(records, log=log, fits=Fits(records, log, Path(cache)),
+                             variants=("one",) if one_stage else ("one", "two"))
+    header, rows = report_rows(results)
+    print_table("held-out F1 by source (nested leave one source out)", header, rows)
+    if tsv:
+        Path(tsv).write_text("\n".join("\t".join(map(str, r)) for r in [header, *rows]) + "\n",
+                             encoding="utf-8")
+
+
+@blocks.command("train", epilog=BLOCKS_EPILOG)
+@click.option("--cache", required=True, type=click.Path(file_okay=False, exists=True))
+@click.option("--out", type=click.Path(dir_okay=False), help="Model file (default: the shipped one).")
+@click.option("--one-stage", is_flag=True, help="Choose only the threshold (no context stage: what "
+              "the nested cross-validation chose in every fold); fewer fits.")
+@click.option("--verbose", is_flag=True, help="Print every fit and inner figure.")
+def blocks_train_cmd(cache: str, out: str | None, one_stage: bool, verbose: bool) -> None:
+    """Choose the settings by source, fit the block model on every page, write it."""
+    from afm.console import print_summary
+    from afm.filters.extraction.block_model import MODEL_PATH
+    from afm.filters.extraction.block_train import Fits, fit_model, load_records
+
+    records = load_records(Path(cache))
+    sets = sorted({r.set for r in records})
+    from afm.console import console
+
+    log = console.print if verbose else None
+    model = fit_model(records, range(len(records)), Fits(records, log, Path(cache)),
+                      meta={"trained_on": {s: sum(r.set == s for r in records) for s in sets}},
+                      log=log, variants=("one",) if one_stage else ("one", "two"))
+    path = Path(out) if out else MODEL_PATH
+    model.save(path)
+    print_summary("block extraction model", {"pages": len(records), "sets": len(sets),
+                                             "threshold": model.threshold,
+                                             "trees": len(model.forest.feature),
+                                             "model": str(path)})
 
 
 COMMANDS = [extraction]

@@ -1,0 +1,315 @@
+"""The block extractor: lexbor's DOM cut into blocks, each kept or dropped by a small
+learned model, the kept ones written out as text.
+
+A page goes: decoded HTML -> :func:`~afm.filters.extraction.blocks.page_blocks` (one walk
+over lexbor's tree) -> :func:`~afm.filters.extraction.block_features.features` (numpy, one
+row per block) -> gradient-boosted trees (:class:`Forest`: every tree evaluated at once,
+one numpy gather per tree level) -> the blocks whose probability of being main content is
+at least ``threshold``, adjusted per page by the model's :class:`PageRule` (a dropped block
+between kept ones kept back, lines before the first prose dropped, and a page with too few
+kept words handed to a fallback extractor) -> text (:func:`render`: one paragraph a line,
+list items as ``- item``, a table row's cells as ``| a | b |``, code blocks with their line
+breaks).
+
+The model file (``data/extraction/blocks.json``, made by ``afm extraction blocks train``,
+see that folder's README) is plain JSON: feature names, the trees as arrays, the
+threshold and how it was chosen, so extraction needs numpy and selectolax only.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from afm.errors import UserError
+from afm.filters.extraction.block_features import CONTEXT_NAMES, NAMES, context_features, features
+from afm.filters.extraction.blocks import KINDS, BlockTable, page_blocks
+
+MODEL_PATH = Path(__file__).resolve().parent.parent / "data" / "extraction" / "blocks.json"
+FORMAT = "afm-extraction-blocks/1"
+_SPACES = re.compile(r"[ \t\r\f\v\u00a0\u200b\u2028\u2029\ufeff]+")
+_LI, _TD = KINDS.index("li"), KINDS.index("td")
+_TOKEN = re.compile(r"\w+")
+FILL_SPAN = 4  # a filled block's nearest kept neighbours are at most this many blocks apart
+
+
+def _floor32(x: np.ndarray) -> np.ndarray:
+    """The largest float32 at or below each value (``v <= t`` for float32 ``v`` is then
+    the same test in float32 as in float64)."""
+    y = x.astype(np.float32)
+    over = y.astype(np.float64) > x
+    y[over] = np.nextafter(y[over], np.float32(-np.inf))
+    return y
+
+
+@dataclass
+class Forest:
+    """Additive binary trees evaluated together: ``base + sum_t leaf_t(x)``. Trees are
+    padded to one node count; a leaf has ``left == -1``; ``x[feature] <= threshold`` goes
+    left."""
+
+    base: float
+    feature: np.ndarray  # (trees, nodes) int
+    threshold: np.ndarray  # (trees, nodes) float
+    left: np.ndarray  # (trees, nodes) int
+    right: np.ndarray  # (trees, nodes) int
+    value: np.ndarray  # (trees, nodes) float
+    depth: int  # the deepest leaf's depth: the number of steps down
+
+    def decision(self, x: np.ndarray) -> np.ndarray:
+        """The raw score of each row of ``x``: every tree walked at once, one level per
+        step, on flat arrays (a node's id is ``tree * nodes + node``; its children sit at
+        ``2 * id`` and ``2 * id + 1`` of one array; a leaf's children are itself, so rows
+        that reached a leaf stay there)."""
+        n_trees, width = self.feature.shape
+        n, n_features = x.shape
+        if n == 0:
+            return np.zeros(0)
+        feature, threshold, children, value = self._flat()
+        values = np.ascontiguousarray(x, dtype=np.float32).ravel()
+        node = np.repeat(np.arange(n_trees, dtype=np.int32) * width, n)  # tree-major
+        row_base = np.tile(np.arange(n, dtype=np.int32) * n_features, n_trees)
+        for _ in range(self.depth):
+            right = values.take(row_base + feature.take(node)) > threshold.take(node)
+            node = children.take(2 * node + right)
+        return self.base + value.take(node).reshape(n_trees, n).sum(axis=0)
+
+    def _flat(self) -> tuple[np.ndarray, ...]:
+        cached = getattr(self, "_flat_cache", None)
+        if cached is not None:
+            return cached
+        n_trees, width = self.feature.shape
+        ids = np.arange(n_trees * width).reshape(n_trees, width)
+        offset = (np.arange(n_trees) * width)[:, None]
+        leaf = self.left < 0
+        children = np.stack([np.where(leaf, ids, self.left + offset).ravel(),
+                             np.where(leaf, ids, self.right + offset).ravel()], axis=1)
+        # float32 thresholds compared with float32 features: the split a float64 threshold
+        # makes between two float32 values is kept by rounding it down to float32.
+        cached = (self.feature.ravel().astype(np.int32), _floor32(self.threshold).ravel(),
+                  children.ravel().astype(np.int32), self.value.ravel())
+        object.__setattr__(self, "_flat_cache", cached)
+        return cached
+
+    def probability(self, x: np.ndarray) -> np.ndarray:
+        return 1.0 / (1.0 + np.exp(-self.decision(x)))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"base": self.base, "depth": self.depth,
+                **{k: getattr(self, k).tolist() for k in ("feature", "threshold", "left",
+                                                           "right", "value")}}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Forest:
+        arr = {k: np.asarray(data[k], dtype=np.int64 if k in ("feature", "left", "right")
+                             else np.float64) for k in ("feature", "threshold", "left", "right",
+                                                        "value")}
+        return cls(float(data["base"]), depth=int(data["depth"]), **arr)
+
+    @classmethod
+    def from_sklearn(cls, model: Any) -> Forest:
+        """From a fitted ``HistGradientBoostingClassifier`` (binary, no missing values in
+        the features): its trees' nodes re-laid as padded arrays."""
+        trees = [pred[0].nodes for pred in model._predictors]
+        width = max(len(t) for t in trees)
+        shape = (len(trees), width)
+        feature, left, right = (np.zeros(shape, np.int64), np.full(shape, -1, np.int64),
+                                np.full(shape, -1, np.int64))
+        threshold, value = np.zeros(shape), np.zeros(shape)
+        depth = 0
+        for t, nodes in enumerate(trees):
+            k = len(nodes)
+            leaf = nodes["is_leaf"].astype(bool)
+            feature[t, :k] = np.where(leaf, 0, nodes["feature_idx"].astype(np.int64))
+            threshold[t, :k] = np.where(leaf, 0.0, nodes["num_threshold"])
+            left[t, :k] = np.where(leaf, -1, nodes["left"].astype(np.int64))
+            right[t, :k] = np.where(leaf, -1, nodes["right"].astype(np.int64))
+            value[t, :k] = np.where(leaf, nodes["value"], 0.0)
+            depth = max(depth, int(nodes["depth"].max()))
+        base = float(np.ravel(model._baseline_prediction)[0])
+        return cls(base, feature, threshold, left, right, value, depth)
+
+
+@dataclass(frozen=True)
+class PageRule:
+    """What the page decides beyond each block's own threshold (chosen with it, by source,
+    in ``block_train.choose``; every field None: the threshold alone).
+
+    * ``fill_below``: a dropped block whose probability is at least this is kept when the
+      nearest kept blocks before and after it are at most ``FILL_SPAN`` blocks apart (a
+      caption, a short list item or a one-line paragraph inside kept text);
+    * ``lead_words``: kept blocks before the first kept block of at least this many words
+      are dropped (a headline, a byline, a date line above the text);
+    * ``fallback_words``: a page whose kept text has fewer words (``\\w+`` tokens) than this
+      is handed to the fallback extractor (trafilatura in the extract stage): the pages
+      where the model found no main text are the ones where it is most often wrong.
+    """
+
+    fill_below: float | None = None
+    lead_words: int | None = None
+    fallback_words: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"fill_below": self.fill_below, "lead_words": self.lead_words,
+                "fallback_words": self.fallback_words}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any] | None) -> PageRule:
+        data = data or {}
+        return cls(data.get("fill_below"), data.get("lead_words"), data.get("fallback_words"))
+
+    def adjust(self, table: BlockTable, p: np.ndarray, keep: np.ndarray) -> np.ndarray:
+        """``keep`` (blocks at or above the threshold) with the fill and lead rules applied."""
+        n = len(keep)
+        if n == 0:
+            return keep
+        if self.fill_below is not None:
+            keep = fill_gaps(keep, p, self.fill_below)
+        if self.lead_words is not None:
+            kept = np.flatnonzero(keep)
+            for i in kept.tolist():
+                if len(_TOKEN.findall(table.texts[i])) >= self.lead_words:
+                    if i > kept[0]:
+                        keep = keep.copy()
+                        keep[:i] = False
+                    break
+        return keep
+
+    def falls_back(self, text: str) -> bool:
+        """Whether the page's kept text is too short to trust (see ``fallback_words``)."""
+        if self.fallback_words is None:
+            return False
+        count = 0
+        for _ in _TOKEN.finditer(text):
+            count += 1
+            if count >= self.fallback_words:
+                return False
+        return True
+
+
+def fill_gaps(keep: np.ndarray, p: np.ndarray, low: float, span: int = FILL_SPAN) -> np.ndarray:
+    """``keep`` plus every dropped block with ``p >= low`` whose nearest kept blocks on both
+    sides are at most ``span`` blocks apart (vectorised: the last kept block at or before
+    each block and the first at or after it)."""
+    n = len(keep)
+    idx = np.arange(n)
+    before = np.maximum.accumulate(np.where(keep, idx, -1))
+    after = np.minimum.accumulate(np.where(keep, idx, n)[::-1])[::-1]
+    return keep | ((p >= low) & (before >= 0) & (after < n) & (after - before <= span))
+
+
+@dataclass
+class BlockModel:
+    """The block extractor's learned part: the first stage's trees (a block's own
+    features), optionally the second stage's (the first stage's probabilities around the
+    block: ``block_features.context_features``), and the keep threshold."""
+
+    forest: Forest
+    threshold: float
+    names: tuple[str, ...] = NAMES
+    meta: dict[str, Any] = field(default_factory=dict)
+    context: Forest | None = None
+    rule: PageRule = field(default_factory=PageRule)
+
+    def probability(self, table: BlockTable) -> np.ndarray:
+        """Per block: the probability of being main content."""
+        if len(table) == 0:
+            return np.zeros(0)
+        x = features(table)
+        p = self.forest.probability(x)
+        if self.context is not None:
+            p = self.context.probability(context_features(table, x, p))
+        return p
+
+    def keep(self, table: BlockTable) -> np.ndarray:
+        """Per block: kept as main content (the threshold, then the page rule's fill and
+        lead rules)."""
+        p = self.probability(table)
+        return self.rule.adjust(table, p, p >= self.threshold)
+
+    def save(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        data = {"format": FORMAT, "features": list(self.names), "threshold": self.threshold,
+                "forest": self.forest.to_json(),
+                "context_features": list(CONTEXT_NAMES) if self.context else None,
+                "context": self.context.to_json() if self.context else None,
+                "page_rule": self.rule.to_json(), "meta": self.meta}
+        path.write_text(json.dumps(data, separators=(",", ":")) + "\n", encoding="utf-8")
+
+    @classmethod
+    def load(cls, path: Path = MODEL_PATH) -> BlockModel:
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise UserError(f"{path}: cannot read the block extraction model ({exc})") from exc
+        if data.get("format") != FORMAT:
+            raise UserError(f"{path}: not a block extraction model ({FORMAT})")
+        if tuple(data["features"]) != NAMES or (
+                data.get("context") and tuple(data.get("context_features") or ()) != CONTEXT_NAMES):
+            raise UserError(f"{path}: made for other block features; retrain it with "
+                            "`afm extraction blocks train`")
+        context = Forest.from_json(data["context"]) if data.get("context") else None
+        return cls(Forest.from_json(data["forest"]), float(data["threshold"]),
+                   tuple(data["features"]), dict(data.get("meta") or {}), context,
+                   PageRule.from_json(data.get("page_rule")))
+
+
+@lru_cache(maxsize=4)
+def load_block_model(path: str = str(MODEL_PATH)) -> BlockModel:
+    """The model at ``path`` (the shipped one by default), loaded once per process."""
+    return BlockModel.load(Path(path))
+
+
+def fold(text: str, pre: bool) -> str:
+    """A block's text as output: whitespace folded inside lines (``pre``: kept), empty
+    lines dropped."""
+    if pre:
+        return "\n".join(line.rstrip() for line in text.strip("\n").split("\n"))
+    return "\n".join(s for s in (_SPACES.sub(" ", line).strip() for line in text.split("\n")) if s)
+
+
+def render(table: BlockTable, keep: np.ndarray) -> str:
+    """The kept blocks as text: a line per paragraph, heading and code line; ``- `` before
+    a list item; the cells of one table row on one line between ``|``."""
+    lines: list[str] = []
+    row = -2
+    for i in np.flatnonzero(keep).tolist():
+        text = fold(table.texts[i], bool(table.pre[i]))
+        if not text:
+            continue
+        kind = int(table.kind[i])
+        if kind == _TD:
+            parent = int(table.parent[i])
+            this_row = int(table.el_parent[parent]) if parent >= 0 else -1
+            cell = text.replace("\n", " ")
+            if this_row == row and lines:
+                lines[-1] = f"{lines[-1]} {cell} |"
+            else:
+                lines.append(f"| {cell} |")
+            row = this_row
+            continue
+        row = -2
+        lines.append(f"- {text}" if kind == _LI else text)
+    return "\n".join(lines)
+
+
+def extract_blocks(model: BlockModel, html: str, fallback: Callable[[str], str] | None = None
+                   ) -> tuple[str, dict[str, float]]:
+    """The main text of a decoded page, and signals: blocks seen and kept, and whether the
+    page went to ``fallback`` (an extractor of the whole page, called when the model's
+    page rule finds too few kept words; None: the blocks' text as it is)."""
+    table = page_blocks(html)
+    keep = model.keep(table)
+    text = render(table, keep)
+    signals = {"blocks": float(len(table)), "blocks_kept": float(keep.sum()), "fallback": 0.0}
+    if fallback is not None and model.rule.falls_back(text):
+        signals["fallback"] = 1.0
+        return fallback(html), signals
+    return text, signals

@@ -1,0 +1,510 @@
+"""Train and cross-validate the block extractor by source, next to trafilatura and the cascade.
+
+Per gold page (``gold.py``'s loaders) a *page record* is made once and cached: its blocks
+(``blocks.py``), their features, each block's label and weight, and the texts of the two
+extractors the block model is compared with on the same page: trafilatura alone
+(defaults, ``include_comments=False``: the candidate ``traf_fallback``) and the current
+cascade (``select.py`` with the shipped selector, then the teaser trim, as the extract
+stage runs it).
+
+Labels: a block is main content by the share of its 4-token shingles found in the page's
+gold text (a block under four tokens: whether its token sequence occurs there), the
+metric's own tokens and shingles. Pages with snippet gold (trafilatura's evaluation pages)
+label only the blocks holding a "with" snippet (1) or a "without" snippet (0). Weights: a
+block weighs its tokens' share of the page (the metric averages pages, each counting its
+shingles), and every source weighs the same in total.
+
+Cross-validation is by *source* (leave one source out; a source's sets, e.g. Utomo's two,
+stay together): every figure reported for a source is from a model fitted without any
+page of it, and the choices made beside the trees (the keep threshold, the page rule:
+``block_model.PageRule``, the tree settings) are made by an inner leave-one-source-out
+over the training sources only (nested): the setting whose worst inner held-out source has
+the best F1 margin over trafilatura on that source, among those that send at most
+``MAX_FALLBACK_SHARE`` of the pages to the fallback extractor.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import pickle
+import re
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from afm.console import track
+from afm.errors import UserError
+from afm.filters.extraction.block_features import NAMES, context_features, features
+from afm.filters.extraction.block_model import BlockModel, Forest, PageRule, render
+from afm.filters.extraction.blocks import BlockTable, page_blocks
+from afm.filters.extraction.gold import GoldPage, counts, extraction_scores, shingles
+from afm.filters.extraction.train import source_of
+
+_TOKEN = re.compile(r"\w+")
+_WS = re.compile(r"\s+")
+COVERED = 0.5  # a block is content when this share of its shingles is in the gold
+BASELINES = ("trafilatura", "cascade")
+THRESHOLDS = (0.4, 0.5, 0.6, 0.7)
+# Page rules tried with each threshold (``block_model.PageRule``): fill, lead, fallback.
+FILLS: tuple[float | None, ...] = (None, 0.2, 0.3)
+LEADS: tuple[int | None, ...] = (None, 10)
+FALLBACKS: tuple[int | None, ...] = (None, 1, 20, 50, 100)
+# The fallback (trafilatura) costs ~6x the block extractor: at most this share of the
+# inner held-out pages may go to it, so extraction stays >= 5x trafilatura's speed.
+MAX_FALLBACK_SHARE = 0.03
+# Tree settings (scikit-learn's HistGradientBoostingClassifier). Depth bounds the
+# extraction cost (one numpy step per level), trees x blocks the rest.
+STAGE1: dict[str, Any] = {"max_iter": 100, "max_depth": 5, "max_leaf_nodes": 24,
+                          "learning_rate": 0.1, "min_samples_leaf": 40}
+STAGE2: dict[str, Any] = {"max_iter": 60, "max_depth": 4, "max_leaf_nodes": 12,
+                          "learning_rate": 0.1, "min_samples_leaf": 40}
+
+
+@dataclass
+class PageRecord:
+    """One gold page as the block model's training and evaluation read it."""
+
+    set: str
+    id: str
+    table: BlockTable
+    x: np.ndarray  # features, one row a block
+    label: np.ndarray  # 1 content, 0 not, nan unknown (snippet gold)
+    tokens: np.ndarray  # \w+ tokens per block
+    page: GoldPage  # the gold (no HTML kept)
+    texts: dict[str, str]  # the baselines' outputs
+    cpu: dict[str, float]  # CPU seconds of the block extractor's steps and the baselines
+
+
+def _fold(text: str) -> str:
+    return _WS.sub(" ", text).strip().lower()
+
+
+def block_labels(table: BlockTable, page: GoldPage) -> tuple[np.ndarray, np.ndarray]:
+    """(label, tokens) per block under the page's gold. Text gold: the share of the
+    block's tokens that some gold 4-token shingle of the page's token stream covers (the
+    blocks' tokens in page order, shingles crossing block boundaries), so a short block
+    counts as content only where the gold has it in this place: "Twitter" in a tag list
+    is not, though the article names Twitter. Snippet gold: 1 for a block holding a
+    "with" snippet, 0 for one holding a "without" snippet, unknown (nan) otherwise."""
+    toks = [_TOKEN.findall(t) for t in table.texts]
+    tokens = np.array([len(t) for t in toks], dtype=np.float64)
+    label = np.full(len(table), np.nan)
+    if page.truth is not None:
+        gold = shingles(page.truth)
+        stream = [t for block in toks for t in block]
+        owner = np.repeat(np.arange(len(toks)), tokens.astype(np.int64))
+        covered = np.zeros(len(stream), dtype=bool)
+        if len(stream) < 4:
+            if stream and tuple(stream) in gold:
+                covered[:] = True
+        else:
+            hit = np.fromiter((tuple(stream[j: j + 4]) in gold for j in range(len(stream) - 3)),
+                              dtype=bool, count=len(stream) - 3)
+            for k in range(4):
+                covered[k: k + len(hit)] |= hit
+        share = np.bincount(owner, weights=covered, minlength=len(toks))
+        label = np.where(tokens > 0, share / np.maximum(tokens, 1.0), 0.0)
+        return label, tokens
+    folded = [_fold(t) for t in table.texts]
+    for snippets, value in ((page.without, 0.0), (page.with_, 1.0)):
+        for s in snippets:
+            s = _fold(s)
+            for i, text in enumerate(folded):
+                if s and s in text:
+                    label[i] = value
+    return label, tokens
+
+
+def page_record(page: GoldPage) -> PageRecord:
+    """Decode, cut into blocks and label one gold page (the baselines' texts are added
+    from their own cache: :func:`baseline_row`)."""
+    from afm.filters.extraction.table import decode
+
+    cpu: dict[str, float] = {}
+    start = time.process_time()
+    html = decode(page.body)
+    cpu["decode"] = time.process_time() - start
+    start = time.process_time()
+    table = page_blocks(html)
+    cpu["blocks"] = time.process_time() - start
+    start = time.process_time()
+    x = features(table)
+    cpu["features"] = time.process_time() - start
+    label, tokens = block_labels(table, page)
+    gold = GoldPage(page.set, page.id, page.url, b"", page.truth, page.with_, page.without)
+    return PageRecord(page.set, page.id, table, x, label, tokens, gold, {}, cpu)
+
+
+def baseline_row(page: GoldPage, cascade: Callable[[str, str | None], str],
+                 baselines: Iterable[str] = BASELINES) -> dict[str, Any]:
+    """The comparison extractors' texts and CPU seconds on one gold page (the expensive
+    part of the records: cached apart, so a change of the blocks or features re-runs
+    only the cheap part). ``cascade``: the extract stage's text of a page (the stage sits
+    above this package, so its caller hands it in)."""
+    from afm.filters.extraction.table import decode
+
+    html = decode(page.body)
+    texts, cpu = {}, {}
+    for name in baselines:
+        start = time.process_time()
+        texts[name] = baseline_text(name, html, page.url, cascade)
+        cpu[name] = time.process_time() - start
+    return {"set": page.set, "id": page.id, "texts": texts, "cpu": cpu}
+
+
+def baseline_text(name: str, html: str, url: str | None,
+                  cascade: Callable[[str, str | None], str]) -> str:
+    """A comparison extractor's text: ``trafilatura`` (defaults, no comments) or
+    ``cascade`` (the shipped selector, as the extract stage runs it: ``cascade``)."""
+    from afm.filters.extraction.candidates import Page, run_candidate
+
+    if name == "trafilatura":
+        return run_candidate("traf_fallback", Page(html, url))
+    if name == "cascade":
+        try:
+            return cascade(html, url)
+        except Exception:  # noqa: BLE001 - as the stage: a failure is an empty text
+            return ""
+    raise UserError(f"unknown baseline {name!r}")
+
+
+def _run(fn: Any, pages: Sequence[GoldPage], workers: int, what: str) -> Iterator[Any]:
+    if workers <= 1:
+        yield from track(map(fn, pages), what, len(pages), "pages")
+        return
+    with ProcessPoolExecutor(workers) as pool:
+        yield from track(pool.map(fn, pages, chunksize=8), what, len(pages), "pages")
+
+
+def build_cache(pages: Sequence[GoldPage], cache: Path, name: str,
+                cascade: Callable[[str, str | None], str], workers: int = 1) -> int:
+    """``blocks-<name>.pkl.gz`` (the records, always rebuilt: seconds per hundred pages)
+    and ``baselines-<name>.jsonl.gz`` (trafilatura's and the cascade's texts: built once,
+    kept while it covers the same pages; ``cascade``: a picklable function giving the
+    extract stage's text of a page)."""
+    cache.mkdir(parents=True, exist_ok=True)
+    base_path = cache / f"baselines-{name}.jsonl.gz"
+    have = {(r["set"], r["id"]) for r in _read_jsonl(base_path)} if base_path.exists() else set()
+    if have != {(p.set, p.id) for p in pages}:
+        rows = _run(partial(baseline_row, cascade=cascade), pages, workers,
+                    f"{name}: trafilatura and the cascade")
+        with gzip.open(base_path, "wt", encoding="utf-8") as f:
+            for row in rows:
+                f.write(json.dumps(row, ensure_ascii=False) + "\n")
+    records = list(_run(page_record, pages, workers, f"{name}: blocks"))
+    with gzip.open(cache / f"blocks-{name}.pkl.gz", "wb", compresslevel=3) as f:
+        pickle.dump(records, f, protocol=pickle.HIGHEST_PROTOCOL)
+    return len(records)
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def load_records(cache: Path) -> list[PageRecord]:
+    """Every cached record, with its page's baseline texts."""
+    files = sorted(Path(cache).glob("blocks-*.pkl.gz"))
+    if not files:
+        raise UserError(f"{cache}: no block records (blocks-*.pkl.gz); run "
+                        "`afm extraction blocks table`")
+    out: list[PageRecord] = []
+    for f in files:
+        name = f.name.removeprefix("blocks-").removesuffix(".pkl.gz")
+        base = {(r["set"], r["id"]): r for r in _read_jsonl(Path(cache) / f"baselines-{name}.jsonl.gz")}
+        with gzip.open(f, "rb") as fh:
+            for rec in pickle.load(fh):
+                row = base.get((rec.set, rec.id))
+                if row is None:
+                    raise UserError(f"{f}: page {rec.id} has no baseline texts; rerun "
+                                    "`afm extraction blocks table`")
+                rec.texts = row["texts"]
+                rec.cpu.update(row["cpu"])
+                out.append(rec)
+    return out
+
+
+# ---------------------------------------------------------------------------- fitting
+
+
+def training_arrays(records: Sequence[PageRecord], idx: Sequence[int],
+                    xs: dict[int, np.ndarray] | None = None
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(x, y, weight) over the labelled blocks of the pages ``idx`` (``xs``: other rows
+    than the records' own features, per page): a block's weight is its tokens' share of
+    its page, a page's is 1 / its source's pages."""
+    per_source: dict[str, int] = defaultdict(int)
+    for i in idx:
+        per_source[source_of(records[i].set)] += 1
+    parts_x, parts_y, parts_w = [], [], []
+    for i in idx:
+        r = records[i]
+        known = ~np.isnan(r.label)
+        if not known.any():
+            continue
+        tok = np.maximum(r.tokens[known], 1.0)
+        parts_x.append((r.x if xs is None else xs[i])[known])
+        parts_y.append(r.label[known] >= COVERED)
+        parts_w.append(tok / tok.sum() / per_source[source_of(r.set)])
+    if not parts_x:
+        raise UserError("no labelled blocks to fit the block model on")
+    return np.concatenate(parts_x), np.concatenate(parts_y), np.concatenate(parts_w)
+
+
+def fit_forest(records: Sequence[PageRecord], idx: Sequence[int], setting: dict[str, Any],
+               xs: dict[int, np.ndarray] | None = None) -> Forest:
+    """Gradient-boosted trees (scikit-learn's histogram GBT, log loss) on the labelled
+    blocks of ``idx``, as a :class:`Forest`."""
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+    x, y, w = training_arrays(records, idx, xs)
+    model = HistGradientBoostingClassifier(**setting, early_stopping=False, random_state=0)
+    model.fit(x, y, sample_weight=w * len(w) / w.sum())
+    return Forest.from_sklearn(model)
+
+
+def probabilities(forest: Forest, records: Sequence[PageRecord], idx: Sequence[int],
+                  xs: dict[int, np.ndarray] | None = None) -> dict[int, np.ndarray]:
+    """Per page, each block's probability of being content (one batched call)."""
+    rows = [records[i].x if xs is None else xs[i] for i in idx]
+    if not rows or sum(map(len, rows)) == 0:
+        return {i: np.zeros(0) for i in idx}
+    p = forest.probability(np.concatenate(rows))
+    out, at = {}, 0
+    for i, x in zip(idx, rows):
+        out[i] = p[at: at + len(x)]
+        at += len(x)
+    return out
+
+
+def page_rows(records: Sequence[PageRecord], probs: dict[int, np.ndarray], threshold: float,
+              rule: PageRule | None = None, memo: dict[Any, Any] | None = None,
+              ) -> dict[int, tuple[float, float, float]]:
+    """Per page, the metric's (tp, fp, fn) of the block extractor's text at ``threshold``
+    with the page ``rule`` (a page it hands to the fallback scores trafilatura's text, as
+    the extract stage runs it); ``memo``: scores kept by page and kept blocks across calls."""
+    rule = rule or PageRule()
+    out = {}
+    for i, p in probs.items():
+        r = records[i]
+        keep = rule.adjust(r.table, p, p >= threshold)
+        # the kept blocks' \w+ tokens are the rendered text's (``PageRule.falls_back``)
+        fallback = rule.fallback_words is not None and r.tokens[keep].sum() < rule.fallback_words
+        key = (i, "fallback") if fallback else (i, np.packbits(keep).tobytes())
+        row = memo.get(key) if memo is not None else None
+        if row is None:
+            row = counts(r.page, r.texts.get("trafilatura", "") if fallback
+                         else render(r.table, keep))
+            if memo is not None:
+                memo[key] = row
+        out[i] = row
+    return out
+
+
+def fallback_share(records: Sequence[PageRecord], probs: dict[int, np.ndarray],
+                   threshold: float, rule: PageRule) -> float:
+    """The share of the pages ``probs`` that ``rule`` hands to the fallback extractor."""
+    if rule.fallback_words is None or not probs:
+        return 0.0
+    sent = 0
+    for i, p in probs.items():
+        r = records[i]
+        keep = rule.adjust(r.table, p, p >= threshold)
+        sent += bool(r.tokens[keep].sum() < rule.fallback_words)
+    return sent / len(probs)
+
+
+def page_rules() -> list[PageRule]:
+    """Every page rule the choice tries (the grid of ``FILLS``, ``LEADS``, ``FALLBACKS``)."""
+    return [PageRule(f, lead, fb) for f in FILLS for lead in LEADS for fb in FALLBACKS]
+
+
+def baseline_rows(records: Sequence[PageRecord], name: str, idx: Sequence[int]
+                  ) -> dict[int, tuple[float, float, float]]:
+    return {i: counts(records[i].page, records[i].texts.get(name, "")) for i in idx}
+
+
+def sources_of(records: Sequence[PageRecord], idx: Iterable[int] | None = None
+               ) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = defaultdict(list)
+    for i in range(len(records)) if idx is None else idx:
+        out[source_of(records[i].set)].append(i)
+    return dict(sorted(out.items()))
+
+
+class Fits:
+    """Stage-1 forests by the sources they were fitted on, each fitted once: the nested
+    cross-validation needs the same fit in several folds (a fit on {A, B} serves the
+    folds holding out C and D), and ``train`` the cross-validation's. With a ``cache``
+    folder they are kept there (``fit-<sources>-<key>.json``; the key covers the
+    settings, the feature names and the records' files), so ``cv`` then ``train`` fit
+    each once."""
+
+    def __init__(self, records: Sequence[PageRecord], log: Any = None,
+                 cache: Path | None = None) -> None:
+        self.records = records
+        self.log = log
+        self.cache = cache
+        self.forests: dict[frozenset[str], Forest] = {}
+        self.key = ""
+        if cache is not None:
+            import hashlib
+
+            files = sorted(Path(cache).glob("blocks-*.pkl.gz"))
+            stamp = [f"{f.name}:{f.stat().st_size}:{f.stat().st_mtime_ns}" for f in files]
+            self.key = hashlib.sha1(json.dumps([STAGE1, NAMES, COVERED, stamp]).encode()
+                                    ).hexdigest()[:12]
+
+    def get(self, sources: Iterable[str]) -> Forest:
+        key = frozenset(sources)
+        if key in self.forests:
+            return self.forests[key]
+        path = (Path(self.cache) / f"fit-{'+'.join(sorted(key))}-{self.key}.json"
+                if self.cache is not None else None)
+        if path is not None and path.exists():
+            self.forests[key] = Forest.from_json(json.loads(path.read_text()))
+            return self.forests[key]
+        idx = [i for s, ix in sources_of(self.records).items() if s in key for i in ix]
+        start = time.process_time()
+        self.forests[key] = fit_forest(self.records, idx, STAGE1)
+        if self.log:
+            self.log(f"  stage 1 fitted on {', '.join(sorted(key))}: "
+                     f"{time.process_time() - start:.0f} CPU s")
+        if path is not None:
+            path.write_text(json.dumps(self.forests[key].to_json()))
+        return self.forests[key]
+
+
+def choose(records: Sequence[PageRecord], idx: Sequence[int], fits: Fits,
+           thresholds: Sequence[float] = THRESHOLDS, log: Any = None,
+           variants: Sequence[str] = ("one", "two"), rules: Sequence[PageRule] | None = None,
+           ) -> tuple[str, float, PageRule, dict[int, np.ndarray], dict[str, Any]]:
+    """(variant, threshold, page rule) by leave-one-source-out on the pages ``idx``, and
+    the stage-1 out-of-source probabilities of those pages. Variants: ``one`` (stage 1's
+    probability decides) and ``two`` (the context stage on top); rules: ``page_rules()``
+    by default. Chosen, among the settings that send at most ``MAX_FALLBACK_SHARE`` of the
+    held-out pages to the fallback: the one whose worst held-out source has the best F1
+    margin over trafilatura there (one stage before two when within 0.001 of it)."""
+    rules = list(rules) if rules is not None else page_rules()
+    by = sources_of(records, idx)
+    if len(by) < 2:
+        raise UserError("choosing the block model's settings needs two sources at least")
+    traf = {s: extraction_scores(list(baseline_rows(records, "trafilatura", ix).values()))["f1"]
+            for s, ix in by.items()}
+    oof: dict[int, np.ndarray] = {}
+    for held, test in by.items():
+        oof.update(probabilities(fits.get(set(by) - {held}), records, test))
+    two = "two" in variants
+    ctx = {i: context_features(records[i].table, records[i].x, oof[i]) for i in idx} if two else {}
+    margins: dict[tuple[str, float, PageRule], list[float]] = defaultdict(list)
+    shares: dict[tuple[str, float, PageRule], list[float]] = defaultdict(list)
+    for held, test in by.items():
+        fit_on = [i for s, ix in by.items() if s != held for i in ix]
+        options = [("one", {i: oof[i] for i in test})]
+        if two:
+            second = fit_forest(records, fit_on, STAGE2, ctx)
+            options.append(("two", probabilities(second, records, test, ctx)))
+        for variant, probs in options:
+            memo: dict[Any, Any] = {}
+            for t in thresholds:
+                for rule in rules:
+                    rows = page_rows(records, probs, t, rule, memo)
+                    f1 = extraction_scores(list(rows.values()))["f1"]
+                    margins[variant, t, rule].append(f1 - traf[held])
+                    shares[variant, t, rule].append(fallback_share(records, probs, t, rule))
+                    if log:
+                        log(f"  inner: held {held}, {variant} stage(s), threshold {t}, {rule}: "
+                            f"F1 {f1:.4f} (trafilatura {traf[held]:.4f})")
+    allowed = {k: m for k, m in margins.items()
+               if float(np.mean(shares[k])) <= MAX_FALLBACK_SHARE}
+    best = max(min(m) for m in allowed.values())
+    near = {key: m for key, m in allowed.items() if min(m) >= best - 0.001}
+    # one stage where it is as good; then the best worst margin (the first of equals, in
+    # the order thresholds then ``page_rules()``)
+    variant, t, rule = min(near, key=lambda key: (key[0] != "one", -min(near[key])))
+    return variant, t, rule, ctx, {
+        f"{v}/{tt}/{r.fill_below}/{r.lead_words}/{r.fallback_words}":
+            [round(m, 5) for m in ms] + [round(float(np.mean(shares[v, tt, r])), 4)]
+        for (v, tt, r), ms in margins.items()}
+
+
+def fit_model(records: Sequence[PageRecord], idx: Sequence[int], fits: Fits | None = None,
+              meta: dict[str, Any] | None = None, thresholds: Sequence[float] = THRESHOLDS,
+              log: Any = None, variants: Sequence[str] = ("one", "two")) -> BlockModel:
+    """Variant and threshold by :func:`choose` on ``idx``, then the stages fitted on every
+    page of it (the context stage on the out-of-source stage-1 probabilities, as it
+    will see a model's probabilities on pages it was not fitted on)."""
+    fits = fits or Fits(records, log)
+    variant, threshold, rule, ctx, margins = choose(records, idx, fits, thresholds, log, variants)
+    sources = sources_of(records, idx)
+    forest = fits.get(sources)
+    context = fit_forest(records, idx, STAGE2, ctx) if variant == "two" else None
+    info = {"stages": 2 if context else 1, "stage1": STAGE1, "stage2": STAGE2 if context else None,
+            "inner_margins": margins, "sources": sorted(sources), **(meta or {})}
+    return BlockModel(forest, threshold, NAMES, info, context, rule)
+
+
+def cross_validate(records: Sequence[PageRecord], thresholds: Sequence[float] = THRESHOLDS,
+                   log: Any = None, fits: Fits | None = None,
+                   variants: Sequence[str] = ("one", "two")) -> dict[str, Any]:
+    """Nested leave-one-source-out: per held-out source (and per set inside it) the block
+    model's F1 from a model chosen and fitted without it, next to the baselines' F1 on the
+    same pages; and every source's pages pooled."""
+    by = sources_of(records)
+    if len(by) < 3:
+        raise UserError("cross-validation by source needs pages of three sources")
+    fits = fits or Fits(records, log)
+    out: dict[str, Any] = {}
+    pooled: dict[str, list] = defaultdict(list)
+    for held, test in by.items():
+        fit_on = [i for s, ix in by.items() if s != held for i in ix]
+        model = fit_model(records, fit_on, fits, thresholds=thresholds, log=log, variants=variants)
+        probs = {i: model.probability(records[i].table) for i in test}
+        rows = page_rows(records, probs, model.threshold, model.rule)
+        share = fallback_share(records, probs, model.threshold, model.rule)
+        base = {b: baseline_rows(records, b, test) for b in BASELINES}
+        pooled["blocks"] += list(rows.values())
+        for b in BASELINES:
+            pooled[b] += list(base[b].values())
+        groups = {held: test}
+        names = sorted({records[i].set for i in test})
+        if len(names) > 1:
+            groups.update({n: [i for i in test if records[i].set == n] for n in names})
+        for name, ix in groups.items():
+            out[name] = {
+                "source": held, "pages": len(ix),
+                "blocks": extraction_scores([rows[i] for i in ix]),
+                **{b: extraction_scores([base[b][i] for i in ix]) for b in BASELINES},
+                "threshold": model.threshold, "stages": model.meta["stages"],
+                "rule": _describe(model.rule), "fallback": round(share, 4),
+            }
+    out["pooled"] = {"source": "all", "pages": len(records),
+                     **{k: extraction_scores(v) for k, v in pooled.items()},
+                     "threshold": "", "stages": "", "rule": "", "fallback": ""}
+    return out
+
+
+def _describe(rule: PageRule) -> str:
+    parts = [f"fill >= {rule.fill_below}" if rule.fill_below is not None else "",
+             f"lead < {rule.lead_words} words" if rule.lead_words is not None else "",
+             f"fallback < {rule.fallback_words} words" if rule.fallback_words is not None else ""]
+    return ", ".join(p for p in parts if p) or "none"
+
+
+def report_rows(results: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
+    header = ["set", "pages", "blocks F1", "trafilatura F1", "cascade F1", "vs trafilatura",
+              "vs cascade", "threshold", "stages", "page rule", "fallback share"]
+    rows = []
+    for name, r in results.items():
+        b, t, c = r["blocks"]["f1"], r["trafilatura"]["f1"], r["cascade"]["f1"]
+        rows.append([name, r["pages"], f"{b:.4f}", f"{t:.4f}", f"{c:.4f}", f"{b - t:+.4f}",
+                     f"{b - c:+.4f}", r["threshold"], r["stages"], r["rule"], r["fallback"]])
+    return header, rows

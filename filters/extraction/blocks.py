@@ -1,0 +1,281 @@
+"""A page cut into text blocks on lexbor's DOM, with the raw counts the block model reads.
+
+The block extractor (``block_model.py``) decides per block, so the page must first become
+blocks: maximal runs of text between block-level element boundaries (a paragraph, a
+heading, a list item, a table cell, a code block), in document order, as Boilerpipe,
+jusText and Web2Text cut pages. The DOM is lexbor's (selectolax: an HTML5 parser in C,
+~1 ms a page); one walk over it in Python (~1.5 µs a node, 1,600 nodes on an average
+page) records, per block:
+
+* its text (whitespace folded; ``<br>`` and ``<pre>`` line breaks kept) and its kind
+  (the block element it sits in: ``p``, ``h2``, ``li``, ``td``, ``pre``, ...);
+* how much of it is link text, and its depth in the tree;
+* what its ancestors say: how many are navigation-like (``nav``, ``header``, ``footer``,
+  ``aside``, ``form``, or a ``class`` / ``id`` naming a menu, sidebar, comment, share
+  bar, ...), content-like (``article``, ``main``, or a class naming the post, entry or
+  body), lists and tables;
+* the block-level element that holds it (its *container*), whose totals (text, link
+  text, blocks) are known when the element closes: the text density of the
+  surroundings, Web2Text's and Boilernet's strongest signal.
+
+Everything numeric goes into numpy arrays (``BlockTable``); the features are computed
+from them vectorised (``block_features.py``), so Python's work per block is the walk
+alone. Invisible subtrees (``script``, ``style``, ``template``, ``svg``, form controls,
+``hidden`` elements) are never entered.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+# Elements whose subtree never holds visible main text.
+SKIP = frozenset((
+    "script", "style", "noscript", "template", "svg", "math", "iframe", "head", "select",
+    "option", "textarea", "button", "object", "embed", "canvas", "video", "audio", "map",
+    "input", "img", "picture", "source", "link", "meta", "title", "-comment", "dialog",
+))
+# Elements that start and end a block. The kinds the model tells apart (``KINDS``) are
+# a subset; every other block element is "div".
+BLOCK = frozenset((
+    "p", "div", "li", "h1", "h2", "h3", "h4", "h5", "h6", "pre", "blockquote", "tr", "td",
+    "th", "table", "ul", "ol", "dl", "dt", "dd", "section", "article", "header", "footer",
+    "nav", "aside", "main", "figure", "figcaption", "form", "address", "details", "summary",
+    "caption", "center", "fieldset", "legend", "hr", "body", "html", "tbody", "thead",
+    "tfoot", "menu", "hgroup", "search", "label",
+))
+KINDS = ("div", "p", "h1", "h2", "h3", "li", "td", "pre", "blockquote", "dd", "figcaption",
+         "caption", "address")
+_KIND_OF = {k: i for i, k in enumerate(KINDS)}
+_KIND_OF.update({"h4": _KIND_OF["h3"], "h5": _KIND_OF["h3"], "h6": _KIND_OF["h3"],
+                 "th": _KIND_OF["td"], "dt": _KIND_OF["dd"], "summary": _KIND_OF["h3"],
+                 "legend": _KIND_OF["caption"]})
+# Deeper elements are not walked one by one (Python's recursion; real pages nest < 100).
+MAX_DEPTH = 200
+HEADINGS = frozenset(("h1", "h2", "h3", "h4", "h5", "h6"))
+
+# Ancestor signals, one counter each (``CONTEXT``): structural tags, and words in an
+# element's class or id.
+CONTEXT = ("nav", "header", "footer", "aside", "form", "article", "main", "list", "table",
+           "neg_class", "pos_class", "comment_class", "meta_class")
+_C = {name: i for i, name in enumerate(CONTEXT)}
+_TAG_CONTEXT = {"nav": _C["nav"], "menu": _C["nav"], "header": _C["header"],
+                "footer": _C["footer"], "aside": _C["aside"], "form": _C["form"],
+                "article": _C["article"], "main": _C["main"], "ul": _C["list"],
+                "ol": _C["list"], "dl": _C["list"], "table": _C["table"]}
+# Words looked for in block elements' class and id (inline elements: no attribute read),
+# lower-cased: as substrings, or (``_*_TOKENS``) as whole tokens.
+_NEG = ("nav", "menu", "foot", "header", "masthead", "sidebar", "side-bar", "widget",
+        "breadcrumb", "share", "social", "related", "recommend", "promo", "banner", "advert",
+        "sponsor", "cookie", "consent", "subscri", "newsletter", "signup", "sign-up", "login",
+        "popup", "modal", "overlay", "toolbar", "paginat", "pager", "tagcloud", "categor",
+        "archive", "trending", "popular", "most-", "outbrain", "taboola", "skip", "teaser",
+        "read-more", "readmore", "copyright", "disclaimer", "legal", "print")
+_NEG_TOKENS = frozenset(("ad", "ads", "tag", "tags", "toc", "rail", "more", "aside"))
+_POS = ("article", "content", "main", "post", "entry", "story", "body", "text", "blog",
+        "prose", "markdown", "documentation", "answer", "question", "description", "abstract")
+_COMMENT = ("comment", "reply", "respon", "discuss", "disqus", "review")
+_META = ("author", "byline", "date", "time", "meta", "caption", "credit", "contributor",
+         "publish", "updated")
+_TOKEN_SPLIT = re.compile(r"[^a-z0-9]+")
+_HIDDEN = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden", re.I)
+_SPACES = re.compile(r"[ \t\r\n\f\v\u00a0\u200b\u2028\u2029\ufeff]+")
+_HAS_WORD = re.compile(r"\w")
+
+
+@dataclass
+class BlockTable:
+    """One page's blocks: texts and the raw per-block counts (numpy, one row a block), and
+    the block elements (containers) with their totals."""
+
+    texts: list[str]  # raw: whitespace as in the page (see ``fold``)
+    pre: np.ndarray  # bool, inside <pre> (line breaks and spaces are the text)
+    kind: np.ndarray  # int, index into KINDS
+    depth: np.ndarray  # int
+    link_chars: np.ndarray  # int
+    context: np.ndarray  # (blocks, len(CONTEXT)) ancestor counters
+    parent: np.ndarray  # index of the block's container in the element arrays (-1: none)
+    el_parent: np.ndarray  # each container's own container (-1: none)
+    el_depth: np.ndarray  # each container's depth
+    el_first: np.ndarray  # the blocks under container e are el_first[e]:el_last[e]
+    el_last: np.ndarray
+    title: str = ""  # the page's <title>
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+
+class _Walk:
+    """The state of one walk over a page (see :func:`page_blocks`)."""
+
+    __slots__ = ("texts", "kinds", "depths", "links", "contexts", "parents", "parts",
+                 "part_links", "ctx", "el_parent", "el_depth", "open", "kind", "link_depth",
+                 "pre", "pres", "el_first", "el_last")
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+        self.kinds: list[int] = []
+        self.depths: list[int] = []
+        self.links: list[int] = []
+        self.contexts: list[tuple[int, ...]] = []
+        self.parents: list[int] = []
+        self.pres: list[bool] = []
+        self.parts: list[str] = []
+        self.part_links = 0
+        self.ctx = [0] * len(CONTEXT)
+        self.el_parent: list[int] = []
+        self.el_depth: list[int] = []
+        self.el_first: list[int] = []  # the first block under each container
+        self.el_last: list[int] = []  # one past the last block under it
+        self.open = -1  # the innermost open container
+        self.kind = 0
+        self.link_depth = 0
+        self.pre = 0
+
+    def flush(self, depth: int) -> None:
+        """The text gathered since the last block boundary becomes a block (unless blank)."""
+        raw = "".join(self.parts)
+        self.parts.clear()
+        links = self.part_links
+        self.part_links = 0
+        if raw.isspace() or not raw:
+            return
+        self.texts.append(raw)
+        self.kinds.append(self.kind)
+        self.depths.append(depth)
+        self.links.append(links)
+        self.contexts.append(tuple(self.ctx))
+        self.parents.append(self.open)
+        self.pres.append(self.pre > 0)
+
+    def walk(self, node: object, depth: int) -> None:
+        parts = self.parts
+        for child in node.iter(include_text=True):  # type: ignore[attr-defined]
+            tag = child.tag
+            if tag == "-text":
+                text = child.text_content
+                # Blank text before any text of the block (indentation between tags) is
+                # dropped here: it would only make a blank block to flush.
+                if text and (parts or not text.isspace()):
+                    parts.append(text)
+                    if self.link_depth:
+                        self.part_links += len(text.strip())
+            elif tag in SKIP:
+                continue
+            elif tag == "br":
+                parts.append("\n")
+            elif depth >= MAX_DEPTH:  # pathological nesting: the subtree's text, flat
+                parts.append(child.text(deep=True, separator=" "))
+            elif tag in BLOCK:
+                self.block(child, tag, depth + 1)
+            elif tag == "a":
+                self.link_depth += 1
+                self.walk(child, depth + 1)
+                self.link_depth -= 1
+            else:
+                self.walk(child, depth + 1)
+
+    def block(self, node: object, tag: str, depth: int) -> None:
+        attrs = node.attributes  # type: ignore[attr-defined]
+        marks: tuple[int, ...] = ()
+        if attrs:
+            if "hidden" in attrs or attrs.get("aria-hidden") == "true":
+                return  # not shown: never main text
+            style = attrs.get("style")
+            if style and ("none" in style or "hidden" in style) and _HIDDEN.search(style):
+                return
+            names = attrs.get("class") or ""
+            ident = attrs.get("id")
+            if ident:
+                names = f"{names} {ident}"
+            if names:
+                marks = name_marks(names)
+        ctx_tag = _TAG_CONTEXT.get(tag)
+        if ctx_tag is not None:
+            marks = (*marks, ctx_tag)
+        if self.parts:
+            self.flush(depth)
+        ctx = self.ctx
+        for m in marks:
+            ctx[m] += 1
+        outer, outer_kind = self.open, self.kind
+        self.open = len(self.el_parent)
+        self.el_parent.append(outer)
+        self.el_depth.append(depth)
+        self.el_first.append(len(self.texts))
+        self.el_last.append(-1)
+        kind = _KIND_OF.get(tag)
+        if kind is not None:
+            self.kind = kind
+        pre = tag == "pre"
+        self.pre += pre
+        self.walk(node, depth)
+        if self.parts:
+            self.flush(depth)
+        self.pre -= pre
+        self.el_last[self.open] = len(self.texts)
+        self.open, self.kind = outer, outer_kind
+        for m in marks:
+            ctx[m] -= 1
+
+
+_MARKS: dict[str, tuple[int, ...]] = {}
+
+
+def name_marks(names: str) -> tuple[int, ...]:
+    """The context counters a block element's ``class`` and ``id`` words raise (cached:
+    a site's class names repeat on every page)."""
+    marks = _MARKS.get(names)
+    if marks is None:
+        low = names.lower()
+        found = []
+        if any(k in low for k in _NEG) or not _NEG_TOKENS.isdisjoint(_TOKEN_SPLIT.split(low)):
+            found.append(_C["neg_class"])
+        for key, words in (("pos_class", _POS), ("comment_class", _COMMENT), ("meta_class", _META)):
+            if any(k in low for k in words):
+                found.append(_C[key])
+        marks = tuple(found)
+        if len(_MARKS) > 50_000:
+            _MARKS.clear()
+        _MARKS[names] = marks
+    return marks
+
+
+def container_totals(table: BlockTable, values: np.ndarray) -> np.ndarray:
+    """Per container, the sum of ``values`` (one per block, or one row per block) over
+    the blocks under it: they are the contiguous run ``el_first:el_last``, so a difference
+    of cumulative sums (vectorised, whatever the depth)."""
+    cum = np.concatenate([np.zeros((1, *values.shape[1:])), np.cumsum(values, axis=0)])
+    return cum[table.el_last] - cum[table.el_first]
+
+
+def page_blocks(html: str) -> BlockTable:
+    """The blocks of a decoded page, in document order."""
+    from selectolax.lexbor import LexborHTMLParser
+
+    walk = _Walk()
+    parser = LexborHTMLParser(html) if html else None
+    root = parser.body if parser is not None else None
+    title = ""
+    if root is not None:
+        walk.walk(root, 0)
+        walk.flush(0)
+        node = parser.css_first("title")  # type: ignore[union-attr]
+        title = node.text() if node is not None else ""
+    n = len(walk.texts)
+    return BlockTable(
+        texts=walk.texts,
+        pre=np.asarray(walk.pres, dtype=bool),
+        kind=np.asarray(walk.kinds, dtype=np.int16),
+        depth=np.asarray(walk.depths, dtype=np.int16),
+        link_chars=np.asarray(walk.links, dtype=np.int32),
+        context=np.asarray(walk.contexts, dtype=np.int16).reshape(n, len(CONTEXT)),
+        parent=np.asarray(walk.parents, dtype=np.int32),
+        el_parent=np.asarray(walk.el_parent, dtype=np.int32),
+        el_depth=np.asarray(walk.el_depth, dtype=np.int16),
+        el_first=np.asarray(walk.el_first, dtype=np.int32),
+        el_last=np.asarray(walk.el_last, dtype=np.int32),
+        title=title,
+    )

@@ -1,0 +1,222 @@
+"""The block extractor: lexbor blocks, their features, the forest, the text it writes,
+and the stage's ``method="blocks"``; the training's labels and by-source folds."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from afm.filters.extract import ExtractConfig, Extractor, follow_language_stage
+from afm.filters.extraction.block_features import NAMES, features, text_stats
+from afm.filters.extraction.block_model import (
+    MODEL_PATH,
+    BlockModel,
+    Forest,
+    PageRule,
+    extract_blocks,
+    fill_gaps,
+    load_block_model,
+    render,
+)
+from afm.filters.extraction.blocks import CONTEXT, KINDS, container_totals, page_blocks
+from afm.filters.extraction.gold import GoldPage
+from tests.unit.filters.extraction.test_extract import ARTICLE, page
+
+PAGE = """<html><head><title>t</title><style>p{}</style></head><body>
+<nav class="menu"><ul><li><a href="/">Home</a></li><li><a href="/x">News</a></li></ul></nav>
+<div class="post-content"><h2>A heading</h2>
+<p>First paragraph with <a href="/l">a link</a> and more words.</p>
+<ul><li>one item</li><li>two <b>items</b></li></ul>
+<table><tr><td>a1</td><td>b1</td></tr><tr><td>a2</td><td>b2</td></tr></table>
+<pre>def f():
+    return 1</pre>
+<div style="display:none">hidden text</div><p hidden>also hidden</p>
+<script>var x = "script text";</script>
+</div><footer>Copyright (c) 2020</footer></body></html>"""
+
+
+def test_blocks_cut_the_page_at_block_elements_and_skip_what_is_not_shown() -> None:
+    t = page_blocks(PAGE)
+    folded = [" ".join(x.split()) for x in t.texts]
+    assert folded == ["Home", "News", "A heading", "First paragraph with a link and more words.",
+                      "one item", "two items", "a1", "b1", "a2", "b2", "def f(): return 1",
+                      "Copyright (c) 2020"]
+    kinds = [KINDS[k] for k in t.kind]
+    assert kinds[:4] == ["li", "li", "h2", "p"] and kinds[6] == "td" and kinds[10] == "pre"
+    assert t.link_chars[0] == 4 and t.link_chars[3] == len("a link")
+    nav, footer, neg = CONTEXT.index("nav"), CONTEXT.index("footer"), CONTEXT.index("neg_class")
+    assert t.context[0, nav] == 1 and t.context[0, neg] >= 1
+    assert t.context[3, CONTEXT.index("pos_class")] == 1 and t.context[3, nav] == 0
+    assert t.context[-1, footer] == 1
+    assert t.pre[10] and "\n" in t.texts[10]
+    # Containers hold contiguous runs of blocks; their totals are sums over the run.
+    words = np.array([len(x.split()) for x in t.texts], dtype=float)
+    totals = container_totals(t, words)
+    root = int(np.argmin(t.el_depth))
+    assert totals[root] == words[t.el_first[root]:t.el_last[root]].sum()
+
+
+def test_text_stats_match_plain_python() -> None:
+    texts = ["Hello, world. Second sentence!", "  \u00a0 lower case 123 | x  ", "© 2020", "x"]
+    st = text_stats(texts)
+    assert st[:, 0].tolist() == [len(t.split()) for t in texts]
+    assert st[:, 1].tolist() == [len("".join(t.split())) for t in texts]
+    assert st[0, 2] == 2 and st[0, 3] == 1 and st[0, 4] == 1 and st[0, 5] == 1
+    assert st[1, 5] == 0 and st[1, 7] == 1 and st[1, 8] == 3 and st[2, 6] == 1
+
+
+def test_features_have_one_row_per_block_and_a_name_per_column() -> None:
+    t = page_blocks(PAGE)
+    x = features(t)
+    assert x.shape == (len(t), len(NAMES)) and np.isfinite(x).all()
+    assert features(page_blocks("")).shape == (0, len(NAMES))
+
+
+def test_forest_matches_sklearn() -> None:
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(3000, 6)).astype(np.float32)
+    y = x[:, 0] + x[:, 1] * x[:, 2] + 0.3 * rng.normal(size=3000) > 0
+    model = HistGradientBoostingClassifier(max_iter=30, max_depth=4, early_stopping=False,
+                                           random_state=0).fit(x, y)
+    forest = Forest.from_sklearn(model)
+    assert np.abs(forest.probability(x) - model.predict_proba(x)[:, 1]).max() < 1e-9
+    again = Forest.from_json(forest.to_json())
+    assert np.array_equal(again.decision(x), forest.decision(x))
+
+
+def test_render_writes_lists_tables_and_code() -> None:
+    t = page_blocks(PAGE)
+    text = render(t, np.ones(len(t), dtype=bool))
+    assert "- one item" in text.split("\n")
+    assert "| a1 | b1 |" in text.split("\n") and "| a2 | b2 |" in text.split("\n")
+    assert "def f():\n    return 1" in text
+
+
+def test_shipped_model_loads_and_extracts_the_article() -> None:
+    model = load_block_model(str(MODEL_PATH))
+    assert model.names == NAMES and 0 < model.threshold < 1
+    assert len(model.forest.feature) <= 400
+    ex = Extractor(ExtractConfig(method="blocks"))
+    d = ex(page(ARTICLE))
+    assert d.keep
+    text = d.document["text"]
+    assert "sleeper service will link Zurich" in text and "tickets will go on sale" in text
+    assert "Privacy" not in text and "Why cats purr" not in text
+
+
+def test_methods_are_selectable_and_checked() -> None:
+    from afm.errors import UserError
+
+    d = Extractor(ExtractConfig(method="trafilatura"))(page(ARTICLE))
+    assert d.keep and "sleeper service" in d.document["text"]
+    with pytest.raises(UserError):
+        Extractor(ExtractConfig(method="nope"))
+    cfg = ExtractConfig(method="blocks")
+    follow_language_stage(cfg, {})
+    assert cfg.early_language == []  # extraction is cheaper than the check
+
+
+def test_model_file_refuses_other_features(tmp_path) -> None:
+    import json
+
+    from afm.errors import UserError
+
+    model = load_block_model(str(MODEL_PATH))
+    path = tmp_path / "m.json"
+    model.save(path)
+    assert BlockModel.load(path).threshold == model.threshold
+    data = json.loads(path.read_text())
+    data["features"] = data["features"][:-1]
+    path.write_text(json.dumps(data))
+    with pytest.raises(UserError):
+        BlockModel.load(path)
+
+
+def test_labels_from_text_gold_and_snippets() -> None:
+    from afm.filters.extraction.block_train import block_labels
+
+    t = page_blocks(PAGE)
+    gold = GoldPage("x", "1", None, b"", truth="A heading\nFirst paragraph with a link and more words.")
+    label, tokens = block_labels(t, gold)
+    assert label[2] == 1.0 and label[3] == 1.0 and label[0] == 0.0 and label[-1] == 0.0
+    assert tokens[3] == 8
+    snip = GoldPage("y", "2", None, b"", with_=["one item"], without=["Copyright (c) 2020"])
+    label, _ = block_labels(t, snip)
+    assert label[4] == 1.0 and label[-1] == 0.0 and np.isnan(label[0])
+
+
+def test_pathological_nesting_is_read_flat_not_a_crash() -> None:
+    html = "<body>" + "<div>" * 5000 + "<p>deep text here</p>" + "</div>" * 5000 + "<p>after</p></body>"
+    t = page_blocks(html)
+    assert any("deep text here" in x for x in t.texts) and "after" in t.texts[-1]
+
+
+def test_fill_keeps_a_likely_block_between_kept_neighbours_only() -> None:
+    keep = np.array([True, False, True, False, False, False, False, False, True])
+    p = np.array([0.9, 0.3, 0.9, 0.3, 0.3, 0.3, 0.3, 0.1, 0.9])
+    out = fill_gaps(keep, p, 0.2)
+    # block 1 sits between kept 0 and 2; blocks 3-7 lie in a gap of 6 (> FILL_SPAN)
+    assert out.tolist() == [True, True, True, False, False, False, False, False, True]
+    assert fill_gaps(keep, p, 0.5).tolist() == keep.tolist()
+    edge = np.array([False, True, False])
+    assert fill_gaps(edge, np.ones(3), 0.0).tolist() == edge.tolist()  # no kept block on one side
+
+
+def _model_keeping_all(rule: PageRule) -> BlockModel:
+    """A model whose forest says 0.9 for every block (one leaf, no split)."""
+    one = np.zeros((1, 1))
+    forest = Forest(float(np.log(9.0)), one.astype(np.int64), one, np.full((1, 1), -1),
+                    np.full((1, 1), -1), one, 0)
+    return BlockModel(forest, 0.5, NAMES, {}, None, rule)
+
+
+def test_lead_rule_drops_kept_lines_before_the_first_prose_block() -> None:
+    html = ("<html><body><h1>Big Headline</h1><p>By A. Writer</p>"
+            "<p>The first real paragraph has more than ten words in it, so it counts.</p>"
+            "<p>Short tail.</p></body></html>")
+    table = page_blocks(html)
+    text = render(table, _model_keeping_all(PageRule(lead_words=10)).keep(table))
+    assert text.split("\n") == [
+        "The first real paragraph has more than ten words in it, so it counts.", "Short tail."]
+    assert "Big Headline" in render(table, _model_keeping_all(PageRule()).keep(table))
+
+
+def test_fallback_takes_pages_with_too_few_kept_words(tmp_path) -> None:
+    short = "<html><body><p>Only four words here.</p></body></html>"
+    model = _model_keeping_all(PageRule(fallback_words=5))
+    text, signals = extract_blocks(model, short, lambda html: "fallback text")
+    assert text == "fallback text" and signals["fallback"] == 1.0
+    long = "<html><body><p>Five words are here now.</p></body></html>"
+    text, signals = extract_blocks(model, long, lambda html: "fallback text")
+    assert text == "Five words are here now." and signals["fallback"] == 0.0
+    assert extract_blocks(model, short)[0] == "Only four words here."  # no fallback given
+    path = tmp_path / "m.json"
+    model.save(path)
+    assert BlockModel.load(path).rule == PageRule(fallback_words=5)
+
+
+def test_page_rule_choice_keeps_fallback_within_its_share() -> None:
+    from afm.filters.extraction.block_train import MAX_FALLBACK_SHARE, page_rules
+
+    rules = page_rules()
+    assert PageRule() in rules and len(set(rules)) == len(rules)
+    assert 0 < MAX_FALLBACK_SHARE <= 0.05
+
+
+def test_page_rows_score_the_fallback_text_even_after_the_same_kept_blocks() -> None:
+    from afm.filters.extraction.block_train import PageRecord, block_labels, page_rows
+    from afm.filters.extraction.gold import counts
+
+    table = page_blocks("<html><body><p>Only four words here.</p></body></html>")
+    gold = GoldPage("s", "1", None, b"", "the gold text of this page is here", [], [])
+    label, tokens = block_labels(table, gold)
+    rec = PageRecord("s", "1", table, features(table), label, tokens, gold,
+                     {"trafilatura": "the gold text of this page is here"}, {})
+    probs = {0: np.array([0.9])}
+    memo: dict = {}
+    plain = page_rows([rec], probs, 0.5, PageRule(), memo)[0]
+    assert plain == counts(gold, "Only four words here.")
+    sent = page_rows([rec], probs, 0.5, PageRule(fallback_words=5), memo)[0]
+    assert sent == counts(gold, "the gold text of this page is here") != plain
