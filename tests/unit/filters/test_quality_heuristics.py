@@ -338,3 +338,27 @@ def test_javascript_lines_removed_only_as_browser_warnings():
     assert "closures" in (kept.document["text"] if kept.document else text)
     warn = QualityHeuristicsFilter()(make_document(GOOD + "\nPlease enable JavaScript in your browser to continue."))
     assert "JavaScript" not in warn.document["text"]
+
+
+def test_word_salad_misplaces_function_words():
+    import random
+
+    from afm.filters.quality import misplaced_function_words
+
+    assert misplaced_function_words("The cat sat on the mat. It was warm.") == (0, 4)
+    # "The of", "and.", "A the" misplaced; "the dog", "dog." not
+    assert misplaced_function_words("The of cat sat and. A the dog.") == (3, 5)
+    prose = ("The river starts high in the mountains and flows to the sea over many miles. Along the way it "
+             "collects water from the small streams that join it from both sides. Farmers in the valley have "
+             "used the water for their fields for centuries, and a dam now controls the floods. In spring the "
+             "snow melts and the level of the river rises quickly. The lake behind the dam is a popular place "
+             "for fishing, and the town below it has a market every Saturday. ")
+    assert QualityHeuristicsFilter()(make_document(prose)).keep
+    words = prose.split()
+    random.Random(1).shuffle(words)
+    salad = " ".join(words)
+    d = QualityHeuristicsFilter()(make_document(salad))
+    assert d.signals["afm_misplaced_function_words"] > 0.1 and "afm_misplaced_function_words" in d.details["failed_rules"]
+    # English word order is not asked of other languages
+    other = QualityHeuristicsFilter()(make_document(salad, language="de"))
+    assert "afm_misplaced_function_words" not in other.details.get("failed_rules", [])

@@ -126,7 +126,8 @@ def test_quality_top_fraction(tmp_path: Path) -> None:
         "win win win prize prize click now now now",
     ]
     path = tmp_path / "docs.jsonl"
-    path.write_text("".join(json.dumps({"url": f"http://q.test/{i}", "text": t}) + "\n"
+    path.write_text("".join(json.dumps({"url": f"http://q.test/{i}", "text": t,
+                                        "page_type": "article" if i in (0, 1, 4) else "spam"}) + "\n"
                             for i, t in enumerate(texts)))
     off = {"enabled": False}
     cfg = {name: off for name in ("language", "safety", "pii", "dedup", "quality",
@@ -139,6 +140,11 @@ def test_quality_top_fraction(tmp_path: Path) -> None:
     assert 3 <= len(kept) <= 4 and len(kept) + len(rejected) == 6
     assert {r["reason"] for r in rejected} == {"quality_model_top_fraction"}
     assert min(d["quality_score"] for d in kept) >= max(r["quality_score"] for r in rejected)
+    # the input's page type is counted per stage (report.html's view by kind), never written
+    by_type = manifest["by_kind"]["page_type"]
+    assert by_type["article"]["quality_model"]["kept"] + by_type["article"]["quality_model"]["rejected"] == 3
+    assert by_type["spam"]["quality_model"]["kept"] + by_type["spam"]["quality_model"]["rejected"] == 3
+    assert "page_type" not in kept[0] and "page_type" not in rejected[0]
 
 
 def test_pages_without_extractor_are_rejected(planted_warc: Path, tmp_path: Path) -> None:
