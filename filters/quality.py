@@ -61,6 +61,13 @@ measured in ``docs/quality.md``; every one can be set back to the published beha
   determiners and sentence ends (:func:`misplaced_function_words`) is under 0.08 in
   every English text of our development sets and above it in 85% of word salad; the rule
   drops a text above 0.1 (at least 15 places looked at; English only).
+* **Two more of afm's own, for keyword lists and page chrome**: a text whose sentences (at
+  least five, of four words or more) hold no function word at all in 70% of cases is a
+  keyword list ("Cheap replica watches best price online."), never so in our English
+  development texts beyond 1 in 100 (``max_sentences_without_function_words``); and beside
+  C4's policy lines, short lines of copyright notices and subscription or sign-in prompts
+  are removed (``chrome_max_words``, ``CHROME_SUBSTRINGS``), so a teaser or a notice that is
+  only such lines is judged on what is left.
 * **Word-list rules fit the language**: the Gopher stop-word rule applies to the
   languages of its list (``stop_words_languages``, English) and to documents of unknown
   language; in languages written without spaces (``unsegmented_languages``: Chinese,
@@ -95,6 +102,12 @@ C4_POLICY_SUBSTRINGS = (
     "use of cookies",
     "use cookies",
 )
+# Page chrome that C4's policy list misses: short lines of copyright, subscription and
+# sign-in prompts (afm's own, `chrome_max_words` words at most).
+CHROME_SUBSTRINGS = (
+    "all rights reserved", "©", "copyright", "subscribe", "subscriber", "subscription", "sign in", "sign up",
+    "log in", "login", "register for free", "continue reading", "read the full", "free articles",
+)
 _STRIP = string.punctuation + "“”‘’…«»—–"
 _CITATION = re.compile(r"\[\d+\]|\[citation needed\]|\[edit\]", re.IGNORECASE)
 _SENTENCE_END = re.compile(r"[.!?]+(?=[\"')\]]*(?:\s|$))")
@@ -118,6 +131,12 @@ _RULER = re.compile(r"^([=\-~^*+#|:_.\s`]{3,}|\|.*\|)$")
 # and link definitions, a line that is only a URL.
 _MARKUP = re.compile(r"^(\.\. [\w|-]*::?|\.\. _|:[\w -]+:(\s|$)|!?\[!\[|!\[[^\]]*\]\(|\[[^\]]+\]:\s|"
                      r"<?(https?|ftp)://\S+>?$)")
+# English function words a sentence of four words or more nearly always holds.
+FUNCTION_WORDS = frozenset(
+    "the a an of to and in is are was were be been for with on at by from that this it as or but not no if "
+    "when which who what how can will would should could has have had do does did i you he she we they my "
+    "your our their its his her there than then so".split())
+_SENTENCE = re.compile(r"[^.!?\n]+[.!?]+")
 # English function words, for the word-order rule: a determiner is never followed by one of
 # FOLLOWS_NO_DETERMINER ("the of", "a and"), and a sentence never ends with one of ENDS_NO_SENTENCE.
 DETERMINERS = frozenset({"the", "a", "an"})
@@ -181,6 +200,9 @@ class QualityConfig:
     c4_remove_citations: bool = True
     c4_remove_javascript_lines: bool = True
     c4_remove_policy_lines: bool = True
+    # afm's own line edit beside C4's: short lines of copyright notices and subscription or
+    # sign-in prompts (CHROME_SUBSTRINGS) of at most this many words go. None: off.
+    chrome_max_words: int | None = 12
     # Off by default as in FineWeb (it strips headings and list items); C4 had it on.
     c4_require_terminal_punct: bool = False
     c4_min_words_per_line: int | None = 3
@@ -217,6 +239,9 @@ class QualityConfig:
     max_misplaced_function_words: float | None = 0.1
     word_order_min_events: int = 15
     word_order_languages: list[str] = field(default_factory=lambda: ["en"])
+    # Keyword lists: the share of sentences (of 4 words or more, at least 5 of them) that
+    # hold no function word at all ("Buy cheap watches today!"). English only.
+    max_sentences_without_function_words: float | None = 0.7
 
     @classmethod
     def published(cls) -> QualityConfig:
@@ -227,7 +252,7 @@ class QualityConfig:
         (``afm quality audit --rules``) and for reproducing a published pipeline; afm's own
         word-order rule off."""
         return cls(code_aware=False, unwrap_lines=False, stop_words_languages=[], unsegmented_languages=[],
-                   word_order=False,
+                   word_order=False, chrome_max_words=None,
                    max_dup_line_frac=0.3, max_dup_para_frac=0.3,
                    dup_ngram_max_frac={5: 0.15, 6: 0.14, 7: 0.13, 8: 0.12, 9: 0.11, 10: 0.10},
                    c4_curly_bracket=True, c4_javascript_warning_words=[], c4_min_sentences_max_aside=None,
@@ -423,6 +448,16 @@ def misplaced_function_words(text: str) -> tuple[int, int]:
     return misplaced, looked
 
 
+def sentences_without_function_words(text: str, min_words: int = 4) -> tuple[int, int]:
+    """(sentences of ``min_words`` words or more holding no function word, such
+    sentences): a keyword list ("Cheap replica watches best price online.") reads as
+    sentences without one."""
+    sentences = [s.split() for s in _SENTENCE.findall(text)]
+    sentences = [s for s in sentences if len(s) >= min_words]
+    bare = sum(1 for s in sentences if not any(w.lower().strip(_STRIP) in FUNCTION_WORDS for w in s))
+    return bare, len(sentences)
+
+
 def _is_js_warning(low: str, words: list[str]) -> bool:
     return "javascript" in low and (not words or any(w in low for w in words))
 
@@ -509,6 +544,9 @@ def _c4_keep(line: str, cfg: QualityConfig) -> str | None:
     if cfg.c4_remove_javascript_lines and _is_js_warning(low, cfg.c4_javascript_warning_words):
         return None
     if cfg.c4_remove_policy_lines and any(p in low for p in C4_POLICY_SUBSTRINGS):
+        return None
+    if (cfg.chrome_max_words is not None and len(line.split()) <= cfg.chrome_max_words
+            and any(p in low for p in CHROME_SUBSTRINGS)):
         return None
     if cfg.c4_require_terminal_punct and (not line.endswith(C4_TERMINAL_PUNCT) or line.endswith("...")):
         return None
@@ -705,11 +743,14 @@ class QualityHeuristicsFilter:
         if cfg.fineweb:
             checks += self._fineweb(fineweb_text, len(words) if fineweb_text == prose else None)
         if cfg.word_order:
+            english = not language or language in {x.lower() for x in cfg.word_order_languages}
             misplaced, looked = misplaced_function_words(prose)
-            applies = (looked >= cfg.word_order_min_events
-                       and (not language or language in {x.lower() for x in cfg.word_order_languages}))
+            applies = english and looked >= cfg.word_order_min_events
             checks.append(("afm_misplaced_function_words", misplaced / max(looked, 1),
                            _hi(cfg.max_misplaced_function_words) if applies else OFF))
+            bare, sentences = sentences_without_function_words(prose)
+            checks.append(("afm_sentences_without_function_words", bare / max(sentences, 1),
+                           _hi(cfg.max_sentences_without_function_words) if english and sentences >= 5 else OFF))
         return checks, out_text
 
     def __call__(self, doc: Document) -> Decision:

@@ -96,6 +96,22 @@ def gold_with_boilerplate(pages: Sequence[GoldPage], kinds: Sequence[str] | None
     return texts, boilerplate
 
 
+def technical_texts(seed: int = 0) -> tuple[list[KindText], dict[str, list[KindText]]]:
+    """This machine's technical writing, split as the recipe splits it: (the training
+    texts: installed Python packages' descriptions and docs, ``/usr/share/doc`` READMEs, a
+    sample of manual pages in English and translated; the held-out sets by name: manual
+    pages of other families, English and translated, and the standard library's reference
+    pages)."""
+    man_train = man_page_texts(limit=300, seed=seed) + man_page_texts(languages=MAN_LANGUAGES, limit=30, seed=seed)
+    train = python_package_texts(limit=400, seed=seed) + usr_share_doc_texts(limit=300, seed=seed) + man_train
+    families = {t.unit for t in man_train}
+    test = {"manpages": man_page_texts(limit=300, seed=seed + 1, exclude_units=families),
+            "manpages-translated": man_page_texts(languages=MAN_LANGUAGES, limit=20, seed=seed + 1,
+                                                  exclude_units=families),
+            "python-stdlib": stdlib_reference_texts(limit=200, seed=seed)}
+    return train, test
+
+
 def recipe_texts(*, train_pages: Sequence[GoldPage], test_pages: dict[str, Sequence[GoldPage]],
                  technical: bool = True, seed: int = 0, languages: Callable[[list[str]], list[str]] | None = None,
                  log: Callable[[str], None] = lambda _m: None) -> RecipeTexts:
@@ -121,13 +137,9 @@ def recipe_texts(*, train_pages: Sequence[GoldPage], test_pages: dict[str, Seque
                         "licence": "MIT" if name == "scrapinghub" else "research use (no redistribution)"})
     if technical:
         log("reading this machine's documentation (manual pages, READMEs, package descriptions)")
-        man_train = man_page_texts(limit=300, seed=seed) + man_page_texts(languages=MAN_LANGUAGES, limit=30, seed=seed)
-        train += python_package_texts(limit=400, seed=seed) + usr_share_doc_texts(limit=300, seed=seed) + man_train
-        families = {t.unit for t in man_train}
-        good["manpages"] = man_page_texts(limit=300, seed=seed + 1, exclude_units=families)
-        good["manpages-translated"] = man_page_texts(languages=MAN_LANGUAGES, limit=20, seed=seed + 1,
-                                                     exclude_units=families)
-        good["python-stdlib"] = stdlib_reference_texts(limit=200, seed=seed)
+        tech_train, tech_test = technical_texts(seed)
+        train += tech_train
+        good.update(tech_test)
         sources += [
             {"set": "installed Python packages' descriptions and docs; /usr/share/doc READMEs; manual pages "
                     "(a sample, one per family)", "where": "this machine", "use": "training",
@@ -357,4 +369,4 @@ def train_default(ts: TrainingSet, out: str | Path, *, tests: HeldOutSets, seed:
 
 __all__ = ["GRID", "KEEP_TARGET", "LABEL_NEG", "LABEL_POS", "POSITIVE_KINDS", "DefaultReport", "RecipeTexts",
            "HeldOutSets", "TrainingSet", "choose_settings", "earns_its_place", "gold_with_boilerplate",
-           "held_out_unit", "recipe_texts", "held_out_report", "train_default", "training_set"]
+           "held_out_unit", "recipe_texts", "technical_texts", "held_out_report", "train_default", "training_set"]

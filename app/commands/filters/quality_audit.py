@@ -17,14 +17,16 @@ Examples:
   afm quality audit --scrapinghub ../shared/eval --min-words 200 --json audit.json
   afm quality audit --scrapinghub ../shared/eval --without quality_model
   afm quality audit --scrapinghub ../shared/eval --set quality.c4_curly_bracket=true
+  afm quality audit --scrapinghub ../shared/eval --set quality_model.enabled=true
 
 \b
 Runs the document stages of afm curate (language, safety, PII, the quality rules, the
 quality model), built as curate builds them, over: the human-made main texts of the gold
 sets given (news, blogs, forums, essays: none of them training data of the default model
-when they are ScrapingHub's or Utomo & Leu's), this machine's manual pages, package
-documentation and the Python standard library's reference pages (--technical), and junk of
-every kind made from those texts (--junk, afm quality junk). Prints the share kept per set,
+when they are ScrapingHub's or Utomo & Leu's), this machine's technical writing (--technical:
+the manual pages and standard-library reference pages the default model never read, or
+the package docs, READMEs and manual pages it was trained on), and junk of every kind made
+from those texts (--junk, afm quality junk). Prints the share kept per set,
 per kind of text, per topic and per language, the stage and rule that dropped the rest,
 and per junk kind the share rejected and how much of what the other stages pass the
 quality model (--measure) catches. --rules adds, per kind of text, the share failing each
@@ -68,9 +70,17 @@ def _stage_config(sets: tuple[str, ...], without: tuple[str, ...]) -> dict[str, 
         stage, dot, name = key.partition(".")
         if not (sep and dot and name):
             raise click.BadParameter(f"{item!r}: expected STAGE.FIELD=VALUE", param_hint="--set")
-        section = config.setdefault(stage, {})
+        if name == "enabled":  # a stage switched on (off by default) or off
+            on = yaml.safe_load(value)
+            if on is False:
+                config[stage] = False
+            elif config.get(stage) in (None, False):
+                config[stage] = True
+            continue
+        section = config.get(stage)
         if section is False:
             raise click.BadParameter(f"{stage} is left out (--without)", param_hint="--set")
+        section = config[stage] = section if isinstance(section, dict) else {}
         section[name.removeprefix("params.")] = yaml.safe_load(value)
     return config
 
@@ -80,8 +90,9 @@ def _stage_config(sets: tuple[str, ...], without: tuple[str, ...]) -> dict[str, 
 @click.option("--utomo", default=None, type=click.Path(file_okay=False), help="Utomo & Leu's Extraction folder.")
 @click.option("--wcxb", default=None, type=click.Path(file_okay=False),
               help="WCXB checkout (the default model's training data: not a test of it).")
-@click.option("--technical/--no-technical", default=True, show_default=True,
-              help="This machine's manual pages, package docs and stdlib reference pages.")
+@click.option("--technical", type=click.Choice(["held-out", "dev", "none"]), default="held-out", show_default=True,
+              help="This machine's technical writing: the sets the default model never read (manual pages, "
+                   "stdlib reference pages), or its training sets (package docs, READMEs, other manual pages).")
 @click.option("--junk/--no-junk", default=True, show_default=True, help="Junk of every kind made from the texts.")
 @click.option("--per-kind", default=100, show_default=True, type=POSITIVE_INT, help="Junk texts of each kind.")
 @click.option("--min-words", default=50, show_default=True, type=POSITIVE_INT, help="Shorter texts are left out.")
@@ -89,28 +100,21 @@ def _stage_config(sets: tuple[str, ...], without: tuple[str, ...]) -> dict[str, 
 @click.option("--without", multiple=True, help="Leave this stage out (e.g. quality_model).")
 @click.option("--measure", default="quality_model", show_default=True,
               help="The stage whose own catches of junk are counted (what the stages before it pass).")
-@click.option("--seed", default=1, show_default=True, type=SEED,
-              help="Samples and junk (1: not the default model's training sample).")
+@click.option("--seed", default=1, show_default=True, type=SEED, help="The junk made.")
 @click.option("--rules", "rules_table", is_flag=True,
               help="Also: the share of each kind of text each quality rule fails, afm's rules beside the published ones.")
 @click.option("--json", "json_out", default=None, type=click.Path(dir_okay=False), help="Also write every table.")
-def audit_cmd(scrapinghub: str | None, utomo: str | None, wcxb: str | None, technical: bool, junk: bool,
+def audit_cmd(scrapinghub: str | None, utomo: str | None, wcxb: str | None, technical: str, junk: bool,
               per_kind: int, min_words: int, sets: tuple[str, ...], without: tuple[str, ...], measure: str,
               seed: int, rules_table: bool, json_out: str | None) -> None:
     """What the default stages keep of good text of every kind, and reject of junk."""
     from afm.console import console, print_table
     from afm.filters.quality_audit import group, run_chain, topic_gaps
-    from afm.filters.quality_default import gold_with_boilerplate
+    from afm.filters.quality_default import gold_with_boilerplate, technical_texts
     from afm.filters.quality_junk import make_junk, materials_for
-    from afm.filters.quality_texts import (
-        man_page_texts,
-        python_package_texts,
-        stdlib_reference_texts,
-        usr_share_doc_texts,
-    )
     from afm.pipelines.curate.stages import FilterSetupError, document_filters
 
-    if not (scrapinghub or utomo or wcxb or technical):
+    if not (scrapinghub or utomo or wcxb or technical != "none"):
         raise click.UsageError("nothing to audit: give a gold set (--scrapinghub, --utomo, --wcxb) or --technical")
     try:
         filters = document_filters(_stage_config(sets, without))
@@ -121,16 +125,17 @@ def audit_cmd(scrapinghub: str | None, utomo: str | None, wcxb: str | None, tech
         t, bp = gold_with_boilerplate(pages)
         texts += t
         boilerplate.update(bp)
-    if technical:
-        console.print("reading this machine's manual pages, package docs and the standard library's reference pages")
-        texts += (man_page_texts(limit=300, seed=seed) + stdlib_reference_texts(limit=200, seed=seed)
-                  + python_package_texts(limit=400, seed=seed) + usr_share_doc_texts(limit=300, seed=seed))
+    if technical != "none":
+        console.print(f"reading this machine's technical writing ({technical})")
+        train, test = technical_texts()
+        texts += train if technical == "dev" else [t for items in test.values() for t in items]
     texts = [t for t in texts if len(t.text.split()) >= min_words]
     console.print(f"{len(texts):,} good texts through {[f.name for f in filters]}")
     outcomes = run_chain(filters, [t.text for t in texts])
     report: dict[str, Any] = {"stages": [f.name for f in filters], "min_words": min_words}
-    by_set = group([t.source for t in texts], outcomes)
-    by_kind = group([f"{t.source}/{t.kind}" for t in texts], outcomes)
+    sets_of = [t.source + ("-translated" if t.language else "") for t in texts]
+    by_set = group(sets_of, outcomes)
+    by_kind = group([f"{s}/{t.kind}" for s, t in zip(sets_of, texts)], outcomes)
     articles = [(t, o) for t, o in zip(texts, outcomes) if t.kind == "article"]
     by_topic = group([t.topic for t, _ in articles], [o for _, o in articles])
     overall = sum(o.kept for _, o in articles) / max(len(articles), 1)
@@ -142,7 +147,8 @@ def audit_cmd(scrapinghub: str | None, utomo: str | None, wcxb: str | None, tech
     _table("good text by kind", by_kind)
     _table(f"articles by topic (all sets together: {overall:.3f} kept)", by_topic)
     if rules_table:
-        report["rules"] = _rules_table(texts, _stage_config(sets, without).get("quality") or {})
+        section = _stage_config(sets, without).get("quality")
+        report["rules"] = _rules_table(texts, section if isinstance(section, dict) else {})
     if junk and texts:
         made = make_junk(materials_for(texts, boilerplate), per_kind=per_kind, seed=seed)
         console.print(f"{len(made):,} junk texts of {len({j.kind for j in made})} kinds")
@@ -158,10 +164,11 @@ def audit_cmd(scrapinghub: str | None, utomo: str | None, wcxb: str | None, tech
             k["model_catches"] += r.kept and not o.kept
         total = {key: sum(k[key] for k in kinds.values()) for key in ("n", "rejected", "others_pass", "model_catches")}
         report["junk"] = {**kinds, "all": total}
+        measured = len(rest) < len(filters)
         print_table("junk: share rejected", ["kind", "texts", "rejected", "the other stages pass",
-                                             f"of those, {measure} rejects"],
+                                             f"of those, {measure} rejects" if measured else f"({measure} not run)"],
                     [[name, k["n"], f"{k['rejected'] / k['n']:.3f}", k["others_pass"],
-                      f"{k['model_catches'] / k['others_pass']:.3f}" if k["others_pass"] else "-"]
+                      f"{k['model_catches'] / k['others_pass']:.3f}" if k["others_pass"] and measured else "-"]
                      for name, k in [*kinds.items(), ("all", total)]])
     if json_out:
         Path(json_out).write_text(json.dumps(report, indent=2, sort_keys=True) + "\n", encoding="utf-8")
@@ -180,11 +187,11 @@ def _rules_table(texts: list[Any], overrides: dict[str, Any]) -> dict[str, Any]:
     ours = QualityHeuristicsFilter(from_dict(QualityConfig, dict(overrides), path="quality"))
     theirs = QualityHeuristicsFilter(QualityConfig.published())
     languages = [lang for lang, _ in LanguageFilter().predict([t.text for t in texts])]
-    kinds = list(dict.fromkeys(f"{t.source}/{t.kind}" for t in texts))
+    key = [f"{t.source}{'-translated' if t.language else ''}/{t.kind}" for t in texts]
+    kinds = list(dict.fromkeys(key))
     fails: dict[str, dict[str, list[int]]] = {}  # rule -> kind -> [ours, published]
     kept: dict[str, list[int]] = {k: [0, 0, 0] for k in kinds}  # n, ours, published
-    for t, lang in zip(texts, languages):
-        kind = f"{t.source}/{t.kind}"
+    for t, lang, kind in zip(texts, languages, key):
         kept[kind][0] += 1
         for col, flt in ((0, ours), (1, theirs)):
             checks, _ = flt.signals(t.text, "web", lang)

@@ -362,3 +362,22 @@ def test_word_salad_misplaces_function_words():
     # English word order is not asked of other languages
     other = QualityHeuristicsFilter()(make_document(salad, language="de"))
     assert "afm_misplaced_function_words" not in other.details.get("failed_rules", [])
+
+
+def test_keyword_lists_have_no_function_words():
+    from afm.filters.quality import sentences_without_function_words
+
+    assert sentences_without_function_words("Cheap replica watches best price online. The watch is fine.") == (1, 2)
+    spam = " ".join(f"Cheap replica watches deal {i}. Best discount watches online now." for i in range(10))
+    d = QualityHeuristicsFilter()(make_document(spam + "\n" + GOOD))
+    assert "afm_sentences_without_function_words" in d.details["failed_rules"]
+    assert d.signals["afm_sentences_without_function_words"] >= 0.7
+    assert QualityHeuristicsFilter()(make_document(GOOD)).signals["afm_sentences_without_function_words"] == 0.0
+
+
+def test_short_chrome_lines_are_removed_like_policy_lines():
+    text = GOOD + "\nSubscribe to continue reading.\nCopyright 2026 The Gazette. All rights reserved."
+    d = QualityHeuristicsFilter()(make_document(text))
+    assert d.keep and "Subscribe" not in d.document["text"] and "Copyright" not in d.document["text"]
+    long = GOOD + "\nReaders who subscribe to the weekly letter get the map of the river's walks as a gift."
+    assert "subscribe" in (QualityHeuristicsFilter()(make_document(long)).document or {"text": long})["text"]
