@@ -136,7 +136,16 @@ FUNCTION_WORDS = frozenset(
     "the a an of to and in is are was were be been for with on at by from that this it as or but not no if "
     "when which who what how can will would should could has have had do does did i you he she we they my "
     "your our their its his her there than then so".split())
-_SENTENCE = re.compile(r"[^.!?\n]+[.!?]+")
+_SENTENCE = re.compile(r"[^.!?\n]++[.!?]+")  # possessive: a line without an end fails at once
+# A whitespace token that is a function word once its edge punctuation is stripped (as
+# words_of reads a token); searched in the lower-cased sentence.
+_FUNCTION_WORD = re.compile(r"(?<!\S)[" + re.escape(_STRIP) + "]*(?:"
+                            + "|".join(sorted(FUNCTION_WORDS, key=len, reverse=True))
+                            + r")[" + re.escape(_STRIP) + r"]*(?!\S)")
+# A whole token "the" / "a" / "an" (any case) and the token after it; a token of two or
+# more characters ending a sentence.
+_AFTER_DETERMINER = re.compile(r"(?<!\S)(?:[Tt][Hh][Ee]|[Aa][Nn]?)(?=\s+(\S+))")
+_SENTENCE_END_TOKEN = re.compile(r"(?<!\S)(\S+[.!?])(?=\s|$)")
 # English function words, for the word-order rule: a determiner is never followed by one of
 # FOLLOWS_NO_DETERMINER ("the of", "a and"), and a sentence never ends with one of ENDS_NO_SENTENCE.
 DETERMINERS = frozenset({"the", "a", "an"})
@@ -147,6 +156,7 @@ ENDS_NO_SENTENCE = frozenset({"the", "a", "an", "of", "and", "or", "nor", "my", 
 _ATTRIBUTION = re.compile(r"(\b(said|wrote|writes|says)|a écrit|schrieb|escribió|ha scritto|escreveu|написал)\s*:$|"
                           r"^(quote|zitat|citation|cita)\b.{0,60}:?$", re.I)
 _CODE_CHARS = frozenset("{}[]()<>=;$\\/|&*_`#@%^~")
+_DROP_CODE_CHARS = str.maketrans("", "", "".join(_CODE_CHARS))
 
 
 @dataclass
@@ -385,13 +395,14 @@ def is_code_line(line: str) -> bool:
     stripped = line.strip()
     if not stripped:
         return False
-    if (_CODE_START.match(stripped) or _CODE_END.search(stripped) or _RULER.match(stripped)
+    # The end pattern is anchored at the end: the line's tail is all it needs to read.
+    if (_CODE_START.match(stripped) or _CODE_END.search(stripped[-8:]) or _RULER.match(stripped)
             or _MARKUP.match(stripped)):
         return True
     if len(stripped) <= 80 and _OPTION.match(stripped):
         return True
     chars = stripped.replace(" ", "")
-    symbols = sum(c in _CODE_CHARS for c in chars)
+    symbols = len(chars) - len(chars.translate(_DROP_CODE_CHARS))
     return symbols >= 3 and symbols >= 0.25 * len(chars)
 
 
@@ -421,7 +432,8 @@ def quote_mask(lines: list[str]) -> list[bool]:
         if not stripped:
             quoting = False
             out.append(False)
-        elif _ATTRIBUTION.search(stripped) and len(stripped) <= 80:
+        elif (len(stripped) <= 80 and (stripped[-1] == ":" or stripped[:1] in "QqZzCc")
+              and _ATTRIBUTION.search(stripped)):
             quoting = True
             out.append(True)
         else:
@@ -433,18 +445,14 @@ def misplaced_function_words(text: str) -> tuple[int, int]:
     """(places holding a function word where English has none, places looked at): each
     determiner (is the next word a function word: "the of"?) and each sentence end (is
     its last word one: "... and their.")? Shuffled words put them there at random."""
-    toks = text.split()
-    looked = misplaced = 0
-    for tok, nxt in zip(toks, toks[1:] + [""]):
-        low = tok.lower()
-        if low in DETERMINERS and nxt:
+    after = _AFTER_DETERMINER.findall(text)
+    misplaced = sum(tok.lower().strip(_STRIP) in FOLLOWS_NO_DETERMINER for tok in after)
+    looked = len(after)
+    for tok in _SENTENCE_END_TOKEN.findall(text):
+        word = tok.rstrip(".!?\"'”’)]").lower()
+        if word.isalpha():
             looked += 1
-            misplaced += nxt.lower().strip(_STRIP) in FOLLOWS_NO_DETERMINER
-        if len(tok) > 1 and tok[-1] in ".!?":
-            word = tok.rstrip(".!?\"'”’)]").lower()
-            if word.isalpha():
-                looked += 1
-                misplaced += word in ENDS_NO_SENTENCE
+            misplaced += word in ENDS_NO_SENTENCE
     return misplaced, looked
 
 
@@ -452,9 +460,8 @@ def sentences_without_function_words(text: str, min_words: int = 4) -> tuple[int
     """(sentences of ``min_words`` words or more holding no function word, such
     sentences): a keyword list ("Cheap replica watches best price online.") reads as
     sentences without one."""
-    sentences = [s.split() for s in _SENTENCE.findall(text)]
-    sentences = [s for s in sentences if len(s) >= min_words]
-    bare = sum(1 for s in sentences if not any(w.lower().strip(_STRIP) in FUNCTION_WORDS for w in s))
+    sentences = [s for s in _SENTENCE.findall(text) if len(s.split()) >= min_words]
+    bare = sum(1 for s in sentences if not _FUNCTION_WORD.search(s.lower()))
     return bare, len(sentences)
 
 
@@ -504,13 +511,15 @@ def _joined(lines: list[str], group: list[int]) -> str:
 
 
 def c4_edit(text: str, cfg: QualityConfig, layout_: tuple[list[str], list[list[int]], list[str]] | None = None
-            ) -> tuple[str, int, int]:
+            ) -> tuple[str, str, int, int]:
     """C4's line edits on the prose of ``text``, one logical line at a time (a dropped
     wrapped sentence drops all its physical lines); code lines and blank lines (paragraph
     breaks, folded to one) are kept as they are, and kept lines keep their line breaks.
-    Returns (edited text, prose lines before, prose lines removed)."""
+    Returns (edited text, the prose C4 keeps one logical line a line as its checks read
+    it, prose lines before, prose lines removed)."""
     lines, groups, kinds = layout_ or layout(text, code_aware=False, unwrap=False)
     out: list[str] = []
+    cleaned: list[str] = []
     n_prose = n_removed = 0
     for group, kind in zip(groups, kinds):
         if kind != "prose":
@@ -524,14 +533,16 @@ def c4_edit(text: str, cfg: QualityConfig, layout_: tuple[list[str], list[list[i
         kept = _c4_keep(_joined(lines, group).strip(), cfg)
         if kept is None:
             n_removed += 1
-        elif len(group) == 1:
+            continue
+        cleaned.append(kept)
+        if len(group) == 1:
             out.append(kept)
         else:
             out.extend(_CITATION.sub("", lines[i]).rstrip() if cfg.c4_remove_citations else lines[i]
                        for i in group)
     while out and not out[-1].strip():
         out.pop()
-    return "\n".join(out), n_prose, n_removed
+    return "\n".join(out), "\n".join(cleaned), n_prose, n_removed
 
 
 def _c4_keep(line: str, cfg: QualityConfig) -> str | None:
@@ -664,16 +675,17 @@ class QualityHeuristicsFilter:
         ]
 
     def _c4(self, prose: str, source: str | None = None, has_brace: bool | None = None,
-            code_share: float = 0.0) -> tuple[list[Check], str]:
+            code_share: float = 0.0, edited: tuple[str, int, int] | None = None) -> tuple[list[Check], str]:
         """C4's checks on the prose, and the prose after C4's line edits (what FineWeb's
         rules read, as in FineWeb's pipeline). ``has_brace``: whether the whole text has a
         ``{`` (default: the prose); ``code_share``: the share of its lines that are code
-        (the sentence count does not apply from ``c4_min_sentences_max_aside`` on)."""
+        (the sentence count does not apply from ``c4_min_sentences_max_aside`` on);
+        ``edited``: (cleaned prose, lines, lines removed) when :func:`c4_edit` made them."""
         cfg = self.cfg
         limit = cfg.c4_min_sentences_max_aside
         sentences = OFF if limit is not None and code_share >= limit else _lo(cfg.c4_min_sentences)
         curly = cfg.c4_curly_bracket and source not in cfg.c4_curly_bracket_exempt_sources
-        cleaned, n_lines, n_removed = c4_clean_lines(prose, cfg)
+        cleaned, n_lines, n_removed = edited or c4_clean_lines(prose, cfg)
         low = prose.lower()
         brace = ("{" in prose) if has_brace is None else has_brace
         checks: list[Check] = [
@@ -716,9 +728,11 @@ class QualityHeuristicsFilter:
         if cfg.code_aware or cfg.unwrap_lines:
             shape = layout(text, cfg.code_aware, cfg.unwrap_lines)
             lines, groups, kinds = shape
-            n_lines = max(sum(1 for line in lines if line.strip()), 1)
-            aside = {k: sum(1 for g, kind in zip(groups, kinds) if kind == k for i in g if lines[i].strip())
-                     for k in ("code", "quote")}
+            nonblank = [bool(line.strip()) for line in lines]
+            n_lines = max(sum(nonblank), 1)
+            aside = {"code": 0, "quote": 0, "prose": 0}
+            for g, kind in zip(groups, kinds):
+                aside[kind] += sum(nonblank[i] for i in g)
             if aside["code"] or aside["quote"] or len(groups) < len(lines):
                 prose = "\n".join(_joined(lines, g) for g, k in zip(groups, kinds) if k == "prose")
             code_share = aside["code"] / n_lines
@@ -735,11 +749,14 @@ class QualityHeuristicsFilter:
         out_text = text
         fineweb_text = prose
         if cfg.c4:
-            c4_checks, fineweb_text = self._c4(prose, source, "{" in text, code_share)
+            # One pass of C4's line rules: the edited text (code lines and line and paragraph
+            # breaks kept) and the cleaned prose its checks read; C4's own edit otherwise.
+            edited = c4_edit(text, cfg, shape) if shape is not None else None
+            c4_checks, fineweb_text = self._c4(prose, source, "{" in text, code_share,
+                                               edited[1:] if edited is not None else None)
             checks += c4_checks
             if cfg.c4_edit_lines:
-                # code lines and line and paragraph breaks kept; C4's own edit otherwise
-                out_text = c4_edit(text, cfg, shape)[0] if shape is not None else fineweb_text
+                out_text = edited[0] if edited is not None else fineweb_text
         if cfg.fineweb:
             checks += self._fineweb(fineweb_text, len(words) if fineweb_text == prose else None)
         if cfg.word_order:

@@ -348,6 +348,9 @@ def test_word_salad_misplaces_function_words():
     assert misplaced_function_words("The cat sat on the mat. It was warm.") == (0, 4)
     # "The of", "and.", "A the" misplaced; "the dog", "dog." not
     assert misplaced_function_words("The of cat sat and. A the dog.") == (3, 5)
+    # whole tokens only, any case: "Theory", "Andes" and "the," are no determiners, "(of." ends
+    # no sentence with a word; "THE AND" is misplaced, "rest." looked at
+    assert misplaced_function_words("Theory of Andes the, (of. THE AND rest.") == (1, 2)
     prose = ("The river starts high in the mountains and flows to the sea over many miles. Along the way it "
              "collects water from the small streams that join it from both sides. Farmers in the valley have "
              "used the water for their fields for centuries, and a dam now controls the floods. In spring the "
@@ -368,6 +371,10 @@ def test_keyword_lists_have_no_function_words():
     from afm.filters.quality import sentences_without_function_words
 
     assert sentences_without_function_words("Cheap replica watches best price online. The watch is fine.") == (1, 2)
+    # a word is a whitespace token with its edge punctuation stripped, in any case: "(THE", "'the'"
+    # count; a function word inside a token ("and/or", "it's") does not
+    assert sentences_without_function_words("Buy (THE best) watches now. Buy 'the' best watches now.") == (0, 2)
+    assert sentences_without_function_words("Buy and/or sell watches now. It's cheap watches online today.") == (2, 2)
     spam = " ".join(f"Cheap replica watches deal {i}. Best discount watches online now." for i in range(10))
     d = QualityHeuristicsFilter()(make_document(spam + "\n" + GOOD))
     assert "afm_sentences_without_function_words" in d.details["failed_rules"]
