@@ -6,7 +6,8 @@ areas an area may import, directly; nothing else is allowed, whether the import 
 top of a file, inside a function, or a ``package.module:attr`` string handed to
 :func:`afm.imports.resolve`. The allowed dependencies form a graph, not a line: the data
 side (consent -> crawler, filters -> pipelines) and the model side (model -> training ->
-evaluation) are two columns joined by ``synth``, with the app on top of everything.
+evaluation) are two columns joined by ``synth`` (and by ``pipelines/tokenize.py``, which
+loads the one tokenizer, ``model/tokenizer.py``), with the app on top of everything.
 ``AREAS`` lists the areas in one topological order (every area after those it uses).
 
 ``tests/unit/project/test_layers.py`` checks every file against this graph (and that every
@@ -43,7 +44,7 @@ AREAS: tuple[Area, ...] = (
     Area("filters", "per-document logic: extraction, language, safety, PII, quality, MinHash",
          ("afm", "consent")),
     Area("pipelines", "Beam pipelines: curate (its stage registry), dedup, decontaminate, tokenize",
-         ("afm", "consent", "filters")),
+         ("afm", "consent", "model", "filters")),
     Area("synth", "chat and synthetic data: sft prepare, math, code, tool use",
          ("afm", "sandbox", "model", "filters")),
     Area("training", "one trainer loop and its tasks: pre-training to MDLOO, compression",

@@ -84,6 +84,13 @@ class _BeamBackend:
     def exists(self, path: str) -> bool:
         return bool(self.fs.exists(path))
 
+    def supports(self, path: str) -> bool:
+        try:
+            self.fs.get_filesystem(path)  # Beam's registry of plugins (gs:// needs its GCP extra)
+        except ValueError:
+            return False
+        return True
+
     def match(self, pattern: str) -> list[str]:
         try:
             return [m.path for m in self.fs.match([pattern])[0].metadata_list]
@@ -116,6 +123,15 @@ class _EpathBackend:
 
     def exists(self, path: str) -> bool:
         return self.Path(path).exists()
+
+    def supports(self, path: str) -> bool:
+        try:  # epath opens object stores through fsspec (gcsfs, s3fs, ...)
+            import fsspec
+
+            fsspec.get_filesystem_class(path.split("://", 1)[0])
+        except (ImportError, ValueError):
+            return False
+        return True
 
     def match(self, pattern: str) -> list[str]:
         root, rest = _split_glob(pattern)
@@ -195,6 +211,18 @@ def open_input(path: str) -> Any:
 
     filesystem, inner = pafs.FileSystem.from_uri(path)
     return filesystem.open_input_file(inner)
+
+
+def reachable(path: str) -> bool:
+    """Whether this machine has a filesystem for ``path``'s scheme, without a request:
+    always for a local path; for a URL, whether the remote backend has a plugin for it
+    (Beam without its GCP extra has none for ``gs://``, yet a dry run may name such paths)."""
+    if not is_remote(path):
+        return True
+    try:
+        return bool(_remote().supports(path))
+    except RuntimeError:  # neither Beam nor etils here
+        return False
 
 
 def exists(path: str) -> bool:

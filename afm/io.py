@@ -31,11 +31,11 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from afm import fs
 from afm.errors import UserError
 from afm.outputs import STAGING_PREFIX, IncompleteOutput, check_complete, is_dataset_dir
+from afm.parquet import encode_tables, open_parquet, schema_of
 from afm.readers import WARC_SUFFIXES, Failure, Record, file_format, read_file
 from afm.schema import DOCUMENT_SCHEMA, to_table
 
@@ -83,10 +83,7 @@ def write_shard(
     tmp = fs.join(fs.dirname(path), f".{fs.basename(path)}.tmp-{uuid.uuid4().hex[:12]}")
     try:
         with fs.open_write(tmp) as fh:
-            writer = pq.ParquetWriter(fh, schema, compression=compression)
-            for table in [tables] if isinstance(tables, pa.Table) else tables:
-                writer.write_table(table, row_group_size=row_group_size)
-            writer.close()
+            encode_tables(fh, tables, schema, compression=compression, row_group_size=row_group_size)
         if before_publish is not None:
             before_publish()
         if fs.is_remote(path) and fs.isfile(path):  # object stores: rename does not replace
@@ -131,8 +128,8 @@ class ShardSequence:
 
 def read_shard(path: str | os.PathLike[str], columns: list[str] | None = None) -> pa.Table:
     """The one Parquet shard reader: the file (or the ``columns`` of it) as a table, from
-    any filesystem (:mod:`afm.fs`)."""
-    return pq.read_table(fs.open_input(str(path)), columns=columns)
+    any filesystem (:func:`afm.parquet.open_parquet`)."""
+    return open_parquet(path).read(columns=columns)
 
 
 def write_parquet(
@@ -353,7 +350,7 @@ def _not_documents_why(name: str) -> str:
 
 def _holds_rejects(path: str) -> bool:
     try:
-        meta = pq.read_schema(path).metadata or {}
+        meta = schema_of(path).metadata or {}
     except Exception:  # noqa: BLE001 - an unreadable file is the reader's business
         return False
     return meta.get(b"afm.record") == b"reject"

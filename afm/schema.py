@@ -129,6 +129,23 @@ def make_reject(doc: Document, stage: str, reason: str, **details: Any) -> Rejec
     return rec  # type: ignore[return-value]
 
 
+def invalid_reject(record: Any, stage: str, problem: str) -> Reject:
+    """The ``invalid_document`` reject of a record that is not a document (no text string,
+    no id, not even a mapping), so that a stage can still write and count it, never drop
+    it: the schema's required fields filled (empty text, a known source, an id derived
+    from the record itself: the same record always gets the same id), the record as it
+    came, as JSON, in ``details.record``, and what is wrong with it in ``details.message``."""
+    doc = dict(record) if isinstance(record, dict) else {}
+    original = json.dumps(record, default=str, sort_keys=True)[:2000]
+    if not isinstance(doc.get("text"), str):
+        doc["text"] = ""
+    if doc.get("source") not in SOURCES:
+        doc["source"] = "web"
+    if not isinstance(doc.get("id"), str) or not doc["id"]:
+        doc["id"] = document_id(None, original)
+    return make_reject(doc, stage, "invalid_document", message=problem, record=original)  # type: ignore[arg-type]
+
+
 def normalize_record(rec: dict[str, Any], schema: pa.Schema = DOCUMENT_SCHEMA) -> dict[str, Any]:
     """Keep only the schema's keys (missing ones None); maps given as dicts are kept as
     dicts (pyarrow converts them), numpy scalars turned into Python numbers."""

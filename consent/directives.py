@@ -20,7 +20,15 @@ a scope covers the directives after it (``googlebot: noindex, nofollow``); since
 may have joined an unscoped line onto a scoped one, a training opt-out (``noai``,
 ``noimageai``) after another agent's scope is read as unscoped: never a silent allow.
 ``none`` means ``noindex, nofollow``. ``noai`` / ``noimageai`` are the de-facto opt-outs
-of AI training (text and images respectively).
+of AI training. Their only definition is DeviantArt's (2022-11), which asks that content
+carrying *either* directive be left out of AI training data sets (``noimageai`` naming the
+page's images); where a text says so we err toward opting out, so both are honoured by
+default, on text pages too (``directives`` in :class:`~afm.consent.training.ConsentSettings`).
+
+Whether a response is HTML (so its metas are read) is one rule for the crawler and curate,
+:func:`is_html`: its Content-Type, or, with none, the WHATWG MIME Sniffing standard's
+section 7.1 (an HTML5 page need not have an ``<html>`` tag: ``<!doctype html>`` or
+``<title>`` first is HTML).
 """
 
 from __future__ import annotations
@@ -43,6 +51,54 @@ _VALUE_DIRECTIVES = {"unavailable_after", "max-snippet", "max-image-preview", "m
 _META = re.compile(rb"<meta\b[^>]*>", re.IGNORECASE)
 _ATTR = re.compile(r"""([A-Za-z_:][-A-Za-z0-9_:.]*)\s*(?:=\s*("[^"]*"|'[^']*'|[^\s"'=<>`]+))?""")
 _SCOPED = re.compile(r"\s*([A-Za-z_-]+)\s*:(.*)", re.DOTALL)
+
+
+# WHATWG MIME Sniffing 7.1 "identifying a resource with an unknown MIME type": the HTML
+# patterns, matched case-insensitively after leading whitespace bytes, each followed by a
+# tag-terminating byte (space or ">").
+_HTML_PATTERNS = (b"<!doctype html", b"<html", b"<head", b"<script", b"<iframe", b"<h1",
+                  b"<div", b"<font", b"<table", b"<a", b"<style", b"<title", b"<b",
+                  b"<body", b"<br", b"<p", b"<!--")
+_SNIFF_WHITESPACE = b"\t\n\x0c\r "
+_RESOURCE_HEADER = 1445  # MIME Sniffing 5.2: the bytes a sniffer reads
+_UNKNOWN_TYPES = {"", "unknown/unknown", "application/unknown", "*/*"}
+
+
+def sniffs_as_html(body: bytes) -> bool:
+    """MIME Sniffing 7.1's HTML rule: after leading whitespace the body starts with one of
+    its 17 HTML patterns (``<!DOCTYPE HTML``, ``<HTML``, ``<HEAD``, ``<SCRIPT``, ``<P``,
+    ``<!--``, ...) and a space or ``>``. One choice of ours: a UTF-8 byte order mark is
+    skipped first (the standard would call the page text/plain and its ``noai`` meta
+    unread; an opt-out is not lost over three bytes)."""
+    head = body[:_RESOURCE_HEADER]
+    if head.startswith(b"\xef\xbb\xbf"):
+        head = head[3:]
+    head = head.lstrip(_SNIFF_WHITESPACE).lower()
+    for pattern in _HTML_PATTERNS:
+        if head.startswith(pattern) and head[len(pattern):len(pattern) + 1] in (b" ", b">"):
+            return True
+    return False
+
+
+def is_html(content_type: str | None, body: bytes | None) -> bool:
+    """Whether a response is HTML, so its ``<meta>`` directives are read: the one rule of
+    the crawler and curate. A declared HTML type (``text/html``, ``application/xhtml+xml``,
+    any type naming html) is; a response with no Content-Type, one that does not parse as
+    ``type/subtype``, or ``unknown/unknown`` / ``application/unknown`` / ``*/*`` is sniffed
+    as the MIME Sniffing standard does (:func:`sniffs_as_html`: section 7.1, which these
+    "undefined or unknown" types are sent to), or with an ``<html`` tag in its first KiB;
+    any other declared type is not."""
+    essence = (content_type or "").split(";", 1)[0].strip().lower()
+    if "html" in essence:
+        return True
+    if essence in _UNKNOWN_TYPES or essence.count("/") != 1 or essence.startswith("/") \
+            or essence.endswith("/"):
+        body = body or b""
+        # Beside the standard's rule, as before it: an ``<html`` tag in the first KiB
+        # (XHTML with an XML prolog, which the standard sniffs as XML). Reading a page's
+        # own metas can only add an opt-out, never remove one.
+        return sniffs_as_html(body) or b"<html" in body[:1024].lower()
+    return False
 
 
 def _named(directive: str) -> set[str]:
@@ -148,5 +204,5 @@ def page_signals(headers: Any, body: bytes | None, is_html: bool,
 
 
 __all__ = ["CONTENT_SIGNAL_HEADER", "CONTENT_USAGE_HEADER", "KNOWN", "TRAINING_DIRECTIVES",
-           "PageSignals", "header_values", "meta_tags", "page_signals", "robots_directives",
-           "tdm_value"]
+           "PageSignals", "header_values", "is_html", "meta_tags", "page_signals",
+           "robots_directives", "sniffs_as_html", "tdm_value"]

@@ -8,15 +8,25 @@ Dictionary of category labels and the tokens ``y`` / ``n`` (draft-ietf-aipref-vo
 rule, section 3). Parsing follows the vocabulary exactly: a statement that is not a valid
 Dictionary (an upper-case key, spaces around ``=``) states nothing; a value other than the
 token ``y`` / ``n`` is unknown; a repeated key keeps its last value (RFC 9651 4.2.2).
-Which labels decide *training a generative language model*, most specific first - the
-"check the more general category" rule of vocab-02 to -06 (-07 has one training label)::
+Which labels decide *training a generative language model*, read twice:
 
-    train-genai (vocab-02, -03)  genai (vocab-01)  train-ai (vocab-02 .. -07)
-    ai (vocab-01)  bots (vocab-03, -04: all automated processing)
-    all (vocab-02: all automated processing)  tdm (vocab-01: text and data mining)
+* **as vocab-07 reads it**: its AI Training label ``train-ai`` (every more specific
+  training use sits under it in the hierarchy) and nothing else; a key the vocabulary
+  does not define is ignored (section 6), so ``train-genai`` means nothing to -07;
+* **as the earlier drafts read it**, which publishers deployed while they were current:
+  the most specific label stated decides ("check the more general category", vocab-02
+  to -06)::
 
-Labels of the earlier drafts are read because publishers deployed them while they were
-current; a statement in the latest vocabulary is unaffected by them.
+      train-genai (vocab-02, -03)  genai (vocab-01)  train-ai (vocab-02 .. -07)
+      ai (vocab-01)  bots (vocab-03, -04: all automated processing)
+      all (vocab-02: all automated processing)  tdm (vocab-01: text and data mining)
+
+and **the more restrictive of the two readings wins** (vocab-07 section 5.1: a ``n``
+that applies is not outweighed by a ``y``). So an earlier draft's label never loosens a
+-07 statement: ``train-ai=n, train-genai=y`` disallows (-07 ignores ``train-genai``);
+``train-ai=y, train-genai=n`` disallows too (a -03 reader is told no for exactly our
+use); ``train-ai=y, bots=n`` allows (-07 ignores ``bots``; to -04 the more specific
+``train-ai`` decides).
 
 **Cloudflare Content Signals** (``Content-Signal``): ``key=value`` pairs separated by
 commas, values ``yes`` / ``no`` (``y`` / ``n`` read alike); ``ai-train`` is training (contentsignals.org, CC0,
@@ -37,8 +47,12 @@ from dataclasses import dataclass
 
 ALLOW, DISALLOW, UNKNOWN = "allow", "disallow", "unknown"
 CONTENT_USAGE, CONTENT_SIGNAL = "content-usage", "content-signal"
-#: IETF aipref labels deciding generative-AI training, most specific first (see above).
-AIPREF_TRAINING_LABELS = ("train-genai", "genai", "train-ai", "ai", "bots", "all", "tdm")
+#: vocab-07's training label.
+AIPREF_TRAINING_LABEL = "train-ai"
+#: The earlier drafts' labels that apply to training, most specific first (see above).
+LEGACY_TRAINING_LABELS = ("train-genai", "genai", "train-ai", "ai", "bots", "all", "tdm")
+AIPREF_TRAINING_LABELS = (AIPREF_TRAINING_LABEL, *LEGACY_TRAINING_LABELS[:2],
+                          *LEGACY_TRAINING_LABELS[3:])
 #: Content Signals key for training.
 SIGNAL_TRAINING_KEY = "ai-train"
 
@@ -86,12 +100,18 @@ def aipref_statement(value: str | bytes) -> dict[str, str]:
 
 @functools.lru_cache(maxsize=4096)
 def aipref_training(value: str | bytes) -> Preference:
-    """What a Content-Usage statement says about training (see the module docstring)."""
+    """What a Content-Usage statement says about training: the more restrictive of
+    vocab-07's reading and the earlier drafts' (see the module docstring)."""
     statement = aipref_statement(value)
-    for label in AIPREF_TRAINING_LABELS:
+    readings = []
+    if AIPREF_TRAINING_LABEL in statement:  # vocab-07
+        readings.append(Preference(ALLOW if statement[AIPREF_TRAINING_LABEL] == "y"
+                                   else DISALLOW, AIPREF_TRAINING_LABEL))
+    for label in LEGACY_TRAINING_LABELS:  # the earlier drafts: the most specific decides
         if label in statement:
-            return Preference(ALLOW if statement[label] == "y" else DISALLOW, label)
-    return Preference()
+            readings.append(Preference(ALLOW if statement[label] == "y" else DISALLOW, label))
+            break
+    return combine(readings)
 
 
 def signal_statement(value: str) -> dict[str, str]:
@@ -136,6 +156,6 @@ def split_rule(value: str) -> tuple[str | None, str]:
     return None, value
 
 
-__all__ = ["AIPREF_TRAINING_LABELS", "ALLOW", "CONTENT_SIGNAL", "CONTENT_USAGE", "DISALLOW",
+__all__ = ["AIPREF_TRAINING_LABEL", "AIPREF_TRAINING_LABELS", "LEGACY_TRAINING_LABELS", "ALLOW", "CONTENT_SIGNAL", "CONTENT_USAGE", "DISALLOW",
            "SIGNAL_TRAINING_KEY", "UNKNOWN", "Preference", "aipref_statement", "aipref_training",
            "combine", "signal_statement", "signal_training", "split_rule", "training"]

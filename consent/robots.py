@@ -5,7 +5,10 @@ RFC 9309 cases of Google's test suite wrong (unknown lines splitting groups, pro
 tokens with a space, percent-encoding of non-ASCII patterns, ...). The parsing and
 matching here follow RFC 9309 and the behaviour of Google's reference parser, including
 its sensible extensions (missing ``:`` separators, common key typos, ``index.html``
-meaning its directory, ``*`` followed by text still being the global group).
+meaning its directory, ``*`` followed by text still being the global group). Where the
+two differ, the RFC's text wins: paths are compared as RFC 9309 2.2.2 and its Table 1
+say (:func:`match_form`: unreserved escapes decoded, non-ASCII octets encoded), which
+Google's parser does not do for ``%62%61%7A`` or a raw ``ツ`` in the URL.
 
 Three layers:
 
@@ -24,6 +27,7 @@ from __future__ import annotations
 import functools
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from afm.consent.preferences import split_rule
@@ -44,9 +48,9 @@ _SITEMAP_KEYS = {"sitemap", "site-map"}
 _DELAY_KEYS = {"crawl-delay", "crawldelay", "crawl delay"}
 _USAGE_KEYS = {"content-usage": "content-usage", "content-signal": "content-signal"}
 _PRODUCT_TOKEN = re.compile(r"[A-Za-z_-]*")
+_NAME = re.compile(r"[A-Za-z_-][A-Za-z0-9_.-]*")
 _VALID_AGENT = re.compile(r"^[A-Za-z_-]+$")
 _LINE_SPLIT = re.compile(r"\r\n|\r|\n")
-_PCT = re.compile(r"%([0-9a-fA-F]{2})")
 
 
 def is_valid_product_token(token: str) -> bool:
@@ -54,21 +58,75 @@ def is_valid_product_token(token: str) -> bool:
     return bool(_VALID_AGENT.match(token))
 
 
-def escape_pattern(pattern: str) -> str:
-    """Percent-encode non-ASCII characters (UTF-8) and upper-case existing escapes.
+#: RFC 3986 2.3 unreserved characters: a percent-encoded one is the character itself.
+_UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+#: Reserved characters RFC 3986 3.4 lets a query carry as data; RFC 9309 2.2.2's table
+#: compares them encoded there (``?baz=https://foo.bar`` is ``?baz=https%3A%2F%2Ffoo.bar``).
+_QUERY_DATA = {":": "%3A", "/": "%2F", "?": "%3F", "@": "%40"}
+_QUERY_ESCAPE = re.compile(r"%(3A|2F|3F|40)")
+_HEX = frozenset("0123456789abcdefABCDEF")
 
-    Rules are compared against URLs as sent on the wire, which are already
-    percent-encoded; a rule written with raw UTF-8 must match its encoded form.
-    Existing escapes are not decoded (``%62`` does not match ``b``), as RFC 9309 2.2.2
-    only asks for octets outside the unreserved set to be compared encoded.
+
+@functools.lru_cache(maxsize=16384)
+def match_form(text: str) -> str:
+    """A URL path (with its query) or a rule path as RFC 9309 2.2.2 compares them.
+
+    * octets outside US-ASCII are percent-encoded as UTF-8 (``/foo/bar/ツ`` is
+      ``/foo/bar/%E3%83%84``), and a ``%`` that starts no escape is ``%25``;
+    * a percent-encoded *unreserved* octet (RFC 3986 2.3: letters, digits, ``-._~``) is
+      decoded (``/foo/bar/%62%61%7A`` is ``/foo/bar/baz``, ``/%7Ejoe/`` is ``/~joe/``);
+      any other escape is kept, in upper case (``%2F`` is not ``/``; ``%2f`` is ``%2F``).
+
+    The same form is made of the URL and of every rule (and of TDMRep's ``location``
+    patterns), so the match is octet for octet and case-sensitive. ``*`` and ``$`` are
+    reserved characters and stay as written: ``%2A`` is a literal star, not a wildcard.
+    Where Google's parser differs (it leaves ``%62%61%7A`` encoded and a raw ``ツ`` in the
+    URL unencoded), the RFC's text and Table 1 win. The query's data characters are
+    handled by :func:`url_forms`.
     """
-    out = []
-    for ch in pattern:
-        if ord(ch) < 0x80:
-            out.append(ch)
+    if "%" not in text and text.isascii():
+        return text  # nothing to encode or decode: most paths
+    out: list[str] = []
+    i, n = 0, len(text)
+    while i < n:
+        ch = text[i]
+        if ch == "%":
+            if i + 2 < n and text[i + 1] in _HEX and text[i + 2] in _HEX:
+                octet = int(text[i + 1:i + 3], 16)
+                char = chr(octet)
+                out.append(char if char in _UNRESERVED else "%" + text[i + 1:i + 3].upper())
+                i += 3
+                continue
+            out.append("%25")
+        elif ord(ch) >= 0x80:
+            out.extend(f"%{b:02X}" for b in ch.encode("utf-8", "surrogatepass"))
         else:
-            out.extend(f"%{b:02X}" for b in ch.encode("utf-8"))
-    return _PCT.sub(lambda m: "%" + m.group(1).upper(), "".join(out))
+            out.append(ch)
+        i += 1
+    return "".join(out)
+
+
+def _query_forms(form: str) -> tuple[str, ...]:
+    """``form``, then (when they differ) the same with the query's data characters (``:``
+    ``/`` ``?`` ``@``) all encoded, and all decoded."""
+    q = form.find("?")
+    if q == -1:
+        return (form,)
+    head, query = form[:q + 1], form[q + 1:]
+    encoded = head + "".join(_QUERY_DATA.get(c, c) for c in query)
+    decoded = head + _QUERY_ESCAPE.sub(lambda m: chr(int(m.group(1), 16)), query)
+    return tuple(dict.fromkeys((form, encoded, decoded)))
+
+
+@functools.lru_cache(maxsize=16384)
+def url_forms(path: str) -> tuple[str, ...]:
+    """The forms of a URL's path and query a rule is matched against: its
+    :func:`match_form`, and, when its query holds ``:`` ``/`` ``?`` ``@`` (or their
+    escapes), that form with them all encoded and all decoded. RFC 9309 2.2.2's Table 1
+    compares ``?baz=https://foo.bar`` as ``?baz=https%3A%2F%2Ffoo.bar``; a rule written
+    either way (or with a ``*`` that runs into the query, ``/*url=http://``) matches a URL
+    written either way. Only the query: in the path ``%2F`` is never ``/``."""
+    return _query_forms(match_form(path))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -103,32 +161,40 @@ def _first_of(text: str, chars: str, start: int) -> int:
 
 
 class PathPattern:
-    """A rule path with ``*`` (any run) and a final ``$`` (end anchor); TDMRep's
-    ``location`` patterns use the same notation (:mod:`afm.consent.tdmrep`)."""
+    """A rule path with ``*`` (any run) and a final ``$`` (end anchor), in
+    :func:`match_form`; TDMRep's ``location`` patterns use the same notation
+    (:mod:`afm.consent.tdmrep`). It is matched against a URL's :func:`url_forms`, in its
+    own form and, when its query holds data characters, with them encoded."""
 
-    __slots__ = ("text", "length", "_prefix", "_regex")
+    __slots__ = ("text", "length", "_matchers")
 
     def __init__(self, text: str) -> None:
         self.text = text
         self.length = len(text)  # priority: RFC 9309 2.2.2 "most octets"
-        self._prefix: str | None = None
-        self._regex: re.Pattern[str] | None = None
+        self._matchers = [self._compile(form) for form in _query_forms(text)[:2]]
+
+    @staticmethod
+    def _compile(text: str) -> Callable[[str], bool]:
         body = text[:-1] if text.endswith("$") else text
         if "*" not in text and not text.endswith("$"):
-            self._prefix = text
-        else:
-            # Collapse star runs: "a**b" is "a*b" and keeps the regex linear-ish.
-            parts = re.split(r"\*+", body)
-            regex = ".*".join(re.escape(p) for p in parts)
-            if text.endswith("$"):
-                regex += r"\Z"
-            self._regex = re.compile(regex, re.DOTALL)
+            return lambda path: path.startswith(text)
+        # Collapse star runs: "a**b" is "a*b" and keeps the regex linear-ish.
+        regex = ".*".join(re.escape(p) for p in re.split(r"\*+", body))
+        if text.endswith("$"):
+            regex += r"\Z"
+        compiled = re.compile(regex, re.DOTALL)
+        return lambda path: compiled.match(path) is not None
 
-    def matches(self, path: str) -> bool:
-        if self._prefix is not None:
-            return path.startswith(self._prefix)
-        assert self._regex is not None
-        return self._regex.match(path) is not None
+    def matches(self, forms: str | tuple[str, ...]) -> bool:
+        """Whether the pattern matches a URL given by its :func:`url_forms` (a single
+        string is taken as one form)."""
+        if isinstance(forms, str):
+            forms = (forms,)
+        for match in self._matchers:
+            for form in forms:
+                if match(form):
+                    return True
+        return False
 
 
 @dataclass
@@ -141,9 +207,9 @@ class Rule:
     def __post_init__(self) -> None:
         self._compiled = PathPattern(self.pattern)
 
-    def priority(self, path: str) -> int:
-        """Length of the pattern if it matches ``path``, else -1."""
-        return self._compiled.length if self._compiled.matches(path) else -1
+    def priority(self, forms: str | tuple[str, ...]) -> int:
+        """Length of the pattern if it matches the URL (its :func:`url_forms`), else -1."""
+        return self._compiled.length if self._compiled.matches(forms) else -1
 
 
 @dataclass
@@ -161,11 +227,11 @@ class UsageRule:
     def __post_init__(self) -> None:
         self._compiled = PathPattern(self.pattern) if self.pattern else None
 
-    def priority(self, path: str) -> int:
+    def priority(self, forms: str | tuple[str, ...]) -> int:
         """-1 when the rule's path does not match, else its length (0: no path)."""
         if self._compiled is None:
             return 0
-        return self._compiled.length if self._compiled.matches(path) else -1
+        return self._compiled.length if self._compiled.matches(forms) else -1
 
     def text(self) -> str:
         name = "Content-Usage" if self.kind == "content-usage" else "Content-Signal"
@@ -297,14 +363,13 @@ class RobotsTxt:
         path = path_of(url)
         if path == "/robots.txt":
             return Verdict(True, None, "")  # RFC 9309 2.2.2: implicitly allowed
-        if "%" in path:  # %2f and %2F are one octet: compare escapes in one case, as rules are
-            path = _PCT.sub(lambda m: "%" + m.group(1).upper(), path)
+        forms = url_forms(path)
         best_allow = best_disallow = -1
         allow_rule = disallow_rule = None
         groups = self.groups_for(agent, fallback, fallback_first)
         for group in groups:
             for rule in group.rules:
-                p = rule.priority(path)
+                p = rule.priority(forms)
                 if rule.allow and p > best_allow:
                     best_allow, allow_rule = p, rule
                 elif not rule.allow and p > best_disallow:
@@ -326,15 +391,13 @@ class RobotsTxt:
         matches with the greatest length (draft-ietf-aipref-attach-05 3.1: Allow and
         Disallow's longest-match, by encoded bytes); several with that length all apply
         (their statements are combined, 3.1)."""
-        path = path_of(url)
-        if "%" in path:
-            path = _PCT.sub(lambda m: "%" + m.group(1).upper(), path)
+        forms = url_forms(path_of(url))
         best, out = -1, []
         for group in groups:
             for rule in group.usage:
                 if rule.kind != kind:
                     continue
-                p = rule.priority(path)
+                p = rule.priority(forms)
                 if p > best:
                     best, out = p, [rule]
                 elif p == best and p >= 0:
@@ -405,17 +468,24 @@ def _add_agent(group: Group, value: str) -> None:
     name = token.group(0).lower() if token else ""
     if name:
         group.agents.append(name)
+    # A name with digits or dots (``AI2Bot``, ``img2dataset``, ``panscient.com``) is no
+    # RFC 9309 product token: its ``[A-Za-z_-]`` prefix is (``ai``), and the whole name is
+    # kept beside it, so a crawler of that name (a training token of the preset) finds the
+    # group its publisher wrote for it.
+    whole = _NAME.match(value)
+    if whole and whole.group(0).lower() != name and name:
+        group.agents.append(whole.group(0).lower())
 
 
 def _add_usage(group: Group, kind: str, value: str, lineno: int) -> None:
     path, statement = split_rule(value)
-    group.usage.append(UsageRule(kind, escape_pattern(path) if path else None, statement, lineno))
+    group.usage.append(UsageRule(kind, match_form(path) if path else None, statement, lineno))
 
 
 def _add_rule(group: Group, allow: bool, value: str, lineno: int) -> None:
     if not value:
         return  # an empty rule matches nothing (RFC 9309 2.2.2)
-    pattern = escape_pattern(value)
+    pattern = match_form(value)
     group.rules.append(Rule(allow, pattern, lineno))
     if allow:
         # "/dir/index.html" allowed means "/dir/" is too: both name the same page.

@@ -8,25 +8,28 @@ every crawl: ``robotstxt/*.warc.gz``), and curate checks each page against the n
 snapshot of its host, whatever crawl it came from.
 
 A snapshot is ``{host, kind, url, fetched_at, status, location, body, error, source}``:
-``host`` is ``scheme://host[:port]`` (robots.txt's unit), ``kind`` ``robots.txt`` or
-``tdmrep.json``. Which snapshot of a host counts (:meth:`SnapshotIndex.resolve`):
+``host`` is ``scheme://host[:port]`` (robots.txt's unit, written by
+:func:`afm.consent.urls.origin_of`, the one normalisation the crawler and curate use),
+``kind`` ``robots.txt`` or ``tdmrep.json``. Which snapshot decides for a page
+(:meth:`SnapshotIndex.decide`) is a state machine over its origin's history, newest first,
+written from RFC 9309 2.3.1 (docs/crawler.md, "Snapshots: which one decides"):
 
-* the newest *conclusive* one (2xx, 4xx, or a 3xx followed to its target's snapshot):
-  a later snapshot wins over the one taken when the page was fetched. A redirect is
-  followed (RFC 9309 2.3.1.2, up to five hops, across hosts) to whatever the snapshot set
-  captured at its target: another host's ``/robots.txt``, or any other URL - Common
-  Crawl's robots.txt WARCs hold the redirect and, as its own record, the response at its
-  target (``https://cdn.example/robots/site.txt``). A target the set did not capture is a
-  host with no snapshot (curate's ``missing`` setting decides);
-* a newer 5xx / 429 is a transient failure and does not hide it (RFC 9309 2.3.1.4 lets a
-  crawler keep using a cached copy); with no conclusive snapshot at all, it is RFC 9309's
-  "disallow all" and the page cannot be verified;
-* a newer *damaged* snapshot (a record that could not be read, one marked
-  ``WARC-Truncated`` - WARC 1.1 section 5.13: its body is not the whole response, so its
-  readable part may lack the rule that opts out - or one whose HTTP status is not a status)
-  can not be trusted either way: the page cannot be verified. Never a silent allow. A damaged record's fetch time
-  cannot be read, so it counts as the newest: leave the damaged file out (or repair it)
-  to decide that host's pages again.
+* a *conclusive* snapshot (2xx, 4xx) decides and supersedes everything older: its opt-out
+  always counts; its allow counts only when nothing newer was damaged (then the page is
+  unverifiable) or led nowhere (then the origin has no snapshot, ``missing``);
+* a 5xx / 429 is passed over for an older readable snapshot (2.3.1.4 lets a crawler keep
+  a cached copy); with none at all it is "disallow all";
+* a *damaged* snapshot (a record that could not be read, one marked ``WARC-Truncated`` -
+  WARC 1.1 section 5.13: its readable part may lack the rule that opts out - or one whose
+  HTTP status is not a status) is passed over and remembered: never a silent allow. A
+  damaged record's fetch time cannot be read, so it counts as the newest;
+* a 3xx is followed (2.3.1.2, at most five hops, across schemes and hosts) to what the set
+  captured at its target, looked up exactly: another origin's control file, or any other
+  URL (Common Crawl's robots.txt WARCs hold the redirect and, as its own record, the
+  response at its target); the target's resolution is the redirect's outcome. A target
+  the set did not capture, a loop, a sixth hop or a 3xx without ``Location`` is *no
+  snapshot*, passed over and remembered: a newer redirect to nowhere never hides an older
+  opt-out, and with nothing readable curate's ``missing`` setting decides.
 
 A damaged record whose URL cannot be read cannot be given to any host, so reading a file
 with one is an error (:class:`SnapshotError`), as is a store that cannot be read.
@@ -38,14 +41,15 @@ import datetime as dt
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urljoin
 
 import pyarrow as pa
 
 from afm import fs
 from afm.consent.robots import MAX_ROBOTS_BYTES, RobotsRules, rules_from_fetch
 from afm.consent.tdmrep import WELL_KNOWN_PATH, TdmFile, tdm_from_fetch
-from afm.consent.training import FileContext
+from afm.consent.training import FileContext, iso
+from afm.consent.urls import hostname_of, origin_of, path_and_query, url_key
 from afm.errors import UserError
 from afm.headers import Headers
 from afm.io import read_shard, write_shard
@@ -80,25 +84,11 @@ class SnapshotError(UserError):
     """A snapshot file or store that cannot be read, or damage that cannot be attributed."""
 
 
-def host_of(url: str) -> str:
-    """``scheme://host[:port]`` (lower-cased, default ports dropped): robots.txt's unit."""
-    parts = urlsplit(url.strip())
-    scheme = parts.scheme.lower()
-    netloc = parts.netloc.lower().rsplit("@", 1)[-1]
-    if (scheme == "http" and netloc.endswith(":80")) or (scheme == "https" and netloc.endswith(":443")):
-        netloc = netloc.rsplit(":", 1)[0]
-    return f"{scheme}://{netloc}"
-
-
-def hostname_of(host: str) -> str:
-    return (urlsplit(host).hostname or "").lower()
-
-
 def snapshot_kind(url: str | None) -> str | None:
     """``robots.txt`` / ``tdmrep.json`` for the URL of either file, else None."""
     if not url:
         return None
-    path = urlsplit(url).path
+    path = path_and_query(url)
     if path == "/robots.txt":
         return ROBOTS
     if path == WELL_KNOWN_PATH:
@@ -108,9 +98,10 @@ def snapshot_kind(url: str | None) -> str | None:
 
 def state_of(snap: dict[str, Any]) -> str:
     """``conclusive`` (2xx, 4xx), ``redirect`` (3xx), ``unavailable`` (5xx, 429) or
-    ``damaged`` (no readable status)."""
+    ``damaged`` (no readable status, or a 1xx: an interim response is no answer, and
+    reading it as one would be a silent allow)."""
     status = snap.get("status")
-    if status is None or not 100 <= status <= 599:
+    if status is None or not 200 <= status <= 599:
         return "damaged"
     if status == 429 or status >= 500:
         return "unavailable"
@@ -122,7 +113,7 @@ def state_of(snap: dict[str, Any]) -> str:
 def make_snapshot(url: str, kind: str, *, fetched_at: dt.datetime | None, status: int | None,
                   body: bytes = b"", location: str | None = None, error: str | None = None,
                   source: str = "", host: str | None = None) -> dict[str, Any]:
-    return {"host": host or host_of(url), "kind": kind, "url": url,
+    return {"host": host or origin_of(url), "kind": kind, "url": url,
             "fetched_at": fetched_at or EPOCH, "status": status, "location": location,
             "body": bytes(body[:MAX_ROBOTS_BYTES]), "error": error, "source": source}
 
@@ -141,14 +132,6 @@ class ReadCounts:
     files: int = 0
 
 
-def url_key(url: str) -> str:
-    """A URL as a capture is looked up by: scheme and host as :func:`host_of` writes them,
-    then the path and query as given (the fragment dropped)."""
-    parts = urlsplit(url.strip())
-    rest = parts.path or "/"
-    return host_of(url) + rest + (f"?{parts.query}" if parts.query else "")
-
-
 def _record_snapshot(page: dict[str, Any], kind: str, path: str) -> dict[str, Any]:
     """The snapshot of one readable response record: truncated (``WARC-Truncated``) or
     with no valid HTTP status, it is a damaged snapshot, dated."""
@@ -159,8 +142,8 @@ def _record_snapshot(page: dict[str, Any], kind: str, path: str) -> dict[str, An
     if truncated:
         status, error = None, (f"damaged: WARC-Truncated: {truncated} (the record holds part "
                                "of the response only)")
-    elif not isinstance(status, int) or not 100 <= status <= 599:
-        status, error = None, f"damaged: HTTP status {page.get('status')!r} is not a status"
+    elif not isinstance(status, int) or not 200 <= status <= 599:
+        status, error = None, f"damaged: HTTP status {page.get('status')!r} is not a final status"
     return make_snapshot(page["url"], kind, fetched_at=page.get("fetched_at"), status=status,
                          body=page.get("body") or b"", location=headers.get("location"),
                          error=error, source=path)
@@ -215,8 +198,6 @@ def _warc_snapshots(path: str, counts: ReadCounts, others: dict[str, set[str]] |
 
 
 def _store_snapshots(path: str, counts: ReadCounts) -> Iterator[dict[str, Any]]:
-
-
     try:
         check_complete(path)
     except IncompleteOutput as exc:
@@ -298,7 +279,7 @@ def read_snapshots(paths: Iterable[str], counts: ReadCounts | None = None
             captured.add((url_key(snap["url"]), snap["kind"]))
         location = snap.get("location")
         if location and snap.get("status") is not None and 300 <= snap["status"] < 400:
-            target = urljoin(snap["url"] or snap["host"] + "/", location)
+            target = redirect_target(snap) or ""
             if snapshot_kind(target) != snap["kind"]:
                 pending.setdefault(url_key(target), snap["kind"])
 
@@ -327,35 +308,73 @@ def _order(snap: dict[str, Any]) -> tuple[dt.datetime, int]:
     """Newest first; a damaged record whose fetch time could not be read may be the newest
     of all, so it counts as the newest (a page is then unverifiable, not allowed)."""
     when = snap["fetched_at"] or EPOCH
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.UTC)
     if snap.get("status") is None and when == EPOCH:
         return (dt.datetime.max.replace(tzinfo=dt.UTC), 0)
     return (when, snap.get("status") or 0)
 
 
+def redirect_target(snap: dict[str, Any]) -> str | None:
+    """The absolute URL a 3xx snapshot's ``Location`` names (None: no Location)."""
+    location = (snap.get("location") or "").strip()
+    if not location:
+        return None
+    return urljoin(snap.get("url") or snap["host"] + "/", location)
+
+
 def effective(snaps: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The snapshots of one host and kind that can still matter, newest first: every one
-    down to (and including) the newest conclusive or redirect one."""
-    ordered = sorted(snaps, key=_order, reverse=True)
-    out = []
-    for snap in ordered:
-        out.append(snap)
-        if state_of(snap) in ("conclusive", "redirect"):
+    """The snapshots of one history (an origin's file, or one captured URL) that can still
+    matter, newest first: down to and including the newest *conclusive* one (2xx, 4xx),
+    which supersedes everything older. A redirect never supersedes (what its target holds
+    may be damaged or missing in a later merge), so it keeps the older ones. Of the
+    snapshots above that one, only the first of each kind can change a resolution (a
+    second failure, damage, or redirect to the same target adds nothing the first did not,
+    :meth:`SnapshotIndex.decide`), so the rest are left out: a host that redirects in
+    every crawl keeps one redirect, not one per crawl."""
+    out: list[dict[str, Any]] = []
+    seen: set[tuple[str, str | None]] = set()
+    for snap in sorted(snaps, key=_order, reverse=True):
+        state = state_of(snap)
+        if state == "conclusive":
+            out.append(snap)
             break
+        mark = (state, url_key(redirect_target(snap) or "") if state == "redirect" else None)
+        if mark not in seen:
+            seen.add(mark)
+            out.append(snap)
     return out
 
 
-# ---- the lookup curate uses -----------------------------------------------------------------
+# ---- resolution: which snapshot decides -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Step:
+    """One snapshot of a history, as resolution sees it: ``conclusive``, ``unavailable``,
+    ``damaged``, ``redirect`` (``target``: the steps of what the set captured at its
+    target) or ``missing`` (a redirect that leads to no snapshot: ``why``)."""
+
+    snapshot: dict[str, Any]
+    state: str
+    target_url: str | None = None
+    target: tuple[Step, ...] = ()
+    why: str = ""
 
 
 @dataclass
-class Resolved:
-    """The snapshot that decides for one host and kind: ``state`` is ``ok`` (``snapshot``
-    decides), ``unverifiable`` (``why``), or ``missing`` (none known)."""
+class Outcome:
+    """What the snapshots say about one page for one kind of file: ``optout`` (``evidence``
+    from the snapshot that decided), ``allowed``, ``unverifiable`` (damage where an
+    opt-out may be), ``missing`` (no snapshot: curate's ``missing`` setting decides) or
+    ``unavailable`` (only failures: RFC 9309 2.3.1.4's "disallow all", judged by the
+    caller). ``trail``: the redirects followed."""
 
     state: str
     snapshot: dict[str, Any] | None = None
+    evidence: list[dict[str, Any]] = field(default_factory=list)
     why: str = ""
-    trail: list[str] = field(default_factory=list)  # redirects followed
+    trail: list[str] = field(default_factory=list)
 
     def context(self) -> FileContext | None:
         if self.snapshot is None:
@@ -363,7 +382,8 @@ class Resolved:
         return FileContext(self.snapshot["url"], self.snapshot["fetched_at"],
                            self.snapshot["status"])
 
-    def evidence(self) -> dict[str, Any]:
+    def details(self) -> dict[str, Any]:
+        """Where this outcome came from, as evidence fields."""
         out: dict[str, Any] = {}
         if self.snapshot is not None:
             out.update(self.context().evidence())  # type: ignore[union-attr]
@@ -371,14 +391,86 @@ class Resolved:
         if self.why:
             out["detail"] = self.why
         if self.trail:
-            out["redirects"] = self.trail
+            out["redirects"] = list(self.trail)
         return out
 
 
+#: ``judge(snapshot) -> evidence``: what one readable (or failed) snapshot says about the
+#: page in question; empty when it allows it.
+Judge = Callable[[dict[str, Any]], list[dict[str, Any]]]
+
+
+def _when(snap: dict[str, Any]) -> str:
+    when = snap.get("fetched_at")
+    return iso(when) or "?" if when and when != EPOCH else "an unknown time"
+
+
+def _evaluate(steps: tuple[Step, ...], judge: Judge, trail: list[str]) -> Outcome:
+    """The state machine of one history, newest snapshot first (RFC 9309 2.3.1 and the
+    module docstring): a conclusive snapshot decides - its opt-out always counts, its
+    allow only when nothing newer was damaged (then: unverifiable) or led nowhere (then:
+    missing); a failure (5xx / 429) is passed over for an older readable one (2.3.1.4: a
+    cached copy); damage and redirects to nothing are passed over too, but remembered; a
+    redirect is its target's own resolution, followed (2.3.1.2)."""
+    damaged: Outcome | None = None
+    missing: Outcome | None = None
+    unavailable: Outcome | None = None
+
+    def settle(allowed: Outcome) -> Outcome:
+        if damaged is not None:
+            return Outcome("unverifiable", damaged.snapshot, [], damaged.why + "; the older "
+                           f"snapshot of {allowed.snapshot['fetched_at'] if allowed.snapshot else '?'} "
+                           "allows, but the damaged one may opt out", damaged.trail)
+        if missing is not None:
+            return Outcome("missing", missing.snapshot, [], missing.why + " (an older "
+                           "snapshot allows; it no longer applies)", missing.trail)
+        return allowed
+
+    for step in steps:
+        snap = step.snapshot
+        if step.state == "conclusive":
+            evidence = judge(snap)
+            if evidence:
+                return Outcome("optout", snap, evidence, "", trail)
+            return settle(Outcome("allowed", snap, [], "", trail))
+        if step.state == "redirect":
+            sub = _evaluate(step.target, judge, [*trail, step.target_url or ""])
+            if sub.state == "optout":
+                return sub
+            if sub.state == "allowed":
+                return settle(sub)
+            if sub.state == "unverifiable":
+                damaged = damaged or sub
+            elif sub.state == "missing":
+                missing = missing or sub
+            else:
+                unavailable = unavailable or sub
+        elif step.state == "unavailable":
+            unavailable = unavailable or Outcome(
+                "unavailable", snap, [], f"{snap['kind']} of {snap['url']} was unavailable "
+                f"(HTTP {snap['status']}, {_when(snap)}) and no earlier snapshot could be read: "
+                "RFC 9309 2.3.1.4 disallows all", trail)
+        elif step.state == "damaged":
+            damaged = damaged or Outcome(
+                "unverifiable", snap, [], f"the {snap['kind']} snapshot of {snap['url']} "
+                f"({_when(snap)}) is damaged ({snap.get('error')})", trail)
+        else:  # missing
+            missing = missing or Outcome("missing", snap, [], step.why, [*trail, step.target_url or ""])
+    if damaged is not None:
+        return damaged
+    if unavailable is not None:
+        return unavailable
+    if missing is not None:
+        return missing
+    return Outcome("missing", None, [], "no snapshot", trail)
+
+
 class SnapshotIndex:
-    """Snapshots by host and kind, newest first, with the rules of the module docstring;
-    responses captured at a redirect's target that is no control-file URL are kept apart,
-    by URL (they are no host's robots.txt)."""
+    """Snapshots by origin and kind, and the responses captured at redirect targets that
+    are no control-file URL (by URL: they are no origin's robots.txt); resolved with
+    :meth:`decide` (the module docstring's rules). Origins and URLs are written by
+    :mod:`afm.consent.urls`, so ``https://Bücher.example:443`` and
+    ``https://xn--bcher-kva.example`` are one origin."""
 
     def __init__(self, snapshots: Iterable[dict[str, Any]] = ()) -> None:
         grouped: dict[tuple[str, str], list[dict[str, Any]]] = {}
@@ -388,14 +480,16 @@ class SnapshotIndex:
             if url and snapshot_kind(url) != snap["kind"]:
                 captures.setdefault((url_key(url), snap["kind"]), []).append(snap)
             else:
-                grouped.setdefault((snap["host"], snap["kind"]), []).append(snap)
+                origin = origin_of(url) if url else origin_of(snap["host"])
+                grouped.setdefault((origin, snap["kind"]), []).append(snap)
         self._by_key = {key: effective(snaps) for key, snaps in grouped.items()}
         self._captures = {key: effective(snaps) for key, snaps in captures.items()}
         self._by_name: dict[str, list[str]] = {}
-        for host, _kind in self._by_key:
-            names = self._by_name.setdefault(hostname_of(host), [])
-            if host not in names:
-                names.append(host)
+        for origin, _kind in self._by_key:
+            names = self._by_name.setdefault(hostname_of(origin), [])
+            if origin not in names:
+                names.append(origin)
+        self._plans: dict[tuple[str, str], tuple[Step, ...]] = {}
         self._robots: dict[str, RobotsRules] = {}
         self._tdm: dict[str, TdmFile] = {}
 
@@ -412,86 +506,116 @@ class SnapshotIndex:
         for key in sorted(self._captures):
             yield from self._captures[key]
 
-    def _candidates(self, host: str, kind: str) -> list[dict[str, Any]] | None:
-        snaps = self._by_key.get((host, kind))
-        if snaps is not None:
-            return snaps
-        # No snapshot for this scheme/port: the same host name's (newest) one, since a
-        # site serves one robots.txt on http and https in practice.
-        others = [self._by_key[(h, kind)] for h in self._by_name.get(hostname_of(host), ())
-                  if (h, kind) in self._by_key]
-        if not others:
-            return None
-        return max(others, key=lambda s: s[0]["fetched_at"] or EPOCH)
+    # ---- plans: each history's steps, redirects linked to their targets --------------------
+    def _history(self, key: tuple[str, str, str]) -> list[dict[str, Any]] | None:
+        where, name, kind = key
+        return (self._by_key if where == "origin" else self._captures).get((name, kind))
 
-    def _target(self, url: str, kind: str) -> list[dict[str, Any]] | None:
-        """What the snapshots captured at a redirect's target ``url``."""
-        captured = self._captures.get((url_key(url), kind))
-        if captured is not None:
-            return captured
+    @staticmethod
+    def _target_key(url: str, kind: str) -> tuple[str, str, str]:
+        """A redirect target, looked up exactly: an origin's own control file, or a
+        captured URL. Never another scheme's or port's file (RFC 9309 2.3: robots.txt is
+        per origin); the one normalisation makes ``HTTPS://Host:443/robots.txt`` the same."""
         if snapshot_kind(url) == kind:
-            return self._candidates(host_of(url), kind)
-        return None
+            return ("origin", origin_of(url), kind)
+        return ("url", url_key(url), kind)
 
-    def resolve(self, host: str, kind: str) -> Resolved:
-        trail: list[str] = []
-        where = host
-        snaps = self._candidates(host, kind)
-        if snaps is None:
-            return Resolved("missing")
-        for _hop in range(MAX_REDIRECTS + 1):
-            unavailable = None
-            for snap in snaps:
-                state = state_of(snap)
-                if state == "damaged":
-                    return Resolved("unverifiable", snap, f"the newest {kind} snapshot of "
-                                    f"{where} is damaged ({snap.get('error')})", trail)
-                if state == "unavailable":
-                    unavailable = unavailable or snap
-                    continue
-                if state == "redirect":
-                    location = snap.get("location")
-                    if not location:
-                        return Resolved("ok", None, f"{kind} redirects with no Location: "
-                                        "treated as unavailable (allow)", trail)
-                    target = urljoin(snap["url"] or where + "/", location)
-                    trail.append(target)
-                    where = target
-                    found = self._target(target, kind)
-                    if found is None:  # RFC 9309 2.3.1.2: a target nobody captured
-                        return Resolved("missing", None, f"the redirect target {target} is "
-                                        "not in the snapshots", trail)
-                    snaps = found
-                    break
-                return Resolved("ok", snap, "", trail)
+    def _steps(self, key: tuple[str, str, str], visited: tuple[tuple[str, str, str], ...]
+               ) -> tuple[Step, ...]:
+        out = []
+        for snap in self._history(key) or ():
+            state = state_of(snap)
+            if state != "redirect":
+                out.append(Step(snap, state))
+                continue
+            target = redirect_target(snap)
+            if target is None:
+                out.append(Step(snap, "missing", why=f"{snap['url']} redirects (HTTP "
+                                f"{snap['status']}) with no Location: no snapshot"))
+                continue
+            tkey = self._target_key(target, snap["kind"])
+            if tkey in visited:
+                why = f"the redirect from {snap['url']} to {target} loops: no snapshot"
+            elif len(visited) > MAX_REDIRECTS:
+                why = (f"more than {MAX_REDIRECTS} redirects (RFC 9309 2.3.1.2) from "
+                       f"{snap['url']}: no snapshot")
+            elif self._history(tkey) is None:
+                why = (f"the redirect target {target} of {snap['url']} is not in the "
+                       "snapshots: no snapshot")
             else:
-                return Resolved("unverifiable", unavailable,
-                                f"{kind} of {where} was unavailable (HTTP "
-                                f"{unavailable['status'] if unavailable else '?'}) and no earlier "
-                                "snapshot could be read: RFC 9309 2.3.1.4 disallows all", trail)
-        return Resolved("ok", None, f"more than {MAX_REDIRECTS} redirects: treated as "
-                        "unavailable (allow)", trail)
+                out.append(Step(snap, "redirect", target, self._steps(tkey, (*visited, tkey))))
+                continue
+            out.append(Step(snap, "missing", target, why=why))
+        return tuple(out)
 
-    def robots_rules(self, resolved: Resolved) -> RobotsRules | None:
-        snap = resolved.snapshot
-        if resolved.state != "ok":
+    def plan(self, origin: str, kind: str) -> tuple[Step, ...] | None:
+        """The steps of ``origin``'s ``kind`` history (None: the set has none)."""
+        key = (origin_of(origin), kind)
+        if key not in self._by_key:
             return None
-        if snap is None:
-            return RobotsRules("allow_all", reason=resolved.why)
+        plan = self._plans.get(key)
+        if plan is None:
+            root = ("origin", *key)
+            plan = self._plans[key] = self._steps(root, (root,))
+        return plan
+
+    # ---- the decision ---------------------------------------------------------------------------
+    def decide(self, url: str, kind: str, judge: Judge) -> Outcome:
+        """What the snapshots of ``url``'s origin say about it (``judge`` reads one
+        snapshot for this page). When the origin has no snapshot (none at all, or none its
+        redirects lead to), the same host name's other origins (another scheme or port)
+        are read: their opt-out or damage counts, their allow does not (``missing``)."""
+        origin = origin_of(url)
+        plan = self.plan(origin, kind)
+        if plan is not None:
+            found = self._final(_evaluate(plan, judge, []), judge)
+            if found.state != "missing":
+                return found
+        else:
+            found = Outcome("missing", None, [], f"no {kind} snapshot of {origin}")
+        outcomes = []
+        for other in sorted(self._by_name.get(hostname_of(origin), ())):
+            other_plan = self.plan(other, kind)
+            if other == origin or other_plan is None:
+                continue
+            out = self._final(_evaluate(other_plan, judge, []), judge)
+            if out.state in ("optout", "unverifiable"):
+                out.why = (f"no {kind} snapshot of {origin}; that of {other} (the same host) "
+                           + ("opts out" if out.state == "optout" else out.why))
+                for entry in out.evidence:
+                    entry.setdefault("detail", out.why)
+                outcomes.append(out)
+        # an opt-out first, then damage: whichever order the origins were read in
+        for wanted in ("optout", "unverifiable"):
+            for out in outcomes:
+                if out.state == wanted:
+                    return out
+        return found
+
+    @staticmethod
+    def _final(out: Outcome, judge: Judge) -> Outcome:
+        if out.state == "unavailable" and out.snapshot is not None:
+            evidence = judge(out.snapshot)  # RFC 9309 2.3.1.4: disallow all
+            for entry in evidence:
+                entry.setdefault("detail", out.why)
+            return Outcome("optout" if evidence else "allowed", out.snapshot, evidence,
+                           out.why, out.trail)
+        return out
+
+    def robots_rules(self, snap: dict[str, Any]) -> RobotsRules:
+        """What one robots.txt snapshot means (parsed once per fetch)."""
         return _parsed_once(self._robots, snap, rules_from_fetch)
 
-    def tdm_file(self, resolved: Resolved) -> TdmFile | None:
-        snap = resolved.snapshot
-        if resolved.state != "ok" or snap is None:
-            return None
+    def tdm_file(self, snap: dict[str, Any]) -> TdmFile:
+        """What one tdmrep.json snapshot means (parsed once per fetch)."""
         return _parsed_once(self._tdm, snap, tdm_from_fetch)
 
 
 def _parsed_once(memo: dict[str, Any], snap: dict[str, Any], parse: Callable[[int | None, bytes | None], Any]) -> Any:
-    """``parse(status, body)`` of a snapshot, once per (host, fetch time): many pages of a
+    """``parse(status, body)`` of a snapshot, once per (URL, fetch time): many pages of a
     host share one robots.txt or tdmrep.json fetch. The memo is bounded (cleared past
     100,000 entries)."""
-    key = f"{snap['host']}|{snap['fetched_at']}"
+    key = f"{snap['url'] or snap['host']}|{snap['fetched_at']}|{snap['status']}"
     parsed = memo.get(key)
     if parsed is None:
         parsed = parse(snap["status"], snap["body"])
@@ -512,7 +636,8 @@ def load_index(paths: Iterable[str]) -> tuple[SnapshotIndex, ReadCounts]:
 
 def build_store(inputs: list[str], out: str, *, overwrite: bool = False) -> dict[str, Any]:
     """``afm robots snapshots``: every snapshot of ``inputs`` that can still matter (see
-    :func:`effective`), as Parquet shards of :data:`STORE_SCHEMA` in the dataset directory
+    :func:`effective`: deciding with the store is deciding with the inputs, so no opt-out
+    is dropped), as Parquet shards of :data:`STORE_SCHEMA` in the dataset directory
     ``out`` (``manifest.json``, ``_SUCCESS``). Returns the manifest."""
 
     output = OutputDir.prepare(out, overwrite=overwrite)
@@ -550,7 +675,7 @@ def build_store(inputs: list[str], out: str, *, overwrite: bool = False) -> dict
     return manifest
 
 
-__all__ = ["KINDS", "ROBOTS", "SNAPSHOT_DIR", "STORE_SCHEMA", "TDMREP", "ReadCounts", "Resolved",
-           "SnapshotError", "SnapshotIndex", "build_store", "effective",
-           "host_of", "load_index", "make_snapshot", "read_snapshots", "snapshot_kind",
-           "source_files", "state_of"]
+__all__ = ["KINDS", "ROBOTS", "SNAPSHOT_DIR", "STORE_SCHEMA", "TDMREP", "Judge", "Outcome",
+           "ReadCounts", "SnapshotError", "SnapshotIndex", "Step", "build_store", "effective",
+           "load_index", "make_snapshot", "read_snapshots", "redirect_target",
+           "snapshot_kind", "source_files", "state_of"]

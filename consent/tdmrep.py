@@ -35,8 +35,9 @@ from afm.consent.robots import (
     RETRY_UNREACHABLE_SECONDS,
     Expiring,
     PathPattern,
-    escape_pattern,
+    match_form,
     path_of,
+    url_forms,
 )
 
 WELL_KNOWN_PATH = "/.well-known/tdmrep.json"
@@ -65,8 +66,8 @@ class TdmRule:
     index: int
     _pattern: PathPattern = field(compare=False, repr=False)
 
-    def matches(self, path: str) -> bool:
-        return self._pattern.matches(path)
+    def matches(self, forms: str | tuple[str, ...]) -> bool:
+        return self._pattern.matches(forms)
 
 
 class TdmRepError(ValueError):
@@ -95,7 +96,7 @@ def parse_tdmrep(body: bytes | str) -> list[TdmRule]:
         policy = item.get(POLICY_HEADER)
         rules.append(TdmRule(location, reservation_value(item.get(HEADER)),
                              policy if isinstance(policy, str) else None, i,
-                             PathPattern(escape_pattern(location))))
+                             PathPattern(match_form(location))))
     return rules
 
 
@@ -133,11 +134,9 @@ class TdmFile(Expiring):
         if self.kind == "reserved_all":
             return TdmVerdict(1, "tdmrep.json", detail=f"unavailable ({self.reason}): reserved "
                               "until it can be fetched (robots.txt's rule for 5xx)")
-        path = path_of(url)
-        if "%" in path:
-            path = escape_pattern(path)
+        forms = url_forms(path_of(url))  # RFC 9309 2.2.2's comparison (TDMRep 3.1)
         for rule in self.rules:
-            if rule.matches(path):
+            if rule.matches(forms):
                 if rule.reservation is None:
                     return None  # the first match decides; a protocol error means unset
                 return TdmVerdict(rule.reservation, "tdmrep.json", rule.policy,

@@ -15,8 +15,9 @@ both decide with, so the crawler and curate cannot read a signal differently.
 
 A page is opted out when any of these says so (each can be switched off):
 
-1. **directives** - the page's own ``X-Robots-Tag`` or meta robots carries ``noai``
-   (``directives``; ``noimageai`` concerns images and is not in the default list);
+1. **directives** - the page's own ``X-Robots-Tag`` or meta robots carries ``noai`` or
+   ``noimageai`` (``directives``; DeviantArt, their only definition, asks that content
+   carrying either be left out of AI training sets, so both count, on text pages too);
 2. **TDMRep** - ``tdm-reservation: 1`` after the protocol's priority: the origin's
    ``/.well-known/tdmrep.json``, superseded by the page's header, superseded by its
    HTML meta (:mod:`afm.consent.tdmrep`);
@@ -126,7 +127,7 @@ class TrainingPolicy:
     fallback_first: bool = False
     robots: bool = True
     tdmrep: bool = True
-    directives: tuple[str, ...] = ("noai",)
+    directives: tuple[str, ...] = TRAINING_DIRECTIVES
     content_signals: bool = True
     content_usage: bool = True
     training_agent: str | None = None  # the earlier single-token form: added to the set
@@ -301,7 +302,7 @@ class ConsentSettings:
     training_agent: str | None = None  # one more token (earlier configs); "" = none
     robots: bool = True  # robots.txt groups of the training tokens
     tdmrep: bool = True  # tdmrep.json, tdm-reservation header and meta
-    directives: list[str] = field(default_factory=lambda: ["noai"])  # add "noimageai"
+    directives: list[str] = field(default_factory=lambda: list(TRAINING_DIRECTIVES))
     content_signals: bool = True  # Content-Signal (robots.txt and response field)
     content_usage: bool = True  # IETF AI preferences Content-Usage (robots.txt and field)
 

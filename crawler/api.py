@@ -38,8 +38,8 @@ def crawl(
     """Crawl ``seeds`` (URLs or seed files) into ``out_dir``; return the summary dict.
 
     The summary has at least ``pages``, ``bytes``, ``robots_denied``, ``warc_files``,
-    ``index_path`` (a directory of Parquet shards, readable with
-    ``pyarrow.parquet.read_table``), ``status_counts`` and ``outcomes``. ``config`` sets
+    ``index_path`` (a directory of Parquet shards, read by
+    :func:`afm.crawler.storage.warc.read_index`), ``status_counts`` and ``outcomes``. ``config`` sets
     any other :class:`~afm.crawler.config.CrawlConfig` field; ``extra_settings`` are raw
     Scrapy settings (JSON-serialisable). ``show_output`` lets the child's config print,
     progress lines and summary through to this process's stderr.

@@ -9,13 +9,16 @@ lm-eval's reference (``code_eval``: any exception, ``SystemExit`` included, fail
 program passes only when the check returned with every assertion true, and an exit of any
 kind (``os._exit(0)``, an ``atexit`` hook) cannot pass either.
 
-Where the verdict is decided: HumanEval's tests split (``sandbox/judge.py``): only the
-program and the calls the test makes of it run in the sandbox, their values come back as
-plain data and the asserts are judged in the evaluator, so nothing the program does in its
-own process (a forged key, an ``__eq__`` that is always true, a patched ``abs``) can pass
-it. A test that does not split is judged by the harness in the program's process. The
-task reports both: ``pass_at_1`` and ``judged_outside`` (the share of this benchmark's
-verdicts decided outside the program's process).
+Where the verdict is decided (``sandbox/judge.py``): the program runs in one sandboxed
+process and the test in another, the referee's, under the real interpreter, with no code
+of the program; every call of the program is a request, its values come back as plain
+data, and the referee decides. Nothing the program does in its own process (a forged
+message, an ``__eq__`` that is always true, a patched ``abs``, a huge or hostile value)
+can pass it, and nothing it returns can move the judgement into its process. Where the
+program's own code would have to decide (its ``__eq__`` against the expected value), the
+test is *unjudgeable*: a failure, counted. The task reports ``pass_at_1``,
+``judged_outside`` (the share of verdicts the referee decided) and ``unjudgeable`` (the
+share it refused); every verdict is one or the other.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from afm.sandbox import SandboxPolicy, run_python
+from afm.sandbox import SandboxPolicy, require, run_python
 
 POLICY = SandboxPolicy(timeout_s=10.0, cpu_s=10)
 # HumanEval's own stop sequences: a new top-level statement ends the function body.
@@ -45,18 +48,19 @@ def pass_at_k_estimate(n: int, c: int, k: int) -> float:
 class Verdict:
     passed: bool
     judged_outside: bool
+    unjudgeable: bool = False
 
 
 # Verdicts computed ahead, in parallel, by the filter that sees every problem at once
 # (lm-eval then calls the metrics one problem at a time and finds them here; the last
-# metric, judged_outside, forgets them).
+# metric, unjudgeable, forgets them).
 _VERDICTS: dict[tuple[str, str], Verdict] = {}
 WORKERS = max(1, min(8, (os.cpu_count() or 2)))
 
 
 def judge(program: str, test: str, policy: SandboxPolicy = POLICY) -> Verdict:
     result = run_python(program, policy, test=test)
-    return Verdict(result.passed, result.judged == "outside")
+    return Verdict(result.passed, result.judged == "outside", result.unjudgeable)
 
 
 def check_program(program: str, test: str, policy: SandboxPolicy = POLICY) -> bool:
@@ -67,6 +71,7 @@ def check_program(program: str, test: str, policy: SandboxPolicy = POLICY) -> bo
 
 def judge_all(pairs: Sequence[tuple[str, str]], workers: int = WORKERS) -> list[Verdict]:
     """Sandbox verdicts for many (program, test) pairs, several processes at a time."""
+    require(POLICY)  # here, in the caller's thread: a Ctrl-C then stops every run at once
     with ThreadPoolExecutor(max_workers=max(1, min(workers, len(pairs) or 1))) as pool:
         return list(pool.map(lambda pt: judge(pt[0], pt[1]), pairs))
 
@@ -90,12 +95,24 @@ def pass_at_1(references: list[str], predictions: list[list[str]], **_: Any) -> 
     return pass_at_k_estimate(len(candidates), count_passing(candidates, references[0]), 1)
 
 
-def judged_outside(references: list[str], predictions: list[list[str]], **_: Any) -> float:
-    """lm-eval metric: the share of this problem's verdicts decided outside the
-    program's process (a split test), 1.0 for HumanEval's tests."""
+def _verdicts(references: list[str], predictions: list[list[str]], forget: bool) -> list[Verdict]:
     test, candidates = references[0], _candidates(predictions)
-    verdicts = [_VERDICTS.pop((prog, test), None) or judge(prog, test) for prog in candidates]
+    take = _VERDICTS.pop if forget else _VERDICTS.get
+    return [take((prog, test), None) or judge(prog, test) for prog in candidates]
+
+
+def judged_outside(references: list[str], predictions: list[list[str]], **_: Any) -> float:
+    """lm-eval metric: the share of this problem's verdicts the referee decided (outside
+    the program's process; 1.0 for HumanEval's canonical solutions)."""
+    verdicts = _verdicts(references, predictions, forget=False)
     return sum(v.judged_outside for v in verdicts) / max(1, len(verdicts))
+
+
+def unjudgeable(references: list[str], predictions: list[list[str]], **_: Any) -> float:
+    """lm-eval metric: the share of this problem's verdicts the referee refused to decide
+    (the program's own code would have had to: counted as failures)."""
+    verdicts = _verdicts(references, predictions, forget=True)
+    return sum(v.unjudgeable for v in verdicts) / max(1, len(verdicts))
 
 
 def test_program(doc: dict) -> str:
@@ -123,7 +140,8 @@ def humaneval_config() -> dict[str, Any]:
         "doc_to_text": "{{prompt}}",
         "doc_to_target": "{{test}}\ncheck({{entry_point}})",
         "metric_list": [{"metric": pass_at_1, "aggregation": "mean", "higher_is_better": True},
-                        {"metric": judged_outside, "aggregation": "mean", "higher_is_better": True}],
+                        {"metric": judged_outside, "aggregation": "mean", "higher_is_better": True},
+                        {"metric": unjudgeable, "aggregation": "mean", "higher_is_better": False}],
         "generation_kwargs": {"until": list(STOP), "max_gen_toks": 1024, "do_sample": False},
         "repeats": 1,
         "num_fewshot": 0,

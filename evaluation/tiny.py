@@ -33,5 +33,4 @@ def tiny_model(seed: int = 0, max_seq_len: int = 512, dtype: str = "float32", co
 
 def write_tiny_checkpoint(out: str | os.PathLike[str], seed: int = 0, max_seq_len: int = 512,
                           config: str = "tiny") -> Path:
-
     return save_params(tiny_model(seed, max_seq_len, config=config), out, overwrite=True)

@@ -43,6 +43,7 @@ import numpy as np
 from afm.config import from_dict, read_yaml
 from afm.console import track
 from afm.filters.ngram_index import MAX_N, MIN_N, IndexWriter, hash_tokens
+from afm.parquet import open_parquet
 
 DATA_DIR = Path(__file__).resolve().parent / "data" / "benchmarks"
 CONFIG_NAMES = ("benchmarks.yaml", "benchmarks.yml")
@@ -244,10 +245,7 @@ def iter_rows(path: Path, fmt: str = "auto", csv_header: bool = True) -> Iterato
             raise ValueError(f"{path}: JSON must be a list of rows")
         yield from data
     elif fmt == "parquet":
-        import pyarrow.parquet as pq
-
-        pf = pq.ParquetFile(path)
-        for batch in pf.iter_batches(batch_size=4096):
+        for batch in open_parquet(path).iter_batches(batch_size=4096):
             yield from batch.to_pylist()
     elif fmt == "csv":
         with _open_text(path) as fh:

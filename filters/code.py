@@ -33,6 +33,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from afm.filters.base import Decision
+from afm.parquet import open_parquet
 from afm.schema import Document, make_document
 
 # --------------------------------------------------------------------------- languages
@@ -432,10 +433,8 @@ def iter_parquet_files(
     (and optionally ``license``). Without a ``license`` column, a repository's licence is
     detected from its LICENSE/COPYING rows in the same file (a first, light pass). Rows
     that are not code files of the 14 languages are counted in ``stats``."""
-    import pyarrow.parquet as pq
-
     stats = stats if stats is not None else {}
-    pf = pq.ParquetFile(str(path))
+    pf = open_parquet(path)
     names = set(pf.schema_arrow.names)
     missing = {"path", "content", "repo"} - names
     if missing:

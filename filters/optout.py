@@ -43,20 +43,17 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from afm import fs
-from afm.consent.directives import PageSignals, page_signals
-from afm.consent.robots import rules_from_fetch
+from afm.consent.directives import PageSignals, is_html, page_signals
 from afm.consent.snapshots import (
     ROBOTS,
     SNAPSHOT_DIR,
     TDMREP,
     SnapshotIndex,
-    host_of,
     load_index,
     source_files,
-    state_of,
 )
-from afm.consent.tdmrep import tdm_from_fetch
-from afm.consent.training import ALLOWED, OPTOUT, ConsentSettings, iso
+from afm.consent.training import ALLOWED, OPTOUT, ConsentSettings, FileContext, iso
+from afm.consent.urls import hostname_of, normalize_host, origin_of
 from afm.errors import UserError
 from afm.filters.base import Decision
 from afm.headers import Headers
@@ -96,11 +93,6 @@ def read_domains(path: str) -> list[str]:
             if line.split("#", 1)[0].strip()]
 
 
-def _is_html(headers: Headers, body: bytes) -> bool:
-    ctype = (headers.get("content-type") or "").lower()
-    return "html" in ctype or (not ctype and b"<html" in body[:1024].lower())
-
-
 def stored_decision(record: dict[str, Any]) -> tuple[str | None, Any]:
     """The crawler's stored decision of a page (``AFM-Training-Use`` and its evidence,
     :mod:`afm.crawler.storage.warc`): ``(allowed | optout | None, evidence)``."""
@@ -128,15 +120,14 @@ class OptoutFilter:
         domains = list(self.cfg.domains)
         if self.cfg.domains_file:
             domains += read_domains(self.cfg.domains_file)
-        self.domains = {d.lower().strip(".") for d in domains if d.strip(".")}
+        self.domains = {normalize_host(d) for d in domains if d.strip(". ")}
         if index is None and self.cfg.snapshots:
             index, _counts = load_index(self.cfg.snapshots)
         self.index = index
 
     # ---- the signals ------------------------------------------------------------------------
-    def _domain(self, host: str) -> list[dict[str, Any]]:
-        name = (host.split("://", 1)[-1].rsplit("@", 1)[-1].split(":", 1)[0]).lower()
-        labels = name.split(".")
+    def _domain(self, url: str) -> list[dict[str, Any]]:
+        labels = hostname_of(url).split(".")
         for i in range(len(labels)):
             if ".".join(labels[i:]) in self.domains:
                 return [{"signal": "domain list", "source": "optout.domains",
@@ -150,60 +141,65 @@ class OptoutFilter:
         if isinstance(body, str):
             body = body.encode("utf-8", "replace")
         headers = Headers.of(record.get("headers"))
-        return page_signals(headers, body, _is_html(headers, body), self.policy.agents)
+        return page_signals(headers, body, is_html(headers.get("content-type"), body),
+                            self.policy.agents)
 
-    def _host_files(self, host: str) -> tuple[Any, Any, Any, Any, list[dict[str, Any]], bool]:
-        """tdmrep.json and robots.txt of ``host`` from the snapshots: ``(tdm, its context,
-        rules, their context, unverifiable evidence, no robots.txt snapshot at all)``."""
-        tdm = tdm_ctx = rules = robots_ctx = None
+    def _snapshot_evidence(self, url: str, signals: PageSignals, fetched: Any
+                           ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict | None]:
+        """What the host's snapshots say about ``url`` (:meth:`SnapshotIndex.decide`):
+        ``(opt-out evidence, unverifiable evidence, why there is no robots.txt snapshot
+        or None)``."""
+        evidence: list[dict[str, Any]] = []
         unverifiable: list[dict[str, Any]] = []
-        missing = False
-        if self.index is None:
-            return tdm, tdm_ctx, rules, robots_ctx, unverifiable, missing
-        if self.cfg.tdmrep:
-            resolved = self.index.resolve(host, TDMREP)
-            if resolved.state == "unverifiable":
-                snap = resolved.snapshot
-                if snap is not None and state_of(snap) == "unavailable":
-                    tdm, tdm_ctx = tdm_from_fetch(snap["status"], b""), resolved.context()
-                else:
-                    unverifiable.append({"signal": TDMREP, **resolved.evidence()})
-            elif resolved.state == "ok":
-                tdm, tdm_ctx = self.index.tdm_file(resolved), resolved.context()
+        missing = None
+        index, policy = self.index, self.policy
+        if index is None:
+            return evidence, unverifiable, missing
+        # TDMRep: the page's header or meta supersedes the file, which then cannot matter
+        if self.cfg.tdmrep and signals.tdm_header is None and signals.tdm_meta is None:
+            def judge_tdm(snap: dict[str, Any]) -> list[dict[str, Any]]:
+                return policy.tdm_evidence(url, index.tdm_file(snap), _context(snap), signals,
+                                           fetched)
+
+            out = index.decide(url, TDMREP, judge_tdm)
+            if out.state == "optout":
+                evidence += _with_trail(out)
+            elif out.state == "unverifiable":
+                unverifiable.append({"signal": TDMREP, **out.details()})
+            # missing: no tdmrep.json (most sites publish none)
         if self.cfg.robots or self.cfg.content_signals or self.cfg.content_usage:
-            resolved = self.index.resolve(host, ROBOTS)
-            if resolved.state == "missing":
-                missing = True
-            elif resolved.state == "unverifiable":
-                snap = resolved.snapshot
-                if snap is not None and state_of(snap) == "unavailable":
-                    rules = rules_from_fetch(snap["status"], b"")  # RFC 9309: disallow all
-                    robots_ctx = resolved.context()
-                else:
-                    unverifiable.append({"signal": ROBOTS, **resolved.evidence()})
-            else:
-                rules, robots_ctx = self.index.robots_rules(resolved), resolved.context()
-        return tdm, tdm_ctx, rules, robots_ctx, unverifiable, missing
+            def judge_robots(snap: dict[str, Any]) -> list[dict[str, Any]]:
+                rules, ctx = index.robots_rules(snap), _context(snap)
+                return (policy.robots_evidence(url, rules, ctx)
+                        + policy.robots_usage_evidence(url, rules, ctx))
+
+            out = index.decide(url, ROBOTS, judge_robots)
+            if out.state == "optout":
+                evidence += _with_trail(out)
+            elif out.state == "unverifiable":
+                unverifiable.append({"signal": ROBOTS, **out.details()})
+            elif out.state == "missing":
+                missing = out.details()
+        return evidence, unverifiable, missing
 
     def __call__(self, record: dict[str, Any]) -> Decision:
         url = record.get("url")
         if not isinstance(url, str) or "://" not in url:
             return Decision(True)  # a document without a URL: nothing to check it by
-        host = host_of(url)
+        host = origin_of(url)
         fetched_at = record.get("fetched_at")
         fetched = fetched_at if isinstance(fetched_at, dt.datetime) else None
         policy = self.policy
         signals = self._signals(record)
-        evidence = self._domain(host) + policy.directive_evidence(signals, fetched)
-        tdm, tdm_ctx, rules, robots_ctx, unverifiable, missing = self._host_files(host)
-        if missing and self.cfg.missing == "reject" and not evidence:
+        evidence = self._domain(url) + policy.directive_evidence(signals, fetched)
+        found, unverifiable, missing = self._snapshot_evidence(url, signals, fetched)
+        if missing is not None and self.cfg.missing == "reject" and not evidence and not found:
             return Decision.drop(NO_SNAPSHOT, url=url, host=host, evidence=[
-                {"signal": ROBOTS, "detail": "no robots.txt snapshot of this host"}])
-        if tdm is not None or signals.tdm_header is not None or signals.tdm_meta is not None:
-            evidence += policy.tdm_evidence(url, tdm, tdm_ctx, signals, fetched)
-        if rules is not None:
-            evidence += policy.robots_evidence(url, rules, robots_ctx)
-            evidence += policy.robots_usage_evidence(url, rules, robots_ctx)
+                {"signal": ROBOTS, "detail": "no robots.txt snapshot of this host", **missing}])
+        # TDMRep from the page alone (with no file, or the file superseded)
+        if signals.tdm_header is not None or signals.tdm_meta is not None:
+            evidence += policy.tdm_evidence(url, None, None, signals, fetched)
+        evidence += found
         evidence += policy.header_usage_evidence(signals, fetched)
         details: dict[str, Any] = {}
         stored, stored_evidence = stored_decision(record) if self.cfg.crawler_decision else (None, None)
@@ -223,6 +219,18 @@ class OptoutFilter:
             return Decision.drop(UNVERIFIABLE, url=url, host=host, evidence=unverifiable,
                                  **details)
         return Decision(True)
+
+
+def _context(snap: dict[str, Any]) -> FileContext:
+    return FileContext(snap["url"], snap["fetched_at"], snap["status"])
+
+
+def _with_trail(out: Any) -> list[dict[str, Any]]:
+    """An outcome's evidence, each entry naming the redirects followed to it."""
+    if out.trail:
+        for entry in out.evidence:
+            entry.setdefault("redirects", list(out.trail))
+    return out.evidence
 
 
 # ---- the curate stage's hooks (afm.pipelines.curate.stages) ----------------------------------

@@ -65,7 +65,7 @@ BUILTIN = "builtin"  # the model shipped in the package, found in each worker's 
 def resolve_model_path(model_path: str) -> str:
     """Where a worker finds ``model_path``: ``builtin`` is the shipped model inside this
     process's installation of afm (never the launcher's checkout, which a cluster worker
-    does not have); local paths and URLs (``gs://``, read through Beam's FileSystems and
+    does not have); local paths and URLs (``gs://``, read through :mod:`afm.fs` and
     copied to the worker's disk) are taken as they are."""
     return str(DEFAULT_MODEL) if model_path == BUILTIN else model_path
 
@@ -100,8 +100,6 @@ class QualityModelConfig:
     dtype: str = "auto"
 
     def __post_init__(self) -> None:
-
-
         if self.kind not in KINDS:
             raise ConfigError(f"quality_model.kind must be one of {KINDS}, got {self.kind!r}")
         if self.top_fraction is not None and not 0 < self.top_fraction <= 1:

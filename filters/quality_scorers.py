@@ -139,7 +139,6 @@ class HFQualityScorer:
 
     def __init__(self, path: str, *, label_pos: str | None = None, batch_size: int = 32,
                  max_length: int = 512, device: str = "auto", dtype: str = "auto") -> None:
-
         self.path = fs.localize(path) if fs.is_remote(path) else path
         self.mode, self.index = hf_head(read_hf_config(self.path), label_pos)
         self.label_pos = label_pos

@@ -28,6 +28,7 @@ from afm.model.config import ModelConfig
 from afm.model.fp8 import fp8_tensordot
 from afm.model.lora import LoRA
 from afm.model.partitioning import constrain
+from afm.model.precision import to_compute
 
 Array = jax.Array
 
@@ -58,8 +59,8 @@ def project(x: Array, weight: Any, n_in: int = 1, *, fp8: bool = False) -> Array
     if isinstance(weight, LoRA):
         return weight(x)
     if fp8:
-        return fp8_tensordot(x, weight[...].astype(x.dtype), n_in)
-    return jnp.tensordot(x, weight[...].astype(x.dtype), axes=n_in)
+        return fp8_tensordot(x, to_compute(weight[...], x.dtype), n_in)
+    return jnp.tensordot(x, to_compute(weight[...], x.dtype), axes=n_in)
 
 
 def rms_norm(x: Array, scale: Array, eps: float) -> Array:

@@ -34,6 +34,7 @@ import numpy as np
 from flax import nnx
 
 from afm.model.palettize import PROJECTIONS
+from afm.model.precision import to_compute
 
 Array = jax.Array
 
@@ -180,9 +181,9 @@ class LoRA(nnx.Module):
 
     def __call__(self, x: Array) -> Array:
         dt = x.dtype
-        y = jnp.tensordot(x, self.base[...].astype(dt), axes=self.n_in)
-        low = jnp.tensordot(x, self.lora_a[...].astype(dt), axes=self.n_in)
-        return y + jnp.tensordot(low, self.lora_b[...].astype(dt), axes=1) * self.scale[...].astype(dt)
+        y = jnp.tensordot(x, to_compute(self.base[...], dt), axes=self.n_in)
+        low = jnp.tensordot(x, to_compute(self.lora_a[...], dt), axes=self.n_in)
+        return y + jnp.tensordot(low, to_compute(self.lora_b[...], dt), axes=1) * self.scale[...].astype(dt)
 
 
 @dataclass

@@ -1,10 +1,16 @@
-"""Batched, jit-compiled sampling with a KV cache: greedy, temperature and top-p.
+"""Batched, jit-compiled sampling with a KV cache: greedy, temperature, top-k and top-p.
 
 Prompts of different lengths are LEFT-padded (pad slots get segment id 0, so real tokens
 never attend to them) to a length bucket (a multiple of 16, so a few shapes cover many
 batches and compiles are reused). One prefill call fills the cache, then a
 ``lax.while_loop`` decodes one token per step for the whole batch and stops early once
 every row has produced a stop token.
+
+A draw at temperature ``T`` with ``top_k`` and ``top_p`` is from ``softmax(logits / T)``
+restricted to the ``top_k`` most likely tokens (ties at the k-th logit kept), then to the
+top-p nucleus of what is left, renormalised: the order Hugging Face and vLLM apply them
+in. ``afm.model.scoring.token_logprobs(..., top_k=)`` scores the same distribution, so
+online RL that samples with top-k stays on-policy.
 """
 
 from __future__ import annotations
@@ -33,7 +39,8 @@ class SampleOutput:
     ``max_new_tokens``) and the stop token itself (``None`` for a row cut at the limit).
 
     ``logprobs`` are under the distribution each token was *drawn from*: the logits divided
-    by the temperature, then restricted to the top-p nucleus and renormalised; the
+    by the temperature, then restricted to the top-k tokens and the top-p nucleus and
+    renormalised; the
     behaviour policy an importance ratio or a KL estimate needs. Greedy decoding (T = 0)
     draws from no distribution; its ``logprobs`` are the model's at T = 1.
     ``model_logprobs`` are always the model's own (T = 1, no top-p), e.g. for a
@@ -64,22 +71,32 @@ def top_p_filter(logits: Array, top_p: Array) -> Array:
     return jnp.where(keep, logits, -jnp.inf)
 
 
-def sampling_logits(logits: Array, *, temperature: Array, top_p: Array) -> Array:
-    """The logits of the distribution a sampler at ``temperature`` and ``top_p`` draws
-    from (float32 [B, V]): ``logits / T``, everything outside the nucleus at -inf. Its
-    log-softmax is the log-probability of a drawn token."""
-    return top_p_filter(logits / temperature, top_p)
+def top_k_filter(logits: Array, top_k: int) -> Array:
+    """Logits with everything below the ``top_k``-th largest set to -inf (a token tied
+    with the k-th is kept); ``top_k`` 0 (or the whole vocabulary) keeps every token."""
+    if top_k <= 0 or top_k >= logits.shape[-1]:
+        return logits
+    kth = jax.lax.top_k(logits, top_k)[0][..., -1:]
+    return jnp.where(logits >= kth, logits, -jnp.inf)
+
+
+def sampling_logits(logits: Array, *, temperature: Array, top_p: Array, top_k: int = 0) -> Array:
+    """The logits of the distribution a sampler at ``temperature``, ``top_k`` and
+    ``top_p`` draws from (float32 [B, V]): ``logits / T``, everything outside the top-k
+    tokens and then the nucleus at -inf. Its log-softmax is the log-probability of a
+    drawn token."""
+    return top_p_filter(top_k_filter(logits / temperature, top_k), top_p)
 
 
 def choose(
-    logits: Array, key: Array, *, greedy: bool, temperature: Array, top_p: Array
+    logits: Array, key: Array, *, greedy: bool, temperature: Array, top_p: Array, top_k: int = 0
 ) -> Array:
     """Next token per row from float32 logits [B, V]."""
-    return choose_with_logprob(logits, key, greedy=greedy, temperature=temperature, top_p=top_p)[0]
+    return choose_with_logprob(logits, key, greedy=greedy, temperature=temperature, top_p=top_p, top_k=top_k)[0]
 
 
 def choose_with_logprob(
-    logits: Array, key: Array, *, greedy: bool, temperature: Array, top_p: Array
+    logits: Array, key: Array, *, greedy: bool, temperature: Array, top_p: Array, top_k: int = 0
 ) -> tuple[Array, Array, Array]:
     """Next token per row, its log-probability under the distribution it was drawn from
     (see :class:`SampleOutput`) and under the model (T = 1, no top-p)."""
@@ -88,13 +105,13 @@ def choose_with_logprob(
         tok = jnp.argmax(logits, axis=-1).astype(jnp.int32)
         lp = jnp.take_along_axis(model_lp, tok[:, None], axis=-1)[:, 0]
         return tok, lp, lp
-    scaled = sampling_logits(logits, temperature=temperature, top_p=top_p)
+    scaled = sampling_logits(logits, temperature=temperature, top_p=top_p, top_k=top_k)
     tok = jax.random.categorical(key, scaled, axis=-1).astype(jnp.int32)
     drawn_lp = jnp.take_along_axis(jax.nn.log_softmax(scaled, axis=-1), tok[:, None], axis=-1)[:, 0]
     return tok, drawn_lp, jnp.take_along_axis(model_lp, tok[:, None], axis=-1)[:, 0]
 
 
-@partial(jax.jit, static_argnames=("graphdef", "max_new_tokens", "greedy"))
+@partial(jax.jit, static_argnames=("graphdef", "max_new_tokens", "greedy", "top_k"))
 def _sample_jit(
     graphdef: Any,
     state: Any,
@@ -107,6 +124,7 @@ def _sample_jit(
     *,
     max_new_tokens: int,
     greedy: bool,
+    top_k: int = 0,
 ) -> tuple[Array, Array, Array, Array]:
     model = nnx.merge(graphdef, state)
     b, p = tokens.shape
@@ -128,7 +146,8 @@ def _sample_jit(
     def body(carry: tuple) -> tuple:
         step, last, cache, next_pos, key, out, out_lp, out_model_lp, done = carry
         key, sub = jax.random.split(key)
-        tok, lp, model_lp = choose_with_logprob(last, sub, greedy=greedy, temperature=temperature, top_p=top_p)
+        tok, lp, model_lp = choose_with_logprob(last, sub, greedy=greedy, temperature=temperature, top_p=top_p,
+                                                top_k=top_k)
         tok = jnp.where(done, 0, tok)
         out = out.at[:, step].set(tok)
         out_lp = out_lp.at[:, step].set(jnp.where(done, 0.0, lp))
@@ -148,7 +167,7 @@ def _sample_jit(
 
 
 def sample_program(model: Transformer, rows: int, prompt_len: int, *, max_new_tokens: int,
-                   greedy: bool = False) -> Any:
+                   greedy: bool = False, top_k: int = 0) -> Any:
     """The sampler's compiled-to-be program for ``rows`` prompts of ``prompt_len`` tokens
     (rounded to the length bucket), lowered on abstract inputs: ``model`` may be abstract
     (``nnx.eval_shape``). For memory plans: nothing runs, nothing is allocated."""
@@ -158,7 +177,7 @@ def sample_program(model: Transformer, rows: int, prompt_len: int, *, max_new_to
     f32 = jax.ShapeDtypeStruct((), jnp.float32)
     return _sample_jit.lower(graphdef, state, ints, ints, jax.ShapeDtypeStruct((2,), jnp.int32),
                              jax.eval_shape(lambda: jax.random.key(0)), f32, f32,
-                             max_new_tokens=max_new_tokens, greedy=greedy)
+                             max_new_tokens=max_new_tokens, greedy=greedy, top_k=top_k)
 
 
 @partial(jax.jit, static_argnames=("graphdef", "k"))
@@ -213,12 +232,16 @@ def sample(
     stop_tokens: Sequence[int] = (),
     seed: int = 0,
     pad_id: int = 0,
+    top_k: int = 0,
 ) -> SampleOutput:
-    """Continue every prompt; ``temperature == 0`` is greedy (top_p is then ignored)."""
+    """Continue every prompt; ``temperature == 0`` is greedy (top_k and top_p are then
+    ignored); ``top_k`` 0 keeps every token."""
     if max_new_tokens <= 0:
         raise ValueError("max_new_tokens must be positive")
     if not (temperature >= 0 and math.isfinite(temperature)) or not 0 < top_p <= 1:  # nan fails both
         raise ValueError(f"need a finite temperature >= 0 and 0 < top_p <= 1, got {temperature} and {top_p}")
+    if isinstance(top_k, bool) or not isinstance(top_k, (int, np.integer)) or top_k < 0:
+        raise ValueError(f"top_k must be an integer >= 0 (0: off), got {top_k!r}")
     vocab = model.cfg.vocab_size
     for p in prompt_tokens:
         bad = [t for t in p if not 0 <= t < vocab]
@@ -244,6 +267,7 @@ def sample(
         jnp.asarray(top_p, jnp.float32),
         max_new_tokens=max_new_tokens,
         greedy=temperature == 0.0,
+        top_k=0 if temperature == 0.0 else int(top_k),
     )
     out_np, lp_np, model_lp_np = np.asarray(out), np.asarray(out_lp), np.asarray(out_model_lp)
     stop_set = set(stop_tokens)
@@ -269,6 +293,7 @@ def generate(
     stop_tokens: Sequence[int] = (),
     seed: int = 0,
     pad_id: int = 0,
+    top_k: int = 0,
 ) -> list[list[int]]:
     """New tokens for every prompt (through the first stop token, included)."""
     return sample(
@@ -280,4 +305,5 @@ def generate(
         stop_tokens=stop_tokens,
         seed=seed,
         pad_id=pad_id,
+        top_k=top_k,
     ).tokens

@@ -18,7 +18,12 @@ parallelism the tokens are first split into the mesh's sequence shards, then chu
 inside each, so no chunk boundary crosses devices.
 
 A ``temperature`` scores the tempered distribution ``softmax(logits / T)``: the one a
-sampler at ``T`` draws from, which online RL must score to stay on-policy.
+sampler at ``T`` draws from, which online RL must score to stay on-policy. A ``top_k``
+scores the sampler's top-k distribution (``afm.model.sampling.top_k_filter``): the
+tempered logits renormalised over the tokens at or above the k-th largest. A target
+outside them (it can fall out once the policy moves) is scored over those tokens and
+itself, a finite value whose gradient still pulls it, never -inf; for a token the
+sampler drew (inside, by construction) it is exactly the sampler's log-probability.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from flax import nnx
 
 from afm.model import partitioning
 from afm.model.partitioning import constrain
+from afm.model.precision import to_compute
 
 Array = jax.Array
 
@@ -76,7 +82,7 @@ def _chunked_readout(hidden: Array, table: Array, xs: tuple[Array, ...], fn, *, 
     per_shard = t // shards
     n, size = chunk_layout(per_shard, chunk)
     pad = n * size - per_shard
-    table = table.astype(hidden.dtype)
+    table = to_compute(table, hidden.dtype)
 
     def split(x: Array) -> Array:  # [B, T, ...] -> [n, B, shards, size, ...]
         x = x.reshape(b, shards, per_shard, *x.shape[2:])
@@ -104,7 +110,7 @@ def _chunked_readout(hidden: Array, table: Array, xs: tuple[Array, ...], fn, *, 
 
 def token_logprobs(
     hidden: Array, table: Array, targets: Array, *, logit_scale: float, chunk: int = 1024,
-    temperature: float = 1.0, entropy: bool = False,
+    temperature: float = 1.0, entropy: bool = False, top_k: int = 0,
 ) -> TokenScores:
     """Scores of ``targets`` under ``softmax((hidden @ table.T) * logit_scale / temperature)``.
 
@@ -118,18 +124,29 @@ def token_logprobs(
     many = targets.ndim == 3
     y = targets if many else targets[..., None]
 
+    vocab = table.shape[0]
+    restrict = 0 < top_k < vocab
+
     def fn(logits: Array, y_c: Array) -> tuple[Array, ...]:
-        logz = jax.nn.logsumexp(logits, axis=-1)
         target = jnp.take_along_axis(logits, y_c, axis=-1)
+        if restrict:  # the sampler's top-k support (ties at the k-th kept), and the target
+            kth = jax.lax.top_k(logits, top_k)[0][..., -1:]
+            logz = jax.nn.logsumexp(jnp.where(logits >= kth, logits, -jnp.inf), axis=-1)
+            outside = jnp.where(target < kth, target, -jnp.inf)
+            logz_t = jnp.logaddexp(logz[..., None], outside)
+        else:
+            logz = jax.nn.logsumexp(logits, axis=-1)
+            logz_t = logz[..., None]
         # "the target is the greedy token" as "its logit is the maximum": one max reduce
         # (shared with the logsumexp) instead of an argmax, whose variadic (value, index)
         # reduce XLA:CPU runs as a scalar loop, 5x the rest of this function on CPU. The
         # two differ only when another token's logit equals the target's exactly.
         correct = target >= jnp.max(logits, axis=-1, keepdims=True)
-        out = (target - logz[..., None], correct, logz)
-        if entropy:  # H = logz - E_p[logit]
-            p = jnp.exp(logits - logz[..., None])
-            out += (logz - jnp.sum(p * logits, axis=-1),)
+        out = (target - logz_t, correct, logz)
+        if entropy:  # H = logz - E_p[logit], over the scored distribution's support
+            support = jnp.where(logits >= kth, logits, -jnp.inf) if restrict else logits
+            p = jnp.exp(support - logz[..., None])
+            out += (logz - jnp.sum(p * jnp.where(p > 0, logits, 0.0), axis=-1),)
         return out
 
     outs = _chunked_readout(hidden, table, (y,), fn, logit_scale=logit_scale / temperature, chunk=chunk)
@@ -154,7 +171,7 @@ def score(
     model: Any, inputs: Array, targets: Array, *, positions: Array | None = None,
     segment_ids: Array | None = None, cache: Any = None, dropout_rng: Array | None = None,
     temperature: float = 1.0, chunk: int = 1024, entropy: bool = False, mask: Array | None = None,
-    at: Array | None = None,
+    at: Array | None = None, top_k: int = 0,
 ) -> tuple[TokenScores, Any]:
     """The model's scores of ``targets`` given ``inputs`` (teacher-forced, one forward):
     :func:`token_logprobs` on the model's features, and the updated KV cache when one is
@@ -168,7 +185,7 @@ def score(
     if at is not None:
         hidden = jnp.take_along_axis(hidden, at[..., None].astype(jnp.int32), axis=1)
     scores = token_logprobs(hidden, model.embed[...], targets, logit_scale=model.cfg.logit_scale,
-                            chunk=chunk, temperature=temperature, entropy=entropy)
+                            chunk=chunk, temperature=temperature, entropy=entropy, top_k=top_k)
     return scores, new_cache
 
 

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from afm import fs
 from afm.errors import UserError
 from afm.io import expand_inputs, read_records
 from afm.model.chat import ChatFormatError, encode_chat
@@ -251,14 +252,20 @@ def train_tokenizer(
 
 
 class Tokenizer:
-    """A trained tokenizer: ``encode``/``decode`` plus the special ids."""
+    """A trained tokenizer: ``encode``/``decode`` plus the special ids.
+
+    The one place SentencePiece is loaded: every user of a tokenizer (training, eval, the
+    tokenize pipeline's workers, sft prepare) builds this class. The model file is read
+    through :mod:`afm.fs`, so it may be local or a URL (``gs://``, ...). Importing this
+    module needs neither JAX nor SentencePiece (a curate host tokenizes without JAX)."""
 
     def __init__(self, model_path: str | os.PathLike[str]):
         import sentencepiece as spm
 
-        self.path = Path(model_path)
+        text = os.fspath(model_path)
+        self.path: Path | str = text if fs.is_remote(text) else Path(fs.local(text))
         try:
-            self.sp = spm.SentencePieceProcessor(model_file=str(self.path))
+            self.sp = spm.SentencePieceProcessor(model_proto=fs.read_bytes(text))
         except (RuntimeError, OSError) as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise TokenizerError(f"{self.path}: not a SentencePiece tokenizer model ({first}); give the "
@@ -270,9 +277,11 @@ class Tokenizer:
 
     @classmethod
     def load(cls, directory: str | os.PathLike[str]) -> Tokenizer:
-        d = Path(directory)
-        path = d / MODEL_FILE if d.is_dir() else d
-        if not path.is_file():
+        """The tokenizer in ``directory`` (its ``tokenizer.model``), or the model file
+        itself; local or a URL."""
+        d = os.fspath(directory)
+        path = fs.join(d, MODEL_FILE) if fs.isdir(d) else d
+        if not fs.isfile(path):
             raise TokenizerNotFound(f"no tokenizer model at {path}")
         return cls(path)
 

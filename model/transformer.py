@@ -31,6 +31,7 @@ from afm.model.layers import Block, RMSNorm, dropout, param, rope_tables
 from afm.model.palettize import palettize_structure
 from afm.model.params import leaf_paths
 from afm.model.partitioning import constrain
+from afm.model.precision import to_compute
 
 Array = jax.Array
 
@@ -43,7 +44,7 @@ def scan_storage(x: Array, dtype: Any) -> Array:
     frozen copy of the model (a DPO/MDLOO reference), so the copy computes exactly what
     the model computes."""
     if x.ndim >= 2 and jnp.issubdtype(x.dtype, jnp.floating):
-        return x.astype(dtype)
+        return to_compute(x, dtype)
     return x
 
 
@@ -182,7 +183,7 @@ class Transformer(nnx.Module):
             mask = attention_mask(q_slots, jnp.arange(cache.max_len, dtype=jnp.int32), q_seg, k_seg)
 
         drop = dropout_rng is not None and cfg.dropout > 0.0
-        x = jnp.take(self.embed[...], tokens, axis=0).astype(dtype)
+        x = to_compute(jnp.take(self.embed[...], tokens, axis=0), dtype)
         if drop:
             x = dropout(x, cfg.dropout, jax.random.fold_in(dropout_rng, cfg.n_layers))
         x = constrain(x, ("batch", "seq", "embed"))
@@ -257,7 +258,7 @@ class Transformer(nnx.Module):
     def readout(self, h: Array) -> Array:
         """Float32 logits from hidden states through the tied table, times the muParam
         logit scale (see ``afm.model.config``)."""
-        table = self.embed[...].astype(h.dtype)
+        table = to_compute(self.embed[...], h.dtype)
         logits = jnp.einsum("btd,vd->btv", h, table, preferred_element_type=jnp.float32)
         return logits * self.cfg.logit_scale
 

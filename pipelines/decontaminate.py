@@ -38,7 +38,7 @@ from afm.filters.benchmarks import DATA_DIR, BenchmarkSpec, build_index, specs_f
 from afm.filters.ngram_index import HASH_NAME, INDEX_VERSION, Hit, NgramIndex
 from afm.pipelines.beam.cputime import StageClock
 from afm.pipelines.beam.spill import StowFn
-from afm.schema import SOURCES, make_reject
+from afm.schema import invalid_reject, make_reject
 
 STAGE = "decontaminate"
 REASON = "benchmark_overlap"
@@ -169,26 +169,11 @@ def resolve_index(cfg: DecontamConfig) -> str:
 # ------------------------------------------------------------------ pass 1: scanning
 
 
+NO_TEXT = "record has no text string to scan"  # an invalid_reject's message: rejected, never passed
+
+
 def _valid_text(doc: Any) -> bool:
     return isinstance(doc, dict) and isinstance(doc.get("text"), str)
-
-
-def invalid_reject(doc: Any) -> dict[str, Any]:
-    """A record that cannot be scanned (no text) is rejected, never silently passed; the
-    reject gets the schema's required fields (empty text, a stable id) so it can be written."""
-
-    record = dict(doc) if isinstance(doc, dict) else {}
-    original = json.dumps(doc, default=str, sort_keys=True)[:2000]
-    if not isinstance(record.get("text"), str):
-        record["text"] = ""
-    if record.get("source") not in SOURCES:
-        record["source"] = "web"
-    if not record.get("id"):
-        record["id"] = hashlib.sha1(original.encode()).hexdigest()[:20]
-    return make_reject(
-        record, STAGE, "invalid_document", message="record has no text string to scan",
-        record=original,
-    )
 
 
 def iter_batches(docs: Iterable[Any], cfg: DecontamConfig) -> Iterator[list[Any]]:
@@ -384,7 +369,7 @@ def decontaminate_records(
     invalid = 0
     for doc, doc_hits in zip(docs, hits, strict=True):
         if doc_hits is None:
-            rejects.append(invalid_reject(doc))
+            rejects.append(invalid_reject(doc, STAGE, NO_TEXT))
             invalid += 1
             continue
         reject = decide(doc, doc_hits, counts, cfg.threshold) if doc_hits else None
@@ -441,7 +426,7 @@ class _ScanFn(beam.DoFn):
         hits = self.clock.call(lambda: list(scan_batch(self.index, batch)))
         for doc, doc_hits in zip(batch, hits, strict=True):
             if doc_hits is None:
-                yield beam.pvalue.TaggedOutput("invalid", invalid_reject(doc))
+                yield beam.pvalue.TaggedOutput("invalid", invalid_reject(doc, STAGE, NO_TEXT))
             elif doc_hits:
                 yield beam.pvalue.TaggedOutput("hits", (doc_ref(doc), (doc, doc_hits)))
             else:

@@ -1,8 +1,9 @@
 """The tokenize pipeline: document shards -> Parquet token shards, one document per row.
 
     files --Reshuffle--> read (the shared reader: afm.readers + afm.pipelines.beam.coerce)
-        --> one document per id (pipelines/beam/ids.py) --tokenize (SentencePiece, once per
-        worker)--> key by hash(id) % N --GroupByKey--> sort by id
+        --> one document per id (pipelines/beam/ids.py) --tokenize (the project's one
+        tokenizer, afm.model.tokenizer, loaded once per worker)--> key by hash(id) % N
+        (the shard rule of every pipeline, afm.pipelines.beam.io.shard_of) --GroupByKey--> sort by id
         --> tokens-NNNNN-of-MMMMM.parquet + skipped.jsonl + manifest.json + _SUCCESS
 
 Token shard schema (what ``afm.training.data.shards`` reads): ``id`` string, ``source`` string,
@@ -27,7 +28,6 @@ and the run checks documents in = tokenized + skipped.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
@@ -39,15 +39,14 @@ from typing import Any
 import apache_beam as beam
 import numpy as np
 import pyarrow as pa
-from apache_beam.io.filesystem import CompressionTypes
-from apache_beam.io.filesystems import FileSystems
 
 from afm import fs
 from afm.io import resolve_inputs, write_shard
+from afm.model.tokenizer import Tokenizer
 from afm.outputs import OutputDir, refuse_empty
 from afm.pipelines.beam.accounting import AccountingError
 from afm.pipelines.beam.ids import UniqueIds
-from afm.pipelines.beam.io import ReadInputs, read_json, write_json
+from afm.pipelines.beam.io import ReadInputs, read_json, shard_of, write_json
 from afm.pipelines.beam.logs import beam_logs, log_file, worker_logs
 from afm.pipelines.beam.progress import ProgressDisplay, make_tick
 from afm.pipelines.beam.runners import (
@@ -78,11 +77,6 @@ def _join(base: str, name: str) -> str:
     return fs.join(base, name)
 
 
-def shard_of(doc_id: str, num_shards: int) -> int:
-    digest = hashlib.sha1(doc_id.encode("utf-8", "surrogatepass")).digest()
-    return int.from_bytes(digest[:8], "big") % num_shards
-
-
 def shard_name(index: int, num_shards: int) -> str:
     return f"tokens-{index:05d}-of-{num_shards:05d}.parquet"
 
@@ -99,13 +93,10 @@ class TokenizeFn(beam.DoFn):
 
     def __init__(self, tokenizer_model: str):
         self.tokenizer_model = tokenizer_model
-        self.sp: Any = None
+        self.tokenizer: Tokenizer | None = None
 
     def setup(self) -> None:
-        import sentencepiece as spm
-
-        with FileSystems.open(self.tokenizer_model, compression_type=CompressionTypes.UNCOMPRESSED) as fh:
-            self.sp = spm.SentencePieceProcessor(model_proto=fh.read())
+        self.tokenizer = Tokenizer(self.tokenizer_model)  # read through afm.fs: local or a URL
 
     def process(self, doc: dict[str, Any]) -> Iterator[Any]:
         text = doc.get("text")
@@ -115,7 +106,7 @@ class TokenizeFn(beam.DoFn):
         elif not text:
             reason = "empty_text"
         else:
-            tokens = self.sp.encode(text, out_type=int)
+            tokens = self.tokenizer.encode(text)  # no BOS/EOS: the loader adds the EOS
             if not tokens:
                 reason = "no_tokens"
         if reason is not None:
@@ -262,7 +253,7 @@ def _manifest(stats: dict[str, Any], tokenizer: str, inputs: list[str],
 
 def _tokenizer_model(tokenizer: str) -> str:
     """The ``tokenizer.model`` file of a tokenizer directory (or the file itself), local or
-    a URL: workers read it through Beam's FileSystems."""
+    a URL: workers load it with :class:`afm.model.tokenizer.Tokenizer` (through afm.fs)."""
 
     path = fs.join(tokenizer, "tokenizer.model") if fs.isdir(tokenizer) else tokenizer
     if not fs.isfile(path):

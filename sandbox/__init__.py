@@ -1,15 +1,15 @@
-"""Run model-written Python behind a kernel boundary, with a verdict it cannot forge.
+"""Run model-written Python behind a kernel boundary, and judge its tests where it cannot reach.
 
 * ``policy``    — :class:`SandboxPolicy` (limits), :class:`RunResult`, :class:`SandboxUnavailable`.
-* ``isolation`` — which boundary this host gives (probed once) and the commands that set it up.
 * ``cgroup``    — one control group per run where the host allows, else why bounds are per process.
-* ``launcher``  — runs first inside the new namespaces: joins the cgroup, builds the private root.
-* ``reaper``    — runs first with weak isolation: joins the cgroup, reaps what the program detached.
-* ``harness``   — inside: serves a split test's calls, or runs program then test (the keeper's key).
-* ``plain``     — the plain-data format values cross the wall in, strictly decoded here.
-* ``judge``     — a split test interpreted in the evaluator; only the program's side in the sandbox.
-* ``process``   — one sandboxed process: orders in, capped output out, wall clock on the whole tree.
-* ``run``       — the front door: the boundary probed once, :func:`run_python` (split or not).
+* ``isolation`` — which boundary this host gives and the commands that set it up; the boot code.
+* ``cleanup``   — runs die with their evaluator: the janitor, the sweep, Ctrl-C.
+* ``process``   — sandboxed processes from outside: orders in, capped output out, the wall clock.
+* ``judge``     — a test: the program's process and the referee's, the referee's verdict.
+* ``run``       — the front door: the boundary probed once, :func:`run_python`.
+* inside the sandbox: ``plain`` (the wire), ``channel`` (requests and answers), ``harness``
+  (every process's start, the program's process), ``referee`` (the test and its verdict);
+  ``launcher``, ``reaper`` and ``janitor`` are scripts.
 
 Threat model and measured behaviour: ``docs/evaluation.md`` (section "The code sandbox").
 """

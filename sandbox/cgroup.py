@@ -41,6 +41,7 @@ from afm.sandbox.policy import SandboxPolicy
 
 ENV = "AFM_SANDBOX_CGROUP"
 EXTRA_TASKS = 2  # the launcher and the harness, besides the program's own processes
+RUN_PREFIX = "afm-run-"  # then the evaluator's pid: what cleanup.sweep_stale goes by
 
 
 @dataclass(frozen=True)
@@ -236,7 +237,7 @@ class RunGroup:
 
     def __init__(self, found: CgroupSupport, policy: SandboxPolicy) -> None:
         self.found = found
-        name = f"afm-run-{os.getpid()}-{next(_NAMES)}-{secrets.token_hex(3)}"
+        name = f"{RUN_PREFIX}{os.getpid()}-{next(_NAMES)}-{secrets.token_hex(3)}"
         self.dirs: list[str] = []
         self.fds: list[int] = []
         tasks = str(policy.max_processes + EXTRA_TASKS)
@@ -336,6 +337,13 @@ class RunGroup:
                         break
                     time.sleep(0.005)
         self.dirs = []
+
+
+def remove_stale(directory: str) -> None:
+    """Kill what is left in a run's cgroup whose evaluator is gone, and remove it."""
+    group = RunGroup.__new__(RunGroup)
+    group.found, group.dirs, group.fds = support(), [directory], []
+    group.close()
 
 
 def create(policy: SandboxPolicy) -> RunGroup | None:

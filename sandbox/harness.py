@@ -1,58 +1,53 @@
-"""The code that runs inside the sandbox, around the untrusted program (stdlib only).
+"""Inside the sandbox: what every sandboxed process does first, and the candidate's process.
 
-Started as ``python -I -S -B -c <this file>``. The first line on stdin is its orders
-(JSON). Two modes:
+Every sandboxed process of afm starts as ``python -I -S -B -c <isolation.BOOT>``, reads
+its orders (one JSON line on stdin, with this module and its siblings as compiled code)
+and calls the ``main`` of the module the orders name: this one for the program, the
+referee's (``referee.py``) for a test. :func:`prepare` is the part both share: resource
+limits, stdin closed after the orders, no ptrace or ``/proc/<pid>/mem`` for its children,
+and the audit hook.
 
-``serve`` (a split test, ``judge.py``): run the program, then answer requests, one JSON
-line each on stdin (call a function of the program, read a name, an attribute or an
-item, convert with a builtin), with plain data on the results descriptor. Nothing here
-is a secret: the test and its expected values never enter this process, the evaluator
-compares the values it gets back, so whatever the program writes anywhere can only be a
-(wrong or right) value.
+The candidate's process runs the program in a fresh ``__main__`` and then, for a test,
+answers the referee's requests (``channel.py``: call this function, read that attribute,
+...) until the referee is done; its values go out as plain data or handles
+(:class:`CandidateWire`). Nothing here decides a verdict and nothing here is a secret: the
+test and its expected values never enter this process, so whatever the program does in
+it (patch this module, write on any descriptor, read every frame) can only change the
+values the referee receives, which it judges as the values they are. Without a test
+(``serve`` false) it reports, on the evaluator's channel, that the program ran to its end.
 
-``run`` (a test that cannot be split, or a program alone): run the program then the test
-in one namespace, and report a pass by writing a random key to the verdict descriptor.
-The key is never in a frame or object the program can reach: a *keeper* thread, started
-before the program, holds it in its own locals (signal handlers run only in the main
-thread, so no handler is ever handed the keeper's frame, and ``sys._current_frames`` is
-refused to everyone else). When pulled, the keeper writes the key only if the main
-thread is inside :func:`finish` called straight from :func:`run`'s own frame, which
-happens only after the test returned. Pulling it from anywhere else, writing to any
-descriptor, exiting with any status, patching any global of this module, emptying any
-table (the audit hook's rules are closure constants) gives nothing. Routes to raw memory
-(``ctypes`` and the interpreter's test modules, also through ``_imp``, creating code
-objects, ``/proc/*/mem``) and to the garbage collector's lists are refused by the audit
-hook, which also keeps the optional *tripwire* (no sockets, processes or writes outside
-the working directory; the kernel namespaces of ``launcher.py`` are the boundary).
+The audit hook keeps the optional *tripwire* (no sockets, processes, ``ctypes`` or
+writes outside the working directory, early and with a clear message; the kernel
+namespaces of ``launcher.py`` are the boundary). On the weak path it is all there is, so
+it also closes the ``*at`` routes past a path check: no directory can be opened as a
+descriptor (the origin of every ``dir_fd``), calls that take one are refused, the working
+directory cannot change, ``/proc/*/mem`` cannot be opened, and ``mkfifo``/``mknod`` (which
+raise no audit event) are removed.
 
-Exit codes: 0 after a pass (or a served session), 1 after a failure, 125 when the orders
-are unusable.
+Exit codes: 0 after the program ran (or a served session), 1 when it raised, 125 when the
+orders are unusable.
 """
 
+import builtins
 import os
 import sys
+import types
 
-# Tag names of the plain-data format (sandbox/plain.py has the evaluator's side).
-INT_JSON_BITS = 63
-MAX_DEPTH = 200
-MAX_ITEMS = 1_000_000
+from afm.sandbox import channel, plain
 
-
-class LineReader:
-    """Lines from a descriptor, read in chunks (stdin carries orders, then requests)."""
-
-    def __init__(self, fd: int) -> None:
-        self.fd, self.buffer = fd, b""
-
-    def line(self):
-        while b"\n" not in self.buffer:
-            chunk = os.read(self.fd, 1 << 16)
-            if not chunk:
-                rest, self.buffer = self.buffer, b""
-                return rest or None
-            self.buffer += chunk
-        line, _, self.buffer = self.buffer.partition(b"\n")
-        return line
+TRIPWIRE_PREFIXES = (
+    "socket.", "subprocess.", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork", "os.forkpty",
+    "pty.", "os.kill", "os.killpg", "shutil.rmtree", "os.chmod", "os.chown", "os.link", "os.symlink",
+)
+PATH_EVENTS = {"os.remove": 1, "os.rename": 2, "os.rmdir": 1, "os.mkdir": 1, "os.truncate": 1, "os.utime": 1,
+               "sqlite3.connect": 1}
+DIR_FD_EVENTS = {"os.mkdir": (2,), "os.rmdir": (1,), "os.remove": (1,), "os.rename": (2, 3), "os.utime": (3,),
+                 "os.chmod": (2,), "os.chown": (3,), "os.link": (2, 3), "os.symlink": (2,)}
+RAW_MEMORY_MODULES = frozenset({"ctypes", "_ctypes", "_testcapi", "_testinternalcapi", "_testbuffer",
+                                "_testmultiphase", "_testsinglephase", "_testimportmultiple", "_testclinic",
+                                "_xxtestfuzz", "_xxsubinterpreters"})
+PROCESS_MODULES = frozenset({"_posixsubprocess", "_posixshmem", "_multiprocessing"})
+METHOD_TYPES = (types.FunctionType, types.MethodDescriptorType, types.WrapperDescriptorType)
 
 
 def set_limits(limits: list) -> None:
@@ -74,47 +69,31 @@ def make_undumpable() -> None:
         del sys.modules[name]
 
 
-def install_hook(root: str, tripwire: bool, keeper: int | None) -> None:
-    """The audit hook. Its rules live in this closure (no module global can change
-    them) and the hook function is referenced by nothing a program can reach."""
+def install_hook(root: str, tripwire: bool) -> None:
+    """The audit hook (its rules live in this closure; no module global changes them)."""
+    if not tripwire:
+        return
     import _imp
-    import _thread
     from importlib.machinery import ModuleSpec
 
-    get_ident, realpath, fsdecode, sep = _thread.get_ident, os.path.realpath, os.fsdecode, os.sep
-    raw_memory = frozenset({
-        "ctypes", "_ctypes", "_testcapi", "_testinternalcapi", "_testbuffer", "_testmultiphase",
-        "_testsinglephase", "_testimportmultiple", "_testclinic", "_xxtestfuzz", "_xxsubinterpreters",
-    })
-    processes = frozenset({"_posixsubprocess", "_posixshmem", "_multiprocessing"})
-    blocked_modules = raw_memory | processes if tripwire else raw_memory
-    refused = frozenset({
-        "sys._current_exceptions", "gc.get_objects", "gc.get_referrers", "gc.get_referents",
-        "sys.settrace", "sys.setprofile", "sys._settraceallthreads", "sys._setprofileallthreads",
-        "sys.monitoring.register_callback", "code.__new__", "sys.addaudithook",
-    })
-    tripwire_prefixes = (
-        "socket.", "subprocess.", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork",
-        "os.forkpty", "pty.", "os.kill", "os.killpg", "shutil.rmtree", "os.chmod", "os.chown",
-        "os.link", "os.symlink",
-    )
-    path_events = ("os.remove", "os.rename", "os.rmdir", "os.mkdir", "os.truncate", "os.utime")
-    writing_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
+    realpath, fsdecode, isdir, sep = os.path.realpath, os.fsdecode, os.path.isdir, os.sep
+    blocked = RAW_MEMORY_MODULES | PROCESS_MODULES
+    writing = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
     loaders = {"create_builtin": _imp.create_builtin, "create_dynamic": _imp.create_dynamic}
 
-    def inside(path) -> bool:
+    def resolved(path) -> str | None:
         try:
-            p = realpath(fsdecode(path))
-        except (TypeError, ValueError):
-            return False
-        return p == root or p.startswith(root + sep)
+            return realpath(fsdecode(path))
+        except (TypeError, ValueError, OSError):
+            return None
 
-    def raw_memory_path(path) -> bool:
-        try:
-            p = realpath(fsdecode(path))
-        except (TypeError, ValueError):
-            return True
-        return p.startswith("/proc/") and p.rstrip("/").rsplit("/", 1)[-1] in ("mem", "pagemap", "environ")
+    def inside(path) -> bool:
+        p = resolved(path)
+        return p is not None and (p == root or p.startswith(root + sep))
+
+    def raw_memory(p: str | None) -> bool:
+        return p is None or (p.startswith("/proc/") and p.rstrip("/").rsplit("/", 1)[-1] in ("mem", "pagemap",
+                                                                                            "environ"))
 
     def load(kind: str, args: tuple) -> None:
         """``_imp.create_*`` behind the guards below: a fresh spec of exact strings."""
@@ -122,47 +101,56 @@ def install_hook(root: str, tripwire: bool, keeper: int | None) -> None:
         name, origin = getattr(spec, "name", None), getattr(spec, "origin", None)
         if type(name) is not str or not (origin is None or type(origin) is str):
             raise ImportError("sandbox: a module spec needs a plain name")
-        if name.split(".")[0] in blocked_modules:
+        if name.split(".")[0] in blocked or name == "posix":
             raise ImportError(f"sandbox: module {name} is not available")
         out.append(loaders[kind](ModuleSpec(name, None, origin=origin), *rest))
 
     def hook(event: str, args: tuple) -> None:
-        if event in refused:
-            raise PermissionError(f"sandbox: {event} is not allowed")
-        if event == "sys._current_frames":
-            if get_ident() != keeper:
-                raise PermissionError("sandbox: sys._current_frames is not allowed")
-            return
         if event.startswith("afm.load."):
             load(event[9:], args)
             return
-        if event == "object.__setattr__" and args[1] == "__code__":
-            raise PermissionError("sandbox: replacing a function's code is not allowed")
-        if event.startswith("ctypes."):
+        if event.startswith("ctypes.") or event == "sys.addaudithook":
             raise PermissionError(f"sandbox: {event} is not allowed")
-        if event == "import" and str(args[0]).split(".")[0] in blocked_modules:
+        if event == "import" and str(args[0]).split(".")[0] in blocked:
             raise ImportError(f"sandbox: module {args[0]} is not available")
         if event == "open":
             path, mode, flags = args[0], args[1], args[2]
-            if isinstance(path, (str, bytes)) and raw_memory_path(path):
+            if isinstance(path, int):
+                return
+            p = resolved(path)
+            if raw_memory(p):
                 raise PermissionError(f"sandbox: {fsdecode(path)} is not available")
-            if tripwire and not isinstance(path, int):
-                writes = (mode is not None and any(c in str(mode) for c in "wax+")) or (
-                    isinstance(flags, int) and flags & writing_flags)
-                if writes and not inside(path):
-                    raise PermissionError(f"sandbox: writing outside the working directory: {path}")
-        elif tripwire and event in path_events:
-            for p in args[:2]:
+            writes = (mode is not None and any(c in str(mode) for c in "wax+")) or (
+                isinstance(flags, int) and flags & writing)
+            if not writes and isdir(p):
+                # a directory as a descriptor: the start of every dir_fd route (opened to
+                # write, a directory gives EISDIR, or with O_TMPFILE a file, as for
+                # tempfile.TemporaryFile)
+                raise PermissionError(f"sandbox: opening a directory is not allowed: {fsdecode(path)}")
+            if writes and not inside(path):
+                raise PermissionError(f"sandbox: writing outside the working directory: {fsdecode(path)}")
+            return
+        if event == "os.chdir":
+            raise PermissionError("sandbox: changing the working directory is not allowed")
+        for i in DIR_FD_EVENTS.get(event, ()):
+            if i < len(args) and isinstance(args[i], int) and args[i] != -1:
+                raise PermissionError(f"sandbox: {event} relative to a directory descriptor is not allowed")
+        if event in PATH_EVENTS:
+            for p in args[:PATH_EVENTS[event]]:
                 if isinstance(p, (str, bytes, os.PathLike)) and not inside(p):
                     raise PermissionError(f"sandbox: {event} outside the working directory: {p}")
-        elif tripwire and event.startswith(tripwire_prefixes):
+        elif event.startswith(TRIPWIRE_PREFIXES):
             raise PermissionError(f"sandbox: {event} is not allowed")
 
     sys.addaudithook(hook)
     for kind in loaders:  # the originals now live only in the hook's closure
         setattr(_imp, kind, _load_guard(kind))
-    for name in [m for m in sys.modules if m.split(".")[0] in blocked_modules]:
+    for name in [m for m in sys.modules if m.split(".")[0] in blocked]:
         del sys.modules[name]
+    for module in (os, sys.modules.get("posix")):  # no audit event: a FIFO or device anywhere
+        for name in ("mkfifo", "mknod"):
+            if module is not None and hasattr(module, name):
+                delattr(module, name)
 
 
 def _load_guard(kind: str):
@@ -176,277 +164,424 @@ def _load_guard(kind: str):
     return guard
 
 
-def keeper(key: bytes, fd: int, pulled: int, answer: int, owner, finish_code, finish_line: int, main: int,
-           frames, read, write) -> None:
-    """Holds the key (its own locals, another thread). Each pull: write the key only
-    when the main thread is inside ``finish`` called by ``owner`` (``run``'s frame) from
-    the one line of ``run`` that calls it, after the test returned."""
-    try:
-        while read(pulled, 1):
-            frame = frames().get(main)
-            while frame is not None and not (frame.f_code is finish_code and frame.f_back is owner
-                                             and owner.f_lineno == finish_line):
-                frame = frame.f_back
-            if frame is not None:
-                write(fd, key)
-                write(answer, b"k")
-                return
-    except BaseException:
-        pass
+def prepare(orders: dict) -> None:
+    """Limits, stdin, dumpability and the audit hook: before any code of the orders runs."""
+    set_limits(orders["limits"])
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)  # the orders were all stdin had to say
+    os.close(devnull)
+    make_undumpable()
+    install_hook(os.path.realpath(orders["root"]), bool(orders.get("tripwire", True)))
 
 
-def finish(pull: int, answer: int, write, read) -> None:
-    """The verdict step: ask the keeper, wait for its answer."""
-    write(pull, b"p")
-    read(answer, 1)
-
-
-def call_line(function, name: str) -> int:
-    """The last line on which ``function`` names the global ``name`` (``run`` calls
-    ``finish`` once, at its end)."""
-    import dis
-
-    line, found = 0, 0
-    for ins in dis.get_instructions(function):
-        positions = getattr(ins, "positions", None)
-        line = (positions.lineno if positions is not None and positions.lineno else ins.starts_line) or line
-        if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME") and ins.argval == name:
-            found = line
-    if not found:
-        raise ValueError(f"{function.__name__} does not call {name}")
-    return found
-
-
-def run(orders: dict, stdin: LineReader) -> None:
-    """Program then test in one namespace; the keeper's key only after both returned.
-    Everything this frame calls once the program has run is a local taken before, so no
-    global the program rebinds (a ``functools.partial`` of ``finish``, say) runs here."""
-    import _thread
-
-    write, read, exit_now, flush_all = os.write, os.read, os._exit, _flush
-    exc_info, show_exception, run_code, base_exception = sys.exc_info, sys.__excepthook__, exec, BaseException
-    flushes = [s.flush for s in (sys.stdout, sys.stderr) if s is not None]
-    pull_r, pull_w = os.pipe()
-    answer_r, answer_w = os.pipe()
-    key, verdict_fd = orders.pop("key").encode(), int(orders.pop("verdict_fd"))
-    finish_line = int(orders.pop("finish_line", 0)) or call_line(run, "finish")  # the evaluator knows it
-    keeper_id = _thread.start_new_thread(keeper, (key, verdict_fd, pull_r, answer_w, sys._getframe(),
-                                                  finish.__code__, finish_line, _thread.get_ident(),
-                                                  sys._current_frames, read, write))
-    del key
-    namespace = _main_namespace()
-    try:
-        program = compile(orders["program"], "<program>", "exec")
-        test = compile(orders["test"], "<test>", "exec") if orders.get("test") else None
-    except (SyntaxError, ValueError):
-        show_exception(*exc_info())
-        exit_now(1)
-    install_hook(os.path.realpath(orders["root"]), bool(orders.get("tripwire", True)), keeper_id)
-    orders.clear()
-    try:
-        run_code(program, namespace)
-        if test is not None:
-            run_code(test, namespace)
-    except base_exception:  # SystemExit included: an exit is not a pass
-        show_exception(*exc_info())
-        flush_all(flushes)
-        exit_now(1)
-    flush_all(flushes)
-    finish(pull_w, answer_r, write, read)
-    exit_now(0)
-
-
-def _flush(flushes: list) -> None:
-    for flush in flushes:
+def flush_output() -> None:
+    for stream in (sys.stdout, sys.stderr):
         try:
-            flush()
-        except BaseException:
+            if stream is not None:
+                stream.flush()
+        except BaseException:  # noqa: BLE001 - the program may have replaced or closed them
             pass
 
 
-def _main_namespace() -> dict:
-    """A fresh ``__main__`` module for the program (this file's globals are not it)."""
-    import builtins
-    import types
-
-    module = types.ModuleType("__main__")
+def fresh_main() -> dict:
+    """A fresh ``__main__`` module for the code to run in (this file's globals are not it)."""
+    module = type(sys)("__main__")
     module.__dict__["__builtins__"] = builtins
     sys.modules["__main__"] = module
     return module.__dict__
 
 
-# -- serve: a split test's calls, plain data out ------------------------------------------
+# -- the candidate's process ---------------------------------------------------------------
 
-PLAIN_BASES = (bool, int, float, str, bytes, bytearray, complex, list, tuple, dict, set, frozenset, range)
+class RemoteB:
+    """A handle to an object of the test (a ``key=`` function, an object of the test's
+    class): every use is a request to the referee. Its private attributes stay there."""
 
+    __slots__ = ("_ref", "__weakref__")
 
-def encode(value, refs: dict, depth: int = 0):
-    """Plain data stays data (subclasses as their base type); anything else stays here
-    and goes out as a reference."""
-    if depth > MAX_DEPTH:
-        raise ValueError("nested too deeply")
-    if value is None:
-        return None
-    base = next((b for b in PLAIN_BASES if isinstance(value, b)), None)
-    if base is bool:
-        return value
-    if base is int:
-        v = int.__index__(value)
-        return v if v.bit_length() <= INT_JSON_BITS else {"$int": hex(v)}
-    if base is float:
-        v = float.__float__(value)
-        if v != v or v in (float("inf"), float("-inf")):
-            return {"$float": "nan" if v != v else ("inf" if v > 0 else "-inf")}
-        return v
-    if base is str:
-        return str.__str__(value)
-    if base in (bytes, bytearray):
-        return {"$" + base.__name__: base.hex(value)}
-    if base is complex:
-        v = complex.__complex__(value) if type(value) is not complex else value
-        return {"$complex": [encode(v.real, refs), encode(v.imag, refs)]}
-    if base is range:
-        return {"$range": [value.start, value.stop, value.step]}
-    if base is list:
-        return [encode(v, refs, depth + 1) for v in list.__getitem__(value, slice(None))]
-    if base is tuple:
-        return {"$tuple": [encode(v, refs, depth + 1) for v in tuple.__getitem__(value, slice(None))]}
-    if base in (set, frozenset):
-        return {"$" + base.__name__: [encode(v, refs, depth + 1) for v in base.copy(value)]}
-    if base is dict:
-        return {"$dict": [[encode(k, refs, depth + 1), encode(v, refs, depth + 1)]
-                          for k, v in dict.items(value)]}
-    ref = len(refs) + 1
-    refs[ref] = value
-    return {"$ref": ref, "type": type(value).__name__[:100]}
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return CHANNEL[0].request("getattr", (self, name))
+
+    def __setattr__(self, name, value):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        CHANNEL[0].request("setattr", (self, name, value))
+
+    def __delattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        CHANNEL[0].request("delattr", (self, name))
+
+    def __call__(self, *args, **kwargs):
+        return CHANNEL[0].request("call", (self, *args), kwargs)
+
+    def __repr__(self):
+        return CHANNEL[0].request("builtin", ("repr", self))
 
 
-def decode(data, refs: dict, depth: int = 0):
-    if depth > MAX_DEPTH:
-        raise ValueError("nested too deeply")
-    if isinstance(data, list):
-        return [decode(v, refs, depth + 1) for v in data]
-    if not isinstance(data, dict):
-        return data
-    if "$ref" in data:
-        return refs[data["$ref"]]
-    (tag, body), = data.items()
-    if tag in ("$tuple", "$set", "$frozenset"):
-        items = [decode(v, refs, depth + 1) for v in body]
-        return {"$tuple": tuple, "$set": set, "$frozenset": frozenset}[tag](items)
-    if tag == "$dict":
-        return {decode(k, refs, depth + 1): decode(v, refs, depth + 1) for k, v in body}
-    if tag == "$bytes":
-        return bytes.fromhex(body)
-    if tag == "$bytearray":
-        return bytearray.fromhex(body)
-    if tag == "$int":
-        return int(body, 16)
-    if tag == "$float":
-        return float(body)
-    if tag == "$complex":
-        return complex(decode(body[0], refs), decode(body[1], refs))
-    if tag == "$range":
-        return range(*body)
-    raise ValueError(f"unknown tag {tag}")
+def _builtin(name: str):
+    def method(self, *args):
+        return CHANNEL[0].request("builtin", (name, self, *args))
+    return method
 
 
-def perform(request: dict, namespace: dict, refs: dict):
-    """One request of the judge: the value it asks for (may raise: reported as such)."""
-    import builtins
-
-    op = request["op"]
-    if op == "name":
-        name = request["name"]
-        if name in namespace:
-            return namespace[name], ()
-        return getattr(builtins, name), ()
-    if op == "attr":
-        return getattr(decode(request["of"], refs), request["name"]), ()
-    if op == "item":
-        return decode(request["of"], refs)[decode(request["key"], refs)], ()
-    if op == "call":
-        target = request["f"]
-        if isinstance(target, str):  # a name of the program (or a builtin)
-            fn = namespace[target] if target in namespace else getattr(builtins, target)
-        elif isinstance(target, dict) and "$builtin" in target:
-            fn = getattr(builtins, target["$builtin"])
-        else:
-            fn = decode(target, refs)
-        args = [decode(a, refs) for a in request["args"]]
-        kwargs = {k: decode(v, refs) for k, v in request["kwargs"].items()}
-        return fn(*args, **kwargs), args
-    raise ValueError(f"unknown request {op}")
+def _dunder(name: str):
+    def method(self, *args):
+        return CHANNEL[0].request("dunder", (self, name, *args))
+    return method
 
 
-def describe(exc: BaseException) -> dict:
-    try:
-        message = str(exc)[:500]
-    except BaseException:
-        message = ""
-    return {"raised": type(exc).__name__[:100], "message": message}
+for _name, _op in (("__len__", "len"), ("__iter__", "iter"), ("__next__", "next"), ("__str__", "str"),
+                   ("__hash__", "hash"), ("__bool__", "bool"), ("__format__", "format"), ("__dir__", "dir"),
+                   ("__reversed__", "reversed"), ("__abs__", "abs")):
+    setattr(RemoteB, _name, _builtin(_op))
+for _name in ("__getitem__", "__setitem__", "__delitem__", "__contains__", "__eq__", "__ne__", "__lt__", "__le__",
+              "__gt__", "__ge__", "__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__",
+              "__truediv__", "__rtruediv__", "__floordiv__", "__rfloordiv__", "__mod__", "__rmod__", "__pow__",
+              "__rpow__", "__neg__", "__pos__", "__invert__", "__index__", "__int__", "__float__", "__enter__",
+              "__exit__", "__and__", "__rand__", "__or__", "__ror__", "__xor__", "__rxor__"):
+    setattr(RemoteB, _name, _dunder(_name))
+
+class Tee:
+    """The program's ``sys.stdout``/``sys.stderr`` while a test runs: written as usual, and
+    a copy (up to ``cap`` characters) sent with the next message, so that a test that
+    captures what the program prints (``contextlib.redirect_stdout``) sees it."""
+
+    def __init__(self, stream, cap: int) -> None:
+        self._stream, self._copy, self._cap = stream, [], cap
+
+    def write(self, text):
+        n = self._stream.write(text)
+        if self._cap > 0 and isinstance(text, str):
+            self._copy.append(text[: self._cap])
+            self._cap -= len(text)
+        return n
+
+    def writelines(self, lines):
+        for line in lines:
+            self.write(line)
+
+    def take(self) -> str:
+        out, self._copy = "".join(self._copy), []
+        return out
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
 
 
-def serve(orders: dict, stdin: LineReader) -> None:
-    import json
+class RemoteStdin:
+    """The program's ``sys.stdin`` while a test runs: read from the test's ``sys.stdin``
+    (an ``io.StringIO`` the test set, or nothing), as in one process."""
 
-    write, exit_now, dumps, loads = os.write, os._exit, json.dumps, json.loads
-    show_exception, exc_info = sys.__excepthook__, sys.exc_info
-    flushes = [s.flush for s in (sys.stdout, sys.stderr) if s is not None]
-    results = int(orders["results_fd"])
-    namespace = _main_namespace()
-    install_hook(os.path.realpath(orders["root"]), bool(orders.get("tripwire", True)), None)
+    encoding, errors, closed, newlines = "utf-8", "strict", False, None
 
-    def send(message: dict) -> None:
-        _flush(flushes)
-        write(results, dumps(message, separators=(",", ":")).encode() + b"\n")
+    def readline(self, size=-1):
+        return CHANNEL[0].request("stdin", ("readline", size))
 
-    try:
-        exec(compile(orders["program"], "<program>", "exec"), namespace)
-    except BaseException as exc:  # noqa: BLE001 - reported, then the session ends
-        show_exception(*exc_info())
-        send({"loaded": False, **describe(exc)})
-        exit_now(1)
-    send({"loaded": True})
-    refs: dict = {}
-    while True:
-        line = stdin.line()
-        if line is None:
-            _flush(flushes)
-            exit_now(0)
-        request = loads(line)
-        reply = {"i": request["i"]}
+    def read(self, size=-1):
+        return CHANNEL[0].request("stdin", ("read", size))
+
+    def readlines(self, hint=-1):
+        return CHANNEL[0].request("stdin", ("readlines", hint))
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        line = self.readline()
+        if not line:
+            raise StopIteration
+        return line
+
+    def isatty(self):
+        return False
+
+    def readable(self):
+        return True
+
+    def close(self):
+        pass
+
+    def fileno(self):
+        raise OSError("sandbox: the test's stdin has no descriptor here")
+
+
+CHANNEL: list = [None]
+BUILTIN_OPS = {"len": len, "iter": iter, "next": next, "repr": repr, "str": str, "hash": hash, "bool": bool,
+               "format": format, "dir": dir, "reversed": reversed, "abs": abs}
+
+
+class CandidateWire(plain.Wire):
+    """The candidate's half of the wire: its objects go out as handles with their class
+    described (what the referee's shadows need), the test's come in as :class:`RemoteB`."""
+
+    side = "a"
+
+    def may_name(self, name: str) -> bool:
+        return plain.program_may_name(name)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.handles: dict = {}  # ref -> object of the program the referee holds a handle to
+        self.handle_of: dict = {}  # id(object) -> ref
+        self.described: set = set()
+        self.remote: dict = {}  # ref -> RemoteB
+        self.exception_classes: dict = {}
+        self.refs = iter(range(1, 1 << 62))
+
+    def handle(self, value) -> int:
+        ref = self.handle_of.get(id(value))
+        if ref is None:
+            ref = next(self.refs)
+            self.handles[ref] = value
+            self.handle_of[id(value)] = ref
+        return ref
+
+    def encode_other(self, value, depth: int):
+        if type(value) is RemoteB:
+            return {"back": object.__getattribute__(value, "_ref")}
+        if isinstance(value, type):
+            return self.enc_class(value, depth)
+        if isinstance(value, BaseException):
+            return self.enc_exception(value, depth)
+        cls = type(value)
+        out = {"o": self.handle(value), "c": self.enc_class(cls, depth)}
+        base = next((b for b in type.__getattribute__(cls, "__mro__") if b in plain.KINDS or b in plain.VALUE_BASES),
+                    None)
+        hash_kind = self.hash_kind(cls, base)
+        if hash_kind == "custom":
+            try:
+                out["h"] = hash(value)
+            except Exception:  # noqa: BLE001 - the referee will ask, and see the exception
+                pass
+        if base in plain.KINDS:
+            return self.enc_mirror(value, plain.KINDS[base], depth, extra=out)
+        if base is not None:
+            out["v"] = self.enc(self.base_value(value, base), depth + 1)
+        return out
+
+    @staticmethod
+    def base_value(value, base):
+        """The plain value inside an instance of a subclass (none of the subclass's code runs)."""
+        if base is int:
+            return int.__index__(value)
+        if base is float:
+            return float.__float__(value)
+        if base is complex:
+            return complex.__complex__(value)
+        if base is str:
+            return str.__str__(value)
+        if base is bytes:
+            return bytes.__bytes__(value)
+        if base is tuple:
+            return tuple.__getitem__(value, slice(None))
+        return frozenset(frozenset.__iter__(value))
+
+    @staticmethod
+    def hash_kind(cls, base) -> str:
+        for klass in type.__getattribute__(cls, "__mro__"):
+            if "__hash__" in klass.__dict__:
+                found = klass.__dict__["__hash__"]
+                if found is None:
+                    return "none"
+                if klass is object or klass is base or (base is not None and klass in base.__mro__):
+                    return "default"
+                return "custom"
+        return "default"
+
+    def enc_class(self, cls, depth: int) -> dict:
+        ref = self.handle(cls)
+        if ref in self.described:
+            return {"C": ref}
+        self.described.add(ref)
+        return {"C": ref, "d": self.describe(cls, depth)}
+
+    def enc_base(self, cls, depth: int):
+        name = plain.type_name(cls)
+        return {"ty": name} if name is not None and self.may_name(name) else self.enc_class(cls, depth + 1)
+
+    def describe(self, cls, depth: int) -> dict:
+        """What the referee needs to build a class that behaves as this one's instances
+        should behave there: name, bases, which special methods it defines, its methods."""
+        if depth > plain.MAX_DEPTH:
+            raise plain.TooLarge("classes nested too deeply")
+        get = type.__getattribute__
+        mro = get(cls, "__mro__")
+        base = next((b for b in mro if b in plain.KINDS or b in plain.VALUE_BASES), None)
+        skip = set(base.__mro__) if base is not None else {object}
+        dunders, methods = set(), set()
+        for klass in mro:
+            if klass in skip:
+                continue
+            for name, attr in list(klass.__dict__.items()):
+                if type(name) is not str or len(name) > plain.MAX_NAME:
+                    continue
+                if name.startswith("__") and name.endswith("__"):
+                    dunders.add(name)
+                elif isinstance(attr, METHOD_TYPES):  # looked up on an instance, always a method
+                    methods.add(name)
+        meta = type(cls)
+        meta_dunders = {name for klass in meta.__mro__ if klass not in (type, object)
+                        for name in list(klass.__dict__) if type(name) is str and name.startswith("__")}
+        doc = get(cls, "__doc__") if "__doc__" in cls.__dict__ else None
+        return {"name": str(get(cls, "__name__"))[:plain.MAX_NAME],
+                "qual": str(get(cls, "__qualname__"))[:plain.MAX_NAME],
+                "mod": str(get(cls, "__module__"))[:plain.MAX_NAME],
+                "bases": [self.enc_base(b, depth) for b in get(cls, "__bases__")],
+                "plain": plain.KINDS.get(base) or (base.__name__ if base is not None else None),
+                "dunders": sorted(dunders)[:300], "methods": sorted(methods)[:1000],
+                "meta": sorted(meta_dunders)[:100], "hash": self.hash_kind(cls, base),
+                "doc": doc[:2000] if isinstance(doc, str) else None}
+
+    def enc_class_of_exception(self, cls, depth: int):
+        name = plain.type_name(cls)
+        return {"ty": name} if name is not None and self.may_name(name) else self.enc_class(cls, depth + 1)
+
+    def decode_other(self, data: dict, depth: int):
+        if "back" in data and len(data) == 1:
+            found = self.handles.get(data["back"])
+            if found is None and data["back"] not in self.handles:
+                raise plain.WireError("a handle this side never gave")
+            return found
+        if "o" in data:
+            ref = data["o"]
+            proxy = self.remote.get(ref)
+            if proxy is None:
+                proxy = object.__new__(RemoteB)
+                object.__setattr__(proxy, "_ref", ref)
+                self.remote[ref] = proxy
+            return proxy
+        return super().decode_other(data, depth)
+
+    def exception_class(self, data, depth: int):
+        if type(data) is dict and "o" in data:  # an exception class of the test
+            key = (data.get("tn"), data.get("xb"))
+            cls = self.exception_classes.get(key)
+            if cls is None:
+                base = getattr(builtins, str(data.get("xb")), Exception)
+                base = base if isinstance(base, type) and issubclass(base, BaseException) else Exception
+                cls = self.exception_classes[key] = type(str(data.get("tn") or "TestError"), (base,), {})
+            return cls
+        return super().exception_class(data, depth)
+
+
+def _answer(namespace: dict):
+    """The candidate's side of each request of the referee (``referee.py`` asks)."""
+    import copy
+
+    def answer(op: str, args: list, kwargs: dict):
         try:
-            value, args = perform(request, namespace, refs)
-            reply["value"] = encode(value, refs)
-            mutable = [i for i, a in enumerate(args) if isinstance(a, (list, dict, set, bytearray))]
-            if mutable:
-                reply["after"] = [[i, encode(args[i], refs)] for i in mutable]
-        except BaseException as exc:  # noqa: BLE001 - the program's exception is the answer
-            reply = {"i": request["i"], **describe(exc)}
-        send(reply)
+            return perform(op, args, kwargs)
+        finally:
+            flush_output()
+
+    def perform(op: str, args: list, kwargs: dict):
+        if op == "call":
+            return args[0](*args[1:], **kwargs)
+        if op == "method":
+            return getattr(args[0], args[1])(*args[2:], **kwargs)
+        if op == "dunder":
+            return getattr(type(args[0]), args[1])(args[0], *args[2:])
+        if op == "getattr":
+            return getattr(args[0], args[1])
+        if op == "setattr":
+            return setattr(args[0], args[1], args[2])
+        if op == "delattr":
+            return delattr(args[0], args[1])
+        if op == "builtin":
+            if args[0] == "copy":
+                return copy.copy(args[1])
+            if args[0] == "deepcopy":
+                return copy.deepcopy(args[1])
+            return BUILTIN_OPS[args[0]](*args[1:])
+        if op == "global":
+            name = args[0]
+            if name in namespace:
+                return namespace[name]
+            raise NameError(name)
+        if op == "references":
+            return name_in_code(namespace, args[0])
+        raise ValueError(f"sandbox: unknown request {op}")
+
+    return answer
 
 
-def main() -> None:
-    stdin = LineReader(0)
+def name_in_code(namespace: dict, name: str) -> bool:
+    """Does any code of the program (its functions, its classes' methods, what they nest)
+    read or write ``name`` as a global?"""
+    import dis
+
+    globals_ops = {"LOAD_GLOBAL", "LOAD_NAME", "STORE_GLOBAL", "DELETE_GLOBAL", "STORE_NAME"}
+    seen, todo = set(), []
+    for value in list(namespace.values()):
+        todo.append(value)
+        if isinstance(value, type):
+            todo.extend(list(value.__dict__.values()))
+    while todo:
+        item = todo.pop()
+        item = getattr(item, "__func__", item)
+        code = getattr(item, "__code__", item) if not isinstance(item, type) else None
+        if not isinstance(code, types.CodeType) or id(code) in seen:
+            continue
+        seen.add(id(code))
+        if name in code.co_names and any(ins.opname in globals_ops and ins.argval == name
+                                         for ins in dis.get_instructions(code)):
+            return True
+        todo.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
+    return False
+
+
+def program_names(namespace: dict) -> list | None:
+    names = [k for k in list(namespace) if type(k) is str and not k.startswith("__")]
+    return names if len(names) <= 10_000 else None
+
+
+def main(orders: dict) -> None:
+    """The candidate's process: the program, then (for a test) the referee's requests."""
+    prepare(orders)
+    namespace = fresh_main()
+    serve = bool(orders.get("serve"))
+    to_referee = int(orders["to_referee"])
+    if serve:
+        copy_cap = int(orders["max_message_bytes"]) // 8
+        sys.stdout, sys.stderr = Tee(sys.stdout, copy_cap), Tee(sys.stderr, copy_cap)
+        sys.stdin = RemoteStdin()
     try:
-        import json
+        code = compile(orders.pop("program"), "<program>", "exec", dont_inherit=True)
+        exec(code, namespace)
+        loaded = None
+    except BaseException as exc:  # noqa: BLE001 - SystemExit included: an exit is not a pass
+        sys.__excepthook__(type(exc), exc, exc.__traceback__)
+        loaded = BaseException.with_traceback(exc, None)
+    flush_output()
+    if not serve:  # a program alone: say it ran to its end, on the evaluator's channel
+        os.write(to_referee, b'{"ready":true}\n' if loaded is None else b'{"ready":false}\n')
+        os._exit(0 if loaded is None else 1)
+    wire = CandidateWire()
 
-        orders = json.loads(stdin.line() or b"")
-        set_limits(orders["limits"])
-        mode = orders["mode"]
-        if mode not in ("run", "serve"):
-            raise ValueError(f"unknown mode {mode}")
-    except (ValueError, KeyError, TypeError, OSError) as exc:
-        os.write(2, f"sandbox: unusable orders: {exc}\n".encode())
-        os._exit(125)
-    if mode == "run":  # nothing more comes on stdin: the program gets /dev/null
-        devnull = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(devnull, 0)
-        os.close(devnull)
-    make_undumpable()
-    (run if mode == "run" else serve)(orders, stdin)
+    def fail(kind: str, detail: str) -> None:
+        flush_output()
+        os._exit(0 if kind == "closed" else 1)
 
+    cap = int(orders["max_message_bytes"])
+    out, err = sys.stdout, sys.stderr
 
-if __name__ == "__main__":
-    main()
+    def printed() -> dict:
+        found = {}
+        for key, stream in (("po", out), ("pe", err)):
+            text = stream.take() if isinstance(stream, Tee) else ""
+            if text:
+                found[key] = text
+        return found
+
+    link = channel.Channel(int(orders["from_referee"]), to_referee, wire, _answer(namespace), fail, cap,
+                           outbound=printed)
+    CHANNEL[0] = link
+    if loaded is not None:
+        link.send({"ready": False}, lambda: {"e": wire.enc_exception(loaded, 1)})
+        flush_output()
+        os._exit(1)
+    link.send({"ready": True}, lambda: {"names": program_names(namespace)})
+    link.serve()

@@ -15,13 +15,15 @@ Before anything else it joins the run's control group(s) by writing ``0`` to the
 ``cgroup.procs`` descriptors it was handed (``cgroup.py``), so every process of the run is
 inside before any program code exists.
 
-Arguments: one JSON object (``root``, ``binds``, ``tmp_bytes``, ``tmp_inodes``, ``python``,
-``harness``, ``setpriv``, ``uid``, ``env``, ``cgroup_fds``, ``pass_fds``: the run's own
-descriptors, which the launcher closes in itself after starting the harness).
+Arguments: one object (marshal, base64: ``isolation.pack``) (``root``, ``binds``, ``tmp_bytes``, ``tmp_inodes``, ``python``,
+``flags`` and ``harness``: the interpreter's flags and code, ``setpriv``, ``uid``, ``env``,
+``cgroup_fds``, ``pass_fds``: the run's own descriptors, which the launcher closes in
+itself after starting the harness).
 """
 
+import binascii
 import ctypes
-import json
+import marshal
 import os
 import sys
 
@@ -114,7 +116,7 @@ def harness_argv(cfg: dict) -> list[str]:
         drop += [f"--reuid={cfg['uid']}", f"--regid={cfg['uid']}", "--clear-groups"]
     else:  # root of our user namespace: keep uid 0 but never regain capabilities
         drop += ["--securebits=+noroot,+noroot_locked,+no_setuid_fixup,+no_setuid_fixup_locked"]
-    return [cfg["setpriv"], *drop, "--", cfg["python"], "-I", "-S", "-B", "-c", cfg["harness"]]
+    return [cfg["setpriv"], *drop, "--", cfg["python"], *cfg["flags"], "-c", cfg["harness"]]
 
 
 def join_cgroups(fds: list) -> None:
@@ -127,7 +129,7 @@ def join_cgroups(fds: list) -> None:
 
 
 def main() -> None:
-    cfg = json.loads(sys.argv[1])
+    cfg = marshal.loads(binascii.a2b_base64(sys.argv[1]))
     try:
         join_cgroups(cfg.get("cgroup_fds", []))
         build_root(cfg)

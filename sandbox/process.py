@@ -1,22 +1,20 @@
-"""One sandboxed process from the evaluator's side: start it behind the boundary, feed
-its stdin, read its output under a cap, enforce the wall clock on the whole process
-tree, and end it with nothing left behind.
+"""Sandboxed processes from the evaluator's side: start one behind the boundary, feed
+its orders, read its output under a cap, enforce the wall clock on the whole process
+tree, and end it with nothing left behind; and :func:`run_program`, a program alone.
 
-The parent never trusts what the program prints or how it exits. In ``run`` mode
-(:func:`run_in`) it passes a fresh random key in the orders and counts a pass only when
-that key comes back on a separate pipe (``harness.py`` explains why the program cannot
-produce it). In ``serve`` mode (a split test, ``judge.py``) the same pipe carries plain
-values and the evaluator judges them. Output is read as it arrives and only a bounded
-tail is kept; past ``max_output_bytes`` the run is stopped. At the deadline the process
-group is killed (behind the kernel boundary, killing it ends the PID namespace and so
-every process the program started), the run's cgroup is emptied where there is one,
-then what is left in the pipes is read. When :meth:`Sandboxed.end` returns, no process
-of the run remains.
+The evaluator never parses what a program writes beyond a capped line on a channel of
+its own (the program alone: ``{"ready": true}``; a test: the referee's verdict,
+``judge.py``). Output is read as it arrives and only a bounded tail is kept; past
+``max_output_bytes`` (all processes of a run together) the run is stopped. At the
+deadline the process groups are killed (behind the kernel boundary, killing one ends its
+PID namespace and so every process the program started), the run's cgroups are emptied
+where there are some, then what is left in the pipes is read. When :meth:`Sandboxed.end`
+returns, no process of the run remains; if the evaluator dies first, the parent-death
+signal, the janitor and the next start see to it (``cleanup.py``).
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import secrets
@@ -24,19 +22,20 @@ import selectors
 import shutil
 import signal
 import subprocess
-import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
-from afm.sandbox import cgroup, harness
-from afm.sandbox.isolation import ENV, Boundary, kernel_command, weak_command
-from afm.sandbox.policy import RunResult, SandboxPolicy
+from afm.sandbox import cgroup, cleanup
+from afm.sandbox.isolation import ENV, Boundary, kernel_command, orders_line, weak_command
+from afm.sandbox.policy import MAX_HASH_SEED, RunResult, SandboxPolicy
 
 KEEP_CHARS = 10_000  # tail of stdout/stderr kept for the caller
 SETUP_FAILED = 125
 GRACE_S = 5.0  # after a kill, how long pipes may take to close
 LEFTOVER_GRACE_S = 0.5  # after the first process ended, how long leftovers may hold the pipes
-VERDICT_CAP = 256
+READY_CAP = 256
+CANDIDATE = ("plain", "channel", "harness")
+KILLED_BY_CPU = (-signal.SIGXCPU, 128 + signal.SIGXCPU)  # RLIMIT_CPU's signal (the launcher adds 128)
 
 
 def _limits(policy: SandboxPolicy, boundary: Boundary) -> list[tuple[str, tuple[int, int]]]:
@@ -69,6 +68,10 @@ def _user_process_count() -> int:
     return n
 
 
+def hash_seed(policy: SandboxPolicy) -> int:
+    return policy.hash_seed if policy.hash_seed is not None else secrets.randbelow(MAX_HASH_SEED + 1)
+
+
 class _Tail:
     """The last ``KEEP_CHARS`` bytes of a stream, and how many bytes it had in all."""
 
@@ -87,78 +90,87 @@ class _Tail:
 
 
 class Sandboxed:
-    """One process tree behind ``boundary``: :meth:`start`, :meth:`send`, :meth:`pump`,
-    :meth:`end`. ``channel`` collects what arrives on the verdict/results pipe, up to
-    ``channel_cap`` bytes (past it the run is stopped as over its output limit)."""
+    """One process tree behind ``boundary``: :meth:`start`, then :func:`pump` (with the
+    other processes of the run), then :meth:`end`. With ``channel_cap``, a pipe of its own
+    to the evaluator whose first ``channel_cap`` bytes are kept in ``channel``."""
 
-    def __init__(self, boundary: Boundary, policy: SandboxPolicy, channel_cap: int = VERDICT_CAP) -> None:
-        self.boundary, self.policy, self.channel_cap = boundary, policy, channel_cap
+    def __init__(self, boundary: Boundary, policy: SandboxPolicy, *, channel_cap: int = 0, seed: int = 0) -> None:
+        self.boundary, self.policy, self.channel_cap, self.seed = boundary, policy, channel_cap, seed
         self.started = time.perf_counter()
         self.deadline = self.started + policy.timeout_s
         self.out, self.err, self.channel = _Tail(), _Tail(), bytearray()
         self.proc: subprocess.Popen | None = None
-        self.ended: str | None = None  # eof | timeout | output | exited, once pumping stopped for good
         self.rc: int | None = None
         self.start_error = ""
         self.memory_exceeded = False
+        self.open: dict[int, Callable[[bytes], None]] = {}
         self._pending = bytearray()
-        self._close_stdin = False
         self._channel_fd = -1
         self._workdir = ""
         self._group: cgroup.RunGroup | None = None
+        self._token = secrets.token_hex(8)
+        self._ended = False
 
     def layers(self) -> tuple[str, ...]:
         return self.boundary.layers(self.policy)
 
-    def start(self, orders: dict) -> bool:
-        """Start the run and queue ``orders`` (JSON, one line). False when it could not
-        start (``start_error`` says why)."""
-        channel_r, channel_w = os.pipe()
-        self._channel_fd = channel_r
-        self._workdir = tempfile.mkdtemp(prefix="afm-sandbox-")
-        os.chmod(self._workdir, 0o700)
+    def start(self, orders: dict, entry: str, modules: tuple[str, ...], *, pass_fds: Sequence[int] = (),
+              channel_key: str = "") -> bool:
+        """Start the process and queue its orders (one line on stdin, then stdin closes).
+        False when it could not start (``start_error`` says why)."""
+        if cleanup.STOPPING.is_set():
+            self.start_error = "the evaluator is stopping (interrupted)"
+            return False
+        janitor = cleanup.janitor()
+        self._workdir = cleanup.make_workdir()
+        channel_w = -1
         try:
             self._group = cgroup.create(self.policy)
         except OSError as exc:
-            os.close(channel_w)
             self.start_error = f"sandbox could not create the run's cgroup: {exc}"
             return False
+        if janitor is not None:
+            janitor.note(self._token, workdir=self._workdir, cgroups=list(self._group.dirs) if self._group else [])
+        if self.channel_cap:
+            self._channel_fd, channel_w = os.pipe()
+            orders = dict(orders, **{channel_key: channel_w})
+        fds = [*pass_fds, *([channel_w] if channel_w >= 0 else [])]
         cgroup_fds = self._group.procs_fds() if self._group else []
+        env = dict(ENV, PYTHONHASHSEED=str(self.seed))
         if self.boundary.kind == "kernel":
-            argv, cwd, root = kernel_command(self.policy, self._workdir, [channel_w], cgroup_fds), "/", "/tmp"
-            env = dict(ENV)
+            argv, cwd, root = kernel_command(self.policy, self._workdir, fds, cgroup_fds, env), "/", "/tmp"
         else:
             root, cwd = self._workdir, self._workdir
-            env = dict(ENV, HOME=root, TMPDIR=root)
-            argv = weak_command(self.policy, self._workdir, [channel_w], cgroup_fds, env)
-        orders = dict(orders, root=root, limits=_limits(self.policy, self.boundary),
-                      tripwire=self.policy.tripwire)
-        orders["verdict_fd" if orders["mode"] == "run" else "results_fd"] = channel_w
+            env.update(HOME=root, TMPDIR=root)
+            argv = weak_command(self.policy, self._workdir, fds, cgroup_fds, env)
+        orders = dict(orders, root=root, limits=_limits(self.policy, self.boundary), tripwire=self.policy.tripwire)
         try:
             self.proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                         stderr=subprocess.PIPE, pass_fds=(channel_w, *cgroup_fds),
+                                         stderr=subprocess.PIPE, pass_fds=(*fds, *cgroup_fds),
                                          start_new_session=True)
         except OSError as exc:
             self.start_error = f"sandbox could not start: {exc}"
             return False
         finally:
-            os.close(channel_w)
+            if channel_w >= 0:
+                os.close(channel_w)
             if self._group is not None:
                 self._group.close_fds()
+        if janitor is not None:
+            janitor.note(self._token, pgid=self.proc.pid)
         os.set_blocking(self.proc.stdin.fileno(), False)
-        self.send(json.dumps(orders).encode() + b"\n")
+        self._pending += orders_line(orders, entry, modules)
+        self.open = {self.proc.stdout.fileno(): self.out.add, self.proc.stderr.fileno(): self.err.add}
+        if self._channel_fd >= 0:
+            self.open[self._channel_fd] = self._take_channel
         return True
 
-    def send(self, data: bytes) -> None:
-        self._pending += data
+    def _take_channel(self, chunk: bytes) -> None:
+        self.channel += chunk[: max(0, self.channel_cap - len(self.channel))]
 
-    def close_stdin(self) -> None:
-        """Close stdin once everything queued has been written."""
-        self._close_stdin = True
-
-    def _write_stdin(self) -> bool:
-        """Write what is queued; True while the stdin pipe is still open."""
-        stdin = self.proc.stdin
+    def write_stdin(self) -> bool:
+        """Write what is queued; True while there is more to write."""
+        stdin = self.proc.stdin if self.proc is not None else None
         if stdin is None or stdin.closed:
             return False
         try:
@@ -169,92 +181,34 @@ class Sandboxed:
             return True
         except OSError:  # the other end is gone: nothing more to say
             self._pending.clear()
-        if not self._pending and self._close_stdin:
-            try:
-                stdin.close()
-            except OSError:
-                pass
-            return False
-        return True
-
-    def pump(self, until: Callable[[], bool] | None = None, *, drain: bool = False) -> str:
-        """Read every pipe (and write stdin) until ``until()`` holds (``until``), all
-        pipes close (``eof``), the deadline (``timeout``), more output than allowed
-        (``output``), or, when the first process has ended but something it left behind
-        still holds a pipe (weak isolation only), shortly after (``exited``). ``drain``
-        (after a kill): read what is left, caps no longer stop it."""
-        if self.ended is not None and not drain:
-            return self.ended
-        cap = self.policy.max_output_bytes
-        sel = selectors.DefaultSelector()
-        sinks = {self.proc.stdout.fileno(): self.out.add, self.proc.stderr.fileno(): self.err.add,
-                 self._channel_fd: self.channel.extend}
-        for fd in sinks:
-            sel.register(fd, selectors.EVENT_READ)
-        stdin_fd = self.proc.stdin.fileno() if self.proc.stdin and not self.proc.stdin.closed else None
-        exited_at = None
         try:
-            while True:
-                if until is not None and until():
-                    return "until"
-                if stdin_fd is not None:
-                    writing = bool(self._pending) or self._close_stdin
-                    if writing and not self._write_stdin():
-                        stdin_fd = None
-                    elif self._pending:
-                        if stdin_fd not in sel.get_map():
-                            sel.register(stdin_fd, selectors.EVENT_WRITE)
-                    elif stdin_fd in sel.get_map():
-                        sel.unregister(stdin_fd)
-                    if stdin_fd is None:
-                        try:
-                            sel.unregister(self.proc.stdin.fileno())
-                        except (KeyError, ValueError):
-                            pass
-                if not any(fd in sinks for fd in sel.get_map()):
-                    return self._stop("eof")
-                now = time.perf_counter()
-                left = self.deadline - now
-                if left <= 0:
-                    return self._stop("timeout")
-                if exited_at is None and self.proc.poll() is not None:
-                    exited_at = now
-                if exited_at is not None and now - exited_at > LEFTOVER_GRACE_S:
-                    return self._stop("exited")
-                for k, _ in sel.select(timeout=min(left, 0.1 if exited_at is not None else 0.5)):
-                    if k.fd not in sinks:
-                        continue  # stdin became writable: handled at the top of the loop
-                    chunk = os.read(k.fd, 1 << 16)
-                    if not chunk:
-                        sel.unregister(k.fd)
-                        continue
-                    if k.fd == self._channel_fd and len(self.channel) + len(chunk) > self.channel_cap:
-                        self.channel.extend(chunk[: max(0, self.channel_cap - len(self.channel))])
-                        if drain:
-                            continue
-                        return self._stop("output")
-                    sinks[k.fd](chunk)
-                    if not drain and self.out.total + self.err.total > cap:
-                        return self._stop("output")
-        finally:
-            sel.close()
+            stdin.close()
+        except OSError:
+            pass
+        return False
 
-    def _stop(self, why: str) -> str:
-        self.ended = why
-        return why
+    def stdin_fd(self) -> int | None:
+        stdin = self.proc.stdin if self.proc is not None else None
+        return None if stdin is None or stdin.closed else stdin.fileno()
+
+    def exited(self) -> bool:
+        return self.proc is None or self.proc.poll() is not None
 
     def end(self) -> int | None:
         """Kill whatever is left, collect the remaining output, remove every trace."""
+        if self._ended:
+            return self.rc
+        self._ended = True
         try:
             if self.proc is None:
                 return None
-            if self.ended != "eof":
-                _kill(self.proc)
-                if self._group is not None:
-                    self._group.kill_all()
-                self.deadline = time.perf_counter() + GRACE_S
-                self._close_stdin, self._pending = True, bytearray()
-                self.pump(drain=True)
+            if self.boundary.kind != "kernel" and self._group is None:  # with a cgroup, its kill reaches all
+                _ask_reaper_to_end(self.proc)
+            _kill(self.proc)
+            if self._group is not None:
+                self._group.kill_all()
+            if self.open:
+                pump([self], deadline=time.perf_counter() + GRACE_S, drain=True)
             try:
                 self.rc = self.proc.wait(timeout=GRACE_S)
             except subprocess.TimeoutExpired:
@@ -276,36 +230,92 @@ class Sandboxed:
                 self._channel_fd = -1
             if self._workdir:
                 shutil.rmtree(self._workdir, ignore_errors=True)
+            janitor = cleanup.janitor()
+            if janitor is not None:
+                janitor.forget(self._token)
 
     def seconds(self) -> float:
         return time.perf_counter() - self.started
 
+    def killed_by_cpu(self) -> bool:
+        return self.rc in KILLED_BY_CPU
 
-def run_in(boundary: Boundary, program: str, policy: SandboxPolicy, *, test: str | None) -> RunResult:
-    """Program then test in one process behind an already chosen ``boundary``; the
-    harness's key decides (``run_python`` chooses the boundary and the mode)."""
-    key = secrets.token_hex(32)
-    box = Sandboxed(boundary, policy)
-    if not box.start({"mode": "run", "key": key, "program": program, "test": test, "finish_line": _finish_line()}):
-        box.end()
-        return RunResult("error", None, "", box.start_error, box.seconds(), box.layers(), "could not start",
-                         judged="inside" if test else "")
-    box.close_stdin()
-    first = box.pump()
-    rc = box.end()
-    status, reason = _verdict(first, rc, bytes(box.channel) == key.encode(), box.err.text(),
-                              box.memory_exceeded)
-    if box.memory_exceeded and status != "passed" and "memory" not in reason:
-        reason += "; a process of the run was killed over the run's memory limit"
-    return RunResult(status, rc, box.out.text(), box.err.text(), box.seconds(), box.layers(), reason,
-                     judged="inside" if test else "")
+    def setup_failed(self) -> bool:
+        return self.rc == SETUP_FAILED and "sandbox:" in self.err.text()
 
 
-@functools.cache
-def _finish_line() -> int:
-    """The line of the harness's ``run`` that calls ``finish`` (the keeper checks it),
-    found once here rather than in every sandboxed process."""
-    return harness.call_line(harness.run, "finish")
+def pump(boxes: Sequence[Sandboxed], *, deadline: float, until: Callable[[], bool] | None = None,
+         drain: bool = False) -> str:
+    """Write the orders and read every pipe of ``boxes`` until ``until()`` holds
+    (``until``), every pipe closed (``eof``), the deadline (``timeout``), more output than
+    allowed from all of them together (``output``), the evaluator interrupted
+    (``stopped``), or, when every first process has ended but something left behind
+    still holds a pipe, shortly after (``exited``).
+    ``drain`` (after a kill): read what is left, caps no longer stop it."""
+    cap = max(b.policy.max_output_bytes for b in boxes)
+    sel = selectors.DefaultSelector()
+    owners: dict[int, Sandboxed] = {}
+    for box in boxes:
+        for fd in box.open:
+            sel.register(fd, selectors.EVENT_READ)
+            owners[fd] = box
+    writing: dict[int, int] = {}  # id(box) -> its stdin, while orders are still queued
+    exited_at = None
+    try:
+        while True:
+            if until is not None and until():
+                return "until"
+            for box in () if drain else boxes:
+                fd = box.stdin_fd()
+                more = fd is not None and box.write_stdin()
+                if more and id(box) not in writing:
+                    sel.register(fd, selectors.EVENT_WRITE)
+                    writing[id(box)] = fd
+                elif not more and id(box) in writing:
+                    sel.unregister(writing.pop(id(box)))
+            if not owners:
+                return "eof"
+            now = time.perf_counter()
+            left = deadline - now
+            if left <= 0:
+                return "timeout"
+            if not drain and cleanup.STOPPING.is_set():
+                return "stopped"
+            if exited_at is None and all(b.exited() for b in boxes):
+                exited_at = now
+            if exited_at is not None and now - exited_at > LEFTOVER_GRACE_S:
+                return "exited"
+            for key, _ in sel.select(timeout=min(left, 0.1 if exited_at is not None else 0.5)):
+                box = owners.get(key.fd)
+                if box is None:
+                    continue  # a stdin became writable: handled at the top of the loop
+                try:
+                    chunk = os.read(key.fd, 1 << 16)
+                except OSError:
+                    chunk = b""
+                if not chunk:
+                    sel.unregister(key.fd)
+                    del owners[key.fd]
+                    box.open.pop(key.fd, None)
+                    continue
+                box.open[key.fd](chunk)
+                if not drain and sum(b.out.total + b.err.total for b in boxes) > cap:
+                    return "output"
+    finally:
+        sel.close()
+
+
+def _ask_reaper_to_end(proc: subprocess.Popen) -> None:
+    """A weak run's first process, the reaper, kills and reaps what the program detached
+    when asked (SIGTERM); killed outright, it would leave those to init where there is no
+    cgroup to end them."""
+    if proc.poll() is not None:
+        return
+    try:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=GRACE_S)
+    except (OSError, subprocess.TimeoutExpired):
+        pass
 
 
 def _kill(proc: subprocess.Popen) -> None:
@@ -317,22 +327,47 @@ def _kill(proc: subprocess.Popen) -> None:
         pass
 
 
-def _verdict(ended: str, rc: int | None, key_seen: bool, stderr: str, memory_exceeded: bool) -> tuple[str, str]:
+def run_program(boundary: Boundary, program: str, policy: SandboxPolicy) -> RunResult:
+    """The program alone, behind an already chosen ``boundary``: passed when it ran to its
+    end (an exit of any kind, ``os._exit(0)`` included, is not that)."""
+    box = Sandboxed(boundary, policy, channel_cap=READY_CAP, seed=hash_seed(policy))
+    try:
+        if not box.start({"program": program, "serve": False}, "harness", CANDIDATE, channel_key="to_referee"):
+            return RunResult("error", None, "", box.start_error, box.seconds(), box.layers(), "could not start",
+                             cause="setup")
+        first = pump([box], deadline=box.deadline)
+    finally:
+        box.end()
+    status, reason, cause = _program_verdict(first, box)
+    return RunResult(status, box.rc, box.out.text(), box.err.text(), box.seconds(), box.layers(), reason,
+                     cause=cause)
+
+
+def _ready(box: Sandboxed) -> bool:
+    line = bytes(box.channel).partition(b"\n")[0]
+    try:
+        return json.loads(line) == {"ready": True}
+    except ValueError:
+        return False
+
+
+def _program_verdict(ended: str, box: Sandboxed) -> tuple[str, str, str]:
+    if ended == "stopped":
+        return "error", "the evaluator was interrupted", "stopped"
     if ended == "timeout":
-        return "timeout", "over the wall-clock limit"
+        return "timeout", "over the wall-clock limit", "timeout"
     if ended == "output":
-        return "failed", "over the output limit"
-    # ended == "eof" or "exited" (leftovers were killed): the key decides
-    if key_seen:
-        return "passed", ""
-    if memory_exceeded:
-        return "failed", "over the run's memory limit"
-    if rc == SETUP_FAILED and "sandbox:" in stderr:
-        return "error", "sandbox setup failed"
-    if rc in (-signal.SIGXCPU, -signal.SIGKILL, 128 + signal.SIGXCPU, 128 + signal.SIGKILL):
-        return "timeout", "over the CPU limit"
-    if rc == 0:
-        return "failed", "exited before the test finished"
-    if rc == 1:
-        return "failed", "raised an exception or exited"
-    return "failed", f"ended with status {rc}"
+        return "failed", "over the output limit", "output"
+    if _ready(box):
+        return "passed", "", ""
+    if box.memory_exceeded:
+        return "failed", "over the run's memory limit", "memory"
+    if box.setup_failed():
+        return "error", "sandbox setup failed", "setup"
+    if box.killed_by_cpu():
+        return "timeout", "over the CPU limit", "timeout"
+    if box.rc == 0:
+        return "failed", "exited before the program finished", "exited"
+    if box.rc == 1:
+        return "failed", "raised an exception or exited", "error"
+    return "failed", f"ended with status {box.rc}", "exited"

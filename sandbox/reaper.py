@@ -10,22 +10,27 @@ this process does what it can, and says so (``isolation.py``'s layers name it):
   ends, before this process exits;
 * when started as root it runs the harness as a throw-away uid, so the program cannot
   signal the evaluator or any other process of the host's users, and its process limit
-  counts only its own processes.
+  counts only its own processes;
+* it dies with the evaluator: a parent-death signal (``SIGTERM``) makes it kill and reap
+  every descendant, then exit, and the harness gets ``SIGKILL`` when the reaper ends.
 
 Without a cgroup and without root, a program that kills this process first (same user)
 can leave processes behind, and it can signal every process of the user.
 
-Arguments: one JSON object (``python``, ``harness``, ``uid``, ``workdir``, ``env``,
-``cgroup_fds``, ``pass_fds``).
+Arguments: one object (marshal, base64: ``isolation.pack``) (``python``, ``flags``, ``harness``, ``uid``, ``workdir``, ``env``,
+``cgroup_fds``, ``pass_fds``, ``parent``: the evaluator's pid).
 """
 
+import binascii
 import ctypes
-import json
+import marshal
 import os
 import signal
 import sys
 
 PR_SET_CHILD_SUBREAPER = 36
+PR_SET_PDEATHSIG = 1
+LIBC = ctypes.CDLL(None, use_errno=True)
 
 
 def children(me: int) -> list[int]:
@@ -51,6 +56,10 @@ def children(me: int) -> list[int]:
 
 def reap_all(me: int) -> None:
     """Kill and reap every descendant (orphans come here: we are their subreaper)."""
+    try:
+        os.waitpid(-1, os.WNOHANG)
+    except ChildProcessError:
+        return  # no child at all, detached or not: nothing to look for in /proc
     for _ in range(1000):
         left = children(me)
         if not left:
@@ -78,24 +87,35 @@ def drop_to(uid: int) -> None:
     os.setresuid(uid, uid, uid)
 
 
+def on_parent_death(signum, frame) -> None:
+    reap_all(os.getpid())
+    os._exit(128 + signal.SIGTERM)
+
+
 def main() -> None:
-    cfg = json.loads(sys.argv[1])
+    cfg = marshal.loads(binascii.a2b_base64(sys.argv[1]))
     try:
         for fd in cfg.get("cgroup_fds", []):
             os.write(int(fd), b"0")
             os.close(int(fd))
-        if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        if LIBC.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
             raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER)")
+        signal.signal(signal.SIGTERM, on_parent_death)
+        if LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
+        if cfg.get("parent") and os.getppid() != cfg["parent"]:  # it died before the line above
+            os._exit(125)
     except OSError as exc:
         os.write(2, f"sandbox: weak isolation setup: {exc}\n".encode())
         os._exit(125)
-    argv = [cfg["python"], "-I", "-S", "-B", "-c", cfg["harness"]]
+    argv = [cfg["python"], *cfg["flags"], "-c", cfg["harness"]]
     pid = os.fork()
     if pid == 0:
         try:
             os.chdir(cfg["workdir"])
             if cfg.get("uid") is not None:
                 drop_to(int(cfg["uid"]))
+            LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # after the uid change, which clears it
             os.execve(argv[0], argv, cfg["env"])
         except OSError as exc:
             os.write(2, f"sandbox: cannot start the harness: {exc}\n".encode())

@@ -1,9 +1,8 @@
-"""The front door of the sandbox: which boundary this host gives (probed once, by running a
-real program through it), whether weak isolation was accepted, and :func:`run_python`,
-which sends a test to the judge (split) or runs it after the program (not split).
+"""The front door of the sandbox: which boundary this host gives (probed once, by running
+a real program through it), whether weak isolation was accepted, and :func:`run_python`.
 
 Its own module so the mechanisms below it (``isolation``: the commands; ``process``: one
-sandboxed process; ``judge``: a split test) never import each other in a circle."""
+sandboxed process; ``judge``: a test in two) never import each other in a circle."""
 
 from __future__ import annotations
 
@@ -11,10 +10,11 @@ import os
 import sys
 
 from afm.once import once
-from afm.sandbox import judge
+from afm.sandbox.cleanup import watch_interrupts
 from afm.sandbox.isolation import TOOL_DIRS, Boundary, tool
+from afm.sandbox.judge import run_test
 from afm.sandbox.policy import RunResult, SandboxPolicy, SandboxUnavailable
-from afm.sandbox.process import run_in
+from afm.sandbox.process import run_program
 
 
 @once
@@ -32,7 +32,7 @@ def _probe() -> Boundary:
     if missing:
         return Boundary("weak", "host", f"{' and '.join(missing)} (util-linux) not found in {TOOL_DIRS}")
     probe = Boundary("kernel", user)
-    result = run_in(probe, "import sys\nassert sys.flags.isolated", SandboxPolicy(timeout_s=30), test=None)
+    result = run_program(probe, "import sys\nassert sys.flags.no_site and sys.flags.safe_path", SandboxPolicy(timeout_s=30))
     if result.passed:
         return probe
     why = (result.stderr.strip().splitlines() or [result.reason or result.status])[-1]
@@ -45,6 +45,7 @@ def _probe() -> Boundary:
 def require(policy: SandboxPolicy) -> Boundary:
     """The boundary programs get under ``policy``; refuses when only weak isolation is
     possible and the policy (or :func:`accept_weak_isolation`) did not accept it."""
+    watch_interrupts()
     found = kernel_boundary()
     if found.kind == "kernel":
         return found
@@ -64,27 +65,21 @@ def accept_weak_isolation(accept: bool = True) -> None:
     _ACCEPT_WEAK[0] = accept
 
 
-def run_python(program: str, policy: SandboxPolicy | None = None, *, test: str | None = None,
-               split: bool = True) -> RunResult:
+def run_python(program: str, policy: SandboxPolicy | None = None, *, test: str | None = None) -> RunResult:
     """Run ``program`` and judge ``test`` (Python source) under ``policy``.
 
-    A test the judge can split (``judge.py``: asserts, loops, helpers; most of HumanEval
-    and MBPP) runs in the evaluator against values the program's calls return as plain
-    data (``judged == "outside"``); any other test, or ``split=False``, runs after the
-    program in its namespace, and the harness's key decides (``judged == "inside"``).
-    Passes only when the test ran to the end with every assertion true; an exit of any
-    kind is a failure. Raises :class:`SandboxUnavailable` when the host cannot isolate
-    and the policy did not accept weak isolation; never raises for what the program does."""
+    With a test, the program runs in one sandboxed process and the test in another, the
+    referee's, which decides the verdict (``judge.py``): ``judged == "outside"``, or
+    ``"unjudgeable"`` (a failure) where the program's own code would have to decide. It
+    passes only when the test ran to the end with every assertion true; an exit of any
+    kind is a failure. Without a test, it passes when the program ran to its end. Raises
+    :class:`SandboxUnavailable` when the host cannot isolate and the policy did not
+    accept weak isolation; never raises for what the program or the test does."""
     policy = policy or SandboxPolicy()
     boundary = require(policy)
-    if test and split:
-        verdict, why = judge.run_split(boundary, program, test, policy)
-        if verdict is not None:
-            return verdict
-        result = run_in(boundary, program, policy, test=test)
-        result.split_reason = why
-        return result
-    return run_in(boundary, program, policy, test=test)
+    if test is None:
+        return run_program(boundary, program, policy)
+    return run_test(boundary, program, test, policy)
 
 
 def isolation_layers(policy: SandboxPolicy | None = None) -> tuple[str, ...]:

@@ -12,16 +12,17 @@ solution against every test in the sandbox -> keep the best passing solution (re
    ``cut_replies``), does not parse or does not define the function is dropped without
    being run.
 4. **Execution** -- each (candidate, test) pair runs through ``afm.sandbox`` (its
-   own namespaces, no network, a private /tmp, limits, timeout). The test is an assert
-   line, so it splits (``sandbox/judge.py``): only the candidate and its calls run
-   in the sandbox, the returned values come back as plain data and the assert is judged
-   in the evaluator, so nothing the candidate does in its process (a forged verdict, an
-   ``__eq__`` that is always true, a patched ``abs``) can make a wrong solution pass and
-   enter SFT data; an exit of any kind fails. A test that does not split runs after the
-   candidate in its namespace, judged by the harness (the manifest gives the share
-   judged outside). Failures are classified: ``assertion_failed``, ``error:<Exception>``,
-   ``timeout``, ``blocked`` (the sandbox refused a socket, a process, a write outside
-   its directory), ``exited_early``.
+   own namespaces, no network, a private /tmp, limits, timeout): the candidate in one
+   sandboxed process, the assert line in another, the referee's (``sandbox/judge.py``),
+   which calls the candidate over plain data and decides the verdict; nothing the
+   candidate does in its process (a forged verdict, an ``__eq__`` that is always true, a
+   patched ``abs``, a value built to stall the judge) can make a wrong solution pass and
+   enter SFT data; an exit of any kind fails. Where the candidate's own code would have
+   to decide (its ``__eq__`` against the expected value) the pair is ``unjudgeable``: a
+   failure, counted in the manifest next to the share judged outside. Failures are
+   classified: ``assertion_failed``, ``error:<Exception>``, ``timeout``, ``blocked``
+   (the sandbox refused a socket, a process, a write outside its directory),
+   ``exited_early``, ``unjudgeable``.
 5. **Selection** -- per problem the candidate with the most passing tests; kept when it
    passes all of them (``min_pass_fraction``). Every other candidate is recorded with why.
 
@@ -42,7 +43,7 @@ from typing import Any
 
 from afm.console import track
 from afm.finish import DROP_REASON, is_cut
-from afm.sandbox import SandboxPolicy, isolation_layers, run_python
+from afm.sandbox import SandboxPolicy, isolation_layers, require, run_python
 from afm.synth import prompts
 from afm.synth.generators import GenerationRequest
 from afm.synth.run import SynthRun
@@ -153,8 +154,8 @@ def defines(code: str, function: str) -> str | None:
     return None
 
 
-SPLIT_CAUSES = {"assertion": "assertion_failed", "exited": "exited_early", "blocked": "blocked",
-                "timeout": "timeout"}
+CAUSES = {"assertion": "assertion_failed", "exited": "exited_early", "blocked": "blocked",
+          "timeout": "timeout", "unjudgeable": "unjudgeable"}
 
 
 def classify(result: Any) -> str:
@@ -165,8 +166,8 @@ def classify(result: Any) -> str:
     if result.status == "timeout":
         return "timeout"
     cause = getattr(result, "cause", "")
-    if cause:  # a split test: the judge says what failed
-        return SPLIT_CAUSES.get(cause, cause if cause.startswith("error:") else f"failed:{cause}")
+    if cause:  # the referee (or the evaluator) says what failed
+        return CAUSES.get(cause, cause if cause.startswith("error:") else f"failed:{cause}")
     if "sandbox:" in err and "PermissionError" in err:
         return "blocked"
     found = re.findall(r"^(\w+(?:Error|Exception|Exit|Interrupt))\b", err, re.M)
@@ -180,8 +181,8 @@ def classify(result: Any) -> str:
 
 
 def run_pairs(pairs: list[tuple[str, str]], cfg: CodeConfig, progress: bool) -> list[tuple[str, bool]]:
-    """Each (solution, test) program in the sandbox; per pair the verdict and whether it
-    was judged outside the candidate's process."""
+    """Each (solution, test) pair in the sandbox; per pair the verdict and whether the
+    referee decided it (False: unjudgeable)."""
 
     policy = SandboxPolicy(timeout_s=cfg.timeout_s, cpu_s=max(1, int(math.ceil(cfg.timeout_s))))
 
@@ -191,6 +192,7 @@ def run_pairs(pairs: list[tuple[str, str]], cfg: CodeConfig, progress: bool) -> 
 
     if not pairs:
         return []
+    require(policy)  # here, in the caller's thread: a Ctrl-C then stops every run at once
     with ThreadPoolExecutor(max(1, cfg.workers)) as pool:
         if not progress:
             return list(pool.map(one, pairs))
@@ -281,9 +283,12 @@ def synth_code(run: SynthRun, topics: list[str], cfg: CodeConfig) -> dict[str, A
              for t, s in sorted(stats.items())}
 
     outside = sum(o for _, o in outcomes)
+    refused = sum(v == "unjudgeable" for v, _ in outcomes)
     return {"config": vars(cfg), "per_topic": table, "sandbox": list(isolation_layers()),
             "judged_outside": {"verdicts": len(outcomes), "outside": outside,
-                               "share": round(outside / len(outcomes), 4) if outcomes else 0.0}}
+                               "share": round(outside / len(outcomes), 4) if outcomes else 0.0},
+            "unjudgeable": {"verdicts": len(outcomes), "unjudgeable": refused,
+                            "share": round(refused / len(outcomes), 4) if outcomes else 0.0}}
 
 
 def _main_reason(failed: dict[int, str]) -> str:

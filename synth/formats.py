@@ -9,11 +9,21 @@ chat (OpenAI / HF / TRL)        ``messages`` [+ ``tools``]
 ShareGPT                        ``conversations``: ``from`` (system/human/user/gpt/
                                 assistant/tool/function_response) + ``value``
 Alpaca                          ``instruction`` [+ ``input``] + ``output``
+preference pair                 ``chosen`` + ``rejected`` [+ ``prompt``]: the prompt and
+                                the chosen reply, read by the preference layout's one
+                                reader (``afm.synth.preference_format``)
 prompt / completion             ``prompt`` + ``completion`` / ``response`` / ``answer``
 ==============================  ============================================================
 
+Every layout applies the one finish rule (``afm.finish``): a reply that stopped at the
+token limit is never a finished turn, wherever the record says so: ``finish_reason`` /
+``stop_reason`` (or ``<reply>_finish_reason``, e.g. ``chosen_finish_reason``) on the
+record, or on an assistant message or a ShareGPT ``gpt`` turn. Such a record is a
+:class:`CutReply`.
+
 The result is a :class:`Conversation` (messages, tools, id) or a :class:`FormatError`
-whose message says what is wrong; the preparation step turns those into rejects.
+whose ``reason`` says what is wrong (``bad_format``, ``cut_reply``, a preference
+reader's reason); the preparation step turns those into rejects counted by reason.
 """
 
 from __future__ import annotations
@@ -23,7 +33,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from afm.finish import DROP_REASON, FINISH_KEYS, finish_of, is_cut
 from afm.model.chat import ChatFormatError, validate
+from afm.synth.preference_format import is_preference_record, parse_exchange
 
 SHAREGPT_ROLES = {"system": "system", "human": "user", "user": "user", "gpt": "assistant",
                   "assistant": "assistant", "chatgpt": "assistant", "bing": "assistant",
@@ -31,7 +43,30 @@ SHAREGPT_ROLES = {"system": "system", "human": "user", "user": "user", "gpt": "a
 
 
 class FormatError(ValueError):
-    """A record that is not a conversation in any known layout."""
+    """A record that is not a conversation in any known layout; ``reason`` is the
+    countable reject reason."""
+
+    def __init__(self, message: str, reason: str = "bad_format"):
+        super().__init__(message)
+        self.reason = reason
+
+
+class CutReply(FormatError):
+    """A record holding a reply that stopped at the token limit (``afm.finish``)."""
+
+    def __init__(self, message: str):
+        super().__init__(f"{DROP_REASON}: {message}: a reply stopped for length is never a finished turn",
+                         DROP_REASON)
+
+
+def record_cut(record: dict[str, Any]) -> str | None:
+    """The record-level key saying its reply was cut (``finish_reason``, or a reply's own
+    ``<reply>_finish_reason`` such as ``chosen_finish_reason``), or None."""
+    for key, value in record.items():
+        if isinstance(key, str) and (key in FINISH_KEYS or key.endswith(tuple("_" + k for k in FINISH_KEYS))) \
+                and is_cut(value):
+            return key
+    return None
 
 
 @dataclass
@@ -84,6 +119,8 @@ def _from_sharegpt(turns: Any) -> list[dict[str, Any]]:
         who = str(t.get("from", t.get("role", ""))).lower()
         if who not in SHAREGPT_ROLES:
             raise FormatError(f"conversations[{i}]: unknown speaker {who!r}")
+        if SHAREGPT_ROLES[who] == "assistant" and is_cut(finish_of(t)):
+            raise CutReply(f"conversations[{i}] ({who}) stopped for length ({finish_of(t)})")
         out.append({"role": SHAREGPT_ROLES[who], "content": _text(t.get("value", t.get("content")),
                                                                    f"conversations[{i}].value")})
     return out
@@ -101,6 +138,9 @@ def to_conversation(record: Any) -> Conversation:
             raise FormatError(f"tools is not valid JSON ({exc})") from None
     if tools is not None and not (isinstance(tools, list) and all(isinstance(t, dict) for t in tools)):
         raise FormatError("tools must be a list of objects")
+    cut_key = record_cut(record)
+    if cut_key:
+        raise CutReply(f"{cut_key} is {record[cut_key]!r}")
     if "messages" in record:
         messages = record["messages"]
         if isinstance(messages, str):
@@ -110,6 +150,16 @@ def to_conversation(record: Any) -> Conversation:
                 raise FormatError(f"messages is not valid JSON ({exc})") from None
     elif "conversations" in record:
         messages = _from_sharegpt(record["conversations"])
+    elif is_preference_record(record):
+        try:
+            prompt_msgs, chosen, _ = parse_exchange(record)
+        except ValueError as exc:
+            reason = str(exc).split(":", 1)[0]
+            if reason == DROP_REASON:
+                raise CutReply(str(exc).split(":", 1)[1].strip()) from None
+            raise FormatError(str(exc), reason) from None
+        reply = [{"role": "assistant", "content": chosen}] if isinstance(chosen, str) else chosen
+        messages = [*prompt_msgs, *reply]
     elif "instruction" in record and "output" in record:
         prompt = _text(record["instruction"], "instruction")
         extra = record.get("input") or ""
@@ -130,6 +180,9 @@ def to_conversation(record: Any) -> Conversation:
         validate(messages)
     except ChatFormatError as exc:
         raise FormatError(str(exc)) from None
+    for i, m in enumerate(messages):
+        if m.get("role") == "assistant" and is_cut(finish_of(m)):
+            raise CutReply(f"message {i} stopped for length ({finish_of(m)})")
     messages = [dict(m) for m in messages]
     given = record.get("id")
     return Conversation(messages, tools or None, str(given) if given not in (None, "") else "",

@@ -6,7 +6,11 @@ samples each). Three kinds:
 
 * :class:`CheckpointGenerator` -- an afm checkpoint through the KV-cache sampler
   (``afm.model.sampling``), prompts rendered with the chat template; for small runs and
-  for the report's setting, where AFM generates its own data.
+  for the report's setting, where AFM generates its own data. A prompt longer than the
+  model's window leaves for the reply (``max_seq_len - max_tokens``) is refused
+  (``long_prompts="refuse"``, the default: a :class:`GenerationError` naming how many)
+  or, with ``long_prompts="cut"``, cut to its last tokens and counted
+  (``cut_prompts``, in every synth manifest): never cut without a word.
 * :class:`OpenAIGenerator` -- ``POST {base_url}/chat/completions`` on any
   OpenAI-compatible endpoint (vLLM, TGI, llama.cpp server, a hosted API) for real scale:
   a thread pool with a concurrency cap, a requests-per-minute limit (token bucket),
@@ -100,12 +104,20 @@ def _cut_at_stop(text: str, stops: Sequence[str]) -> tuple[str, bool]:
     return (text[:cut], True) if cut >= 0 else (text, False)
 
 
+LONG_PROMPTS = ("refuse", "cut")  # what a checkpoint generator does with a prompt longer than its window
+
+
 class CheckpointGenerator:
     """An afm checkpoint as a generator (chat template, KV-cache sampling, batched)."""
 
     def __init__(self, checkpoint: str, tokenizer: str | None = None, *, batch_size: int = 16,
-                 max_seq_len: int | None = None):
+                 max_seq_len: int | None = None, long_prompts: str = "refuse"):
         from afm.model.checkpoint import load_model
+
+        if long_prompts not in LONG_PROMPTS:
+            raise ValueError(f"long_prompts must be one of {', '.join(LONG_PROMPTS)}, got {long_prompts!r}")
+        self.long_prompts = long_prompts
+        self.cut_prompts = 0  # prompts cut to the window (long_prompts="cut"), over the generator's life
 
         self.model, self.cfg = load_model(checkpoint, **({"max_seq_len": max_seq_len} if max_seq_len else {}))
         tok_dir = tokenizer or os.path.join(checkpoint, "tokenizer")
@@ -127,15 +139,20 @@ class CheckpointGenerator:
         limit = self.cfg.max_seq_len
         for (temperature, top_p, max_tokens, seed), members in groups.items():
             rows: list[tuple[int, list[int]]] = []
+            room = limit - max_tokens
+            if room < 1:
+                raise GenerationError(f"max_tokens {max_tokens} leaves no room for a prompt (model window {limit})")
+            prompts = {i: tok.encode_chat(list(requests[i].messages), tools=list(requests[i].tools) or None,
+                                          add_generation_prompt=True)[0] for i in members}
+            long = [i for i in members if len(prompts[i]) > room]
+            if long and self.long_prompts == "refuse":
+                raise GenerationError(
+                    f"{len(long)} of {len(members)} prompts are longer than the {room} tokens the model's window "
+                    f"({limit}) leaves beside max_tokens {max_tokens} (the longest: {max(len(prompts[i]) for i in long)}"
+                    "); shorten them, lower max_tokens, or pass --long-prompts cut to keep each one's end (counted)")
+            self.cut_prompts += len(long)
             for i in members:
-                prompt = tok.encode_chat(list(requests[i].messages), tools=list(requests[i].tools) or None,
-                                         add_generation_prompt=True)[0]
-                room = limit - max_tokens
-                if room < 1:
-                    raise GenerationError(f"max_tokens {max_tokens} leaves no room for a prompt "
-                                          f"(model window {limit})")
-                prompt = prompt[-room:]  # keep the end of an over-long prompt
-                rows += [(i, prompt)] * requests[i].n
+                rows += [(i, prompts[i][-room:])] * requests[i].n  # an over-long prompt keeps its end (counted)
             texts: dict[int, list[str]] = {i: [] for i in members}
             finish: dict[int, list[str]] = {i: [] for i in members}
             for lo in range(0, len(rows), self.batch_size):
@@ -368,7 +385,8 @@ def make_generator(spec: str, *, model: str | None = None, tokenizer: str | None
                    cache: str | None = None, **options: Any) -> Generator:
     """A generator from a command-line spec:
 
-    * ``checkpoint:PATH`` (``--tokenizer`` or ``PATH/tokenizer``),
+    * ``checkpoint:PATH`` (``--tokenizer`` or ``PATH/tokenizer``; ``long_prompts``: refuse or
+      cut a prompt longer than the model's window),
     * ``openai:URL`` with ``model`` (e.g. ``openai:http://localhost:8000/v1``),
     * ``module:factory`` -- ``factory(**options)`` returns a generator.
 
@@ -377,7 +395,7 @@ def make_generator(spec: str, *, model: str | None = None, tokenizer: str | None
     gen: Any
     if kind == "checkpoint" and rest:
         gen = CheckpointGenerator(rest, tokenizer, **{k: v for k, v in options.items()
-                                                       if k in ("batch_size", "max_seq_len")})
+                                                       if k in ("batch_size", "max_seq_len", "long_prompts")})
     elif kind == "openai" and rest:
         if not model:
             raise ValueError("openai:URL needs --model (the name the server knows the model by)")
@@ -385,7 +403,7 @@ def make_generator(spec: str, *, model: str | None = None, tokenizer: str | None
             "api_key", "max_concurrency", "requests_per_minute", "max_retries", "timeout_s", "backoff_s",
             "max_backoff_s", "extra_body")})
     elif rest and ":" not in rest and kind:
-        gen = resolve(spec, what="generator")(**options)
+        gen = resolve(spec, what="generator")(**{k: v for k, v in options.items() if k != "long_prompts"})
     else:
         raise ValueError(f"generator {spec!r}: expected checkpoint:PATH, openai:URL or module:factory")
     if not isinstance(gen, Generator):

@@ -4,12 +4,14 @@ Stages, in order, each counted (records in = kept + rejected, per stage and in t
 
 1. **read** -- JSONL / Parquet records through the project's input boundary
    (``afm.readers``): an undecodable line or row group is a reject, never a crash.
-2. **format** -- any known layout (``afm.synth.formats``) -> a validated conversation with
-   at least one assistant turn (nothing to train on otherwise), none of whose replies
-   stopped for length (``afm.finish``: a ``finish_reason`` / ``stop_reason`` of
-   ``length`` or ``max_tokens`` on the row or on an assistant message; the chat template
-   would close the cut reply as a finished turn): ``cut_reply``, counted in the manifest's
-   ``cut_replies``.
+2. **format** -- any known layout (``afm.synth.formats``: chat, ShareGPT, Alpaca,
+   prompt/completion, and preference pairs through their one reader) -> a validated
+   conversation with at least one assistant turn (nothing to train on otherwise), none of
+   whose replies stopped for length (``afm.finish``: a ``finish_reason`` / ``stop_reason``
+   of ``length`` or ``max_tokens`` on the row, as ``chosen_finish_reason`` on a
+   preference row, on an assistant message or a ShareGPT ``gpt`` turn; the chat template
+   would close the cut reply as a finished turn): ``cut_reply``, counted in the
+   manifest's ``cut_replies``. Every reject is counted by its reason.
 3. **pii** -- the PII filter of the curation pipeline (``afm.filters.pii``) on every
    message text and string tool-call argument: personal data replaced by typed
    placeholders; a conversation made mostly of personal data dropped (``mostly_pii``).
@@ -49,7 +51,7 @@ import pyarrow as pa
 from afm.errors import UserError
 from afm.filters.ngram_index import NgramIndex
 from afm.filters.pii import PiiFilter
-from afm.finish import DROP_REASON, STAT, cut_in_record
+from afm.finish import DROP_REASON, STAT
 from afm.io import ShardSequence, read_shard, resolve_inputs
 from afm.model.chat import CHAT_TEMPLATE
 from afm.model.tokenizer import Tokenizer
@@ -206,14 +208,11 @@ def prepare_sft(inputs: list[str], output: str, cfg: PrepareConfig, *, overwrite
             raw = json.dumps(item.value, ensure_ascii=False, default=str)
             counts["format"].seen += 1
             try:
-                conv = to_conversation(item.value)
+                conv = to_conversation(item.value)  # the layout's reader, the finish rule included
                 if not any(m["role"] == "assistant" for m in conv.messages):
-                    raise FormatError("no assistant turn: nothing to train on")
-                if cut_in_record(item.value, conv.messages):
-                    raise FormatError(f"{DROP_REASON}: a reply stopped for length is never a finished turn")
+                    raise FormatError("no assistant turn: nothing to train on", "no_assistant_turn")
             except FormatError as exc:
-                reason = ("no_assistant_turn" if "no assistant" in str(exc)
-                          else DROP_REASON if str(exc).startswith(DROP_REASON) else "bad_format")
+                reason = exc.reason
                 counts["format"].rejected += 1
                 counts["format"].reasons[reason] += 1
                 rid = hashlib.sha256(raw.encode("utf-8", "surrogatepass")).hexdigest()[:24]

@@ -110,6 +110,8 @@ def finish(run: SynthRun, out: Any, manifest: dict[str, Any]) -> dict[str, Any]:
         "counts": {k: dict(v) for k, v in run.counts.items()},
         "cache": ({"path": str(cache.path), "replayed": cache.hits, "new": cache.writes}
                   if isinstance(gen, CachedGenerator) and cache else "off"),
+        # prompts a checkpoint generator cut to its window (--long-prompts cut); 0 otherwise
+        "prompts_cut": int(getattr(getattr(gen, "inner", gen), "cut_prompts", 0)),
         **manifest,
     }
     out.promote(manifest)

@@ -26,7 +26,10 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+import pyarrow as pa
+
 from afm import fs
+from afm.parquet import open_parquet
 from afm.readers.byte_stream import Damage, MemberEnd, MemberStart, iter_events
 from afm.readers.records import (
     JSONL_SUFFIXES,
@@ -201,11 +204,8 @@ def read_parquet(fh: Any, path: str, columns: list[str] | None = None) -> Iterat
     """One item per row. A row group that cannot be decoded gives one failure per row its
     footer declares (so the count stays exact); an unreadable footer is one failure whose
     loss is unknown."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     try:
-        pf = pq.ParquetFile(fh)
+        pf = open_parquet(fh)
         meta = pf.metadata
         schema = pf.schema_arrow
     except Exception as exc:  # noqa: BLE001 - not Parquet, truncated, corrupt footer

@@ -34,6 +34,7 @@ import re
 from collections.abc import Iterator
 from typing import Any, BinaryIO
 
+from afm import fs
 from afm.headers import Headers
 from afm.readers.byte_stream import Damage, MemberEnd, MemberStart, iter_events
 from afm.readers.records import (
@@ -420,10 +421,11 @@ def _arc_date(value: str) -> dt.datetime | None:
 
 
 def iter_warc_pages(source: str | BinaryIO) -> Iterator[dict[str, Any]]:
-    """Only the HTTP responses of a WARC file or stream, as page dicts (failures and
-    non-document records left out): for callers that want pages and nothing else."""
+    """Only the HTTP responses of a WARC file (a path on any filesystem) or stream, as page
+    dicts (failures and non-document records left out): for callers that want pages and
+    nothing else."""
     if isinstance(source, str):
-        with open(source, "rb") as fh:
+        with fs.open_read(source) as fh:
             yield from iter_warc_pages(fh)
         return
     name = getattr(source, "name", "stream.warc")

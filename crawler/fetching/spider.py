@@ -27,7 +27,7 @@ from scrapy.linkextractors import IGNORED_EXTENSIONS
 from twisted.internet.error import DNSLookupError
 from twisted.python.failure import Failure
 
-from afm.consent.directives import page_signals
+from afm.consent.directives import is_html, meta_tags, page_signals
 from afm.consent.directives import robots_directives as parse
 from afm.crawler.config import CrawlConfig
 from afm.crawler.fetching.components import connect_signals, crawl_config, on
@@ -38,7 +38,6 @@ from afm.crawler.frontier.urls import clean_url, host_key, trap_reason
 from afm.crawler.storage.warc import TRAINING_EVIDENCE_HEADER, TRAINING_USE_HEADER, WarcStore
 
 _IGNORED_EXT = tuple("." + e for e in IGNORED_EXTENSIONS)
-_HTML_TYPES = (b"text/html", b"application/xhtml+xml")
 
 
 def read_seeds(items: list[str]) -> list[str]:
@@ -268,7 +267,7 @@ class AfmSpider(Spider):
         stats = self.crawler.stats
         request_url = response.meta.get("afm_url", response.url)
         header_values = [v.decode("latin-1") for v in response.headers.getlist(b"X-Robots-Tag")]
-        is_html = _is_html(response)
+        is_html = _is_html(response) and isinstance(response, TextResponse)  # links need text
         if is_html:
             header_values += _meta_robots(response, self.cfg.user_agent)
         directives = robots_directives(header_values, self.cfg.user_agent)
@@ -418,19 +417,16 @@ def classify_failure(failure: Failure, request: Request) -> str:
 
 
 def _is_html(response: Response) -> bool:
-    if not isinstance(response, TextResponse):
-        return False
-    ctype = (response.headers.get(b"Content-Type") or b"").lower()
-    return any(t in ctype for t in _HTML_TYPES) or (not ctype and b"<html" in response.body[:1024].lower())
+    """:func:`afm.consent.directives.is_html` (the rule curate reads stored pages by):
+    the Content-Type, or with none the MIME Sniffing standard's HTML rule."""
+    ctype = response.headers.get(b"Content-Type")
+    return is_html(ctype.decode("latin-1") if ctype else None, response.body)
 
 
 def _meta_robots(response: TextResponse, agent: str) -> list[str]:
-    out = []
-    for meta in response.xpath("//meta[@name and @content]"):
-        name = (meta.attrib.get("name") or "").strip().lower()
-        if name in ("robots", agent.lower()):
-            out.append(meta.attrib.get("content", ""))
-    return out
+    """The contents of meta robots (or meta named after ``agent``), found by consent's one
+    meta-tag scanner (:func:`afm.consent.directives.meta_tags`), as curate finds them."""
+    return [content for name, content in meta_tags(response.body) if name in ("robots", agent.lower())]
 
 
 def _links(response: TextResponse) -> Iterator[str]:

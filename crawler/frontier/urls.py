@@ -14,20 +14,19 @@ from urllib.parse import urlsplit, urlunsplit
 
 from w3lib.url import canonicalize_url, safe_url_string
 
+from afm.consent.urls import origin_of, with_normalized_host
+
 _DATE_SEGMENT = re.compile(r"^(\d{4}|\d{4}-\d{1,2}(-\d{1,2})?|\d{1,2})$")
 _QUERY_YEAR = re.compile(r"(?:^|&)(?:year|date|cal|calendar|y)=(\d{4})", re.IGNORECASE)
 
 
 def clean_url(url: str) -> str:
-    """The URL to request: percent-encoded, fragment removed, host lower-cased."""
-    safe = safe_url_string(url.strip())
+    """The URL to request: host as the URL Standard writes it (IDNA, case, default port:
+    :func:`afm.consent.urls.with_normalized_host`, the one normalisation consent uses),
+    path and query percent-encoded, fragment removed."""
+    safe = safe_url_string(with_normalized_host(url.strip()))
     parts = urlsplit(safe)
-    netloc = parts.netloc.lower()
-    if (parts.scheme == "http" and netloc.endswith(":80")) or (
-        parts.scheme == "https" and netloc.endswith(":443")
-    ):
-        netloc = netloc.rsplit(":", 1)[0]
-    return urlunsplit((parts.scheme.lower(), netloc, parts.path or "/", parts.query, ""))
+    return urlunsplit((parts.scheme.lower(), parts.netloc, parts.path or "/", parts.query, ""))
 
 
 def canonical_url(url: str) -> str:
@@ -36,9 +35,10 @@ def canonical_url(url: str) -> str:
 
 
 def host_key(url: str) -> str:
-    """``scheme://host:port`` - the unit robots.txt, budgets and politeness apply to."""
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}"
+    """``scheme://host[:port]`` - the unit robots.txt, budgets and politeness apply to:
+    the origin as consent names it (:func:`afm.consent.urls.origin_of`), so the crawler's
+    robots.txt, its snapshots and curate's lookups agree."""
+    return origin_of(url)
 
 
 def trap_reason(

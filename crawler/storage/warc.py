@@ -1,4 +1,4 @@
-"""WARC output (warcio) with a Parquet index, and a reader for any WARC file.
+"""WARC output (warcio) with a Parquet index; reading goes through the one WARC reader.
 
 Writing: :class:`WarcStore` appends a response and a request record per page, each
 record its own gzip member (so any record can be read from its offset alone), into a
@@ -10,7 +10,9 @@ file, and after a crash the durable record of what was fetched is exactly the se
 closed files: a restart re-fetches the open file's pages and nothing else.
 
 Reading: :mod:`afm.readers.warc` (every record of any WARC, damaged or not, met
-once); :func:`iter_warc_responses` here yields just its HTTP responses as plain dicts.
+once); :func:`iter_warc_responses` here yields just its HTTP responses as plain dicts, and
+recovery re-indexes a closed file with it too, so a page's ``fetched_at`` is the same
+everywhere (None when its WARC-Date does not parse). warcio is used here for writing only.
 """
 
 from __future__ import annotations
@@ -25,11 +27,13 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 import pyarrow as pa
-from warcio.archiveiterator import ArchiveIterator
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
+from afm import fs
+from afm.headers import Headers
 from afm.io import read_shard, write_shard
+from afm.readers import Record, read_file
 from afm.readers.warc import iter_warc_pages
 
 INDEX_SCHEMA = pa.schema(
@@ -228,45 +232,37 @@ def read_index(out_dir: str | Path) -> list[dict[str, Any]]:
 
 
 def index_rows_from_warc(path: str | Path) -> list[dict[str, Any]]:
-    """Index rows rebuilt from a closed WARC file (recovery after a crash)."""
-    rows = []
-    name = Path(path).name
-    with open(path, "rb") as fh:
-        it = ArchiveIterator(fh)
-        for record in it:
-            if record.rec_type != "response" or record.http_headers is None:
-                continue
-            offset = it.get_record_offset()
-            url = record.rec_headers.get_header("WARC-Target-URI")
-            rows.append(
-                {
-                    "url": url,
-                    "request_url": url,
-                    "status": int(record.http_headers.get_statuscode() or 0),
-                    "warc_file": name,
-                    "offset": offset,
-                    "length": 0,
-                    "fetched_at": _warc_date(record.rec_headers.get_header("WARC-Date")),
-                    "content_type": record.http_headers.get_header("Content-Type") or "",
-                    "training_use": record.rec_headers.get_header(TRAINING_USE_HEADER),
-                    "training_evidence": record.rec_headers.get_header(TRAINING_EVIDENCE_HEADER),
-                }
-            )
-            rows[-1]["length"] = it.get_record_length()
+    """Index rows rebuilt from a closed WARC file (recovery after a crash), from the one
+    WARC reader (:func:`afm.readers.read_file`). Each record is its own gzip member, so a
+    response's length runs to where the next record starts (the end of the file for the
+    last one): the bytes :meth:`WarcStore.write` counted."""
+    path = str(path)
+    rows: list[dict[str, Any]] = []
+    unended: dict[str, Any] | None = None  # the last response, until the next record starts
+    for item in read_file(path):
+        start = item.where.offset
+        if unended is not None and start is not None and start > unended["offset"]:
+            unended["length"] = start - unended["offset"]
+            unended = None
+        if not (isinstance(item, Record) and item.kind == "page") or start is None:
+            continue
+        page = item.value
+        unended = {
+            "url": page["url"],
+            "request_url": page["url"],
+            "status": page["status"],
+            "warc_file": fs.basename(path),
+            "offset": start,
+            "length": 0,
+            "fetched_at": page["fetched_at"],
+            "content_type": Headers.of(page["headers"]).get("Content-Type") or "",
+            "training_use": page.get("training_use"),
+            "training_evidence": page.get("training_evidence"),
+        }
+        rows.append(unended)
+    if unended is not None:
+        unended["length"] = fs.size(path) - unended["offset"]
     return rows
-
-
-def _warc_date(value: str | None) -> dt.datetime:
-    if not value:
-        return dt.datetime.fromtimestamp(0, dt.UTC)
-    value = value.replace("Z", "+00:00")
-    try:
-        parsed = dt.datetime.fromisoformat(value)
-    except ValueError:
-        return dt.datetime.fromtimestamp(0, dt.UTC)
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=dt.UTC)
-    return parsed.astimezone(dt.UTC)
 
 
 def iter_warc_responses(source: str | Path | BinaryIO) -> Iterator[dict[str, Any]]:

@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from afm.errors import UserError
-from afm.evaluation.posttrain.bfcl import data
 from afm.evaluation.posttrain.bfcl import data as bdata
 from afm.evaluation.posttrain.bfcl.score import verdict
 from afm.evaluation.posttrain.catalogue import (
@@ -36,6 +35,8 @@ from afm.evaluation.posttrain.judges.judge import (
     make_judge,
 )
 from afm.evaluation.posttrain.safety import data as sdata
+from afm.evaluation.posttrain.safety import refusal
+from afm.evaluation.posttrain.safety import score as safety_score
 from afm.evaluation.posttrain.writing import alpaca_eval, arena_hard
 from afm.evaluation.posttrain.writing import data as wdata
 from afm.synth.generators import GenerationRequest, Generator, generate_texts
@@ -161,11 +162,10 @@ def _max_tokens(task: PosttrainTask, options: PosttrainOptions) -> int:
 
 def _bfcl(task: PosttrainTask, generator: Generator, judge: Any, data_dir: str | None, limit: Any,
           options: PosttrainOptions, progress: bool, out: PosttrainResult, allow_hub: bool) -> None:
-
-    s = data.load(task.name, data_dir)
+    s = bdata.load(task.name, data_dir)
     n = _limit(len(s.entries), limit)
     entries, answers = s.entries[:n], (s.answers or [None] * len(s.entries))[:n]
-    requests = [GenerationRequest(tuple(data.messages(e)), tools=tuple(data.to_tools(e["function"])),
+    requests = [GenerationRequest(tuple(bdata.messages(e)), tools=tuple(bdata.to_tools(e["function"])),
                                   max_tokens=_max_tokens(task, options), seed=options.seed, tag=task.name)
                 for e in entries]
     replies = _ask(generator, task, requests, progress)
@@ -208,17 +208,15 @@ def _bfcl_groups(out: PosttrainResult) -> None:
 
 def _safety(task: PosttrainTask, generator: Generator, judge: Any, data_dir: str | None, limit: Any,
             options: PosttrainOptions, progress: bool, out: PosttrainResult, allow_hub: bool) -> None:
-    from afm.evaluation.posttrain.safety import data, refusal, score
-
-    s = data.load(task.name, data_dir)
-    items = data.spread(s.items, _limit(len(s.items), limit))
+    s = sdata.load(task.name, data_dir)
+    items = sdata.spread(s.items, _limit(len(s.items), limit))
     requests = [GenerationRequest(({"role": "user", "content": it.prompt},), max_tokens=_max_tokens(task, options),
                                   seed=options.seed, tag=task.name) for it in items]
     replies = _ask(generator, task, requests, progress)
     scorer = detector(options)
-    verdicts = (score.judge_verdicts(judge, items, replies) if scorer == "judge"
-                else score.keyword_verdicts(items, replies))
-    summary = score.summarize(s.harmful, verdicts)
+    verdicts = (safety_score.judge_verdicts(judge, items, replies) if scorer == "judge"
+                else safety_score.keyword_verdicts(items, replies))
+    summary = safety_score.summarize(s.harmful, verdicts)
     out.tasks[task.name] = _entry(task, scorer, summary["rate"], summary["stderr"], len(items))
     out.details[task.name] = {
         "source": s.source, "detector": scorer if scorer == "keyword" else out.judge,
@@ -234,7 +232,6 @@ def _safety(task: PosttrainTask, generator: Generator, judge: Any, data_dir: str
 
 def _writing(task: PosttrainTask, generator: Generator, judge: Any, data_dir: str | None, limit: Any,
              options: PosttrainOptions, progress: bool, out: PosttrainResult, allow_hub: bool) -> None:
-
     if task.name == "alpaca_eval":
         s = wdata.load_alpaca_eval(data_dir, allow_hub)
     elif task.name == "arena_hard":

@@ -33,14 +33,13 @@ from typing import Any
 
 import apache_beam as beam
 import pyarrow as pa
-import pyarrow.parquet as pq
-from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
 from afm import fs
 from afm.filters.code import iter_parquet_files, iter_repo_files
 from afm.io import resolve_inputs as resolve_files
 from afm.io import write_shard
+from afm.parquet import row_count, schema_of
 from afm.pipelines.beam.coerce import classify, with_text_from
 from afm.pipelines.beam.cputime import StageClock, timed_iter
 from afm.pipelines.beam.ids import ORIGIN
@@ -48,7 +47,7 @@ from afm.pipelines.beam.packing import pack, unpack
 from afm.pipelines.beam.progress import ProgressFile
 from afm.pipelines.beam.spill import RestoreFn, SpillReader, StowFn
 from afm.readers import SUPPORTED_SUFFIXES, Failure, Record, Skipped, Where, file_format, read_file
-from afm.schema import make_document, make_reject, to_table
+from afm.schema import document_id, make_document, make_reject, to_table
 
 PAGE, DOC, BAD, SKIP = "page", "doc", "bad", "skip"
 READ_NAMESPACE = "afm.read"
@@ -79,17 +78,14 @@ def resolve_inputs(patterns: list[str], source: str) -> tuple[list[str], list[st
     files found but not read, each with why. For ``--source code`` a local directory is
     one input (a tree of repositories). A rejects file named explicitly may be
     re-curated."""
-    if any(is_remote(p) for p in patterns):
-        remote = [p for p in patterns if is_remote(p)]
-        try:
-            FileSystems.match(remote)
-        except ValueError:
-            # No filesystem plugin here for this scheme (e.g. gs:// without Beam's GCP
-            # extra): keep the patterns; only a dry run gets this far with them (the option
-            # check refuses to submit without the extra).
-            local = [p for p in patterns if not is_remote(p)]
-            found = resolve_files(local, allow_rejects=True).files if local else []
-            return sorted(found + remote), []
+    remote = [p for p in patterns if is_remote(p)]
+    if not all(fs.reachable(p) for p in remote):
+        # No filesystem plugin here for this scheme (e.g. gs:// without Beam's GCP
+        # extra): keep the patterns; only a dry run gets this far with them (the option
+        # check refuses to submit without the extra).
+        local = [p for p in patterns if not is_remote(p)]
+        found = resolve_files(local, allow_rejects=True).files if local else []
+        return sorted(found + remote), []
     resolved = resolve_files(patterns, allow_rejects=True,
                              directories_as_inputs=(source == "code"))
     if not resolved.files:
@@ -119,18 +115,13 @@ def _suffix(path: str) -> str:
     return "." + ".".join(parts[-2:]) if parts[-1] == "gz" and len(parts) > 2 else "." + parts[-1]
 
 
-def content_id(key: str) -> str:
-    """A stable id for a reject that has no document id (from its file and place)."""
-    return hashlib.sha1(key.encode("utf-8", "surrogatepass")).hexdigest()[:20]
-
-
 def read_reject(where: Where, source: str, reason: str, details: dict[str, Any],
                 url: str | None = None, text: str = "", doc_id: str | None = None
                 ) -> dict[str, Any]:
     """The ``read`` reject of a record that did not become a document or page."""
     place = f"{where.file}:{where.offset}:{where.line}:{where.row}"
     skeleton = make_document(text, url=url if isinstance(url, str) else None, source=source,
-                             id=doc_id or content_id(place))
+                             id=doc_id or document_id(None, place))  # the same place, the same id
     return make_reject(skeleton, "read", reason, **{**where.details(), **details})
 
 
@@ -221,7 +212,7 @@ def _read_file_items(path: str, source: str, allow_pages: bool, file_no: int,
 def _is_code_parquet(path: str) -> bool:
     """A Parquet of code files (columns path, content, repo)."""
     try:
-        return {"path", "content", "repo"} <= set(pq.read_schema(path).names)
+        return {"path", "content", "repo"} <= set(schema_of(path).names)
     except Exception:  # noqa: BLE001 - unreadable: the generic reader reports it
         return False
 
@@ -232,7 +223,7 @@ def _code_parquet_items(path: str) -> Iterator[Any]:
     counted as skipped, and rows lost to a read error as failures, so the file's row count
     (from its footer) is always accounted."""
 
-    declared = pq.read_metadata(path).num_rows
+    declared = row_count(path)
     stats: dict[str, int] = {}
     done = 0
     try:
@@ -357,7 +348,9 @@ class ReadInputs(beam.PTransform):
 
 
 def shard_of(doc_id: str, num_shards: int) -> int:
-    """Stable shard index of a document (same id -> same shard on every run and runner)."""
+    """Stable shard index of a document (same id -> same shard on every run and runner): the
+    one rule of every pipeline that shards by id (curate's documents and rejects, tokenize's
+    token shards)."""
     h = hashlib.blake2b(str(doc_id).encode("utf-8", "surrogatepass"), digest_size=8).digest()
     return int.from_bytes(h, "big") % max(1, num_shards)
 
@@ -366,11 +359,9 @@ def fail_once(point: str, key: str, marker_dir: str) -> None:
     """Fault injection: raise the first time ``(point, key)`` is seen (marker file)."""
     name = hashlib.sha1(f"{point}\0{key}".encode()).hexdigest()[:24]
     marker = join(marker_dir, f"{point}-{name}")
-    if FileSystems.exists(marker):
+    if fs.exists(marker):
         return
-    FileSystems.mkdirs(marker_dir) if not FileSystems.exists(marker_dir) else None
-    with FileSystems.create(marker) as fh:
-        fh.write(key.encode("utf-8", "surrogatepass"))
+    fs.write_bytes(marker, key.encode("utf-8", "surrogatepass"))  # its directory made as needed
     raise RuntimeError(f"injected failure at {point} ({key}); the retry will succeed")
 
 
@@ -409,7 +400,6 @@ class WriteShardFn(beam.DoFn):
 
     def process(self, element: tuple[int, Iterable[tuple[str, bytes]]]
                 ) -> Iterator[dict[str, Any]]:
-
         index, packed = element
         # Sorted packed, unpacked one row group at a time: a shard costs its compressed
         # size in memory, not its Python objects (texts stowed in spill files are read
@@ -503,8 +493,3 @@ def write_json(path: str, data: Any) -> None:
 
 def read_json(path: str) -> Any:
     return json.loads(fs.read_bytes(path).decode("utf-8"))
-
-
-def write_bytes(path: str, payload: bytes, mime_type: str = "application/octet-stream") -> None:
-    """Kept for callers of the old name: :func:`afm.fs.write_bytes`."""
-    fs.write_bytes(path, payload)

@@ -6,7 +6,7 @@ does not exist on the worker or, worse, is a different file there. Each command 
 what its workers open: inputs, the output directory, indexes (decontamination, dedup),
 models and tokenizers. :func:`check_worker_paths` then applies these rules:
 
-* a URL (``gs://``, ``s3://``, ``hdfs://``...) is read through Beam's ``FileSystems`` on
+* a URL (``gs://``, ``s3://``, ``hdfs://``...) is read through :mod:`afm.fs` (Beam's filesystems) on
   every worker; it is checked to exist when this machine has the filesystem's extra;
 * ``builtin`` (a model shipped inside the afm package) is resolved on each worker, in
   that worker's own installation;

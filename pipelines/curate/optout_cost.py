@@ -23,7 +23,7 @@ import html
 import json
 from typing import Any
 
-from afm.consent.snapshots import host_of
+from afm.consent.urls import origin_of
 from afm.filters.extract import word_count
 
 TOTAL = "*"
@@ -39,7 +39,7 @@ def reject_rows(reject: dict[str, Any]) -> list[tuple[str, tuple[str, int, str, 
     except ValueError:
         details = {}
     url = reject.get("url") or ""
-    host = details.get("host") or (host_of(url) if "://" in url else "")
+    host = details.get("host") or (origin_of(url) if "://" in url else "")
     words = details.get("text_words")
     if not isinstance(words, int):
         words = word_count(reject.get("text"))

@@ -92,7 +92,6 @@ def plan_curate(inputs: list[str], output: Path | str, *, config: Any = None,
                 runner: str = "DirectRunner", source: str | None = None,
                 pipeline_args: list[str] | None = None, text_fields: tuple[str, ...] = (),
                 command: str = "curate", local_workers: int = 0, allow_empty: bool = False) -> CuratePlan:
-
     check_runner_name(runner)
     cfg = load_curate_config(config, source=source)
     stages = cfg.resolve()
@@ -299,7 +298,6 @@ def _metrics(result: Any) -> dict[str, Any]:
 def _manifest(plan: CuratePlan, options: Any, accounting: Any, counts: dict[str, int],
               stats: dict[str, Any], files: list[dict[str, Any]], elapsed: float,
               run_id: str, metrics: dict[str, Any]) -> dict[str, Any]:
-
     cfg = plan.config
     notes = {k.split("/", 1)[1][len("note."):]: v for k, v in metrics.items()
              if k.startswith(f"{READ_NAMESPACE}/note.")}

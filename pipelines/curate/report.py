@@ -182,6 +182,5 @@ def _costs_html(costs: dict[str, Any] | None) -> str:
 
 def write_report(manifest: dict[str, Any], samples: dict[str, list[dict[str, Any]]],
                  path: str) -> str:
-
     fs.write_bytes(path, render_report(manifest, samples).encode("utf-8"))
     return path

@@ -19,7 +19,6 @@ collects a group into a list. The steps, in order:
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import zlib
@@ -35,7 +34,7 @@ from afm.pipelines.beam.cputime import StageClock
 from afm.pipelines.beam.packing import pack, unpack
 from afm.pipelines.beam.spill import SpillReader, SpillWriter
 from afm.pipelines.dedup.keys import doc_key, is_accepted, node_key, node_to_id, node_to_key
-from afm.schema import make_reject
+from afm.schema import invalid_reject, make_reject
 
 STAGE = "dedup"
 NAMESPACE = "afm.dedup"
@@ -59,18 +58,6 @@ def _invalid(doc: Any) -> str:
     if not isinstance(doc.get("text"), str):
         return f"text is {type(doc.get('text')).__name__}, not str"
     return ""
-
-
-def invalid_reject(doc: Any, problem: str) -> dict[str, Any]:
-    """The reject of a record that is not a document (so it can still be written)."""
-    record = dict(doc) if isinstance(doc, dict) else {}
-    text = record.get("text")
-    record["text"] = text if isinstance(text, str) else ("" if text is None else str(text))
-    if not isinstance(record.get("id"), str) or not record["id"]:
-        raw = str(doc)[:2000].encode("utf-8", "surrogatepass")
-        record["id"] = hashlib.sha1(raw).hexdigest()[:20]
-    record["source"] = record.get("source") or "web"
-    return make_reject(record, STAGE, "invalid_document", message=problem)
 
 
 class SketchBatch(beam.DoFn):
@@ -112,7 +99,7 @@ class SketchBatch(beam.DoFn):
             problem = _invalid(doc)
             if problem:
                 self.invalid.inc()
-                yield beam.pvalue.TaggedOutput("invalid", invalid_reject(doc, problem))
+                yield beam.pvalue.TaggedOutput("invalid", invalid_reject(doc, STAGE, problem))
                 continue
             valid.append(doc)
         if not valid:

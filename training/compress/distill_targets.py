@@ -32,12 +32,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from afm import fs
 from afm.io import write_shard
 from afm.model.scoring import token_argmax
 from afm.outputs import OutputDir
+from afm.parquet import open_parquet, row_count
 from afm.training.compress.teacher import Teacher
 from afm.training.core.checkpoint import checkpoint_meta
 from afm.training.data.shards import TOKEN_SCHEMA, DataError, expand_paths
@@ -137,7 +136,7 @@ class TopOnePredictor:
 
 
 def _row_groups(path: str) -> Iterator[pa.Table]:
-    pf = pq.ParquetFile(fs.open_input(path))
+    pf = open_parquet(path)
     missing = [c for c in ("id", "source", "tokens") if c not in pf.schema_arrow.names]
     if missing:
         raise DataError(f"{path}: missing column(s) {missing}; token shards need id, source, tokens")
@@ -160,7 +159,7 @@ def compute_targets(
     the manifest. ``progress(documents_done, documents_total)`` is called per row group."""
 
     files = expand_paths(list(data))
-    total_docs = sum(pq.ParquetFile(fs.open_input(f)).metadata.num_rows for f in files)
+    total_docs = sum(row_count(f) for f in files)
     output = OutputDir.prepare(out, overwrite=overwrite)  # refuse a used directory before any work
     t0 = time.perf_counter()
     try:

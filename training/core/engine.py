@@ -38,7 +38,7 @@ from afm.training.core.hooks import ModelView
 from afm.training.core.optimizer import build_optimizer
 from afm.training.core.schedules import make_schedule
 from afm.training.core.step import TrainState, make_eval_step, make_train_step
-from afm.training.core.task import Field, LossOutput, ParamSpec, Task
+from afm.training.core.task import Field, LossOutput, ParamSpec, Task, compiler_options
 
 Params = dict[str, jax.Array]
 
@@ -151,11 +151,13 @@ class Engine:
         )
         evaluate = make_eval_step(task, build_model, mcfg)
         rep = replicated(mesh)
+        options = compiler_options(task)  # a task compared with a frozen copy rounds exactly
         train_jit = jax.jit(
             train, in_shardings=(state_shardings, batch_shardings, rep),
-            out_shardings=(state_shardings, rep), donate_argnums=(0,),
+            out_shardings=(state_shardings, rep), donate_argnums=(0,), compiler_options=options,
         )
-        eval_jit = jax.jit(evaluate, in_shardings=(shardings, batch_shardings), out_shardings=rep)
+        eval_jit = jax.jit(evaluate, in_shardings=(shardings, batch_shardings), out_shardings=rep,
+                           compiler_options=options)
         return cls(
             cfg=cfg, task=task, model_config=mcfg, mesh=mesh, parts=parts,
             shapes=shapes, names=names, shardings=shardings,

@@ -17,7 +17,7 @@ to the stage's key. A YAML file given to ``afm train --config FILE`` uses the sa
 
 To add a stage: add an entry to the table of its family (or a new ``*.yaml`` file here);
 it is found by every command (``afm train``, ``afm sft``, ``afm rm train``, ``afm dpo``,
-``afm prune learn``, ``afm adapter train``, ``afm rl mdloo``) and listed by
+``afm prune learn``, ``afm adapter train``, ``afm rl train``) and listed by
 ``afm train --list-configs``.
 """
 

@@ -169,6 +169,22 @@ def frozen_model(build_model: Callable[[dict[str, Array]], Any], params: dict[st
     return StackedLayersView(build_model(own), stacked)
 
 
+# XLA's compile options for a program whose model is compared with a frozen copy of itself
+# (``TaskBase.exact_rounding``): with excess precision allowed (XLA's default) the compiler
+# may skip a bf16 rounding in one forward pass and keep it in the other (which one depends
+# on fusion, and a differentiated pass fuses differently from a plain one), so the policy
+# and its reference would differ at step 0; with it off every value is rounded where the
+# program says, in both passes alike. Set per program, so whatever ``XLA_FLAGS`` says.
+EXACT_ROUNDING: dict[str, Any] = {"xla_allow_excess_precision": False}
+
+
+def compiler_options(task: Any) -> dict[str, Any] | None:
+    """The compile options of the programs a task runs (its train and eval steps, its
+    side programs): :data:`EXACT_ROUNDING` for a task with ``exact_rounding``, else the
+    compiler's defaults."""
+    return dict(EXACT_ROUNDING) if task.exact_rounding else None
+
+
 @dataclass(frozen=True)
 class SideProgram:
     """A program a task runs beside its train step while the run's state stays on the
@@ -254,6 +270,7 @@ class Task(Protocol):
     name: str
     artifact: str  # the name of what export() writes in the workdir at the end ("model", ...)
     options: Any  # the parsed task_options (:func:`parse_task_options`)
+    exact_rounding: bool  # compile with EXACT_ROUNDING (a loss comparing the model with a frozen copy)
 
     @classmethod
     def prepare_config(cls, config: Any, workdir: str) -> Any: ...
@@ -302,6 +319,10 @@ class TaskBase:
     name = "task"
     artifact = "model"
     Options: type | None = None  # the task_options dataclass (None: the task takes none)
+    # True for a task whose loss compares the model with a frozen copy of itself (DPO/IPO,
+    # online RL): the engine compiles its programs with EXACT_ROUNDING, so the log-ratio of
+    # policy and reference is exactly 0 at step 0 in every precision and layout.
+    exact_rounding = False
 
     def __init__(self, config: Any):
         self.config = config  # the run's TrainConfig

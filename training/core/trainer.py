@@ -125,8 +125,6 @@ class Run:
     hooks and metrics, and the loop over them (see the module docstring)."""
 
     def __init__(self, cfg: TrainConfig, workdir: str, *, task: Task, quiet: bool = False):
-
-
         self.workdir = str(fs.as_path(workdir))
         fs.as_path(self.workdir).mkdir(parents=True, exist_ok=True)
         if not cfg.data.index_cache:
@@ -196,7 +194,8 @@ class Run:
         console.print(f"[bold]start:[/] step {self.start}, {origin}")
         console.print(
             f"mesh {dict(self.mesh.shape)}, {jax.device_count()} devices, {jax.process_count()} host(s); "
-            f"task {self.task.name}; attention {self.backend}; remat {self.mcfg.remat}; "
+            f"task {self.task.name}; attention {self.backend}; remat {self.mcfg.remat}; {self.mcfg.dtype}"
+            f"{', layers scanned' if self.mcfg.scan_layers else ''}; "
             f"microbatches {self.cfg.microbatches}; data {self.source.describe().get('lanes', '-')} lanes"
         )
         for k, v in muparam.describe(engine.multipliers, engine.shapes).items():

@@ -1,26 +1,13 @@
-"""Preference data: one reader and the pair batches of the reward-model and DPO tasks.
+"""Preference data: reading files of pairs and the pair batches of the reward-model and
+DPO tasks.
 
-A preference record (report App. E.1), one JSON object per JSONL line or Parquet row::
-
-    {"id": "...",                                  # optional
-     "prompt": [{"role": "user", "content": "..."}, ...],   # the whole conversation
-     "chosen": "...", "rejected": "...",           # the two assistant replies
-     "level": "significantly_better",             # negligibly_better | slightly_better |
-                                                   # better | significantly_better
-     "chosen_grades": {"instruction_following": 2, "verbosity": 2,
-                       "truthfulness": 2, "harmlessness": 2},   # optional, 0/1/2 each
-     "rejected_grades": {...}}                     # optional
-
-``prompt`` may also be a plain string (one user turn). ``chosen`` / ``rejected`` may be
-lists of messages (TRL's conversational form): the reply is then every message of the
-list, in order (assistant turns, and tool results between them), and it must end with an
-assistant turn; DPO/IPO score every assistant message of it. Without a ``prompt``, two
-message lists are TRL's implicit-prompt form: the messages they share from the start are
-the prompt. A reply recorded as cut at the token limit (``finish_reason`` ``length`` on a
-reply message, or ``chosen_finish_reason`` / ``rejected_finish_reason`` on the record) is
-never a finished turn (``afm.finish``) and rejects the pair. Grading classes: 0 = major issue,
-1 = minor issue, 2 = no issue (verbosity: 0 too verbose, 1 too short, 2 just right); a
-missing grading is ``-1`` and adds no regularisation term.
+The record layout and its reader are ``afm.synth.preference_format`` (one reader of the
+layout, shared with ``afm sft prepare``): the prompt conversation, ``chosen`` /
+``rejected`` replies (text, or message lists: DPO/IPO score every assistant message of
+the reply), ``level`` and optional gradings; a reply cut at the token limit rejects the
+pair. Grading classes: 0 = major issue, 1 = minor issue, 2 = no issue (verbosity: 0 too
+verbose, 1 too short, 2 just right); a missing grading is ``-1`` and adds no
+regularisation term.
 
 Reading goes through the project's input boundary (``afm.readers``): every line/row is
 either a :class:`PreferencePair` or a reject with a reason (undecodable, not an object,
@@ -38,7 +25,6 @@ position (epoch, next pair) is the checkpointed :class:`LoaderState`.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -49,33 +35,23 @@ import numpy as np
 from afm import fs
 from afm.console import console
 from afm.errors import UserError
-from afm.finish import DROP_REASON, finish_of, is_cut
-from afm.model.chat import ChatFormatError, validate
 from afm.readers import Failure, Record, Skipped, read_file
+from afm.synth.preference_format import (
+    GRADES,
+    LEVELS,
+    PreferencePair,
+    Reply,
+    implicit_prompt,
+    parse_record,
+    parse_reply,
+)
 from afm.training.data.loader import LoaderState
 
-LEVELS = ("negligibly_better", "slightly_better", "better", "significantly_better")
-GRADES = ("instruction_following", "verbosity", "truthfulness", "harmlessness")
 SUFFIXES = (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz", ".parquet")
 
 
 class PreferenceDataError(UserError):
     """No usable preference file, or no usable pair in them."""
-
-
-Reply = str | list[dict[str, Any]]  # one assistant text, or the reply's messages in order
-
-
-@dataclass(frozen=True)
-class PreferencePair:
-    id: str
-    prompt: list[dict[str, Any]]
-    chosen: Reply
-    rejected: Reply
-    level: int
-    chosen_grades: tuple[int, int, int, int]
-    rejected_grades: tuple[int, int, int, int]
-    ref_logps: tuple[float, float] | None = None  # a reference model's (chosen, rejected) log-probs
 
 
 @dataclass
@@ -91,138 +67,6 @@ class ReadResult:
 def reject_reasons(rejects: Sequence[dict[str, Any]]) -> Counter:
     """How many rejects of each kind (the reason up to its first colon)."""
     return Counter(r["reason"].split(":", 1)[0] for r in rejects)
-
-
-def _grades(value: Any, name: str) -> tuple[int, int, int, int]:
-    if value is None:
-        return (-1, -1, -1, -1)
-    if isinstance(value, str):
-        value = json.loads(value)
-    if not isinstance(value, dict):
-        raise ValueError(f"{name}: expected an object of gradings")
-    unknown = set(value) - set(GRADES)
-    if unknown:
-        raise ValueError(f"{name}: unknown grading {sorted(unknown)[0]!r}")
-    out = []
-    for g in GRADES:
-        v = value.get(g)
-        if v is None:
-            out.append(-1)
-        elif isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= 2:
-            raise ValueError(f"{name}.{g}: expected 0, 1 or 2, got {v!r}")
-        else:
-            out.append(int(v))
-    return tuple(out)  # type: ignore[return-value]
-
-
-def _messages(value: Any) -> Any:
-    """A message list stored as JSON text (a Parquet column) decoded; anything else as is."""
-    if isinstance(value, str) and value.lstrip().startswith("[{"):
-        try:
-            decoded = json.loads(value)
-        except json.JSONDecodeError:
-            return value
-        if isinstance(decoded, list) and all(isinstance(m, dict) and "role" in m for m in decoded):
-            return decoded
-    return value
-
-
-def implicit_prompt(chosen: list[Any], rejected: list[Any]) -> tuple[list[Any], list[Any], list[Any]]:
-    """TRL's implicit-prompt form (no ``prompt``; both replies are whole conversations):
-    the messages both share from the start, up to the last one the assistant answers, are
-    the prompt; the rest is each side's reply."""
-    n = 0
-    while n < min(len(chosen), len(rejected)) and chosen[n] == rejected[n]:
-        n += 1
-    # assistant turns (and tool results) both replies open with stay in both replies: a
-    # prompt ends with what the assistant answers
-    while n and isinstance(chosen[n - 1], dict) and chosen[n - 1].get("role") in ("assistant", "tool"):
-        n -= 1
-    return chosen[:n], chosen[n:], rejected[n:]
-
-
-def parse_reply(value: Any, key: str, rec: dict[str, Any]) -> Reply:
-    """One side's reply: a non-empty string, or a list of messages read whole (every
-    message, in order) that holds assistant and tool messages only, ends with an assistant
-    turn and was not cut at the token limit. ``ValueError`` with the reject reason."""
-
-
-    side = {k[len(key) + 1:]: v for k, v in rec.items() if k.startswith(key + "_")}
-    if is_cut(finish_of(side)):
-        raise ValueError(f"{DROP_REASON}: {key!r} stopped for length ({finish_of(side)}): never a finished turn")
-    if isinstance(value, str):
-        if not value.strip():
-            raise ValueError(f"missing_response: {key!r} is missing or empty")
-        return value
-    if not isinstance(value, list) or not value:
-        raise ValueError(f"missing_response: {key!r} is missing or empty")
-    try:
-        validate(value)
-    except ChatFormatError as exc:
-        raise ValueError(f"bad_response: {key!r}: {exc}") from None
-    last = value[-1].get("role")
-    if last != "assistant":
-        raise ValueError(f"reply_not_from_assistant: {key!r} ends with a {last} message, not the assistant's reply")
-    for i, m in enumerate(value):
-        if m["role"] not in ("assistant", "tool"):
-            raise ValueError(f"bad_response: {key!r} message {i} is a {m['role']} turn; a reply holds assistant "
-                             "messages and the tool results between them")
-        if is_cut(finish_of(m)):
-            raise ValueError(f"{DROP_REASON}: {key!r} message {i} stopped for length ({finish_of(m)}): "
-                             "never a finished turn")
-    if not any((m.get("content") or "").strip() or m.get("tool_calls") for m in value if m["role"] == "assistant"):
-        raise ValueError(f"missing_response: {key!r} has no assistant text or tool call")
-    return [dict(m) for m in value]
-
-
-def parse_record(rec: Any, default_id: str) -> PreferencePair:
-    """A record -> a pair, or ``ValueError`` whose message is the reject reason."""
-
-    if not isinstance(rec, dict):
-        raise ValueError(f"not_an_object: got {type(rec).__name__}")
-    chosen, rejected = _messages(rec.get("chosen")), _messages(rec.get("rejected"))
-    prompt = rec.get("prompt")
-    if prompt is None and isinstance(chosen, list) and isinstance(rejected, list):
-        prompt, chosen, rejected = implicit_prompt(chosen, rejected)  # TRL's implicit-prompt form
-    if isinstance(prompt, str) and prompt.strip().startswith("["):
-        try:
-            prompt = json.loads(prompt)
-        except json.JSONDecodeError:
-            pass
-    if isinstance(prompt, str):
-        prompt = [{"role": "user", "content": prompt}]
-    if not isinstance(prompt, list) or not prompt:
-        raise ValueError("bad_prompt: expected a non-empty conversation or string")
-    try:
-        validate(prompt)
-    except ChatFormatError as exc:
-        raise ValueError(f"bad_prompt: {exc}") from None
-    if prompt[-1].get("role") == "assistant":
-        raise ValueError("bad_prompt: the conversation ends with an assistant turn")
-    responses = [parse_reply(chosen, "chosen", rec), parse_reply(rejected, "rejected", rec)]
-    if responses[0] == responses[1]:
-        raise ValueError("identical_responses: chosen equals rejected")
-    if "level" not in rec:
-        raise ValueError(f"missing_level: a preference needs a level ({', '.join(LEVELS)})")
-    level = rec["level"]
-    if level not in LEVELS:
-        raise ValueError(f"bad_level: {level!r} is not one of {', '.join(LEVELS)}")
-    try:
-        cg = _grades(rec.get("chosen_grades"), "chosen_grades")
-        rg = _grades(rec.get("rejected_grades"), "rejected_grades")
-    except (ValueError, json.JSONDecodeError) as exc:
-        raise ValueError(f"bad_grades: {exc}") from None
-    ref = None
-    if rec.get("ref_chosen_logps") is not None or rec.get("ref_rejected_logps") is not None:
-        try:
-            ref = (float(rec["ref_chosen_logps"]), float(rec["ref_rejected_logps"]))
-        except (KeyError, TypeError, ValueError):
-            raise ValueError("bad_ref_logps: ref_chosen_logps and ref_rejected_logps must both be numbers") from None
-        if not all(np.isfinite(ref)) or max(ref) > 0:
-            raise ValueError(f"bad_ref_logps: log-probs must be finite and <= 0, got {ref}")
-    rid = rec.get("id")
-    return PreferencePair(str(rid) if rid not in (None, "") else default_id, prompt,
-                          responses[0], responses[1], LEVELS.index(level), cg, rg, ref)
 
 
 def preference_files(paths: Sequence[str]) -> list[str]:
@@ -332,6 +176,17 @@ def tokenize_pairs(pairs: Sequence[PreferencePair], tokenizer: Any, max_len: int
     return out
 
 
+def describe_rejects(data: TokenizedPairs) -> str:
+    """``"5 of 12 records rejected (cut_reply 4, bad_level 1)"``: what a pair input lost
+    and why, in the words every summary uses."""
+    reasons = reject_reasons(data.rejects)
+    total = len(data.level) + len(data.rejects)
+    if not data.rejects:
+        return f"0 of {total:,} records rejected"
+    return (f"{len(data.rejects):,} of {total:,} records rejected "
+            f"({', '.join(f'{k} {v:,}' for k, v in reasons.most_common())})")
+
+
 def report_rejects(data: TokenizedPairs, paths: Sequence[str], role: str, seq_len: int) -> None:
     """Say on the console how many records a task's pair input lost and why: a pair too
     long for ``data.seq_len`` is dropped (a truncated reply would score a different text),
@@ -339,11 +194,8 @@ def report_rejects(data: TokenizedPairs, paths: Sequence[str], role: str, seq_le
     if not data.rejects:
         return
 
-    reasons = reject_reasons(data.rejects)
-    total = len(data.level) + len(data.rejects)
-    hint = f"; raise data.seq_len (now {seq_len})" if reasons.get("too_long") else ""
-    console.print(f"[yellow]{role} pairs ({', '.join(map(str, paths))}): {len(data.rejects):,} of {total:,} "
-                  f"records rejected ({', '.join(f'{k} {v:,}' for k, v in reasons.most_common())}){hint}",
+    hint = f"; raise data.seq_len (now {seq_len})" if reject_reasons(data.rejects).get("too_long") else ""
+    console.print(f"[yellow]{role} pairs ({', '.join(map(str, paths))}): {describe_rejects(data)}{hint}",
                   markup=True, highlight=False)
 
 
@@ -464,8 +316,8 @@ class PairEvalInput:
 
 __all__ = ["GRADES", "LEVELS", "PAIR_FIELDS", "PairEvalInput", "PairLoader", "PreferenceDataError",
            "PreferencePair", "ReadResult", "Reply", "TokenizedPairs", "encode_response", "implicit_prompt",
-           "pair_batch", "parse_record", "parse_reply", "preference_files", "read_preferences", "reject_reasons", "report_rejects", "tokenize_pairs",
-           "usable_heldout_pairs"]
+           "pair_batch", "parse_record", "parse_reply", "preference_files", "read_preferences", "reject_reasons",
+           "describe_rejects", "report_rejects", "tokenize_pairs", "usable_heldout_pairs"]
 
 
 class PairTaskInputs:
@@ -491,6 +343,18 @@ class PairTaskInputs:
             report_rejects(cache[key], paths, role, self.config.data.seq_len)
             said.add((role, key))
         return cache[key]
+
+    def rejects_summary(self) -> dict[str, Any]:
+        """Per input the run read (``training``, ``held-out``): records, pairs kept and the
+        rejects by reason (read and tokenize), for the run's result and summary, whatever
+        the task's reference mode."""
+        cache: dict[tuple[str, ...], TokenizedPairs] = self.__dict__.get("_tokenized_pairs", {})
+        roles = {tuple(map(str, self.config.data.paths)): "training",
+                 tuple(map(str, self.config.eval.heldout)): "held-out"}
+        return {roles.get(key, ",".join(key)): {"records": len(d.level) + len(d.rejects), "pairs": len(d.level),
+                                                "rejected": len(d.rejects), "reasons": dict(reject_reasons(d.rejects)),
+                                                "summary": describe_rejects(d)}
+                for key, d in cache.items()}
 
     def make_input(self, *, vocab_size: int, process_index: int, process_count: int,
                    state: Any = None) -> PairLoader:

@@ -23,12 +23,12 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from afm import fs
 from afm.config import check_choice, check_number
 from afm.errors import UserError
 from afm.io import DatasetError, resolve_token_shards, write_shard
+from afm.parquet import ParquetReader, RowGroupMeta, open_parquet
 
 TOKEN_COLUMNS = ("id", "source", "tokens")
 TOKEN_SCHEMA = pa.schema([("id", pa.string()), ("source", pa.string()), ("tokens", pa.list_(pa.int32()))])
@@ -139,20 +139,21 @@ class Chunk:
 
 
 class ParquetFiles:
-    """An LRU of open ``ParquetFile`` handles (footers parsed once, files on any store)."""
+    """An LRU of opened Parquet files (:func:`afm.parquet.open_parquet`: footers parsed once,
+    files on any store)."""
 
     def __init__(self, files: list[str], capacity: int = 64):
         self.files = files
         self.capacity = max(1, capacity)
-        self._open: OrderedDict[int, pq.ParquetFile] = OrderedDict()
+        self._open: OrderedDict[int, ParquetReader] = OrderedDict()
 
-    def get(self, i: int) -> pq.ParquetFile:
+    def get(self, i: int) -> ParquetReader:
         if i in self._open:
             self._open.move_to_end(i)
             return self._open[i]
         path = self.files[i]
         try:
-            handle = pq.ParquetFile(fs.open_input(path))
+            handle = open_parquet(path)
         except Exception as exc:  # noqa: BLE001 - re-raised with the path
             raise DataError(f"{path}: not a readable Parquet file ({exc})") from exc
         self._open[i] = handle
@@ -161,7 +162,7 @@ class ParquetFiles:
         return handle
 
 
-def _single_source(meta: pq.RowGroupMetaData, column: int) -> str | None:
+def _single_source(meta: RowGroupMeta, column: int) -> str | None:
     """The row group's only source when its statistics say min == max, else None."""
     stats = meta.column(column).statistics
     if stats is None or not stats.has_min_max or stats.min != stats.max:

@@ -93,7 +93,6 @@ class RewardModelScorer:
 
     def __init__(self, checkpoint: str | Path, tokenizer: Any = None, *, batch_size: int = 16,
                  max_len: int | None = None):
-
         root = Path(checkpoint)
         meta_path = root / "reward_model.json"
         if not meta_path.is_file():

@@ -81,6 +81,7 @@ def sample_groups(
     top_p: float = 1.0,
     seed: int = 0,
     batch_size: int | None = None,
+    top_k: int = 0,
 ) -> Rollout:
     """K responses per conversation: one batched KV-cache sampling call (or calls of
     ``batch_size`` rows each, which bounds the cache's memory), each reply with why it
@@ -96,7 +97,7 @@ def sample_groups(
     for at in range(0, len(batch), step):
         part = sample(model, batch[at:at + step], max_new_tokens=max_new_tokens, temperature=temperature,
                       top_p=top_p, stop_tokens=(tokenizer.end_id, tokenizer.eos_id), seed=seed + at,
-                      pad_id=tokenizer.pad_id)
+                      pad_id=tokenizer.pad_id, top_k=top_k)
         out.tokens += part.tokens
         out.logprobs += part.logprobs
         out.model_logprobs += part.model_logprobs
@@ -146,35 +147,38 @@ def pack_responses(
             "positions": pos}
 
 
-def response_logprobs_of(model: Any, batch: dict[str, Any], temperature: float = 1.0, chunk: int = 1024) -> jax.Array:
+def response_logprobs_of(model: Any, batch: dict[str, Any], temperature: float = 1.0, chunk: int = 1024,
+                         top_k: int = 0) -> jax.Array:
     """log pi(target | prefix) per position [B, T] (float32), 0 off the response: the one
     chunked scoring function (``afm.model.scoring.score``, never float32 ``[B, T, V]``).
 
     ``temperature`` != 1 scores the *tempered* policy softmax(logits / T), the distribution
-    the sampler draws from at that temperature: RL that samples at T must score (and
-    optimise) the same distribution, or its ratios and KL terms are off-policy."""
+    the sampler draws from at that temperature, and ``top_k`` its top-k restriction: RL
+    that samples at T (with top-k) must score (and optimise) the same distribution, or its
+    ratios and KL terms are off-policy."""
 
     scores, _ = score(model, batch["inputs"], batch["targets"], positions=batch["positions"],
-                      segment_ids=batch["segment_ids"], temperature=temperature, chunk=chunk)
+                      segment_ids=batch["segment_ids"], temperature=temperature, chunk=chunk, top_k=top_k)
     return scores.logprob * batch["response_mask"]
 
 
-def response_logprobs(model: Any, batch: dict[str, np.ndarray], temperature: float = 1.0) -> np.ndarray:
+def response_logprobs(model: Any, batch: dict[str, np.ndarray], temperature: float = 1.0, top_k: int = 0) -> np.ndarray:
     """:func:`response_logprobs_of` for a model outside a run (host arrays in and out)."""
     from flax import nnx
 
     graphdef, state = nnx.split(model)
     return np.asarray(_logprobs_jit(graphdef, state, {k: jnp.asarray(v) for k, v in batch.items()},
-                                    jnp.float32(temperature)))
+                                    jnp.float32(temperature), top_k))
 
 
-def _logprobs_impl(graphdef: Any, state: Any, batch: dict[str, jax.Array], temperature: jax.Array) -> jax.Array:
+def _logprobs_impl(graphdef: Any, state: Any, batch: dict[str, jax.Array], temperature: jax.Array,
+                   top_k: int) -> jax.Array:
     from flax import nnx
 
-    return response_logprobs_of(nnx.merge(graphdef, state), batch, temperature)
+    return response_logprobs_of(nnx.merge(graphdef, state), batch, temperature, top_k=top_k)
 
 
-_logprobs_jit = jax.jit(_logprobs_impl, static_argnums=0)
+_logprobs_jit = jax.jit(_logprobs_impl, static_argnums=(0, 4))
 
 
 __all__ = ["Rollout", "pack_responses", "response_logprobs", "response_logprobs_of", "sample_groups"]

@@ -21,7 +21,7 @@ Outputs of :func:`run_round` in ``out/``:
   config (so it can be re-run).
 
 :class:`RoundConfig` is the whole round as YAML: the prompts, the reward, the committee and,
-per member, how it is (re)trained (``train: {algorithm: mdloo|ppo, config: FILE}``) when its
+per member, how it is (re)trained (``train: {algorithm: mdloo|ppo|grpo|dr_grpo|dapo, config: FILE}``) when its
 checkpoint does not exist yet, so ``afm itec run --config round.yaml`` re-runs everything.
 """
 
@@ -42,6 +42,7 @@ from afm.model.checkpoint import load_model
 from afm.model.tokenizer import Tokenizer
 from afm.synth.arith_task import preference_record
 from afm.training.data.prompts import read_prompts
+from afm.training.rl.objectives import ALGORITHMS as ONLINE_RL
 from afm.training.rl.rewards import check_unscored, load_reward, score_responses
 from afm.training.rl.rollout import sample_groups
 from afm.training.runs.train import train
@@ -49,8 +50,8 @@ from afm.training.runs.train import train
 
 @dataclass
 class MemberTrain:
-    """How a member is produced: ``algorithm`` (mdloo / ppo: ``afm rl``; others name a
-    trainer module this build must have) and its config file."""
+    """How a member is produced: ``algorithm`` (an online-RL algorithm: mdloo, ppo, grpo,
+    dr_grpo or dapo, ``afm rl train``) and its config file."""
 
     algorithm: str = ""
     config: str = ""
@@ -121,7 +122,7 @@ def train_missing_members(cfg: RoundConfig, *, progress: bool = True) -> list[st
         algo = m.train.algorithm
         if not algo:
             raise ConfigError(f"member {m.name!r}: checkpoint {m.checkpoint} is missing and it has no train spec")
-        if algo in ("mdloo", "ppo"):
+        if algo in ONLINE_RL:  # mdloo, ppo, grpo, dr_grpo, dapo: afm rl train
             workdir = m.train.workdir or str(Path(m.checkpoint).parent)
             summary = train(m.train.config, workdir, task="mdloo", require_task="mdloo",
                             task_options={"algorithm": algo}, quiet=not progress)["summary"]

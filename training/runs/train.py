@@ -98,8 +98,10 @@ def train(
     if jax.process_index() == 0:
         result = built.finish_run(str(workdir), result)
         if not quiet:
-            print_summary(f"train {cfg.name}", {k: v for k, v in result.items()
-                                                if k != "mixture" and v is not None})
+            rows = {k: v for k, v in result.items() if k != "mixture" and v is not None}
+            if isinstance(rows.get("rejects"), dict):  # a pair task's inputs: what each lost and why
+                rows["rejects"] = "; ".join(f"{role}: {r['summary']}" for role, r in rows["rejects"].items())
+            print_summary(f"train {cfg.name}", rows)
     return result
 
 

@@ -155,6 +155,11 @@ class AdapterTask(TaskBase):
     def is_trainable(self, path: str) -> bool:
         return False  # every model parameter is the frozen base
 
+    @property
+    def exact_rounding(self) -> bool:  # type: ignore[override]
+        """The inner task's (adapters on DPO compare with a frozen reference too)."""
+        return bool(getattr(self.inner, "exact_rounding", False))
+
     def wrap_model(self, model: Any, params: dict[str, jax.Array]) -> Any:
         model = self.inner.wrap_model(model, params)
         weights = {p: (params[self._keys(p)[0]], params[self._keys(p)[1]])

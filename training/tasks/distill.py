@@ -43,11 +43,10 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import pyarrow.parquet as pq
 
-from afm import fs
 from afm.config import ConfigError
 from afm.model.scoring import token_argmax, token_logprobs
+from afm.parquet import schema_of
 from afm.training.compress.teacher import Teacher, same_shapes_but_ffn
 from afm.training.core.task import Field, LossContext, LossOutput, ParamSpec, parse_task_options
 from afm.training.data.loader import make_loader
@@ -160,7 +159,7 @@ class DistillTask(PretrainTask):
                                            process_count=process_count)
         column = self.options.column
         files = expand_paths(list(paths))
-        has_column = all(column in pq.ParquetFile(fs.open_input(f)).schema_arrow.names for f in files)
+        has_column = all(column in schema_of(f).names for f in files)
         self._eval_has_teacher = has_column
         aligned = [c for c in self.config.data.aligned_columns if has_column or c != column]
         cfg = dataclasses.replace(self.config.data, paths=list(paths), prefetch=0, index_cache="",

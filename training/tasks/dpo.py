@@ -14,9 +14,17 @@ The reference (``task_options.reference``):
 
 * ``frozen`` (default) -- a frozen copy of the starting model (``ref/<path>`` extra
   parameters initialised from the model, no gradient, no optimizer state);
-* ``precomputed`` -- ``ref_chosen_logps`` / ``ref_rejected_logps`` columns of the
-  preference records (written by :func:`add_reference_logps`), so no second model is held
-  in memory during training.
+* ``precomputed`` -- the starting model's log-probs of every pair, computed once before
+  the run (:func:`write_reference_logps`, kept by pair content under
+  ``WORKDIR/reference_logps/``) or given as ``ref_chosen_logps`` / ``ref_rejected_logps``
+  columns of the records, so no second model is held in memory during training. The run
+  still reads the user's files with the one reader, so its rejects are counted and
+  reported as with a frozen reference.
+
+Either way the reference's log-probs equal the policy's at step 0 exactly (log-ratios 0,
+the DPO loss log 2), in every precision and layout: the task compiles with
+:data:`~afm.training.core.task.EXACT_ROUNDING` and a precomputed pass scores rows as the
+step does.
 
 Batches are the preference pairs of ``afm.training.data.preferences``; the loss is a sum
 over pairs with weight = pairs. Metrics: the implicit reward accuracy
@@ -25,6 +33,9 @@ over pairs with weight = pairs. Metrics: the implicit reward accuracy
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,12 +44,15 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from flax import nnx
 
 from afm.config import ConfigError
 from afm.model.checkpoint import load_model
 from afm.model.scoring import token_logprobs
 from afm.model.tokenizer import Tokenizer
+from afm.training.core.config import model_config
 from afm.training.core.task import (
+    EXACT_ROUNDING,
     Field,
     LossContext,
     LossOutput,
@@ -51,10 +65,9 @@ from afm.training.core.task import (
 )
 from afm.training.data.packed_pairs import PackedPairEvalInput, PackedPairLoader
 from afm.training.data.preferences import (
-    GRADES,
-    LEVELS,
     PairTaskInputs,
-    encode_response,
+    PreferencePair,
+    pair_batch,
     read_preferences,
     tokenize_pairs,
 )
@@ -91,6 +104,10 @@ class DpoOptions:
     reference: str = "frozen"  # frozen | precomputed
     packing: str = "none"  # none | pairs: several pairs per row (afm.training.data.packed_pairs)
     max_pairs_per_row: int = 8
+    # reference: precomputed -- the file of log-probs by pair content the run computed first
+    # (set by prepare_config: WORKDIR/reference_logps/logps.jsonl); pairs that carry
+    # ref_chosen_logps / ref_rejected_logps columns use their own
+    reference_logps: str = ""
 
     def check(self) -> None:
         if self.reference not in ("frozen", "precomputed"):
@@ -123,6 +140,7 @@ class DpoTask(PairTaskInputs, TaskBase):
     name = "dpo"
     kind = "dpo"
     Options = DpoOptions
+    exact_rounding = True  # log-ratios exactly 0 at step 0 (core/task.py EXACT_ROUNDING)
 
     def __init__(self, config: Any):
         super().__init__(config)
@@ -145,8 +163,10 @@ class DpoTask(PairTaskInputs, TaskBase):
         return config
 
     def finish_run(self, workdir: str, result: dict[str, Any]) -> dict[str, Any]:
-        """The exported policy (no reference in it) as ``model``."""
-        return {**result, "model": result["model_checkpoint"] or str(Path(workdir) / "model")}
+        """The exported policy (no reference in it) as ``model``; the records each input
+        lost and why (``rejects``, as with every reference mode)."""
+        return {**result, "model": result["model_checkpoint"] or str(Path(workdir) / "model"),
+                "rejects": self.rejects_summary()}
 
     tokenizer = property(task_tokenizer)
 
@@ -165,14 +185,20 @@ class DpoTask(PairTaskInputs, TaskBase):
         return fields
 
     def _pairs(self, paths: list[str]) -> Any:
+        """The files read with the one reader (its rejects kept, whatever the reference),
+        tokenized; with a precomputed reference each pair gets its log-probs."""
         read = read_preferences(paths)
         pairs = read.pairs
         if self.options.reference == "precomputed":
-            missing = [p.id for p in pairs if p.ref_logps is None]
-            if missing:
-                raise ConfigError(f"{len(missing)} pairs lack ref_chosen_logps/ref_rejected_logps "
-                                  "(run add_reference_logps first, or use reference=frozen)")
-        return tokenize_pairs(pairs, self.tokenizer, self.config.data.seq_len, read.rejects, packed=self.packed)
+            known = read_reference_logps(self.options.reference_logps) if self.options.reference_logps else {}
+            pairs = [p if p.ref_logps is not None or pair_key(p) not in known
+                     else dataclasses.replace(p, ref_logps=known[pair_key(p)]) for p in pairs]
+        data = tokenize_pairs(pairs, self.tokenizer, self.config.data.seq_len, read.rejects, packed=self.packed)
+        if self.options.reference == "precomputed" and data.ref_logps is None and len(data.level):
+            raise ConfigError("usable pairs lack reference log-probs (ref_chosen_logps/ref_rejected_logps "
+                              "columns, or the run's reference_logps file): start the run through afm dpo "
+                              "--reference precomputed, or use --reference frozen")
+        return data
 
     def make_input(self, *, vocab_size: int, process_index: int, process_count: int, state: Any = None):
         if not self.packed:
@@ -251,71 +277,94 @@ class IpoTask(DpoTask):
 
 # -- precomputed reference log-probs ---------------------------------------------------------
 
+REFERENCE_LOGPS = "reference_logps/logps.jsonl"  # under the run's workdir
+
+
+def pair_key(pair: PreferencePair) -> str:
+    """A pair's content (prompt and both replies) hashed: what its reference log-probs
+    depend on, so a file of them attaches to the same pairs whatever file or order they
+    are read from."""
+    blob = json.dumps([pair.prompt, pair.chosen, pair.rejected], sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def read_reference_logps(path: str | Path) -> dict[str, tuple[float, float]]:
+    """``{pair_key: (ref_chosen_logps, ref_rejected_logps)}`` from a file written by
+    :func:`write_reference_logps` (empty when it does not exist yet)."""
+    out: dict[str, tuple[float, float]] = {}
+    if Path(path).exists():
+        for line in Path(path).read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                row = json.loads(line)
+                out[row["key"]] = (float(row["ref_chosen_logps"]), float(row["ref_rejected_logps"]))
+    return out
+
+
 def _with_reference_logps(cfg: Any, workdir: Path, tokenizer: Any) -> Any:
     """``reference: precomputed`` without a frozen copy in the step (the on-device model's
-    DPO fits one 80 GB device only so: ``afm bench train --task dpo``): files whose pairs
-    lack reference log-probs get them from the starting model in one no-gradient pass,
-    written once under ``workdir/reference_logps/`` and reused by a resumed run."""
-    import dataclasses
+    DPO fits one 80 GB device only so: ``afm bench train --task dpo``): the starting
+    model's log-probs of every usable pair of the training and held-out files that carry
+    none, in one no-gradient pass, appended to ``workdir/reference_logps/logps.jsonl`` (by
+    pair content, :func:`pair_key`) and reused by a resumed run. The data paths stay the
+    user's files, so the run reads them with the one reader and reports its rejects as a
+    frozen reference's run does; the task attaches the log-probs to the pairs it reads."""
+    out = workdir / REFERENCE_LOGPS
+    have = read_reference_logps(out)
+    pairs = [p for paths in (cfg.data.paths, cfg.eval.heldout) if paths
+             for p in read_preferences(list(paths)).pairs if p.ref_logps is None]
+    todo = list({k: p for p in pairs if (k := pair_key(p)) not in have}.values())
+    if todo:
+        n = write_reference_logps(todo, out, cfg, tokenizer)
+        if n:
+            print(f"reference log-probs of {n} pairs from {cfg.init_from} -> {out}")
+    options = {**cfg.task_options, "reference_logps": str(out)}
+    return dataclasses.replace(cfg, task_options=options)
 
 
-    def ensure(paths: list[str], role: str) -> list[str]:
-        if not paths or all(p.ref_logps is not None for p in read_preferences(paths).pairs):
-            return paths
-        out = workdir / "reference_logps" / f"{role}.jsonl"
-        if not out.exists():
-            tmp = out.with_suffix(".tmp")
-            n = add_reference_logps(paths, tmp, cfg.init_from, tokenizer)
-            tmp.replace(out)
-            print(f"reference log-probs of {n} {role} pairs from {cfg.init_from} -> {out}")
-        return [str(out)]
+def write_reference_logps(pairs: Sequence[PreferencePair], out: str | Path, cfg: Any, tokenizer: Any) -> int:
+    """Append the reference log-probs of ``pairs`` under the run's starting model
+    (``cfg.init_from``) to ``out``, one ``{"key", "ref_chosen_logps", "ref_rejected_logps"}``
+    line per pair.
 
-    ev = dataclasses.replace(cfg.eval, heldout=ensure(list(cfg.eval.heldout), "heldout"))
-    return dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, paths=ensure(list(cfg.data.paths), "training")),
-                               eval=ev)
-
-
-def add_reference_logps(paths: Sequence[str], out: str | Path, model_dir: str | Path, tokenizer: Any,
-                        *, batch_size: int = 8) -> int:
-    """Preference JSONL with ``ref_chosen_logps`` / ``ref_rejected_logps`` from the model at
-    ``model_dir`` (the reference), for ``reference: precomputed``."""
-    import json
-
-
+    They are computed as the training step computes the policy's at step 0, so the
+    log-ratios start at exactly 0: the run's model settings (compute dtype, scan, ...), rows
+    of ``data.seq_len`` tokens, ``global_batch_size`` pairs (chosen and rejected rows
+    together) per call, the one chunked scoring function, compiled with
+    :data:`~afm.training.core.task.EXACT_ROUNDING`. A pair too long for ``data.seq_len``
+    is left out (the reader rejects it as ``too_long``)."""
     tok = Tokenizer.load(tokenizer) if isinstance(tokenizer, (str, Path)) else tokenizer
-    model, mcfg = load_model(model_dir, dtype="float32")
-    pairs = read_preferences(list(paths)).pairs
+    seq_len, per_call = cfg.data.seq_len, cfg.data.global_batch_size
+    keys = [pair_key(p) for p in pairs]
+    kept = tokenize_pairs([dataclasses.replace(p, id=str(i)) for i, p in enumerate(pairs)], tok, seq_len)
+    if not len(kept.level):
+        return 0
+    run_model = model_config(cfg)
+    runtime = {k: getattr(run_model, k) for k in ("dtype", "scan_layers", "attention_impl", "max_seq_len",
+                                                  "rope_base", "fp8")}
+    model, mcfg = load_model(cfg.init_from, **runtime, dropout=0.0)
+    chunk = cfg.loss_chunk
 
-    @jax.jit
-    def logps(tokens, segments, response):
-        return sequence_logps(model, tokens, segments, response, logit_scale=mcfg.logit_scale, chunk=1024)[0]
+    def logps(graphdef: Any, state: Any, tokens: Any, segments: Any, response: Any) -> Any:
+        return sequence_logps(nnx.merge(graphdef, state), tokens, segments, response,
+                              logit_scale=mcfg.logit_scale, chunk=chunk)[0]
 
-    def score(seqs: list[tuple[list[int], np.ndarray]]) -> np.ndarray:
-        out_ = np.zeros(len(seqs), np.float32)
-        for at in range(0, len(seqs), batch_size):
-            chunk = seqs[at : at + batch_size]
-            width = -(-max(len(s) for s, _ in chunk) // 16) * 16
-            t = np.full((batch_size, width), tok.pad_id, np.int32)
-            g = np.zeros((batch_size, width), np.int32)
-            r = np.zeros((batch_size, width), np.float32)
-            for i, (ids, reply) in enumerate(chunk):
-                t[i, : len(ids)], g[i, : len(ids)], r[i, : len(ids)] = ids, 1, reply
-            out_[at : at + len(chunk)] = np.asarray(logps(t, g, r))[: len(chunk)]
-        return out_
-
-    chosen = score([encode_response(tok, p.prompt, p.chosen) for p in pairs])
-    rejected = score([encode_response(tok, p.prompt, p.rejected) for p in pairs])
-
+    graphdef, state = nnx.split(model)
+    scored = jax.jit(logps, static_argnums=0, compiler_options=EXACT_ROUNDING)
     Path(out).parent.mkdir(parents=True, exist_ok=True)
-    with open(out, "w", encoding="utf-8") as fh:
-        for p, c, r in zip(pairs, chosen, rejected, strict=True):
-            row = {"id": p.id, "prompt": p.prompt, "chosen": p.chosen, "rejected": p.rejected,
-                   "level": LEVELS[p.level],
-                   "chosen_grades": {g: v for g, v in zip(GRADES, p.chosen_grades, strict=True) if v >= 0},
-                   "rejected_grades": {g: v for g, v in zip(GRADES, p.rejected_grades, strict=True) if v >= 0},
-                   "ref_chosen_logps": float(c), "ref_rejected_logps": float(r)}
-            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
-    return len(pairs)
+    n = len(kept.level)
+    with open(out, "a", encoding="utf-8") as fh:
+        for at in range(0, n, per_call):
+            index = np.arange(at, at + per_call) % max(n, 1)  # the last call padded with repeats
+            b = pair_batch(kept, index, seq_len, tok.pad_id)
+            tokens = np.concatenate([b["chosen"], b["rejected"]])
+            segments = np.concatenate([b["chosen_segments"], b["rejected_segments"]])
+            response = np.concatenate([b["chosen_response"], b["rejected_response"]])
+            both = np.asarray(scored(graphdef, state, tokens, segments, response))
+            for row, i in enumerate(index[: min(per_call, n - at)]):
+                fh.write(json.dumps({"key": keys[int(kept.ids[i])], "ref_chosen_logps": float(both[row]),
+                                     "ref_rejected_logps": float(both[per_call + row])}) + "\n")
+    return n
 
 
-__all__ = ["DpoOptions", "DpoTask", "IpoTask", "add_reference_logps", "dpo_loss", "ipo_loss", "sequence_logps"]
+__all__ = ["REFERENCE_LOGPS", "DpoOptions", "DpoTask", "IpoTask", "dpo_loss", "ipo_loss", "pair_key",
+           "read_reference_logps", "sequence_logps", "write_reference_logps"]

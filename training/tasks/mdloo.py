@@ -1,6 +1,8 @@
-"""MDLOO: online RL with a leave-one-out advantage and a mirror-descent KL trust region
-(report §4.3.3 and App. E.2; SPEC 4), with PPO-clip as a switch for comparison, as a task
-of the one trainer.
+"""Online RL as a task of the one trainer: MDLOO, with a leave-one-out advantage and a
+mirror-descent KL trust region (report §4.3.3 and App. E.2; SPEC 4), and the objectives
+people compare it with as ``task_options.algorithm`` (``afm rl train --algorithm``): PPO-clip,
+GRPO, Dr. GRPO and DAPO (``afm.training.rl.objectives``), on the same rollouts, rewards,
+checkpoints, resume and preemption.
 
 Iteration ``k`` is ``steps_per_iteration`` trainer steps. Before the first of them the
 loop calls the task's ``before_step`` hook with the current policy, which
@@ -25,7 +27,11 @@ trust-region KL whose gradient is eq. 9's second term. The response is one actio
 report's bandit setting), so ratios are of whole-sequence probabilities. With
 ``algorithm: ppo`` the step uses the clipped surrogate
 :math:`\\min(\\rho A, \\mathrm{clip}(\\rho, 1-\\epsilon, 1+\\epsilon) A)` instead (TRL's RLOO
-loss), with the same rollouts, rewards and advantages.
+loss), with the same rollouts, rewards and advantages. The GRPO family
+(``grpo``, ``dr_grpo``, ``dapo``) takes per-token ratios instead: the batch carries every
+response token's log-prob under pi_theta_k and pi_ref, the advantage is the group's
+(normalised) reward, the reference KL is in the loss, and DAPO's dynamic sampling draws
+more prompts in ``before_step`` until the batch holds ``n`` groups whose rewards differ.
 
 Because the rollout is a hook of the loop, online RL has what every task has:
 checkpoints (the iteration's batch is part of the input's state, so a run stopped
@@ -45,6 +51,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import typing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -53,11 +60,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from afm.config import ConfigError
+from afm.config import ConfigError, coerce
 from afm.console import console
 from afm.model.checkpoint import load_config as load_model_config
 from afm.model.parts import ModelParts
 from afm.model.sampling import sample_program
+from afm.model.transformer import RUNTIME_FIELDS
 from afm.training.core.checkpoint import restore_params_only
 from afm.training.core.config import model_config
 from afm.training.core.hooks import HookContext, ModelView
@@ -69,6 +77,7 @@ from afm.training.core.task import (
     ParamSpec,
     SideProgram,
     TaskBase,
+    compiler_options,
     frozen_model,
     frozen_model_copy,
     frozen_storage,
@@ -77,65 +86,23 @@ from afm.training.core.task import (
 )
 from afm.training.data.loader import LoaderState
 from afm.training.data.prompts import read_prompts
+from afm.training.rl.objectives import ALGORITHMS as ALGORITHM_SPECS
+from afm.training.rl.objectives import (
+    group_advantage,
+    informative_groups,
+    kl_penalised_reward,
+    loo_advantage,
+    mdloo_terms,
+    normalised_sum,
+    ppo_clip_terms,
+    token_clip_terms,
+)
 from afm.training.rl.rewards import check_unscored, load_reward, score_responses
 from afm.training.rl.rollout import pack_responses, response_logprobs_of, sample_groups
 
-ALGORITHMS = ("mdloo", "ppo")
+ALGORITHMS = tuple(ALGORITHM_SPECS)  # mdloo, ppo, grpo, dr_grpo, dapo (training/rl/objectives.py)
 REF = "ref/"
 POLICY_HOOK = "afm.training.tasks.mdloo:policy_reward_hook"  # the held-out policy reward (eval hook)
-
-
-# -- the equations ---------------------------------------------------------------------------
-
-
-def kl_penalised_reward(scores: Any, policy_logprobs: Any, ref_logprobs: Any, mask: Any, beta: float) -> Any:
-    """``R = r - beta * sum_t mask * (log pi_k - log pi_ref)`` per response ([N]); the
-    per-token arrays are [N, T]. Works on NumPy and JAX arrays."""
-    xp = jnp if isinstance(scores, jax.Array) else np
-    kl = xp.sum((policy_logprobs - ref_logprobs) * mask, axis=-1)
-    return scores - beta * kl
-
-
-def loo_advantage(rewards: Any, k: int, valid: Any = None) -> Any:
-    """Eq. 7: each response's reward minus the mean of the other ``k - 1`` responses to the
-    same prompt. ``rewards`` is [n * k], grouped (row ``i * k + j``). ``valid`` (NumPy,
-    [n * k] bool) leaves out responses the reward could not score: their advantage is 0 and
-    the baseline is the mean of the *other valid* responses; a group with fewer than two
-    valid responses has no baseline, and all its advantages are 0."""
-    if k < 2:
-        raise ValueError("the leave-one-out advantage needs k >= 2 responses per prompt")
-    if valid is None:
-        grouped = rewards.reshape(-1, k)
-        baseline = (grouped.sum(axis=1, keepdims=True) - grouped) / (k - 1)
-        return (grouped - baseline).reshape(-1)
-    ok = np.asarray(valid, bool).reshape(-1, k)
-    grouped = np.where(ok, np.asarray(rewards, np.float64).reshape(-1, k), 0.0)
-    count = ok.sum(axis=1, keepdims=True)
-    baseline = (grouped.sum(axis=1, keepdims=True) - grouped) / np.maximum(count - 1, 1)
-    adv = np.where(ok & (count >= 2), grouped - baseline, 0.0)
-    return adv.reshape(-1).astype(np.float32)
-
-
-def mdloo_terms(logp: Any, old_logp: Any, advantages: Any, gamma: float) -> dict[str, Any]:
-    """Per response: the objective ``rho * A - gamma * rho * log rho`` (to maximise), and its
-    two parts. ``logp`` / ``old_logp`` are sequence log-probs [N] under pi_theta / pi_theta_k."""
-    log_ratio = logp - old_logp
-    ratio = jnp.exp(log_ratio)
-    pg = ratio * advantages
-    kl = ratio * log_ratio
-    return {"objective": pg - gamma * kl, "pg": pg, "kl_prev": kl, "ratio": ratio}
-
-
-def ppo_clip_terms(logp: Any, old_logp: Any, advantages: Any, clip: float) -> dict[str, Any]:
-    """Per response: PPO's clipped surrogate ``min(rho A, clip(rho) A)`` (to maximise), the
-    same sample KL estimate as MDLOO's (logged, not optimised) and whether it clipped."""
-    log_ratio = logp - old_logp
-    ratio = jnp.exp(log_ratio)
-    unclipped = ratio * advantages
-    clipped = jnp.clip(ratio, 1.0 - clip, 1.0 + clip) * advantages
-    return {"objective": jnp.minimum(unclipped, clipped), "pg": unclipped,
-            "kl_prev": ratio * log_ratio, "ratio": ratio,
-            "clipped": (clipped < unclipped).astype(jnp.float32)}
 
 
 # -- the task --------------------------------------------------------------------------------
@@ -143,13 +110,17 @@ def ppo_clip_terms(logp: Any, old_logp: Any, advantages: Any, clip: float) -> di
 
 @dataclass
 class MdlooOptions:
-    """``task_options`` of the MDLOO task."""
+    """``task_options`` of the online-RL task (every algorithm)."""
 
-    algorithm: str = "mdloo"  # or "ppo"
-    gamma: float = 0.1  # weight of KL(pi_theta || pi_theta_k) (eq. 8)
-    clip: float = 0.2  # PPO's epsilon
+    algorithm: str = "mdloo"  # mdloo | ppo | grpo | dr_grpo | dapo (training/rl/objectives.py)
+    gamma: float = 0.1  # MDLOO: weight of KL(pi_theta || pi_theta_k) (eq. 8)
+    clip: float = 0.2  # PPO's and the GRPO family's epsilon (DAPO's epsilon_low)
+    clip_high: float = 0.28  # DAPO's decoupled epsilon_high (clip-higher)
     temperature: float = 1.0  # the policy is softmax(logits / T), the distribution sampled
-    beta: float = 0.05  # KL(pi || pi_ref) penalty in the reward
+    top_k: int = 0  # sample (and score) the top-k distribution; 0: every token
+    beta: float = 0.05  # MDLOO / PPO: KL(pi || pi_ref) penalty in the reward
+    kl_coef: float | None = None  # GRPO family: k3 KL(pi || pi_ref) weight in the loss (None: the algorithm's)
+    max_sample_rounds: int = 4  # DAPO's dynamic sampling: rounds of n prompts to fill the batch
     tokenizer: str = ""
     prompts: str = ""  # JSONL rows with "messages" (the prompt conversation) or "prompt"
     reward: str = ""  # task:NAME or a reward-model directory: required (no default reward scores every prompt)
@@ -167,19 +138,68 @@ class MdlooOptions:
     eval_samples: int = 4  # per held-out prompt, at `temperature` (0: greedy only)
     iterations: int = 0  # the run's length in iterations (sets total_steps); 0: the stage's total_steps
 
+    @property
+    def spec(self) -> Any:
+        """The algorithm's definition (``afm.training.rl.objectives.ALGORITHMS``)."""
+        return ALGORITHM_SPECS[self.algorithm]
+
+    @property
+    def loss_kl_coef(self) -> float:
+        """The weight of the reference KL in a token-level loss: the option, or the
+        algorithm's default (GRPO 0.04; Dr. GRPO and DAPO 0)."""
+        return self.spec.kl_coef if self.kl_coef is None else float(self.kl_coef)
+
     def check(self) -> None:
         if self.algorithm not in ALGORITHMS:
-            raise ConfigError(f"task_options.algorithm must be one of {ALGORITHMS}, got {self.algorithm!r}")
+            raise ConfigError(f"task_options.algorithm must be one of {', '.join(ALGORITHMS)}, got {self.algorithm!r}")
         if not self.temperature > 0:
             raise ConfigError("task_options.temperature must be > 0: online RL samples its policy (0 would be greedy)")
         if self.k < 2:
-            raise ConfigError("task_options.k must be >= 2: the leave-one-out advantage needs two responses per prompt")
+            raise ConfigError("task_options.k must be >= 2: an advantage needs two responses per prompt")
         if self.steps_per_iteration < 1 or self.prompts_per_iteration < 1:
             raise ConfigError("task_options.steps_per_iteration and prompts_per_iteration must be >= 1")
         if not 0.0 <= self.max_unscored <= 1.0:
             raise ConfigError(f"task_options.max_unscored must be a share in [0, 1], got {self.max_unscored}")
         if self.iterations < 0:
             raise ConfigError(f"task_options.iterations must be >= 0, got {self.iterations}")
+        if not 0.0 < self.clip < 1.0 or not self.clip_high > 0.0:
+            raise ConfigError(f"task_options.clip must be in (0, 1) and clip_high > 0, got {self.clip} and "
+                              f"{self.clip_high}")
+        if self.kl_coef is not None and not self.kl_coef >= 0.0:
+            raise ConfigError(f"task_options.kl_coef must be >= 0, got {self.kl_coef}")
+        if self.top_k < 0:
+            raise ConfigError(f"task_options.top_k must be >= 0 (0: every token), got {self.top_k}")
+        if self.max_sample_rounds < 1:
+            raise ConfigError(f"task_options.max_sample_rounds must be >= 1, got {self.max_sample_rounds}")
+        if self.max_new_tokens < 1:
+            raise ConfigError(f"task_options.max_new_tokens must be >= 1, got {self.max_new_tokens}")
+
+
+def policy_model_overrides(config: Any) -> dict[str, Any]:
+    """The run's model: the start policy's config (``init_from``: its shapes, its dtypes),
+    with the run-time settings the run's overrides give (``--set
+    model_overrides.dtype=float32``, ``scan_layers``, ``remat``, ``attention_impl``, ...:
+    ``afm.model.transformer.RUNTIME_FIELDS``) applied, and ``max_seq_len`` raised to
+    ``data.seq_len`` when shorter. An override of a shape that differs from the policy's
+    is refused with one line: the parameters come from the checkpoint."""
+    model = load_model_config(config.init_from)
+    start = {f.name: getattr(model, f.name) for f in dataclasses.fields(model)}
+    given = dict(config.model_overrides)
+    hints = typing.get_type_hints(type(model))
+    fixed = {k: v for k, v in given.items() if k in start and k not in RUNTIME_FIELDS
+             and coerce(v, hints[k], f"model_overrides.{k}") != start[k]}
+    if fixed:
+        key, value = next(iter(fixed.items()))
+        raise ConfigError(f"model_overrides.{key}={value!r} differs from the start policy's {start[key]!r} "
+                          f"({config.init_from}): its shapes and parameter dtype come from the checkpoint; only "
+                          f"run-time fields can be set ({', '.join(sorted(RUNTIME_FIELDS - {'name', 'notes'}))})")
+    runtime = {k: v for k, v in given.items() if k in RUNTIME_FIELDS}
+    if "max_seq_len" not in runtime and config.data.seq_len > model.max_seq_len:
+        runtime["max_seq_len"] = config.data.seq_len
+    if runtime and jax.process_index() == 0:
+        console.print(f"policy model: {config.init_from} (its shapes); run-time settings from this run: "
+                      + ", ".join(f"{k} {v}" for k, v in runtime.items()), highlight=False)
+    return {**start, **runtime}
 
 
 class RolloutInput:
@@ -230,6 +250,7 @@ class MdlooTask(TaskBase):
 
     name = "mdloo"
     Options = MdlooOptions
+    exact_rounding = True  # KL to the reference exactly 0 at the start (core/task.py EXACT_ROUNDING)
 
     def __init__(self, config: Any):
         super().__init__(config)
@@ -258,11 +279,9 @@ class MdlooTask(TaskBase):
                 raise ConfigError(f"online RL needs task_options.{name} (--{name})")
         if not config.init_from:
             raise ConfigError("online RL starts from a policy: set init_from (--policy: an SFT run's best/ or model/)")
-        model = load_model_config(config.init_from)
         spi = opts.steps_per_iteration
         changes: dict[str, Any] = {
-            "model_overrides": {**config.model_overrides,
-                                **{f.name: getattr(model, f.name) for f in dataclasses.fields(model)}},
+            "model_overrides": policy_model_overrides(config),
             "data": dataclasses.replace(config.data, global_batch_size=opts.prompts_per_iteration * opts.k),
             "log_every": spi,
         }
@@ -325,11 +344,17 @@ class MdlooTask(TaskBase):
 
     # -- data ----------------------------------------------------------------------------------
     def batch_fields(self) -> dict[str, Field]:
-        return {
+        """Prompt + response rows and per response the advantage; the whole response's
+        log-prob under pi_theta_k (``old_logprobs``: MDLOO, PPO) or every token's under
+        pi_theta_k and pi_ref (``old_token_logprobs``, ``ref_token_logprobs``: the GRPO
+        family's per-token ratios and KL)."""
+        fields = {
             "inputs": Field("int32"), "targets": Field("int32"), "response_mask": Field("float32"),
-            "segment_ids": Field("int32"), "positions": Field("int32"),
-            "old_logprobs": Field("float32", ("batch",)), "advantages": Field("float32", ("batch",)),
+            "segment_ids": Field("int32"), "positions": Field("int32"), "advantages": Field("float32", ("batch",)),
         }
+        if self.options.spec.level == "token":
+            return fields | {"old_token_logprobs": Field("float32"), "ref_token_logprobs": Field("float32")}
+        return fields | {"old_logprobs": Field("float32", ("batch",))}
 
     def make_input(self, *, vocab_size: int, process_index: int, process_count: int, state: Any = None):
         self._source = RolloutInput(global_batch=self.config.data.global_batch_size, process_index=process_index,
@@ -357,10 +382,15 @@ class MdlooTask(TaskBase):
             self._prompts = fits
         return self._prompts
 
-    def iteration_prompts(self, iteration: int) -> list[Any]:
+    def iteration_prompts(self, iteration: int, round_: int = 0) -> list[Any]:
         """The ``n`` prompts of an iteration: seeded epochs of shuffled prompts, a function of
-        (seed, iteration) only, so a resumed run draws what an uninterrupted one would."""
+        (seed, iteration) only, so a resumed run draws what an uninterrupted one would.
+        ``round_`` > 0: the extra prompts of DAPO's dynamic sampling, ``n`` drawn at random
+        from (seed, iteration, round), equally reproducible."""
         prompts, n = self.prompts, self.options.prompts_per_iteration
+        if round_:
+            pick = np.random.default_rng([self.config.seed, 23, iteration, round_]).integers(0, len(prompts), n)
+            return [prompts[int(i)] for i in pick]
         picked = []
         for position in range(iteration * n, (iteration + 1) * n):
             epoch, i = divmod(position, len(prompts))
@@ -374,56 +404,123 @@ class MdlooTask(TaskBase):
         return self.reward_fn
 
     # -- the rollout, before the first step of an iteration -------------------------------------------
+    def _rollout(self, view: ModelView, prompts: list[Any], seed: int, where: str) -> dict[str, Any]:
+        """K responses to each prompt, packed; their per-token log-probs under pi_theta_k
+        and pi_ref; their rewards (NaN where unscored, the run stopped past
+        ``max_unscored``). Per response (row ``i * K + j``)."""
+        opts, tok, k = self.options, self.tokenizer, self.options.k
+        roll = sample_groups(view.model, tok, prompts, k=k, max_new_tokens=opts.max_new_tokens,
+                             temperature=opts.temperature, top_k=opts.top_k, seed=seed,
+                             batch_size=opts.rollout_batch or None)
+        packed = pack_responses([p for p in roll.prompt_ids for _ in range(k)], roll.response_ids,
+                                pad_id=tok.pad_id, width=self.config.data.seq_len)
+        policy, ref, policy_sums = self._response_logprobs(view, packed)
+        finished = roll.finished()
+        scored = score_responses(self.reward(), roll.group_prompts(), roll.texts, stopped=finished)
+        check_unscored(scored, opts.max_unscored, reward=self.reward(), where=where,
+                       option="--set task_options.max_unscored=SHARE (afm rl train --max-unscored SHARE)")
+        if scored.reasons and jax.process_index() == 0:
+            console.print(f"[yellow]{where}: {scored.unscored_share:.0%} of the responses unscored "
+                          f"({scored.describe()}); left out of the update", highlight=False)
+        valid = scored.scored
+        # An unscored response takes no part in the update: no advantage, no loss terms.
+        packed["response_mask"] = packed["response_mask"] * valid[:, None].astype(np.float32)
+        mask = packed["response_mask"]
+        return {"packed": packed, "policy": policy * mask, "ref": ref * mask, "scores": scored.filled(0.0),
+                "policy_sums": np.where(valid, policy_sums, 0.0).astype(np.float32),
+                "valid": valid, "finished": finished, "unscored_share": scored.unscored_share,
+                "lengths": np.array([len(r) for r in roll.response_ids]), "seconds": roll.seconds,
+                "new_tokens": roll.new_tokens}
+
+    def _dynamic_sampling(self, view: ModelView, iteration: int, first: dict[str, Any]) -> tuple[dict[str, Any], dict]:
+        """DAPO's dynamic sampling: keep the groups whose scored rewards differ, and sample
+        ``n`` more prompts (``iteration_prompts(iteration, round)``) until ``n`` such groups
+        are found or ``max_sample_rounds`` rounds are done; a batch still short is filled
+        with left-out groups whose responses are masked out (no loss term), and counted."""
+        opts, k, n = self.options, self.options.k, self.options.prompts_per_iteration
+        rounds, kept, spare, sampled = [first], [], [], 0
+        for round_ in range(opts.max_sample_rounds):
+            if round_:
+                seed = self.config.seed * 100_003 + iteration + 1_000_003 * round_
+                rounds.append(self._rollout(view, self.iteration_prompts(iteration, round_), seed,
+                                            f"in iteration {iteration} (dynamic sampling round {round_})"))
+            r = rounds[-1]
+            good = informative_groups(r["scores"], k, r["valid"])
+            sampled += len(good)
+            kept += [(len(rounds) - 1, g) for g in np.flatnonzero(good)]
+            spare += [(len(rounds) - 1, g) for g in np.flatnonzero(~good)]
+            if len(kept) >= n:
+                break
+        chosen = kept[:n]
+        filler = spare[: n - len(chosen)]
+        rows = lambda picks: [(ri, g * k + j) for ri, g in picks for j in range(k)]  # noqa: E731
+        pick = rows(chosen) + rows(filler)
+        out: dict[str, Any] = {"packed": {f: np.stack([rounds[ri]["packed"][f][i] for ri, i in pick])
+                                          for f in first["packed"]}}
+        for key in ("policy", "ref", "policy_sums", "scores", "valid", "finished", "lengths"):
+            out[key] = np.stack([rounds[ri][key][i] for ri, i in pick])
+        dropped = np.zeros(len(pick), bool)
+        dropped[len(chosen) * k:] = True  # filler groups: no loss term
+        out["valid"] = out["valid"] & ~dropped
+        out["packed"]["response_mask"] = out["packed"]["response_mask"] * (~dropped)[:, None]
+        stats = {"ds_rounds": len(rounds), "ds_groups_sampled": sampled, "ds_groups_kept": len(chosen),
+                 "ds_groups_short": n - len(chosen)}
+        return out, stats
+
     def before_step(self, step: int, view: ModelView) -> dict[str, float]:
         opts = self.options
         if step % opts.steps_per_iteration:
             return {}
 
-        iteration = step // opts.steps_per_iteration
-        tok, k = self.tokenizer, opts.k
-        roll = sample_groups(view.model, tok, self.iteration_prompts(iteration), k=k,
-                             max_new_tokens=opts.max_new_tokens, temperature=opts.temperature,
-                             seed=self.config.seed * 100_003 + iteration, batch_size=opts.rollout_batch or None)
-        packed = pack_responses([p for p in roll.prompt_ids for _ in range(k)], roll.response_ids,
-                                pad_id=tok.pad_id, width=self.config.data.seq_len)
-
-        policy, ref = self._response_logprobs(view, packed)
-        finished = roll.finished()
-        scored = score_responses(self.reward(), roll.group_prompts(), roll.texts, stopped=finished)
-        check_unscored(scored, opts.max_unscored, reward=self.reward(), where=f"in iteration {iteration}",
-                       option="task_options.max_unscored / afm rl mdloo --set max_unscored=...")
-        if scored.reasons and jax.process_index() == 0:
-            console.print(f"[yellow]iteration {iteration}: {scored.unscored_share:.0%} of the responses unscored "
-                          f"({scored.describe()}); left out of the update", highlight=False)
-        valid = scored.scored
-        # An unscored response takes no part in the update: no advantage, no loss terms.
-        packed["response_mask"] = packed["response_mask"] * valid[:, None].astype(np.float32)
-        policy, ref = policy * packed["response_mask"], ref * packed["response_mask"]
-        scores = scored.filled(0.0)
+        iteration, k, spec = step // opts.steps_per_iteration, opts.k, opts.spec
+        first = self._rollout(view, self.iteration_prompts(iteration), self.config.seed * 100_003 + iteration,
+                              f"in iteration {iteration}")
+        extra: dict[str, float] = {}
+        batch = first
+        if spec.dynamic_sampling:
+            batch, extra = self._dynamic_sampling(view, iteration, first)
+        packed, policy, ref, valid = batch["packed"], batch["policy"], batch["ref"], batch["valid"]
         mask = packed["response_mask"]
-        rewards = kl_penalised_reward(scores, policy, ref, mask, opts.beta)
-        adv = loo_advantage(rewards, k, valid).astype(np.float32)
+        if spec.advantage == "loo_kl":
+            rewards = kl_penalised_reward(batch["scores"], policy, ref, mask, opts.beta)
+            adv = loo_advantage(rewards, k, valid).astype(np.float32)
+        else:
+            rewards = batch["scores"]
+            adv = group_advantage(rewards, k, valid, scale=spec.advantage == "group_std")
+        arrays = {**packed, "advantages": adv}
+        if spec.level == "token":
+            arrays |= {"old_token_logprobs": policy.astype(np.float32), "ref_token_logprobs": ref.astype(np.float32)}
+        else:
+            arrays["old_logprobs"] = batch["policy_sums"]
         assert self._source is not None, "make_input runs before the first step"
-        self._source.set(iteration, {**packed, "old_logprobs": policy.sum(-1).astype(np.float32), "advantages": adv})
-        lengths = np.array([len(r) for r in roll.response_ids])
-        kl = ((policy - ref) * mask).sum(-1)
+        self._source.set(iteration, arrays)
+        # The iteration's statistics are of its first round of n prompts (the policy's own
+        # reward, comparable across algorithms); the advantages of the batch trained on.
+        ok, fmask = first["valid"], first["packed"]["response_mask"]
+        kl = ((first["policy"] - first["ref"]) * fmask).sum(-1)
+        penalised = kl_penalised_reward(first["scores"], first["policy"], first["ref"], fmask, opts.beta)
         return {
-            "iteration": iteration, "reward": float(scores[valid].mean()) if valid.any() else float("nan"),
-            "reward_kl_penalised": float(rewards[valid].mean()) if valid.any() else float("nan"),
-            "unscored_share": scored.unscored_share,
-            "kl_ref": float(kl[valid].mean()) if valid.any() else float("nan"), "length": float(lengths.mean()),
-            "stopped": float(finished.mean()), "adv_mean": float(adv.mean()), "adv_std": float(adv.std()),
-            "adv_min": float(adv.min()), "adv_max": float(adv.max()), "rollout_tokens_per_s": roll.tokens_per_second,
+            "iteration": iteration, "reward": float(first["scores"][ok].mean()) if ok.any() else float("nan"),
+            "reward_kl_penalised": float(penalised[ok].mean()) if ok.any() else float("nan"),
+            "unscored_share": first["unscored_share"],
+            "kl_ref": float(kl[ok].mean()) if ok.any() else float("nan"), "length": float(first["lengths"].mean()),
+            "stopped": float(first["finished"].mean()), "adv_mean": float(adv.mean()), "adv_std": float(adv.std()),
+            "adv_min": float(adv.min()), "adv_max": float(adv.max()),
+            "rollout_tokens_per_s": first["new_tokens"] / first["seconds"] if first["seconds"] > 0 else float("nan"),
+            **extra,
         }
 
     def _scoring_fn(self, build: Any) -> Any:
         """(params, batch) -> the responses' per-token log-probs under pi_theta_k and pi_ref."""
 
-        temperature, chunk = self.options.temperature, self.config.loss_chunk
+        temperature, chunk, top_k = self.options.temperature, self.config.loss_chunk, self.options.top_k
 
-        def both(params: dict[str, jax.Array], batch: dict[str, jax.Array]) -> tuple[jax.Array, jax.Array]:
-            return (response_logprobs_of(build(params), batch, temperature, chunk),
-                    response_logprobs_of(frozen_model(build, params, REF), batch, temperature, chunk))
+        def both(params: dict[str, jax.Array], batch: dict[str, jax.Array]) -> tuple[jax.Array, ...]:
+            policy = response_logprobs_of(build(params), batch, temperature, chunk, top_k)
+            # the whole response's log-prob summed as the loss sums it (the same reduction
+            # on device, not NumPy's pairwise order): the first step's ratio is exactly 1
+            return (policy, response_logprobs_of(frozen_model(build, params, REF), batch, temperature, chunk, top_k),
+                    policy.sum(axis=-1))
 
         return both
 
@@ -450,43 +547,60 @@ class MdlooTask(TaskBase):
         def size(tree: Any) -> int:
             return sum(x.size * np.dtype(x.dtype).itemsize for x in jax.tree.leaves(tree))
 
-        rollout = SideProgram(sample_program(model, rows, prompt_len, max_new_tokens=opts.max_new_tokens),
-                              size(own))
+        rollout = SideProgram(sample_program(model, rows, prompt_len, max_new_tokens=opts.max_new_tokens,
+                                             top_k=opts.top_k), size(own))
         fields = self.batch_fields()
         width = {"batch": self._scoring_rows(responses), "seq": seq_len}
         batch = {k: jax.ShapeDtypeStruct(tuple(width[d] if isinstance(d, str) else d for d in f.shape), np.dtype(f.dtype))
                  for k, f in fields.items() if k in ("inputs", "targets", "response_mask", "segment_ids", "positions")}
-        scoring = SideProgram(jax.jit(self._scoring_fn(engine.build_model)).lower(every, batch), size(every))
+        scoring = SideProgram(jax.jit(self._scoring_fn(engine.build_model), compiler_options=compiler_options(self))
+                              .lower(every, batch), size(every))
         return {"rollout": rollout, "scoring": scoring}
 
-    def _response_logprobs(self, view: ModelView, packed: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-        """Per-token log-probs of the responses under pi_theta_k and pi_ref ([N, T] each),
+    def _response_logprobs(self, view: ModelView, packed: dict[str, np.ndarray]) -> tuple[np.ndarray, ...]:
+        """Per-token log-probs of the responses under pi_theta_k and pi_ref ([N, T] each)
+        and the whole responses' under pi_theta_k ([N]),
         teacher-forced through the one chunked scoring function, jitted once per run, and
         in the run's micro-batches (``microbatches``: the same rows at a time as the
         loss), so scoring never holds more activations than a training step."""
         if self._logprobs is None:
-            self._logprobs = jax.jit(self._scoring_fn(view.build_model))
+            self._logprobs = jax.jit(self._scoring_fn(view.build_model), compiler_options=compiler_options(self))
         rows = len(packed["inputs"])
         step = self._scoring_rows(rows)
-        policy, ref = [], []
+        policy, ref, sums = [], [], []
         for at in range(0, rows, step):
             part = {k: jnp.asarray(v[at:at + step]) for k, v in packed.items()}
-            p, r = self._logprobs(view.params, part)
+            p, r, total = self._logprobs(view.params, part)
             policy.append(np.asarray(p))
             ref.append(np.asarray(r))
-        return np.concatenate(policy), np.concatenate(ref)
+            sums.append(np.asarray(total))
+        return np.concatenate(policy), np.concatenate(ref), np.concatenate(sums)
 
     # -- the objective ---------------------------------------------------------------------------
     def loss(self, params: dict[str, Any], batch: dict[str, Any], ctx: LossContext) -> LossOutput:
+        """Minus the algorithm's objective (``afm.training.rl.objectives``) as (sum,
+        weight): per response for MDLOO / PPO and GRPO / Dr. GRPO, per token for DAPO."""
+        opts, spec = self.options, self.options.spec
         policy = {k: v for k, v in params.items() if not k.startswith(REF)}
-        logp = response_logprobs_of(ctx.model(policy), batch, self.options.temperature,
-                                    self.config.loss_chunk).sum(axis=-1)
-        opts = self.options
+        logp_tok = response_logprobs_of(ctx.model(policy), batch, opts.temperature, self.config.loss_chunk,
+                                        opts.top_k)
+        mask = batch["response_mask"]
+        if spec.level == "token":
+            terms = token_clip_terms(logp_tok, batch["old_token_logprobs"], batch["ref_token_logprobs"],
+                                     batch["advantages"], clip_low=opts.clip,
+                                     clip_high=opts.clip_high if spec.decoupled_clip else opts.clip,
+                                     kl_coef=opts.loss_kl_coef)
+            objective, weight = normalised_sum(terms["objective"], mask, spec.normalise, opts.max_new_tokens)
+            tokens = mask.sum()
+            metrics = {k: ((v * mask).sum(), tokens) for k, v in terms.items() if k != "objective"}
+            metrics["objective"] = (objective, weight)
+            return LossOutput(loss=(-objective, weight), metrics=metrics)
+        logp = logp_tok.sum(axis=-1)
         if opts.algorithm == "ppo":
             terms = ppo_clip_terms(logp, batch["old_logprobs"], batch["advantages"], opts.clip)
         else:
             terms = mdloo_terms(logp, batch["old_logprobs"], batch["advantages"], opts.gamma)
-        valid = (batch["response_mask"].sum(axis=-1) > 0).astype(jnp.float32)
+        valid = (mask.sum(axis=-1) > 0).astype(jnp.float32)
         n = valid.sum()
         metrics = {k: ((v * valid).sum(), n) for k, v in terms.items() if k != "objective"}
         metrics["objective"] = ((terms["objective"] * valid).sum(), n)
@@ -519,7 +633,7 @@ class PolicyRewardHook:
         opts = self.task.options
         return evaluate_policy(view.model, self.task.tokenizer, self.prompts, self.reward,
                                max_new_tokens=opts.max_new_tokens, samples=opts.eval_samples,
-                               temperature=opts.temperature, seed=self.task.config.seed + 1)
+                               temperature=opts.temperature, seed=self.task.config.seed + 1, top_k=opts.top_k)
 
 
 def policy_reward_hook(context: HookContext) -> PolicyRewardHook:
@@ -537,7 +651,7 @@ def policy_reward_hook(context: HookContext) -> PolicyRewardHook:
 
 def evaluate_policy(model: Any, tokenizer: Any, prompts: list[Any], reward: Any, *,
                     max_new_tokens: int, samples: int = 0, temperature: float = 1.0,
-                    seed: int = 0) -> dict[str, float]:
+                    seed: int = 0, top_k: int = 0) -> dict[str, float]:
     """The true reward of the policy on held-out ``prompts``: of its greedy response
     (``reward``, ``length``) and, when ``samples`` > 0, the mean over ``samples`` responses
     sampled at ``temperature`` per prompt (``sampled_reward``) -- the expected reward RL
@@ -548,13 +662,13 @@ def evaluate_policy(model: Any, tokenizer: Any, prompts: list[Any], reward: Any,
     out = {**greedy.metrics(), "length": float(np.mean([len(r) for r in roll.response_ids]))}
     if samples > 0:
         sampled = sample_groups(model, tokenizer, prompts, k=samples, max_new_tokens=max_new_tokens,
-                                temperature=temperature, seed=seed)
+                                temperature=temperature, seed=seed, top_k=top_k)
         out["sampled_reward"] = score_responses(reward, sampled.group_prompts(), sampled.texts,
                                                 sampled.finished()).metrics()["reward"]
     return out
 
 
-OPTIMISATION_KEYS = ("kl_prev", "ratio", "objective", "pg", "clipped")
+OPTIMISATION_KEYS = ("kl_prev", "ratio", "objective", "pg", "clipped", "kl_ref_k3")
 
 
 def iteration_rows(rows: list[dict[str, Any]], steps_per_iteration: int) -> list[dict[str, Any]]:
@@ -575,4 +689,4 @@ def iteration_rows(rows: list[dict[str, Any]], steps_per_iteration: int) -> list
 
 __all__ = ["ALGORITHMS", "POLICY_HOOK", "MdlooOptions", "MdlooTask", "PolicyRewardHook", "RolloutInput",
            "evaluate_policy", "iteration_rows", "kl_penalised_reward", "loo_advantage", "mdloo_terms",
-           "policy_reward_hook", "ppo_clip_terms"]
+           "policy_model_overrides", "policy_reward_hook", "ppo_clip_terms"]

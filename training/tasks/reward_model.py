@@ -137,7 +137,7 @@ class RewardModelTask(PairTaskInputs, TaskBase):
         """The exported reward model's path, and its held-out pairwise accuracy by preference
         level (``workdir/rm-eval.json``) when the run has held-out pairs."""
         out = result.get("model_checkpoint") or str(Path(workdir) / self.artifact)
-        result = {**result, "reward_model": str(out)}
+        result = {**result, "reward_model": str(out), "rejects": self.rejects_summary()}
         if self.config.eval.heldout:
             scorer = RewardModelScorer(out, self.options.tokenizer)
             result["heldout"] = pairwise_accuracy(scorer, list(self.config.eval.heldout))

@@ -186,16 +186,6 @@ def build_web_corpus(shared: Path, workdir: Path, pages: int,
     return small, big
 
 
-def _pages_in(directory: Path) -> int:
-    from warcio.archiveiterator import ArchiveIterator
-
-    n = 0
-    for f in sorted(directory.glob("*.warc.gz")):
-        with open(f, "rb") as fh:
-            n += sum(1 for r in ArchiveIterator(fh) if r.rec_type == "response")
-    return n
-
-
 # ----------------------------------------------------------------------------- one run, measured
 
 

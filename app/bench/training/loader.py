@@ -23,6 +23,7 @@ import numpy as np
 
 from afm.app.bench.common import BenchOptions, Comparison
 from afm.io import read_shard
+from afm.parquet import open_parquet
 
 SOURCES = ("web", "code", "math")
 WEIGHTS = {"web": 0.6, "code": 0.3, "math": 0.1}
@@ -61,9 +62,7 @@ class _RandomAccessRows:
     """The previous loader's source: any document by index, row groups decoded on a miss."""
 
     def __init__(self, files: list[str], rows: np.ndarray, cache: int = 8):
-        import pyarrow.parquet as pq
-
-        self.files = [pq.ParquetFile(f) for f in files]
+        self.files = [open_parquet(f) for f in files]
         starts, groups, total = [], [], 0
         for fi, pf in enumerate(self.files):
             for rg in range(pf.metadata.num_row_groups):

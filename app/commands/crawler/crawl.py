@@ -254,8 +254,8 @@ def robots_check_command(
 
     With --training, a second line per URL says `training allowed URL` or `training optout
     URL` and the signals (robots.txt groups of the training tokens, Content-Signal,
-    Content-Usage). URLs are taken as given (not re-encoded); the file is read as a 200
-    response.
+    Content-Usage). URLs and rules are compared as RFC 9309 2.2.2 says (unreserved
+    escapes decoded, non-ASCII octets encoded); the file is read as a 200 response.
     """
     from afm.consent.robots import rules_from_fetch
     from afm.consent.training import ConsentSettings
@@ -304,10 +304,10 @@ def robots_snapshots_command(inputs: tuple[str, ...], out: str, overwrite: bool)
 
     INPUTS are crawl output directories (their robotstxt/ WARCs), robots.txt WARC files
     or globs (Common Crawl's robotstxt/*.warc.gz) and earlier stores. Every snapshot that
-    can still decide is kept per host: the newest readable one, and any newer failed or
-    damaged ones (a damaged newest snapshot makes the host's pages unverifiable in
-    curate, never silently allowed). A damaged record whose URL cannot be read is an
-    error: the host it belongs to cannot be known.
+    can still decide is kept per host: the newest conclusive one (2xx, 4xx) and the
+    newer failed, damaged or redirected ones (a redirect never supersedes: its target may
+    be missing or damaged), so an opt-out is never dropped from the store. A damaged
+    record whose URL cannot be read is an error: the host it belongs to cannot be known.
     """
     from afm.consent.snapshots import build_store
     from afm.console import print_summary
@@ -323,6 +323,61 @@ def robots_snapshots_command(inputs: tuple[str, ...], out: str, overwrite: bool)
         **{f"kept {k}": v for k, v in manifest["kept_by_kind"].items()},
         "store": out,
     })
+
+
+@robots_group.command(
+    "agents",
+    epilog="""\b
+Examples:
+  afm robots agents                                  # the preset:ai-training list, with sources
+  afm robots agents --from robots.json               # what a newer ai.robots.txt file adds
+  afm robots agents --from robots.json --write       # add it to the packaged list
+  afm robots agents --from robots.json --write --out my-agents.json
+""",
+)
+@click.option("--from", "source", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="An ai.robots.txt robots.json file (its format: name -> {operator, function}).")
+@click.option("--commit", default=None, help="The upstream commit the file is from (recorded as its source).")
+@click.option("--write", is_flag=True, help="Write the merged list (only ever adds agents).")
+@click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Where --write writes (default: the packaged consent/ai_training_agents.json).")
+def robots_agents_command(source: Path | None, commit: str | None, write: bool,
+                          out: Path | None) -> None:
+    """List the AI-training crawlers of `preset:ai-training`, or update them from a newer
+    robots.json of the ai.robots.txt project without a code change.
+
+    An agent is added when its robots.json `function` says AI training or data sets
+    (training, datasets, LLMs, machine learning, AI models, "AI Data Scrapers", "AI Data
+    Providers"); an update never removes one. The preset is read from the data file when
+    afm starts, so a written file applies to the next run.
+    """
+    import json
+
+    from afm.consent.agents import DATA_FILE, agents_from_robots_json, load_agents, merge_agents
+    from afm.console import print_summary
+
+    data = load_agents(out if out is not None and out.exists() else DATA_FILE)
+    added: list[dict[str, str]] = []
+    if source is not None:
+        try:
+            upstream = json.loads(source.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise click.UsageError(f"--from {source}: not a JSON file ({exc})") from exc
+        where = f"ai.robots.txt robots.json{' @' + commit[:7] if commit else ''} (function)"
+        data["agents"], added = merge_agents(data["agents"], agents_from_robots_json(upstream, where))
+        if commit:
+            data.setdefault("upstream", {})["commit"] = commit
+    shown = added if source is not None else data["agents"]
+    for entry in shown:
+        click.echo(f"{'+ ' if source is not None else ''}{entry['token']}\t{entry.get('operator', '')}"
+                   f"\t{entry.get('use', '')}\t{entry.get('source', '')}")
+    if write and source is None:
+        raise click.UsageError("--write needs --from robots.json")
+    target = out or DATA_FILE
+    if write:
+        target.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    print_summary("robots agents", {"agents": len(data["agents"]), "added": len(added),
+                                    "written": str(target) if write else "-"})
 
 
 COMMANDS = [crawl_command, crawler_group, robots_group]

@@ -278,13 +278,16 @@ def _read_documents(inputs: tuple[str, ...], text_field: str) -> list[dict]:
 @click.option("--max-concurrency", default=8, show_default=True, type=POSITIVE_INT,
               help="openai judges: requests in flight.")
 @click.option("--requests-per-minute", default=None, type=POSITIVE, help="openai judges: rate limit.")
+@click.option("--long-prompts", type=click.Choice(["refuse", "cut"]), default="refuse", show_default=True,
+              help="checkpoint judges: a prompt longer than the model's window stops the run (refuse), or "
+                   "keeps its end and is counted (cut).")
 def annotate_cmd(inputs: tuple[str, ...], judge: str, model: str | None, tokenizer: str | None,
                  rubric: str, out: str, sample_size: int, positive_from: int | None, text_field: str,
-                 seed: int, max_concurrency: int, requests_per_minute: float | None) -> None:
+                 seed: int, max_concurrency: int, requests_per_minute: float | None, long_prompts: str) -> None:
     """Score a sample of documents with a judge model against a rubric; write the labels."""
     from afm.console import make_progress, print_summary
     from afm.synth.annotate import annotate, load_rubric, sample_documents, write_labels
-    from afm.synth.generators import make_generator
+    from afm.synth.generators import GenerationError, make_generator
 
     rub = load_rubric(rubric)
     if positive_from is not None and not rub.min_score < positive_from <= rub.max_score:
@@ -299,13 +302,20 @@ def annotate_cmd(inputs: tuple[str, ...], judge: str, model: str | None, tokeniz
         raise click.ClickException(f"no documents with a non-empty {text_field!r} in {', '.join(inputs)}")
     try:
         gen = make_generator(judge, model=model, tokenizer=tokenizer, cache=f"{out}.cache.sqlite",
-                             max_concurrency=max_concurrency, requests_per_minute=requests_per_minute)
+                             max_concurrency=max_concurrency, requests_per_minute=requests_per_minute,
+                             long_prompts=long_prompts)
     except (ValueError, TypeError, OSError) as exc:
         raise click.ClickException(str(exc)) from exc
-    with make_progress() as bar:
-        task = bar.add_task(f"judging ({rub.name})", total=len(docs), rate="")
-        annotations = annotate(docs, gen, rub, positive_from=positive_from, seed=seed,
-                               progress=lambda n: bar.advance(task, n))
+    try:
+        with make_progress() as bar:
+            task = bar.add_task(f"judging ({rub.name})", total=len(docs), rate="")
+            annotations = annotate(docs, gen, rub, positive_from=positive_from, seed=seed,
+                                   progress=lambda n: bar.advance(task, n))
+    except GenerationError as exc:
+        raise click.ClickException(str(exc)) from exc
+    cut = int(getattr(getattr(gen, "inner", gen), "cut_prompts", 0))
+    if cut:
+        click.echo(f"{cut} prompts were longer than the judge's window and kept their end (--long-prompts cut)")
     summary = write_labels(out, annotations, judge=gen.name, rubric=rub, positive_from=positive_from)
     print_summary("afm quality annotate", {
         "judge": gen.name, "rubric": rub.source, "documents judged": summary["documents"],

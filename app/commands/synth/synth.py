@@ -33,6 +33,9 @@ def generator_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--no-cache", is_flag=True, help="Do not cache responses (no resume)."),
         click.option("--concurrency", type=int, default=8, show_default=True, help="HTTP requests in flight."),
         click.option("--rpm", type=POSITIVE, default=None, help="At most this many HTTP requests per minute."),
+        click.option("--long-prompts", type=click.Choice(["refuse", "cut"]), default="refuse", show_default=True,
+                     help="checkpoint: generators: a prompt longer than the model's window leaves beside "
+                          "--max-tokens stops the run (refuse), or keeps its end and is counted (cut)."),
         click.option("--seed", type=SEED, default=0, show_default=True),
         click.option("--overwrite", is_flag=True, help="Replace a finished output."),
     ]
@@ -52,7 +55,8 @@ def _run(name: str, kw: dict[str, Any], body: Callable[[Any], dict[str, Any]]) -
     try:
         cache = None if kw["no_cache"] else (kw["cache"] or default_cache(kw["output"]))
         gen = make_generator(kw["generator_spec"], model=kw["model"], tokenizer=kw["tokenizer"], cache=cache,
-                             max_concurrency=kw["concurrency"], requests_per_minute=kw["rpm"])
+                             max_concurrency=kw["concurrency"], requests_per_minute=kw["rpm"],
+                             long_prompts=kw["long_prompts"])
         out = open_output(kw["output"], kw["overwrite"])
         run = SynthRun(name, gen)
         try:
@@ -69,6 +73,8 @@ def _summary(title: str, manifest: dict[str, Any], output: str) -> None:
     from afm.console import print_summary
 
     rows: list[tuple[str, Any]] = [("kept", manifest["kept"]), ("dropped", manifest["dropped"])]
+    if manifest.get("prompts_cut"):
+        rows.append(("prompts cut to the model's window", manifest["prompts_cut"]))
     rows += [(f"dropped {k}", v) for k, v in sorted(manifest["dropped_by_reason"].items())]
     cache = manifest["cache"]
     if isinstance(cache, dict):
@@ -134,9 +140,10 @@ Examples:
   afm synth code --topics my-topics.txt --problems-per-topic 10 --solutions 8 --output ... --generator ...
 \b
 Every candidate runs against every test in afm's sandbox (namespaces of its own: no
-network, no view of the host's files or processes; CPU/memory/output/time limits); a
-pass means the test ran to the end. OUTPUT/triplets.jsonl holds (question, tests,
-solution); the manifest has pass rates per topic.
+network, no view of the host's files or processes; CPU/memory/output/time limits), the
+test judged in a second sandboxed process the candidate cannot reach; a pass means the
+test ran to the end. OUTPUT/triplets.jsonl holds (question, tests, solution); the
+manifest has pass rates per topic and the shares judged outside and unjudgeable.
 """ + GENERATOR_HELP)
 @click.option("--topics", default=None, help="One topic per line; default: afm's 71 topics.")
 @click.option("--problems-per-topic", type=int, default=5, show_default=True)

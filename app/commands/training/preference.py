@@ -19,6 +19,12 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     return (TrainingDiverged, DataError, ConfigError, PreferenceDataError, ValueError, FileNotFoundError)
 
 
+def _echo_rejects(result: dict) -> None:
+    """What each pair input lost and why (the one reader's reasons, every reference mode)."""
+    for role, r in (result.get("rejects") or {}).items():
+        click.echo(f"{role} pairs: {r['summary']}")
+
+
 def _quiet_logs() -> None:
     from afm.console import setup_logging
 
@@ -67,6 +73,7 @@ def rm_train(config, workdir, init_from, data, heldout, tokenizer, steps, overri
                     init_from=init_from, steps=steps, overrides=list(overrides), task_options={"tokenizer": tokenizer})
     except _user_errors() as exc:
         raise click.ClickException(str(exc)) from exc
+    _echo_rejects(out)
     click.echo(f"reward model: {out['reward_model']}")
     if "heldout" in out:
         click.echo(json.dumps(out["heldout"], indent=2))
@@ -155,20 +162,12 @@ def rm_best_of_n(policy, model_dir, prompts_path, n, max_new_tokens, temperature
     """Rejection sampling: best of N replies per prompt by the reward model -> SFT data."""
     _quiet_logs()
     from afm.model.checkpoint import load_model
+    from afm.training.data.prompts import read_prompts
     from afm.training.rl.rejection_sampling import best_of_n, write_sft_rows
     from afm.training.rl.reward_model import RewardModelScorer
 
-    prompts = []
-    with open(prompts_path, encoding="utf-8") as fh:
-        for line in fh:
-            rec = json.loads(line)
-            conv = rec.get("prompt", rec.get("messages"))
-            if isinstance(conv, str):
-                conv = [{"role": "user", "content": conv}]
-            if conv and conv[-1].get("role") == "assistant":
-                conv = conv[:-1]
-            prompts.append(conv)
     try:
+        prompts = read_prompts(prompts_path)  # the one reader: a bad line is one line, with its number
         scorer = RewardModelScorer(model_dir)
         model, _ = load_model(policy, dropout=0.0)
         s = best_of_n(model, scorer.tokenizer, prompts, scorer, n, max_new_tokens=max_new_tokens,
@@ -210,6 +209,7 @@ Example:
                         task_options={"tokenizer": tokenizer, "beta": beta, "reference": reference})
         except _user_errors() as exc:
             raise click.ClickException(str(exc)) from exc
+        _echo_rejects(out)
         click.echo(f"policy: {out['model']}")
 
     command.help = f"{kind.upper()} on preference pairs (a frozen copy of --init-from is the reference)."

@@ -1,5 +1,6 @@
-"""``afm rl mdloo`` (online RL: MDLOO or the PPO-clip baseline) and ``afm itec`` (a
-committee-distillation round, the preference-pair export, a whole round from a config).
+"""``afm rl train`` (online RL: MDLOO, or the PPO, GRPO, Dr. GRPO and DAPO baselines; ``afm
+rl mdloo`` is the same command) and ``afm itec`` (a committee-distillation round, the
+preference-pair export, a whole round from a config).
 Light imports only; the work happens in the command bodies."""
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ import json
 
 import click
 
-from afm.app.commands.options import POSITIVE, SEED
+from afm.app.commands.options import FRACTION, POSITIVE, SEED
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
@@ -22,28 +23,44 @@ def rl_group() -> None:
     """Online reinforcement learning from a reward (report §4.3.3)."""
 
 
-@rl_group.command("mdloo", epilog="""\b
+# The online-RL algorithms (afm.training.rl.objectives.ALGORITHMS; a test keeps them equal):
+# named here so the command's help needs no JAX import.
+ALGORITHM_CHOICES = ("mdloo", "ppo", "grpo", "dr_grpo", "dapo")
+
+
+@click.command("train", epilog="""\b
 Examples:
-  afm rl mdloo --policy runs/sft/best --tokenizer tok/ --prompts prompts.jsonl \\
+  afm rl train --policy runs/sft/best --tokenizer tok/ --prompts prompts.jsonl \\
       --eval-prompts heldout.jsonl --reward task:arith --eval-reward task:arith --workdir runs/mdloo
-  afm rl mdloo --config mdloo.yaml --workdir runs/mdloo --set task_options.beta=0.1 --set task_options.k=8
-  afm rl mdloo --config mdloo.yaml --workdir runs/ppo --algorithm ppo       # the baseline
-  afm rl mdloo --config mdloo.yaml --workdir runs/mdloo-rm --rm runs/rm/reward-model
-  afm train --config mdloo.yaml --workdir runs/mdloo                       # the same run
+  afm rl train --config mdloo.yaml --workdir runs/mdloo --set task_options.beta=0.1 --set task_options.k=8
+  afm rl train --config mdloo.yaml --workdir runs/grpo --algorithm grpo      # a baseline
+  afm rl train --config mdloo.yaml --workdir runs/dapo --algorithm dapo --top-k 50
+  afm rl train --config mdloo.yaml --workdir runs/mdloo-rm --rm runs/rm/reward-model
+  afm rl mdloo ...                                                           # the same command
+  afm train --config mdloo.yaml --workdir runs/mdloo                         # the same run
 \b
-Each iteration samples K responses for each of n prompts (batched, KV cache), scores
-them with the reward minus beta * log(pi/pi_ref), takes the leave-one-out advantage and
-runs a few optimiser steps of MDLOO (KL(pi || pi_k) trust region, weight gamma) or PPO-clip.
+Each iteration samples K responses for each of n prompts (batched, KV cache) and runs a
+few optimiser steps of the chosen algorithm on them (afm.training.rl.objectives):
+  mdloo    the report's: leave-one-out advantage of reward - beta * log(pi/pi_ref),
+           KL(pi || pi_k) trust region (weight gamma), whole-response ratios
+  ppo      the same advantage, PPO's clipped surrogate
+  grpo     group-normalised advantage, per-token clipped ratio, k3 KL to pi_ref in the loss
+           (task_options.kl_coef, 0.04)
+  dr_grpo  GRPO without the std and per-length normalisation (Dr. GRPO)
+  dapo     clip-higher (task_options.clip_high 0.28), token-level loss, dynamic sampling
+           (groups whose rewards are all equal dropped, more prompts sampled)
 There is no default reward: a task reward scores only its own task's prompts. Responses the
 reward cannot score are left out of the update and counted per iteration; past
-task_options.max_unscored (default 0.5) the run stops and says why.
+--max-unscored (task_options.max_unscored, default 0.5) the run stops and says why.
+The model is the start policy's (its shapes); run-time settings apply (--set
+model_overrides.dtype=float32, scan_layers, remat), and a changed shape is refused.
 A stage like every training stage (task mdloo; tiny-mdloo by default, or a YAML file with
 `base: tiny-mdloo`, options under task_options; afm train --list-configs): checkpoints,
 and re-running the same command resumes (also after SIGTERM mid-iteration); --iterations
 says where to stop, so 2 iterations then a rerun to 4 end with the same params_sha256 as 4
-at once. Writes WORKDIR/metrics.jsonl (per step; the rollout's reward, both KLs, length and
-advantage statistics on each iteration's first step), WORKDIR/summary.json, WORKDIR/model
-and WORKDIR/curves.png.
+at once, for every algorithm. Writes WORKDIR/metrics.jsonl (per step; the rollout's reward,
+both KLs, length and advantage statistics on each iteration's first step),
+WORKDIR/summary.json, WORKDIR/model and WORKDIR/curves.png.
 """)
 @click.option("--config", default="tiny-mdloo", show_default=True,
               help="An online-RL stage (mdloo, tiny-mdloo) or a YAML file (base: tiny-mdloo, task_options: ...).")
@@ -58,19 +75,26 @@ and WORKDIR/curves.png.
 @click.option("--rm", "rm", default=None, help="A reward-model checkpoint (afm rm train) as the reward.")
 @click.option("--eval-reward", default=None,
               help="The true reward the held-out replies are scored with (required with --eval-prompts).")
-@click.option("--algorithm", type=click.Choice(["mdloo", "ppo"]), default=None)
+@click.option("--algorithm", type=click.Choice(ALGORITHM_CHOICES), default=None,
+              help="The objective (task_options.algorithm; default the stage's, mdloo).")
 @click.option("--iterations", type=click.IntRange(min=1), default=None,
               help="Stop after this many iterations (task_options.iterations).")
+@click.option("--top-k", type=click.IntRange(min=0), default=None,
+              help="Sample (and score) the top-k distribution (task_options.top_k; 0: every token).")
+@click.option("--max-unscored", type=FRACTION, default=None,
+              help="Stop when the reward cannot score more than this share of an iteration's responses "
+                   "(task_options.max_unscored, default 0.5).")
 @click.option("--set", "overrides", multiple=True,
               help="Config override KEY=VALUE, e.g. task_options.beta=0.1, optimizer.learning_rate=3e-4, seed=1.")
-def mdloo_command(config, workdir, policy, reference, tokenizer, prompts, eval_prompts, reward, rm,
-                  eval_reward, algorithm, iterations, overrides) -> None:
-    """MDLOO online RL (or the PPO-clip baseline) from a start policy and a reward."""
+def train_command(config, workdir, policy, reference, tokenizer, prompts, eval_prompts, reward, rm,
+                  eval_reward, algorithm, iterations, top_k, max_unscored, overrides) -> None:
+    """Online RL from a start policy and a reward: MDLOO, or PPO, GRPO, Dr. GRPO, DAPO."""
     from afm.app.studies.rl_curves import plot_rl_curves
     from afm.training.runs.train import train
 
     options = {"reference": reference, "tokenizer": tokenizer, "prompts": prompts, "eval_prompts": eval_prompts,
-               "reward": rm or reward, "eval_reward": eval_reward, "algorithm": algorithm, "iterations": iterations}
+               "reward": rm or reward, "eval_reward": eval_reward, "algorithm": algorithm, "iterations": iterations,
+               "top_k": top_k, "max_unscored": max_unscored}
     try:
         result = train(config, workdir, task="mdloo", require_task="mdloo", init_from=policy,
                        overrides=list(overrides), task_options=options)
@@ -90,6 +114,10 @@ def mdloo_command(config, workdir, policy, reference, tokenizer, prompts, eval_p
         click.echo(f"stopped at iteration {summary['iterations']} (signal): rerun the command to resume")
     click.echo(f"model: {summary['model']}\ncurves: {png}")
     click.echo(f"params_sha256: {summary['params_sha256']}")
+
+
+rl_group.add_command(train_command)
+rl_group.add_command(train_command, name="mdloo")  # the command's first name: old invocations work
 
 
 @click.group("itec")
@@ -194,7 +222,7 @@ Examples:
   afm itec run --config round.yaml --set k=8 --set out=runs/itec2
 \b
 The YAML is a RoundConfig: prompts, tokenizer, reward, committee (name, checkpoint and,
-for members to (re)train, train: {algorithm: mdloo|ppo, config: FILE}), k, out,
+for members to (re)train, train: {algorithm: mdloo|ppo|grpo|dr_grpo|dapo, config: FILE}), k, out,
 pairs_per_prompt, annotate. Missing members are trained first, then the round and the pair
 export run.
 """)

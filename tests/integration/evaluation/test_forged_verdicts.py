@@ -1,12 +1,14 @@
-"""Verdicts no program can forge: each route the red team used to pass a wrong solution,
-in both places a verdict is decided (a split test judged in the evaluator; a test run in
-the program's process, judged by the harness's keeper), and through the real paths
-(``code_metrics.check_program``, lm-eval's HumanEval pass@1, ``afm synth code``).
+"""Verdicts no program can forge: each route red teams used to pass a wrong solution,
+against the referee (the test in its own process, no code of the program there), and
+through the real paths (``code_metrics.check_program``, lm-eval's HumanEval pass@1,
+``afm synth code``).
 
 Every candidate ``f`` below returns a wrong value; the test asserts the right one. The
-programs look for a 64-hex key in every frame, global and module they can reach, and
-write each one they find to every descriptor (against the harness before this change,
-the first four pass a wrong solution: its key was a local of the harness's ``main``)."""
+programs look for a 64-hex key in every frame, global and module they can reach (from a
+signal handler, a timer, another thread, a garbage-collector callback, a ``__del__``),
+write each one they find to every descriptor, and wake whatever they can: two harnesses
+ago the key was a local of the harness's ``main``, one ago a keeper thread's (which a
+``gc`` callback could read). There is no key now; the referee judges values."""
 
 from __future__ import annotations
 
@@ -143,6 +145,35 @@ def f(x):
     spray([], [b"p"])
     return 0
 ''',
+    # a garbage-collector callback and a __del__ run in whatever thread allocates: the
+    # keeper's too, where they could read its frame
+    "gc-callback-and-del": HUNT + '''
+import gc, sys
+def steal(*_):
+    found = []
+    for frame in list(sys._current_frames().values()):
+        found += walk(frame)
+    spray(found, [b"p", b"k"])
+gc.callbacks.append(steal)
+gc.set_threshold(1)
+class Bomb:
+    def __del__(self):
+        steal()
+def f(x):
+    for _ in range(3):
+        Bomb()
+        [[] for _ in range(5)]
+    gc.set_threshold(700)
+    return 0
+''',
+    # values that made the previous judge fall back to the program's process, where the
+    # key could be stolen
+    "a-million-and-one-items-then-steal": HUNT + '''
+import sys
+def f(x):
+    spray(sum((walk(fr) for fr in sys._current_frames().values()), []), [b"p"])
+    return tuple(range(1_000_001))
+''',
 }
 KNOWN_TO_EVERY_HARNESS = {
     "eq-always-true": '''
@@ -176,68 +207,49 @@ TESTS = ["assert f(1) == 2.5", "assert abs(f(1) - 2.5) < 1e-6", "import math\nas
 
 
 @pytest.mark.parametrize("name", sorted(FORGERIES))
-@pytest.mark.parametrize("split", [True, False], ids=["judged-outside", "judged-inside"])
-def test_forgeries_fail_wherever_the_verdict_is_decided(name: str, split: bool) -> None:
-    result = run_python(FORGERIES[name], SandboxPolicy(tripwire=name == "posixsubprocess-fork-exec"),
-                        test=TESTS[0], split=split)
-    assert result.status == "failed", result
-    assert result.judged == ("outside" if split else "inside")
+def test_forgeries_fail(name: str) -> None:
+    result = run_python(FORGERIES[name], SandboxPolicy(tripwire=name == "posixsubprocess-fork-exec"), test=TESTS[0])
+    assert result.status == "failed" and result.judged == "outside", result
     if name == "posixsubprocess-fork-exec":
         assert "refused: sandbox: module _posixsubprocess" in result.stdout
-    if name == "emptied-hook-tables":
-        assert result.stdout.count("route closed: PermissionError") == 2, result.stdout
-        assert "route closed: ImportError" in result.stdout and "route open" not in result.stdout
 
 
-@pytest.mark.parametrize("name", sorted(KNOWN_TO_EVERY_HARNESS))
+@pytest.mark.parametrize("test", TESTS[:2], ids=["eq", "abs"])
+def test_an_object_equal_to_everything_is_unjudgeable_never_passed(test: str) -> None:
+    result = run_python(KNOWN_TO_EVERY_HARNESS["eq-always-true"], test=test)
+    assert result.status == "failed" and result.judged == "unjudgeable", result
+
+
+def test_an_object_that_converts_to_one_float_is_that_float() -> None:
+    """``float()`` of an object is the program's answer about its own object (it never
+    sees an expected value): for f(1) it is 2.5, right, and a second input shows f wrong."""
+    program = KNOWN_TO_EVERY_HARNESS["eq-always-true"]
+    assert run_python(program, test=TESTS[2]).passed
+    result = run_python(program, test="import math\nassert math.isclose(f(1), 2.5) and math.isclose(f(2), 3.5)")
+    assert result.status == "failed" and result.judged == "outside"
+
+
 @pytest.mark.parametrize("test", TESTS, ids=["eq", "abs", "isclose"])
-def test_objects_and_patched_builtins_cannot_pass_a_split_test(name: str, test: str) -> None:
-    result = run_python(KNOWN_TO_EVERY_HARNESS[name], test=test)
-    assert result.judged == "outside" and result.status == "failed", result
+def test_patched_builtins_stay_in_the_program_s_process(test: str) -> None:
+    result = run_python(KNOWN_TO_EVERY_HARNESS["patched-abs-and-isclose"], test=test)
+    assert result.status == "failed" and result.judged == "outside", result
 
 
 def test_the_right_answer_still_passes_every_form() -> None:
     for test in TESTS:
         result = run_python("def f(x):\n    return 2.5", test=test)
         assert result.passed and result.judged == "outside", (test, result)
-        result = run_python("def f(x):\n    return 2.5", test=test, split=False)
-        assert result.passed and result.judged == "inside", (test, result)
-
-
-def test_no_key_in_any_frame_or_object_the_program_reaches() -> None:
-    """In the program's process (a test that does not split) the key is nowhere the
-    program can look: every frame, global and module, from a signal handler too."""
-    program = HUNT + '''
-import signal, sys
-seen = []
-signal.signal(signal.SIGUSR1, lambda s, frame: seen.extend(walk(frame)))
-def f(x):
-    signal.raise_signal(signal.SIGUSR1)
-    seen.extend(walk(sys._getframe()))
-    try:
-        raise KeyError
-    except KeyError as e:
-        seen.extend(walk(e.__traceback__.tb_frame))
-    print("keys found:", len(seen))
-    return 2.5
-'''
-    result = run_python(program, test="try:\n    assert f(1) == 2.5\nfinally:\n    pass")
-    assert result.judged == "inside" and result.passed, result
-    assert "keys found: 0" in result.stdout
 
 
 @pytest.mark.parametrize("route", [
+    "import ctypes",
     "import importlib.machinery, _imp, os\n"
     "spec = importlib.machinery.ModuleSpec('_ctypes', None, origin=[p for p in __import__('sys').path if p]"
     "[0])\n_imp.create_dynamic(spec)",
-    "f = lambda: 1\nf.__code__ = (lambda: 2).__code__",
-    "(lambda: 1).__code__.replace(co_name='x')",
-    "import sys\nsys.settrace(lambda *a: None)",
-    "import gc\ngc.get_referrers(gc)",
-    "import sys\nsys._current_frames()",
+    "open('/proc/self/mem', 'rb')",
 ])
-def test_routes_to_raw_memory_and_other_threads_are_refused(route: str) -> None:
-    result = run_python(route, split=False)
+def test_the_tripwire_still_refuses_the_routes_past_it(route: str) -> None:
+    result = run_python(route)
     assert result.status == "failed", result
     assert "sandbox:" in result.stderr, result.stderr[-500:]
 
@@ -245,7 +257,7 @@ def test_routes_to_raw_memory_and_other_threads_are_refused(route: str) -> None:
 def test_no_further_audit_hook_is_installed() -> None:
     """CPython drops a new hook silently when a hook refuses it: it never runs."""
     result = run_python("import sys\nsys.addaudithook(lambda e, a: print('hooked', e))\nimport json, re\n"
-                        "open('x', 'w').close()", split=False)
+                        "open('x', 'w').close()")
     assert result.passed and "hooked" not in result.stdout
 
 
@@ -257,7 +269,8 @@ def test_code_metrics_scores_every_forgery_zero(name: str) -> None:
     program = {**FORGERIES, **KNOWN_TO_EVERY_HARNESS}[name]
     test = HUMANEVAL_LIKE + "\ncheck(f)"
     assert code_metrics.check_program(program, test) is False
-    assert code_metrics.judge(program, test).judged_outside
+    verdict = code_metrics.judge(program, test)
+    assert not verdict.passed and verdict.judged_outside != verdict.unjudgeable
 
 
 def test_humaneval_pass_at_1_is_zero_for_forging_completions(shared_eval) -> None:
@@ -274,8 +287,29 @@ def test_humaneval_pass_at_1_is_zero_for_forging_completions(shared_eval) -> Non
             "    signal.signal(signal.SIGUSR1, lambda s, f: None)\n    return Always()\n")
     configs = build_task_configs(["humaneval"], BuildContext(data_dir=str(shared_eval / "benchmarks")))
     out = run_tasks(FixedCompletions({p["prompt"]: body for p in problems}), configs, limit=8)
-    assert out["results"]["humaneval"]["pass_at_1,create_test"] == 0.0
-    assert out["results"]["humaneval"]["judged_outside,create_test"] == 1.0
+    found = out["results"]["humaneval"]
+    assert found["pass_at_1,create_test"] == 0.0
+    assert found["judged_outside,create_test"] + found["unjudgeable,create_test"] == 1.0
+
+
+JUDGED_INSIDE_BODY = ("    import gc, sys\n    gc.callbacks.append(lambda *a: [f for f in sys._current_frames().values()])\n"
+                      "    gc.set_threshold(1)\n    [[] for _ in range(50)]\n    gc.set_threshold(700)\n"
+                      "    return tuple(range(1_000_001))\n")
+
+
+def test_humaneval_33_and_37_are_not_passed_by_choosing_where_to_be_judged(shared_eval) -> None:
+    """The previous judge fell back to the program's process for a value it could not
+    carry (over a million items), where the program stole the verdict: HumanEval/33 and
+    /37 passed although plain Python fails them. Through check_program and run_pairs, now
+    both fail (lm-eval's pass@1 of the same: the slow tier's test_humaneval_sweep.py)."""
+    from afm.evaluation.local_data import read_file
+    from afm.synth.code_data import run_pairs
+
+    problems = {p["task_id"]: p for p in read_file(shared_eval / "benchmarks" / "humaneval.jsonl.gz")}
+    chosen = [problems["HumanEval/33"], problems["HumanEval/37"]]
+    pairs = [(p["prompt"] + JUDGED_INSIDE_BODY, code_metrics.test_program(p)) for p in chosen]
+    assert [code_metrics.check_program(*pair) for pair in pairs] == [False, False]
+    assert all(v != "passed" for v, _ in run_pairs(pairs, CodeConfig(timeout_s=10.0, workers=2), progress=False))
 
 
 class ForgingCoder:
@@ -307,4 +341,5 @@ def test_synth_code_keeps_no_forged_solution() -> None:
                                                       solutions_per_problem=4, timeout_s=5.0, workers=2))
     assert run.kept == []
     assert section["per_topic"]["numbers"]["passing"] == 0
-    assert section["judged_outside"] == {"verdicts": 12, "outside": 12, "share": 1.0}
+    assert section["judged_outside"]["outside"] + section["unjudgeable"]["unjudgeable"] == 12
+    assert section["unjudgeable"]["unjudgeable"] == 3  # the object equal to everything, on each of its 3 tests

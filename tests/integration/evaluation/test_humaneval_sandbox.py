@@ -1,5 +1,7 @@
 """HumanEval through lm-eval's task pipeline and the sandbox: canonical solutions score
-pass@1 = 1.0, empty completions 0.0 (the ``LM`` here only replays fixed completions)."""
+pass@1 = 1.0 with every verdict judged outside, empty completions 0.0 (the ``LM`` here
+only replays fixed completions). Every problem, canonical and ``return None``, is the
+slow tier's ``tests/slow/evaluation/test_humaneval_sweep.py``."""
 
 from __future__ import annotations
 
@@ -36,6 +38,8 @@ def test_canonical_solutions_pass_and_empty_ones_fail(shared_eval: Path) -> None
     canonical = {p["prompt"]: p["canonical_solution"] for p in problems}
     out = run_tasks(FixedCompletions(canonical), configs)
     assert out["results"]["humaneval"]["pass_at_1,create_test"] == 1.0
+    assert out["results"]["humaneval"]["judged_outside,create_test"] == 1.0
+    assert out["results"]["humaneval"]["unjudgeable,create_test"] == 0.0
     assert out["n-samples"]["humaneval"]["effective"] == 164
     out = run_tasks(FixedCompletions({}), configs, limit=40)
     assert out["results"]["humaneval"]["pass_at_1,create_test"] == 0.0

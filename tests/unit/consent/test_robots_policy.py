@@ -5,8 +5,8 @@ from __future__ import annotations
 from afm.consent.robots import (
     MAX_ROBOTS_BYTES,
     RobotsTxt,
-    escape_pattern,
     is_valid_product_token,
+    match_form,
     path_of,
     rules_from_fetch,
 )
@@ -86,11 +86,12 @@ def test_matching_details():
     assert robots.allowed("http://h/x.php?q", "bot")
     assert not robots.allowed("http://h/a-long-b", "bot")
     assert robots.allowed("http://h/a-b/ok", "bot")
-    assert escape_pattern("/ツ%e3") == "/%E3%83%84%E3"
+    assert match_form("/ツ%e3") == "/%E3%83%84%E3"
     encoded = RobotsTxt.parse("User-agent: *\nDisallow: /ツ\n")
     assert not encoded.allowed("http://h/%e3%83%84", "bot")  # escapes compared case-blind
     assert not encoded.allowed("http://h/%E3%83%84", "bot")
-    assert encoded.allowed("http://h/ツ", "bot")  # URLs are taken as given (sent encoded)
+    # RFC 9309 2.2.2: octets outside US-ASCII in the URI are encoded before matching too
+    assert not encoded.allowed("http://h/ツ", "bot")
     assert path_of("http://h") == "/"
     assert path_of("http://h?q=1") == "/?q=1"
     assert path_of("http://h/a#frag") == "/a"

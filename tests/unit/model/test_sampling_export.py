@@ -72,6 +72,27 @@ def test_stop_tokens_and_logprobs(model: Transformer) -> None:
         generate(model, [[CFG.vocab_size]], max_new_tokens=2)
 
 
+def test_top_k_keeps_the_k_most_likely_and_scoring_matches() -> None:
+    """``top_k_filter`` keeps the k largest logits (a tie with the k-th too); the one
+    log-prob function's ``top_k`` scores that renormalised distribution, and a target
+    outside it gets a finite log-prob (over the support and itself), not -inf."""
+    from afm.model.sampling import top_k_filter
+    from afm.model.scoring import token_logprobs
+
+    logits = jnp.asarray([[3.0, 1.0, 2.0, 2.0, -1.0]])
+    assert np.isfinite(np.asarray(top_k_filter(logits, 2))).tolist() == [[True, False, True, True, False]]
+    assert np.isfinite(np.asarray(top_k_filter(logits, 0))).all()
+    with pytest.raises(ValueError, match="top_k"):
+        sample(Transformer(CFG, rngs=nnx.Rngs(0)), [[1, 2]], max_new_tokens=1, temperature=1.0, top_k=-1)
+    # hidden @ table = the logits above (identity table over five "tokens")
+    hidden, table = jnp.asarray([[[3.0, 1.0, 2.0, 2.0, -1.0]]]), jnp.eye(5)
+    for target in range(5):
+        got = float(token_logprobs(hidden, table, jnp.asarray([[target]]), logit_scale=1.0, top_k=2).logprob[0, 0])
+        z = np.asarray([3.0, 1.0, 2.0, 2.0, -1.0])
+        support = [0, 2, 3] + ([target] if target in (1, 4) else [])
+        assert got == pytest.approx(z[target] - np.log(np.exp(z[support]).sum()), abs=1e-6)
+
+
 def test_top_p_keeps_the_nucleus() -> None:
     logits = jnp.log(jnp.asarray([[0.5, 0.3, 0.15, 0.05]]))
     kept = np.isfinite(np.asarray(top_p_filter(logits, jnp.float32(0.7))))
@@ -128,11 +149,13 @@ def test_cli_model_info_init_score(tmp_path: Path) -> None:
     assert res.exit_code != 0 and "integers" in res.output
 
 
-def _nucleus_logprobs(logits: np.ndarray, temperature: float, top_p: float) -> np.ndarray:
-    """log p of every token under softmax(logits / T) restricted to the top-p nucleus,
-    written out directly in float64 (the smallest set of most likely tokens whose mass
-    reaches top_p; -inf outside it)."""
+def _nucleus_logprobs(logits: np.ndarray, temperature: float, top_p: float, top_k: int = 0) -> np.ndarray:
+    """log p of every token under softmax(logits / T) restricted to the top-k tokens (ties
+    at the k-th kept) and then the top-p nucleus, written out directly in float64 (the
+    smallest set of most likely tokens whose mass reaches top_p; -inf outside it)."""
     z = logits.astype(np.float64) / temperature
+    if top_k:
+        z = np.where(z >= np.sort(z)[::-1][top_k - 1], z, -np.inf)
     p = np.exp(z - z.max())
     p /= p.sum()
     order = np.argsort(-p, kind="stable")
@@ -145,26 +168,28 @@ def _nucleus_logprobs(logits: np.ndarray, temperature: float, top_p: float) -> n
         return np.log(q / q.sum())
 
 
-@pytest.mark.parametrize("temperature,top_p", [(0.7, 0.8), (1.6, 0.5), (1.0, 1.0)])
+@pytest.mark.parametrize("temperature,top_p,top_k", [(0.7, 0.8, 0), (1.6, 0.5, 0), (1.0, 1.0, 0), (1.0, 1.0, 5),
+                                                     (1.3, 0.9, 40)])
 def test_sampled_logprobs_are_the_sampling_distribution(model: Transformer, temperature: float,
-                                                         top_p: float) -> None:
+                                                         top_p: float, top_k: int) -> None:
     """Each drawn token's log-prob is under the distribution that drew it (logits / T, then
-    the top-p nucleus renormalised), checked against a direct float64 computation from a
-    cache-free forward; ``model_logprobs`` stay the model's own (T = 1, no top-p)."""
+    the top-k tokens and the top-p nucleus renormalised), checked against a direct float64
+    computation from a cache-free forward; ``model_logprobs`` stay the model's own (T = 1,
+    no top-k or top-p). With top-k every drawn token is among the k most likely."""
     prompts = [[3, 1, 4, 1, 5], [9, 2]]
-    res = sample(model, prompts, max_new_tokens=6, temperature=temperature, top_p=top_p, seed=11)
+    res = sample(model, prompts, max_new_tokens=6, temperature=temperature, top_p=top_p, seed=11, top_k=top_k)
     fwd = nnx.jit(lambda m, t: m(t))
     for prompt, toks, lps, model_lps in zip(prompts, res.tokens, res.logprobs, res.model_logprobs, strict=True):
         seq = np.asarray([prompt + toks], np.int32)
         logits = np.asarray(fwd(model, jnp.asarray(seq)))[0]
         for i, tok in enumerate(toks):
             at = len(prompt) + i - 1
-            want = _nucleus_logprobs(logits[at], temperature, top_p)[tok]
-            assert np.isfinite(want)  # a drawn token is always inside the nucleus
+            want = _nucleus_logprobs(logits[at], temperature, top_p, top_k)[tok]
+            assert np.isfinite(want)  # a drawn token is always inside the nucleus (and the top k)
             assert lps[i] == pytest.approx(want, abs=2e-4)
             own = logits[at].astype(np.float64)
             assert model_lps[i] == pytest.approx(own[tok] - own.max() - np.log(np.exp(own - own.max()).sum()),
                                                  abs=2e-4)
-    if (temperature, top_p) != (1.0, 1.0):  # the two differ once the policy is not the model
+    if (temperature, top_p, top_k) != (1.0, 1.0, 0):  # the two differ once the policy is not the model
         assert any(abs(a - b) > 1e-3 for row, mrow in zip(res.logprobs, res.model_logprobs)
                    for a, b in zip(row, mrow))

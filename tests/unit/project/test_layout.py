@@ -1,8 +1,9 @@
 """The layout shows the architecture, and each job is done once: folder READMEs name every
 module, ``training/`` is rooms rather than a flat list, the front page stays a front page
-and links the architecture page, the training host needs no pipeline library, and the one
-writer / reader / resolver / stage order are the only ones. (The layer order itself:
-``test_layers.py``.)"""
+and links the architecture page, the training host needs no pipeline library, and each job is done
+in one place: Parquet files opened, SentencePiece loaded, WARC records framed, remote files
+opened, module:attr resolved, the stage order; helpers that had a second copy defined once.
+(The layer order itself: ``test_layers.py``.)"""
 
 from __future__ import annotations
 
@@ -100,11 +101,58 @@ def _sources(*exclude: str) -> dict[str, str]:
     return out
 
 
-def test_one_parquet_writer_one_resolver_no_task_probing() -> None:
-    writers = [f for f, s in _sources("afm/io.py").items() if "ParquetWriter" in s or "write_table(" in s]
-    assert writers == [], f"Parquet written outside afm.io.write_shard: {writers}"
-    readers = [f for f, s in _sources("afm/io.py").items() if re.search(r"\b(pq|parquet)\.read_table\(", s)]
-    assert readers == [], f"Parquet shards read outside afm.io.read_shard: {readers}"
+def _code_names(source: str) -> set[str]:
+    """Every name the code of a module uses (never its docstrings or comments): names,
+    attributes, imported modules (``a.b.c`` and its import-from names ``a.b.c.name``) and
+    the names imported."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Name):
+            names.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            names.add(node.attr)
+        elif isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+            names.update(a.name for a in node.names)
+            names.update(f"{node.module}.{a.name}" for a in node.names)
+    return names
+
+
+# Each family of calls has one home: the module that does the job for everyone.
+ONE_HOME = {
+    "Parquet opened, read or written": ("afm/parquet.py", {
+        "pyarrow.parquet", "ParquetFile", "ParquetDataset", "read_table", "read_schema", "read_metadata",
+        "ParquetWriter", "write_table"}),
+    "SentencePiece loaded or trained": ("model/tokenizer.py", {
+        "sentencepiece", "SentencePieceProcessor", "SentencePieceTrainer"}),
+    "WARC records iterated with warcio": ("afm/readers/warc.py", {"ArchiveIterator", "warcio.archiveiterator"}),
+    "files opened through Beam's FileSystems": ("afm/fs.py", {"FileSystems", "apache_beam.io.filesystems"}),
+}
+
+
+@pytest.mark.parametrize("family", sorted(ONE_HOME))
+def test_each_family_of_calls_has_one_home(family: str) -> None:
+    """Parquet files are opened in ``afm/parquet.py``, SentencePiece is loaded in
+    ``model/tokenizer.py``, WARC records are framed in ``afm/readers/warc.py`` (the crawler
+    keeps warcio for writing), remote files are opened in ``afm/fs.py``: anywhere else a
+    name of the family is a second copy of the job (tests excluded)."""
+    home, names = ONE_HOME[family]
+    found = {f: sorted(_code_names(s) & names) for f, s in _sources(home).items()}
+    elsewhere = {f: used for f, used in found.items() if used}
+    assert elsewhere == {}, f"{family} outside {home}: {elsewhere}"
+    assert _code_names((ROOT / home).read_text()) & names, f"{home} no longer does it: update ONE_HOME"
+
+
+def test_one_definition_of_each_shared_helper() -> None:
+    """Helpers that once had a second copy are defined once (a module-level ``def``)."""
+    for name in ("shard_of", "invalid_reject", "write_bytes"):
+        where = [f for f, s in _sources().items() if re.search(rf"^def {name}\(", s, re.M)]
+        assert len(where) == 1, f"{name} defined in {where}"
+
+
+def test_one_resolver_no_task_probing() -> None:
     by_hand = [f for f, s in _sources("afm/fs.py").items() if re.search(r"\"://\" (not )?in (path|base|jar|config|text|os\.fspath)", s)]
     assert by_hand == [], f"remote paths tested by hand, not with afm.fs.is_remote: {by_hand}"
     resolvers = [f for f, s in _sources("afm/imports.py", "app/discovery.py", "app/cli.py",
@@ -154,6 +202,27 @@ print(count)
                           env={**os.environ, "JAX_PLATFORMS": "cpu"}, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert int(done.stdout.strip()) > 60
+
+
+def test_tokenize_pipeline_imports_without_jax(tmp_path: Path) -> None:
+    """A curate host (Beam, sentencepiece, no JAX) runs ``afm tokenize``: the pipeline and
+    the one tokenizer it loads (``model/tokenizer.py``) import with the JAX stack absent."""
+    script = """
+import importlib.abc, sys
+
+class Absent(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name.split(".")[0] in {"jax", "jaxlib", "flax", "optax", "orbax", "grain"}:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+sys.meta_path.insert(0, Absent())
+import afm.model.tokenizer, afm.pipelines.tokenize
+print("ok")
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path,
+                          timeout=600)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]
 
 
 def test_paths_relative_to_modules_still_point_at_files() -> None:

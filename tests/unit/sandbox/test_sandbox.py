@@ -1,7 +1,8 @@
 """The sandbox's contract: a pass means the program and its test ran to the end, nothing
 else passes, nonsense limits are refused, and a host that cannot isolate refuses to run
 model-written code unless weaker isolation was accepted (then the verdict rule still
-holds). The hostile-program suite is ``tests/integration/sandbox/test_hostile_programs.py``."""
+holds, and the tripwire closes the routes past its path checks: ``dir_fd``, ``/proc``).
+The hostile-program suite is ``tests/integration/sandbox/test_hostile_programs.py``."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ KERNEL = sandbox.kernel_boundary().kind == "kernel"
 
 def test_a_correct_program_and_test_pass() -> None:
     r = run_python("import math\ndef f(a, b):\n    return math.gcd(a, b)\nprint('ok')", test="assert f(12, 18) == 6")
-    assert r.passed and r.stdout.strip() == "ok" and r.reason == ""
+    assert r.passed and r.stdout.strip() == "ok" and r.reason == "" and r.judged == "outside" and r.requests >= 1
 
 
 @pytest.mark.parametrize("program, test", [
@@ -51,11 +52,17 @@ def test_output_is_capped_and_only_its_tail_kept() -> None:
     assert r.status == "failed" and r.reason == "over the output limit" and len(r.stdout) <= 10_000
 
 
-@pytest.mark.parametrize("field", ["timeout_s", "memory_bytes", "max_output_bytes", "tmp_bytes"])
+@pytest.mark.parametrize("field", ["timeout_s", "memory_bytes", "max_output_bytes", "tmp_bytes", "max_message_bytes"])
 @pytest.mark.parametrize("value", [0, -1, math.nan, math.inf])
 def test_nonsense_limits_are_refused(field: str, value: float) -> None:
     with pytest.raises(ValueError, match=field):
         SandboxPolicy(**{field: value})
+
+
+@pytest.mark.parametrize("seed", [-1, 1 << 32, 1.5, "7"])
+def test_a_hash_seed_out_of_range_is_refused(seed) -> None:
+    with pytest.raises(ValueError, match="hash_seed"):
+        SandboxPolicy(hash_seed=seed)
 
 
 @pytest.fixture
@@ -85,6 +92,48 @@ def test_the_tripwire_reports_what_it_stopped() -> None:
     assert r.status == "failed" and "sandbox: socket" in r.stderr
 
 
+# Routes past a path check: a descriptor of a directory outside the working directory
+# (every dir_fd call starts from one), calls relative to one, a new working directory,
+# /proc/self/mem through its directory, and mkfifo/mknod, which raise no audit event.
+AT_ROUTES = {
+    "open-a-directory": "import os\nfd = os.open({outside!r}, os.O_RDONLY)",
+    "dir-fd-write": "import os\nfd = os.open({outside!r}, os.O_RDONLY)\n"
+                    "os.close(os.open('x', os.O_CREAT | os.O_WRONLY, dir_fd=fd))",
+    "dir-fd-of-the-workdir": "import os\nos.makedirs('a/b', exist_ok=True)\nfd = os.open('.', os.O_RDONLY)\n"
+                             "os.chdir('a/b')\nos.close(os.open('../../../x', os.O_CREAT | os.O_WRONLY, dir_fd=fd))",
+    "proc-self-mem-through-its-directory": "import os\nfd = os.open('/proc/self', os.O_RDONLY)\n"
+                                           "os.open('mem', os.O_RDWR, dir_fd=fd)",
+    "mkdir-dir-fd": "import os\nos.mkdir('x', dir_fd=3)",
+    "rename-dir-fd": "import os\nopen('a', 'w').close()\nos.rename('a', 'x', dst_dir_fd=3)",
+    "fwalk": "import os\nfor root, dirs, files, fd in os.fwalk({outside!r}):\n"
+             "    os.close(os.open('x', os.O_CREAT | os.O_WRONLY, dir_fd=fd))\n    break",
+    "chdir-out": "import os\nos.chdir({outside!r})\nopen('x', 'w').close()",
+    "mkfifo-outside": "import os\nos.mkfifo({outside!r} + '/x')",
+    "mknod-through-posix": "import posix\nposix.mknod({outside!r} + '/x')",
+}
+
+
+@pytest.mark.parametrize("name", sorted(AT_ROUTES))
+def test_the_weak_tripwire_closes_the_at_routes(no_kernel_boundary, tmp_path, name: str) -> None:
+    outside = tmp_path / "host"
+    outside.mkdir()
+    outside.chmod(0o777)
+    program = AT_ROUTES[name].format(outside=str(outside))
+    result = run_python(program, SandboxPolicy(allow_weak_isolation=True))
+    assert result.status == "failed", result
+    assert "sandbox:" in result.stderr or "AttributeError" in result.stderr, result.stderr[-500:]
+    assert list(outside.iterdir()) == [], "the program wrote outside its directory"
+
+
+def test_the_weak_tripwire_leaves_ordinary_file_work_alone(no_kernel_boundary) -> None:
+    program = ("import os, tempfile, pathlib\nos.makedirs('d/e', exist_ok=True)\nopen('d/e/f.txt', 'w').write('x')\n"
+               "assert sorted(os.listdir('d')) == ['e'] and pathlib.Path('d/e/f.txt').read_text() == 'x'\n"
+               "with tempfile.TemporaryFile() as fh:\n    fh.write(b'y')\nos.remove('d/e/f.txt')\n"
+               "assert [r for r, _, _ in os.walk('d')] == ['d', 'd/e']\n")
+    result = run_python(program, SandboxPolicy(allow_weak_isolation=True))
+    assert result.passed, result.stderr[-1000:]
+
+
 @pytest.mark.skipif(not KERNEL, reason="no kernel boundary on this host")
 def test_layers_name_the_kernel_boundary() -> None:
     layers = sandbox.isolation_layers()
@@ -108,10 +157,12 @@ def _alive_with(token: str) -> list[int]:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and subreapers are Linux's")
 @pytest.mark.parametrize("cgroups", ["as probed", "off"])
-def test_weak_isolation_leaves_no_detached_process_behind(no_kernel_boundary, monkeypatch, cgroups) -> None:
+@pytest.mark.parametrize("test", [None, "assert f()"], ids=["alone", "with-a-test"])
+def test_weak_isolation_leaves_no_detached_process_behind(no_kernel_boundary, monkeypatch, cgroups, test) -> None:
     """A setsid grandchild (double fork) is re-parented to the run's reaper and killed
-    before run_python returns (and, where there is one, the run's cgroup is emptied);
-    the layers say who the program could signal."""
+    before run_python returns (and, where there is one, the run's cgroup is emptied),
+    also when the run is ended from outside, after the referee's verdict; the layers say
+    who the program could signal."""
     import secrets
 
     from afm.sandbox import cgroup
@@ -121,8 +172,8 @@ def test_weak_isolation_leaves_no_detached_process_behind(no_kernel_boundary, mo
 
     token = f"{secrets.randbelow(10**6)}.{secrets.randbelow(10**6)}"
     program = ("import os\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
-               f"        os.execv('/bin/sleep', ['sleep', '{token}'])\n    os._exit(0)\n")
-    result = run_python(program, SandboxPolicy(allow_weak_isolation=True, tripwire=False))
+               f"        os.execv('/bin/sleep', ['sleep', '{token}'])\n    os._exit(0)\ndef f():\n    return True\n")
+    result = run_python(program, SandboxPolicy(allow_weak_isolation=True, tripwire=False), test=test)
     assert result.passed, result
     assert _alive_with(token) == []
     assert "subreaper" in result.isolation

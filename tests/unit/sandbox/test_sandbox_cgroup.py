@@ -74,7 +74,8 @@ def test_no_run_cgroup_is_left_after_runs() -> None:
     result = run_python("import os\nif os.fork() == 0:\n    os.setsid()\n    import time\n    time.sleep(60)\n",
                         SandboxPolicy(tripwire=False))
     assert result.passed and any(layer.startswith("cgroup-") for layer in result.isolation)
-    assert {d for d in set(os.listdir(found.memory_parent)) - before if d.startswith("afm-run-")} == set()
+    ours = f"{cgroup.RUN_PREFIX}{os.getpid()}-"  # other processes may be judging at the same time
+    assert {d for d in set(os.listdir(found.memory_parent)) - before if d.startswith(ours)} == set()
 
 
 def _tree(root, controllers: str, subtree: str, procs: str):

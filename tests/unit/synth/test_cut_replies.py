@@ -117,3 +117,45 @@ def test_sft_prepare_rejects_a_row_whose_reply_was_cut(tmp_path: Path) -> None:
     assert manifest["totals"] == {"in": 4, "kept": 1, "rejected": 3}
     assert manifest["stages"]["format"]["reasons"] == {DROP_REASON: 3}
     assert manifest["cut_replies"] == 3
+
+
+def test_sft_prepare_reads_sharegpt_and_preference_rows_with_the_finish_rule(tmp_path: Path) -> None:
+    """Every layout applies the rule: a ShareGPT ``gpt`` turn cut for length, a preference
+    row whose chosen (or rejected) reply was cut, and a message-list reply with a cut
+    message are rejected as ``cut_reply`` (as the preference reader rejects the pair); a
+    preference row is read by the preference layout's one reader (its reasons, its
+    implicit prompt); finished rows of both layouts are kept."""
+    from afm.synth.prepare import PrepareConfig, prepare_sft
+    from afm.training.data.preferences import parse_record
+
+    tok = str(CHAT_TOKENIZER)
+    turns = [{"from": "human", "value": "count"}, {"from": "gpt", "value": "1, 2, 3,", "finish_reason": "length"}]
+    rows = [
+        {"conversations": turns},  # cut
+        {"conversations": [turns[0], {"from": "gpt", "value": "1, 2, 3.", "finish_reason": "stop"}]},  # kept
+        {"prompt": "why?", "chosen": "Because.", "rejected": "No", "level": "better",
+         "chosen_finish_reason": "length"},  # cut chosen
+        {"prompt": "how?", "chosen": "Like so.", "rejected": "Hm, well", "level": "better",
+         "rejected_finish_reason": "length"},  # cut rejected: the pair's reader rejects the record
+        {"prompt": "what?", "chosen": [{"role": "assistant", "content": "It is", "finish_reason": "length"}],
+         "rejected": [{"role": "assistant", "content": "No."}], "level": "better"},  # cut message
+        {"prompt": "who?", "chosen": "Me.", "rejected": "You.", "level": "better"},  # kept
+        {"chosen": [{"role": "user", "content": "where?"}, {"role": "assistant", "content": "Here."}],
+         "rejected": [{"role": "user", "content": "where?"}, {"role": "assistant", "content": "There."}]},  # kept
+        {"prompt": "when?", "chosen": [{"role": "user", "content": "x"}], "rejected": "Now."},  # not a reply
+    ]
+    (tmp_path / "in.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    manifest = prepare_sft([str(tmp_path / "in.jsonl")], str(tmp_path / "out"),
+                           PrepareConfig("cuts", tok, pii=False), progress=False)
+    assert manifest["totals"] == {"in": 8, "kept": 3, "rejected": 5}
+    assert manifest["stages"]["format"]["reasons"] == {DROP_REASON: 4, "reply_not_from_assistant": 1}
+    assert manifest["cut_replies"] == 4
+    for i in (2, 3, 4):  # the preference reader gives the same verdict on the same rows
+        with pytest.raises(ValueError, match=f"^{DROP_REASON}"):
+            parse_record(rows[i], "x")
+    import pyarrow.parquet as pq
+
+    kept = [json.loads(m) for f in sorted((tmp_path / "out").glob("tokens-*.parquet"))
+            for m in pq.read_table(f).column("messages").to_pylist()]
+    replies = sorted(m["messages"][-1]["content"] for m in kept)
+    assert replies == ["1, 2, 3.", "Here.", "Me."]

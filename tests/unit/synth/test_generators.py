@@ -102,3 +102,30 @@ def test_specs_and_headers() -> None:
     key_a = req("a").key("m1")
     assert key_a == req("a").key("m1") and key_a != req("a").key("m2")
     assert key_a != GenerationRequest(messages=({"role": "user", "content": "a"},), max_tokens=16, seed=2).key("m1")
+
+
+def test_a_checkpoint_generator_refuses_or_cuts_and_counts_a_prompt_longer_than_its_window(tmp_path: Path) -> None:
+    """A prompt longer than the window leaves beside max_tokens is never cut silently:
+    refused by default (one error naming how many and the option), or, with
+    ``long_prompts="cut"``, cut to its end and counted; prompts that fit are untouched."""
+    from flax import nnx
+
+    from afm.model.checkpoint import save_params
+    from afm.model.config import get_config
+    from afm.model.transformer import Transformer
+    from afm.synth.generators import CheckpointGenerator, GenerationError, GenerationRequest
+    from tests.paths import CHAT_TOKENIZER
+
+    save_params(Transformer(get_config("tiny").replace(vocab_size=640, max_seq_len=64), rngs=nnx.Rngs(0)),
+                tmp_path / "m")
+    long = GenerationRequest([{"role": "user", "content": "word " * 200}], max_tokens=4)
+    short = GenerationRequest([{"role": "user", "content": "hi"}], max_tokens=4)
+    refuse = CheckpointGenerator(str(tmp_path / "m"), str(CHAT_TOKENIZER))
+    with pytest.raises(GenerationError, match=r"1 of 2 prompts .*--long-prompts cut"):
+        refuse.generate([short, long])
+    assert len(refuse.generate([short])[0].texts) == 1 and refuse.cut_prompts == 0
+    cut = CheckpointGenerator(str(tmp_path / "m"), str(CHAT_TOKENIZER), long_prompts="cut")
+    out = cut.generate([short, long])
+    assert len(out) == 2 and cut.cut_prompts == 1
+    with pytest.raises(ValueError, match="long_prompts"):
+        CheckpointGenerator(str(tmp_path / "m"), str(CHAT_TOKENIZER), long_prompts="drop")

@@ -67,3 +67,18 @@ def test_any_object_can_be_connected() -> None:
     connect_signals(crawler, plain)
     crawler.signals.send_catch_log(signals.spider_idle, spider=None)
     assert plain.calls == 1
+
+
+def test_spider_reads_html_as_curate_does():
+    """No Content-Type: the MIME Sniffing rule (afm.consent.directives.is_html), so an HTML5
+    page without <html> is HTML to the crawler as to curate's optout stage."""
+    from scrapy.http import HtmlResponse, Response, TextResponse
+
+    from afm.crawler.fetching.spider import _is_html
+
+    body = b'<!doctype html><meta name="robots" content="noai"><p>x'
+    assert _is_html(TextResponse("https://e.example/", body=body))
+    assert _is_html(Response("https://e.example/", body=body))
+    assert not _is_html(TextResponse("https://e.example/", body=b"plain text"))
+    assert _is_html(HtmlResponse("https://e.example/", body=b"x",
+                                 headers={"Content-Type": "text/html"}))

@@ -28,3 +28,15 @@ def test_trap_rules():
     assert trap_reason("http://h/" + "/".join(f"s{i}" for i in range(40))) == "too_many_segments"
     assert trap_reason("http://h/blog/2024/05/post") is None
     assert trap_reason("http://h/a/b/c?page=2") is None
+
+
+def test_crawler_names_origins_as_consent_does():
+    """The crawler's robots.txt unit is consent's origin (afm.consent.urls): a page at a
+    Unicode host, a default port or a trailing dot is the origin its snapshots are filed by."""
+    from afm.consent.urls import origin_of
+
+    for url in ("https://Bücher.example:443/a", "http://EXAMPLE.com./x", "https://faß.example/"):
+        assert host_key(url) == origin_of(url)
+    assert host_key("https://Bücher.example/a") == "https://xn--bcher-kva.example"
+    assert clean_url("https://Bücher.example/ä") == "https://xn--bcher-kva.example/%C3%A4"
+    assert clean_url("https://faß.example/") == "https://xn--fa-hia.example/"  # not fass

@@ -48,3 +48,31 @@ def test_recovery_drops_open_file_and_reindexes(tmp_path):
     rebuilt = read_index(tmp_path)
     assert [r["url"] for r in rebuilt] == ["http://h/a"]
     assert (rebuilt[0]["offset"], rebuilt[0]["length"]) == (original[0]["offset"], original[0]["length"])
+
+
+def test_recovery_reads_a_bad_date_as_every_reader_does(tmp_path):
+    """Re-indexing goes through the one WARC reader: a WARC-Date that does not parse is
+    unknown (None) in the index, as in the pages curate reads, never a made-up epoch."""
+    import io
+
+    from warcio.statusandheaders import StatusAndHeaders
+    from warcio.warcwriter import WARCWriter
+
+    from afm.crawler.storage.warc import index_rows_from_warc
+
+    path = tmp_path / "bad-date.warc.gz"
+    with open(path, "wb") as fh:
+        writer = WARCWriter(fh, gzip=True)
+        for url, date in (("http://h/ok", "2024-05-01T10:00:00Z"), ("http://h/bad", "yesterday")):
+            record = writer.create_warc_record(
+                url, "response", payload=io.BytesIO(b"<p>x</p>"), length=8,
+                warc_headers_dict={"WARC-Date": date},
+                http_headers=StatusAndHeaders("200 OK", [("Content-Type", "text/html")], protocol="HTTP/1.1"))
+            writer.write_record(record)
+    rows = {r["url"]: r for r in index_rows_from_warc(path)}
+    pages = {p["url"]: p for p in iter_warc_responses(path)}
+    assert rows["http://h/bad"]["fetched_at"] is None and pages["http://h/bad"]["fetched_at"] is None
+    assert rows["http://h/ok"]["fetched_at"] == pages["http://h/ok"]["fetched_at"] is not None
+    assert rows["http://h/ok"]["content_type"] == "text/html" and rows["http://h/ok"]["status"] == 200
+    ok, bad = rows["http://h/ok"], rows["http://h/bad"]
+    assert ok["offset"] + ok["length"] == bad["offset"] and bad["offset"] + bad["length"] == path.stat().st_size

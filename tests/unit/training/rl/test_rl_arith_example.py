@@ -128,3 +128,18 @@ def test_paired_se_compares_pooled_groups_per_problem():
     d = np.array([1.0, 1.0, -1.0])
     assert got["diff"] == pytest.approx(d.mean(), abs=1e-4)
     assert got["se"] == pytest.approx(d.std(ddof=1) / np.sqrt(3), abs=1e-4)
+
+
+@pytest.mark.parametrize("algorithm", ["mdloo", "ppo", "grpo", "dr_grpo", "dapo"])
+def test_the_algorithm_comparison_config_loads_for_every_algorithm(algorithm):
+    """The comparison's one stage (algorithms.yaml) runs every algorithm on the same budget."""
+    from afm.training.core.config import get_train_config, with_task_options
+    from afm.training.core.task import parse_task_options
+    from afm.training.tasks.mdloo import MdlooOptions
+
+    cfg = with_task_options(get_train_config(EXAMPLE / "algorithms.yaml"), algorithm=algorithm)
+    opts = parse_task_options(MdlooOptions, cfg.task_options, "mdloo")
+    assert cfg.task == "mdloo" and opts.algorithm == algorithm and opts.reward == "task:arith"
+    assert (opts.iterations, opts.prompts_per_iteration, opts.k, opts.steps_per_iteration) == (12, 4, 8, 2)
+    script = (EXAMPLE / "compare_algorithms.sh").read_text()
+    assert algorithm in script.split("ALGOS=")[1].split("\n")[0]

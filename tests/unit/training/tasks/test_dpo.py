@@ -84,33 +84,46 @@ def test_task_starts_at_reference_and_a_step_prefers_chosen(kind, tmp_path):
 def test_afm_dpo_trains_from_a_model_and_exports_the_policy(tmp_path, reference):
     """The whole command path: pairs on disk -> DPO with a frozen reference copy (or the
     reference's log-probs computed first, no copy in the step) -> the exported policy
-    loads as an ordinary model, moved away from its start."""
+    loads as an ordinary model, moved away from its start. In bf16, layers unscanned,
+    eight pairs per batch, the first step starts exactly at the reference (log-ratios 0,
+    loss log 2), and the reader's rejects are reported by reason in either mode."""
     from flax import nnx
 
     from afm.model.checkpoint import load_model, save_params
     from afm.model.config import get_config
     from afm.model.transformer import Transformer
     from afm.synth.arith_task import make_problems
+    from afm.training.core.metrics import read_metrics
     from afm.training.runs.train import train
 
     start = tmp_path / "sft-model"
-    save_params(Transformer(get_config("tiny").replace(vocab_size=640, n_layers=1), rngs=nnx.Rngs(0)), start)
+    model_cfg = get_config("tiny").replace(vocab_size=640, n_layers=1)
+    assert model_cfg.dtype == "bfloat16" and not model_cfg.scan_layers
+    save_params(Transformer(model_cfg, rngs=nnx.Rngs(0)), start)
     rows = [{"prompt": p.messages(), "chosen": p.solution(), "rejected": f"Answer: {p.answer + 1}",
              "level": "better"} for p in make_problems(8, seed=3)]
+    rows += [{**rows[0], "chosen_finish_reason": "length"}, {**rows[1], "level": "best"}]
     (tmp_path / "p.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     out = train(
         "tiny-rm", tmp_path / "dpo", data=[str(tmp_path / "p.jsonl")],
         task_options={"tokenizer": TOK, "beta": 0.1, "reference": reference},
         init_from=str(start), steps=2, quiet=True,
-        overrides=["task=dpo", "model_overrides.vocab_size=640", "model_overrides.n_layers=1",
-                   "data.global_batch_size=8", "checkpoint.every_steps=2", "optimizer.learning_rate=1e-2"])
+        overrides=["task=dpo", "model_overrides.vocab_size=640", "model_overrides.n_layers=1", "log_every=1",
+                   "data.global_batch_size=8", "data.seq_len=192", "checkpoint.every_steps=2",
+                   "optimizer.learning_rate=1e-2"])
+    first = read_metrics(tmp_path / "dpo")[0]
+    assert first["chosen_logratio"] == 0.0 and first["rejected_logratio"] == 0.0
+    assert first["loss"] == float(np.float32(np.log(2.0)))
+    assert out["rejects"]["training"] == {"records": 10, "pairs": 8, "rejected": 2,
+                                          "reasons": {"cut_reply": 1, "bad_level": 1},
+                                          "summary": "2 of 10 records rejected (cut_reply 1, bad_level 1)"}
     policy, _ = load_model(out["model"], dropout=0.0)
     base, _ = load_model(start, dropout=0.0)
     tokens = jnp.arange(16, dtype=jnp.int32)[None]
     assert not np.allclose(np.asarray(policy(tokens)), np.asarray(base(tokens)))
     exported = {"/".join(map(str, p)) for p, _ in nnx.to_flat_state(nnx.state(policy, nnx.Param))}
     assert exported and not any(k.startswith("ref") for k in exported)
-    written = tmp_path / "dpo" / "reference_logps" / "training.jsonl"
+    written = tmp_path / "dpo" / "reference_logps" / "logps.jsonl"
     assert written.exists() == (reference == "precomputed")
     if written.exists():
         rows = [json.loads(line) for line in written.read_text().splitlines()]

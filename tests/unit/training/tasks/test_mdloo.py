@@ -125,9 +125,11 @@ def tiny_policy(tmp_path_factory) -> Path:
     return path
 
 
-def test_rollout_logprobs_match_teacher_forcing(tiny_policy: Path) -> None:
+@pytest.mark.parametrize("top_k", [0, 7])
+def test_rollout_logprobs_match_teacher_forcing(tiny_policy: Path, top_k: int) -> None:
     """The KV-cache sampler's log-probs of its own tokens equal the teacher-forced forward's
-    on the packed rows (the loop's pi_theta_k), and the mask covers exactly the responses."""
+    on the packed rows (the loop's pi_theta_k), with top-k sampling scored as its top-k
+    distribution, and the mask covers exactly the responses."""
     from afm.model.checkpoint import load_model
     from afm.model.tokenizer import Tokenizer
     from afm.training.rl.rollout import pack_responses, response_logprobs, sample_groups
@@ -135,11 +137,11 @@ def test_rollout_logprobs_match_teacher_forcing(tiny_policy: Path) -> None:
     model, _ = load_model(tiny_policy)
     tok = Tokenizer.load(CHAT)
     prompts = [[{"role": "user", "content": "What is 2+3?"}], [{"role": "user", "content": "hi there, friend"}]]
-    roll = sample_groups(model, tok, prompts, k=3, max_new_tokens=12, temperature=1.0, seed=3)
+    roll = sample_groups(model, tok, prompts, k=3, max_new_tokens=12, temperature=1.0, seed=3, top_k=top_k)
     assert len(roll.response_ids) == 6 and roll.tokens_per_second > 0
     packed = pack_responses([p for p in roll.prompt_ids for _ in range(3)], roll.response_ids, pad_id=tok.pad_id)
     assert packed["response_mask"].sum(1).tolist() == [len(r) for r in roll.response_ids]
-    lp = response_logprobs(model, packed)
+    lp = response_logprobs(model, packed, top_k=top_k)
     for i, sampled in enumerate(roll.sampler_logprobs):
         row = lp[i][packed["response_mask"][i] > 0]
         np.testing.assert_allclose(row, sampled, atol=2e-4)
@@ -235,11 +237,11 @@ def run_tiny_loop(run_online_rl, policy: Path, workdir: Path, algorithm: str, *,
         assert np.isfinite([row["reward"], row["kl_ref"], row["kl_prev"], row["adv_std"]]).all()
         assert abs(row["adv_mean"]) < 1e-5  # LOO advantages sum to zero per prompt
     # The reference computes exactly what the policy computes at the start (a bf16 model:
-    # the copy keeps its norm scales in float32, as the forward applies them): KL 0 exactly.
-    # The loss scores the tempered policy the sampler drew from: ratio 1 before a step, up
-    # to the rounding between the scoring program and the training step's (bf16).
+    # the copy keeps its norm scales in float32, as the forward applies them; every program
+    # compiled with EXACT_ROUNDING): KL 0 exactly. The loss scores the tempered policy the
+    # sampler drew from, in a program that rounds as the scoring pass does: ratio exactly 1.
     assert rows[0]["kl_ref"] == 0.0
-    assert rows[0]["ratio_first_step"] == pytest.approx(1.0, abs=1e-3)
+    assert rows[0]["ratio_first_step"] == 1.0
     assert (workdir / algorithm / "model" / "config.json").exists()
     return summary, rows
 
@@ -298,3 +300,71 @@ def test_a_reference_checkpoint_is_restored_as_the_frozen_copy_stores_it(tmp_pat
     for k, v in want.items():
         assert got[k].dtype == v.dtype == like[k].dtype and got[k].shape == v.shape
         np.testing.assert_array_equal(np.asarray(got[k], np.float32), np.asarray(v, np.float32))
+
+
+def test_run_time_overrides_apply_and_a_changed_shape_is_refused(tiny_policy: Path, tmp_path: Path) -> None:
+    """The policy's shapes come from its checkpoint; the run's run-time settings (dtype,
+    scan_layers, remat) are applied, not silently replaced by the checkpoint's; a shape
+    that differs is one line."""
+    from afm.config import ConfigError
+    from afm.training.core.config import model_config
+    from afm.training.runs.train import prepare
+
+    (tmp_path / "p.jsonl").write_text(json.dumps({"prompt": "hi"}) + "\n")
+    options = {"tokenizer": str(CHAT), "prompts": str(tmp_path / "p.jsonl")}
+    cfg = prepare("tiny-mdloo", tmp_path / "run", init_from=tiny_policy, task_options=options,
+                  overrides=["model_overrides.dtype=float32", "model_overrides.scan_layers=true",
+                             "model_overrides.remat=full"])
+    m = model_config(cfg)
+    assert (m.dtype, m.scan_layers, m.remat, m.vocab_size) == ("float32", True, "full", 640)
+    plain = model_config(prepare("tiny-mdloo", tmp_path / "run2", init_from=tiny_policy, task_options=options))
+    assert (plain.dtype, plain.scan_layers, plain.remat) == ("bfloat16", False, "none")  # the checkpoint's
+    with pytest.raises(ConfigError, match=r"model_overrides.dim=128 differs from the start policy's 64"):
+        prepare("tiny-mdloo", tmp_path / "run3", init_from=tiny_policy, task_options=options,
+                overrides=["model_overrides.dim=128"])
+    same = prepare("tiny-mdloo", tmp_path / "run4", init_from=tiny_policy, task_options=options,
+                   overrides=["model_overrides.dim=64"])  # the policy's own shape: fine
+    assert model_config(same).dim == 64
+
+
+@pytest.mark.parametrize("algorithm,dtype,scan", [
+    ("mdloo", "bfloat16", False), ("grpo", "bfloat16", False),
+    pytest.param("mdloo", "bfloat16", True, marks=pytest.mark.slow),
+    pytest.param("dapo", "float32", False, marks=pytest.mark.slow)])
+def test_the_first_iteration_starts_exactly_at_the_reference(tiny_policy: Path, tmp_path: Path, online_rl,
+                                                             algorithm: str, dtype: str, scan: bool) -> None:
+    """32 responses per iteration, bf16 with the layers unscanned (the on-device setup):
+    the frozen reference scores every response exactly as the policy does (kl_ref 0, not
+    +-2e-4), and the loss's ratios start at exactly 1 (the scoring program and the train
+    step round alike)."""
+    from afm.training.runs.train import train
+
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text("\n".join(json.dumps({"prompt": f"count to {i} and then say {i * 7}"})
+                                 for i in range(8)) + "\n")
+
+    def attach(task):
+        task.reward_fn = TaskReward(lambda p, r: -len(r) / 10.0)
+
+    train("tiny-mdloo", tmp_path / "run", init_from=str(tiny_policy), quiet=True, configure_task=attach,
+          overrides=["data.seq_len=64", "eval.every_steps=0", f"model_overrides.dtype={dtype}",
+                     f"model_overrides.scan_layers={str(scan).lower()}"],
+          task_options={"tokenizer": str(CHAT), "prompts": str(prompts), "algorithm": algorithm, "iterations": 1,
+                        "prompts_per_iteration": 8, "k": 4, "steps_per_iteration": 1, "max_new_tokens": 10})
+    row = iteration_rows(read_metrics(tmp_path / "run"), 1)[0]
+    assert row["kl_ref"] == 0.0 and row["ratio_first_step"] == 1.0
+
+
+def test_best_of_n_names_a_malformed_prompts_line_in_one_line(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from afm.app.cli import main
+
+    bad = tmp_path / "prompts.jsonl"
+    bad.write_text('{"prompt": "fine"}\n{"prompt": \n')
+    result = CliRunner().invoke(main, ["rm", "best-of-n", "--policy", str(tmp_path / "nope"), "--model",
+                                       str(tmp_path / "nope"), "--prompts", str(bad), "--output",
+                                       str(tmp_path / "out.jsonl")])
+    assert result.exit_code != 0 and "Traceback" not in result.output, result.output
+    assert f"{bad}:2: not JSON" in result.output
+    assert len([line for line in result.output.splitlines() if line.strip()]) == 1

@@ -1,7 +1,9 @@
-"""MDLOO on the one trainer: ``afm rl mdloo`` prints ``params_sha256``; 4 iterations at once,
-2 then a rerun to 4, and a run stopped by SIGTERM mid-iteration then rerun all end with the
-same parameters (the rollout of an iteration is a function of (seed, iteration) and the
-policy at its start; the batch of an iteration under way is in the checkpoint)."""
+"""Online RL on the one trainer: ``afm rl mdloo`` (``afm rl train``) prints
+``params_sha256``; 4 iterations at once, 2 then a rerun to 4, and a run stopped by SIGTERM
+mid-iteration then rerun all end with the same parameters (the rollout of an iteration is
+a function of (seed, iteration) and the policy at its start; the batch of an iteration
+under way is in the checkpoint). GRPO, Dr. GRPO and DAPO (its dynamic sampling's extra
+rounds included) resume exactly the same way."""
 
 from __future__ import annotations
 
@@ -22,7 +24,9 @@ from afm.training.tasks.mdloo import iteration_rows
 from tests.paths import CHAT_TOKENIZER
 
 CHAT = CHAT_TOKENIZER
-REWARDS = "def shorter(prompt, response):\n    return -len(response) / 10.0\n"
+REWARDS = ("def shorter(prompt, response):\n    return -len(response) / 10.0\n\n\n"
+           "def thirds(prompt, response):  # many all-equal groups: DAPO resamples\n"
+           "    return float(len(response) % 3 == 0)\n")
 OPTIONS = {"prompts_per_iteration": 2, "k": 4, "steps_per_iteration": 2, "max_new_tokens": 8, "temperature": 0.7}
 SETS = [*(f"task_options.{k}={v}" for k, v in OPTIONS.items()), "data.seq_len=64", "optimizer.learning_rate=1e-3"]
 
@@ -43,11 +47,14 @@ def setup(tmp_path_factory) -> dict[str, Path]:
     return {"root": root, "policy": root / "policy", "prompts": root / "prompts.jsonl"}
 
 
-def cli(setup: dict[str, Path], workdir: Path, iterations: int, monkeypatch: pytest.MonkeyPatch) -> str:
+def cli(setup: dict[str, Path], workdir: Path, iterations: int, monkeypatch: pytest.MonkeyPatch,
+        algorithm: str = "", reward: str = "shorter") -> str:
     monkeypatch.syspath_prepend(str(setup["root"]))  # the reward's module, task:module:function
-    args = ["rl", "mdloo", "--workdir", str(workdir), "--policy", str(setup["policy"]), "--tokenizer", str(CHAT),
-            "--prompts", str(setup["prompts"]), "--reward", "task:afm_test_rl_rewards:shorter",
-            "--iterations", str(iterations)]
+    args = ["rl", "train" if algorithm else "mdloo", "--workdir", str(workdir), "--policy", str(setup["policy"]),
+            "--tokenizer", str(CHAT), "--prompts", str(setup["prompts"]),
+            "--reward", f"task:afm_test_rl_rewards:{reward}", "--iterations", str(iterations)]
+    if algorithm:
+        args += ["--algorithm", algorithm]
     for value in SETS:
         args += ["--set", value]
     out = CliRunner().invoke(main, args)
@@ -99,3 +106,21 @@ def test_sigterm_mid_iteration_then_a_rerun_equals_four_at_once(setup, four_at_o
     assert (tmp_path / "run" / "checkpoints" / "3" / "data_arrays").exists()
     resumed = run(SigtermOnIteration(at=-1))
     assert not resumed["preempted"] and resumed["params_sha256"] == four_at_once
+
+
+@pytest.mark.parametrize("algorithm", [
+    "dapo", pytest.param("grpo", marks=pytest.mark.slow), pytest.param("dr_grpo", marks=pytest.mark.slow)])
+def test_the_grpo_family_resumes_exactly_like_mdloo(setup, tmp_path, monkeypatch, algorithm):
+    """One iteration, then a rerun to two, ends where two at once do (DAPO with a reward
+    of many ties, so its dynamic sampling draws extra rounds that a resumed run must
+    draw again); the batch is the algorithm's (per-token log-probs)."""
+    once = cli(setup, tmp_path / "once", 2, monkeypatch, algorithm, reward="thirds")
+    cli(setup, tmp_path / "run", 1, monkeypatch, algorithm, reward="thirds")
+    assert cli(setup, tmp_path / "run", 2, monkeypatch, algorithm, reward="thirds") == once
+    rows = iteration_rows(read_metrics(tmp_path / "run"), OPTIONS["steps_per_iteration"])
+    assert [r["iteration"] for r in rows] == [0, 1] and rows[0]["kl_ref"] == 0.0
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["algorithm"] == algorithm
+    if algorithm == "dapo":
+        assert all(r["ds_groups_kept"] + r["ds_groups_short"] == OPTIONS["prompts_per_iteration"] for r in rows)
+        assert max(r["ds_rounds"] for r in rows) > 1  # it resampled, and resumed doing so
