@@ -41,10 +41,11 @@ def test_first_drop_decides_and_groups_count():
 
 def test_default_stages_keep_real_articles_and_drop_junk(shared_eval: Path):
     """The earlier 20-article check: the default document stages of afm curate (language,
-    safety, PII, quality rules, quality model) keep at least 18 of 20 real articles (the
-    first 20 English ScrapingHub article bodies of 200 words or more, by id) and drop at
-    least 18 of 20 junk texts (every tenth of the hand-written negatives: keyword
-    stuffing, ads, navigation, cookie walls, tag clouds, comment spam, shop listings)."""
+    safety, PII, quality rules; the quality model is off by default) keep at least 18 of
+    20 real articles (the first 20 English ScrapingHub article bodies of 200 words or
+    more, by id) and drop at least 18 of 20 junk texts (every tenth of the hand-written
+    negatives: keyword stuffing, ads, navigation, cookie walls, tag clouds, comment spam,
+    shop listings)."""
     pytest.importorskip("fasttext")
     from afm.filters.language import LanguageFilter
     from afm.pipelines.curate.stages import document_filters
