@@ -108,6 +108,15 @@ CHROME_SUBSTRINGS = (
     "all rights reserved", "©", "copyright", "subscribe", "subscriber", "subscription", "sign in", "sign up",
     "log in", "login", "register for free", "continue reading", "read the full", "free articles",
 )
+# What site chrome says, whatever the site: consent and cookie banners, legal and copyright
+# notices, subscription, sign-in and newsletter prompts (afm's own, for the share of a
+# page's lines that are such chrome: `max_chrome_lines`).
+_CHROME_TERM = re.compile(
+    r"\bcookies?\b|\bprivacy\b|\bconsent\b|©|\bcopyright\b|rights reserved|\bterms of (?:use|service|sale)\b|"
+    r"\bterms (?:and|&) conditions\b|\bdisclaimers?\b|\bopt[ -]?(?:out|in)\b|\btrademarks?\b|\bgdpr\b|"
+    r"\bpersonal (?:data|information)\b|\bpolicy\b|\bpreferences\b|\bsubscri(?:be|bers?|ption)s?\b|"
+    r"\bunsubscribe\b|\bnewsletter\b|\bsign (?:in|up)\b|\blog ?in\b|\bregister\b|\baccept(?: all)?\b",
+    re.IGNORECASE)
 _STRIP = string.punctuation + "“”‘’…«»—–"
 _CITATION = re.compile(r"\[\d+\]|\[citation needed\]|\[edit\]", re.IGNORECASE)
 _SENTENCE_END = re.compile(r"[.!?]+(?=[\"')\]]*(?:\s|$))")
@@ -252,6 +261,12 @@ class QualityConfig:
     # Keyword lists: the share of sentences (of 4 words or more, at least 5 of them) that
     # hold no function word at all ("Buy cheap watches today!"). English only.
     max_sentences_without_function_words: float | None = 0.7
+    # Site chrome: the share of the prose lines that are consent, legal, copyright or
+    # subscription chrome (a line holding one such term per `chrome_line_words` words or
+    # fewer, :func:`chrome_lines`); a cookie banner, a footer of legal lines or a teaser
+    # under its paywall prompts. Any language's text is read (the terms are English).
+    max_chrome_lines: float | None = 0.33
+    chrome_line_words: int = 25
 
     @classmethod
     def published(cls) -> QualityConfig:
@@ -262,7 +277,7 @@ class QualityConfig:
         (``afm quality audit --rules``) and for reproducing a published pipeline; afm's own
         word-order rule off."""
         return cls(code_aware=False, unwrap_lines=False, stop_words_languages=[], unsegmented_languages=[],
-                   word_order=False, chrome_max_words=None,
+                   word_order=False, chrome_max_words=None, max_chrome_lines=None,
                    max_dup_line_frac=0.3, max_dup_para_frac=0.3,
                    dup_ngram_max_frac={5: 0.15, 6: 0.14, 7: 0.13, 8: 0.12, 9: 0.11, 10: 0.10},
                    c4_curly_bracket=True, c4_javascript_warning_words=[], c4_min_sentences_max_aside=None,
@@ -463,6 +478,18 @@ def sentences_without_function_words(text: str, min_words: int = 4) -> tuple[int
     sentences = [s for s in _SENTENCE.findall(text) if len(s.split()) >= min_words]
     bare = sum(1 for s in sentences if not _FUNCTION_WORD.search(s.lower()))
     return bare, len(sentences)
+
+
+def chrome_lines(lines: list[str], words_per_term: int = 25) -> int:
+    """How many of ``lines`` are site chrome: a line holding a consent, legal, copyright or
+    subscription term (``_CHROME_TERM``) at least once per ``words_per_term`` words. A
+    cookie banner or a footer line is short and dense in such terms; an article that
+    mentions privacy or its terms of use once a paragraph is not."""
+    out = 0
+    for line in lines:
+        terms = len(_CHROME_TERM.findall(line))
+        out += terms > 0 and terms * words_per_term >= len(line.split())
+    return out
 
 
 def _is_js_warning(low: str, words: list[str]) -> bool:
@@ -759,6 +786,9 @@ class QualityHeuristicsFilter:
                 out_text = edited[0] if edited is not None else fineweb_text
         if cfg.fineweb:
             checks += self._fineweb(fineweb_text, len(words) if fineweb_text == prose else None)
+        prose_lines = nonblank_lines(prose)
+        checks.append(("afm_chrome_lines", chrome_lines(prose_lines, cfg.chrome_line_words)
+                       / max(len(prose_lines), 1), _hi(cfg.max_chrome_lines)))
         if cfg.word_order:
             english = not language or language in {x.lower() for x in cfg.word_order_languages}
             misplaced, looked = misplaced_function_words(prose)

@@ -388,3 +388,33 @@ def test_short_chrome_lines_are_removed_like_policy_lines():
     assert d.keep and "Subscribe" not in d.document["text"] and "Copyright" not in d.document["text"]
     long = GOOD + "\nReaders who subscribe to the weekly letter get the map of the river's walks as a gift."
     assert "subscribe" in (QualityHeuristicsFilter()(make_document(long)).document or {"text": long})["text"]
+
+
+def test_pages_that_are_mostly_chrome_lines_are_rejected():
+    from afm.filters.quality import chrome_lines
+
+    # a line is chrome when dense in consent, legal or subscription terms; an article line
+    # that names its terms of use once in thirty words is not
+    assert chrome_lines(["We use cookies to improve your experience.", "© 2026 Acme Ltd. All rights reserved.",
+                         "The river rose two metres overnight and the bridge was closed."]) == 2
+    article = ("The council said the new privacy rules would apply to every school in the county from the autumn, "
+               "and that parents would be told what the schools keep about their children and for how long.")
+    assert chrome_lines([article]) == 0
+    banner = "\n".join([
+        "We use cookies to personalise content and ads and to analyse our traffic. Accept all cookies?",
+        "Manage your privacy preferences at any time in the settings of your account.",
+        "Copyright 2026 Example Media Group. All rights reserved. Terms of use apply.",
+        "By continuing to browse you consent to our cookie policy and our privacy notice.",
+        "This site is protected by reCAPTCHA and the Google privacy policy and terms of service apply.",
+        "Opt out of the sale of your personal information.",
+    ] * 3)
+    d = QualityHeuristicsFilter()(make_document(banner))
+    assert not d.keep and "afm_chrome_lines" in d.details["failed_rules"]
+    assert d.details["failed"]["afm_chrome_lines"].endswith("(needs <= 0.33)")
+    teaser = ("The flood reached the old town on Tuesday night and the council said that the bridge"
+              "\nSubscribe for full access.\nAlready a subscriber? Sign in.")
+    assert QualityHeuristicsFilter()(make_document(teaser)).signals["afm_chrome_lines"] > 0.33
+    good = QualityHeuristicsFilter()(make_document(GOOD))
+    assert good.keep and good.signals["afm_chrome_lines"] == 0.0
+    assert QualityHeuristicsFilter(QualityConfig.published())(make_document(banner)).details.get(
+        "failed", {}).get("afm_chrome_lines") is None
