@@ -84,6 +84,7 @@ measured in ``docs/quality.md``; every one can be set back to the published beha
 
 from __future__ import annotations
 
+import bisect
 import re
 import string
 from collections.abc import Callable
@@ -118,12 +119,12 @@ CHROME_SUBSTRINGS = (
 # What site chrome says, whatever the site: consent and cookie banners, legal and copyright
 # notices, subscription, sign-in and newsletter prompts (afm's own, for the share of a
 # page's lines that are such chrome: `max_chrome_lines`).
-_CHROME_TERM = re.compile(
-    r"\bcookies?\b|\bprivacy\b|\bconsent\b|©|\bcopyright\b|rights reserved|\bterms of (?:use|service|sale)\b|"
-    r"\bterms (?:and|&) conditions\b|\bdisclaimers?\b|\bopt[ -]?(?:out|in)\b|\btrademarks?\b|\bgdpr\b|"
-    r"\bpersonal (?:data|information)\b|\bpolicy\b|\bpreferences\b|\bsubscri(?:be|bers?|ption)s?\b|"
-    r"\bunsubscribe\b|\bnewsletter\b|\bsign (?:in|up)\b|\blog ?in\b|\bregister\b|\baccept(?: all)?\b",
-    re.IGNORECASE)
+_CHROME_TERM = re.compile(  # read in lower case; one word-boundary test, then the words
+    r"©|rights reserved|\b(?:cookies?|privacy|consent|copyright|terms (?:of (?:use|service|sale)|"
+    r"(?:and|&) conditions)|disclaimers?|opt[ -]?(?:out|in)|trademarks?|gdpr|personal (?:data|information)|"
+    r"policy|preferences|subscri(?:bes?|bers?|ptions?)|unsubscribe|newsletter|sign (?:in|up)|log ?in|"
+    r"register|accept(?: all)?)\b")
+_NEWLINE = re.compile("\n")
 _STRIP = string.punctuation + "“”‘’…«»—–"
 _CITATION = re.compile(r"\[\d+\]|\[citation needed\]|\[edit\]", re.IGNORECASE)
 _SENTENCE_END = re.compile(r"[.!?]+(?=[\"')\]]*(?:\s|$))")
@@ -492,11 +493,15 @@ def chrome_lines(lines: list[str], words_per_term: int = 25) -> int:
     subscription term (``_CHROME_TERM``) at least once per ``words_per_term`` words. A
     cookie banner or a footer line is short and dense in such terms; an article that
     mentions privacy or its terms of use once a paragraph is not."""
-    out = 0
-    for line in lines:
-        terms = len(_CHROME_TERM.findall(line))
-        out += terms > 0 and terms * words_per_term >= len(line.split())
-    return out
+    if not lines:
+        return 0
+    low = "\n".join(lines).lower()  # one pass over the text; lower() keeps every line break
+    breaks = [m.start() for m in _NEWLINE.finditer(low)]
+    terms: dict[int, int] = {}
+    for m in _CHROME_TERM.finditer(low):
+        line = bisect.bisect_right(breaks, m.start())
+        terms[line] = terms.get(line, 0) + 1
+    return sum(1 for i, n in terms.items() if n * words_per_term >= len(lines[i].split()))
 
 
 def _is_js_warning(low: str, words: list[str]) -> bool:
