@@ -51,6 +51,9 @@ REJECT_SCHEMA = pa.schema(
 )
 
 DOCUMENT_FIELDS = tuple(DOCUMENT_SCHEMA.names)
+# Input fields outside the schema that a record carries through the run without writing
+# them: a document's page type (article, forum ...), counted by kind in report.html.
+CARRIED_FIELDS = ("page_type",)
 REJECT_FIELDS = tuple(REJECT_SCHEMA.names)
 
 
@@ -117,6 +120,9 @@ def make_document(
 def make_reject(doc: Document, stage: str, reason: str, **details: Any) -> Reject:
     """Turn a document into a reject record (stage + reason + JSON details)."""
     rec: dict[str, Any] = {k: doc.get(k) for k in DOCUMENT_FIELDS}
+    for k in CARRIED_FIELDS:  # not written; read by the run on the way (report.html's kinds)
+        if doc.get(k) is not None:
+            rec[k] = doc[k]
     rec["rejected_by"] = stage
     rec["reason"] = reason
     rec["details"] = json.dumps(details, sort_keys=True, default=str) if details else None

@@ -10,6 +10,7 @@ crawl page judged before extraction).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -30,6 +31,32 @@ class Decision:
     @classmethod
     def drop(cls, reason: str, signals: dict[str, float] | None = None, **details: Any) -> Decision:
         return cls(keep=False, reason=reason, signals=signals or {}, details=details)
+
+
+def explain(details: dict[str, Any] | str | None) -> str:
+    """What decided a drop, in one line: the value or score and the threshold it was held
+    to (``0.61 vs threshold 0.65``; a heuristic rule's bound reads ``>= 0.12``), then the
+    other details (``language=en``, the rules that failed). ``details`` as a decision
+    holds them or as a reject stores them (JSON)."""
+    if isinstance(details, str):
+        try:
+            details = json.loads(details)
+        except ValueError:
+            return details
+    d = dict(details) if isinstance(details, dict) else {}
+    value = next((d.pop(k) for k in ("value", "score", "ratio", "char_ratio") if k in d), None)
+    threshold = d.pop("threshold", None)
+    rule = d.pop("rule", None)
+    d.pop("failed", None)
+    head = ""
+    if isinstance(value, (int, float)) and threshold is not None:
+        bound = str(threshold)
+        bound = bound if bound[:1] in "<>i=o" else f"threshold {bound}"
+        head = f"{rule + ' ' if rule else ''}{value:.4g} vs {bound}"
+    elif isinstance(value, (int, float)):
+        head = f"score {value:.4g}"
+    rest = ", ".join(f"{k}={v}" for k, v in d.items() if v not in (None, "", [], {}))
+    return "; ".join(x for x in (head, rest) if x)
 
 
 @runtime_checkable

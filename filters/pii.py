@@ -328,5 +328,7 @@ class PiiFilter:
             and signals["items"] >= self.cfg.min_items_for_drop
             and signals["char_ratio"] >= self.cfg.max_pii_char_ratio
         ):
-            return Decision(False, "mostly_pii", signals, out, {"counts": counts})  # type: ignore[arg-type]
+            return Decision(False, "mostly_pii", signals, out,  # type: ignore[arg-type]
+                            {"counts": counts, "char_ratio": round(signals["char_ratio"], 4),
+                             "threshold": self.cfg.max_pii_char_ratio})
         return Decision(True, None, signals, out)  # type: ignore[arg-type]

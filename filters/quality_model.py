@@ -228,8 +228,9 @@ class QualityClassifierFilter:
             return Decision(keep=False, reason="quality_model_no_score", signals={}, document=out,  # type: ignore[arg-type]
                             details={"score": str(score)})
         if self.cfg.top_fraction is None and score < self.threshold:
-            return Decision(keep=False, reason="quality_model_score", signals=sig,
-                            document=out, details={"threshold": self.threshold})  # type: ignore[arg-type]
+            return Decision(keep=False, reason="quality_model_score", signals=sig, document=out,  # type: ignore[arg-type]
+                            details={"score": round(float(score), 4), "threshold": self.threshold,
+                                     "model": self.cfg.model_path})
         return Decision(keep=True, signals=sig, document=out)  # type: ignore[arg-type]
 
     def decide_batch(self, docs: Sequence[Document]) -> list[Decision]:
@@ -258,7 +259,8 @@ class QualityScoreCut:
             return Decision.drop("quality_model_unscored")
         sig = {"quality_score": float(score)}
         if score < self.threshold:
-            return Decision.drop("quality_model_top_fraction", sig, threshold=self.threshold)
+            return Decision.drop("quality_model_top_fraction", sig, score=round(float(score), 4),
+                                 threshold=self.threshold)
         return Decision(keep=True, signals=sig)
 
 

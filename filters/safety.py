@@ -246,12 +246,13 @@ class SafetyFilter:
         for cat, (max_ratio, min_hits) in limits.items():
             hits, terms = counts[cat]
             if hits >= min_hits and signals[f"{cat}_ratio"] >= max_ratio:
-                return drop(f"{cat}_terms", terms=sorted(terms)[:20], hits=hits)
+                return drop(f"{cat}_terms", terms=sorted(terms)[:20], hits=hits,
+                            ratio=round(signals[f"{cat}_ratio"], 4), threshold=max_ratio, min_hits=min_hits)
         any_term = sum(counts[c][0] for c in ("adult", "hate", "profanity")) > 0
         if self._model is not None and score >= cfg.model_drop_threshold and (
             any_term or not cfg.model_requires_term
         ):
-            return drop("unsafe_model", score=round(score, 4))
+            return drop("unsafe_model", score=round(score, 4), threshold=cfg.model_drop_threshold)
         return Decision(True, None, signals, out)  # type: ignore[arg-type]
 
 

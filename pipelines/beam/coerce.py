@@ -249,6 +249,8 @@ def classify(rec: Any, source: str) -> Outcome:
     doc["signals"] = _number_map(rec.get("signals"), "signals", notes, False)
     if isinstance(rec.get("license"), str):  # code files: the repository licence (CodeFilter)
         doc["license"] = rec["license"]
+    if isinstance(rec.get("page_type"), str) and rec["page_type"]:  # the report's per-kind view
+        doc["page_type"] = rec["page_type"][:40]
     return Outcome("doc", doc, notes)
 
 

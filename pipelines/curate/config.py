@@ -192,9 +192,11 @@ def _changed(stage: Stage, source: str, params: Any) -> dict[str, Any]:
     return {k: v for k, v in to_dict(params).items() if defaults.get(k) != v}
 
 
-def _stage_settings(stage: Stage, source: str, raw: Any, typed: bool) -> StageSettings:
+def _stage_settings(stage: Stage, source: str, raw: Any, typed: bool, named: bool = False) -> StageSettings:
     """One stage's section checked: ``enabled`` a boolean, ``params`` typed (when ``typed``
-    and the stage's module is installed here)."""
+    and the stage's module is installed here). ``enabled`` unset: the stage's default, and
+    a stage off by default is on when the section sets params or the run's ``stages``
+    names it (``named``): a run that configures a stage means to run it."""
     if isinstance(raw, StageSettings):
         raw = {"enabled": raw.enabled, "params": raw.params}
     if not isinstance(raw, Mapping):
@@ -202,8 +204,9 @@ def _stage_settings(stage: Stage, source: str, raw: Any, typed: bool) -> StageSe
     unknown = set(raw) - {"enabled", "params"}
     if unknown:
         raise ConfigError(f"{stage.name}: unknown keys {sorted(unknown)}; known: ['enabled', 'params']")
-    enabled = coerce(raw.get("enabled", True), bool, f"{stage.name}.enabled")
     params = raw.get("params") or {}
+    default = stage.enabled_by_default or named or bool(params)
+    enabled = coerce(raw.get("enabled", default), bool, f"{stage.name}.enabled")
     if typed and unavailable(stage) is None:
         params = typed_params(stage, source, params)
     elif not isinstance(params, Mapping):
@@ -242,7 +245,8 @@ def load_curate_config(
     cfg = from_dict(CurateConfig, data)
     run = set(cfg.stage_names()) if all(s in reg for s in cfg.stages) else set()
     cfg.settings = {s.name: _stage_settings(s, cfg.source, sections.get(s.name, {}),
-                                            typed=s.name in run or s.name in sections)
+                                            typed=s.name in run or s.name in sections,
+                                            named=s.name in cfg.stages)
                     for s in reg}
     cfg.validate(reg)
     return cfg

@@ -28,6 +28,7 @@ from afm.pipelines.beam.packing import unpack
 from afm.pipelines.beam.progress import make_tick, stage_label
 from afm.pipelines.beam.runners import LOCAL_RUNNERS
 from afm.pipelines.beam.spill import PackFn, StowFn, restore_all, spill_dir
+from afm.pipelines.curate.kinds import KindCounts
 from afm.pipelines.curate.stages import ResolvedStage, registry
 from afm.pipelines.curate.transforms import (
     Counts,
@@ -88,6 +89,7 @@ class CurateGraph:
 
     def __post_init__(self) -> None:
         self.counts = Counts()
+        self.kinds = KindCounts()  # what each stage kept and rejected, by kind (report.html)
         self.source = self.plan.config.source
         self.faults = set(self.plan.config.debug.fail_once_at)
         self.names = [s.name for s in self.plan.stages]
@@ -116,6 +118,7 @@ class CurateGraph:
         apart for the stage's report, when it has one)."""
         self.rejected_parts.append(part)
         self.counts.add(part, f"{stage}.rejected")
+        self.kinds.add(part, stage, "rejected")
         if stage in self.reporting:
             self.stage_rejects.setdefault(stage, []).append(part)
 
@@ -184,6 +187,8 @@ class CurateGraph:
         self.counts.add(stage_in, f"{stage.name}.in")
         self.chain[stage.name] = in_labels
         kept = self.apply(stage, stage_in)
+        if stage.active:
+            self.kinds.add(kept, stage.name, "kept")
         if stage.name in self.faults:
             kept = kept | f"fault after {stage.name}" >> beam.ParDo(
                 FailOncePerBundle(stage.name, self.plan.config.debug.marker_dir))
@@ -212,6 +217,8 @@ class CurateGraph:
         for part, kind in ((self.pages, "pages"), (self.documents, "docs")):
             self.counts.add(part, f"{stage.name}.kept")
             self.counts.add(part, f"{stage.name}.kept.{kind}")
+            if stage.active:
+                self.kinds.add(part, stage.name, "kept")
         self.pages_labels, self.labels = [f"{stage.name}.kept.pages"], [f"{stage.name}.kept.docs"]
         if self.page_stage is None:  # no page stage follows: these are the run's documents
             self.made = self.documents
@@ -283,13 +290,16 @@ class CurateGraph:
 
     def write_stats(self, staging: str, files: Any) -> str:
         """``.stats.json`` in the staging directory: counts, reasons, sample rejects, files,
-        stage reports and what was read but is no document; the manifest is made from it."""
+        stage reports, counts by kind and what was read but is no document; the manifest is
+        made from it."""
         import apache_beam as beam
         from apache_beam.pvalue import AsSingleton
 
         sides = {"counts": self.counts.collect(self.pipeline) | "counts" >> beam.combiners.ToDict(),
                  "reasons": self._reasons(), "samples": self._samples(), "files": files,
-                 "stage_reports": self._stage_reports(), **self._read_notes()}
+                 "stage_reports": self._stage_reports(),
+                 "kinds": self.kinds.collect(self.pipeline) | "kinds" >> beam.combiners.ToDict(),
+                 **self._read_notes()}
         path = join(staging, STATS)
         _ = (self.pipeline | "stats path" >> beam.Create([path])
              | "write stats" >> beam.Map(_write_stats, write_json, self.chain,
@@ -343,9 +353,10 @@ def should_spill(setting: str, runner: str) -> bool:
 
 
 def _write_stats(path: str, write_json: Any, chain: dict[str, list[str]], *, counts: Any, reasons: Any,
-                 samples: Any, files: Any, stage_reports: Any, not_documents: Any, unknown_loss: Any) -> None:
+                 samples: Any, files: Any, stage_reports: Any, kinds: Any, not_documents: Any,
+                 unknown_loss: Any) -> None:
     write_json(path, {"counts": counts, "reasons": reasons, "samples": samples, "files": files,
-                      "stage_reports": stage_reports, "not_documents": not_documents,
+                      "stage_reports": stage_reports, "kinds": kinds, "not_documents": not_documents,
                       "unknown_loss": unknown_loss, "chain": chain})
 
 

@@ -49,6 +49,7 @@ from afm.pipelines.curate.advice import rejection_advice
 from afm.pipelines.curate.config import CurateConfig, load_curate_config
 from afm.pipelines.curate.costs import TreeMemory, Usage, run_costs
 from afm.pipelines.curate.graph import build_pipeline
+from afm.pipelines.curate.kinds import by_kind
 from afm.pipelines.curate.report import write_report
 from afm.pipelines.curate.stages import ResolvedStage, check_setup, registry, run_hooks, stage_paths
 
@@ -359,6 +360,8 @@ def _manifest(plan: CuratePlan, options: Any, accounting: Any, counts: dict[str,
         "metrics": metrics,
         # a stage's own report (the optout stage: pages, hosts and words removed, per signal)
         "stage_reports": dict(stats.get("stage_reports", {})),
+        # what each stage kept and rejected by source, language, length and page type
+        "by_kind": by_kind(stats.get("kinds") or {}, [s.name for s in plan.stages]),
         "outputs": {
             "documents": [f for f in files if f["kind"] == "documents"],
             "rejects": [f for f in files if f["kind"] == "rejects"],

@@ -13,6 +13,8 @@ import json
 from typing import Any
 
 from afm import fs
+from afm.filters.base import explain
+from afm.pipelines.curate.kinds import report_html as kinds_html
 from afm.pipelines.curate.stages import registry
 
 
@@ -86,7 +88,7 @@ def render_report(manifest: dict[str, Any], samples: dict[str, list[dict[str, An
         stage, reason = key.split("|", 1)
         items = "".join(
             f"<li><b>{_e(s.get('url') or s.get('id'))}</b>"
-            + (f" <code>{_e(s['details'])}</code>" if s.get("details") else "")
+            + (f" <code>{_e(explain(s['details']))}</code>" if s.get("details") else "")
             + f"<pre>{_e(_preview(s.get('text')))}</pre></li>"
             for s in samples[key]
         )
@@ -146,6 +148,7 @@ pre {{ white-space: pre-wrap; background: #f6f6f6; padding: 6px; font-size: 12px
 <table><tr><th>stage</th><th>status</th><th>in</th><th>kept</th><th>dropped</th>
 <th>dropped %</th></tr>{rows}</table>
 {sections}
+{kinds_html(manifest.get("by_kind") or {})}
 {f"<h2>Rejected most, and what keeps more</h2><ul>{most}</ul>" if most else ""}
 {costs}
 <h2>Rejects by reason</h2>

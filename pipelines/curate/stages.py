@@ -90,6 +90,9 @@ class Stage:
     source_defaults: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     needs: tuple[str, ...] = ()  # stages that must run before it whenever both run
     batched: bool = False  # a document filter deciding batches (``decide_batch``, ``batch_size``)
+    # Off unless the run asks for it (``<stage>.enabled=true``, its params set, or its name
+    # in ``stages``): a stage that has not earned a place in every run.
+    enabled_by_default: bool = True
     # Switched off while in the run, the manifest's ``off_flag`` says "off" and the run
     # prints ``off_warning`` (a safeguard that must never look applied when it was not).
     off_flag: str = ""
@@ -250,10 +253,14 @@ REGISTRY = StageRegistry([
           "afm.filters.quality_model:QualityModelConfig",
           "quality model: fastText or Hugging Face classifier, batched (threshold or global top fraction)",
           sources=("web",), batched=True,
-          advice="--set quality_model.params.threshold=0.3 (classifier score to keep), "
+          advice="--set quality_model.params.threshold=0.1 (classifier score to keep), "
                  "or --set quality_model.enabled=false",
-          reason_advice=(("quality_model_score", "--set quality_model.params.threshold=0.3"),),
-          paths=(PathField("model_path", "quality model"),), needs=("quality",)),
+          reason_advice=(("quality_model_score", "--set quality_model.params.threshold=0.1"),),
+          paths=(PathField("model_path", "quality model"),), needs=("quality",),
+          # Off by default: on held-out human-written text the shipped model costs more good
+          # text (and more of some topics) than it may (docs/quality.md); on with
+          # --set quality_model.enabled=true or any quality_model.params setting.
+          enabled_by_default=False),
     Stage("decontaminate", "global", "afm.pipelines.decontaminate:Decontaminate",
           "afm.pipelines.decontaminate:DecontamConfig",
           "benchmark n-gram collisions (common-usage threshold)",
@@ -408,8 +415,9 @@ def page_filters(
     """The page and document stages of ``source`` in run order, each with its built object,
     made as ``afm curate`` makes them (typed config, the source's defaults, links).
 
-    ``config`` maps a stage name to a dict of its config fields, or to ``False`` to leave
-    it out. Unknown names or fields raise :class:`FilterSetupError`. A stage that cannot
+    ``config`` maps a stage name to a dict of its config fields, to ``True`` (its
+    defaults; a stage off by default is left out unless named so), or to ``False`` to
+    leave it out. Unknown names or fields raise :class:`FilterSetupError`. A stage that cannot
     run in this installation is left out and named in ``skipped`` with the reason; with
     ``strict=False`` (``afm inspect``) so is one that is *not* configured and fails to build
     with its defaults (its model file is absent, say)."""
@@ -422,6 +430,9 @@ def page_filters(
     skipped = {} if skipped is None else skipped
     resolved: list[ResolvedStage] = []
     for name in names:
+        if name not in config and not reg[name].enabled_by_default:
+            skipped[name] = f"off by default (on with --set {name}.enabled=true)"
+            continue
         section = config.get(name, {})
         if section is False:
             continue

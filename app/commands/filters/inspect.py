@@ -9,12 +9,15 @@ from typing import Any
 
 import click
 
+from afm.filters.base import explain
+
 INSPECT_EPILOG = """\b
 Examples:
   afm inspect page.html --url https://example.org/post
   afm inspect note.txt --json | jq '.decisions[] | select(.keep == false)'
   afm inspect page.html.gz --json > why.json
   afm inspect page.html --source math        # the math source's filters, in its order
+  afm inspect page.html --with quality_model  # a stage that is off by default, too
 
 \b
 HTML (.html/.htm, optionally .gz) is extracted first; any other file is read as text.
@@ -136,24 +139,29 @@ def _fmt_signals(signals: dict[str, Any], limit: int = 8) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object to stdout.")
 @click.option("--source", type=click.Choice(["web", "math"]), default="web", show_default=True,
               help="Whose filters, in curate's order for that source.")
-def inspect_cmd(file: Path, url: str | None, as_json: bool, source: str) -> None:
+@click.option("--with", "with_stages", multiple=True,
+              help="Also run this stage, off by default in curate (e.g. quality_model).")
+def inspect_cmd(file: Path, url: str | None, as_json: bool, source: str, with_stages: tuple[str, ...]) -> None:
     """Show every filter's decision, reason and signals for one HTML or text FILE."""
     from afm.console import console, print_summary, print_table
     from afm.pipelines.curate.stages import FilterSetupError
 
     try:
         skipped: dict[str, str] = {}
-        result = inspect_page(_read(file), html=is_html_path(file), url=url, source=source, skipped=skipped)
+        result = inspect_page(_read(file), html=is_html_path(file), url=url, source=source, skipped=skipped,
+                              config=dict.fromkeys(with_stages, True) or None)
     except FilterSetupError as exc:
         raise click.ClickException(str(exc)) from exc
     if as_json:
         click.echo(json.dumps(result, ensure_ascii=False))
         return
     rows = [
-        [d["filter"], "keep" if d["keep"] else "DROP", d["reason"] or "", _fmt_signals(d["signals"])]
+        [d["filter"], "keep" if d["keep"] else "DROP", d["reason"] or "",
+         "" if d["keep"] else explain(d["details"]), _fmt_signals(d["signals"])]
         for d in result["decisions"]
     ]
-    print_table(f"afm inspect {file.name}", ["filter", "decision", "reason", "signals"], rows)
+    print_table(f"afm inspect {file.name}", ["filter", "decision", "reason", "why (value vs threshold)", "signals"],
+                rows)
     for name, why in skipped.items():
         console.print(f"[yellow]skipped filter {name}: {why}")
     first_drop = next((d for d in result["decisions"] if not d["keep"]), None)

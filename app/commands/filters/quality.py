@@ -7,11 +7,11 @@ too; this group holds what is specific to quality.)
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 import click
 
+from afm.app.commands.filters.quality_audit import audit_cmd, junk_cmd
 from afm.app.commands.options import (
     FRACTION,
     POSITIVE,
@@ -245,11 +245,15 @@ Example (how filters/data/quality/quality_default.ftz was made):
       --utomo IR-RESEARCH-DATA/Extraction --out filters/data/quality/quality_default.ftz
 
 \b
-WCXB (its dev split) is the training data; the settings are chosen on 20% of its sites
-held out; the held-out sets (--scrapinghub, --utomo) only test the result, next to the
-baseline (the hand-written model it replaced), and their AUCs go into OUT.json.
+Good text: the main text of WCXB's article, forum, documentation and service pages and
+this machine's package documentation and manual pages; junk: texts of each kind in turn
+made from each of them (afm quality junk), so both classes have the same topics
+(--after-rules: both as the model stage sees them, after the quality rules).
+Settings and threshold are chosen on 20% of the units (sites, packages) held out; the
+held-out sets (--scrapinghub, --utomo, other manual pages, the standard library's
+reference pages) only test the result: keep rates per source, topic and language, junk
+rejected per kind, and whether the model earns its place beside the rules, in OUT.json.
 """
-
 
 def _read_documents(inputs: tuple[str, ...], text_field: str) -> list[dict]:
     from afm.io import expand_inputs, read_records
@@ -380,43 +384,67 @@ def compare_cmd(models: tuple[str, ...], scrapinghub: str | None, utomo: str | N
 @click.option("--scrapinghub", default=None, type=click.Path(file_okay=False), help="Held-out set: eval folder.")
 @click.option("--utomo", default=None, type=click.Path(file_okay=False), help="Held-out set: Extraction folder.")
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="The model to write (.ftz).")
-@click.option("--baseline", "baselines", multiple=True, default=("handwritten",), show_default=True,
-              help="Models tested beside the new one (paths, or handwritten).")
+@click.option("--technical/--no-technical", default=True, show_default=True,
+              help="Add this machine's manual pages and package docs (training and test).")
+@click.option("--after-rules", is_flag=True,
+              help="Train on both classes as the model stage sees them, after the quality rules.")
 @click.option("--seed", default=0, show_default=True, type=SEED)
-def train_default_cmd(wcxb: str, scrapinghub: str | None, utomo: str | None, out: str,
-                      baselines: tuple[str, ...], seed: int) -> None:
-    """Train the default quality model on real pages and test it beside the old one."""
+def train_default_cmd(wcxb: str, scrapinghub: str | None, utomo: str | None, out: str, technical: bool,
+                      after_rules: bool, seed: int) -> None:
+    """Train the default quality model (good text vs junk made from it) and test it."""
     from pathlib import Path
 
-    from afm.console import console, print_summary, track
-    from afm.filters.extraction.gold import load_wcxb
-    from afm.filters.quality_default import NEGATIVE_CONTENT_SETS, POSITIVE_SETS, train_default
-    from afm.filters.quality_eval import labelled_texts, real_page_sets
+    from afm.console import console, print_summary, print_table
+    from afm.filters.extraction.gold import load_scrapinghub, load_utomo, load_wcxb
+    from afm.filters.language import LanguageFilter
+    from afm.filters.quality import QualityHeuristicsFilter
+    from afm.filters.quality_default import recipe_texts, train_default, training_set
 
     if not (Path(wcxb) / "dev").is_dir():
         raise click.BadParameter(f"{wcxb} has no dev/ folder (a WCXB checkout)", param_hint="--wcxb")
     if not (scrapinghub or utomo):
         raise click.UsageError("give a held-out set to test on: --scrapinghub and/or --utomo")
-
-    def progress(pages: Iterable[Any]) -> Iterable[Any]:
-        return track(list(pages), "reading pages", unit="pages")
-
-    items = labelled_texts(load_wcxb(Path(wcxb)), positive_sets=POSITIVE_SETS,
-                           negative_content_sets=NEGATIVE_CONTENT_SETS, progress=progress)
-    tests = real_page_sets(scrapinghub=scrapinghub, utomo=utomo, progress=progress)
-    sources = [{"set": "WCXB dev split", "where": "Murrough-Foley/web-content-extraction-benchmark, dev/",
-                "licence": "CC-BY-4.0", "use": "training, and the choice of settings (20% of sites held out)"}]
-    for name in tests:
-        sources.append({"set": name, "use": "held-out test only",
-                        "licence": "MIT" if name == "scrapinghub" else "research use (no redistribution)"})
-    report = train_default(items, out, tests=tests, baselines={b: _model_path(b) for b in baselines},
-                           seed=seed, sources=sources, log=console.print)
-    _print_auc_table(report.test, "held-out real pages: new default vs baseline")
+    console.print("reading the gold sets")
+    test_pages = {}
+    if scrapinghub:
+        test_pages["scrapinghub"] = load_scrapinghub(Path(scrapinghub))
+    if utomo:
+        test_pages["utomo"] = load_utomo(Path(utomo))
+    lid = LanguageFilter()
+    data = recipe_texts(train_pages=load_wcxb(Path(wcxb)), test_pages=test_pages, technical=technical,
+                        seed=seed, languages=lambda texts: [lang for lang, _ in lid.predict(texts)],
+                        log=console.print)
+    if after_rules:
+        langs = dict(zip([t.id for t in data.train], [lang for lang, _ in lid.predict([t.text for t in data.train])]))
+        ts = training_set(data.train, data.boilerplate, seed=seed, rules=QualityHeuristicsFilter(), languages=langs)
+    else:
+        ts = training_set(data.train, data.boilerplate, seed=seed)
+    report = train_default(ts, out, tests=data.tests, seed=seed, sources=data.sources, log=console.print)
+    print_table("held-out good text: share kept", ["set", "texts", "rules", "model", "both", "both, English",
+                                                   "lowest topic"],
+                [[name, g["n"], f"{g['rules_keep']:.3f}", f"{g['model_keep']:.3f}", f"{g['both_keep']:.3f}",
+                  f"{g['both_keep_en']:.3f}", _lowest_topic(g["by_topic"])]
+                 for name, g in report.test["good"].items()])
+    print_table("held-out junk: share rejected", ["kind", "texts", "rules", "model", "both",
+                                                  "model catches of what the rules pass"],
+                [[kind, j["n"], f"{j['rules_reject']:.3f}", f"{j['model_reject']:.3f}", f"{j['both_reject']:.3f}",
+                  "-" if j["model_catches_of_rules_pass"] is None else
+                  f"{j['model_catches_of_rules_pass']:.3f} of {j['rules_pass']}"]
+                 for kind, j in report.test["junk"].items()])
+    verdict = report.verdict
     print_summary("afm quality train-default", {
-        "training texts (hq / cc)": f"{report.counts['hq']} / {report.counts['cc']}",
-        "sites": report.counts["sites"], "chosen settings": report.chosen,
-        "best held-out-site AUC": max(r["val_auc"] for r in report.validation),
+        "training texts (good / junk)": f"{report.counts['hq']} / {report.counts['cc']}",
+        "units": report.counts["units"], "chosen settings": report.chosen,
+        "earns its place (on by default)": "yes" if verdict["on_by_default"] else "no: " + "; ".join(verdict["why_not"]),
         "model": out, "metadata": f"{out}.json"})
+
+
+def _lowest_topic(topics: dict[str, Any]) -> str:
+    rated = [(t["both_keep"], name, t["n"]) for name, t in topics.items() if t["n"] >= 10 and name != "other"]
+    if not rated:
+        return "-"
+    rate, name, n = min(rated)
+    return f"{name} {rate:.3f} ({n})"
 
 
 def _model_path(name: str) -> str:
@@ -442,5 +470,8 @@ def _print_auc_table(rows: list, title: str) -> None:
     print_table(title, ["set", "content/boilerplate", "model", "AUC", "accuracy @threshold",
                         f"AUC {first} - this (SE)"], table)
 
+
+quality.add_command(audit_cmd)
+quality.add_command(junk_cmd)
 
 COMMANDS = [quality]

@@ -24,6 +24,7 @@ Examples:
   afm curate --input 'cc/*.warc.gz' --output corpus/ --config curate.yaml
   afm curate --input docs.parquet --output corpus/ --decontam-index idx/ --set dedup.params.threshold=0.7
   afm curate --input crawl/ --output corpus/ --set decontaminate.enabled=false
+  afm curate --input crawl/ --output corpus/ --decontam-index idx/ --set quality_model.enabled=true
   afm curate --input 'cc/*.warc.gz' --output corpus/ --robots-snapshots robots-store/ --decontam-index idx/
   afm curate --input crawl/ --output corpus/ --set optout.enabled=false --decontam-index idx/
   afm curate --input crawl/ --output corpus/ --set optout.params.domains=[news.example] --decontam-index idx/
@@ -62,7 +63,8 @@ Examples:
 @click.option("--output", "-o", required=True, help="Output directory or bucket path.")
 @click.option("--config", "-c", "config", default=None, help="CurateConfig YAML file.")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
-              help="Config override, e.g. quality_model.enabled=false (repeatable).")
+              help="Config override, e.g. quality_model.enabled=true (the quality model, off by "
+                   "default: docs/quality.md) (repeatable).")
 @click.option("--source", type=click.Choice(["web", "code", "math"]), default=None,
               help="Stage list to run (default: the config's, else web).")
 @click.option("--decontam-index", default=None, metavar="DIR",

@@ -29,9 +29,14 @@ pytest.importorskip("fasttext")
 
 DATA = Path(DEFAULT_MODEL).parent
 HANDWRITTEN = DATA / "handwritten"
-PROSE = ("Glaciers carve deep valleys as they move slowly downhill, and when the ice melts the "
-         "valleys fill with water and become long, narrow lakes that are often very deep.")
-SPAM = "BUY NOW!!! cheap replica watches best price click here free shipping cheap watches deal"
+PROSE = ("Glaciers carve deep valleys as they move slowly downhill. When the ice melts, the valleys fill "
+         "with water and become long, narrow lakes that are often very deep. Many of the lakes in the Alps "
+         "and in Scandinavia were formed this way at the end of the last ice age. Their water is cold and "
+         "clear, because little soil washes into them from the steep rock walls around them, and fish that "
+         "need cold water, such as trout and char, live in them. Scientists drill into the mud at the bottom "
+         "of such lakes to read the history of the climate, layer by layer, over thousands of years.")
+SPAM = " ".join(["BUY NOW!!! cheap replica watches best price click here free shipping cheap watches deal now."
+                 " Best watches online, discount watches, replica watches sale."] * 4)
 
 
 def _jsonl(path: Path) -> list[str]:
@@ -53,15 +58,20 @@ def test_top_fraction_threshold_by_hand():
 def test_shipped_default_model_is_small_and_separates():
     assert DEFAULT_MODEL.is_file() and DEFAULT_MODEL.stat().st_size < 2 * 1024 * 1024
     meta = json.loads((DATA / "quality_default.ftz.json").read_text())
-    assert meta["heldout_real_pages"]["test"] and meta["label_pos"] == "hq"
+    assert meta["heldout"]["test"] and meta["label_pos"] == "hq"
     flt = QualityClassifierFilter()
-    assert flt.threshold == pytest.approx(meta["threshold"])  # the sidecar's, chosen on held-out sites
-    kept, rej = apply_filter(flt, make_document(PROSE))
-    assert rej is None and kept["quality_score"] > flt.threshold
-    assert kept["signals"]["quality_model.quality_score"] == pytest.approx(kept["quality_score"])
+    assert flt.threshold == pytest.approx(meta["threshold"])  # the sidecar's, chosen on held-out units
+    prose, spam = flt.score_texts([PROSE, SPAM])
+    assert prose > spam
+    kept, rej = apply_filter(QualityClassifierFilter(QualityModelConfig(threshold=float(spam) + 1e-3)),
+                             make_document(PROSE))
+    assert rej is None and kept["signals"]["quality_model.quality_score"] == pytest.approx(kept["quality_score"])
     kept, rej = apply_filter(flt, make_document(SPAM))
     assert kept is None and rej["reason"] == "quality_model_score"
-    assert rej["quality_score"] < flt.threshold  # rejects carry the score
+    # rejects carry the score and the threshold that decided them
+    assert rej["quality_score"] < flt.threshold
+    assert json.loads(rej["details"]) == {"model": "builtin", "score": pytest.approx(spam, abs=1e-4),
+                                          "threshold": flt.threshold}
 
 
 def test_no_model_passes_and_filter_pickles():

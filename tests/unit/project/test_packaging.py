@@ -61,7 +61,7 @@ DATA_COMMANDS: dict[str, tuple[list[str], str]] = {
                         "afm_echo_generator:make", "--no-cache", "--samples", "1"], "/10 problems"),
     "afm/filters/data/extraction": (["-m", "afm.app", "inspect", "page.html", "--json"], '"filter": "extract"'),
     "afm/filters/data/safety": (["-m", "afm.app", "inspect", "page.html", "--json"], '"filter": "safety"'),
-    "afm/filters/data/quality": (["-m", "afm.app", "inspect", "page.html", "--json"], '"filter": "quality_model"'),
+    "afm/filters/data/quality": (["-m", "afm.app", "inspect", "page.html", "--json", "--with", "quality_model"], '"filter": "quality_model"'),
     "afm/filters/data/math": (["-m", "afm.app", "inspect", "page.html", "--json", "--source", "math"],
                               '"filter": "math"'),
     "afm/filters/data/benchmarks": (["-m", "afm.app", "decontam", "build-index", "--benchmarks", "demo",

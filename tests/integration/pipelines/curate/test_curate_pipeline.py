@@ -83,6 +83,11 @@ def test_outputs_and_schema(curated: dict[str, Any]) -> None:
         assert pq.read_schema(f["path"]).names == REJECT_SCHEMA.names
     report = (out / "report.html").read_text()
     assert "data:image/png;base64," in report and "Sample rejects" in report
+    # what each stage rejected by kind, and each sample reject's deciding value
+    kinds = manifest["by_kind"]
+    assert {"source", "language", "length"} <= set(kinds) and "What each stage rejected, by kind" in report
+    assert kinds["language"]["en"]["quality"]["kept"] >= 4 and kinds["source"]["web"]["extract"]["rejected"] >= 1
+    assert " vs " in report  # a sample reject's deciding value and threshold
 
 
 def test_accounting(curated: dict[str, Any], planted_pages: list) -> None:

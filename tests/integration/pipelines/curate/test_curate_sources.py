@@ -114,19 +114,34 @@ def test_quality_top_fraction(tmp_path: Path) -> None:
     """``quality_model.params.top_fraction``: a corpus-wide cut keeps the best-scored half."""
     from afm.pipelines.curate.pipeline import run_curate
 
-    texts = [
-        "The committee reviewed the budget in detail and agreed to fund the new library "
-        "wing, citing strong support from residents and a clear plan for its use.",
-        "Researchers measured the river's temperature every hour for a year and found that "
-        "shade from restored trees lowered summer peaks by almost two degrees.",
-        "click here click here best price buy now buy now free free free",
-        "lol ok whatever see u",
-        "The museum's new exhibition traces the history of printing, from carved wooden "
-        "blocks to the presses that made newspapers affordable for ordinary families.",
-        "win win win prize prize click now now now",
+    prose = [
+        "The committee reviewed the budget in detail and agreed to fund the new library wing. Residents "
+        "had asked for it for years, and the plan for its use was clear: a reading room for children, a "
+        "quiet floor for study and a small hall for talks. Work will begin in the spring, and the wing "
+        "should open before the end of next year. The old building stays open while the builders work, "
+        "with the entrance moved to the side street for a few months.",
+        "Researchers measured the river's temperature every hour for a year and found that shade from "
+        "restored trees lowered summer peaks by almost two degrees. That matters for fish such as trout, "
+        "which suffer when the water grows warm. The team now plans to plant more trees along the banks "
+        "upstream, where the water is shallow and heats fastest, and to measure again in five years to "
+        "see how much cooler the river has become.",
+        "The museum's new exhibition traces the history of printing, from carved wooden blocks to the "
+        "presses that made newspapers affordable for ordinary families. Visitors can set a line of type "
+        "by hand and print it on an old press, and a room of early newspapers shows how the news of a "
+        "town reached its readers a century ago. The exhibition runs until the end of the summer.",
+        "The ferry to the island runs four times a day in summer and twice a day in winter, weather "
+        "permitting. Crossings take about forty minutes, and bicycles travel free on every sailing. "
+        "Groups of more than ten people should book ahead, because the passenger deck is small, and "
+        "dogs are welcome on the open deck as long as they stay on a lead for the whole crossing.",
     ]
+    spam = [" ".join([f"click here {w} best price buy now buy now free free free deal today."] * 5)
+            for w in ("cheap", "win", "prize")]
+    # four articles and three spam pages: the median score is an article's (the model gives
+    # every spam page the same floor score, and ties at the cut are kept)
+    texts = [prose[0], prose[1], spam[0], spam[1], prose[2], spam[2], prose[3]]
     path = tmp_path / "docs.jsonl"
-    path.write_text("".join(json.dumps({"url": f"http://q.test/{i}", "text": t}) + "\n"
+    path.write_text("".join(json.dumps({"url": f"http://q.test/{i}", "text": t,
+                                        "page_type": "article" if i in (0, 1, 4, 6) else "spam"}) + "\n"
                             for i, t in enumerate(texts)))
     off = {"enabled": False}
     cfg = {name: off for name in ("language", "safety", "pii", "dedup", "quality",
@@ -136,9 +151,14 @@ def test_quality_top_fraction(tmp_path: Path) -> None:
     assert manifest["accounting"]["ok"]
     kept = pq.read_table(manifest["outputs"]["documents"][0]["path"]).to_pylist()
     rejected = pq.read_table(manifest["outputs"]["rejects"][0]["path"]).to_pylist()
-    assert 3 <= len(kept) <= 4 and len(kept) + len(rejected) == 6
+    assert len(kept) == 4 and len(rejected) == 3
     assert {r["reason"] for r in rejected} == {"quality_model_top_fraction"}
     assert min(d["quality_score"] for d in kept) >= max(r["quality_score"] for r in rejected)
+    # the input's page type is counted per stage (report.html's view by kind), never written
+    by_type = manifest["by_kind"]["page_type"]
+    assert by_type["article"]["quality_model"] == {"kept": 4, "rejected": 0}
+    assert by_type["spam"]["quality_model"] == {"kept": 0, "rejected": 3}
+    assert "page_type" not in kept[0] and "page_type" not in rejected[0]
 
 
 def test_pages_without_extractor_are_rejected(planted_warc: Path, tmp_path: Path) -> None:

@@ -44,6 +44,20 @@ def test_config_yaml_round_trip(tmp_path: Path) -> None:
     assert load_curate_config(str(path), source="code").stage_names() == REGISTRY.order("code")
 
 
+def test_a_stage_off_by_default_is_on_when_the_run_asks_for_it() -> None:
+    """quality_model is off by default (docs/quality.md); it runs when enabled, when its
+    params are set, or when the run's stage list names it; an explicit false wins."""
+    assert load_curate_config().quality_model.enabled is False
+    assert load_curate_config(overrides=["quality_model.enabled=true"]).quality_model.enabled is True
+    assert load_curate_config(overrides=["quality_model.params.threshold=0.2"]).quality_model.enabled is True
+    assert load_curate_config({"stages": ["quality", "quality_model"]}).quality_model.enabled is True
+    off = load_curate_config({"quality_model": {"enabled": False, "params": {"threshold": 0.2}}})
+    assert off.quality_model.enabled is False
+    assert load_curate_config().quality.enabled is True  # stages on by default stay on
+    round_trip = load_curate_config(load_curate_config(overrides=["quality_model.params.threshold=0.2"]))
+    assert round_trip.quality_model.enabled is True
+
+
 def test_config_rejects_typos() -> None:
     with pytest.raises(ConfigError, match="unknown keys"):
         load_curate_config({"dedupe": {}})

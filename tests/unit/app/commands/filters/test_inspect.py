@@ -29,6 +29,15 @@ def test_registry_order_config_and_disable():
     assert "safety" not in [f.name for f in filters]
 
 
+def test_a_stage_off_by_default_runs_only_when_asked():
+    skipped: dict[str, str] = {}
+    names = [f.name for f in web_filters(strict=False, skipped=skipped)]
+    assert "quality_model" not in names and "off by default" in skipped["quality_model"]
+    assert "quality_model" in [f.name for f in web_filters({"quality_model": True})]
+    result = CliRunner().invoke(inspect_cmd, ["--help"])
+    assert "--with" in result.output
+
+
 def test_registry_rejects_unknown_names_and_fields():
     with pytest.raises(FilterSetupError, match="unknown filters"):
         web_filters({"langauge": {}})

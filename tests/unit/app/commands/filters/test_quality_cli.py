@@ -93,3 +93,26 @@ def test_filter_records_damaged_lines_and_refuses_a_full_output(corpus: Path, tm
     res = CliRunner().invoke(quality, ["filter", str(damaged), "--output", str(out), "--no-model",
                                        "--no-heuristics"])
     assert res.exit_code == 2 and "nothing to run" in res.output
+
+
+def test_audit_and_junk_on_real_pages(shared_eval: Path, tmp_path: Path):
+    """`afm quality junk` writes a set per kind made from the pages; `afm quality audit`
+    runs the default stages over their main texts and the junk, tables in its JSON."""
+    out = tmp_path / "junk"
+    result = CliRunner().invoke(quality, ["junk", "--scrapinghub", str(shared_eval), "--out", str(out),
+                                          "--per-kind", "3", "--kinds", "word_salad,keyword_spam"])
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in out.iterdir()) == ["keyword_spam.jsonl", "word_salad.jsonl"]
+    rows = [json.loads(x) for x in (out / "word_salad.jsonl").read_text().splitlines()]
+    assert len(rows) == 3 and {r["kind"] for r in rows} == {"word_salad"} and rows[0]["made_from"]
+    report = tmp_path / "audit.json"
+    result = CliRunner().invoke(quality, ["audit", "--scrapinghub", str(shared_eval), "--technical", "none",
+                                          "--per-kind", "2", "--min-words", "200", "--json", str(report)])
+    assert result.exit_code == 0, result.output
+    tables = json.loads(report.read_text())
+    assert tables["stages"] == ["language", "safety", "pii", "quality"]  # the model is off by default
+    sh = tables["good"]["by_set"]["scrapinghub"]
+    assert sh["n"] >= 140 and sh["keep_rate"] >= 0.8
+    assert tables["junk"]["all"]["n"] == 22 and tables["junk"]["keyword_spam"]["rejected"] == 2
+    bad = CliRunner().invoke(quality, ["audit", "--technical", "none"])
+    assert bad.exit_code != 0 and "nothing to audit" in bad.output

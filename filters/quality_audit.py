@@ -1,0 +1,97 @@
+"""What a chain of document filters does to texts of each kind: the share kept per set,
+topic, kind and language, the stage and rule that dropped the rest, and per junk kind the
+share rejected.
+
+``afm quality audit`` runs the document stages of ``afm curate`` (language, safety, PII,
+the quality rules, the quality model; built as curate builds them) over good texts and
+junk of each kind (:mod:`afm.filters.quality_texts`, :mod:`afm.filters.quality_junk`), so
+the effect of every default on every kind of text is one command away, and
+``docs/quality.md`` records its tables. The filters are handed in; this module only runs
+them and counts.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from afm.filters.base import apply_filter, apply_filter_batch
+from afm.schema import make_document
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the chain did to one text: kept, or the stage and reason that dropped it."""
+
+    kept: bool
+    stage: str | None = None
+    reason: str | None = None
+
+
+def run_chain(filters: Sequence[Any], texts: Sequence[str], *, batch_size: int = 64,
+              progress: Callable[[int], None] | None = None) -> list[Outcome]:
+    """Each text through ``filters`` in order, as documents of the ``web`` source (a filter
+    with ``decide_batch`` decides a batch at once, as the curate stage feeds it); the first
+    filter to drop a text decides its outcome."""
+    docs: list[dict[str, Any] | None] = [dict(make_document(t)) for t in texts]
+    outcomes: list[Outcome | None] = [None] * len(texts)
+    for flt in filters:
+        alive = [i for i, d in enumerate(docs) if d is not None]
+        batched = hasattr(flt, "decide_batch")
+        step = batch_size if batched else 1
+        for start in range(0, len(alive), step):
+            chunk = alive[start:start + step]
+            if batched:
+                results = apply_filter_batch(flt, [docs[i] for i in chunk])  # type: ignore[misc]
+            else:
+                results = [apply_filter(flt, docs[chunk[0]])]  # type: ignore[arg-type]
+            for i, (kept, rejected) in zip(chunk, results):
+                if rejected is not None:
+                    outcomes[i] = Outcome(False, flt.name, rejected.get("reason"))
+                    docs[i] = None
+                else:
+                    docs[i] = kept
+        if progress is not None:
+            progress(1)
+    return [o if o is not None else Outcome(True) for o in outcomes]
+
+
+@dataclass
+class Group:
+    """The outcomes of one group of texts."""
+
+    n: int = 0
+    kept: int = 0
+    dropped_by: Counter = field(default_factory=Counter)  # "stage:reason" -> texts
+
+    @property
+    def keep_rate(self) -> float:
+        return self.kept / self.n if self.n else float("nan")
+
+    def as_dict(self, top: int = 3) -> dict[str, Any]:
+        return {"n": self.n, "kept": self.kept, "keep_rate": round(self.keep_rate, 4),
+                "dropped_by": dict(self.dropped_by.most_common(top))}
+
+
+def group(keys: Sequence[str], outcomes: Sequence[Outcome]) -> dict[str, Group]:
+    """Outcomes grouped by ``keys`` (one key per text), groups in first-seen order."""
+    out: dict[str, Group] = {}
+    for key, o in zip(keys, outcomes):
+        g = out.setdefault(key, Group())
+        g.n += 1
+        if o.kept:
+            g.kept += 1
+        else:
+            g.dropped_by[f"{o.stage}:{o.reason}"] += 1
+    return out
+
+
+def topic_gaps(groups: dict[str, Group], overall: float, min_n: int = 10) -> dict[str, float]:
+    """How far each topic (with at least ``min_n`` texts; ``other`` is no topic) is kept
+    below ``overall``, in points of share (positive: below)."""
+    return {k: round(overall - g.keep_rate, 4) for k, g in groups.items() if g.n >= min_n and k != "other"}
+
+
+__all__ = ["Group", "Outcome", "group", "run_chain", "topic_gaps"]
