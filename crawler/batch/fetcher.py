@@ -244,8 +244,12 @@ class SliceFetcher:
                 if exc.transient and attempt < self.cfg.retry_times:
                     continue
                 return None, exc
-            if is_transient_status(got.status) and attempt < self.cfg.retry_times:
-                continue
+            if is_transient_status(got.status):
+                if attempt < self.cfg.retry_times:
+                    continue
+                # still overloaded or failing after the retries: an error with its reason, not a
+                # page (the Scrapy daemon records it so too, and fetches it again on a later run)
+                return None, FetchError(f"http_{got.status}", f"HTTP {got.status} from {got.url}", transient=True)
             return got, None
         raise AssertionError("unreachable")
 
