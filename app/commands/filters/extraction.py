@@ -52,6 +52,25 @@ def _sets(scrapinghub: str | None, wcxb: str | None, trafilatura: str | None,
             "utomo": utomo}
 
 
+def _gold_options(fn: Any) -> Any:
+    for name, help_ in (("utomo", "Utomo & Leu's Extraction/ folder."),
+                        ("trafilatura", "trafilatura's tests/ folder."),
+                        ("wcxb", "WCXB checkout (dev split)."),
+                        ("scrapinghub", "../shared/eval (default when present).")):
+        fn = click.option(f"--{name}", type=click.Path(file_okay=False, exists=True), help=help_)(fn)
+    return fn
+
+
+def _gold_pages(scrapinghub: str | None, wcxb: str | None, trafilatura: str | None, utomo: str | None,
+                limit: int | None) -> Any:
+    """(name, pages) of every gold set given (ScrapingHub's from ../shared when present)."""
+    from afm.filters.extraction.gold import load_sets
+
+    for name, path in _sets(scrapinghub, wcxb, trafilatura, utomo).items():
+        if path is not None:
+            yield name, load_sets(**{name: Path(path)}, limit=limit)
+
+
 def _load_cache(cache: str) -> list[dict]:
     from afm.errors import UserError
     from afm.filters.extraction.table import load_rows
@@ -88,10 +107,7 @@ def extraction() -> None:
 
 
 @extraction.command("table", epilog=EPILOG)
-@click.option("--scrapinghub", type=click.Path(file_okay=False, exists=True), help="../shared/eval (default when present).")
-@click.option("--wcxb", type=click.Path(file_okay=False, exists=True), help="WCXB checkout (dev split).")
-@click.option("--trafilatura", type=click.Path(file_okay=False, exists=True), help="trafilatura's tests/ folder.")
-@click.option("--utomo", type=click.Path(file_okay=False, exists=True), help="Utomo & Leu's Extraction/ folder.")
+@_gold_options
 @click.option("--cache", required=True, type=click.Path(file_okay=False), help="Folder for the candidate tables.")
 @click.option("--workers", default=1, show_default=True, type=POSITIVE_INT, help="Processes.")
 @click.option("--limit", type=POSITIVE_INT, help="Pages per source (smoke runs).")
@@ -99,14 +115,10 @@ def table_cmd(scrapinghub: str | None, wcxb: str | None, trafilatura: str | None
               utomo: str | None, cache: str, workers: int, limit: int | None) -> None:
     """Run every candidate extractor on the gold pages once; cache their outputs."""
     from afm.console import print_summary
-    from afm.filters.extraction.gold import load_sets
     from afm.filters.extraction.table import build_rows, save_rows
 
     summary = {}
-    for name, path in _sets(scrapinghub, wcxb, trafilatura, utomo).items():
-        if path is None:
-            continue
-        pages = load_sets(**{name: Path(path)}, limit=limit)
+    for name, pages in _gold_pages(scrapinghub, wcxb, trafilatura, utomo, limit):
         n = save_rows(build_rows(pages, workers), Path(cache) / f"rows-{name}.jsonl.gz")
         summary[f"{name} pages"] = n
     print_summary("candidate tables", {**summary, "cache": cache})
@@ -168,15 +180,6 @@ def blocks() -> None:
     """The block extractor (lexbor DOM + learned block model): records, nested CV, training."""
 
 
-def _gold_options(fn: Any) -> Any:
-    for name, help_ in (("utomo", "Utomo & Leu's Extraction/ folder."),
-                        ("trafilatura", "trafilatura's tests/ folder."),
-                        ("wcxb", "WCXB checkout (dev split)."),
-                        ("scrapinghub", "../shared/eval (default when present).")):
-        fn = click.option(f"--{name}", type=click.Path(file_okay=False, exists=True), help=help_)(fn)
-    return fn
-
-
 @blocks.command("table", epilog=BLOCKS_EPILOG)
 @_gold_options
 @click.option("--cache", required=True, type=click.Path(file_okay=False), help="Folder for the records.")
@@ -187,13 +190,9 @@ def blocks_table_cmd(scrapinghub: str | None, wcxb: str | None, trafilatura: str
     """Cut every gold page into labelled blocks, run trafilatura and the cascade on it; cache."""
     from afm.console import print_summary
     from afm.filters.extraction.block_train import build_cache
-    from afm.filters.extraction.gold import load_sets
 
     summary = {}
-    for name, path in _sets(scrapinghub, wcxb, trafilatura, utomo).items():
-        if path is None:
-            continue
-        pages = load_sets(**{name: Path(path)}, limit=limit)
+    for name, pages in _gold_pages(scrapinghub, wcxb, trafilatura, utomo, limit):
         summary[f"{name} pages"] = build_cache(pages, Path(cache), name, cascade_text, workers)
     print_summary("block records", {**summary, "cache": cache})
 
