@@ -3,7 +3,9 @@
 Two append-only JSON-lines logs under ``out_dir/state``, each line written with one
 ``write`` call before the crawler acts on it, so they survive ``kill -9``:
 
-* ``frontier.jsonl`` - every URL scheduled (after de-duplication), with its depth.
+* ``frontier.jsonl`` - every URL scheduled (after de-duplication), with its depth; with a
+  shared Redis frontier, every request this daemon took off the queue, with the number of
+  that pop (``"k"``, :mod:`afm.crawler.frontier.redis`).
 * ``outcomes.jsonl`` - URLs finished without a WARC record (robots denial, refusal,
   network error, ``noindex``), each with its kind, its reason and whether it was
   transient (``"t": true``); a URL's last line is its outcome.
@@ -19,6 +21,8 @@ whose last outcome is a failure, so seeding one again queues it again (:meth:`re
 from __future__ import annotations
 
 import json
+import os
+import uuid
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -47,6 +51,7 @@ class CrawlState:
         self.failed: dict[str, dict[str, Any]] = {}  # url -> its last outcome line, a failure
         self.requeued: Counter[str] = Counter()  # outcome kind -> URLs back in `pending` for it
         self.corrupt_lines = 0
+        self.last_take = 0  # the highest pop number logged by take()
         self._load(Path(out_dir))
         self._frontier = open(self.frontier_path, "a", buffering=1, encoding="utf-8")  # noqa: SIM115
         self._outcomes = open(self.outcomes_path, "a", buffering=1, encoding="utf-8")  # noqa: SIM115
@@ -80,6 +85,7 @@ class CrawlState:
                 self.failed[url] = row
         for row in self._read(self.frontier_path):
             url, depth = row["u"], int(row.get("d", 0))
+            self.last_take = max(self.last_take, int(row.get("k", 0)))
             key = canonical_url(url)
             if key in self.seen:
                 continue
@@ -100,9 +106,24 @@ class CrawlState:
         self._frontier.write(json.dumps({"u": url, "d": depth}) + "\n")
         return True
 
-    def take(self, url: str, depth: int) -> None:
-        """Redis mode: log a request this daemon took off the shared queue."""
-        self._frontier.write(json.dumps({"u": url, "d": depth}) + "\n")
+    def take(self, url: str, depth: int, pop: int = 0) -> None:
+        """Redis mode: log a request this daemon took off the shared queue (``pop``: the
+        number the queue gave that pop, so a restart knows whether it was logged)."""
+        row: dict[str, Any] = {"u": url, "d": depth}
+        if pop:
+            row["k"] = pop
+            self.last_take = max(self.last_take, pop)
+        self._frontier.write(json.dumps(row) + "\n")
+
+    def owner_id(self) -> str:
+        """This output directory's lasting name (``state/owner``, made once): what a
+        shared frontier knows the daemon writing here by, across its restarts."""
+        path = self.dir / "owner"
+        if not path.exists():
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(uuid.uuid4().hex + "\n", encoding="utf-8")
+            os.replace(tmp, path)
+        return path.read_text(encoding="utf-8").strip()
 
     def is_seen(self, url: str) -> bool:
         return canonical_url(url) in self.seen

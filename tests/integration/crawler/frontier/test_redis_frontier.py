@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 from collections import Counter
 from collections.abc import Callable
@@ -101,3 +102,48 @@ def test_kill_9_of_one_daemon_loses_nothing(tmp_path, redis_url, crawler_daemon,
     stored = Counter(r["url"] for n in range(2) for r in read_index(tmp_path / f"out{n}"))
     assert len(stored) == len(HOSTS) * (PAGES + 1), "a page was lost"
     assert max(stored.values()) == 1, "a page was stored twice"
+
+
+def _scheduler(redis_url: str, out_dir: Path):
+    """A daemon's scheduler on the shared queue, its spider's state read from ``out_dir``
+    as a restart reads it."""
+    from types import SimpleNamespace
+
+    from scrapy import Spider
+    from scrapy.utils.misc import load_object
+    from scrapy.utils.test import get_crawler
+
+    from afm.crawler.frontier.state import CrawlState
+    from afm.crawler.run import redis_settings
+
+    crawler = get_crawler(Spider, redis_settings(SimpleNamespace(redis_url=redis_url, redis_key="held")))
+    spider = Spider.from_crawler(crawler, "afm")
+    spider.state = CrawlState(out_dir)
+    scheduler = load_object(crawler.settings["SCHEDULER"]).from_crawler(crawler)
+    scheduler.open(spider)
+    return scheduler, spider
+
+
+def test_a_request_popped_but_not_yet_logged_survives_kill_9(tmp_path, redis_url):
+    """``kill -9`` between the pop and its log line: the restarted daemon hands that very
+    request out first; a pop that was logged is not handed out twice."""
+    from scrapy import Request
+
+    out = tmp_path / "out"
+    first, spider = _scheduler(redis_url, out)
+    for n in range(3):
+        assert first.enqueue_request(Request(f"http://a.test/{n}", meta={"afm_url": f"http://a.test/{n}"}))
+    assert first.next_request().url == "http://a.test/0"  # popped and logged
+    first._pop_and_hold(keys=[first.queue.key, first._held_key])  # popped; the crash comes before the log
+    spider.state.close()
+
+    again, spider = _scheduler(redis_url, out)
+    assert again.next_request().url == "http://a.test/1"  # the cut-off pop, first
+    assert again.next_request().url == "http://a.test/2"
+    assert again.next_request() is None
+    spider.state.close()
+
+    third, spider = _scheduler(redis_url, out)  # every pop logged: nothing held back
+    assert third.next_request() is None
+    taken = [json.loads(line)["u"] for line in (out / "state" / "frontier.jsonl").read_text().splitlines()]
+    assert taken == [f"http://a.test/{n}" for n in range(3)]
