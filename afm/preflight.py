@@ -32,6 +32,7 @@ import os
 from collections.abc import Iterable
 
 from afm import fs
+from afm.config import parse_overrides, read_yaml
 from afm.errors import UserError
 from afm.io import resolve_inputs
 from afm.outputs import MANIFEST, is_dataset_dir
@@ -99,14 +100,18 @@ def check_inputs(patterns: Iterable[str], *, allow_rejects: bool = False,
     return files
 
 
-def check_data_paths(patterns: Iterable[str], what: str = "training data") -> None:
+def check_data_paths(patterns: Iterable[str], what: str = "training data", *, config: str | None = None,
+                     overrides: Iterable[str] = (), key: str = "data.paths") -> None:
     """The training commands' ``--data`` / ``--heldout`` (token shards, prepared SFT sets,
     preference files), checked with the core libraries alone before JAX is imported (5-6 s
     on a busy box, and the run's config printed before the loader met the bad file): a path
     that is not there (with its look-alikes), an empty file, a ``.parquet`` file that is not
     Parquet, a JSON-lines file whose head is binary or does not decode. Directories and
-    globs are left to the loader (it knows which files of a dataset it reads)."""
-    for pattern in map(str, patterns):
+    globs are left to the loader (it knows which files of a dataset it reads). With no
+    paths given, those the run will read instead are checked: ``key`` of the overrides, else
+    of ``config`` when it is a YAML file (a named stage's own paths are the loader's)."""
+    patterns = list(map(str, patterns)) or _configured_paths(config, overrides, key)
+    for pattern in patterns:
         try:
             _exists(pattern)
         except InputProblem as exc:
@@ -123,6 +128,18 @@ def check_data_paths(patterns: Iterable[str], what: str = "training data") -> No
             problem = _head_problem(pattern)
             if problem:
                 raise InputProblem(f"{what}: {problem}")
+
+
+def _configured_paths(config: str | None, overrides: Iterable[str], key: str) -> list[str]:
+    """``key`` (dotted) of the ``KEY=VALUE`` overrides, else of the YAML file ``config``."""
+    for source in (parse_overrides(list(overrides)),
+                   read_yaml(config) if config and os.path.isfile(config) else None):
+        node: object = source
+        for part in key.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        if node:
+            return [str(p) for p in node] if isinstance(node, list) else [str(node)]
+    return []
 
 
 def check_file(path: str, what: str) -> None:

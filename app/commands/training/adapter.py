@@ -168,7 +168,7 @@ def adapter_train(base, data, workdir, config, rank, alpha, targets, init_adapte
     from afm.console import print_summary, setup_logging
     from afm.preflight import check_data_paths
 
-    check_data_paths(data)
+    check_data_paths(data, config=config, overrides=overrides)
 
     setup_logging("WARNING")
     sets = adapter_overrides(rank, alpha, targets, init_adapter, steps, overrides)

@@ -68,8 +68,8 @@ def rm_train(config, workdir, init_from, data, heldout, tokenizer, steps, overri
     _quiet_logs()
     from afm.preflight import check_data_paths
 
-    check_data_paths(data)
-    check_data_paths(heldout, "held-out data")
+    check_data_paths(data, config=config, overrides=overrides)
+    check_data_paths(heldout, "held-out data", config=config, overrides=overrides, key="eval.heldout")
     from afm.training.runs.train import train
 
     try:
@@ -206,8 +206,8 @@ Example:
         _quiet_logs()
         from afm.preflight import check_data_paths
 
-        check_data_paths(data)
-        check_data_paths(heldout, "held-out data")
+        check_data_paths(data, config=config, overrides=overrides)
+        check_data_paths(heldout, "held-out data", config=config, overrides=overrides, key="eval.heldout")
         from afm.training.runs.train import train
 
         try:

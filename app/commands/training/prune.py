@@ -69,8 +69,8 @@ def prune_learn_command(teacher, target_ffn_dim, config, workdir, data, steps, t
     from afm.app.commands.training.train import _maybe_distributed
     from afm.preflight import check_data_paths
 
-    check_data_paths(data)
-    check_data_paths(heldout, "held-out data")
+    check_data_paths(data, config=config, overrides=overrides)
+    check_data_paths(heldout, "held-out data", config=config, overrides=overrides, key="eval.heldout")
     _maybe_distributed(None, None, None, distributed)
     from afm.console import print_summary, setup_logging
 

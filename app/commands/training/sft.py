@@ -56,8 +56,8 @@ def sft_group(ctx: click.Context, config, workdir, init_from, data, heldout, ste
     from afm.console import setup_logging
     from afm.preflight import check_data_paths
 
-    check_data_paths(data)
-    check_data_paths(heldout, "held-out data")
+    check_data_paths(data, config=config, overrides=overrides)
+    check_data_paths(heldout, "held-out data", config=config, overrides=overrides, key="eval.heldout")
     from afm.training.runs.train import train
 
     setup_logging("WARNING")

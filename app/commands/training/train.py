@@ -79,7 +79,7 @@ def train_command(config, workdir, list_configs, steps, data, init_from, overrid
         raise click.UsageError("afm train needs --config and --workdir (or --list-configs)")
     from afm.preflight import check_data_paths
 
-    check_data_paths(data)  # before JAX is imported and the config printed: seconds, one line
+    check_data_paths(data, config=config, overrides=overrides)  # before JAX is imported and the config printed: seconds, one line
     _maybe_distributed(coordinator, num_processes, process_id, distributed)
     from afm.config import ConfigError
     from afm.console import setup_logging

@@ -1,13 +1,15 @@
 """Issue 56: every command that reads data says an empty, a binary and a missing input in
 one ``Error:`` line before any work: the data commands (curate, dedup, decontam, tokenize,
 quality filter and label, tokenizer train, decontam build-index, classifier train, sft
-prepare), the crawl's seed list and the training commands' data. Behaviour only: no clock is read."""
+prepare), the crawl's seed list and the training commands' data (given, or named by
+the run's config file or overrides). Behaviour only: no clock is read."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+import yaml
 from click.testing import CliRunner
 
 from afm.app.cli import main
@@ -19,6 +21,13 @@ def _inputs(tmp_path: Path) -> dict[str, Path]:
     empty.write_bytes(b"")
     binary.write_bytes(bytes(range(256)) * 40)
     return {"empty": empty, "binary": binary, "missing": tmp_path / "missing.jsonl"}
+
+
+def _config_file(folder: Path, data: Path) -> Path:
+    """A run's YAML config naming its training data (``data.paths``) instead of ``--data``."""
+    path = folder / "run.yaml"
+    path.write_text(yaml.safe_dump({"data": {"paths": [str(data)]}}))
+    return path
 
 
 COMMANDS = {
@@ -33,7 +42,10 @@ COMMANDS = {
                                       t / "m.ftz"],
     "crawl": lambda x, t: ["crawl", "--seeds", x, "--out", t / "crawl"],
     "train": lambda x, t: ["train", "--config", "tiny-core", "--workdir", t / "run", "--data", x, "--steps", "1"],
+    "train (config file)": lambda x, t: ["train", "--config", _config_file(t, x), "--workdir", t / "run"],
     "sft": lambda x, t: ["sft", "--config", "tiny-sft", "--workdir", t / "run", "--data", x],
+    "sft (--set data.paths)": lambda x, t: ["sft", "--config", "tiny-sft", "--workdir", t / "run",
+                                            "--set", f"data.paths=[{x}]"],
     "sft prepare": lambda x, t: ["sft", "prepare", "--input", x, "--name", "chat", "--tokenizer", CHAT_TOKENIZER,
                                  "--output", t / "o", "--no-decontam"],
     "quality label": lambda x, t: ["quality", "label", x, "--out", t / "o" / "m.ftz", "--reference", x],
