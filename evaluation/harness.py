@@ -113,6 +113,7 @@ class AfmLM(TemplateLM):
                              f"{self.engine.cfg.vocab_size} embedding rows")
         self.add_bos_token = bool(add_bos_token) if not isinstance(add_bos_token, str) else add_bos_token.lower() == "true"
         self.show_progress = show_progress
+        self.choices: dict[tuple[str, int], int] = {}  # (task, item) -> answers offered (loglikelihood)
         self.share_prefix = share_prefix if not isinstance(share_prefix, str) else share_prefix.lower() == "true"
         self._eos_text = self.tok.id_to_piece(self.tok.eos_id)
         self.clamped_generation = False
@@ -144,6 +145,14 @@ class AfmLM(TemplateLM):
 
     def tok_decode(self, tokens: list[int]) -> str:
         return self.tok.decode(tokens)
+
+    def loglikelihood(self, requests: list, disable_tqdm: bool = False) -> list[tuple[float, bool]]:
+        """lm-eval's scoring, noting how many answers each item offers (a multiple-choice
+        item asks one request per choice): the chance level the results report."""
+        for req in requests:
+            key = (req.task_name, req.doc_id)
+            self.choices[key] = max(self.choices.get(key, 0), int(req.idx) + 1)
+        return super().loglikelihood(requests, disable_tqdm=disable_tqdm)
 
     def _progress(self, total: int, desc: str) -> tqdm:
         return tqdm(total=total, desc=desc, disable=not self.show_progress, leave=False)

@@ -1,7 +1,8 @@
 """Tables on the terminal, and one PNG + one self-contained HTML page per run.
 
-The PNG shows each task's primary metric with its standard error (and, when the run has
-one, the needle-in-a-haystack grid as a heatmap); the HTML page carries the same picture
+The PNG shows each task's primary metric with its standard error and, for a multiple-choice
+task, its chance level (and, when the run has one, the needle-in-a-haystack grid as a
+heatmap); the HTML page carries the same picture
 inline with every metric, the post-training tasks' sources, scorers, judge failures and
 breakdowns, the decontamination coverage and the run's settings, so it can be mailed or
 archived as one file.
@@ -23,9 +24,15 @@ def _fmt(x: float | None, digits: int = 4) -> str:
     return "" if x is None else f"{x:.{digits}f}"
 
 
+def _chance(results: dict[str, Any], task: str) -> float | None:
+    """A multiple-choice task's chance level (None for others)."""
+    return (results.get("tasks", {}).get(task) or {}).get("chance")
+
+
 def print_results(results: dict[str, Any]) -> None:
-    rows = [[t, m, _fmt(v), _fmt(s), _n(results, t)] for t, m, v, s in headline(results)]
-    print_table("afm eval", ["task", "metric", "value", "stderr", "items"], rows)
+    rows = [[t, m, _fmt(v), _fmt(s), _fmt(_chance(results, t), 2), _n(results, t)]
+            for t, m, v, s in headline(results)]
+    print_table("afm eval", ["task", "metric", "value", "stderr", "chance", "items"], rows)
     cov = results.get("decontamination")
     if cov:
         print_table("decontamination index coverage",
@@ -77,6 +84,12 @@ def plot_png(results: dict[str, Any]) -> bytes:
     ax.barh(names, [b[1] for b in bars], xerr=[b[2] or 0.0 for b in bars], color="#4C72B0", capsize=3)
     for i, (_, value, _) in enumerate(bars):  # the value beside each bar: a score of 0 has no bar to see
         ax.text(min(value, 0.88) + 0.01, i, f"{value:.2f}", va="center", fontsize=8)
+    chance = [(i, _chance(results, name)) for i, name in enumerate(names) if _chance(results, name) is not None]
+    for i, level in chance:  # a guess's score: a bar that barely passes it says the model learnt nothing
+        ax.plot([level, level], [i - 0.4, i + 0.4], color="#C44E52", linestyle="--", linewidth=1.5,
+                label="chance" if i == chance[0][0] else None)
+    if chance:
+        ax.legend(loc="lower right", fontsize=8)
     ax.set_xlim(0, 1)
     ax.invert_yaxis()
     ax.set_xlabel("score (primary metric)")
@@ -142,9 +155,10 @@ def render_html(results: dict[str, Any], png: bytes) -> str:
     metrics = []
     for task, entry in results.get("tasks", {}).items():
         for name, m in sorted(entry["metrics"].items()):
-            star = " (primary)" if name == entry.get("primary") else ""
-            metrics.append([task, name + star, _fmt(m["value"]), _fmt(m.get("stderr")),
-                            entry.get("num_fewshot", ""), entry.get("samples", "")])
+            primary = name == entry.get("primary")
+            metrics.append([task, name + (" (primary)" if primary else ""), _fmt(m["value"]), _fmt(m.get("stderr")),
+                            _fmt(entry.get("chance"), 2) if primary else "", entry.get("num_fewshot", ""),
+                            entry.get("samples", "")])
     model = results.get("model", {})
     label = Path(str(model.get("checkpoint", ""))).name or str(model.get("config", ""))
     label = label if len(label) <= 40 else "..." + label[-37:]
@@ -161,7 +175,7 @@ def render_html(results: dict[str, Any], png: bytes) -> str:
         "td:first-child{text-align:left}</style>",
         f"<h1>afm eval: {html.escape(str(results.get('model', {}).get('checkpoint', '')))}</h1>",
         f"<img alt='scores' src='data:image/png;base64,{base64.b64encode(png).decode()}'>",
-        "<h2>Metrics</h2>", _table(["task", "metric", "value", "stderr", "shots", "items"], metrics),
+        "<h2>Metrics</h2>", _table(["task", "metric", "value", "stderr", "chance", "shots", "items"], metrics),
     ]
     ppl = results.get("perplexity")
     if ppl:

@@ -6,7 +6,8 @@ Format ``afm-eval-v1`` (JSON)::
      "model": {"checkpoint", "config", "params", "dtype", "tokenizer"},
      "settings": {"tasks", "num_fewshot", "limit", "data_dir", "seed", ...},
      "tasks": {name: {"primary": metric, "metrics": {metric: {"value", "stderr"}},
-                      "samples": n, "num_fewshot": k, "group": bool, "higher_is_better": {...}}},
+                      "samples": n, "num_fewshot": k, "group": bool, "higher_is_better": {...},
+                      "chance": accuracy of a uniform guess (multiple-choice tasks only)}},
      "perplexity": {...} | null, "long_context": {"lengths", "depths", "accuracy"} | null,
      "decontamination": {task: {"items", "covered", "fraction", ...}} | null,
      "engine": {...}, "timing": {...}, "notes": {task: text}, "versions": {...},
@@ -89,6 +90,20 @@ def from_lm_eval(out: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return tasks
 
 
+def add_chance(tasks: dict[str, dict[str, Any]], choices: dict[tuple[str, int], int],
+               configs: dict[str, dict[str, Any]]) -> None:
+    """Each multiple-choice task's chance level: the mean over its scored items of 1 / the
+    answers offered (``choices``: (task, item) -> answers, as the model was asked); what a
+    score near it means (nothing learnt) is then on the page, not in the reader's head."""
+    offered: dict[str, list[int]] = {}
+    for (task, _item), n in choices.items():
+        offered.setdefault(task, []).append(n)
+    for name, entry in tasks.items():
+        counts = offered.get(name)
+        if counts and (configs.get(name) or {}).get("output_type") == "multiple_choice":
+            entry["chance"] = sum(1.0 / n for n in counts) / len(counts)
+
+
 def add_groups(tasks: dict[str, dict[str, Any]], groups: dict[str, tuple[list[str], str]]) -> None:
     """Size-weighted mean of each group's members (and the standard error of that mean,
     members being independent samples); members get ``parent``."""
@@ -107,6 +122,10 @@ def add_groups(tasks: dict[str, dict[str, Any]], groups: dict[str, tuple[list[st
         tasks[group] = {"primary": metric, "metrics": {metric: {"value": value, "stderr": stderr}},
                         "samples": total, "num_fewshot": tasks[members[0]].get("num_fewshot"),
                         "group": True, "parent": None, "higher_is_better": {}, "members": len(rows)}
+        chances = [(tasks[m]["samples"] or 0, tasks[m].get("chance")) for m in members if m in tasks]
+        weight = sum(n for n, _ in chances)
+        if weight and all(c is not None for _, c in chances):
+            tasks[group]["chance"] = sum(n * c for n, c in chances) / weight
 
 
 # lm-eval logs a loglikelihood task's per-item log-probability under the name of the

@@ -24,7 +24,7 @@ from afm.evaluation.parity import environment_info, torch_seed
 from afm.evaluation.perplexity import perplexity, read_token_docs
 from afm.evaluation.posttrain.generation import EngineGenerator
 from afm.evaluation.posttrain.runner import PosttrainOptions, check_tasks, run_posttrain
-from afm.evaluation.results import FORMAT, add_groups, from_lm_eval, item_scores
+from afm.evaluation.results import FORMAT, add_chance, add_groups, from_lm_eval, item_scores
 from afm.evaluation.suite import BuildContext, build_task_configs, posttrain_names, task_manager
 from afm.model.config import param_counts
 
@@ -119,6 +119,7 @@ def run_eval(spec: EvalSpec, lm: Any = None) -> dict[str, Any]:
             )
         timing["tasks_s"] = time.perf_counter() - t0
         results["tasks"] = from_lm_eval(out)
+        add_chance(results["tasks"], getattr(lm, "choices", {}), out.get("configs", {}))
         add_groups(results["tasks"], ctx.groups)
         if spec.item_scores:
             results["items"] = item_scores(out.get("samples", {}))

@@ -58,6 +58,8 @@ def test_eval_writes_results_plot_report_and_compares(setup) -> None:
     assert set(res["tasks"]) == {"arc_easy", "piqa", "hellaswag", "gsm8k", "afm_niah"}
     assert res["tasks"]["arc_easy"]["samples"] == 6 and res["tasks"]["arc_easy"]["primary"] == "acc,none"
     assert 0.0 <= res["tasks"]["piqa"]["metrics"]["acc,none"]["value"] <= 1.0
+    assert res["tasks"]["piqa"]["chance"] == 0.5 and 0.2 <= res["tasks"]["arc_easy"]["chance"] <= 1 / 3
+    assert "chance" not in res["tasks"]["gsm8k"]  # generated answers: no guess to compare with
     ppl = res["perplexity"]
     assert ppl["documents"] == 20 and 1.0 < ppl["perplexity"] < 1e4  # random init: about the vocab size
     assert res["decontamination"]["gsm8k"]["covered"] == res["decontamination"]["gsm8k"]["items"] == 12

@@ -9,6 +9,8 @@ import struct
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.browser import page_width
 
 
@@ -66,3 +68,26 @@ def test_each_eval_page_has_its_own_title_and_a_zero_score_is_written_out(monkey
                         lambda self, x, y, s, *a, **k: (written.append(str(s)), original(self, x, y, s, *a, **k))[1])
     plot_png(results)
     assert "0.00" in written and "0.15" in written
+
+
+def test_a_multiple_choice_task_has_its_chance_level_drawn_and_written() -> None:
+    """Issue 56: a score is read against chance (0.25 for four answers), on the figure and the page."""
+    import matplotlib.axes
+
+    from afm.evaluation.report import plot_png, render_html
+
+    results = _results(2)
+    results["tasks"]["task_00_with_a_long_name"]["chance"] = 0.25
+    page = render_html(results, b"")
+    assert "<th>chance</th>" in page and "<td>0.25</td>" in page
+    drawn: list[list[float]] = []
+    original = matplotlib.axes.Axes.plot
+
+    def plot(self, *args, **kwargs):
+        drawn.append(list(args[0]))
+        return original(self, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(matplotlib.axes.Axes, "plot", plot)
+        plot_png(results)
+    assert drawn == [[0.25, 0.25]]  # one task has a chance level; the other none

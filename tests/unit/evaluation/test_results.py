@@ -71,3 +71,23 @@ def test_groups_are_size_weighted_means_of_their_members() -> None:
     assert tasks["mmlu"]["metrics"]["acc,none"]["value"] == pytest.approx(0.75)
     assert tasks["mmlu"]["samples"] == 40 and tasks["mmlu_a"]["parent"] == "mmlu"
     assert [r[0] for r in headline({"tasks": tasks})] == ["mmlu"]  # subjects only on request
+
+
+def test_chance_is_one_over_the_answers_each_item_offered_and_groups_weigh_it() -> None:
+    """Issue 56: the report draws a chance line; it comes from what the model was asked
+    (answers per item), only for multiple-choice tasks."""
+    from afm.evaluation.results import add_chance, add_groups
+
+    metric = {"acc,none": {"value": 0.5, "stderr": 0.1}}
+    tasks = {name: {"primary": "acc,none", "metrics": dict(metric), "samples": n}
+             for name, n in (("piqa", 2), ("arc", 2), ("lambada", 3))}
+    choices = {("piqa", 0): 2, ("piqa", 1): 2, ("arc", 0): 4, ("arc", 1): 5, ("lambada", 0): 1, ("lambada", 1): 1,
+               ("lambada", 2): 1}
+    configs = {"piqa": {"output_type": "multiple_choice"}, "arc": {"output_type": "multiple_choice"},
+               "lambada": {"output_type": "loglikelihood"}}
+    add_chance(tasks, choices, configs)
+    assert tasks["piqa"]["chance"] == 0.5
+    assert abs(tasks["arc"]["chance"] - (0.25 + 0.2) / 2) < 1e-12
+    assert "chance" not in tasks["lambada"]  # one continuation scored: no guess to compare with
+    add_groups(tasks, {"mc": (["piqa", "arc"], "acc,none")})
+    assert abs(tasks["mc"]["chance"] - (0.5 + 0.225) / 2) < 1e-12
