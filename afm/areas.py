@@ -7,7 +7,7 @@ top of a file, inside a function, or a ``package.module:attr`` string handed to
 :func:`afm.imports.resolve`. The allowed dependencies form a graph, not a line: the data
 side (consent -> crawler, filters -> pipelines) and the model side (model -> training ->
 evaluation) are two columns joined by ``synth`` (and by ``pipelines/tokenize.py``, which
-loads the one tokenizer, ``model/tokenizer.py``), with the app on top of everything.
+loads the one tokenizer, ``model/text/tokenizer.py``), with the app on top of everything.
 ``AREAS`` lists the areas in one topological order (every area after those it uses).
 
 ``tests/unit/project/test_layers.py`` checks every file against this graph (and that every

@@ -161,7 +161,7 @@ class DemoRun:
         return out
 
     def tokenizer(self, corpus: Path) -> Path:
-        from afm.model.tokenizer import train_tokenizer
+        from afm.model.text.tokenizer import train_tokenizer
 
         out = self.workdir / "tokenizer"
         # The corpus directory itself: readers take its documents-* shards, never rejects.
@@ -399,7 +399,7 @@ def demo_command(workdir: Path, train_steps: int | None) -> None:
                        lambda: run.curate(crawl_dir, index, snapshots))
     if corpus is not None and snapshots is not None:
         run.check_optouts(corpus, sites)
-    tok = run.stage("tokenizer", "afm.model.tokenizer", lambda: run.tokenizer(corpus))
+    tok = run.stage("tokenizer", "afm.model.text.tokenizer", lambda: run.tokenizer(corpus))
     tokens = run.stage("tokenize", "afm.pipelines.tokenize", lambda: run.tokenize(corpus, tok))
     results = run.stage("train", "afm.training.core.trainer", lambda: run.train(tokens))
     final = (results or {}).get("tiny-context", {}).get("model_checkpoint")

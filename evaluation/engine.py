@@ -13,7 +13,7 @@ Two jobs:
   may span tokens. Rows that hit a stop token or string are frozen.
 
 Both run on a device mesh: the batch is split over the ``data``/``fsdp`` axes and the
-parameters are placed with the training sharding rules (``afm.model.sharding``), so
+parameters are placed with the training sharding rules (``afm.model.distributed.sharding``), so
 a model trained on a mesh is evaluated on the same mesh; without one, a large model
 decodes on CPU with its weights split (:func:`decoding_mesh_config`). The compiled
 programs go through ``afm.evaluation.executables``, so a new process loads them without tracing.
@@ -47,12 +47,12 @@ from afm.evaluation.packing import (
     pack_trees,
     rows_per_bucket,
 )
-from afm.model.checkpoint import load_model
+from afm.model.checkpoints.checkpoint import load_model
 from afm.model.config import flops_per_token, param_counts
+from afm.model.distributed.sharding import MeshConfig, make_mesh, param_shardings
+from afm.model.inference.sampling import choose
+from afm.model.inference.scoring import score
 from afm.model.params import flatten_state, logical_axes
-from afm.model.sampling import choose
-from afm.model.scoring import score
-from afm.model.sharding import MeshConfig, make_mesh, param_shardings
 from afm.model.transformer import KVCache
 
 Array = jax.Array
@@ -306,7 +306,7 @@ class InferenceEngine:
     @classmethod
     def from_checkpoint(cls, path: str, *, dtype: str = "float32", max_length: int | None = None,
                         **kwargs: Any) -> InferenceEngine:
-        """Load an afm checkpoint (``afm.model.checkpoint``) with the compute ``dtype``."""
+        """Load an afm checkpoint (``afm.model.checkpoints.checkpoint``) with the compute ``dtype``."""
 
         overrides: dict[str, Any] = {"dtype": dtype}
         if max_length:

@@ -36,8 +36,8 @@ from tqdm import tqdm
 
 from afm.evaluation.engine import InferenceEngine
 from afm.evaluation.packing import ScoreRequest
-from afm.model.sharding import MeshConfig, make_mesh
-from afm.model.tokenizer import Tokenizer
+from afm.model.distributed.sharding import MeshConfig, make_mesh
+from afm.model.text.tokenizer import Tokenizer
 from afm.model.transformer import with_config
 
 DEFAULT_MAX_GEN_TOKS = 256

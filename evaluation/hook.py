@@ -18,7 +18,7 @@ from typing import Any
 
 from afm.evaluation.runner import EvalSpec, build_lm, run_eval
 from afm.evaluation.suite import default_data_dir, expand
-from afm.model.tokenizer import Tokenizer
+from afm.model.text.tokenizer import Tokenizer
 from afm.model.transformer import Transformer
 
 EvalHook = Callable[[int, Any], dict[str, float]]

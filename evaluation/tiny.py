@@ -1,7 +1,7 @@
 """A tiny model and tokenizer for the demo, the benchmark and the tests.
 
 The tokenizer in ``data/tokenizer`` (SentencePiece BPE, 512 pieces, the afm recipe) was
-trained with ``afm.model.tokenizer.train_tokenizer`` (one thread, so it is reproducible)
+trained with ``afm.model.text.tokenizer.train_tokenizer`` (one thread, so it is reproducible)
 on the text of the bundled demo site and the project's demo-math set. With
 ``init_model(get_config("tiny"), seed)`` it gives a fully deterministic model that needs
 no download and no training, which is what stored parity values need.
@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from afm.model.checkpoint import save_params
+from afm.model.checkpoints.checkpoint import save_params
 from afm.model.config import get_config
 from afm.model.initializer import init_model
 

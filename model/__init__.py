@@ -9,10 +9,10 @@ stays instant and a training host needs only the JAX stack):
 * ``afm.model.attention``: the attention kernels (XLA reference, cuDNN, TPU splash) and
   their sharded layout; ``resolve_backend``.
 * ``afm.model.remat``: named activation save points and remat policies, memory estimates.
-* ``afm.model.partitioning``: logical activation sharding hints (no-ops without a mesh).
-* ``afm.model.sampling``: ``generate`` / ``sample`` (KV cache, greedy/temperature/top-p).
-* ``afm.model.scoring``: ``token_logprobs`` (differentiable), ``score_tokens``.
-* ``afm.model.checkpoint``: ``save_params``, ``load_model``, ``load_params_into``.
-* ``afm.model.tokenizer``: ``train_tokenizer``, ``Tokenizer``.
-* ``afm.model.hf_export``: ``export_hf``, ``import_hf`` (Qwen3 layout).
+* ``afm.model.distributed.partitioning``: logical activation sharding hints (no-ops without a mesh).
+* ``afm.model.inference.sampling``: ``generate`` / ``sample`` (KV cache, greedy/temperature/top-p).
+* ``afm.model.inference.scoring``: ``token_logprobs`` (differentiable), ``score_tokens``.
+* ``afm.model.checkpoints.checkpoint``: ``save_params``, ``load_model``, ``load_params_into``.
+* ``afm.model.text.tokenizer``: ``train_tokenizer``, ``Tokenizer``.
+* ``afm.model.checkpoints.hf_export``: ``export_hf``, ``import_hf`` (Qwen3 layout).
 """

@@ -32,7 +32,7 @@ Backends (``resolve_backend`` maps ``auto`` to the right one for the platform):
     ``SegmentIds``; grouped-query attention is native. Off TPU it runs the same kernel in
     Pallas *interpret* mode, which is how it is tested on CPU against ``xla``.
 
-Sharding. Under :func:`afm.model.partitioning.activation_sharding` the kernel runs in a
+Sharding. Under :func:`afm.model.distributed.partitioning.activation_sharding` the kernel runs in a
 ``shard_map``: batch over the data axes and **heads** over ``tensor x sequence``, with the
 whole sequence on every device. When the activations around attention are split along
 the sequence (sequence parallelism), entering and leaving this layout is an all-to-all
@@ -55,7 +55,7 @@ from typing import Literal
 import jax
 import jax.numpy as jnp
 
-from afm.model import partitioning
+from afm.model.distributed import partitioning
 
 Array = jax.Array
 Backend = Literal["xla", "cudnn", "splash"]

@@ -57,7 +57,7 @@ class ModelConfigError(UserError):
 
 @dataclass(frozen=True)
 class Palettization:
-    """How a quantized model stores its weights (``afm.model.palettize``, report §5.2).
+    """How a quantized model stores its weights (``afm.model.on_device.palettize``, report §5.2).
 
     ``bits`` names every palettized projection with its index width, e.g.
     ``(("layers/0/attn/wq", 4), ("layers/0/mlp/w_up", 2), ...)``; projections not named
@@ -121,10 +121,10 @@ class ModelConfig:
     # muParam (simple); see the module docstring.
     base_width: int = 768
     embed_init_std: float = 1.0
-    # FP8 matmuls for the q/k/v/o projections and the FFN (afm.model.fp8): e4m3 forward,
+    # FP8 matmuls for the q/k/v/o projections and the FFN (afm.model.blocks.fp8): e4m3 forward,
     # e5m2 gradients, per-tensor current scaling. For Hopper-class GPUs; emulated elsewhere.
     fp8: bool = False
-    # Quantized storage (afm.model.palettize); None: dense float parameters.
+    # Quantized storage (afm.model.on_device.palettize); None: dense float parameters.
     palettization: Palettization | None = None
     notes: str = field(default="", compare=False)
 

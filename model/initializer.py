@@ -28,8 +28,8 @@ import jax.numpy as jnp
 from flax import nnx
 from jax.sharding import NamedSharding, PartitionSpec, Sharding
 
+from afm.model.blocks.layers import Block
 from afm.model.config import ModelConfig, check_fits
-from afm.model.layers import Block
 from afm.model.params import flatten_state
 from afm.model.transformer import Transformer, embedding, final_norm
 

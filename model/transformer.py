@@ -26,11 +26,11 @@ from flax import nnx
 
 from afm.model import remat
 from afm.model.attention import segment_mask
+from afm.model.blocks.layers import Block, RMSNorm, dropout, param, rope_tables
 from afm.model.config import ModelConfig
-from afm.model.layers import Block, RMSNorm, dropout, param, rope_tables
-from afm.model.palettize import palettize_structure
+from afm.model.distributed.partitioning import constrain
+from afm.model.on_device.palettize import palettize_structure
 from afm.model.params import leaf_paths
-from afm.model.partitioning import constrain
 from afm.model.precision import to_compute
 
 Array = jax.Array
@@ -64,7 +64,7 @@ class KVCache:
     (0 = padding; unwritten slots lie in the future, so the causal rule hides them).
     index: int32 scalar, the next slot to write.
 
-    The caller sizes the cache for prompt + new tokens (``afm.model.sampling`` does):
+    The caller sizes the cache for prompt + new tokens (``afm.model.inference.sampling`` does):
     writes past ``max_len`` cannot raise inside ``jit`` (``dynamic_update_slice`` clamps).
     """
 

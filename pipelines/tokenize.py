@@ -2,7 +2,7 @@
 
     files --Reshuffle--> read (the shared reader: afm.readers + afm.pipelines.beam.coerce)
         --> one document per id (pipelines/beam/ids.py) --tokenize (the project's one
-        tokenizer, afm.model.tokenizer, loaded once per worker)--> key by hash(id) % N
+        tokenizer, afm.model.text.tokenizer, loaded once per worker)--> key by hash(id) % N
         (the shard rule of every pipeline, afm.pipelines.beam.io.shard_of) --GroupByKey--> sort by id
         --> tokens-NNNNN-of-MMMMM.parquet + skipped.jsonl + manifest.json + _SUCCESS
 
@@ -42,7 +42,7 @@ import pyarrow as pa
 
 from afm import fs
 from afm.io import resolve_inputs, write_shard
-from afm.model.tokenizer import Tokenizer
+from afm.model.text.tokenizer import Tokenizer
 from afm.outputs import OutputDir, refuse_empty
 from afm.pipelines.beam.accounting import AccountingError
 from afm.pipelines.beam.ids import UniqueIds
@@ -253,7 +253,7 @@ def _manifest(stats: dict[str, Any], tokenizer: str, inputs: list[str],
 
 def _tokenizer_model(tokenizer: str) -> str:
     """The ``tokenizer.model`` file of a tokenizer directory (or the file itself), local or
-    a URL: workers load it with :class:`afm.model.tokenizer.Tokenizer` (through afm.fs)."""
+    a URL: workers load it with :class:`afm.model.text.tokenizer.Tokenizer` (through afm.fs)."""
 
     path = fs.join(tokenizer, "tokenizer.model") if fs.isdir(tokenizer) else tokenizer
     if not fs.isfile(path):

@@ -74,7 +74,7 @@ class Problem:
     working: tuple[str, ...]
 
     def messages(self) -> list[dict[str, str]]:
-        """The prompt as a conversation (``afm.model.chat`` format)."""
+        """The prompt as a conversation (``afm.model.text.chat`` format)."""
         return [{"role": "user", "content": f"{self.question}\n{INSTRUCTION}"}]
 
     def solution(self) -> str:

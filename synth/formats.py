@@ -1,4 +1,4 @@
-"""Instruction-data records -> conversations in the chat format (``afm.model.chat``).
+"""Instruction-data records -> conversations in the chat format (``afm.model.text.chat``).
 
 Public instruction sets come in a few layouts; each record is recognised by its keys:
 
@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from afm.finish import DROP_REASON, FINISH_KEYS, finish_of, is_cut
-from afm.model.chat import ChatFormatError, validate
+from afm.model.text.chat import ChatFormatError, validate
 from afm.synth.preference_format import is_preference_record, parse_exchange
 
 SHAREGPT_ROLES = {"system": "system", "human": "user", "user": "user", "gpt": "assistant",

@@ -5,7 +5,7 @@ Every synthesis pipeline (``afm.synth.math``, ``code``, ``tool``) talks to a
 samples each). Three kinds:
 
 * :class:`CheckpointGenerator` -- an afm checkpoint through the KV-cache sampler
-  (``afm.model.sampling``), prompts rendered with the chat template; for small runs and
+  (``afm.model.inference.sampling``), prompts rendered with the chat template; for small runs and
   for the report's setting, where AFM generates its own data. A prompt longer than the
   model's window leaves for the reply (``max_seq_len - max_tokens``) is refused
   (``long_prompts="refuse"``, the default: a :class:`GenerationError` naming how many)
@@ -40,8 +40,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from afm.console import make_progress
 from afm.imports import resolve
-from afm.model.chat import tool_call_text
-from afm.model.tokenizer import Tokenizer
+from afm.model.text.chat import tool_call_text
+from afm.model.text.tokenizer import Tokenizer
 from afm.synth.cache import ResponseCache
 
 OnResult = Callable[[int, "Generation"], None]
@@ -112,7 +112,7 @@ class CheckpointGenerator:
 
     def __init__(self, checkpoint: str, tokenizer: str | None = None, *, batch_size: int = 16,
                  max_seq_len: int | None = None, long_prompts: str = "refuse"):
-        from afm.model.checkpoint import load_model
+        from afm.model.checkpoints.checkpoint import load_model
 
         if long_prompts not in LONG_PROMPTS:
             raise ValueError(f"long_prompts must be one of {', '.join(LONG_PROMPTS)}, got {long_prompts!r}")
@@ -129,7 +129,7 @@ class CheckpointGenerator:
 
     def generate(self, requests: Sequence[GenerationRequest], on_result: OnResult | None = None
                  ) -> list[Generation]:
-        from afm.model.sampling import sample
+        from afm.model.inference.sampling import sample
 
         tok = self.tokenizer
         results: list[Generation | None] = [None] * len(requests)
@@ -177,7 +177,7 @@ class CheckpointGenerator:
     def _first_tokens(self, asked: list[int], prompts: dict[int, list[int]],
                       requests: Sequence[GenerationRequest]) -> dict[int, dict[str, float]]:
         """The first token's top log-probs of each asked request, the token as its text."""
-        from afm.model.sampling import first_token_logprobs
+        from afm.model.inference.sampling import first_token_logprobs
 
         out: dict[int, dict[str, float]] = {}
         for lo in range(0, len(asked), self.batch_size):

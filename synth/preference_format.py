@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from afm.finish import DROP_REASON, finish_of, is_cut
-from afm.model.chat import ChatFormatError, validate
+from afm.model.text.chat import ChatFormatError, validate
 
 LEVELS = ("negligibly_better", "slightly_better", "better", "significantly_better")
 GRADES = ("instruction_following", "verbosity", "truthfulness", "harmlessness")

@@ -19,7 +19,7 @@ Stages, in order, each counted (records in = kept + rejected, per stage and in t
 4. **dedup** -- exact duplicates after redaction (same content hash) dropped, naming the
    copy kept (the report deduplicates with text embeddings; near-duplicate detection is
    the curation pipeline's MinHash for larger sets).
-5. **tokenize** -- the chat template (``afm.model.chat``) -> ids and the assistant mask;
+5. **tokenize** -- the chat template (``afm.model.text.chat``) -> ids and the assistant mask;
    longer than ``max_tokens`` dropped (``too_long``: a truncated reply teaches the model to
    stop mid-sentence).
 6. **decontaminate** -- every message text scanned against the benchmark n-gram index
@@ -53,8 +53,8 @@ from afm.filters.ngram_index import NgramIndex
 from afm.filters.pii import PiiFilter
 from afm.finish import DROP_REASON, STAT
 from afm.io import ShardSequence, read_shard, resolve_inputs
-from afm.model.chat import CHAT_TEMPLATE
-from afm.model.tokenizer import Tokenizer
+from afm.model.text.chat import CHAT_TEMPLATE
+from afm.model.text.tokenizer import Tokenizer
 from afm.outputs import OutputDir
 from afm.readers import Failure, Record, read_file
 from afm.schema import REJECT_SCHEMA, make_reject

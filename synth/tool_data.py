@@ -17,7 +17,7 @@ A reply that stopped for length is never a finished turn (``afm.finish``): it is
 as ``cut_reply`` before any check and counted in the manifest's ``cut_replies``.
 
 The kept conversations carry ``tools`` and the assistant's ``tool_calls`` in the chat
-format (``afm.model.chat``), ready for ``afm sft prepare``. Calls are read from the
+format (``afm.model.text.chat``), ready for ``afm sft prepare``. Calls are read from the
 reply as the template writes them (``<tool_call>{"name": ..., "arguments": ...}
 </tool_call>``), or from a bare JSON object with ``name`` and ``arguments``.
 """
@@ -30,7 +30,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from afm.model.chat import TOOL_CALL_CLOSE, TOOL_CALL_OPEN
+from afm.model.text.chat import TOOL_CALL_CLOSE, TOOL_CALL_OPEN
 from afm.synth import prompts
 from afm.synth.code_data import first_json_list
 from afm.synth.generators import GenerationRequest

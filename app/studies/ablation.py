@@ -168,7 +168,7 @@ def run_ablation(spec: AblationSpec, log: Callable[[str], None] = print) -> dict
     ``ablation.json``) the arms, the paired rows, and the paths of the table and plot."""
     from afm.evaluation.runner import EvalSpec, run_eval
     from afm.evaluation.suite import prepare_demo_data
-    from afm.model.tokenizer import train_tokenizer
+    from afm.model.text.tokenizer import train_tokenizer
     from afm.pipelines.tokenize import run_tokenize
     from afm.training.runs.train import train
 

@@ -3,7 +3,7 @@
 Each entry is any model path ``load_model`` takes (a dense or palettized checkpoint, or
 an adapter directory, which brings its base). Every entry gets the same measurements:
 
-* bits per weight of its stored base (``afm.model.palettize.bits_report``; the
+* bits per weight of its stored base (``afm.model.on_device.palettize.bits_report``; the
   reference is the 16-bit model) and the adapter's size;
 * held-out loss: mean next-token nats on fixed rows of held-out token shards
   (``afm.training.compress.quantize.RowsLoss``);
@@ -43,9 +43,9 @@ def parse_entry(text: str) -> Entry:
 
 def describe(path: str) -> dict[str, Any]:
     """Storage facts of a model path: base bits per weight, adapter rank and size."""
-    from afm.model import palettize
-    from afm.model.adapter_io import is_adapter_dir, read_meta, resolve_base
-    from afm.model.checkpoint import load_config
+    from afm.model.checkpoints.adapter_io import is_adapter_dir, read_meta, resolve_base
+    from afm.model.checkpoints.checkpoint import load_config
+    from afm.model.on_device import palettize
 
     info: dict[str, Any] = {"adapter_rank": None, "adapter_mb": 0.0}
     base = path
@@ -90,7 +90,7 @@ def evaluate_entries(
     progress: Any = None,
 ) -> dict[str, Any]:
     """Measure every entry; the first is the reference."""
-    from afm.model.checkpoint import load_model
+    from afm.model.checkpoints.checkpoint import load_model
     from afm.training.compress.quantize import RowsLoss, token_rows
 
     heldout_rows = token_rows(heldout, rows, seq_len)
@@ -137,7 +137,7 @@ def normalise(table: dict[str, Any]) -> dict[str, Any]:
 
 
 def _base_of(entry: dict[str, Any]) -> str | None:
-    from afm.model.adapter_io import is_adapter_dir, read_meta, resolve_base
+    from afm.model.checkpoints.adapter_io import is_adapter_dir, read_meta, resolve_base
 
     if not is_adapter_dir(entry["path"]):
         return None

@@ -5,7 +5,7 @@ speak the generator interface ``afm synth`` already has; judges are generators t
 OpenAI-compatible endpoint or another checkpoint), and one request type, one cache and
 one reply format serve both. Here the generator is the :class:`InferenceEngine` that
 ``afm eval`` already loaded (its mesh and dtype, no second copy of the weights): each
-request is rendered with the chat template (``afm.model.chat`` through the tokenizer, tool
+request is rendered with the chat template (``afm.model.text.chat`` through the tokenizer, tool
 schemas in the system turn), decoded greedily or sampled until ``<|end|>`` or EOS, and the
 reply is the text before it, tool calls written as the template writes them.
 """

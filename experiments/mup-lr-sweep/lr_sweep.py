@@ -26,7 +26,7 @@ def _sweep_width(mcfg: Any, lrs: list[float], batches: list[dict[str, np.ndarray
     import jax
 
     from afm.config import load_config
-    from afm.model.sharding import make_mesh
+    from afm.model.distributed.sharding import make_mesh
     from afm.training.core.config import TrainConfig
     from afm.training.core.engine import Engine
     from afm.training.tasks import get_task

@@ -40,8 +40,8 @@ def _per_problem(problems: list, replies: list[str], per: int) -> dict:
 
 
 def main() -> None:
-    from afm.model.checkpoint import load_model
-    from afm.model.tokenizer import Tokenizer
+    from afm.model.checkpoints.checkpoint import load_model
+    from afm.model.text.tokenizer import Tokenizer
     from afm.synth.arith_task import make_problems
     from afm.training.rl.rollout import sample_groups
 

@@ -33,9 +33,9 @@ def run(workdir: str | Path, tokenizer: str, *, sft_steps: int = 80, rm_steps: i
     """SFT (or ``sft_model``, an existing SFT checkpoint, e.g. the one online RL starts
     from, so every member of a later iTeC round shares its start) -> preference data from its
     samples -> reward model and DPO member, both initialised from the SFT model."""
-    from afm.model.checkpoint import load_config as load_model_config
-    from afm.model.checkpoint import load_model
-    from afm.model.tokenizer import Tokenizer
+    from afm.model.checkpoints.checkpoint import load_config as load_model_config
+    from afm.model.checkpoints.checkpoint import load_model
+    from afm.model.text.tokenizer import Tokenizer
     from afm.synth.arith_task import (
         corrupted_responses,
         make_problems,

@@ -34,7 +34,7 @@ import numpy as np
 import pyarrow as pa
 
 from afm.io import write_shard
-from afm.model.scoring import token_argmax
+from afm.model.inference.scoring import token_argmax
 from afm.outputs import OutputDir
 from afm.parquet import open_parquet, row_count
 from afm.training.compress.teacher import Teacher

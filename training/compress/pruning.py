@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from afm import fs
-from afm.model.checkpoint import restore_tree, save_params
+from afm.model.checkpoints.checkpoint import restore_tree, save_params
 from afm.model.config import ModelConfig, param_counts
 from afm.model.parts import ModelParts
 from afm.training.compress.soft_topk import kept_indices

@@ -6,7 +6,7 @@ bits" where the model is least sensitive, for 3.5-3.7 bits per weight on average
 
 How the 2-bit layers are chosen (mixed precision):
 
-1. Every projection is palettized at 4 and at 2 bits (``afm.model.palettize``, optimal
+1. Every projection is palettized at 4 and at 2 bits (``afm.model.on_device.palettize``, optimal
    1-D k-means), the embedding to int8.
 2. On calibration token rows, the loss of the all-4-bit model is the reference; each
    projection's *sensitivity* is the loss increase when that tensor alone drops to 2 bits.
@@ -35,11 +35,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from afm.io import read_shard
-from afm.model import palettize
-from afm.model.checkpoint import load_config, load_model, save_params
+from afm.model.checkpoints.checkpoint import load_config, load_model, save_params
 from afm.model.config import ModelConfig, Palettization
+from afm.model.inference.scoring import token_logprobs
+from afm.model.on_device import palettize
 from afm.model.params import flatten_state
-from afm.model.scoring import token_logprobs
 from afm.model.transformer import Transformer
 from afm.training.data.shards import DataError, expand_paths
 

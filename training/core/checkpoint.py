@@ -31,7 +31,7 @@ import orbax.checkpoint as ocp
 from etils import epath
 
 from afm import fs
-from afm.model.checkpoint import CheckpointError, load_config, restore_tree
+from afm.model.checkpoints.checkpoint import CheckpointError, load_config, restore_tree
 from afm.model.config import ModelConfig
 from afm.training.core.step import TrainState
 from afm.training.data.loader import LoaderState
@@ -155,7 +155,7 @@ def _flatten_nested(tree: Any, prefix: str = "") -> dict[str, Any]:
 
 
 def is_model_checkpoint(path: str | Path) -> bool:
-    """An ``afm.model.checkpoint`` directory (``config.json`` + ``params/``)."""
+    """An ``afm.model.checkpoints.checkpoint`` directory (``config.json`` + ``params/``)."""
     p = fs.as_path(str(path))
     return (p / "config.json").is_file() and (p / "params").is_dir()
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from afm.config import ConfigError, check_number, coerce, load_config
 from afm.model.config import ModelConfig, get_config
-from afm.model.sharding import MeshConfig
+from afm.model.distributed.sharding import MeshConfig
 from afm.training.core.hooks import EvalConfig
 from afm.training.core.optimizer import OptimizerConfig
 from afm.training.core.schedules import ScheduleConfig
@@ -58,7 +58,7 @@ class TrainConfig:
     init_from: str = ""  # previous stage's workdir or checkpoint step dir
     peak_tflops_per_device: float = 989.0  # H100 SXM dense bf16, for MFU
     next_stage: str = ""  # documentation: which stage continues from this one
-    export_model: bool = True  # write workdir/model (afm.model.checkpoint format) at the end
+    export_model: bool = True  # write workdir/model (afm.model.checkpoints.checkpoint format) at the end
     profile_steps: str = ""  # "START:END": a jax.profiler trace of these steps (workdir/profile)
     preemption_check_every: int = 1  # steps between the hosts' agreement on a stop signal
     log_dir: str = ""  # metrics/TensorBoard when the workdir is remote (default: ./afm-logs/NAME)

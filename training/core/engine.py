@@ -27,10 +27,16 @@ import numpy as np
 import optax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from afm.model.distributed.partitioning import activation_sharding
+from afm.model.distributed.sharding import (
+    ACTIVATION_RULES,
+    batch_spec,
+    make_mesh,
+    param_shardings,
+    replicated,
+)
 from afm.model.params import ParamLayout
-from afm.model.partitioning import activation_sharding
 from afm.model.parts import ModelParts
-from afm.model.sharding import ACTIVATION_RULES, batch_spec, make_mesh, param_shardings, replicated
 from afm.training.core import muparam
 from afm.training.core.checkpoint import restore_params_only
 from afm.training.core.config import TrainConfig, model_config

@@ -8,7 +8,7 @@ A hook is anything with a ``name`` and ``__call__(step, view) -> dict[str, float
 
 ``view.model`` is the ``afm.model.transformer.Transformer`` with the run's current
 (sharded) parameters: call it (``model(tokens, positions=..., segment_ids=...)``), hand it
-to ``afm.model.sampling.sample``, or score with ``afm.model.scoring``. ``view.params`` is
+to ``afm.model.inference.sampling.sample``, or score with ``afm.model.inference.scoring``. ``view.params`` is
 the flat ``{path: array}`` dict of every parameter (task extras included). Hooks run on
 every host (their jitted computations are collective); only host 0 logs what they return,
 as ``eval/<hook name>/<key>`` in the console, TensorBoard and ``metrics.jsonl``.

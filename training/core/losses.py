@@ -1,7 +1,7 @@
 """Loss sums of the language-model tasks, from the one chunked scoring function.
 
 The token scores themselves (``log p(target)``, argmax hits, ``logsumexp``, entropy) come
-from :func:`afm.model.scoring.token_logprobs`, the chunked readout every consumer shares
+from :func:`afm.model.inference.scoring.token_logprobs`, the chunked readout every consumer shares
 (never float32 ``[B, T, V]`` logits). Here: how a task turns them into ``(sum, weight)``
 pairs, so that microbatches and hosts add up exactly (see ``afm.training.core.step``).
 """
@@ -13,7 +13,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from afm.model.scoring import TokenScores, token_logprobs
+from afm.model.inference.scoring import TokenScores, token_logprobs
 from afm.training.core.task import LossOutput
 
 Array = jax.Array

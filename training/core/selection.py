@@ -5,7 +5,7 @@ by automatic evaluation (§4.2) instead of taking the last one. With
 ``eval.select_metric`` set (a key the evaluation hooks return, e.g.
 ``eval/heldout/loss`` or ``eval/benchmarks/arc_easy/acc``) and ``eval.select_mode``
 (``min`` or ``max``), every evaluation that improves on the best so far writes the
-parameters to ``workdir/best`` (the ``afm.model.checkpoint`` format, loadable by every
+parameters to ``workdir/best`` (the ``afm.model.checkpoints.checkpoint`` format, loadable by every
 command that takes ``--checkpoint`` or ``--init-from``) and ``workdir/best.json`` (step,
 metric, every evaluation result of that step, and the history of all evaluations).
 

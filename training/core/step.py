@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from afm.model.partitioning import constrain
+from afm.model.distributed.partitioning import constrain
 from afm.training.core.optimizer import applied_updates, global_norm, skipped_updates
 from afm.training.core.task import Field, LossContext, LossOutput, Task
 

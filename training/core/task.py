@@ -59,9 +59,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from afm.config import ConfigError, from_dict
-from afm.model.checkpoint import save_params
+from afm.model.checkpoints.checkpoint import save_params
 from afm.model.parts import ModelParts
-from afm.model.tokenizer import Tokenizer
+from afm.model.text.tokenizer import Tokenizer
 from afm.model.transformer import StackedLayersView, scan_storage
 from afm.training.core.hooks import ModelView
 

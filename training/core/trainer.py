@@ -33,10 +33,10 @@ import numpy as np
 from afm import fs
 from afm.config import print_config
 from afm.console import console, make_progress
+from afm.model.blocks.layers import resolve_attention_impl
 from afm.model.config import flops_per_token, param_counts
-from afm.model.layers import resolve_attention_impl
+from afm.model.distributed.sharding import make_mesh
 from afm.model.params import params_sha256
-from afm.model.sharding import make_mesh
 from afm.training.core import muparam
 from afm.training.core.checkpoint import Checkpointer, gather_data_state, restore_params_only
 from afm.training.core.config import TrainConfig

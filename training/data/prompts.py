@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from afm.errors import UserError
-from afm.model.chat import ChatFormatError, validate
+from afm.model.text.chat import ChatFormatError, validate
 
 
 class PromptsError(UserError):

@@ -20,8 +20,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from afm.model.checkpoint import load_model
-from afm.model.tokenizer import Tokenizer
+from afm.model.checkpoints.checkpoint import load_model
+from afm.model.text.tokenizer import Tokenizer
 from afm.training.core.task import ParamSpec
 from afm.training.data.preferences import GRADES, LEVELS, encode_response, read_preferences
 

@@ -2,7 +2,7 @@
 
 :func:`sample_groups` encodes each conversation once with the chat template, repeats it K
 times and hands the whole ``n * K`` batch to the KV-cache sampler
-(``afm.model.sampling.sample``: one prefill, one decode step per token for every row, each
+(``afm.model.inference.sampling.sample``: one prefill, one decode step per token for every row, each
 row stopping at the end token on its own), so a group costs one batched call rather than
 ``n * K`` single ones; the throughput (new tokens per second) is measured on every call.
 
@@ -24,8 +24,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from afm.finish import Reply, is_cut
-from afm.model.sampling import SampleOutput, sample
-from afm.model.scoring import score
+from afm.model.inference.sampling import SampleOutput, sample
+from afm.model.inference.scoring import score
 
 Conversation = list[dict[str, Any]]
 
@@ -150,7 +150,7 @@ def pack_responses(
 def response_logprobs_of(model: Any, batch: dict[str, Any], temperature: float = 1.0, chunk: int = 1024,
                          top_k: int = 0) -> jax.Array:
     """log pi(target | prefix) per position [B, T] (float32), 0 off the response: the one
-    chunked scoring function (``afm.model.scoring.score``, never float32 ``[B, T, V]``).
+    chunked scoring function (``afm.model.inference.scoring.score``, never float32 ``[B, T, V]``).
 
     ``temperature`` != 1 scores the *tempered* policy softmax(logits / T), the distribution
     the sampler draws from at that temperature, and ``top_k`` its top-k restriction: RL

@@ -38,8 +38,8 @@ import numpy as np
 
 from afm.config import ConfigError, load_config, read_yaml
 from afm.finish import STAT, is_cut
-from afm.model.checkpoint import load_model
-from afm.model.tokenizer import Tokenizer
+from afm.model.checkpoints.checkpoint import load_model
+from afm.model.text.tokenizer import Tokenizer
 from afm.synth.arith_task import preference_record
 from afm.training.data.prompts import read_prompts
 from afm.training.rl.objectives import ALGORITHMS as ONLINE_RL

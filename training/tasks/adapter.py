@@ -34,9 +34,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from afm.config import ConfigError
-from afm.model import lora
-from afm.model.adapter_io import load_adapter, save_adapter
-from afm.model.checkpoint import load_config
+from afm.model.checkpoints.adapter_io import load_adapter, save_adapter
+from afm.model.checkpoints.checkpoint import load_config
+from afm.model.on_device import lora
 from afm.training.core.checkpoint import is_model_checkpoint
 from afm.training.core.task import Field, LossContext, LossOutput, ParamSpec, TaskBase
 from afm.training.tasks.registry import build_task
@@ -175,7 +175,7 @@ class AdapterTask(TaskBase):
         return lora.Adapter(self.lora, weights, dict(meta or {}))
 
     def export(self, directory: Path, params: dict[str, Any], model_config: Any, info: dict[str, Any]) -> Path:
-        """A run hands off the adapter (``afm.model.adapter_io``; ``workdir/adapter`` at the
+        """A run hands off the adapter (``afm.model.checkpoints.adapter_io``; ``workdir/adapter`` at the
         end), not a copy of the base."""
 
         meta = {"task": self.inner.name, "data": list(self.config.data.paths),

@@ -45,7 +45,7 @@ import jax
 import jax.numpy as jnp
 
 from afm.config import ConfigError
-from afm.model.scoring import token_argmax, token_logprobs
+from afm.model.inference.scoring import token_argmax, token_logprobs
 from afm.parquet import schema_of
 from afm.training.compress.teacher import Teacher, same_shapes_but_ffn
 from afm.training.core.task import Field, LossContext, LossOutput, ParamSpec, parse_task_options

@@ -47,9 +47,9 @@ import numpy as np
 from flax import nnx
 
 from afm.config import ConfigError
-from afm.model.checkpoint import load_model
-from afm.model.scoring import token_logprobs
-from afm.model.tokenizer import Tokenizer
+from afm.model.checkpoints.checkpoint import load_model
+from afm.model.inference.scoring import token_logprobs
+from afm.model.text.tokenizer import Tokenizer
 from afm.training.core.config import model_config
 from afm.training.core.task import (
     EXACT_ROUNDING,

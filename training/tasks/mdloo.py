@@ -63,11 +63,11 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from afm.config import ConfigError, coerce
 from afm.console import console
-from afm.model.checkpoint import load_config as load_model_config
-from afm.model.partitioning import activation_sharding
+from afm.model.checkpoints.checkpoint import load_config as load_model_config
+from afm.model.distributed.partitioning import activation_sharding
+from afm.model.distributed.sharding import ACTIVATION_RULES, BATCH_AXES, batch_spec
+from afm.model.inference.sampling import sample_program
 from afm.model.parts import ModelParts
-from afm.model.sampling import sample_program
-from afm.model.sharding import ACTIVATION_RULES, BATCH_AXES, batch_spec
 from afm.model.transformer import RUNTIME_FIELDS
 from afm.training.core.checkpoint import restore_params_only
 from afm.training.core.config import model_config

@@ -39,7 +39,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from afm.model.checkpoint import save_params
+from afm.model.checkpoints.checkpoint import save_params
 from afm.training.core.task import (
     Field,
     LossContext,

@@ -92,7 +92,7 @@ def bench_eval(opts: BenchOptions) -> list[Comparison]:
     from afm.evaluation.harness import AfmLM
     from afm.evaluation.runner import quiet_progress_bars, set_offline
     from afm.evaluation.tiny import tokenizer_dir, write_tiny_checkpoint
-    from afm.model.tokenizer import Tokenizer
+    from afm.model.text.tokenizer import Tokenizer
 
     use_cpu_cores()  # as afm eval does, before JAX starts
     cache_warm = _stored_programs() > 0  # before this run compiles anything
@@ -113,7 +113,7 @@ def bench_eval(opts: BenchOptions) -> list[Comparison]:
     name = "lm-eval --model hf (torch, float32, batch 32)"
     if all(importlib.util.find_spec(m) for m in ("torch", "transformers", "accelerate")):
         from afm.evaluation.parity import hf_reference
-        from afm.model.hf_export import export_hf
+        from afm.model.checkpoints.hf_export import export_hf
 
         hf_dir = export_hf(ckpt, work / f"hf-{config}", tokenizer_dir=tokenizer_dir())
         ref = _measure(hf_reference(str(hf_dir), batch_size=32), ll, gen, limit, gen_limit)

@@ -2,7 +2,7 @@
 
 * ``model_forward``: forward tokens/s of the jit-compiled model vs the same model run
   eagerly (op by op), on ``tiny`` (quick) or ``100m``.
-* ``model_decode``: generated tokens/s with the KV cache (``afm.model.sampling``) vs
+* ``model_decode``: generated tokens/s with the KV cache (``afm.model.inference.sampling``) vs
   the no-cache baseline that re-runs the full (jitted) forward over the whole sequence
   for every new token.
 * ``tokenizer_encode``: tokens/s of our SentencePiece encoding vs Hugging Face
@@ -65,7 +65,7 @@ def bench_decode(opts: BenchOptions) -> list[Comparison]:
     import jax.numpy as jnp
     from flax import nnx
 
-    from afm.model.sampling import generate
+    from afm.model.inference.sampling import generate
     from afm.model.transformer import Transformer
 
     name, new = ("tiny", 32) if opts.quick else ("100m", 16)
@@ -99,7 +99,7 @@ def bench_tokenizer(opts: BenchOptions) -> list[Comparison]:
     import tempfile
     from pathlib import Path
 
-    from afm.model.tokenizer import Tokenizer, train_tokenizer
+    from afm.model.text.tokenizer import Tokenizer, train_tokenizer
 
     rng = random.Random(0)
     words = [w for w in (Path(__file__).read_text().split()) if w.isalpha()][:400] or ["word"]
@@ -115,7 +115,7 @@ def bench_tokenizer(opts: BenchOptions) -> list[Comparison]:
         try:  # the same vocabulary in Hugging Face `tokenizers` (our HF export), if installed
             from tokenizers import Tokenizer as HFTokenizer
 
-            from afm.model.hf_export import tokenizer_json
+            from afm.model.checkpoints.hf_export import tokenizer_json
         except ImportError:
             hf = None
         else:

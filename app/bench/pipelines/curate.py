@@ -233,9 +233,7 @@ def measure(kind: str, inputs: Path, out: Path, extra: dict[str, Any]) -> Measur
 def _child(spec: dict[str, Any]) -> dict[str, Any]:
     """In the child: run one pipeline, print what it did and what it cost (its own
     rusage, and its finished children's: Beam's and datatrove's helpers)."""
-    import resource
-
-    from afm.pipelines.curate.costs import TreeMemory
+    from afm.pipelines.curate.costs import TreeMemory, Usage
 
     inputs, out = Path(spec["inputs"]), Path(spec["out"])
     files = sorted(inputs.glob("*.warc.gz"))
@@ -257,9 +255,8 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
             m = run_curate([str(f) for f in files], out, config=config, quiet=True,
                            pipeline_args=["--direct_running_mode=in_memory", "--direct_num_workers=1"])
             pages, kept, manifest = m["totals"]["in"], m["totals"]["kept"], str(out / "manifest.json")
-    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return {"pages": pages, "kept": kept, "manifest": manifest,
-            "cpu_s": me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime,
+    usage = Usage.now()  # the one getrusage reading of curate's own costs
+    return {"pages": pages, "kept": kept, "manifest": manifest, "cpu_s": usage.self_cpu + usage.children_cpu,
             "peak_rss_mb": memory.peak_bytes / 2**20}
 
 

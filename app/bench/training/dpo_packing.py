@@ -45,7 +45,7 @@ def _pairs_per_second(packing: str, data: Any, *, model: str, seq_len: int, rows
     """Train ``steps`` DPO steps of ``rows`` rows of ``seq_len`` tokens each."""
     import jax
 
-    from afm.model.sharding import MeshConfig, make_mesh
+    from afm.model.distributed.sharding import MeshConfig, make_mesh
     from afm.training.core.config import get_train_config
     from afm.training.core.engine import Engine
     from afm.training.data.packed_pairs import PackedPairLoader

@@ -61,7 +61,7 @@ def plan(task: str, model: str, *, seq_len: int, shape: TaskShape, overrides: li
     import jax
 
     from afm.model.config import param_counts
-    from afm.model.sharding import MeshConfig, make_mesh
+    from afm.model.distributed.sharding import MeshConfig, make_mesh
     from afm.training.core.config import TrainConfig, get_train_config
     from afm.training.runs.memory_plan import plan_config
 

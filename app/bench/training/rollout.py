@@ -64,7 +64,7 @@ def bench_rollout(opts: BenchOptions) -> list[Comparison]:
     from flax import nnx
 
     from afm.model.config import get_config
-    from afm.model.sampling import sample
+    from afm.model.inference.sampling import sample
     from afm.model.transformer import Transformer
 
     n, k, new = (4, 4, 24) if opts.quick else (8, 8, 48)

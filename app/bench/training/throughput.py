@@ -83,9 +83,9 @@ def bench_train(
     import jax
     import numpy as np
 
+    from afm.model.blocks.layers import resolve_attention_impl
     from afm.model.config import flops_per_token, get_config, param_counts
-    from afm.model.layers import resolve_attention_impl
-    from afm.model.sharding import make_mesh
+    from afm.model.distributed.sharding import make_mesh
     from afm.training.core.config import TrainConfig, get_train_config
     from afm.training.core.engine import Engine
     from afm.training.core.metrics import mfu

@@ -116,7 +116,7 @@ def model_init(config_name: str, out: str, seed: int, overrides: tuple[str, ...]
     print_config(cfg, f"model {config_name}")
     start = time.perf_counter()
     with console.status("initialising parameters...", spinner="dots"):
-        from afm.model.checkpoint import save_params
+        from afm.model.checkpoints.checkpoint import save_params
         from afm.model.initializer import init_model
 
         try:
@@ -163,8 +163,8 @@ def score_command(checkpoint: str, tokens: str | None, text: str | None, tokeniz
         raise click.UsageError("give exactly one of --tokens or --text")
     if text is not None and tokenizer_dir is None:
         raise click.UsageError("--text needs --tokenizer")
-    from afm.model.checkpoint import load_model
-    from afm.model.scoring import score_tokens
+    from afm.model.checkpoints.checkpoint import load_model
+    from afm.model.inference.scoring import score_tokens
 
     if tokens is not None:
         try:
@@ -172,7 +172,7 @@ def score_command(checkpoint: str, tokens: str | None, text: str | None, tokeniz
         except ValueError as exc:
             raise click.UsageError(f"--tokens must be integers: {exc}") from exc
     else:
-        from afm.model.tokenizer import Tokenizer
+        from afm.model.text.tokenizer import Tokenizer
 
         ids = Tokenizer.load(tokenizer_dir).encode(text or "", bos=True)
     model, _ = load_model(checkpoint)
@@ -199,9 +199,9 @@ Examples:
 def generate_command(checkpoint: str, tokenizer_dir: str, prompts: tuple[str, ...], chats: tuple[str, ...],
                      max_new_tokens: int, temperature: float, top_p: float, seed: int) -> None:
     """Sample continuations with the KV cache (one JSON line per prompt on stdout)."""
-    from afm.model.checkpoint import load_model
-    from afm.model.sampling import sample
-    from afm.model.tokenizer import Tokenizer
+    from afm.model.checkpoints.checkpoint import load_model
+    from afm.model.inference.sampling import sample
+    from afm.model.text.tokenizer import Tokenizer
 
     if not prompts and not chats:
         raise click.UsageError("give at least one --prompt or --chat")
@@ -251,7 +251,7 @@ def export_hf_command(checkpoint: str, tokenizer_dir: str | None, out: str, dtyp
                       overwrite: bool) -> None:
     """Write a Hugging Face model folder in the Qwen3 layout (config.json + safetensors)."""
     from afm.console import console, print_summary
-    from afm.model.hf_export import export_hf
+    from afm.model.checkpoints.hf_export import export_hf
     from afm.outputs import OutputError, write_directory
 
     start = time.perf_counter()
@@ -286,7 +286,7 @@ Examples:
 def import_hf_command(hf_dir: str, out: str) -> None:
     """Build an afm checkpoint from a Qwen3-layout Hugging Face folder."""
     from afm.console import console, print_summary
-    from afm.model.hf_export import import_hf
+    from afm.model.checkpoints.hf_export import import_hf
 
     start = time.perf_counter()
     with console.status("importing...", spinner="dots"):
@@ -339,7 +339,7 @@ def tokenizer_train(inputs: tuple[str, ...], vocab_size: int, out: str, sample_d
                     character_coverage: float | None, overwrite: bool) -> None:
     """Train the tokenizer on a sample of documents."""
     from afm.console import console, print_summary
-    from afm.model.tokenizer import TokenizerError, document_files, train_tokenizer
+    from afm.model.text.tokenizer import TokenizerError, document_files, train_tokenizer
     from afm.outputs import OutputError, write_directory
     from afm.preflight import InputProblem, check_inputs
 
@@ -388,7 +388,7 @@ Examples:
 @click.argument("text")
 def tokenizer_encode(tokenizer_dir: str, pieces: bool, text: str) -> None:
     """Token ids of TEXT as JSON on stdout."""
-    from afm.model.tokenizer import Tokenizer
+    from afm.model.text.tokenizer import Tokenizer
 
     tok = Tokenizer.load(tokenizer_dir)
     ids = tok.encode(text)

@@ -72,8 +72,8 @@ def quantize_command(checkpoint, target_bpw, calibration, out, rows, seq_len, sc
 
     setup_logging("WARNING")
     try:
-        from afm.model import palettize
-        from afm.model.checkpoint import load_config
+        from afm.model.checkpoints.checkpoint import load_config
+        from afm.model.on_device import palettize
         from afm.training.compress.quantize import QuantizeOptions, quantize_checkpoint
 
         options = QuantizeOptions(
@@ -182,7 +182,7 @@ def adapter_train(base, data, workdir, config, rank, alpha, targets, init_adapte
         result = train(cfg, workdir, steps=steps, data=list(data), init_from=base)
     except _user_errors() as exc:
         raise click.ClickException(str(exc)) from exc
-    from afm.model.adapter_io import read_meta
+    from afm.model.checkpoints.adapter_io import read_meta
 
     meta = read_meta(result["model_checkpoint"]) if result.get("model_checkpoint") else {}
     print_summary("adapter train", {
@@ -212,8 +212,8 @@ def adapter_merge(adapter, out, base, overwrite) -> None:
     from afm.console import print_summary
 
     try:
-        from afm.model.checkpoint import load_adapted_model, save_params
-        from afm.model.hf_export import dense_params
+        from afm.model.checkpoints.checkpoint import load_adapted_model, save_params
+        from afm.model.checkpoints.hf_export import dense_params
 
         model, cfg = load_adapted_model(adapter, base=base)
         params = dense_params(model)  # dequantized base + scale * A B
@@ -247,8 +247,8 @@ def adapter_export(adapter, out, base_hf, with_base, tokenizer, dtype) -> None:
     from afm.console import print_summary
 
     try:
-        from afm.model.adapter_io import read_meta, resolve_base
-        from afm.model.hf_export import export_hf, export_peft
+        from afm.model.checkpoints.adapter_io import read_meta, resolve_base
+        from afm.model.checkpoints.hf_export import export_hf, export_peft
 
         rows: dict[str, Any] = {}
         target = out
@@ -273,7 +273,7 @@ def adapter_info(adapter) -> None:
     from afm.console import print_summary
 
     try:
-        from afm.model.adapter_io import read_meta
+        from afm.model.checkpoints.adapter_io import read_meta
     except _user_errors() as exc:  # pragma: no cover
         raise click.ClickException(str(exc)) from exc
     try:

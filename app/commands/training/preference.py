@@ -165,7 +165,7 @@ Example:
 def rm_best_of_n(policy, model_dir, prompts_path, n, max_new_tokens, temperature, output, seed, max_unscored) -> None:
     """Rejection sampling: best of N replies per prompt by the reward model -> SFT data."""
     _quiet_logs()
-    from afm.model.checkpoint import load_model
+    from afm.model.checkpoints.checkpoint import load_model
     from afm.training.data.prompts import read_prompts
     from afm.training.rl.rejection_sampling import best_of_n, write_sft_rows
     from afm.training.rl.reward_model import RewardModelScorer

@@ -146,7 +146,7 @@ def _fitted_overrides(config: str, overrides: list[str], batch: str | None, rema
     if not (auto_batch or auto_remat):
         return sets
     from afm.console import console
-    from afm.model.sharding import make_mesh
+    from afm.model.distributed.sharding import make_mesh
     from afm.training.core.config import get_train_config
     from afm.training.runs.autofit import fit_config
 

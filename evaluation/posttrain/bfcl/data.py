@@ -17,7 +17,7 @@ Function docs become OpenAI-style tool schemas the way BFCL does for function-ca
 models (its ``GORILLA_TO_OPENAPI`` type names; a ``float`` parameter says so in its
 description), with BFCL's Python hint appended to each description; names are kept as they
 are (afm's template has no character restriction). The model sees them through
-``afm.model.chat`` like any tool list it was fine-tuned on.
+``afm.model.text.chat`` like any tool list it was fine-tuned on.
 """
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ def model(tmp_path_factory) -> Path:
     """A tiny dense checkpoint (vocab 512), and token shards of its vocabulary."""
     from flax import nnx
 
-    from afm.model.checkpoint import save_params
+    from afm.model.checkpoints.checkpoint import save_params
     from afm.model.config import get_config
     from afm.model.transformer import Transformer
 

@@ -46,7 +46,7 @@ def test_sft_lowers_heldout_loss_keeps_best_and_resumes(sft_data, tmp_path: Path
     losses = [h["value"] for h in best["history"]]
     assert len(losses) == 2 and losses[1] < losses[0]
     assert best["step"] == 20 and first["best_step"] == 20
-    from afm.model.checkpoint import load_model
+    from afm.model.checkpoints.checkpoint import load_model
 
     model, cfg = load_model(work / "best")
     assert cfg.vocab_size == 640 and cfg.dropout == 0.1

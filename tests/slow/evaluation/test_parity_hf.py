@@ -29,7 +29,7 @@ from afm.evaluation.harness import AfmLM  # noqa: E402
 from afm.evaluation.parity import compare_requests, hf_reference, request_outputs, run_tasks  # noqa: E402
 from afm.evaluation.suite import BuildContext, build_task_configs, prepare_demo_data  # noqa: E402
 from afm.evaluation.tiny import tokenizer_dir, write_tiny_checkpoint  # noqa: E402
-from afm.model.tokenizer import Tokenizer  # noqa: E402
+from afm.model.text.tokenizer import Tokenizer  # noqa: E402
 
 STORED = TESTS / "unit" / "evaluation" / "data" / "parity_expected.json"
 MAX_LEN = 1024
@@ -44,7 +44,7 @@ def _configs(names: list[str], data_dir: str, num_fewshot: int | None = None) ->
 
 
 def _export(ckpt: Path, out: Path) -> str:
-    from afm.model.hf_export import export_hf
+    from afm.model.checkpoints.hf_export import export_hf
 
     return str(export_hf(ckpt, out, tokenizer_dir=tokenizer_dir()))
 
@@ -55,7 +55,7 @@ def _trained_checkpoint(tmp: Path, shared_eval: Path) -> Path:
     equiprobable successors: those train the model into exact ties between top tokens,
     where float rounding alone decides a greedy choice."""
     from afm.evaluation.local_data import read_file
-    from afm.model.checkpoint import load_model, save_params
+    from afm.model.checkpoints.checkpoint import load_model, save_params
     from afm.training.data.shards import write_token_shard
     from afm.training.runs.train import train
 

@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from afm.model.checkpoint import load_model, save_params
+from afm.model.checkpoints.checkpoint import load_model, save_params
+from afm.model.checkpoints.hf_export import export_hf, import_hf
 from afm.model.config import get_config
-from afm.model.hf_export import export_hf, import_hf
-from afm.model.tokenizer import Tokenizer, train_tokenizer
+from afm.model.text.tokenizer import Tokenizer, train_tokenizer
 from afm.model.transformer import Transformer
 
 pytestmark = pytest.mark.slow

@@ -12,11 +12,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from afm.model import lora
-from afm.model.adapter_io import save_adapter
-from afm.model.checkpoint import load_model, save_params
-from afm.model.hf_export import export_hf, export_peft
+from afm.model.checkpoints.adapter_io import save_adapter
+from afm.model.checkpoints.checkpoint import load_model, save_params
+from afm.model.checkpoints.hf_export import export_hf, export_peft
 from afm.model.initializer import init_model
+from afm.model.on_device import lora
 
 pytestmark = pytest.mark.slow
 

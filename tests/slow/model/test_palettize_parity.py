@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from afm.model import palettize
+from afm.model.on_device import palettize
 
 pytestmark = pytest.mark.slow
 

@@ -8,8 +8,8 @@ import pytest
 from afm.evaluation.engine import InferenceEngine
 from afm.evaluation.packing import ScoreRequest
 from afm.evaluation.tiny import tiny_model
-from afm.model.sampling import generate
-from afm.model.scoring import score_tokens
+from afm.model.inference.sampling import generate
+from afm.model.inference.scoring import score_tokens
 
 
 @pytest.fixture(scope="module")
@@ -133,7 +133,7 @@ def test_a_large_model_decodes_on_split_weights_with_the_same_tokens(model, monk
     import afm.evaluation.engine as engine_module
     from afm.evaluation.engine import decoding_mesh_config
     from afm.model.config import get_config
-    from afm.model.sharding import MeshConfig
+    from afm.model.distributed.sharding import MeshConfig
 
     assert decoding_mesh_config(model.cfg, 8, "cpu") == MeshConfig(data=-1)  # tiny: rows
     big = get_config("100m")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from afm.evaluation.niah import NEEDLE, default_lengths, grid_from_samples, make_items, niah_match
 from afm.evaluation.tiny import tokenizer_dir
-from afm.model.tokenizer import Tokenizer
+from afm.model.text.tokenizer import Tokenizer
 
 
 def test_items_fit_their_length_and_hide_the_needle_at_the_depth() -> None:

@@ -16,7 +16,7 @@ from afm.evaluation.harness import AfmLM
 from afm.evaluation.parity import compare_requests, request_outputs, run_tasks
 from afm.evaluation.suite import BuildContext, build_task_configs, prepare_demo_data
 from afm.evaluation.tiny import tiny_model, tokenizer_dir
-from afm.model.tokenizer import Tokenizer
+from afm.model.text.tokenizer import Tokenizer
 
 EXPECTED = json.loads((Path(__file__).parent / "data" / "parity_expected.json").read_text())
 

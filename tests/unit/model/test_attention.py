@@ -10,8 +10,13 @@ import pytest
 from jax.sharding import Mesh
 
 from afm.model import attention
-from afm.model.attention import causal_attention, packed_layout, resolve_backend, segment_mask
-from afm.model.partitioning import activation_sharding
+from afm.model.attention import (
+    causal_attention,
+    packed_layout,
+    resolve_backend,
+    segment_mask,
+)
+from afm.model.distributed.partitioning import activation_sharding
 
 B, T, N, K, H = 2, 128, 4, 2, 16
 RULES = {"batch": ("data", "fsdp"), "seq": ("sequence",), "heads": ("tensor",), "kv_heads": ("tensor",)}

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from afm.model.chat import (
+from afm.model.text.chat import (
     CHAT_TEMPLATE,
     TOOLS_HEADER,
     ChatFormatError,
@@ -15,7 +15,7 @@ from afm.model.chat import (
     render_text,
     tool_call_text,
 )
-from afm.model.tokenizer import Tokenizer, TokenizerError
+from afm.model.text.tokenizer import Tokenizer, TokenizerError
 from tests.paths import CHAT_TOKENIZER
 
 DATA = CHAT_TOKENIZER

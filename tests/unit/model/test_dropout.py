@@ -8,9 +8,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from afm.model.blocks.layers import dropout
 from afm.model.config import get_config
 from afm.model.initializer import init_model
-from afm.model.layers import dropout
 from afm.model.transformer import with_config
 
 

@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from afm.model.fp8 import E4M3, E5M2, fp8_tensordot, quantize, scale_for
+from afm.model.blocks.fp8 import E4M3, E5M2, fp8_tensordot, quantize, scale_for
 
 
 def _rel(a, b) -> float:
@@ -64,8 +64,8 @@ def test_forward_in_e4m3_and_gradients_in_e5m2() -> None:
 
 def test_a_model_with_fp8_projections_trains_like_the_float_one() -> None:
     from afm.model.config import get_config
+    from afm.model.inference.scoring import score
     from afm.model.initializer import init_model
-    from afm.model.scoring import score
     from afm.model.transformer import with_config
 
     model = init_model(get_config("tiny", dtype="float32"), 0)

@@ -12,10 +12,10 @@ import pytest
 from flax import nnx
 
 from afm.model.config import get_config
+from afm.model.distributed.sharding import MeshConfig, make_mesh, param_shardings
 from afm.model.initializer import _block_jit, _ends_jit, _whole_model, init_model, init_params
 from afm.model.params import flatten_state
 from afm.model.parts import ModelParts
-from afm.model.sharding import MeshConfig, make_mesh, param_shardings
 from afm.model.transformer import Transformer
 
 

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from afm.model import lora
 from afm.model.config import get_config
 from afm.model.initializer import init_model
+from afm.model.on_device import lora
 
 TINY32 = get_config("tiny", dtype="float32")
 
@@ -118,8 +118,8 @@ def _compile_count() -> int:
 
 
 def test_adapter_directory_round_trip(tmp_path) -> None:
-    from afm.model.adapter_io import load_adapter, save_adapter
-    from afm.model.checkpoint import load_model, save_params
+    from afm.model.checkpoints.adapter_io import load_adapter, save_adapter
+    from afm.model.checkpoints.checkpoint import load_model, save_params
 
     model = init_model(TINY32, 0)
     base = save_params(model, tmp_path / "base")
@@ -151,7 +151,7 @@ def test_adapter_directory_round_trip(tmp_path) -> None:
 def test_peft_tensor_layout() -> None:
     """afm ``A [*in, r]``, ``B [r, *out]`` -> torch Linear layout ``[r, in]``, ``[out, r]``
     whose product is the transposed afm delta (what PEFT adds to ``W [out, in]``)."""
-    from afm.model.hf_export import peft_config, to_peft_tensors
+    from afm.model.checkpoints.hf_export import peft_config, to_peft_tensors
 
     config = lora.LoraConfig(rank=3, alpha=6, targets=("q", "o", "down"))
     adapter = random_adapter(TINY32, config, seed=1)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from afm.model import palettize
 from afm.model.config import Palettization, get_config
+from afm.model.on_device import palettize
 
 TINY32 = get_config("tiny", dtype="float32")
 
@@ -129,7 +129,7 @@ def test_palettized_model_runs_like_its_dequantized_twin(tmp_path) -> None:
     import jax.numpy as jnp
     from flax import nnx
 
-    from afm.model.checkpoint import load_model, save_params
+    from afm.model.checkpoints.checkpoint import load_model, save_params
     from afm.model.initializer import init_model
     from afm.model.transformer import Transformer
 
@@ -162,7 +162,7 @@ def test_palettized_model_runs_like_its_dequantized_twin(tmp_path) -> None:
     assert cfg.palettization == spec
     assert isinstance(quantized.layers[0].mlp.w_up, palettize.PalettizedWeight)
     assert quantized.layers[0].mlp.w_up.indices[...].dtype == jnp.uint8
-    from afm.model.hf_export import dense_params
+    from afm.model.checkpoints.hf_export import dense_params
 
     exported = dense_params(quantized)
     np.testing.assert_array_equal(exported["layers"][1]["mlp"]["w_up"], twin["layers"][1]["mlp"]["w_up"])

@@ -12,12 +12,17 @@ import pytest
 from click.testing import CliRunner
 from flax import nnx
 
-from afm.model.checkpoint import load_model, save_params
+from afm.model.checkpoints.checkpoint import load_model, save_params
+from afm.model.checkpoints.hf_export import (
+    config_from_hf,
+    from_hf_tensors,
+    hf_config,
+    to_hf_tensors,
+)
 from afm.model.config import get_config
-from afm.model.hf_export import config_from_hf, from_hf_tensors, hf_config, to_hf_tensors
+from afm.model.inference.sampling import generate, sample, top_p_filter
+from afm.model.inference.scoring import score_tokens
 from afm.model.initializer import init_model
-from afm.model.sampling import generate, sample, top_p_filter
-from afm.model.scoring import score_tokens
 from afm.model.transformer import Transformer
 
 CFG = get_config("tiny", dtype="float32")
@@ -76,8 +81,8 @@ def test_top_k_keeps_the_k_most_likely_and_scoring_matches() -> None:
     """``top_k_filter`` keeps the k largest logits (a tie with the k-th too); the one
     log-prob function's ``top_k`` scores that renormalised distribution, and a target
     outside it gets a finite log-prob (over the support and itself), not -inf."""
-    from afm.model.sampling import top_k_filter
-    from afm.model.scoring import token_logprobs
+    from afm.model.inference.sampling import top_k_filter
+    from afm.model.inference.scoring import token_logprobs
 
     logits = jnp.asarray([[3.0, 1.0, 2.0, 2.0, -1.0]])
     assert np.isfinite(np.asarray(top_k_filter(logits, 2))).tolist() == [[True, False, True, True, False]]

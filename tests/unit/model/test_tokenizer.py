@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from afm.model.tokenizer import CHAT_TOKENS, Tokenizer, TokenizerError, train_tokenizer
+from afm.model.text.tokenizer import CHAT_TOKENS, Tokenizer, TokenizerError, train_tokenizer
 
 WORDS = ("the model data train token apple web page text quality filter language crawl "
          "robots shard parquet beam digit number year report learning rate batch").split()

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from flax import nnx
 
+from afm.model.blocks.layers import apply_rope, rope_tables
 from afm.model.config import CONFIGS, flops_per_token, get_config, param_counts
 from afm.model.initializer import init_model
-from afm.model.layers import apply_rope, rope_tables
 from afm.model.transformer import KVCache, Transformer, with_config
 
 TINY32 = get_config("tiny", dtype="float32")

@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 from click.testing import CliRunner
 
 from afm.app.commands.pipelines.tokenize import tokenize_command
-from afm.model.tokenizer import train_tokenizer
+from afm.model.text.tokenizer import train_tokenizer
 
 
 def test_bad_records_are_skipped_with_reasons(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from afm.io import write_parquet
-from afm.model.tokenizer import Tokenizer, train_tokenizer
+from afm.model.text.tokenizer import Tokenizer, train_tokenizer
 from afm.outputs import OutputError
 from afm.pipelines.tokenize import TOKEN_SCHEMA, run_tokenize
 from afm.schema import make_document

@@ -125,7 +125,7 @@ ONE_HOME = {
     "Parquet opened, read or written": ("afm/parquet.py", {
         "pyarrow.parquet", "ParquetFile", "ParquetDataset", "read_table", "read_schema", "read_metadata",
         "ParquetWriter", "write_table"}),
-    "SentencePiece loaded or trained": ("model/tokenizer.py", {
+    "SentencePiece loaded or trained": ("model/text/tokenizer.py", {
         "sentencepiece", "SentencePieceProcessor", "SentencePieceTrainer"}),
     "WARC records iterated with warcio": ("afm/readers/warc.py", {"ArchiveIterator", "warcio.archiveiterator"}),
     "files opened through Beam's FileSystems": ("afm/fs.py", {"FileSystems", "apache_beam.io.filesystems"}),
@@ -135,7 +135,7 @@ ONE_HOME = {
 @pytest.mark.parametrize("family", sorted(ONE_HOME))
 def test_each_family_of_calls_has_one_home(family: str) -> None:
     """Parquet files are opened in ``afm/parquet.py``, SentencePiece is loaded in
-    ``model/tokenizer.py``, WARC records are framed in ``afm/readers/warc.py`` (the crawler
+    ``model/text/tokenizer.py``, WARC records are framed in ``afm/readers/warc.py`` (the crawler
     keeps warcio for writing), remote files are opened in ``afm/fs.py``: anywhere else a
     name of the family is a second copy of the job (tests excluded)."""
     home, names = ONE_HOME[family]
@@ -206,7 +206,7 @@ print(count)
 
 def test_tokenize_pipeline_imports_without_jax(tmp_path: Path) -> None:
     """A curate host (Beam, sentencepiece, no JAX) runs ``afm tokenize``: the pipeline and
-    the one tokenizer it loads (``model/tokenizer.py``) import with the JAX stack absent."""
+    the one tokenizer it loads (``model/text/tokenizer.py``) import with the JAX stack absent."""
     script = """
 import importlib.abc, sys
 
@@ -217,7 +217,7 @@ class Absent(importlib.abc.MetaPathFinder):
         return None
 
 sys.meta_path.insert(0, Absent())
-import afm.model.tokenizer, afm.pipelines.tokenize
+import afm.model.text.tokenizer, afm.pipelines.tokenize
 print("ok")
 """
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path,

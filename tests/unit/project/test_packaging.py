@@ -46,7 +46,7 @@ EVAL_DATA = (
     "from afm.evaluation.posttrain.writing.data import load_graded\n"
     "from afm.evaluation.suite import prepare_demo_data\n"
     "from afm.evaluation.tiny import tokenizer_dir\n"
-    "from afm.model.tokenizer import Tokenizer\n"
+    "from afm.model.text.tokenizer import Tokenizer\n"
     "import os, sys, tempfile\n"
     "demo = prepare_demo_data(tempfile.mkdtemp())\n"
     "print('bfcl', len(bfcl('bfcl_simple', None).entries), 'safety', len(safety('safety_xstest', None).items),\n"

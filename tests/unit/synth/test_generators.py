@@ -110,7 +110,7 @@ def test_a_checkpoint_generator_refuses_or_cuts_and_counts_a_prompt_longer_than_
     ``long_prompts="cut"``, cut to its end and counted; prompts that fit are untouched."""
     from flax import nnx
 
-    from afm.model.checkpoint import save_params
+    from afm.model.checkpoints.checkpoint import save_params
     from afm.model.config import get_config
     from afm.model.transformer import Transformer
     from afm.synth.generators import CheckpointGenerator, GenerationError, GenerationRequest

@@ -179,7 +179,7 @@ def test_tool_pipeline_validates_calls() -> None:
     assert sum(c["meta"]["kind"] == "parallel" for c in run.kept) == 4
     assert [c["messages"][0]["content"] for c in run.kept if c["meta"]["kind"] == "no_tool"] == ["What is a haiku?"]
     # The kept conversations render with the chat template.
-    from afm.model.chat import render_text
+    from afm.model.text.chat import render_text
 
     assert "<tool_call>" in render_text(singles[0]["messages"], tools=singles[0]["tools"])
 

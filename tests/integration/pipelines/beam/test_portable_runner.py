@@ -75,7 +75,7 @@ def world(tmp_path_factory, shared_eval) -> dict[str, Any]:
     from afm.app.bench.pipelines.dedup import synthetic_corpus
     from afm.filters.benchmarks import DATA_DIR, build_index, specs_from
     from afm.io import write_parquet
-    from afm.model.tokenizer import train_tokenizer
+    from afm.model.text.tokenizer import train_tokenizer
 
     base = tmp_path_factory.mktemp("portable")
     shared = base / "shared"

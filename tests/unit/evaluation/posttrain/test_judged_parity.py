@@ -196,7 +196,7 @@ def test_a_checkpoint_judge_returns_its_first_tokens_log_probs() -> None:
     from flax import nnx
 
     from afm.model.config import get_config
-    from afm.model.sampling import first_token_logprobs
+    from afm.model.inference.sampling import first_token_logprobs
     from afm.model.transformer import Transformer
 
     model = Transformer(get_config("tiny").replace(dtype="float32"), rngs=nnx.Rngs(0))

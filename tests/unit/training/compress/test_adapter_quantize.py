@@ -10,8 +10,8 @@ import json
 import numpy as np
 import pytest
 
-from afm.model import palettize
 from afm.model.config import Palettization, get_config
+from afm.model.on_device import palettize
 
 TINY = get_config("tiny", dtype="float32")
 
@@ -60,7 +60,7 @@ def test_allocation_reaches_the_target_in_sensitivity_order() -> None:
 
 
 def test_quantize_checkpoint_writes_a_palettized_model(quantized, base_ckpt) -> None:
-    from afm.model.checkpoint import load_model
+    from afm.model.checkpoints.checkpoint import load_model
 
     out, summary = quantized
     assert summary["projection_bpw"] <= 3.4 and summary["two_bit_tensors"]
@@ -95,7 +95,7 @@ def test_recovery_adapter_trains_on_the_frozen_quantized_base(quantized, token_s
     and its loss falls on a batch it is fitted to."""
     import jax
 
-    from afm.model.sharding import MeshConfig, make_mesh
+    from afm.model.distributed.sharding import MeshConfig, make_mesh
     from afm.training.core.config import get_train_config
     from afm.training.core.engine import Engine
     from afm.training.data.loader import make_loader
@@ -144,7 +144,7 @@ def test_recovery_adapter_trains_on_the_frozen_quantized_base(quantized, token_s
     peft_cfg = json.loads((tmp_path / "peft" / "adapter_config.json").read_text())
     assert peft_cfg["r"] == 4 and len(peft_cfg["target_modules"]) == 7
     # A feature adapter starts from the recovery adapter (its stored 16-bit values).
-    from afm.model.adapter_io import load_adapter
+    from afm.model.checkpoints.adapter_io import load_adapter
 
     feature = get_task("adapter", get_train_config("tiny-recovery", [
         f"init_from={qdir}", "task_options.rank=4", f"task_options.init_adapter={adapter}"]))
@@ -187,8 +187,8 @@ def test_cli_quantize_and_adapter_commands(quantized, base_ckpt, token_shards, t
     assert res.exit_code == 0, res.output
     adapter = tmp_path / "ad" / "adapter"
     # the adapter directory is a model path: the palettized base with the adapter on it
-    from afm.model import lora
-    from afm.model.checkpoint import load_model
+    from afm.model.checkpoints.checkpoint import load_model
+    from afm.model.on_device import lora
 
     model, mcfg = load_model(adapter)
     assert mcfg.palettization is not None and len(lora.adapted_paths(model)) == 7 * TINY.n_layers

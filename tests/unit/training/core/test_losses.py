@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from jax.sharding import Mesh
 
-from afm.model.partitioning import activation_sharding
-from afm.model.scoring import chunk_layout, token_logprobs
-from afm.model.sharding import ACTIVATION_RULES
+from afm.model.distributed.partitioning import activation_sharding
+from afm.model.distributed.sharding import ACTIVATION_RULES
+from afm.model.inference.scoring import chunk_layout, token_logprobs
 from afm.training.core.losses import cross_entropy_sums
 
 B, T, D, V = 2, 64, 16, 96

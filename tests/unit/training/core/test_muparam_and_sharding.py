@@ -5,7 +5,7 @@ from __future__ import annotations
 import jax
 import pytest
 
-from afm.model.sharding import MeshConfig, logical_to_spec, make_mesh
+from afm.model.distributed.sharding import MeshConfig, logical_to_spec, make_mesh
 from afm.training.core import muparam
 from afm.training.core.config import get_train_config
 from afm.training.core.stages import stages

@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from afm.model.sharding import MeshConfig, make_mesh
+from afm.model.distributed.sharding import MeshConfig, make_mesh
 from afm.training.core.config import get_train_config
 from afm.training.core.engine import Engine
 from afm.training.core.task import ParamSpec, Task

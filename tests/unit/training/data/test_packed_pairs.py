@@ -60,7 +60,7 @@ def test_packed_pairs_give_the_same_loss_as_one_pair_per_row(kind: str, tmp_path
 
 def test_packed_loader_resumes_at_the_same_pair(tmp_path: Path) -> None:
     """The checkpointed position (epoch, next pair) restarts the stream exactly."""
-    from afm.model.tokenizer import Tokenizer
+    from afm.model.text.tokenizer import Tokenizer
     from afm.synth.arith_task import make_problems
     from afm.training.data.packed_pairs import PackedPairLoader
     from afm.training.data.preferences import read_preferences, tokenize_pairs

@@ -32,7 +32,7 @@ PAIRS = [
 
 
 def tokenizer():
-    from afm.model.tokenizer import Tokenizer
+    from afm.model.text.tokenizer import Tokenizer
 
     return Tokenizer.load(TOK)
 

@@ -61,7 +61,7 @@ def test_reader_keeps_good_rows_and_rejects_bad_ones_with_reasons(tmp_path):
 
 
 def test_too_long_pairs_are_rejected_and_batches_mark_the_reply(tmp_path):
-    from afm.model.tokenizer import Tokenizer
+    from afm.model.text.tokenizer import Tokenizer
 
     tok = Tokenizer.load(TOK)
     long = {**GOOD, "chosen": "word " * 200}
@@ -87,7 +87,7 @@ def test_a_task_input_says_how_many_pairs_it_dropped(tmp_path):
     """A run must not lose pairs silently: the too_long rejects of a task's input are
     counted on the console with the setting to change (once for the held-out set)."""
     from afm.console import console
-    from afm.model.tokenizer import Tokenizer
+    from afm.model.text.tokenizer import Tokenizer
     from afm.training.data.preferences import PairTaskInputs
 
     tok = Tokenizer.load(TOK)

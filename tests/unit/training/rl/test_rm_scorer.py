@@ -18,7 +18,7 @@ TOK = str(CHAT_TOKENIZER)
 def exported(tmp_path_factory):
     from flax import nnx
 
-    from afm.model.checkpoint import save_params
+    from afm.model.checkpoints.checkpoint import save_params
     from afm.model.config import get_config
     from afm.model.transformer import Transformer
     from afm.training.rl.reward_model import PREFIX, head_specs
@@ -57,7 +57,7 @@ def test_scorer_signature_and_batch_independence(exported):
 
 
 def test_best_of_n_keeps_the_scorers_best_reply(exported, tmp_path):
-    from afm.model.tokenizer import Tokenizer
+    from afm.model.text.tokenizer import Tokenizer
     from afm.synth.arith_task import make_problems
     from afm.training.rl.rejection_sampling import best_of_n, write_sft_rows
 

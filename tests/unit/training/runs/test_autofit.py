@@ -6,7 +6,7 @@ import jax
 import pytest
 
 from afm.errors import UserError
-from afm.model.sharding import MeshConfig, make_mesh
+from afm.model.distributed.sharding import MeshConfig, make_mesh
 from afm.training.core.config import get_train_config
 from afm.training.runs.autofit import REMAT_ORDER, autofit, fit_config
 

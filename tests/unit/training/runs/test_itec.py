@@ -23,9 +23,9 @@ CHAT = CHAT_TOKENIZER
 def members(tmp_path_factory) -> list[Member]:
     from flax import nnx
 
-    from afm.model.checkpoint import save_params
+    from afm.model.checkpoints.checkpoint import save_params
     from afm.model.config import get_config
-    from afm.model.tokenizer import Tokenizer
+    from afm.model.text.tokenizer import Tokenizer
     from afm.model.transformer import Transformer
 
     cfg = get_config("tiny").replace(vocab_size=600, max_seq_len=128)
@@ -125,7 +125,7 @@ def test_round_reranks_with_a_reward_model_checkpoint(members: list[Member], tmp
     import numpy as np
     from flax import nnx
 
-    from afm.model.checkpoint import save_params
+    from afm.model.checkpoints.checkpoint import save_params
     from afm.model.config import get_config
     from afm.model.transformer import Transformer
     from afm.training.rl.reward_model import PREFIX, RewardModelScorer, head_specs

@@ -95,7 +95,7 @@ def test_the_unscored_hint_works_as_written(tmp_path: Path) -> None:
 def _save_tiny(path: Path, **changes) -> None:
     from flax import nnx
 
-    from afm.model.checkpoint import save_params
+    from afm.model.checkpoints.checkpoint import save_params
     from afm.model.config import get_config
     from afm.model.transformer import Transformer
 

@@ -10,8 +10,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from afm.config import ConfigError
+from afm.model.distributed.sharding import MeshConfig, make_mesh
 from afm.model.parts import ModelParts
-from afm.model.sharding import MeshConfig, make_mesh
 from afm.outputs import OutputError
 from afm.training.compress.distill_targets import compute_targets
 from afm.training.core.config import get_train_config, model_config
@@ -36,7 +36,7 @@ def _random(parts: ModelParts, seed: int) -> dict[str, np.ndarray]:
 @pytest.fixture(scope="module")
 def teacher_ckpt(tmp_path_factory):
     """A random tiny-teacher saved as an afm.model checkpoint (float32 compute)."""
-    from afm.model.checkpoint import save_params
+    from afm.model.checkpoints.checkpoint import save_params
     from afm.model.config import get_config
 
     cfg = get_config("tiny-teacher").replace(dtype="float32", base_width=64)

@@ -89,7 +89,7 @@ def test_afm_dpo_trains_from_a_model_and_exports_the_policy(tmp_path, reference)
     loss log 2), and the reader's rejects are reported by reason in either mode."""
     from flax import nnx
 
-    from afm.model.checkpoint import load_model, save_params
+    from afm.model.checkpoints.checkpoint import load_model, save_params
     from afm.model.config import get_config
     from afm.model.transformer import Transformer
     from afm.synth.arith_task import make_problems

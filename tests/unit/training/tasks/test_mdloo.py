@@ -115,7 +115,7 @@ def test_loo_advantage_leaves_unscored_responses_out() -> None:
 def tiny_policy(tmp_path_factory) -> Path:
     from flax import nnx
 
-    from afm.model.checkpoint import save_params
+    from afm.model.checkpoints.checkpoint import save_params
     from afm.model.config import get_config
     from afm.model.transformer import Transformer
 
@@ -130,8 +130,8 @@ def test_rollout_logprobs_match_teacher_forcing(tiny_policy: Path, top_k: int) -
     """The KV-cache sampler's log-probs of its own tokens equal the teacher-forced forward's
     on the packed rows (the loop's pi_theta_k), with top-k sampling scored as its top-k
     distribution, and the mask covers exactly the responses."""
-    from afm.model.checkpoint import load_model
-    from afm.model.tokenizer import Tokenizer
+    from afm.model.checkpoints.checkpoint import load_model
+    from afm.model.text.tokenizer import Tokenizer
     from afm.training.rl.rollout import pack_responses, response_logprobs, sample_groups
 
     model, _ = load_model(tiny_policy)
@@ -150,8 +150,8 @@ def test_rollout_logprobs_match_teacher_forcing(tiny_policy: Path, top_k: int) -
 def test_held_out_evaluation_reports_greedy_and_sampled_reward(tiny_policy: Path) -> None:
     """Near-zero temperature sampling is greedy decoding, so the two held-out rewards agree;
     at T=1 the sampled reward averages different responses (what RL maximises)."""
-    from afm.model.checkpoint import load_model
-    from afm.model.tokenizer import Tokenizer
+    from afm.model.checkpoints.checkpoint import load_model
+    from afm.model.text.tokenizer import Tokenizer
     from afm.training.tasks.mdloo import evaluate_policy
 
     model, _ = load_model(tiny_policy)
@@ -275,7 +275,7 @@ def test_a_reference_checkpoint_is_restored_as_the_frozen_copy_stores_it(tmp_pat
     scales in float32, a scanned model's layers pre-stacked."""
     from flax import nnx
 
-    from afm.model.checkpoint import save_params
+    from afm.model.checkpoints.checkpoint import save_params
     from afm.model.params import flatten_state
     from afm.model.parts import ModelParts
     from afm.model.transformer import Transformer

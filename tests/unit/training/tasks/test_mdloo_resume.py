@@ -35,7 +35,7 @@ SETS = [*(f"task_options.{k}={v}" for k, v in OPTIONS.items()), "data.seq_len=64
 def setup(tmp_path_factory) -> dict[str, Path]:
     from flax import nnx
 
-    from afm.model.checkpoint import save_params
+    from afm.model.checkpoints.checkpoint import save_params
     from afm.model.config import get_config
     from afm.model.transformer import Transformer
 

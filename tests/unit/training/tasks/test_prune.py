@@ -15,8 +15,8 @@ import pytest
 
 from afm.app.cli import main
 from afm.config import ConfigError
+from afm.model.distributed.sharding import MeshConfig, make_mesh
 from afm.model.parts import ModelParts
-from afm.model.sharding import MeshConfig, make_mesh
 from afm.training.compress.pruning import (
     apply_baseline,
     magnitude_kept,
@@ -181,7 +181,7 @@ def test_magnitude_control_keeps_the_largest_units_of_a_hand_made_weight():
 
 @pytest.mark.parametrize("method", ["random", "magnitude"])
 def test_controls_write_the_checkpoint_init_from_reads(tmp_path, token_shards, method):
-    from afm.model.checkpoint import save_params
+    from afm.model.checkpoints.checkpoint import save_params
     from afm.training.core.checkpoint import checkpoint_model_config, restore_params_only
 
     teacher = ModelParts.build(model_config(_cfg(token_shards)).replace(name="t", dtype="float32"), seed=0)

@@ -19,7 +19,7 @@ inside each, so no chunk boundary crosses devices.
 
 A ``temperature`` scores the tempered distribution ``softmax(logits / T)``: the one a
 sampler at ``T`` draws from, which online RL must score to stay on-policy. A ``top_k``
-scores the sampler's top-k distribution (``afm.model.sampling.top_k_filter``): the
+scores the sampler's top-k distribution (``afm.model.inference.sampling.top_k_filter``): the
 tempered logits renormalised over the tokens at or above the k-th largest. A target
 outside them (it can fall out once the policy moves) is scored over those tokens and
 itself, a finite value whose gradient still pulls it, never -inf; for a token the
@@ -37,8 +37,8 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from afm.model import partitioning
-from afm.model.partitioning import constrain
+from afm.model.distributed import partitioning
+from afm.model.distributed.partitioning import constrain
 from afm.model.precision import to_compute
 
 Array = jax.Array

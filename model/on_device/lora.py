@@ -6,7 +6,7 @@ projection ``W`` (input axes first) adds a low-rank path::
     y = x W + scale * (x A) B        A: [*in, r], B: [r, *out], scale = alpha / r
 
 computed on the activations (never materialising ``W + scale A B``), so the base weight
-may be dense or palettized (``afm.model.palettize``: QLoRA-style training on the frozen
+may be dense or palettized (``afm.model.on_device.palettize``: QLoRA-style training on the frozen
 quantized base) and swapping adapters touches only ``A``, ``B`` and ``scale``.
 
 * :class:`LoraConfig`: rank, alpha, which projections (``q k v o gate up down``).
@@ -16,7 +16,7 @@ quantized base) and swapping adapters touches only ``A``, ``B`` and ``scale``.
 * :func:`attach` / :func:`detach` / :func:`merge`: model surgery (like PEFT's
   ``inject_adapter`` and ``merge_and_unload``), in place.
 * :class:`Adapter`: the weights of one adapter as a flat ``{weight path: (A, B)}`` dict
-  with its config; its file format lives in ``afm.model.adapter_io``.
+  with its config; its file format lives in ``afm.model.checkpoints.adapter_io``.
 
 Initialisation is PEFT's default: ``A ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in))`` (Kaiming
 uniform with a = sqrt(5)), ``B = 0``, so a fresh adapter leaves the model unchanged.
@@ -33,7 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from afm.model.palettize import PROJECTIONS
+from afm.model.on_device.palettize import PROJECTIONS
 from afm.model.precision import to_compute
 
 Array = jax.Array

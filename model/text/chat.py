@@ -53,7 +53,7 @@ class ChatFormatError(ValueError):
 
 
 class ChatTokenizer(Protocol):
-    """What rendering needs from a tokenizer (``afm.model.tokenizer.Tokenizer`` has it)."""
+    """What rendering needs from a tokenizer (``afm.model.text.tokenizer.Tokenizer`` has it)."""
 
     bos_id: int
     end_id: int

@@ -24,10 +24,10 @@ from flax import nnx
 
 from afm.model import remat
 from afm.model.attention import causal_attention, masked_attention, resolve_backend
+from afm.model.blocks.fp8 import fp8_tensordot
 from afm.model.config import ModelConfig
-from afm.model.fp8 import fp8_tensordot
-from afm.model.lora import LoRA
-from afm.model.partitioning import constrain
+from afm.model.distributed.partitioning import constrain
+from afm.model.on_device.lora import LoRA
 from afm.model.precision import to_compute
 
 Array = jax.Array
@@ -51,10 +51,10 @@ def project(x: Array, weight: Any, n_in: int = 1, *, fp8: bool = False) -> Array
     """``x`` contracted with a projection weight over x's last ``n_in`` axes and the
     weight's first ``n_in`` (``btd,dnh->btnh`` for q, ``btnh,nhd->btd`` for o).
 
-    ``weight`` is a dense ``nnx.Param``, a palettized weight (``afm.model.palettize``,
-    dequantized by ``[...]``) or a LoRA-adapted one (``afm.model.lora``), which adds its
+    ``weight`` is a dense ``nnx.Param``, a palettized weight (``afm.model.on_device.palettize``,
+    dequantized by ``[...]``) or a LoRA-adapted one (``afm.model.on_device.lora``), which adds its
     low-rank path on the activations instead of materialising ``W + s A B``. ``fp8``
-    runs the product with FP8 operands (``afm.model.fp8``; ``ModelConfig.fp8``).
+    runs the product with FP8 operands (``afm.model.blocks.fp8``; ``ModelConfig.fp8``).
     """
     if isinstance(weight, LoRA):
         return weight(x)

@@ -38,7 +38,7 @@ LOGICAL_RULES: dict[str, tuple[str, ...]] = {
 }
 
 
-# Activation axes (``afm.model.partitioning``): the batch over data x fsdp, the tokens of a
+# Activation axes (``afm.model.distributed.partitioning``): the batch over data x fsdp, the tokens of a
 # row over ``sequence``, heads / FFN hidden / vocabulary over ``tensor``. The model dimension
 # of activations stays whole (FSDP shards weights, not activations).
 ACTIVATION_RULES: dict[str, tuple[str, ...]] = {

@@ -9,10 +9,10 @@ Layout (``afm-lora-v1``)::
 
 Values are stored in 16 bits (float16 by default, as the report ships adapters; bfloat16
 or float32 on request), so a rank-16 adapter of the 3B on-device model is tens of MB.
-An adapter directory is also a *model* path: :func:`afm.model.checkpoint.load_model`
+An adapter directory is also a *model* path: :func:`afm.model.checkpoints.checkpoint.load_model`
 given one loads the base and attaches the adapter, so ``afm eval``, ``afm generate`` and
 ``afm score`` take adapters like checkpoints. The Hugging Face PEFT export is
-``afm.model.hf_export.export_peft``.
+``afm.model.checkpoints.hf_export.export_peft``.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from afm.model.config import ModelConfig
-from afm.model.lora import Adapter, LoraConfig
+from afm.model.on_device.lora import Adapter, LoraConfig
 
 FORMAT = "afm-lora-v1"
 CONFIG_FILE = "adapter.json"

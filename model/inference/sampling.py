@@ -9,7 +9,7 @@ every row has produced a stop token.
 A draw at temperature ``T`` with ``top_k`` and ``top_p`` is from ``softmax(logits / T)``
 restricted to the ``top_k`` most likely tokens (ties at the k-th logit kept), then to the
 top-p nucleus of what is left, renormalised: the order Hugging Face and vLLM apply them
-in. ``afm.model.scoring.token_logprobs(..., top_k=)`` scores the same distribution, so
+in. ``afm.model.inference.scoring.token_logprobs(..., top_k=)`` scores the same distribution, so
 online RL that samples with top-k stays on-policy.
 """
 

@@ -39,13 +39,13 @@ from typing import Any
 
 import numpy as np
 
-from afm.model.adapter_io import load_adapter
-from afm.model.chat import CHAT_TEMPLATE
-from afm.model.checkpoint import load_model, save_params
+from afm.model.checkpoints.adapter_io import load_adapter
+from afm.model.checkpoints.checkpoint import load_model, save_params
 from afm.model.config import ModelConfig
-from afm.model.lora import LoRA, target_of
-from afm.model.palettize import Int8Embedding, PalettizedWeight
-from afm.model.tokenizer import BOS, EOS, PAD, UNK, Tokenizer
+from afm.model.on_device.lora import LoRA, target_of
+from afm.model.on_device.palettize import Int8Embedding, PalettizedWeight
+from afm.model.text.chat import CHAT_TEMPLATE
+from afm.model.text.tokenizer import BOS, EOS, PAD, UNK, Tokenizer
 
 SAFETENSORS_INDEX = "model.safetensors.index.json"
 _DTYPES = ("float32", "bfloat16", "float16")

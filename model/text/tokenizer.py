@@ -36,7 +36,7 @@ from typing import Any
 from afm import fs
 from afm.errors import UserError
 from afm.io import expand_inputs, read_records
-from afm.model.chat import ChatFormatError, encode_chat
+from afm.model.text.chat import ChatFormatError, encode_chat
 from afm.sampling import reservoir_sample
 
 PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
@@ -343,7 +343,7 @@ class Tokenizer:
         tools: Sequence[dict[str, Any]] | None = None,
         add_generation_prompt: bool = False,
     ) -> tuple[list[int], list[bool]]:
-        """The chat template (``afm.model.chat``): ``<s>`` then, per message,
+        """The chat template (``afm.model.text.chat``): ``<s>`` then, per message,
         ``<|role|> content <|end|>``; with ``add_generation_prompt`` a trailing
         ``<|assistant|>``.
 

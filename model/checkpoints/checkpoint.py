@@ -26,9 +26,9 @@ from flax import nnx
 
 from afm import fs
 from afm.errors import UserError
-from afm.model import lora
-from afm.model.adapter_io import is_adapter_dir, load_adapter, resolve_base
+from afm.model.checkpoints.adapter_io import is_adapter_dir, load_adapter, resolve_base
 from afm.model.config import ModelConfig, check_fits
+from afm.model.on_device import lora
 from afm.model.transformer import Transformer
 
 Path = epath.Path
@@ -177,7 +177,7 @@ def load_model(
     (``dtype``, ``remat``, ``scan_layers``, ``attention_impl``, ``max_seq_len``,
     ``rope_base``) but not shapes.
 
-    ``path`` may also be an adapter directory (``afm.model.adapter_io``): its base is
+    ``path`` may also be an adapter directory (``afm.model.checkpoints.adapter_io``): its base is
     loaded (dense or palettized) and the LoRA adapter attached; the config returned is
     the base's."""
 
