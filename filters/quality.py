@@ -280,7 +280,8 @@ class QualityConfig:
     chrome_line_words: int = 25
     # Text that is not language: the perplexity per token of the prose under a word n-gram
     # model of good text (CCNet's signal; :mod:`afm.filters.ngram_lm`). `word_lm`: an ARPA
-    # file, "builtin" (data/quality/word_lm.arpa.gz) or None (no model, no signal).
+    # file (`afm quality train-lm` makes one) or None (no model, no signal: the default, as
+    # at the scale of reference text afm can ship it does not earn its place, docs/quality.md).
     # Applies to `word_lm_languages` (and unknown) and texts of `word_lm_min_tokens` or more.
     word_lm: str | None = None
     max_word_perplexity: float | None = None
@@ -622,16 +623,13 @@ def _c4_keep(line: str, cfg: QualityConfig) -> str | None:
 
 # --------------------------------------------------------------------------- the filter
 
-WORD_LM_BUILTIN = Path(__file__).parent / "data" / "quality" / "word_lm.arpa.gz"
-
-
 @functools.lru_cache(maxsize=4)
-def word_lm(spec: str) -> NGramLM:
-    """The word n-gram model of ``word_lm`` ("builtin" or an ARPA file), read once per
-    process (the filter is built once per worker; a model is a few MB)."""
-    path = WORD_LM_BUILTIN if spec == "builtin" else Path(spec)
-    if not path.is_file():
-        raise FileNotFoundError(f"quality.word_lm: {path} is not a file (an ARPA model, plain or .gz)")
+def word_lm(path: str) -> NGramLM:
+    """The word n-gram model at ``path`` (ARPA, plain or gzip), read once per process (the
+    filter is built once per worker)."""
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"quality.word_lm: {path} is not a file (an ARPA model, plain or .gz; "
+                                "afm quality train-lm makes one)")
     return NGramLM.load(path)
 
 
