@@ -84,9 +84,9 @@ def development_report(lm_path: str | Path, good: Sequence[KindText], web: Seque
     junk = make_junk(materials_for(list(web), boilerplate), per_kind=per_kind, seed=seed)
     junk_kept = passes([j.text for j in junk])
     junk_pp = perplexities(lm_path, [j.text for j in junk])
-    by_kind: defaultdict[str, list[bool]] = defaultdict(list)
+    by_kind: defaultdict[str, list[tuple[bool, bool]]] = defaultdict(list)  # (others reject, with the rule)
     for j, k, pp in zip(junk, junk_kept, junk_pp):
-        by_kind[j.kind].append((not k) or pp > threshold)
+        by_kind[j.kind].append((not k, (not k) or pp > threshold))
     good_by: defaultdict[str, list[bool]] = defaultdict(list)
     for kind, pp in zip(kinds, good_pp):
         good_by[kind].append(pp > threshold)
@@ -95,7 +95,8 @@ def development_report(lm_path: str | Path, good: Sequence[KindText], web: Seque
                                           for q in (0.5, 0.9, 0.95, 0.99)},
             "good_failing_by_kind": {k: {"n": len(v), "failing": round(float(np.mean(v)), 4)}
                                      for k, v in sorted(good_by.items())},
-            "junk_rejected_by_kind": {k: {"n": len(v), "rejected": round(float(np.mean(v)), 4)}
+            "junk_rejected_by_kind": {k: {"n": len(v), "rejected_by_others": round(float(np.mean([o for o, _ in v])), 4),
+                                          "rejected": round(float(np.mean([r for _, r in v])), 4)}
                                       for k, v in sorted(by_kind.items())}}
 
 

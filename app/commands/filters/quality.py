@@ -242,7 +242,7 @@ set a model was neither trained nor tuned on is a test of it (filters/data/quali
 TRAIN_LM_EPILOG = """\b
 Example (the model and threshold docs/quality.md reports):
   afm quality train-lm --wcxb WCXB --out word_lm.arpa.gz
-  afm curate ... --set quality.params.word_lm=word_lm.arpa.gz --set quality.params.max_word_perplexity=1747
+  afm curate ... --set quality.params.word_lm=word_lm.arpa.gz --set quality.params.max_word_perplexity=2127
 
 \b
 Estimates the word trigram model the quality rule afm_word_perplexity reads (modified
@@ -490,9 +490,9 @@ def train_lm_cmd(wcxb: str, out: str, technical: bool, per_kind: int) -> None:
                                   "where": "Murrough-Foley/web-content-extraction-benchmark, dev/",
                                   "licence": "CC-BY-4.0", "use": "the model (70% of sites); the threshold (30%)"}])
     side = write_sidecar(out, info)
-    print_table("development junk rejected (the other stages, or the rule at the threshold)",
-                ["kind", "texts", "rejected"],
-                [[k, v["n"], f"{v['rejected']:.3f}"] for k, v in report["junk_rejected_by_kind"].items()])
+    print_table("development junk rejected", ["kind", "texts", "by the other stages", "with the rule"],
+                [[k, v["n"], f"{v['rejected_by_others']:.3f}", f"{v['rejected']:.3f}"]
+                 for k, v in report["junk_rejected_by_kind"].items()])
     print_table("development good text failing the rule", ["kind", "texts", "failing"],
                 [[k, v["n"], f"{v['failing']:.3f}"] for k, v in report["good_failing_by_kind"].items()])
     print_summary("afm quality train-lm", {"model": out, "n-grams": info["ngrams"], "bytes": info["bytes"],

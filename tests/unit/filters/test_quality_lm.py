@@ -11,6 +11,7 @@ from click.testing import CliRunner
 from afm.app.commands.filters.quality import quality
 from afm.filters.quality_lm import (
     choose_threshold,
+    development_report,
     perplexities,
     split_sites,
     train_word_lm,
@@ -56,3 +57,15 @@ def test_train_lm_needs_a_wcxb_checkout(tmp_path):
 def test_train_lm_checks_its_numbers(tmp_path, bad):
     res = CliRunner().invoke(quality, ["train-lm", "--wcxb", str(tmp_path), "--out", "m.arpa", "--per-kind", bad])
     assert res.exit_code == 2
+
+
+def test_development_report_chooses_on_good_text_and_reports_junk_by_kind(tmp_path):
+    texts = [KindText(text=TEXT * 2 + f"Item {i} of the list was read aloud by the clerk.\n", source="wcxb",
+                      kind="article", unit=f"site{i}.example", id=f"t{i}", topic="politics") for i in range(30)]
+    lm = tmp_path / "lm.arpa"
+    train_word_lm(texts, lm)
+    report = development_report(lm, texts, texts, {}, lambda items: [True] * len(items), per_kind=2, seed=1)
+    assert report["good_texts"] == 30
+    assert report["threshold"] >= report["good_perplexity_quantiles"][0.99]
+    salad = report["junk_rejected_by_kind"]["word_salad"]
+    assert salad["n"] == 2 and salad["rejected_by_others"] == 0.0 and salad["rejected"] >= salad["rejected_by_others"]
