@@ -61,7 +61,7 @@ def _discounts(counts: Counter[tuple[str, ...]]) -> tuple[float, float, float]:
     """Modified Kneser-Ney's discounts D1, D2, D3+ for one order, from its count-of-counts
     (Chen & Goodman's estimates; clamped into (0, c) where a small corpus leaves a
     count-of-counts empty)."""
-    t = Counter(min(c, 4) for c in counts.values())
+    t = Counter(c for c in counts.values() if c <= 4)
     t1, t2, t3, t4 = (t.get(i, 0) for i in (1, 2, 3, 4))
     y = t1 / (t1 + 2 * t2) if t1 + t2 else 0.5
     d1 = 1 - 2 * y * t2 / t1 if t1 else 0.5
