@@ -242,7 +242,7 @@ set a model was neither trained nor tuned on is a test of it (filters/data/quali
 TRAIN_LM_EPILOG = """\b
 Example (the model and threshold docs/quality.md reports):
   afm quality train-lm --wcxb WCXB --out word_lm.arpa.gz
-  afm curate ... --set quality.params.word_lm=word_lm.arpa.gz --set quality.params.max_word_perplexity=2127
+  afm curate ... --set quality.params.word_lm=word_lm.arpa.gz --set quality.params.max_word_perplexity=1727
 
 \b
 Estimates the word trigram model the quality rule afm_word_perplexity reads (modified
