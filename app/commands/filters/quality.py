@@ -54,8 +54,8 @@ Examples:
       --sample 20000 --pos-fraction 0.2 --neg-fraction 0.5 --labels-out labels.jsonl
 
 \b
-LLM-guided selection: score a random sample of INPUTS with a scoring model (a word-bigram
-LM fitted on --reference text, or your own model via --scorer module:attr, any object
+LLM-guided selection: score a random sample of INPUTS with a scoring model (a word trigram
+Kneser-Ney LM fitted on --reference text, or your own model via --scorer module:attr, any object
 with score(texts) -> list[float]), label the top / bottom of the sample positive /
 negative, and train the fast fastText classifier on those labels. The held-out metrics
 printed are the fast classifier's agreement with the scorer's labels.
@@ -186,7 +186,7 @@ def label_cmd(
         if scorer_spec:
             scorer = load_scorer(scorer_spec)
         else:
-            console.print(f"fitting the word-bigram LM scorer on {len(reference)} reference file(s)")
+            console.print(f"fitting the word trigram LM scorer (Kneser-Ney) on {len(reference)} reference file(s)")
             scorer = NGramLMScorer().fit(read_texts(expand_inputs(reference), text_field))
         report = llm_guided_selection(
             read_texts(files, text_field), scorer, out, sample_size=sample_size, seed=seed,
