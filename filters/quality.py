@@ -85,14 +85,17 @@ measured in ``docs/quality.md``; every one can be set back to the published beha
 from __future__ import annotations
 
 import bisect
+import functools
 import re
 import string
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
 from afm.filters.base import Decision
+from afm.filters.ngram_lm import NGramLM
 from afm.schema import Document
 
 GOPHER_STOP_WORDS = ("the", "be", "to", "of", "and", "that", "have", "with")
@@ -275,6 +278,15 @@ class QualityConfig:
     # under its paywall prompts. Any language's text is read (the terms are English).
     max_chrome_lines: float | None = 0.33
     chrome_line_words: int = 25
+    # Text that is not language: the perplexity per token of the prose under a word n-gram
+    # model of good text (CCNet's signal; :mod:`afm.filters.ngram_lm`). `word_lm`: an ARPA
+    # file (`afm quality train-lm` makes one) or None (no model, no signal: the default, as
+    # at the scale of reference text afm can ship it does not earn its place, docs/quality.md).
+    # Applies to `word_lm_languages` (and unknown) and texts of `word_lm_min_tokens` or more.
+    word_lm: str | None = None
+    max_word_perplexity: float | None = None
+    word_lm_languages: list[str] = field(default_factory=lambda: ["en"])
+    word_lm_min_tokens: int = 50
 
     @classmethod
     def published(cls) -> QualityConfig:
@@ -285,7 +297,7 @@ class QualityConfig:
         (``afm quality audit --rules``) and for reproducing a published pipeline; afm's own
         word-order rule off."""
         return cls(code_aware=False, unwrap_lines=False, stop_words_languages=[], unsegmented_languages=[],
-                   word_order=False, chrome_max_words=None, max_chrome_lines=None,
+                   word_order=False, chrome_max_words=None, max_chrome_lines=None, word_lm=None,
                    max_dup_line_frac=0.3, max_dup_para_frac=0.3,
                    dup_ngram_max_frac={5: 0.15, 6: 0.14, 7: 0.13, 8: 0.12, 9: 0.11, 10: 0.10},
                    c4_curly_bracket=True, c4_javascript_warning_words=[], c4_min_sentences_max_aside=None,
@@ -611,6 +623,16 @@ def _c4_keep(line: str, cfg: QualityConfig) -> str | None:
 
 # --------------------------------------------------------------------------- the filter
 
+@functools.lru_cache(maxsize=4)
+def word_lm(path: str) -> NGramLM:
+    """The word n-gram model at ``path`` (ARPA, plain or gzip), read once per process (the
+    filter is built once per worker)."""
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"quality.word_lm: {path} is not a file (an ARPA model, plain or .gz; "
+                                "afm quality train-lm makes one)")
+    return NGramLM.load(path)
+
+
 @dataclass(frozen=True)
 class Bound:
     """What a rule's signal must be to pass: at least ``low``, at most ``high`` (None: no
@@ -657,6 +679,7 @@ class QualityHeuristicsFilter:
         self._stop = {w.lower() for w in self.cfg.stop_words}
         self._stop_langs = {x.lower() for x in self.cfg.stop_words_languages}
         self._unsegmented = {x.lower() for x in self.cfg.unsegmented_languages}
+        self._lm = word_lm(self.cfg.word_lm) if self.cfg.word_lm else None
 
     # Each family returns its checks in order; signals are computed whether or not
     # an earlier check failed.
@@ -810,6 +833,12 @@ class QualityHeuristicsFilter:
             bare, sentences = sentences_without_function_words(prose)
             checks.append(("afm_sentences_without_function_words", bare / max(sentences, 1),
                            _hi(cfg.max_sentences_without_function_words) if english and sentences >= 5 else OFF))
+        if self._lm is not None:
+            log10, n_tokens = self._lm.log10_and_tokens(prose)
+            applies = n_tokens >= cfg.word_lm_min_tokens and (
+                not language or language in {x.lower() for x in cfg.word_lm_languages})
+            checks.append(("afm_word_perplexity", 10.0 ** (-log10 / n_tokens) if n_tokens else 0.0,
+                           _hi(cfg.max_word_perplexity) if applies else OFF))
         return checks, out_text
 
     def __call__(self, doc: Document) -> Decision:

@@ -15,7 +15,7 @@ Two parts:
   labels so the whole corpus can be scored at fastText speed. Any object with
   ``score(texts) -> list[float]`` is a :class:`DocumentScorer`: the project's own trained
   LM once it exists, a user's model behind a small adapter, or the small scorers here
-  (:class:`NGramLMScorer`, a word-bigram language model fitted on reference text, i.e.
+  (:class:`NGramLMScorer`, a Kneser-Ney word trigram model fitted on reference text, i.e.
   perplexity-based selection in miniature; :class:`FastTextScorer`).
 
 The default model ``data/quality/quality_default.ftz`` is a fastText classifier trained
@@ -26,9 +26,8 @@ from __future__ import annotations
 
 import math
 import os
-from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -42,9 +41,9 @@ from afm.filters.classifier import (
     PREPROCESS_MODES,
     FastTextClassifier,
     metadata_path,
-    preprocess,
     train_classifier,
 )
+from afm.filters.ngram_lm import NGramLM, estimate, sentences
 from afm.filters.quality_scorers import (
     KINDS,
     ScorerError,
@@ -297,51 +296,32 @@ class CallableScorer:
         return scores
 
 
-def _tokens(text: str) -> list[str]:
-    return preprocess(text).split()
-
-
 @dataclass
 class NGramLMScorer:
-    """A word-bigram language model with interpolated add-k smoothing, fitted on
-    reference text; ``score`` is the mean per-token log-probability (higher = closer to
-    the reference). Perplexity against a clean reference is the classic LM-based quality
-    signal (CCNet); this is its smallest real instance, and the same interface takes a
-    large trained LM."""
+    """A word n-gram language model (modified Kneser-Ney, :mod:`afm.filters.ngram_lm`)
+    fitted on reference text; ``score`` is the mean per-token log-probability, natural log
+    (higher = closer to the reference). Perplexity against a clean reference is the
+    classic LM-based quality signal (CCNet); this is its small instance, and the same
+    interface takes a large trained LM."""
 
-    k: float = 0.1
-    lam: float = 0.7  # weight of the bigram estimate
-    unigrams: Counter[str] = field(default_factory=Counter)
-    bigrams: Counter[tuple[str, str]] = field(default_factory=Counter)
-    total: int = 0
+    order: int = 3
+    model: NGramLM | None = None
 
     def fit(self, texts: Iterable[str]) -> NGramLMScorer:
-        for text in texts:
-            toks = ["<s>"] + _tokens(text)
-            self.unigrams.update(toks)
-            self.bigrams.update(zip(toks, toks[1:]))
-        self.total = sum(self.unigrams.values())
-        if self.total == 0:
-            raise ValueError("NGramLMScorer.fit: no tokens in the reference texts")
+        try:
+            self.model = NGramLM(estimate((s for text in texts for s in sentences(text)), self.order,
+                                          prune_count=0))
+        except ValueError as exc:
+            raise ValueError("NGramLMScorer.fit: no tokens in the reference texts") from exc
         return self
 
-    def _logprob(self, prev: str, tok: str) -> float:
-        vocab = len(self.unigrams) + 1
-        p_uni = (self.unigrams.get(tok, 0) + self.k) / (self.total + self.k * vocab)
-        prev_count = self.unigrams.get(prev, 0)
-        p_bi = (self.bigrams.get((prev, tok), 0) + self.k * p_uni * vocab) / (prev_count + self.k * vocab)
-        return math.log(self.lam * p_bi + (1 - self.lam) * p_uni)
-
     def score(self, texts: Sequence[str]) -> list[float]:
-        if self.total == 0:
+        if self.model is None:
             raise ValueError("NGramLMScorer: call fit() with reference texts first")
         out = []
         for text in texts:
-            toks = ["<s>"] + _tokens(text)
-            if len(toks) < 2:
-                out.append(-math.inf)
-                continue
-            out.append(sum(self._logprob(a, b) for a, b in zip(toks, toks[1:])) / (len(toks) - 1))
+            log10, n = self.model.log10_and_tokens(text)
+            out.append(log10 * math.log(10) / n if n else -math.inf)
         return out
 
 

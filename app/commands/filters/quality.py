@@ -54,8 +54,8 @@ Examples:
       --sample 20000 --pos-fraction 0.2 --neg-fraction 0.5 --labels-out labels.jsonl
 
 \b
-LLM-guided selection: score a random sample of INPUTS with a scoring model (a word-bigram
-LM fitted on --reference text, or your own model via --scorer module:attr, any object
+LLM-guided selection: score a random sample of INPUTS with a scoring model (a word trigram
+Kneser-Ney LM fitted on --reference text, or your own model via --scorer module:attr, any object
 with score(texts) -> list[float]), label the top / bottom of the sample positive /
 negative, and train the fast fastText classifier on those labels. The held-out metrics
 printed are the fast classifier's agreement with the scorer's labels.
@@ -186,7 +186,7 @@ def label_cmd(
         if scorer_spec:
             scorer = load_scorer(scorer_spec)
         else:
-            console.print(f"fitting the word-bigram LM scorer on {len(reference)} reference file(s)")
+            console.print(f"fitting the word trigram LM scorer (Kneser-Ney) on {len(reference)} reference file(s)")
             scorer = NGramLMScorer().fit(read_texts(expand_inputs(reference), text_field))
         report = llm_guided_selection(
             read_texts(files, text_field), scorer, out, sample_size=sample_size, seed=seed,
@@ -237,6 +237,21 @@ content over boilerplate (no threshold: it compares models whose scores live on
 different scales) and the accuracy at --threshold. MODEL: a fastText file, a Hugging Face
 directory, builtin (the shipped default) or handwritten (the model it replaced). Only a
 set a model was neither trained nor tuned on is a test of it (filters/data/quality/README.md).
+"""
+
+TRAIN_LM_EPILOG = """\b
+Example (the model and threshold docs/quality.md reports):
+  afm quality train-lm --wcxb WCXB --out word_lm.arpa.gz
+  afm curate ... --set quality.params.word_lm=word_lm.arpa.gz --set quality.params.max_word_perplexity=1727
+
+\b
+Estimates the word trigram model the quality rule afm_word_perplexity reads (modified
+Kneser-Ney, trigrams seen once pruned, ARPA) on the main texts of 70% of the sites of
+WCXB's development split (article, forum, documentation and service pages). The
+threshold is the perplexity that keeps 99% of the development good text the other
+document stages keep (the other 30% of the sites and, with --technical, this machine's
+package docs, READMEs and manual pages); development junk of every kind made from the
+held-out sites' pages is then reported at it. Figures and the threshold: OUT.json.
 """
 
 TRAIN_DEFAULT_EPILOG = """\b
@@ -437,6 +452,52 @@ def train_default_cmd(wcxb: str, scrapinghub: str | None, utomo: str | None, out
         "units": report.counts["units"], "chosen settings": report.chosen,
         "earns its place (on by default)": "yes" if verdict["on_by_default"] else "no: " + "; ".join(verdict["why_not"]),
         "model": out, "metadata": f"{out}.json"})
+
+
+@quality.command("train-lm", epilog=TRAIN_LM_EPILOG)
+@click.option("--wcxb", required=True, type=click.Path(file_okay=False), help="WCXB checkout (dev/ is read).")
+@click.option("--out", required=True, type=click.Path(dir_okay=False), help="The model to write (.arpa or .arpa.gz).")
+@click.option("--technical/--no-technical", default=True, show_default=True,
+              help="Also choose the threshold on this machine's package docs, READMEs and manual pages.")
+@click.option("--per-kind", default=300, show_default=True, type=POSITIVE_INT, help="Development junk of each kind.")
+def train_lm_cmd(wcxb: str, out: str, technical: bool, per_kind: int) -> None:
+    """Train the word n-gram model of the perplexity rule and choose its threshold."""
+    from pathlib import Path
+
+    from afm.console import console, print_summary, print_table
+    from afm.filters.extraction.gold import load_wcxb
+    from afm.filters.quality_audit import run_chain
+    from afm.filters.quality_default import POSITIVE_KINDS, gold_with_boilerplate, technical_texts
+    from afm.filters.quality_lm import development_report, split_sites, train_word_lm, write_sidecar
+    from afm.pipelines.curate.stages import document_filters
+
+    if not (Path(wcxb) / "dev").is_dir():
+        raise click.BadParameter(f"{wcxb} has no dev/ folder (a WCXB checkout)", param_hint="--wcxb")
+    console.print("reading WCXB's development split")
+    texts, boilerplate = gold_with_boilerplate(load_wcxb(Path(wcxb)), POSITIVE_KINDS)
+    train, held = split_sites(texts)
+    console.print(f"estimating the model on {len(train):,} texts ({len(held):,} of held-out sites choose the threshold)")
+    info = train_word_lm(train, out)
+    good = list(held)
+    if technical:
+        console.print("reading this machine's documentation (package docs, READMEs, manual pages)")
+        good += [t for t in technical_texts()[0] if not t.language]
+    others = document_filters({"quality": {"word_lm": None}})
+    console.print(f"scoring {len(good):,} development good texts and {per_kind} junk texts of each kind")
+    report = development_report(out, good, held, boilerplate,
+                                lambda items: [o.kept for o in run_chain(others, items)], per_kind=per_kind)
+    info.update(report, sources=[{"set": "WCXB dev split (article, forum, documentation, service pages)",
+                                  "where": "Murrough-Foley/web-content-extraction-benchmark, dev/",
+                                  "licence": "CC-BY-4.0", "use": "the model (70% of sites); the threshold (30%)"}])
+    side = write_sidecar(out, info)
+    print_table("development junk rejected", ["kind", "texts", "by the other stages", "with the rule"],
+                [[k, v["n"], f"{v['rejected_by_others']:.3f}", f"{v['rejected']:.3f}"]
+                 for k, v in report["junk_rejected_by_kind"].items()])
+    print_table("development good text failing the rule", ["kind", "texts", "failing"],
+                [[k, v["n"], f"{v['failing']:.3f}"] for k, v in report["good_failing_by_kind"].items()])
+    print_summary("afm quality train-lm", {"model": out, "n-grams": info["ngrams"], "bytes": info["bytes"],
+                                           "threshold (max_word_perplexity)": report["threshold"],
+                                           "metadata": str(side)})
 
 
 def _lowest_topic(topics: dict[str, Any]) -> str:

@@ -1,0 +1,106 @@
+"""How the shipped word n-gram model (``quality.word_lm: builtin``) is made, and how its
+perplexity threshold is chosen, without looking at any set it is reported on.
+
+* **Reference text**: the human-made main texts of WCXB's development split (article,
+  forum, documentation and service pages; CC-BY-4.0, so an ARPA file of its n-grams may be
+  shipped with its attribution), the sites split by a seeded hash: 70% train the model,
+  the other 30% choose the threshold.
+* **The model**: a modified Kneser-Ney trigram model (:mod:`afm.filters.ngram_lm`), the
+  trigrams seen once pruned, written as gzipped ARPA (a few MB).
+* **The threshold**: the perplexity at which the development good text the other document
+  stages keep is kept at :data:`KEEP_TARGET` (the held-out WCXB sites, and this machine's
+  package docs, READMEs and manual pages, none of which the model read), fixed before the
+  junk is scored; the development junk (every kind, made from the held-out sites' pages)
+  is then reported at that threshold, never used to move it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from afm.filters.ngram_lm import estimate, sentences, write_arpa
+from afm.filters.quality import QualityConfig, QualityHeuristicsFilter
+from afm.filters.quality_default import held_out_unit
+from afm.filters.quality_junk import make_junk, materials_for
+from afm.filters.quality_texts import KindText
+
+ORDER = 3
+PRUNE_COUNT = 1  # trigrams seen once are left out (their mass goes to the backoffs)
+HELD_OUT = 0.3  # share of the reference sites that choose the threshold
+KEEP_TARGET = 0.99  # share of development good text (that the other stages keep) the threshold keeps
+SEED = 0
+
+
+def split_sites(texts: Sequence[KindText], held_out: float = HELD_OUT, seed: int = SEED
+                ) -> tuple[list[KindText], list[KindText]]:
+    """(the texts that train the model, the texts of held-out sites)."""
+    train = [t for t in texts if not held_out_unit(t.unit, held_out, seed)]
+    return train, [t for t in texts if held_out_unit(t.unit, held_out, seed)]
+
+
+def train_word_lm(texts: Sequence[KindText], out: str | Path, *, order: int = ORDER,
+                  prune_count: int = PRUNE_COUNT) -> dict[str, Any]:
+    """Estimate the model on ``texts`` (each line a sentence) and write it as ARPA."""
+    model = estimate((s for t in texts for s in sentences(t.text)), order, prune_count=prune_count)
+    path = write_arpa(model, out)
+    return {"order": order, "prune_count": prune_count, "texts": len(texts),
+            "ngrams": [len(t) for t in model.logprob], "bytes": path.stat().st_size,
+            "discounts": [[round(d, 4) for d in ds] for ds in model.discounts]}
+
+
+def perplexities(lm_path: str | Path, texts: Sequence[str]) -> list[float]:
+    """Each text's ``afm_word_perplexity`` as the quality rule computes it (on the prose
+    lines: code, markup and quotations set aside)."""
+    rule = QualityHeuristicsFilter(QualityConfig(word_lm=str(lm_path)))
+    out = []
+    for text in texts:
+        checks, _ = rule.signals(text)
+        out.append(next(v for name, v, _ in checks if name == "afm_word_perplexity"))
+    return out
+
+
+def choose_threshold(good: Sequence[float], keep: float = KEEP_TARGET) -> float:
+    """The perplexity that keeps ``keep`` of ``good`` (rounded up to a whole number)."""
+    return float(np.ceil(np.quantile(np.asarray(good, dtype=float), keep)))
+
+
+def development_report(lm_path: str | Path, good: Sequence[KindText], web: Sequence[KindText],
+                       boilerplate: dict[str, str], passes: Callable[[list[str]], list[bool]], *,
+                       per_kind: int = 300, seed: int = 11, keep: float = KEEP_TARGET) -> dict[str, Any]:
+    """The threshold chosen on the development good text the other stages keep
+    (``passes``: texts -> kept by them), then the development junk made from the pages of
+    ``web`` rejected at it, by kind (rejected by the other stages or by the rule)."""
+    good = [t for t in good if len(t.text.split()) >= 50]
+    kept = passes([t.text for t in good])
+    good_pp = perplexities(lm_path, [t.text for t, k in zip(good, kept) if k])
+    kinds = [f"{t.source}/{t.kind}" for t, k in zip(good, kept) if k]
+    threshold = choose_threshold(good_pp, keep)
+    junk = make_junk(materials_for(list(web), boilerplate), per_kind=per_kind, seed=seed)
+    junk_kept = passes([j.text for j in junk])
+    junk_pp = perplexities(lm_path, [j.text for j in junk])
+    by_kind: defaultdict[str, list[tuple[bool, bool]]] = defaultdict(list)  # (others reject, with the rule)
+    for j, k, pp in zip(junk, junk_kept, junk_pp):
+        by_kind[j.kind].append((not k, (not k) or pp > threshold))
+    good_by: defaultdict[str, list[bool]] = defaultdict(list)
+    for kind, pp in zip(kinds, good_pp):
+        good_by[kind].append(pp > threshold)
+    return {"threshold": threshold, "keep_target": keep, "good_texts": len(good_pp),
+            "good_perplexity_quantiles": {q: round(float(np.quantile(good_pp, q)), 1)
+                                          for q in (0.5, 0.9, 0.95, 0.99)},
+            "good_failing_by_kind": {k: {"n": len(v), "failing": round(float(np.mean(v)), 4)}
+                                     for k, v in sorted(good_by.items())},
+            "junk_rejected_by_kind": {k: {"n": len(v), "rejected_by_others": round(float(np.mean([o for o, _ in v])), 4),
+                                          "rejected": round(float(np.mean([r for _, r in v])), 4)}
+                                      for k, v in sorted(by_kind.items())}}
+
+
+def write_sidecar(path: str | Path, info: dict[str, Any]) -> Path:
+    side = Path(f"{path}.json")
+    side.write_text(json.dumps(info, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return side
