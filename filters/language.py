@@ -7,7 +7,7 @@ probability); documents whose language is not in the keep-list, or whose score i
 the threshold (FineWeb: English >= 0.65), are dropped.
 
 The model reads the document's natural-language words (``prose_only``): code, markup and
-command-option lines (:func:`afm.filters.quality.code_mask`) and identifier-like tokens
+command-option lines (:func:`afm.filters.quality.rules.code_mask`) and identifier-like tokens
 (``snake_case``, ``camelCase``, ``ALLCAPS``, tokens with digits or code punctuation) are
 left out, as they belong to no language and only lower the model's confidence. On our
 development sets this took English manual pages the 0.65 threshold dropped from 18% to
@@ -26,7 +26,7 @@ from typing import Any
 from afm import fs
 from afm.filters.base import Decision
 from afm.filters.classifier import load_fasttext
-from afm.filters.quality import code_mask
+from afm.filters.quality.rules import code_mask
 from afm.once import once
 from afm.schema import Document
 

@@ -40,7 +40,7 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from afm.filters.quality_texts import KindText
+from afm.filters.quality.texts import KindText
 
 KINDS = ("boilerplate", "navigation", "link_list", "listing", "keyword_spam", "templated",
          "word_salad", "machine_made", "repetition", "cookie_legal", "truncated")

@@ -4,7 +4,7 @@ Two parts:
 
 * :class:`QualityClassifierFilter` scores every document with a quality model (a
   fastText file with any labels, or a Hugging Face classification / regression
-  directory: :mod:`afm.filters.quality_scorers`) as ``quality_score`` and drops those
+  directory: :mod:`afm.filters.quality.scorers`) as ``quality_score`` and drops those
   under a threshold. The threshold is either fixed
   (``threshold``) or derived from the corpus: with ``top_fraction`` set, the pipeline
   first scores the whole corpus, computes the cut with
@@ -43,8 +43,8 @@ from afm.filters.classifier import (
     metadata_path,
     train_classifier,
 )
-from afm.filters.ngram_lm import NGramLM, estimate, sentences
-from afm.filters.quality_scorers import (
+from afm.filters.quality.ngram_lm import NGramLM, estimate, sentences
+from afm.filters.quality.scorers import (
     KINDS,
     ScorerError,
     hf_head,
@@ -56,7 +56,7 @@ from afm.imports import resolve
 from afm.sampling import reservoir_sample as sample_stream
 from afm.schema import Document
 
-DATA_DIR = Path(__file__).parent / "data" / "quality"
+DATA_DIR = Path(__file__).parent.parent / "data" / "quality"
 DEFAULT_MODEL = DATA_DIR / "quality_default.ftz"
 BUILTIN = "builtin"  # the model shipped in the package, found in each worker's own install
 
@@ -150,7 +150,7 @@ class QualityClassifierFilter:
     """A quality model's score per document (``quality_score``); drop below the threshold.
 
     The model is a fastText file or a Hugging Face directory
-    (:mod:`afm.filters.quality_scorers`). Everything checkable without loading it is
+    (:mod:`afm.filters.quality.scorers`). Everything checkable without loading it is
     checked here, at setup (the file or directory exists, a Hugging Face head and
     ``label_pos`` agree, a regression head has a threshold); the model itself is loaded
     lazily, once per worker, and never pickled. The curate stage scores documents in
@@ -201,7 +201,7 @@ class QualityClassifierFilter:
 
     @property
     def scorer(self) -> Any:
-        """The opened model (:class:`~afm.filters.quality_scorers.QualityScorer`)."""
+        """The opened model (:class:`~afm.filters.quality.scorers.QualityScorer`)."""
         if self._scorer is None:
             cfg = self.cfg
             self._scorer = open_scorer(
@@ -298,7 +298,7 @@ class CallableScorer:
 
 @dataclass
 class NGramLMScorer:
-    """A word n-gram language model (modified Kneser-Ney, :mod:`afm.filters.ngram_lm`)
+    """A word n-gram language model (modified Kneser-Ney, :mod:`afm.filters.quality.ngram_lm`)
     fitted on reference text; ``score`` is the mean per-token log-probability, natural log
     (higher = closer to the reference). Perplexity against a clean reference is the
     classic LM-based quality signal (CCNet); this is its small instance, and the same

@@ -4,7 +4,7 @@ share rejected.
 
 ``afm quality audit`` runs the document stages of ``afm curate`` (language, safety, PII,
 the quality rules, the quality model; built as curate builds them) over good texts and
-junk of each kind (:mod:`afm.filters.quality_texts`, :mod:`afm.filters.quality_junk`), so
+junk of each kind (:mod:`afm.filters.quality.texts`, :mod:`afm.filters.quality.junk`), so
 the effect of every default on every kind of text is one command away, and
 ``docs/quality.md`` records its tables. The filters are handed in; this module only runs
 them and counts.

@@ -4,12 +4,12 @@ from that same text, a choice made on held-out units, and a test on sources it n
 The recipe (``afm quality train-default`` runs it; ``data/quality/README.md`` has its
 figures and the licences):
 
-1. **Good text** (:mod:`afm.filters.quality_texts`): the human-made main text of WCXB's
+1. **Good text** (:mod:`afm.filters.quality.texts`): the human-made main text of WCXB's
    article, forum, documentation and service pages (product, collection and listing pages
    are left out of both classes: thin or link-list content, neither good text nor junk of a
    kind the generators make), READMEs, package descriptions and manual pages found on the
    machine, English and translated.
-2. **Junk made from it** (:mod:`afm.filters.quality_junk`): each good text gives junk
+2. **Junk made from it** (:mod:`afm.filters.quality.junk`): each good text gives junk
    texts, the kinds in turn (boilerplate, navigation, link lists, listings, keyword spam,
    templated pages, word salad, bigram chains, repetition, cookie and legal notices,
    truncated teasers), built from that text's words and its page's boilerplate. The two
@@ -45,10 +45,10 @@ import numpy as np
 
 from afm.filters.classifier import FastTextClassifier, metadata_path, train_classifier
 from afm.filters.extraction.gold import GoldPage
-from afm.filters.quality import QualityHeuristicsFilter
-from afm.filters.quality_eval import auc, content_and_boilerplate
-from afm.filters.quality_junk import JunkText, make_junk, materials_for
-from afm.filters.quality_texts import (
+from afm.filters.quality.eval import auc, content_and_boilerplate
+from afm.filters.quality.junk import JunkText, make_junk, materials_for
+from afm.filters.quality.rules import QualityHeuristicsFilter
+from afm.filters.quality.texts import (
     KindText,
     gold_texts,
     man_page_texts,
@@ -87,7 +87,7 @@ class RecipeTexts:
 
 def gold_with_boilerplate(pages: Sequence[GoldPage], kinds: Sequence[str] | None = None
                           ) -> tuple[list[KindText], dict[str, str]]:
-    """The main texts of ``pages`` (:func:`~afm.filters.quality_texts.gold_texts`) and each
+    """The main texts of ``pages`` (:func:`~afm.filters.quality.texts.gold_texts`) and each
     page's boilerplate lines by text id (what the junk generators build real chrome from)."""
     texts = gold_texts(pages, kinds=kinds)
     wanted = {t.id for t in texts}

@@ -5,7 +5,7 @@ perplexity threshold is chosen, without looking at any set it is reported on.
   forum, documentation and service pages; CC-BY-4.0, so an ARPA file of its n-grams may be
   shipped with its attribution), the sites split by a seeded hash: 70% train the model,
   the other 30% choose the threshold.
-* **The model**: a modified Kneser-Ney trigram model (:mod:`afm.filters.ngram_lm`), the
+* **The model**: a modified Kneser-Ney trigram model (:mod:`afm.filters.quality.ngram_lm`), the
   trigrams seen once pruned, written as gzipped ARPA (a few MB).
 * **The threshold**: the perplexity at which the development good text the other document
   stages keep is kept at :data:`KEEP_TARGET` (the held-out WCXB sites, and this machine's
@@ -24,11 +24,11 @@ from typing import Any
 
 import numpy as np
 
-from afm.filters.ngram_lm import estimate, sentences, write_arpa
-from afm.filters.quality import QualityConfig, QualityHeuristicsFilter
-from afm.filters.quality_default import held_out_unit
-from afm.filters.quality_junk import make_junk, materials_for
-from afm.filters.quality_texts import KindText
+from afm.filters.quality.defaults import held_out_unit
+from afm.filters.quality.junk import make_junk, materials_for
+from afm.filters.quality.ngram_lm import estimate, sentences, write_arpa
+from afm.filters.quality.rules import QualityConfig, QualityHeuristicsFilter
+from afm.filters.quality.texts import KindText
 
 ORDER = 3
 PRUNE_COUNT = 1  # trigrams seen once are left out (their mass goes to the backoffs)

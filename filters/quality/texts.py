@@ -4,7 +4,7 @@ A quality rule or model is only as fair as the text it was checked on. This modu
 real, human-written text of the kinds a web corpus should keep, each labelled with its
 source (the set), its kind (article, forum thread, documentation, manual page, README,
 package description), its unit (the site, package or manual page: splits keep a unit on
-one side) and its topic (:mod:`afm.filters.quality_topics`):
+one side) and its topic (:mod:`afm.filters.quality.topics`):
 
 * **main texts of gold pages** (:mod:`afm.filters.extraction.gold`): the human-made main
   text of each page, i.e. what a perfect extractor hands the quality stage;
@@ -17,7 +17,7 @@ one side) and its topic (:mod:`afm.filters.quality_topics`):
 
 Nothing here is shipped: the texts are read where they are. Which sets a rule or a model
 may be chosen on and which it is reported on is the caller's choice; the recipe of the
-shipped default (:mod:`afm.filters.quality_default`) and ``docs/quality.md`` say which.
+shipped default (:mod:`afm.filters.quality.defaults`) and ``docs/quality.md`` say which.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from afm.filters.extraction.gold import GoldPage
-from afm.filters.quality_topics import topic_of
+from afm.filters.quality.topics import topic_of
 
 MIN_WORDS = 50
 MAX_CHARS = 20_000  # as the classifiers see it

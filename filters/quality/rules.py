@@ -95,7 +95,7 @@ from pathlib import Path
 import numpy as np
 
 from afm.filters.base import Decision
-from afm.filters.ngram_lm import NGramLM
+from afm.filters.quality.ngram_lm import NGramLM
 from afm.schema import Document
 
 GOPHER_STOP_WORDS = ("the", "be", "to", "of", "and", "that", "have", "with")
@@ -279,7 +279,7 @@ class QualityConfig:
     max_chrome_lines: float | None = 0.33
     chrome_line_words: int = 25
     # Text that is not language: the perplexity per token of the prose under a word n-gram
-    # model of good text (CCNet's signal; :mod:`afm.filters.ngram_lm`). `word_lm`: an ARPA
+    # model of good text (CCNet's signal; :mod:`afm.filters.quality.ngram_lm`). `word_lm`: an ARPA
     # file (`afm quality train-lm` makes one) or None (no model, no signal: the default, as
     # at the scale of reference text afm can ship it does not earn its place, docs/quality.md).
     # Applies to `word_lm_languages` (and unknown) and texts of `word_lm_min_tokens` or more.

@@ -18,7 +18,7 @@ Two formats, one interface (``score(texts) -> float array``, higher = better):
   is downloaded at run time.
 
 The filter that applies a scorer (threshold or corpus percentile) is
-:class:`afm.filters.quality_model.QualityClassifierFilter`.
+:class:`afm.filters.quality.model.QualityClassifierFilter`.
 """
 
 from __future__ import annotations
