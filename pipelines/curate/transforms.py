@@ -20,7 +20,7 @@ from afm.filters.base import (
     apply_page_filter,
     apply_record_filter,
 )
-from afm.filters.quality_model import QualityScoreCut
+from afm.filters.quality.model import QualityScoreCut
 from afm.pipelines.beam.cputime import StageClock
 from afm.pipelines.beam.ids import ORIGIN
 from afm.pipelines.beam.spill import RestoreFn

@@ -110,7 +110,7 @@ def _naive_dup(words: list[str], n: int) -> float:
 def _naive_filter() -> object:
     """The same rules with the straightforward n-gram counting (a dict of word tuples per
     n, as reference implementations do) instead of the vectorised hashes."""
-    from afm.filters.quality import QualityHeuristicsFilter, _hi
+    from afm.filters.quality.rules import QualityHeuristicsFilter, _hi
 
     class Naive(QualityHeuristicsFilter):
         def _gopher_repetition(self, text, lowered):  # type: ignore[no-untyped-def]
@@ -126,7 +126,7 @@ def _naive_filter() -> object:
 
 
 def bench_heuristics(opts: BenchOptions) -> list[Comparison]:
-    from afm.filters.quality import QualityHeuristicsFilter
+    from afm.filters.quality.rules import QualityHeuristicsFilter
     from afm.schema import make_document
 
     good, bad, what = _inputs(opts)
@@ -188,8 +188,8 @@ def bench_heuristics(opts: BenchOptions) -> list[Comparison]:
 
 
 def bench_classifier(opts: BenchOptions) -> list[Comparison]:
-    from afm.filters.quality import QualityHeuristicsFilter
-    from afm.filters.quality_model import QualityClassifierFilter
+    from afm.filters.quality.model import QualityClassifierFilter
+    from afm.filters.quality.rules import QualityHeuristicsFilter
     from afm.schema import make_document
 
     good, bad, what = _inputs(opts)
@@ -301,7 +301,7 @@ def bench_hf_scorer(opts: BenchOptions) -> list[Comparison]:
 
     import torch
 
-    from afm.filters.quality_scorers import HFQualityScorer
+    from afm.filters.quality.scorers import HFQualityScorer
 
     good, bad, what = _inputs(opts)
     # A BERT-base pass over 512 tokens is GPU work: on a CPU the full run scores fewer texts.
@@ -339,8 +339,8 @@ def bench_hf_scorer(opts: BenchOptions) -> list[Comparison]:
 
 def bench_default_auc(opts: BenchOptions) -> list[Comparison]:
     """The shipped default vs the hand-written model, on pages neither was trained on."""
-    from afm.filters.quality_eval import compare_models, real_page_sets
-    from afm.filters.quality_model import DATA_DIR, QualityClassifierFilter, QualityModelConfig
+    from afm.filters.quality.eval import compare_models, real_page_sets
+    from afm.filters.quality.model import DATA_DIR, QualityClassifierFilter, QualityModelConfig
 
     if opts.shared_dir is None:
         raise RuntimeError("needs ../shared/eval (the ScrapingHub pages)")

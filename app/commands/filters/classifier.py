@@ -140,7 +140,7 @@ def score_cmd(model_path: str, label_pos: str | None, batch_size: int, text_fiel
     """Print `score<TAB>first 80 chars` for every document of INPUTS."""
     from afm.console import print_summary, track
     from afm.filters.classifier import ClassifierError, read_texts
-    from afm.filters.quality_scorers import ScorerError, open_scorer
+    from afm.filters.quality.scorers import ScorerError, open_scorer
 
     try:
         scorer = open_scorer(model_path, label_pos=label_pos, batch_size=batch_size)

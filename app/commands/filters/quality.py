@@ -169,7 +169,7 @@ def label_cmd(
 
     from afm.console import console, print_summary
     from afm.filters.classifier import ClassifierError, read_texts
-    from afm.filters.quality_model import (
+    from afm.filters.quality.model import (
         NGramLMScorer,
         llm_guided_selection,
         load_scorer,
@@ -369,9 +369,9 @@ def compare_cmd(models: tuple[str, ...], scrapinghub: str | None, utomo: str | N
     from dataclasses import asdict
 
     from afm.console import track
-    from afm.filters.quality_eval import compare_models, real_page_sets
-    from afm.filters.quality_model import sidecar_threshold
-    from afm.filters.quality_scorers import ScorerError, open_scorer
+    from afm.filters.quality.eval import compare_models, real_page_sets
+    from afm.filters.quality.model import sidecar_threshold
+    from afm.filters.quality.scorers import ScorerError, open_scorer
 
     if not (scrapinghub or utomo or wcxb):
         raise click.UsageError("give at least one set: --scrapinghub, --utomo or --wcxb")
@@ -412,8 +412,8 @@ def train_default_cmd(wcxb: str, scrapinghub: str | None, utomo: str | None, out
     from afm.console import console, print_summary, print_table
     from afm.filters.extraction.gold import load_scrapinghub, load_utomo, load_wcxb
     from afm.filters.language import LanguageFilter
-    from afm.filters.quality import QualityHeuristicsFilter
-    from afm.filters.quality_default import recipe_texts, train_default, training_set
+    from afm.filters.quality.defaults import recipe_texts, train_default, training_set
+    from afm.filters.quality.rules import QualityHeuristicsFilter
 
     if not (Path(wcxb) / "dev").is_dir():
         raise click.BadParameter(f"{wcxb} has no dev/ folder (a WCXB checkout)", param_hint="--wcxb")
@@ -466,9 +466,9 @@ def train_lm_cmd(wcxb: str, out: str, technical: bool, per_kind: int) -> None:
 
     from afm.console import console, print_summary, print_table
     from afm.filters.extraction.gold import load_wcxb
-    from afm.filters.quality_audit import run_chain
-    from afm.filters.quality_default import POSITIVE_KINDS, gold_with_boilerplate, technical_texts
-    from afm.filters.quality_lm import development_report, split_sites, train_word_lm, write_sidecar
+    from afm.filters.quality.audit import run_chain
+    from afm.filters.quality.defaults import POSITIVE_KINDS, gold_with_boilerplate, technical_texts
+    from afm.filters.quality.lm import development_report, split_sites, train_word_lm, write_sidecar
     from afm.pipelines.curate.stages import document_filters
 
     if not (Path(wcxb) / "dev").is_dir():
@@ -510,7 +510,7 @@ def _lowest_topic(topics: dict[str, Any]) -> str:
 
 def _model_path(name: str) -> str:
     """``builtin`` / ``handwritten`` -> the shipped files; anything else is a path."""
-    from afm.filters.quality_model import DATA_DIR, resolve_model_path
+    from afm.filters.quality.model import DATA_DIR, resolve_model_path
 
     if name == "handwritten":
         return str(DATA_DIR / "handwritten" / "quality_handwritten.ftz")

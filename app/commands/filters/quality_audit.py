@@ -42,7 +42,7 @@ Examples:
 \b
 Writes OUT/<kind>.jsonl for each kind (text, kind, source, topic, made_from): junk made from
 the main text and the page boilerplate of the gold pages given, so each set has the topics
-of the pages it was made from (filters/quality_junk.py lists the kinds).
+of the pages it was made from (filters/quality/junk.py lists the kinds).
 """
 
 
@@ -109,9 +109,9 @@ def audit_cmd(scrapinghub: str | None, utomo: str | None, wcxb: str | None, tech
               seed: int, rules_table: bool, json_out: str | None) -> None:
     """What the default stages keep of good text of every kind, and reject of junk."""
     from afm.console import console, print_table
-    from afm.filters.quality_audit import group, run_chain, topic_gaps
-    from afm.filters.quality_default import gold_with_boilerplate, technical_texts
-    from afm.filters.quality_junk import make_junk, materials_for
+    from afm.filters.quality.audit import group, run_chain, topic_gaps
+    from afm.filters.quality.defaults import gold_with_boilerplate, technical_texts
+    from afm.filters.quality.junk import make_junk, materials_for
     from afm.pipelines.curate.stages import FilterSetupError, document_filters
 
     if not (scrapinghub or utomo or wcxb or technical != "none"):
@@ -182,7 +182,7 @@ def _rules_table(texts: list[Any], overrides: dict[str, Any]) -> dict[str, Any]:
     from afm.config import from_dict
     from afm.console import print_table
     from afm.filters.language import LanguageFilter
-    from afm.filters.quality import QualityConfig, QualityHeuristicsFilter
+    from afm.filters.quality.rules import QualityConfig, QualityHeuristicsFilter
 
     ours = QualityHeuristicsFilter(from_dict(QualityConfig, dict(overrides), path="quality"))
     theirs = QualityHeuristicsFilter(QualityConfig.published())
@@ -231,8 +231,8 @@ def junk_cmd(scrapinghub: str | None, utomo: str | None, wcxb: str | None, out: 
              kinds: str | None, seed: int) -> None:
     """Write junk of every kind made from real pages' text and boilerplate."""
     from afm.console import print_summary
-    from afm.filters.quality_default import gold_with_boilerplate
-    from afm.filters.quality_junk import KINDS, make_junk, materials_for
+    from afm.filters.quality.defaults import gold_with_boilerplate
+    from afm.filters.quality.junk import KINDS, make_junk, materials_for
 
     chosen = tuple(k.strip() for k in kinds.split(",")) if kinds else KINDS
     unknown = set(chosen) - set(KINDS)

@@ -1,5 +1,5 @@
 """Parity: KenLM (the field's n-gram query library) scores afm's ARPA models exactly as
-:class:`afm.filters.ngram_lm.NGramLM` does, sentence by sentence, unknown words included,
+:class:`afm.filters.quality.ngram_lm.NGramLM` does, sentence by sentence, unknown words included,
 for models of every order from 2 (KenLM reads no unigram model), pruned or not, of random
 and of real text."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from afm.filters.ngram_lm import NGramLM, estimate, sentences, write_arpa
+from afm.filters.quality.ngram_lm import NGramLM, estimate, sentences, write_arpa
 from tests.unit.filters.test_ngram_lm import KENLM_EXPECTED
 
 pytestmark = pytest.mark.slow

@@ -10,7 +10,7 @@ from collections import Counter
 
 import pytest
 
-from afm.filters.ngram_lm import (
+from afm.filters.quality.ngram_lm import (
     BOS,
     EOS,
     UNK,
@@ -22,7 +22,7 @@ from afm.filters.ngram_lm import (
     tokens,
     write_arpa,
 )
-from afm.filters.quality import QualityConfig, QualityHeuristicsFilter
+from afm.filters.quality.rules import QualityConfig, QualityHeuristicsFilter
 
 WORDS = "the cat dog sat on a mat ran to house big small".split()
 

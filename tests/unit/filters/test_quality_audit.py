@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from afm.filters.base import Decision
-from afm.filters.quality_audit import Outcome, group, run_chain, topic_gaps
-from afm.filters.quality_model import DATA_DIR
+from afm.filters.quality.audit import Outcome, group, run_chain, topic_gaps
+from afm.filters.quality.model import DATA_DIR
 
 
 class _DropShort:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from afm.filters.quality_default import (
+from afm.filters.quality.defaults import (
     HeldOutSets,
     choose_settings,
     earns_its_place,
@@ -14,7 +14,7 @@ from afm.filters.quality_default import (
     held_out_unit,
     training_set,
 )
-from afm.filters.quality_texts import KindText
+from afm.filters.quality.texts import KindText
 
 pytest.importorskip("fasttext")
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from afm.filters.extraction.gold import GoldPage
-from afm.filters.quality_eval import (
+from afm.filters.quality.eval import (
     auc,
     compare_models,
     content_and_boilerplate,
@@ -18,7 +18,7 @@ from afm.filters.quality_eval import (
     paired_auc_difference,
     split_by_domain,
 )
-from afm.filters.quality_model import (
+from afm.filters.quality.model import (
     DATA_DIR,
     DEFAULT_MODEL,
     QualityClassifierFilter,
@@ -97,7 +97,7 @@ def test_default_figures_rerun_from_the_shared_data(shared_eval: Path) -> None:
     """The ScrapingHub row of the sidecar, re-run: the same share of the set's main texts
     kept by the shipped model at its threshold."""
     from afm.filters.extraction.gold import load_scrapinghub
-    from afm.filters.quality_texts import gold_texts
+    from afm.filters.quality.texts import gold_texts
 
     texts = gold_texts(load_scrapinghub(shared_eval))
     flt = QualityClassifierFilter()

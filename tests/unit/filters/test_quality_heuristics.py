@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from afm.filters.base import apply_filter
-from afm.filters.quality import (
+from afm.filters.quality.rules import (
     QualityConfig,
     QualityHeuristicsFilter,
     c4_clean_lines,
@@ -213,7 +213,7 @@ def _naive_dup(words, n):
 def test_vectorised_ngram_stats_match_a_naive_count():
     import random
 
-    from afm.filters.quality import NGramStats
+    from afm.filters.quality.rules import NGramStats
 
     rng = random.Random(7)
     for _ in range(30):
@@ -248,7 +248,7 @@ TUTORIAL = (
 
 
 def test_code_lines_are_set_aside_and_kept_in_the_text():
-    from afm.filters.quality import code_mask, is_code_line
+    from afm.filters.quality.rules import code_mask, is_code_line
 
     for line in ("}", "char buf[256];", "$ pip install afm", "#include <stdio.h>",
                  "--max-size=N", "-V, --version", "| a | b |", "=====", ".. image:: https://x/y.svg",
@@ -269,7 +269,7 @@ def test_code_lines_are_set_aside_and_kept_in_the_text():
 
 
 def test_hard_wrapped_sentences_read_as_one_line():
-    from afm.filters.quality import joins_next
+    from afm.filters.quality.rules import joins_next
 
     wrapped = ("The library reads the configuration file at start-up and keeps it in memory, so that\n"
                "a change to the file is only seen after a restart of the service that uses it. This\n"
@@ -294,7 +294,7 @@ def test_hard_wrapped_sentences_read_as_one_line():
 
 
 def test_quoted_posts_are_not_repetition():
-    from afm.filters.quality import quote_mask
+    from afm.filters.quality.rules import quote_mask
 
     post = ("I moved the old photos to an external drive last week, but the storage page still says "
             "the library takes up sixteen gigabytes. Does anybody know how to make it count again?")
@@ -343,7 +343,7 @@ def test_javascript_lines_removed_only_as_browser_warnings():
 def test_word_salad_misplaces_function_words():
     import random
 
-    from afm.filters.quality import misplaced_function_words
+    from afm.filters.quality.rules import misplaced_function_words
 
     assert misplaced_function_words("The cat sat on the mat. It was warm.") == (0, 4)
     # "The of", "and.", "A the" misplaced; "the dog", "dog." not
@@ -368,7 +368,7 @@ def test_word_salad_misplaces_function_words():
 
 
 def test_keyword_lists_have_no_function_words():
-    from afm.filters.quality import sentences_without_function_words
+    from afm.filters.quality.rules import sentences_without_function_words
 
     assert sentences_without_function_words("Cheap replica watches best price online. The watch is fine.") == (1, 2)
     # a word is a whitespace token with its edge punctuation stripped, in any case: "(THE", "'the'"
@@ -391,7 +391,7 @@ def test_short_chrome_lines_are_removed_like_policy_lines():
 
 
 def test_pages_that_are_mostly_chrome_lines_are_rejected():
-    from afm.filters.quality import chrome_lines
+    from afm.filters.quality.rules import chrome_lines
 
     # a line is chrome when dense in consent, legal or subscription terms; an article line
     # that names its terms of use once in thirty words is not

@@ -7,8 +7,7 @@ import random
 
 import pytest
 
-from afm.filters.quality import QualityHeuristicsFilter
-from afm.filters.quality_junk import (
+from afm.filters.quality.junk import (
     KINDS,
     MAKERS,
     Material,
@@ -16,8 +15,9 @@ from afm.filters.quality_junk import (
     make_junk,
     materials_for,
 )
-from afm.filters.quality_texts import KindText
-from afm.filters.quality_topics import topic_of
+from afm.filters.quality.rules import QualityHeuristicsFilter
+from afm.filters.quality.texts import KindText
+from afm.filters.quality.topics import topic_of
 from afm.schema import make_document
 
 ARTICLE = (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from afm.filters.quality import _HAS_LETTER, _count_with_letter
+from afm.filters.quality.rules import _HAS_LETTER, _count_with_letter
 
 
 def test_one_pass_count_equals_per_word_search() -> None:

@@ -1,5 +1,5 @@
 """How the word model of the perplexity rule is trained and its threshold chosen
-(filters/quality_lm.py), on small texts."""
+(filters/quality/lm.py), on small texts."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from afm.app.commands.filters.quality import quality
-from afm.filters.quality_lm import (
+from afm.filters.quality.lm import (
     choose_threshold,
     development_report,
     perplexities,
@@ -17,7 +17,7 @@ from afm.filters.quality_lm import (
     train_word_lm,
     write_sidecar,
 )
-from afm.filters.quality_texts import KindText
+from afm.filters.quality.texts import KindText
 
 TEXT = ("The council met on Tuesday to discuss the budget for the public schools of the city.\n"
         "Members said the plan would add teachers next year, paid for by a tax approved in spring.\n"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from afm.filters.base import apply_filter
-from afm.filters.quality_model import (
+from afm.filters.quality.model import (
     DEFAULT_MODEL,
     CallableScorer,
     DocumentScorer,

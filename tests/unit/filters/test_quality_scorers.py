@@ -16,8 +16,8 @@ from afm.app.commands.pipelines.curate import curate_command as curate
 from afm.config import ConfigError
 from afm.filters.base import Decision, apply_filter_batch
 from afm.filters.classifier import preprocess_raw
-from afm.filters.quality_model import QualityClassifierFilter, QualityModelConfig
-from afm.filters.quality_scorers import ScorerError, hf_head
+from afm.filters.quality.model import QualityClassifierFilter, QualityModelConfig
+from afm.filters.quality.scorers import ScorerError, hf_head
 from afm.io import read_records
 from afm.schema import make_document
 from tests.unit.filters.quality_models import (

@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 
 from afm.filters.extraction.gold import GoldPage
-from afm.filters.quality_texts import (
+from afm.filters.quality.texts import (
     gold_texts,
     man_page_texts,
     python_package_texts,
     render_man_page,
     stdlib_reference_texts,
 )
-from afm.filters.quality_topics import topic_of
+from afm.filters.quality.topics import topic_of
 
 WORDS = " ".join(f"word{i}" for i in range(60))
 

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from afm.app.commands.filters.quality import quality
-from afm.filters.quality_model import DEFAULT_MODEL
+from afm.filters.quality.model import DEFAULT_MODEL
 from afm.io import read_records
 
 pytest.importorskip("fasttext")
