@@ -32,6 +32,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from afm import fs
+
 BOS, EOS, UNK = "<s>", "</s>", "<unk>"
 NO_PROB = -99.0  # log10 probability ARPA gives <s>: never predicted
 _TOKEN = re.compile(r"[^\W\d_]+(?:['\u2019][^\W\d_]+)*|\d+(?:[.,]\d+)*|[^\w\s]")
@@ -203,9 +205,9 @@ def write_arpa(model: Estimate, path: str | Path) -> Path:
 
 
 def read_arpa(path: str | Path) -> Estimate:
-    """An ARPA file (plain or gzip) as log10 probabilities and backoffs."""
-    path = Path(path)
-    raw = path.read_bytes()
+    """An ARPA file (plain or gzip; local or any filesystem :mod:`afm.fs` reaches) as log10
+    probabilities and backoffs."""
+    raw = fs.read_bytes(str(path))
     text = (gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw).decode("utf-8")
     order = 0
     logprob: list[dict[tuple[str, ...], float]] = []

@@ -90,10 +90,10 @@ import re
 import string
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
+from afm import fs
 from afm.filters.base import Decision
 from afm.filters.quality.ngram_lm import NGramLM
 from afm.schema import Document
@@ -627,7 +627,7 @@ def _c4_keep(line: str, cfg: QualityConfig) -> str | None:
 def word_lm(path: str) -> NGramLM:
     """The word n-gram model at ``path`` (ARPA, plain or gzip), read once per process (the
     filter is built once per worker)."""
-    if not Path(path).is_file():
+    if not fs.isfile(path):
         raise FileNotFoundError(f"quality.word_lm: {path} is not a file (an ARPA model, plain or .gz; "
                                 "afm quality train-lm makes one)")
     return NGramLM.load(path)
