@@ -95,7 +95,12 @@ def _stored(daemons: list[Daemon]) -> Counter:
     return Counter(r["url"] for d in daemons for r in read_index(d.out))
 
 
-def _scale(tmp: Path, redis_url: str, pages: int, hosts: int, memory_ratio: float, timeout: float) -> dict:
+def _scale(tmp: Path, redis_url: str, pages: int, hosts: int, memory_ratio: float, timeout: float,
+           both_work: bool = True) -> dict:
+    """``both_work``: each of the two daemons must have stored pages. On the small web the
+    first daemon up can crawl all of it while the second is still starting on a loaded box,
+    so there only the split's correctness is asserted (that two daemons share the work is
+    ``frontier/test_redis_frontier.py``'s, on pages slow enough for both to be up)."""
     with LocalSites(make_site(pages, hosts)) as site:
         seeds = [site.url(f"h{i}", "/p0") for i in range(hosts)]
         expected = {site.url(f"h{i}", f"/p{k}") for i in range(hosts) for k in range(pages // hosts)}
@@ -107,11 +112,13 @@ def _scale(tmp: Path, redis_url: str, pages: int, hosts: int, memory_ratio: floa
     for run in (one, two):
         stored = _stored(run)
         assert set(stored) == expected and max(stored.values()) == 1, "a page was lost or stored twice"
-    assert all(_stored([d]) for d in two), "one of the two daemons did no work"
-    growth = [_memory_growth(d, len(_stored([d]))) for d in one + two]
+    per_daemon = [sum(_stored([d]).values()) for d in two]
+    assert all(per_daemon) or not both_work, f"one of the two daemons did no work: {per_daemon}"
+    growth = [_memory_growth(d, len(_stored([d]))) for d in one + two if _stored([d])]
     result = {"pages": len(expected), "hosts": hosts, "bare_pages_per_s": bare["pages"] / bare["elapsed_s"],
               "one_daemon_pages_per_s": len(expected) / one_s, "two_daemons_pages_per_s": len(expected) / two_s,
-              "memory_growth": growth, "peak_rss_mb": [max(r for *_, r in d.samples) / 2**20 for d in one + two]}
+              "two_daemons_pages_each": per_daemon, "memory_growth": growth,
+              "peak_rss_mb": [max((r for *_, r in d.samples), default=0) / 2**20 for d in one + two]}
     print(json.dumps(result))  # the figures, in the test log
     assert max(growth) <= memory_ratio, result
     # The rates are figures for the log, not assertions: the bare run and the daemons run at
@@ -121,7 +128,7 @@ def _scale(tmp: Path, redis_url: str, pages: int, hosts: int, memory_ratio: floa
 
 
 def test_small_loopback_web_one_then_two_daemons(tmp_path: Path, redis_url: str) -> None:
-    _scale(tmp_path, redis_url, pages=600, hosts=12, memory_ratio=1.5, timeout=300)
+    _scale(tmp_path, redis_url, pages=600, hosts=12, memory_ratio=1.5, timeout=300, both_work=False)
 
 
 @pytest.mark.slow
