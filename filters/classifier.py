@@ -183,11 +183,13 @@ def train_classifier(
             minCount=int(min_count),
             bucket=int(bucket),
             loss="softmax",
-            # fastText 0.9.2 initialises its input matrix in ten blocks, one per training
-            # thread, and leaves the blocks of missing threads unset: with fewer than 10
-            # threads most rows start as whatever the allocator returned, which is where
-            # its sporadic "Encountered NaN" and learned-nothing runs on small data come
-            # from (measured: thread=1, bucket 5000 -> 1 run in 3 fails; thread=10 -> 0/20).
+            # fastText 0.9.2 fills its input matrix in blocks of (rows*dim)//10 values, one
+            # block per training thread, on memory it does not zero: with fewer than 10
+            # threads most rows start as whatever the allocator returned, and with exactly
+            # 10 the last (rows*dim) % 10 values - the rarest word's row when n-grams are
+            # off - still do. That is where its sporadic "Encountered NaN" comes from
+            # (measured in a process whose heap earlier tests had used: thread=10 failed 3
+            # of 24 runs, thread=11 0 of 80); an 11th thread's block covers the remainder.
             thread=FASTTEXT_INIT_BLOCKS,
             seed=int(seed),
             verbose=0,
@@ -246,7 +248,8 @@ def train_classifier(
     return report
 
 
-FASTTEXT_INIT_BLOCKS = 10
+FASTTEXT_INIT_BLOCKS = 11
+"""Training threads: ten initialisation blocks plus one for their remainder (see above)."""
 
 
 def _learned_nothing(model: Any, check: list[tuple[str, str]]) -> bool:
@@ -276,7 +279,8 @@ def _train_with_retries(
 
     With every initialisation block set (``FASTTEXT_INIT_BLOCKS``) a NaN means a truly
     diverging run; it is still retried twice unchanged (training with several threads
-    is not bit-reproducible), then twice with half the learning rate. Five failures are a :class:`ClassifierError`. A run that
+    is not bit-reproducible), then with half and a quarter of the learning rate. Five
+    failures are a :class:`ClassifierError`. A run that
     "succeeds" but fits its own training sample no better than the majority class
     (``check``; also seen with this build) is retried the same way, and kept (with a
     warning) only if every attempt ends like that."""
