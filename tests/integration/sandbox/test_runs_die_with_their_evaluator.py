@@ -22,7 +22,11 @@ import pytest
 from afm.sandbox import kernel_boundary
 
 EVALUATOR = """
+import signal
 from concurrent.futures import ThreadPoolExecutor
+# Ctrl-C as in a terminal: a shell's background job (a CI runner may be one) starts its
+# children with SIGINT ignored, and Python then installs no KeyboardInterrupt handler.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from afm.sandbox import Boundary, SandboxPolicy, run as front, run_python
 if {weak!r}:
     front.kernel_boundary.results[()] = Boundary("weak", "host", "test")
