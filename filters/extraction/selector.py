@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from afm.errors import UserError
+from afm.filters.extraction.trees import Forest
 
 MODEL_PATH = Path(__file__).resolve().parent.parent / "data" / "extraction" / "selector.json"
 
@@ -47,20 +48,11 @@ class TreeEnsemble:
     trees: list[dict[str, np.ndarray]]
 
     def predict(self, x: np.ndarray) -> np.ndarray:
-        out = np.full(len(x), self.base, dtype=np.float64)
-        rows = np.arange(len(x))
-        for tree in self.trees:
-            node = np.zeros(len(x), dtype=np.int64)
-            left, right, feature, threshold = (tree["left"], tree["right"], tree["feature"],
-                                               tree["threshold"])
-            while True:
-                inner = left[node] >= 0
-                if not inner.any():
-                    break
-                go_left = x[rows, np.maximum(feature[node], 0)] <= threshold[node]
-                node = np.where(inner, np.where(go_left, left[node], right[node]), node)
-            out += self.rate * tree["value"][node]
-        return out
+        """``base + rate * sum(tree(x))``, walked by the extractor's one :class:`Forest`."""
+        forest = self.__dict__.get("_forest")
+        if forest is None:
+            forest = self.__dict__["_forest"] = Forest.from_node_lists(self.base, self.trees, self.rate)
+        return forest.decision(np.asarray(x, dtype=np.float64).reshape(len(x), -1))
 
     def to_json(self) -> dict[str, Any]:
         return {"base": self.base, "rate": self.rate,

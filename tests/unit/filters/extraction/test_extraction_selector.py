@@ -51,6 +51,10 @@ def test_tree_export_matches_sklearn() -> None:
     model = GradientBoostingRegressor(n_estimators=30, max_depth=3, random_state=0).fit(x, y)
     ours = TreeEnsemble.from_json(TreeEnsemble.from_sklearn(model).to_json())
     np.testing.assert_allclose(ours.predict(x), model.predict(x), rtol=1e-6, atol=1e-6)
+    # float64 features split as sklearn splits them (read as float32), by the same tree walk
+    # as the block extractor's
+    wide = rng.normal(size=(300, 4))
+    np.testing.assert_allclose(ours.predict(wide), model.predict(wide), rtol=1e-6, atol=1e-6)
 
 
 def test_shipped_model_loads_and_is_small() -> None:
