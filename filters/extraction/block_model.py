@@ -36,8 +36,9 @@ from afm.filters.extraction.trees import Forest
 MODEL_PATH = Path(__file__).resolve().parent.parent / "data" / "extraction" / "blocks.json"
 FORMAT = "afm-extraction-blocks/1"
 _SPACES = re.compile(r"[ \t\r\f\v\u00a0\u200b\u2028\u2029\ufeff]+")
-_LI, _TD = KINDS.index("li"), KINDS.index("td")
+_LI, _TD, _H1 = KINDS.index("li"), KINDS.index("td"), KINDS.index("h1")
 _TOKEN = re.compile(r"\w+")
+HEADLINE_BODY_WORDS = 20  # ``PageRule.drop_headline``: a headline comes before a block this long
 FILL_SPAN = 4  # a filled block's nearest kept neighbours are at most this many blocks apart
 
 
@@ -53,21 +54,26 @@ class PageRule:
       are dropped (a headline, a byline, a date line above the text);
     * ``fallback_words``: a page whose kept text has fewer words (``\\w+`` tokens) than this
       is handed to the fallback extractor (trafilatura in the extract stage): the pages
-      where the model found no main text are the ones where it is most often wrong.
+      where the model found no main text are the ones where it is most often wrong;
+    * ``drop_headline``: kept ``h1`` blocks before the first kept block of
+      ``HEADLINE_BODY_WORDS`` words are dropped: the page's headline, which the record
+      carries apart as its title (trafilatura's convention too; gold sets differ on it).
     """
 
     fill_below: float | None = None
     lead_words: int | None = None
     fallback_words: int | None = None
+    drop_headline: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {"fill_below": self.fill_below, "lead_words": self.lead_words,
-                "fallback_words": self.fallback_words}
+                "fallback_words": self.fallback_words, "drop_headline": self.drop_headline}
 
     @classmethod
     def from_json(cls, data: dict[str, Any] | None) -> PageRule:
         data = data or {}
-        return cls(data.get("fill_below"), data.get("lead_words"), data.get("fallback_words"))
+        return cls(data.get("fill_below"), data.get("lead_words"), data.get("fallback_words"),
+                   bool(data.get("drop_headline", False)))
 
     def adjust(self, table: BlockTable, p: np.ndarray, keep: np.ndarray) -> np.ndarray:
         """``keep`` (blocks at or above the threshold) with the fill and lead rules applied."""
@@ -84,6 +90,8 @@ class PageRule:
                         keep = keep.copy()
                         keep[:i] = False
                     break
+        if self.drop_headline:
+            keep = drop_headline(table, keep)
         return keep
 
     def falls_back(self, text: str) -> bool:
@@ -96,6 +104,20 @@ class PageRule:
             if count >= self.fallback_words:
                 return False
         return True
+
+
+def drop_headline(table: BlockTable, keep: np.ndarray, body_words: int = HEADLINE_BODY_WORDS
+                  ) -> np.ndarray:
+    """``keep`` without the kept ``h1`` blocks that come before the first kept block of at
+    least ``body_words`` words (all of them on a page without such a block)."""
+    head = (table.kind == _H1) & keep
+    if not head.any():
+        return keep
+    for i in np.flatnonzero(keep).tolist():
+        if len(_TOKEN.findall(table.texts[i])) >= body_words:
+            head[i:] = False
+            break
+    return keep & ~head
 
 
 def fill_gaps(keep: np.ndarray, p: np.ndarray, low: float, span: int = FILL_SPAN) -> np.ndarray:

@@ -53,10 +53,12 @@ _WS = re.compile(r"\s+")
 COVERED = 0.5  # a block is content when this share of its shingles is in the gold
 BASELINES = ("trafilatura", "cascade")
 THRESHOLDS = (0.4, 0.5, 0.6, 0.7)
-# Page rules tried with each threshold (``block_model.PageRule``): fill, lead, fallback.
+# Page rules tried with each threshold (``block_model.PageRule``): fill, lead, fallback,
+# headline.
 FILLS: tuple[float | None, ...] = (None, 0.2, 0.3)
 LEADS: tuple[int | None, ...] = (None, 10)
 FALLBACKS: tuple[int | None, ...] = (None, 1, 20, 50, 100)
+HEADLINES = (False, True)
 # The fallback (trafilatura) costs ~6x the block extractor: at most this share of the
 # inner held-out pages may go to it, so extraction stays >= 5x trafilatura's speed.
 MAX_FALLBACK_SHARE = 0.03
@@ -323,8 +325,10 @@ def fallback_share(records: Sequence[PageRecord], probs: dict[int, np.ndarray],
 
 
 def page_rules() -> list[PageRule]:
-    """Every page rule the choice tries (the grid of ``FILLS``, ``LEADS``, ``FALLBACKS``)."""
-    return [PageRule(f, lead, fb) for f in FILLS for lead in LEADS for fb in FALLBACKS]
+    """Every page rule the choice tries (the grid of ``FILLS``, ``LEADS``, ``FALLBACKS``,
+    ``HEADLINES``)."""
+    return [PageRule(f, lead, fb, head) for head in HEADLINES for f in FILLS for lead in LEADS
+            for fb in FALLBACKS]
 
 
 def baseline_rows(records: Sequence[PageRecord], name: str, idx: Sequence[int]
@@ -431,7 +435,7 @@ def choose(records: Sequence[PageRecord], idx: Sequence[int], fits: Fits,
     # the order thresholds then ``page_rules()``)
     variant, t, rule = min(near, key=lambda key: (key[0] != "one", -min(near[key])))
     return variant, t, rule, ctx, {
-        f"{v}/{tt}/{r.fill_below}/{r.lead_words}/{r.fallback_words}":
+        f"{v}/{tt}/{r.fill_below}/{r.lead_words}/{r.fallback_words}/{int(r.drop_headline)}":
             [round(m, 5) for m in ms] + [round(float(np.mean(shares[v, tt, r])), 4)]
         for (v, tt, r), ms in margins.items()}
 
@@ -495,7 +499,8 @@ def cross_validate(records: Sequence[PageRecord], thresholds: Sequence[float] = 
 def _describe(rule: PageRule) -> str:
     parts = [f"fill >= {rule.fill_below}" if rule.fill_below is not None else "",
              f"lead < {rule.lead_words} words" if rule.lead_words is not None else "",
-             f"fallback < {rule.fallback_words} words" if rule.fallback_words is not None else ""]
+             f"fallback < {rule.fallback_words} words" if rule.fallback_words is not None else "",
+             "headline dropped" if rule.drop_headline else ""]
     return ", ".join(p for p in parts if p) or "none"
 
 

@@ -21,7 +21,10 @@ page) records, per block:
 Everything numeric goes into numpy arrays (``BlockTable``); the features are computed
 from them vectorised (``block_features.py``), so Python's work per block is the walk
 alone. Invisible subtrees (``script``, ``style``, ``template``, ``svg``, form controls,
-``hidden`` elements) are never entered.
+``hidden`` elements) are never entered. The page is read as a client without scripts (a
+crawler) is shown it: ``<noscript>`` is entered (a Discourse forum's posts live there), a
+segment React streams in hidden (``id="S:0"``) is text, and a page that hides its whole
+body until a script runs is read with its hidden elements shown.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ import numpy as np
 
 # Elements whose subtree never holds visible main text.
 SKIP = frozenset((
-    "script", "style", "noscript", "template", "svg", "math", "iframe", "head", "select",
+    "script", "style", "template", "svg", "math", "iframe", "head", "select",
     "option", "textarea", "button", "object", "embed", "canvas", "video", "audio", "map",
     "input", "img", "picture", "source", "link", "meta", "title", "-comment", "dialog",
 ))
@@ -52,6 +55,9 @@ _KIND_OF = {k: i for i, k in enumerate(KINDS)}
 _KIND_OF.update({"h4": _KIND_OF["h3"], "h5": _KIND_OF["h3"], "h6": _KIND_OF["h3"],
                  "th": _KIND_OF["td"], "dt": _KIND_OF["dd"], "summary": _KIND_OF["h3"],
                  "legend": _KIND_OF["caption"]})
+# A page showing fewer words than this without its scripts is walked again with its hidden
+# elements shown, and read so when that shows three times as many (``page_blocks``).
+MIN_SHOWN_WORDS = 30
 # Deeper elements are not walked one by one (Python's recursion; real pages nest < 100).
 MAX_DEPTH = 200
 HEADINGS = frozenset(("h1", "h2", "h3", "h4", "h5", "h6"))
@@ -112,9 +118,10 @@ class _Walk:
 
     __slots__ = ("texts", "kinds", "depths", "links", "contexts", "parents", "parts",
                  "part_links", "ctx", "el_parent", "el_depth", "open", "kind", "link_depth",
-                 "pre", "pres", "el_first", "el_last")
+                 "pre", "pres", "el_first", "el_last", "show_hidden")
 
-    def __init__(self) -> None:
+    def __init__(self, show_hidden: bool = False) -> None:
+        self.show_hidden = show_hidden  # enter elements marked hidden (see ``page_blocks``)
         self.texts: list[str] = []
         self.kinds: list[int] = []
         self.depths: list[int] = []
@@ -181,11 +188,13 @@ class _Walk:
         attrs = node.attributes  # type: ignore[attr-defined]
         marks: tuple[int, ...] = ()
         if attrs:
-            if "hidden" in attrs or attrs.get("aria-hidden") == "true":
-                return  # not shown: never main text
-            style = attrs.get("style")
-            if style and ("none" in style or "hidden" in style) and _HIDDEN.search(style):
-                return
+            if not self.show_hidden:
+                if ("hidden" in attrs and not _streamed_segment(attrs.get("id"))) \
+                        or attrs.get("aria-hidden") == "true":
+                    return  # not shown: never main text
+                style = attrs.get("style")
+                if style and ("none" in style or "hidden" in style) and _HIDDEN.search(style):
+                    return
             names = attrs.get("class") or ""
             ident = attrs.get("id")
             if ident:
@@ -219,6 +228,13 @@ class _Walk:
         self.open, self.kind = outer, outer_kind
         for m in marks:
             ctx[m] -= 1
+
+
+def _streamed_segment(ident: str | None) -> bool:
+    """Whether a ``hidden`` element is a segment React streams in (``<div hidden
+    id="S:0">``): server rendering sends a suspended part of the page last, hidden, and a
+    script moves it into its place, so it is the page's text, shown."""
+    return bool(ident) and ident.startswith("S:") and ident[2:].isdigit()
 
 
 _MARKS: dict[str, tuple[int, ...]] = {}
@@ -262,6 +278,17 @@ def page_blocks(html: str) -> BlockTable:
     if root is not None:
         walk.walk(root, 0)
         walk.flush(0)
+        shown = sum(len(t.split()) for t in walk.texts)
+        if shown < MIN_SHOWN_WORDS:
+            # Nearly nothing is shown without a script: a page that hides its body until
+            # a script runs (an anti-flicker ``visibility:hidden`` on the root, a deferred
+            # ``display:none`` wrapper) hides what it will show. When the hidden text is
+            # most of the page, it is the page: walk it all.
+            every = _Walk(show_hidden=True)
+            every.walk(root, 0)
+            every.flush(0)
+            if sum(len(t.split()) for t in every.texts) >= max(MIN_SHOWN_WORDS, 3 * shown):
+                walk = every
         node = parser.css_first("title")  # type: ignore[union-attr]
         title = node.text() if node is not None else ""
     n = len(walk.texts)

@@ -56,6 +56,24 @@ def test_blocks_cut_the_page_at_block_elements_and_skip_what_is_not_shown() -> N
     assert totals[root] == words[t.el_first[root]:t.el_last[root]].sum()
 
 
+def test_text_a_crawler_is_served_is_read() -> None:
+    """What a page shows a client without scripts is main text: a ``<noscript>`` body (a
+    Discourse forum's posts), a segment React streams in hidden (``<div hidden
+    id="S:0">``), and a page hiding its whole body until a script runs; a hidden popup
+    on a page that shows its text stays out."""
+    words = " ".join(f"word{i}" for i in range(40))
+    forum = f"<html><body><noscript><div id='main-outlet'><p>{words}.</p></div></noscript></body></html>"
+    assert [" ".join(x.split()) for x in page_blocks(forum).texts] == [f"{words}."]
+    streamed = (f"<html><body><div id='x'><p>Loading</p></div><div hidden id='S:0'><p>{words}.</p>"
+                "</div><div hidden id='menu'><p>secret menu</p></div></body></html>")
+    assert [" ".join(x.split()) for x in page_blocks(streamed).texts] == ["Loading", f"{words}."]
+    cloaked = f"<html><body><div style='visibility:hidden'><p>{words}.</p></div></body></html>"
+    assert [" ".join(x.split()) for x in page_blocks(cloaked).texts] == [f"{words}."]
+    shown = (f"<html><body><p>{words}.</p><div style='display: none'><p>Subscribe now</p></div>"
+             "</body></html>")
+    assert [" ".join(x.split()) for x in page_blocks(shown).texts] == [f"{words}."]
+
+
 def test_text_stats_match_plain_python() -> None:
     texts = ["Hello, world. Second sentence!", "  \u00a0 lower case 123 | x  ", "© 2020", "x"]
     st = text_stats(texts)
@@ -181,6 +199,18 @@ def test_lead_rule_drops_kept_lines_before_the_first_prose_block() -> None:
     assert text.split("\n") == [
         "The first real paragraph has more than ten words in it, so it counts.", "Short tail."]
     assert "Big Headline" in render(table, _model_keeping_all(PageRule()).keep(table))
+
+
+def test_headline_rule_drops_the_h1_above_the_text_only() -> None:
+    body = "The first real paragraph has well over twenty words in it, so the page's text starts here and the rule stops."
+    html = (f"<html><body><h1>Big Headline</h1><p>By A. Writer</p><p>{body}</p>"
+            "<h1>A later section title</h1><p>Short tail.</p></body></html>")
+    table = page_blocks(html)
+    text = render(table, _model_keeping_all(PageRule(drop_headline=True)).keep(table))
+    assert text.split("\n") == ["By A. Writer", body, "A later section title", "Short tail."]
+    assert "Big Headline" in render(table, _model_keeping_all(PageRule()).keep(table))
+    assert PageRule.from_json(PageRule(drop_headline=True).to_json()).drop_headline
+    assert PageRule.from_json({"fill_below": 0.2}) == PageRule(0.2)  # a model file from before
 
 
 def test_fallback_takes_pages_with_too_few_kept_words(tmp_path) -> None:
