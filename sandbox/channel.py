@@ -28,7 +28,7 @@ candidate ends.
 import _thread
 import os
 
-from afm.sandbox import plain
+import afm.sandbox.plain as plain
 
 MAX_NESTING = 64
 READ_CHUNK = 1 << 20

@@ -34,7 +34,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from afm.sandbox import cgroup
+import afm.sandbox.cgroup as cgroup
 from afm.sandbox.isolation import python
 
 JANITOR = (Path(__file__).resolve().parent / "janitor.py").read_text(encoding="utf-8")

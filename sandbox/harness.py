@@ -33,7 +33,8 @@ import os
 import sys
 import types
 
-from afm.sandbox import channel, plain
+import afm.sandbox.channel as channel
+import afm.sandbox.plain as plain
 
 TRIPWIRE_PREFIXES = (
     "socket.", "subprocess.", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork", "os.forkpty",

@@ -35,7 +35,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from afm.sandbox import cgroup
+import afm.sandbox.cgroup as cgroup
 from afm.sandbox.policy import SandboxPolicy
 
 HERE = Path(__file__).resolve().parent

@@ -25,7 +25,8 @@ import subprocess
 import time
 from collections.abc import Callable, Sequence
 
-from afm.sandbox import cgroup, cleanup
+import afm.sandbox.cgroup as cgroup
+import afm.sandbox.cleanup as cleanup
 from afm.sandbox.isolation import ENV, Boundary, kernel_command, orders_line, weak_command
 from afm.sandbox.policy import MAX_HASH_SEED, RunResult, SandboxPolicy
 

@@ -42,7 +42,9 @@ import builtins
 import os
 import sys
 
-from afm.sandbox import channel, harness, plain
+import afm.sandbox.channel as channel
+import afm.sandbox.harness as harness
+import afm.sandbox.plain as plain
 
 VERDICT_CAP = 4096
 BUILTIN_NAMES = frozenset(dir(builtins))
