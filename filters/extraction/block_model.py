@@ -83,13 +83,10 @@ class PageRule:
         if self.fill_below is not None:
             keep = fill_gaps(keep, p, self.fill_below)
         if self.lead_words is not None:
-            kept = np.flatnonzero(keep)
-            for i in kept.tolist():
-                if len(_TOKEN.findall(table.texts[i])) >= self.lead_words:
-                    if i > kept[0]:
-                        keep = keep.copy()
-                        keep[:i] = False
-                    break
+            first = first_long_block(table, keep, self.lead_words)
+            if first is not None:
+                keep = keep.copy()
+                keep[:first] = False
         if self.drop_headline:
             keep = drop_headline(table, keep)
         return keep
@@ -113,11 +110,19 @@ def drop_headline(table: BlockTable, keep: np.ndarray, body_words: int = HEADLIN
     head = (table.kind == _H1) & keep
     if not head.any():
         return keep
-    for i in np.flatnonzero(keep).tolist():
-        if len(_TOKEN.findall(table.texts[i])) >= body_words:
-            head[i:] = False
-            break
+    first = first_long_block(table, keep, body_words)
+    if first is not None:
+        head[first:] = False
     return keep & ~head
+
+
+def first_long_block(table: BlockTable, keep: np.ndarray, words: int) -> int | None:
+    """The first kept block of at least ``words`` ``\\w+`` tokens (None: no such block);
+    what the page's text starts with, for the lead and headline rules."""
+    for i in np.flatnonzero(keep).tolist():
+        if len(_TOKEN.findall(table.texts[i])) >= words:
+            return i
+    return None
 
 
 def fill_gaps(keep: np.ndarray, p: np.ndarray, low: float, span: int = FILL_SPAN) -> np.ndarray:

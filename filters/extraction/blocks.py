@@ -237,6 +237,17 @@ def _streamed_segment(ident: str | None) -> bool:
     return bool(ident) and ident.startswith("S:") and ident[2:].isdigit()
 
 
+def _words_up_to(texts: list[str], limit: int) -> int:
+    """The words of ``texts``, counted until ``limit`` is reached (a page's first blocks
+    settle it: the count runs on every page)."""
+    count = 0
+    for text in texts:
+        count += len(text.split())
+        if count >= limit:
+            break
+    return count
+
+
 _MARKS: dict[str, tuple[int, ...]] = {}
 
 
@@ -278,7 +289,7 @@ def page_blocks(html: str) -> BlockTable:
     if root is not None:
         walk.walk(root, 0)
         walk.flush(0)
-        shown = sum(len(t.split()) for t in walk.texts)
+        shown = _words_up_to(walk.texts, MIN_SHOWN_WORDS)
         if shown < MIN_SHOWN_WORDS:
             # Nearly nothing is shown without a script: a page that hides its body until
             # a script runs (an anti-flicker ``visibility:hidden`` on the root, a deferred
@@ -287,7 +298,8 @@ def page_blocks(html: str) -> BlockTable:
             every = _Walk(show_hidden=True)
             every.walk(root, 0)
             every.flush(0)
-            if sum(len(t.split()) for t in every.texts) >= max(MIN_SHOWN_WORDS, 3 * shown):
+            enough = max(MIN_SHOWN_WORDS, 3 * shown)
+            if _words_up_to(every.texts, enough) >= enough:
                 walk = every
         node = parser.css_first("title")  # type: ignore[union-attr]
         title = node.text() if node is not None else ""
