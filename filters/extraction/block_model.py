@@ -76,7 +76,8 @@ class PageRule:
                    bool(data.get("drop_headline", False)))
 
     def adjust(self, table: BlockTable, p: np.ndarray, keep: np.ndarray) -> np.ndarray:
-        """``keep`` (blocks at or above the threshold) with the fill and lead rules applied."""
+        """``keep`` (blocks at or above the threshold) with the fill, lead and headline
+        rules applied (the fallback is decided on the text: ``falls_back``)."""
         n = len(keep)
         if n == 0:
             return keep
@@ -160,8 +161,8 @@ class BlockModel:
         return p
 
     def keep(self, table: BlockTable) -> np.ndarray:
-        """Per block: kept as main content (the threshold, then the page rule's fill and
-        lead rules)."""
+        """Per block: kept as main content (the threshold, then the page rule's fill, lead
+        and headline rules)."""
         p = self.probability(table)
         return self.rule.adjust(table, p, p >= self.threshold)
 
