@@ -30,6 +30,7 @@ import numpy as np
 
 from afm.errors import UserError
 from afm.filters.extraction.block_features import CONTEXT_NAMES, NAMES, context_features, features
+from afm.filters.extraction.block_sequence import SequenceNet
 from afm.filters.extraction.blocks import KINDS, BlockTable, page_blocks
 from afm.filters.extraction.trees import Forest
 
@@ -141,7 +142,9 @@ def fill_gaps(keep: np.ndarray, p: np.ndarray, low: float, span: int = FILL_SPAN
 class BlockModel:
     """The block extractor's learned part: the first stage's trees (a block's own
     features), optionally the second stage's (the first stage's probabilities around the
-    block: ``block_features.context_features``), and the keep threshold."""
+    block: ``block_features.context_features``) or a sequence net over the page's blocks
+    (``block_sequence``: its probability and the trees' are averaged), and the keep
+    threshold."""
 
     forest: Forest
     threshold: float
@@ -149,6 +152,7 @@ class BlockModel:
     meta: dict[str, Any] = field(default_factory=dict)
     context: Forest | None = None
     rule: PageRule = field(default_factory=PageRule)
+    sequence: SequenceNet | None = None
 
     def probability(self, table: BlockTable) -> np.ndarray:
         """Per block: the probability of being main content."""
@@ -158,6 +162,8 @@ class BlockModel:
         p = self.forest.probability(x)
         if self.context is not None:
             p = self.context.probability(context_features(table, x, p))
+        if self.sequence is not None:
+            p = (p + self.sequence.probability(x)) / 2
         return p
 
     def keep(self, table: BlockTable) -> np.ndarray:
@@ -172,7 +178,8 @@ class BlockModel:
                 "forest": self.forest.to_json(),
                 "context_features": list(CONTEXT_NAMES) if self.context else None,
                 "context": self.context.to_json() if self.context else None,
-                "page_rule": self.rule.to_json(), "meta": self.meta}
+                "page_rule": self.rule.to_json(),
+                "sequence": self.sequence.to_json() if self.sequence else None, "meta": self.meta}
         path.write_text(json.dumps(data, separators=(",", ":")) + "\n", encoding="utf-8")
 
     @classmethod
@@ -188,9 +195,10 @@ class BlockModel:
             raise UserError(f"{path}: made for other block features; retrain it with "
                             "`afm extraction blocks train`")
         context = Forest.from_json(data["context"]) if data.get("context") else None
+        sequence = SequenceNet.from_json(data["sequence"]) if data.get("sequence") else None
         return cls(Forest.from_json(data["forest"]), float(data["threshold"]),
                    tuple(data["features"]), dict(data.get("meta") or {}), context,
-                   PageRule.from_json(data.get("page_rule")))
+                   PageRule.from_json(data.get("page_rule")), sequence)
 
 
 @lru_cache(maxsize=4)

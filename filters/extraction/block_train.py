@@ -44,6 +44,7 @@ from afm.console import track
 from afm.errors import UserError
 from afm.filters.extraction.block_features import NAMES, context_features, features
 from afm.filters.extraction.block_model import BlockModel, Forest, PageRule, render
+from afm.filters.extraction.block_sequence import SEQUENCE, Page, SequenceNet, fit_sequence
 from afm.filters.extraction.blocks import BlockTable, page_blocks
 from afm.filters.extraction.gold import GoldPage, counts, extraction_scores, shingles
 from afm.filters.extraction.train import source_of
@@ -261,6 +262,23 @@ def training_arrays(records: Sequence[PageRecord], idx: Sequence[int],
     return np.concatenate(parts_x), np.concatenate(parts_y), np.concatenate(parts_w)
 
 
+def training_pages(records: Sequence[PageRecord], idx: Sequence[int]) -> list[Page]:
+    """Per page of ``idx`` in page order: features, labels and weights as
+    :func:`training_arrays` gives them (an unlabelled block weighs 0), for the sequence net."""
+    per_source: dict[str, int] = defaultdict(int)
+    for i in idx:
+        per_source[source_of(records[i].set)] += 1
+    out = []
+    for i in idx:
+        r = records[i]
+        known = ~np.isnan(r.label)
+        tok = np.maximum(r.tokens, 1.0) * known
+        weight = tok / max(float(tok.sum()), 1e-9) / per_source[source_of(r.set)]
+        out.append((r.x, np.where(known, r.label >= COVERED, False).astype(np.float32),
+                    weight.astype(np.float32)))
+    return out
+
+
 def fit_forest(records: Sequence[PageRecord], idx: Sequence[int], setting: dict[str, Any],
                xs: dict[int, np.ndarray] | None = None) -> Forest:
     """Gradient-boosted trees (scikit-learn's histogram GBT, log loss) on the labelled
@@ -366,6 +384,9 @@ class Fits:
             stamp = [f"{f.name}:{f.stat().st_size}:{f.stat().st_mtime_ns}" for f in files]
             self.key = hashlib.sha1(json.dumps([STAGE1, NAMES, COVERED, stamp]).encode()
                                     ).hexdigest()[:12]
+            self.sequence_key = hashlib.sha1(json.dumps([SEQUENCE, NAMES, COVERED, stamp]).encode()
+                                             ).hexdigest()[:12]
+        self.sequences: dict[frozenset[str], SequenceNet] = {}
 
     def get(self, sources: Iterable[str]) -> Forest:
         key = frozenset(sources)
@@ -386,6 +407,27 @@ class Fits:
             path.write_text(json.dumps(self.forests[key].to_json()))
         return self.forests[key]
 
+    def sequence(self, sources: Iterable[str]) -> SequenceNet:
+        """The sequence net fitted on ``sources`` (``block_sequence``), fitted once and
+        kept like the forests (``seq-<sources>-<key>.json``)."""
+        key = frozenset(sources)
+        if key in self.sequences:
+            return self.sequences[key]
+        path = (Path(self.cache) / f"seq-{'+'.join(sorted(key))}-{self.sequence_key}.json"
+                if self.cache is not None else None)
+        if path is not None and path.exists():
+            self.sequences[key] = SequenceNet.from_json(json.loads(path.read_text()))
+            return self.sequences[key]
+        idx = [i for s, ix in sources_of(self.records).items() if s in key for i in ix]
+        start = time.process_time()
+        self.sequences[key] = fit_sequence(training_pages(self.records, idx))
+        if self.log:
+            self.log(f"  sequence net fitted on {', '.join(sorted(key))}: "
+                     f"{time.process_time() - start:.0f} CPU s")
+        if path is not None:
+            path.write_text(json.dumps(self.sequences[key].to_json()))
+        return self.sequences[key]
+
 
 def choose(records: Sequence[PageRecord], idx: Sequence[int], fits: Fits,
            thresholds: Sequence[float] = THRESHOLDS, log: Any = None,
@@ -393,7 +435,8 @@ def choose(records: Sequence[PageRecord], idx: Sequence[int], fits: Fits,
            ) -> tuple[str, float, PageRule, dict[int, np.ndarray], dict[str, Any]]:
     """(variant, threshold, page rule) by leave-one-source-out on the pages ``idx``, and
     the stage-1 out-of-source probabilities of those pages. Variants: ``one`` (stage 1's
-    probability decides) and ``two`` (the context stage on top); rules: ``page_rules()``
+    probability decides), ``two`` (the context stage on top) and ``mix`` (the mean of
+    stage 1's and the sequence net's probabilities, ``block_sequence``); rules: ``page_rules()``
     by default. Chosen, among the settings that send at most ``MAX_FALLBACK_SHARE`` of the
     held-out pages to the fallback: the one whose worst held-out source has the best F1
     margin over trafilatura there (one stage before two when within 0.001 of it)."""
@@ -416,6 +459,9 @@ def choose(records: Sequence[PageRecord], idx: Sequence[int], fits: Fits,
         if two:
             second = fit_forest(records, fit_on, STAGE2, ctx)
             options.append(("two", probabilities(second, records, test, ctx)))
+        if "mix" in variants:
+            net = fits.sequence(set(by) - {held})
+            options.append(("mix", {i: (oof[i] + net.probability(records[i].x)) / 2 for i in test}))
         for variant, probs in options:
             memo: dict[Any, Any] = {}
             for t in thresholds:
@@ -451,9 +497,11 @@ def fit_model(records: Sequence[PageRecord], idx: Sequence[int], fits: Fits | No
     sources = sources_of(records, idx)
     forest = fits.get(sources)
     context = fit_forest(records, idx, STAGE2, ctx) if variant == "two" else None
+    sequence = fits.sequence(sources) if variant == "mix" else None
     info = {"stages": 2 if context else 1, "stage1": STAGE1, "stage2": STAGE2 if context else None,
+            "sequence": SEQUENCE if sequence else None, "variant": variant,
             "inner_margins": margins, "sources": sorted(sources), **(meta or {})}
-    return BlockModel(forest, threshold, NAMES, info, context, rule)
+    return BlockModel(forest, threshold, NAMES, info, context, rule, sequence)
 
 
 def cross_validate(records: Sequence[PageRecord], thresholds: Sequence[float] = THRESHOLDS,

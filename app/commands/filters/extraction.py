@@ -33,6 +33,7 @@ BLOCKS_EPILOG = """\b
 Examples:
   afm extraction blocks table --wcxb ../wcxb --trafilatura ../trafilatura/tests --utomo ../utomo --cache work/xblocks --workers 2
   afm extraction blocks cv --cache work/xblocks --tsv blocks-cv.tsv --one-stage
+  afm extraction blocks cv --cache work/xblocks --one-stage --sequence   # + trees and sequence net averaged
   afm extraction blocks train --cache work/xblocks      # rewrites filters/data/extraction/blocks.json
 
 `table` cuts every gold page into blocks, labels them from the gold, and runs trafilatura
@@ -211,13 +212,21 @@ def cascade_text(html: str, url: str | None) -> str:
     return _CASCADE.extract_text(html, url)[0]
 
 
+def _variants(one_stage: bool, sequence: bool) -> tuple[str, ...]:
+    """The block model variants ``block_train.choose`` tries."""
+    return ("one",) + (() if one_stage else ("two",)) + (("mix",) if sequence else ())
+
+
 @blocks.command("cv", epilog=BLOCKS_EPILOG)
 @click.option("--cache", required=True, type=click.Path(file_okay=False, exists=True))
 @click.option("--tsv", type=click.Path(dir_okay=False), help="Also write the table as TSV.")
 @click.option("--one-stage", is_flag=True, help="Choose only the threshold and the page rule (no "
               "context stage); fewer fits.")
+@click.option("--sequence", is_flag=True, help="Also try the trees averaged with a sequence net "
+              "over the page's blocks (ten JAX fits, minutes each).")
 @click.option("--verbose", is_flag=True, help="Print every inner fold's figure.")
-def blocks_cv_cmd(cache: str, tsv: str | None, one_stage: bool, verbose: bool) -> None:
+def blocks_cv_cmd(cache: str, tsv: str | None, one_stage: bool, sequence: bool,
+                  verbose: bool) -> None:
     """Nested leave-one-source-out F1 of the block extractor next to trafilatura and the cascade."""
     from afm.console import console, print_table
     from afm.filters.extraction.block_train import Fits, cross_validate, load_records, report_rows
@@ -225,7 +234,7 @@ def blocks_cv_cmd(cache: str, tsv: str | None, one_stage: bool, verbose: bool) -
     records = load_records(Path(cache))
     log = console.print if verbose else None
     results = cross_validate(records, log=log, fits=Fits(records, log, Path(cache)),
-                             variants=("one",) if one_stage else ("one", "two"))
+                             variants=_variants(one_stage, sequence))
     header, rows = report_rows(results)
     print_table("held-out F1 by source (nested leave one source out)", header, rows)
     if tsv:
@@ -238,8 +247,11 @@ def blocks_cv_cmd(cache: str, tsv: str | None, one_stage: bool, verbose: bool) -
 @click.option("--out", type=click.Path(dir_okay=False), help="Model file (default: the shipped one).")
 @click.option("--one-stage", is_flag=True, help="Choose only the threshold (no context stage: what "
               "the nested cross-validation chose in every fold); fewer fits.")
+@click.option("--sequence", is_flag=True, help="Also try the trees averaged with a sequence net "
+              "over the page's blocks.")
 @click.option("--verbose", is_flag=True, help="Print every fit and inner figure.")
-def blocks_train_cmd(cache: str, out: str | None, one_stage: bool, verbose: bool) -> None:
+def blocks_train_cmd(cache: str, out: str | None, one_stage: bool, sequence: bool,
+                     verbose: bool) -> None:
     """Choose the settings by source, fit the block model on every page, write it."""
     from afm.console import print_summary
     from afm.filters.extraction.block_model import MODEL_PATH
@@ -252,12 +264,13 @@ def blocks_train_cmd(cache: str, out: str | None, one_stage: bool, verbose: bool
     log = console.print if verbose else None
     model = fit_model(records, range(len(records)), Fits(records, log, Path(cache)),
                       meta={"trained_on": {s: sum(r.set == s for r in records) for s in sets}},
-                      log=log, variants=("one",) if one_stage else ("one", "two"))
+                      log=log, variants=_variants(one_stage, sequence))
     path = Path(out) if out else MODEL_PATH
     model.save(path)
     print_summary("block extraction model", {"pages": len(records), "sets": len(sets),
                                              "threshold": model.threshold,
                                              "trees": len(model.forest.feature),
+                                             "variant": model.meta.get("variant", "one"),
                                              "model": str(path)})
 
 

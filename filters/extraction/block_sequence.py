@@ -1,0 +1,199 @@
+"""A small convolution over a page's blocks in reading order: the block model's second voice.
+
+The trees (``trees.Forest``) judge each block from its own row of features, in which the
+neighbours appear only as a few hand-made columns (the blocks before and after, a window
+of five). Boilernet and Web2Text read the page as a *sequence*: whether a block is main
+text depends on the run of blocks it sits in (a comment thread, a list of teasers, the
+article's paragraphs). :class:`SequenceNet` does that cheaply: the block features,
+standardised, go through one dense layer and five residual convolutions of width three
+with dilations 1, 2, 4, 8 and 16 (each block sees 63 blocks around it), each after an RMS
+normalisation, then one logit per block. About 66,000 weights; extraction evaluates it in
+numpy (a few matrix products per page, ~0.3 ms), so no JAX is loaded at run time.
+
+``fit_sequence`` trains it with JAX and optax (weighted log loss, the block weights of
+``block_train.training_arrays``: a block weighs its tokens' share of its page, a page one
+over its source's pages), pages batched by padded length. The block model averages its
+probability with the trees' (``BlockModel.probability``); held out by source, the average
+beats either alone (experiments/extraction-selector/README.md).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+DILATIONS = (1, 2, 4, 8, 16)
+# Training settings (the held-out comparison's): width, passes over the pages, AdamW's
+# peak rate (cosine decay to 0) and weight decay, the seed.
+SEQUENCE: dict[str, Any] = {"width": 64, "epochs": 15, "learning_rate": 2e-3,
+                            "weight_decay": 1e-4, "seed": 0}
+# Pages are padded to one of these lengths in training (longer pages are left out of it;
+# extraction reads any length).
+_BUCKETS = (64, 128, 256, 512, 1024, 2048, 4096, 8192)
+_BLOCKS_PER_BATCH = 24576
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+
+
+def _gelu(x: np.ndarray) -> np.ndarray:
+    """GELU, tanh form (``jax.nn.gelu``'s default, so training and extraction agree)."""
+    return 0.5 * x * (1.0 + np.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)))
+
+
+@dataclass
+class SequenceNet:
+    """The weights, and the standardisation of the features they were trained on."""
+
+    mean: np.ndarray  # (features,)
+    scale: np.ndarray  # (features,)
+    w_in: np.ndarray  # (features, width)
+    b_in: np.ndarray  # (width,)
+    conv: np.ndarray  # (layers, 3, width, width): taps at t - d, t, t + d
+    conv_b: np.ndarray  # (layers, width)
+    gain: np.ndarray  # (layers, width): the RMS normalisation's
+    w_out: np.ndarray  # (width,)
+    b_out: float
+    dilations: tuple[int, ...] = DILATIONS
+
+    def probability(self, x: np.ndarray) -> np.ndarray:
+        """Per block (a row of one page's features, in page order): P(main content)."""
+        if len(x) == 0:
+            return np.zeros(0)
+        z = np.clip((x.astype(np.float32) - self.mean) / self.scale, -5.0, 5.0)
+        h = _gelu(z @ self.w_in + self.b_in)
+        rows, width = h.shape
+        taps = np.zeros((rows, 3 * width), dtype=np.float32)  # [t - d | t | t + d], one product
+        stacked = self._stacked()
+        for j, d in enumerate(self.dilations):
+            n = h * (1.0 / np.sqrt((h * h).mean(axis=1, keepdims=True) + 1e-5)) * self.gain[j]
+            taps.fill(0.0)
+            if d < rows:
+                taps[d:, :width] = n[:-d]
+                taps[:-d, 2 * width:] = n[d:]
+            taps[:, width:2 * width] = n
+            h = h + _gelu(taps @ stacked[j] + self.conv_b[j])
+        logit = h @ self.w_out + self.b_out
+        return 1.0 / (1.0 + np.exp(-logit.astype(np.float64)))
+
+    def _stacked(self) -> np.ndarray:
+        """The convolutions' three taps stacked: (layers, 3 * width, width), made once."""
+        cached = self.__dict__.get("_stacked_conv")
+        if cached is None:
+            layers, _, width, out = self.conv.shape
+            cached = np.ascontiguousarray(self.conv.reshape(layers, 3 * width, out))
+            self.__dict__["_stacked_conv"] = cached
+        return cached
+
+    def to_json(self) -> dict[str, Any]:
+        return {"dilations": list(self.dilations), "b_out": float(self.b_out),
+                **{k: np.asarray(getattr(self, k), dtype=np.float32).round(7).tolist()
+                   for k in ("mean", "scale", "w_in", "b_in", "conv", "conv_b", "gain", "w_out")}}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> SequenceNet:
+        arrays = {k: np.asarray(data[k], dtype=np.float32)
+                  for k in ("mean", "scale", "w_in", "b_in", "conv", "conv_b", "gain", "w_out")}
+        return cls(**arrays, b_out=float(data["b_out"]), dilations=tuple(data["dilations"]))
+
+
+Page = tuple[np.ndarray, np.ndarray, np.ndarray]  # features, labels (0/1), weights
+
+
+def _batches(lengths: Sequence[int], rng: np.random.Generator | None) -> list[tuple[int, list[int]]]:
+    """Pages grouped by padded length, ~``_BLOCKS_PER_BATCH`` blocks a batch (shuffled
+    when ``rng`` is given)."""
+    groups: dict[int, list[int]] = {}
+    for k, n in enumerate(lengths):
+        if 0 < n <= _BUCKETS[-1]:
+            groups.setdefault(next(b for b in _BUCKETS if b >= n), []).append(k)
+    out = []
+    for size, members in sorted(groups.items()):
+        if rng is not None:
+            rng.shuffle(members)
+        step = max(1, _BLOCKS_PER_BATCH // size)
+        out += [(size, members[at: at + step]) for at in range(0, len(members), step)]
+    if rng is not None:
+        rng.shuffle(out)  # type: ignore[arg-type]
+    return out
+
+
+def fit_sequence(pages: Sequence[Page], setting: dict[str, Any] | None = None,
+                 log: Callable[[str], Any] | None = None) -> SequenceNet:
+    """Train a :class:`SequenceNet` on ``pages`` (JAX on the CPU or an accelerator)."""
+    import jax
+    import jax.numpy as jnp
+    import optax
+
+    s = {**SEQUENCE, **(setting or {})}
+    width, dil = int(s["width"]), DILATIONS
+    pages = [p for p in pages if len(p[0])]
+    x_all = np.concatenate([p[0] for p in pages]).astype(np.float64)
+    mean = x_all.mean(axis=0).astype(np.float32)
+    scale = (x_all.std(axis=0) + 1e-6).astype(np.float32)
+    total_w = float(sum(p[2].sum() for p in pages))
+    n_features = x_all.shape[1]
+    keys = jax.random.split(jax.random.PRNGKey(int(s["seed"])), 2 + len(dil))
+    params = {
+        "w_in": jax.random.normal(keys[0], (n_features, width)) / math.sqrt(n_features),
+        "b_in": jnp.zeros(width),
+        "conv": jnp.stack([jax.random.normal(k, (3, width, width)) * (0.5 / math.sqrt(3 * width))
+                           for k in keys[2:]]),
+        "conv_b": jnp.zeros((len(dil), width)), "gain": jnp.ones((len(dil), width)),
+        "w_out": jax.random.normal(keys[1], (width,)) * 0.01, "b_out": jnp.zeros(()),
+    }
+
+    def shift(z: Any, d: int) -> Any:
+        pad = ((0, 0), (d, 0), (0, 0)) if d > 0 else ((0, 0), (0, -d), (0, 0))
+        return jnp.pad(z, pad)[:, :-d] if d > 0 else jnp.pad(z, pad)[:, -d:]
+
+    def forward(p: dict[str, Any], x: Any, m: Any) -> Any:
+        h = jax.nn.gelu(x @ p["w_in"] + p["b_in"]) * m[..., None]
+        for j, d in enumerate(dil):
+            n = h * jax.lax.rsqrt((h * h).mean(-1, keepdims=True) + 1e-5) * p["gain"][j]
+            c = (shift(n, d) @ p["conv"][j, 0] + n @ p["conv"][j, 1]
+                 + shift(n, -d) @ p["conv"][j, 2] + p["conv_b"][j])
+            h = (h + jax.nn.gelu(c)) * m[..., None]
+        return h @ p["w_out"] + p["b_out"]
+
+    def loss(p: dict[str, Any], x: Any, y: Any, w: Any, m: Any) -> Any:
+        return (optax.sigmoid_binary_cross_entropy(forward(p, x, m), y) * w).sum()
+
+    lengths = [len(p[0]) for p in pages]
+    rng = np.random.default_rng(int(s["seed"]))
+    steps = len(_batches(lengths, None)) * int(s["epochs"])
+    opt = optax.chain(optax.clip_by_global_norm(1.0),
+                      optax.adamw(optax.cosine_decay_schedule(float(s["learning_rate"]), steps),
+                                  weight_decay=float(s["weight_decay"])))
+    state = opt.init(params)
+
+    @jax.jit
+    def step(p: dict[str, Any], st: Any, x: Any, y: Any, w: Any, m: Any) -> Any:
+        value, grads = jax.value_and_grad(loss)(p, x, y, w, m)
+        updates, st = opt.update(grads, st, p)
+        return optax.apply_updates(p, updates), st, value
+
+    start = time.process_time()
+    for epoch in range(int(s["epochs"])):
+        total = 0.0
+        for size, members in _batches(lengths, rng):
+            x = np.zeros((len(members), size, n_features), np.float32)
+            y = np.zeros((len(members), size), np.float32)
+            w = np.zeros((len(members), size), np.float32)
+            m = np.zeros((len(members), size), np.float32)
+            for row, k in enumerate(members):
+                px, py, pw = pages[k]
+                n = len(px)
+                x[row, :n] = np.clip((px - mean) / scale, -5.0, 5.0)
+                y[row, :n], w[row, :n], m[row, :n] = py, pw * (1000.0 / total_w), 1.0
+            params, state, value = step(params, state, x, y, w, m)
+            total += float(value)
+        if log:
+            log(f"  sequence net: pass {epoch + 1}/{s['epochs']}, loss {total:.2f}, "
+                f"{time.process_time() - start:.0f} CPU s")
+    p = {k: np.asarray(v, dtype=np.float32) for k, v in params.items()}
+    return SequenceNet(mean, scale, p["w_in"], p["b_in"], p["conv"], p["conv_b"], p["gain"],
+                       p["w_out"], float(p["b_out"]), dil)

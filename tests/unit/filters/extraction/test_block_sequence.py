@@ -1,0 +1,117 @@
+"""The block model's sequence net: its numpy forward pass (what extraction runs) against a
+position-by-position reference and stored values, its training (JAX) on a task only the
+neighbours decide, and its place in the model file."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+
+from afm.filters.extraction.block_model import MODEL_PATH, BlockModel, load_block_model
+from afm.filters.extraction.block_sequence import SequenceNet, fit_sequence
+
+
+def _random_net(rng: np.random.Generator, features: int = 5, width: int = 4) -> SequenceNet:
+    layers = 5
+    f32 = np.float32
+    return SequenceNet(rng.normal(size=features).astype(f32), (rng.random(features) + 0.5).astype(f32),
+                       rng.normal(size=(features, width)).astype(f32), rng.normal(size=width).astype(f32),
+                       (0.3 * rng.normal(size=(layers, 3, width, width))).astype(f32),
+                       (0.1 * rng.normal(size=(layers, width))).astype(f32),
+                       (rng.random((layers, width)) + 0.5).astype(f32),
+                       rng.normal(size=width).astype(f32), 0.1)
+
+
+def _reference(net: SequenceNet, x: np.ndarray) -> np.ndarray:
+    """The same network written one position and one tap at a time, in float64."""
+    def gelu(v: float) -> float:
+        return 0.5 * v * (1 + math.tanh(math.sqrt(2 / math.pi) * (v + 0.044715 * v ** 3)))
+
+    z = np.clip((x - net.mean) / net.scale, -5, 5).astype(np.float64)
+    h = [[gelu(v) for v in row] for row in (z @ net.w_in + net.b_in)]
+    n_rows, width = len(h), len(h[0])
+    for j, d in enumerate(net.dilations):
+        normed = []
+        for row in h:
+            rms = math.sqrt(sum(v * v for v in row) / width + 1e-5)
+            normed.append([v / rms * net.gain[j][k] for k, v in enumerate(row)])
+        new = []
+        for t in range(n_rows):
+            out = list(net.conv_b[j].astype(np.float64))
+            for tap, src in enumerate((t - d, t, t + d)):
+                if 0 <= src < n_rows:
+                    for a in range(width):
+                        for b in range(width):
+                            out[b] += normed[src][a] * float(net.conv[j, tap, a, b])
+            new.append([h[t][b] + gelu(out[b]) for b in range(width)])
+        h = new
+    logits = [sum(v * float(w) for v, w in zip(row, net.w_out)) + net.b_out for row in h]
+    return np.array([1 / (1 + math.exp(-v)) for v in logits])
+
+
+def test_numpy_forward_matches_a_position_by_position_reference_and_stored_values() -> None:
+    rng = np.random.default_rng(7)
+    net = _random_net(rng)
+    x = rng.normal(size=(7, 5)).astype(np.float32)
+    # stored values (float32 numpy), so any change of the forward pass is seen
+    stored = [0.563274, 0.021115, 0.61583, 2.2e-05, 0.195154, 0.000209, 5.8e-05]
+    assert np.abs(net.probability(x) - stored).max() < 2e-6
+    longer = rng.normal(size=(40, 5)).astype(np.float32)  # wider than every dilation
+    assert np.abs(net.probability(longer) - _reference(net, longer)).max() < 1e-5
+    assert np.abs(net.probability(x[:3]) - _reference(net, x[:3])).max() < 1e-5
+    assert net.probability(x[:0]).shape == (0,)
+    again = SequenceNet.from_json(json.loads(json.dumps(net.to_json())))
+    assert np.abs(again.probability(longer) - net.probability(longer)).max() < 1e-5
+
+
+def _neighbour_pages(n_pages: int, seed: int) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Blocks whose label is the sign of the *previous* block's first feature: a model of
+    one row at a time cannot do better than chance."""
+    rng = np.random.default_rng(seed)
+    pages = []
+    for _ in range(n_pages):
+        n = int(rng.integers(20, 60))
+        x = rng.normal(size=(n, 3)).astype(np.float32)
+        y = np.zeros(n, dtype=np.float32)
+        y[1:] = x[:-1, 0] > 0
+        w = np.full(n, 1.0 / n, dtype=np.float32)
+        w[0] = 0.0
+        pages.append((x, y, w))
+    return pages
+
+
+def test_training_learns_what_only_the_neighbours_decide() -> None:
+    net = fit_sequence(_neighbour_pages(60, 0), {"width": 16, "epochs": 60, "learning_rate": 1e-2})
+    held = _neighbour_pages(30, 1)
+    right = total = 0
+    for x, y, _ in held:
+        p = net.probability(x)
+        right += int(((p[1:] >= 0.5) == (y[1:] > 0.5)).sum())
+        total += len(x) - 1
+    assert right / total > 0.9
+
+
+def test_model_file_carries_the_sequence_net(tmp_path) -> None:
+    shipped = load_block_model(str(MODEL_PATH))
+    width = 4
+    rng = np.random.default_rng(0)
+    n_features = len(shipped.names)
+    net = SequenceNet(np.zeros(n_features, np.float32), np.ones(n_features, np.float32),
+                      (0.1 * rng.normal(size=(n_features, width))).astype(np.float32),
+                      np.zeros(width, np.float32), np.zeros((5, 3, width, width), np.float32),
+                      np.zeros((5, width), np.float32), np.ones((5, width), np.float32),
+                      np.zeros(width, np.float32), 0.0)
+    model = BlockModel(shipped.forest, shipped.threshold, shipped.names, {}, None, shipped.rule, net)
+    path = tmp_path / "m.json"
+    model.save(path)
+    loaded = BlockModel.load(path)
+    assert loaded.sequence is not None
+    from afm.filters.extraction.blocks import page_blocks
+    from tests.unit.filters.extraction.test_extract import ARTICLE
+
+    table = page_blocks(ARTICLE)
+    trees = shipped.probability(table)
+    # this net says 0.5 for every block: the model's probability is the mean of the two
+    assert np.allclose(loaded.probability(table), (trees + 0.5) / 2, atol=1e-6)
