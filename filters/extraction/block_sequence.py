@@ -40,8 +40,19 @@ _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 
 
 def _gelu(x: np.ndarray) -> np.ndarray:
-    """GELU, tanh form (``jax.nn.gelu``'s default, so training and extraction agree)."""
-    return 0.5 * x * (1.0 + np.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)))
+    """GELU, tanh form (``jax.nn.gelu``'s default, so training and extraction agree),
+    computed in place in ``x``'s one scratch array (a page is small: numpy's per-call cost,
+    not arithmetic, is what a forward pass spends)."""
+    t = x * x
+    t *= 0.044715
+    t += 1.0
+    t *= x
+    t *= _SQRT_2_OVER_PI
+    np.tanh(t, out=t)
+    t += 1.0
+    t *= x
+    t *= 0.5
+    return t
 
 
 @dataclass
@@ -67,15 +78,26 @@ class SequenceNet:
         h = _gelu(z @ self.w_in + self.b_in)
         rows, width = h.shape
         taps = np.zeros((rows, 3 * width), dtype=np.float32)  # [t - d | t | t + d], one product
+        left, mid, right = taps[:, :width], taps[:, width:2 * width], taps[:, 2 * width:]
         stacked = self._stacked()
         for j, d in enumerate(self.dilations):
-            n = h * (1.0 / np.sqrt((h * h).mean(axis=1, keepdims=True) + 1e-5)) * self.gain[j]
-            taps.fill(0.0)
-            if d < rows:
-                taps[d:, :width] = n[:-d]
-                taps[:-d, 2 * width:] = n[d:]
-            taps[:, width:2 * width] = n
-            h = h + _gelu(taps @ stacked[j] + self.conv_b[j])
+            inv = np.einsum("ij,ij->i", h, h)
+            inv *= 1.0 / width
+            inv += 1e-5
+            np.sqrt(inv, out=inv)
+            np.divide(h, inv[:, None], out=mid)
+            mid *= self.gain[j]
+            if d < rows:  # the rows a shift leaves empty are zero from the previous layer on
+                left[:d] = 0.0
+                left[d:] = mid[:-d]
+                right[:-d] = mid[d:]
+                right[-d:] = 0.0
+            else:
+                left[:] = 0.0
+                right[:] = 0.0
+            c = taps @ stacked[j]
+            c += self.conv_b[j]
+            h += _gelu(c)
         logit = h @ self.w_out + self.b_out
         return 1.0 / (1.0 + np.exp(-logit.astype(np.float64)))
 

@@ -63,6 +63,8 @@ HEADLINES = (False, True)
 # The fallback (trafilatura) costs ~6x the block extractor: at most this share of the
 # inner held-out pages may go to it, so extraction stays >= 5x trafilatura's speed.
 MAX_FALLBACK_SHARE = 0.03
+# The model variants ``choose`` tries, as the cross-validation's table names them.
+VARIANT_NAMES = {"one": "trees", "two": "trees + context stage", "mix": "trees + sequence net"}
 # Tree settings (scikit-learn's HistGradientBoostingClassifier). Depth bounds the
 # extraction cost (one numpy step per level), trees x blocks the rest.
 STAGE1: dict[str, Any] = {"max_iter": 100, "max_depth": 5, "max_leaf_nodes": 24,
@@ -535,12 +537,12 @@ def cross_validate(records: Sequence[PageRecord], thresholds: Sequence[float] = 
                 "source": held, "pages": len(ix),
                 "blocks": extraction_scores([rows[i] for i in ix]),
                 **{b: extraction_scores([base[b][i] for i in ix]) for b in BASELINES},
-                "threshold": model.threshold, "stages": model.meta["stages"],
+                "threshold": model.threshold, "model": VARIANT_NAMES[model.meta["variant"]],
                 "rule": _describe(model.rule), "fallback": round(share, 4),
             }
     out["pooled"] = {"source": "all", "pages": len(records),
                      **{k: extraction_scores(v) for k, v in pooled.items()},
-                     "threshold": "", "stages": "", "rule": "", "fallback": ""}
+                     "threshold": "", "model": "", "rule": "", "fallback": ""}
     return out
 
 
@@ -554,10 +556,10 @@ def _describe(rule: PageRule) -> str:
 
 def report_rows(results: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
     header = ["set", "pages", "blocks F1", "trafilatura F1", "cascade F1", "vs trafilatura",
-              "vs cascade", "threshold", "stages", "page rule", "fallback share"]
+              "vs cascade", "threshold", "model", "page rule", "fallback share"]
     rows = []
     for name, r in results.items():
         b, t, c = r["blocks"]["f1"], r["trafilatura"]["f1"], r["cascade"]["f1"]
         rows.append([name, r["pages"], f"{b:.4f}", f"{t:.4f}", f"{c:.4f}", f"{b - t:+.4f}",
-                     f"{b - c:+.4f}", r["threshold"], r["stages"], r["rule"], r["fallback"]])
+                     f"{b - c:+.4f}", r["threshold"], r["model"], r["rule"], r["fallback"]])
     return header, rows

@@ -115,3 +115,54 @@ def test_model_file_carries_the_sequence_net(tmp_path) -> None:
     trees = shipped.probability(table)
     # this net says 0.5 for every block: the model's probability is the mean of the two
     assert np.allclose(loaded.probability(table), (trees + 0.5) / 2, atol=1e-6)
+
+
+def _gold_pages(source: str, n: int, seed: int) -> list:
+    """Pages of one source: a menu, an article of a few paragraphs (the gold), a footer."""
+    from afm.filters.extraction.gold import GoldPage
+
+    rng = np.random.default_rng(seed)
+    vocab = [f"w{i}" for i in range(300)]
+    pages = []
+    for k in range(n):
+        paras = [" ".join(rng.choice(vocab, size=int(rng.integers(25, 60)))).capitalize() + "."
+                 for _ in range(int(rng.integers(3, 7)))]
+        menu = "".join(f'<li><a href="/{i}">{rng.choice(vocab)}</a></li>' for i in range(6))
+        html = (f'<html><body><nav class="menu"><ul>{menu}</ul></nav><article>'
+                + "".join(f"<p>{p}</p>" for p in paras)
+                + '</article><footer class="site-footer"><p>Copyright 2024 Example. '
+                  'All rights reserved.</p></footer></body></html>')
+        pages.append(GoldPage(source, f"{source}-{k}", None, html.encode(), "\n".join(paras)))
+    return pages
+
+
+def test_cross_validation_tries_the_sequence_net_and_names_the_model_it_chose(monkeypatch) -> None:
+    import afm.filters.extraction.block_sequence as block_sequence
+    from afm.filters.extraction.block_train import (
+        VARIANT_NAMES,
+        Fits,
+        cross_validate,
+        fit_model,
+        page_record,
+    )
+
+    monkeypatch.setitem(block_sequence.SEQUENCE, "epochs", 3)
+    records = []
+    for s, source in enumerate(("scrapinghub", "utomo", "wcxb")):
+        for page in _gold_pages(source, 6, s):
+            r = page_record(page)
+            r.texts["trafilatura"] = r.texts["cascade"] = page.truth or ""
+            records.append(r)
+    fits = Fits(records)
+    results = cross_validate(records, thresholds=(0.5,), fits=fits, variants=("one", "mix"))
+    assert {results[s]["model"] for s in ("scrapinghub", "utomo", "wcxb")} <= {
+        VARIANT_NAMES["one"], VARIANT_NAMES["mix"]}
+    # the inner choices fit one net per single source; a fold that takes the net fits its pair
+    mixed = sum(results[s]["model"] == VARIANT_NAMES["mix"] for s in ("scrapinghub", "utomo", "wcxb"))
+    assert len(fits.sequences) == 3 + mixed
+    model = fit_model(records, range(len(records)), fits, thresholds=(0.5,), variants=("one", "mix"))
+    assert any(key.startswith("mix/") for key in model.meta["inner_margins"])  # it was scored
+    assert (model.sequence is not None) == (model.meta["variant"] == "mix")
+    r = records[0]
+    p = model.probability(r.table)
+    assert p.shape == (len(r.table),) and np.all((p >= 0) & (p <= 1))
