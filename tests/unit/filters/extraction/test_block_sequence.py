@@ -108,11 +108,12 @@ def test_model_file_carries_the_sequence_net(tmp_path) -> None:
     model.save(path)
     loaded = BlockModel.load(path)
     assert loaded.sequence is not None
+    from afm.filters.extraction.block_features import features
     from afm.filters.extraction.blocks import page_blocks
     from tests.unit.filters.extraction.test_extract import ARTICLE
 
     table = page_blocks(ARTICLE)
-    trees = shipped.probability(table)
+    trees = shipped.forest.probability(features(table))
     # this net says 0.5 for every block: the model's probability is the mean of the two
     assert np.allclose(loaded.probability(table), (trees + 0.5) / 2, atol=1e-6)
 
