@@ -28,6 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from afm.errors import UserError
+
 DILATIONS = (1, 2, 4, 8, 16)
 # Training settings (the held-out comparison's): width, passes over the pages, AdamW's
 # peak rate (cosine decay to 0) and weight decay, the seed.
@@ -172,9 +174,14 @@ def _batches(lengths: Sequence[int], rng: np.random.Generator | None) -> list[tu
 def fit_sequence(pages: Sequence[Page], setting: dict[str, Any] | None = None,
                  log: Callable[[str], Any] | None = None) -> SequenceNet:
     """Train a :class:`SequenceNet` on ``pages`` (JAX on the CPU or an accelerator)."""
-    import jax
-    import jax.numpy as jnp
-    import optax
+    try:
+        import jax
+        import jax.numpy as jnp
+        import optax
+    except ImportError as exc:
+        raise UserError("the block model's sequence net trains with JAX and optax (the "
+                        "`train` extra: pip install 'afm[train]'); without them, leave out "
+                        f"--sequence ({exc})") from exc
 
     s = {**SEQUENCE, **(setting or {})}
     width, dil = int(s["width"]), DILATIONS
