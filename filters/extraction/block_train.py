@@ -240,33 +240,11 @@ def load_records(cache: Path) -> list[PageRecord]:
 # ---------------------------------------------------------------------------- fitting
 
 
-def training_arrays(records: Sequence[PageRecord], idx: Sequence[int],
-                    xs: dict[int, np.ndarray] | None = None
-                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(x, y, weight) over the labelled blocks of the pages ``idx`` (``xs``: other rows
-    than the records' own features, per page): a block's weight is its tokens' share of
-    its page, a page's is 1 / its source's pages."""
-    per_source: dict[str, int] = defaultdict(int)
-    for i in idx:
-        per_source[source_of(records[i].set)] += 1
-    parts_x, parts_y, parts_w = [], [], []
-    for i in idx:
-        r = records[i]
-        known = ~np.isnan(r.label)
-        if not known.any():
-            continue
-        tok = np.maximum(r.tokens[known], 1.0)
-        parts_x.append((r.x if xs is None else xs[i])[known])
-        parts_y.append(r.label[known] >= COVERED)
-        parts_w.append(tok / tok.sum() / per_source[source_of(r.set)])
-    if not parts_x:
-        raise UserError("no labelled blocks to fit the block model on")
-    return np.concatenate(parts_x), np.concatenate(parts_y), np.concatenate(parts_w)
-
-
 def training_pages(records: Sequence[PageRecord], idx: Sequence[int]) -> list[Page]:
-    """Per page of ``idx`` in page order: features, labels and weights as
-    :func:`training_arrays` gives them (an unlabelled block weighs 0), for the sequence net."""
+    """Per page of ``idx``: its features, labels (1 content, 0 not or unknown) and block
+    weights - a block weighs its tokens' share of its page, a page 1 / its source's pages,
+    an unlabelled block (snippet gold) 0. The sequence net reads pages whole; the trees
+    read the labelled blocks (:func:`training_arrays`)."""
     per_source: dict[str, int] = defaultdict(int)
     for i in idx:
         per_source[source_of(records[i].set)] += 1
@@ -275,10 +253,27 @@ def training_pages(records: Sequence[PageRecord], idx: Sequence[int]) -> list[Pa
         r = records[i]
         known = ~np.isnan(r.label)
         tok = np.maximum(r.tokens, 1.0) * known
-        weight = tok / max(float(tok.sum()), 1e-9) / per_source[source_of(r.set)]
-        out.append((r.x, np.where(known, r.label >= COVERED, False).astype(np.float32),
-                    weight.astype(np.float32)))
+        weight = tok / max(float(tok.sum()), 1e-300) / per_source[source_of(r.set)]
+        out.append((r.x, np.where(known, r.label >= COVERED, False).astype(np.float32), weight))
     return out
+
+
+def training_arrays(records: Sequence[PageRecord], idx: Sequence[int],
+                    xs: dict[int, np.ndarray] | None = None
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(x, y, weight) over the labelled blocks of the pages ``idx``, weighted as
+    :func:`training_pages` says (``xs``: other rows than the records' own features, per
+    page)."""
+    parts_x, parts_y, parts_w = [], [], []
+    for i, (x, y, w) in zip(idx, training_pages(records, idx)):
+        known = w > 0
+        if known.any():
+            parts_x.append((x if xs is None else xs[i])[known])
+            parts_y.append(y[known] > 0.5)
+            parts_w.append(w[known])
+    if not parts_x:
+        raise UserError("no labelled blocks to fit the block model on")
+    return np.concatenate(parts_x), np.concatenate(parts_y), np.concatenate(parts_w)
 
 
 def fit_forest(records: Sequence[PageRecord], idx: Sequence[int], setting: dict[str, Any],
@@ -365,12 +360,12 @@ def sources_of(records: Sequence[PageRecord], idx: Iterable[int] | None = None
 
 
 class Fits:
-    """Stage-1 forests by the sources they were fitted on, each fitted once: the nested
-    cross-validation needs the same fit in several folds (a fit on {A, B} serves the
-    folds holding out C and D), and ``train`` the cross-validation's. With a ``cache``
-    folder they are kept there (``fit-<sources>-<key>.json``; the key covers the
-    settings, the feature names and the records' files), so ``cv`` then ``train`` fit
-    each once."""
+    """Stage-1 forests and sequence nets by the sources they were fitted on, each fitted
+    once: the nested cross-validation needs the same fit in several folds (a fit on {A, B}
+    serves the folds holding out C and D), and ``train`` the cross-validation's. With a
+    ``cache`` folder they are kept there (``fit-<sources>-<key>.json``,
+    ``seq-<sources>-<key>.json``; the key covers the settings, the feature names and the
+    records' files), so ``cv`` then ``train`` fit each once."""
 
     def __init__(self, records: Sequence[PageRecord], log: Any = None,
                  cache: Path | None = None) -> None:
@@ -378,7 +373,8 @@ class Fits:
         self.log = log
         self.cache = cache
         self.forests: dict[frozenset[str], Forest] = {}
-        self.key = ""
+        self.sequences: dict[frozenset[str], SequenceNet] = {}
+        self.key = self.sequence_key = ""
         if cache is not None:
             import hashlib
 
@@ -388,47 +384,40 @@ class Fits:
                                     ).hexdigest()[:12]
             self.sequence_key = hashlib.sha1(json.dumps([SEQUENCE, NAMES, COVERED, stamp]).encode()
                                              ).hexdigest()[:12]
-        self.sequences: dict[frozenset[str], SequenceNet] = {}
 
     def get(self, sources: Iterable[str]) -> Forest:
-        key = frozenset(sources)
-        if key in self.forests:
-            return self.forests[key]
-        path = (Path(self.cache) / f"fit-{'+'.join(sorted(key))}-{self.key}.json"
-                if self.cache is not None else None)
-        if path is not None and path.exists():
-            self.forests[key] = Forest.from_json(json.loads(path.read_text()))
-            return self.forests[key]
-        idx = [i for s, ix in sources_of(self.records).items() if s in key for i in ix]
-        start = time.process_time()
-        self.forests[key] = fit_forest(self.records, idx, STAGE1)
-        if self.log:
-            self.log(f"  stage 1 fitted on {', '.join(sorted(key))}: "
-                     f"{time.process_time() - start:.0f} CPU s")
-        if path is not None:
-            path.write_text(json.dumps(self.forests[key].to_json()))
-        return self.forests[key]
+        """Stage 1's forest fitted on ``sources``."""
+        return self._kept(self.forests, "fit", self.key, sources, "stage 1", Forest.from_json,
+                          lambda idx: fit_forest(self.records, idx, STAGE1))
 
     def sequence(self, sources: Iterable[str]) -> SequenceNet:
-        """The sequence net fitted on ``sources`` (``block_sequence``), fitted once and
-        kept like the forests (``seq-<sources>-<key>.json``)."""
-        key = frozenset(sources)
-        if key in self.sequences:
-            return self.sequences[key]
-        path = (Path(self.cache) / f"seq-{'+'.join(sorted(key))}-{self.sequence_key}.json"
+        """The sequence net fitted on ``sources`` (``block_sequence``)."""
+        return self._kept(self.sequences, "seq", self.sequence_key, sources, "sequence net",
+                          SequenceNet.from_json,
+                          lambda idx: fit_sequence(training_pages(self.records, idx)))
+
+    def _kept(self, store: dict[frozenset[str], Any], prefix: str, key: str,
+              sources: Iterable[str], what: str, load: Callable[[dict[str, Any]], Any],
+              fit: Callable[[list[int]], Any]) -> Any:
+        """A fit on ``sources``: from ``store``, else from the cache folder
+        (``<prefix>-<sources>-<key>.json``), else made by ``fit`` and kept in both."""
+        name = frozenset(sources)
+        if name in store:
+            return store[name]
+        path = (Path(self.cache) / f"{prefix}-{'+'.join(sorted(name))}-{key}.json"
                 if self.cache is not None else None)
         if path is not None and path.exists():
-            self.sequences[key] = SequenceNet.from_json(json.loads(path.read_text()))
-            return self.sequences[key]
-        idx = [i for s, ix in sources_of(self.records).items() if s in key for i in ix]
+            store[name] = load(json.loads(path.read_text()))
+            return store[name]
+        idx = [i for s, ix in sources_of(self.records).items() if s in name for i in ix]
         start = time.process_time()
-        self.sequences[key] = fit_sequence(training_pages(self.records, idx))
+        store[name] = fit(idx)
         if self.log:
-            self.log(f"  sequence net fitted on {', '.join(sorted(key))}: "
+            self.log(f"  {what} fitted on {', '.join(sorted(name))}: "
                      f"{time.process_time() - start:.0f} CPU s")
         if path is not None:
-            path.write_text(json.dumps(self.sequences[key].to_json()))
-        return self.sequences[key]
+            path.write_text(json.dumps(store[name].to_json()))
+        return store[name]
 
 
 def choose(records: Sequence[PageRecord], idx: Sequence[int], fits: Fits,
