@@ -30,7 +30,7 @@ import numpy as np
 
 from afm.errors import UserError
 from afm.filters.extraction.block_features import CONTEXT_NAMES, NAMES, context_features, features
-from afm.filters.extraction.block_sequence import SequenceNet
+from afm.filters.extraction.block_sequence import SequenceNet, mixed
 from afm.filters.extraction.blocks import KINDS, BlockTable, page_blocks
 from afm.filters.extraction.trees import Forest
 
@@ -163,7 +163,7 @@ class BlockModel:
         if self.context is not None:
             p = self.context.probability(context_features(table, x, p))
         if self.sequence is not None:
-            p = (p + self.sequence.probability(x)) / 2
+            p = mixed(p, self.sequence.probability(x))
         return p
 
     def keep(self, table: BlockTable) -> np.ndarray:

@@ -80,6 +80,12 @@ def _one_blas_thread() -> Any:
     return _BLAS.limit(limits=1, user_api="blas")
 
 
+def mixed(trees: np.ndarray, net: np.ndarray) -> np.ndarray:
+    """The block model's probability when it carries a sequence net: the plain mean of the
+    trees' and the net's (one rule for extraction and for the by-source choice that scores it)."""
+    return (trees + net) / 2
+
+
 @dataclass
 class SequenceNet:
     """The weights, and the standardisation of the features they were trained on."""

@@ -44,7 +44,7 @@ from afm.console import track
 from afm.errors import UserError
 from afm.filters.extraction.block_features import NAMES, context_features, features
 from afm.filters.extraction.block_model import BlockModel, Forest, PageRule, render
-from afm.filters.extraction.block_sequence import SEQUENCE, Page, SequenceNet, fit_sequence
+from afm.filters.extraction.block_sequence import SEQUENCE, Page, SequenceNet, fit_sequence, mixed
 from afm.filters.extraction.blocks import BlockTable, page_blocks
 from afm.filters.extraction.gold import GoldPage, counts, extraction_scores, shingles
 from afm.filters.extraction.train import source_of
@@ -452,7 +452,7 @@ def choose(records: Sequence[PageRecord], idx: Sequence[int], fits: Fits,
             options.append(("two", probabilities(second, records, test, ctx)))
         if "mix" in variants:
             net = fits.sequence(set(by) - {held})
-            options.append(("mix", {i: (oof[i] + net.probability(records[i].x)) / 2 for i in test}))
+            options.append(("mix", {i: mixed(oof[i], net.probability(records[i].x)) for i in test}))
         for variant, probs in options:
             memo: dict[Any, Any] = {}
             for t in thresholds:
