@@ -33,8 +33,7 @@ from afm.errors import UserError
 
 DILATIONS = (1, 2, 4, 8, 16)
 # Training settings (the held-out comparison's): width, passes over the pages, AdamW's
-# peak rate (cosine decay to 0) and weight decay, the seed; ``"pool": True`` adds the
-# page layer (``SequenceNet._page_layer``).
+# peak rate (cosine decay to 0) and weight decay, the seed.
 SEQUENCE: dict[str, Any] = {"width": 64, "epochs": 15, "learning_rate": 2e-3,
                             "weight_decay": 1e-4, "seed": 0}
 # Pages are padded to one of these lengths in training (longer pages are left out of it;
@@ -101,11 +100,6 @@ class SequenceNet:
     w_out: np.ndarray  # (width,)
     b_out: float
     dilations: tuple[int, ...] = DILATIONS
-    # The page layer (optional): (2 * width, width) over [block | the page's mean], its
-    # bias and RMS gain (``_page_layer``).
-    pool_w: np.ndarray | None = None
-    pool_b: np.ndarray | None = None
-    pool_gain: np.ndarray | None = None
 
     def probability(self, x: np.ndarray) -> np.ndarray:
         """Per block (a row of one page's features, in page order): P(main content)."""
@@ -139,23 +133,8 @@ class SequenceNet:
             c = taps @ stacked[j]
             c += self.conv_b[j]
             h += _gelu(c)
-        if self.pool_w is not None:
-            h += self._page_layer(h)
         logit = h @ self.w_out + self.b_out
         return 1.0 / (1.0 + np.exp(-logit.astype(np.float64)))
-
-    def _page_layer(self, h: np.ndarray) -> np.ndarray:
-        """The page layer's update: each block's normalised state and the page's mean state
-        through one dense layer. The convolutions see 63 blocks around a block; whether
-        the page is a forum (its comments are the text) or an article with comments under
-        it is a property of the whole page."""
-        assert self.pool_w is not None and self.pool_b is not None and self.pool_gain is not None
-        width = h.shape[1]
-        inv = np.sqrt(np.einsum("ij,ij->i", h, h) / width + 1e-5)
-        n = h / inv[:, None] * self.pool_gain
-        c = n @ self.pool_w[:width]
-        c += n.mean(axis=0) @ self.pool_w[width:] + self.pool_b
-        return _gelu(c)
 
     def _stacked(self) -> np.ndarray:
         """The convolutions' three taps stacked: (layers, 3 * width, width), made once."""
@@ -169,18 +148,13 @@ class SequenceNet:
     def to_json(self) -> dict[str, Any]:
         return {"dilations": list(self.dilations), "b_out": float(self.b_out),
                 **{k: np.asarray(getattr(self, k), dtype=np.float32).round(7).tolist()
-                   for k in (*_ARRAYS, *_POOL) if getattr(self, k) is not None}}
+                   for k in ("mean", "scale", "w_in", "b_in", "conv", "conv_b", "gain", "w_out")}}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> SequenceNet:
-        arrays = {k: np.asarray(data[k], dtype=np.float32) for k in _ARRAYS}
-        pool = {k: np.asarray(data[k], dtype=np.float32) if k in data else None for k in _POOL}
-        return cls(**arrays, b_out=float(data["b_out"]), dilations=tuple(data["dilations"]),
-                   **pool)
-
-
-_ARRAYS = ("mean", "scale", "w_in", "b_in", "conv", "conv_b", "gain", "w_out")
-_POOL = ("pool_w", "pool_b", "pool_gain")
+        arrays = {k: np.asarray(data[k], dtype=np.float32)
+                  for k in ("mean", "scale", "w_in", "b_in", "conv", "conv_b", "gain", "w_out")}
+        return cls(**arrays, b_out=float(data["b_out"]), dilations=tuple(data["dilations"]))
 
 
 Page = tuple[np.ndarray, np.ndarray, np.ndarray]  # features, labels (0/1), weights
@@ -233,11 +207,6 @@ def fit_sequence(pages: Sequence[Page], setting: dict[str, Any] | None = None,
         "conv_b": jnp.zeros((len(dil), width)), "gain": jnp.ones((len(dil), width)),
         "w_out": jax.random.normal(keys[1], (width,)) * 0.01, "b_out": jnp.zeros(()),
     }
-    pool = bool(s.get("pool"))
-    if pool:
-        params.update({"pool_w": jax.random.normal(jax.random.fold_in(keys[1], 1), (2 * width, width))
-                       * (0.5 / math.sqrt(2 * width)),
-                       "pool_b": jnp.zeros(width), "pool_gain": jnp.ones(width)})
 
     def shift(z: Any, d: int) -> Any:
         pad = ((0, 0), (d, 0), (0, 0)) if d > 0 else ((0, 0), (0, -d), (0, 0))
@@ -249,11 +218,6 @@ def fit_sequence(pages: Sequence[Page], setting: dict[str, Any] | None = None,
             n = h * jax.lax.rsqrt((h * h).mean(-1, keepdims=True) + 1e-5) * p["gain"][j]
             c = (shift(n, d) @ p["conv"][j, 0] + n @ p["conv"][j, 1]
                  + shift(n, -d) @ p["conv"][j, 2] + p["conv_b"][j])
-            h = (h + jax.nn.gelu(c)) * m[..., None]
-        if pool:
-            n = h * jax.lax.rsqrt((h * h).mean(-1, keepdims=True) + 1e-5) * p["pool_gain"]
-            page = (n * m[..., None]).sum(1) / jnp.maximum(m.sum(1), 1.0)[:, None]
-            c = n @ p["pool_w"][:width] + (page @ p["pool_w"][width:])[:, None, :] + p["pool_b"]
             h = (h + jax.nn.gelu(c)) * m[..., None]
         return h @ p["w_out"] + p["b_out"]
 
@@ -294,5 +258,4 @@ def fit_sequence(pages: Sequence[Page], setting: dict[str, Any] | None = None,
                 f"{time.process_time() - start:.0f} CPU s")
     p = {k: np.asarray(v, dtype=np.float32) for k, v in params.items()}
     return SequenceNet(mean, scale, p["w_in"], p["b_in"], p["conv"], p["conv_b"], p["gain"],
-                       p["w_out"], float(p["b_out"]), dil, p.get("pool_w"), p.get("pool_b"),
-                       p.get("pool_gain"))
+                       p["w_out"], float(p["b_out"]), dil)

@@ -47,19 +47,6 @@ def _reference(net: SequenceNet, x: np.ndarray) -> np.ndarray:
                             out[b] += normed[src][a] * float(net.conv[j, tap, a, b])
             new.append([h[t][b] + gelu(out[b]) for b in range(width)])
         h = new
-    if net.pool_w is not None:  # the page layer: [block | the page's mean] through one dense layer
-        normed = []
-        for row in h:
-            rms = math.sqrt(sum(v * v for v in row) / width + 1e-5)
-            normed.append([v / rms * float(net.pool_gain[k]) for k, v in enumerate(row)])
-        page = [sum(r[k] for r in normed) / n_rows for k in range(width)]
-        new = []
-        for t in range(n_rows):
-            both = normed[t] + page
-            out = [float(net.pool_b[b]) + sum(both[a] * float(net.pool_w[a, b]) for a in range(2 * width))
-                   for b in range(width)]
-            new.append([h[t][b] + gelu(out[b]) for b in range(width)])
-        h = new
     logits = [sum(v * float(w) for v, w in zip(row, net.w_out)) + net.b_out for row in h]
     return np.array([1 / (1 + math.exp(-v)) for v in logits])
 
@@ -77,57 +64,6 @@ def test_numpy_forward_matches_a_position_by_position_reference_and_stored_value
     assert net.probability(x[:0]).shape == (0,)
     again = SequenceNet.from_json(json.loads(json.dumps(net.to_json())))
     assert np.abs(again.probability(longer) - net.probability(longer)).max() < 1e-5
-
-
-def test_page_layer_matches_the_reference_and_survives_the_model_file() -> None:
-    rng = np.random.default_rng(11)
-    net = _random_net(rng)
-    width = net.w_out.shape[0]
-    net.pool_w = (0.4 * rng.normal(size=(2 * width, width))).astype(np.float32)
-    net.pool_b = (0.1 * rng.normal(size=width)).astype(np.float32)
-    net.pool_gain = (rng.random(width) + 0.5).astype(np.float32)
-    x = rng.normal(size=(23, 5)).astype(np.float32)
-    assert np.abs(net.probability(x) - _reference(net, x)).max() < 1e-5
-    # the page's mean reaches every block: changing the last block moves the first
-    y = x.copy()
-    y[-1] += 3.0
-    def logit(p: np.ndarray) -> np.ndarray:
-        return np.log(p) - np.log1p(-p)
-
-    assert abs(logit(net.probability(y))[0] - logit(net.probability(x))[0]) > 1e-3
-    again = SequenceNet.from_json(json.loads(json.dumps(net.to_json())))
-    assert again.pool_w is not None
-    assert np.abs(again.probability(x) - net.probability(x)).max() < 1e-5
-
-
-def _page_mean_pages(n_pages: int, seed: int) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """Blocks whose label is whether their first feature is above the page's mean of it, on
-    pages of two halves (one raised, one lowered by a random step) longer than the
-    convolutions see: 63 blocks show a block's half, not the page's mean."""
-    rng = np.random.default_rng(seed)
-    pages = []
-    for _ in range(n_pages):
-        n = int(rng.integers(300, 360))
-        x = rng.normal(size=(n, 2)).astype(np.float32)
-        step = rng.uniform(1.0, 3.0)
-        x[: n // 2, 0] += step
-        x[n // 2:, 0] -= step
-        x[:, 0] += rng.normal() * 2.0  # each page its own level
-        y = (x[:, 0] > x[:, 0].mean()).astype(np.float32)
-        pages.append((x, y, np.full(n, 1.0 / n, dtype=np.float32)))
-    return pages
-
-
-def test_the_page_layer_learns_what_only_the_whole_page_decides() -> None:
-    setting = {"width": 16, "epochs": 80, "learning_rate": 1e-2}
-    held = _page_mean_pages(20, 1)
-
-    def accuracy(net: SequenceNet) -> float:
-        return float(np.mean([((net.probability(x) >= 0.5) == (y > 0.5)).mean() for x, y, _ in held]))
-
-    with_page = accuracy(fit_sequence(_page_mean_pages(40, 0), {**setting, "pool": True}))
-    without = accuracy(fit_sequence(_page_mean_pages(40, 0), setting))
-    assert with_page > 0.9 and with_page > without + 0.05
 
 
 def _neighbour_pages(n_pages: int, seed: int) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
