@@ -358,8 +358,15 @@ def bench_real_pages(opts: BenchOptions, work: Path, index: str) -> list[Compari
     default_run = results[f"afm curate, every default stage (extract={default})"]
     print_table("real pages, afm curate (every default stage): CPU per stage",
                 ["stage", "documents in", "CPU s", "ms per document"], stage_table(default_run.big.manifest))
+    steady = {name: steady_costs(r.small.manifest, r.big.manifest)
+              for name, r in results.items() if r.big.manifest and r.small.manifest}
+    for name, costs_ in steady.items():
+        print_table(f"real pages, {name}: CPU per document at steady state (the two runs' difference)",
+                    ["stage", "ms per document"],
+                    [[k, f"{v:.2f}"] for k, v in costs_.items()])
     record = {k: {"steady_pages_per_cpu_s": v.pages_per_cpu_s, "startup_cpu_s": v.startup_cpu_s,
                   "small": asdict(v.small), "big": asdict(v.big)} for k, v in results.items()}
+    record["steady_ms_per_document"] = steady
     record["load_average"] = os.getloadavg()
     (work / "result-real-pages.json").write_text(json.dumps(record, indent=2))
     traf = results["trafilatura alone (defaults)"].pages_per_cpu_s
@@ -373,9 +380,38 @@ def bench_real_pages(opts: BenchOptions, work: Path, index: str) -> list[Compari
             out.append(Comparison(f"{name} vs trafilatura alone", results[name].pages_per_cpu_s,
                                   traf, "trafilatura alone", "pages/s/core",
                                   ">= 5x" if name == "extract stage alone, blocks" else ""))
-    out.append(Comparison("curate (default): process CPU beyond the stages' own, per page",
+    out.append(Comparison("curate (default): process CPU beyond the stages' own, per page (whole run, start-up included)",
                           costs["process_ms_per_document"] - costs["stages_ms_per_document"],
                           costs["stages_ms_per_document"], "the stages' own CPU per page", "ms"))
+    for name, costs_ in steady.items():
+        out.append(Comparison(f"{name}: process CPU beyond the stages' own, per page, steady state",
+                              costs_["beyond the stages (Beam, packing, runner)"],
+                              costs_["all stages"], "the stages' own CPU per page", "ms"))
+    return out
+
+
+def steady_costs(small_manifest: str, big_manifest: str) -> dict[str, float]:
+    """Milliseconds per document at steady state, from two runs' manifests (the first
+    file alone, every file): per stage, the stages together, and what the process spent
+    beyond them (Beam's runner, packing, writing, bookkeeping). The difference of the two
+    runs leaves start-up out, which a single run's ``other_cpu_s`` does not."""
+    small, big = (json.loads(Path(m).read_text())["costs"] for m in (small_manifest, big_manifest))
+
+    def per_stage(costs: dict[str, Any]) -> dict[str, tuple[float, int]]:
+        return {st["stage"]: (float(st["cpu_s"]), int(st["documents"])) for st in costs["stages"]}
+
+    a, b = per_stage(small), per_stage(big)
+    docs = (b.get("read", (0, 0))[1] - a.get("read", (0, 0))[1]) or 1
+    out = {}
+    for name, (cpu, n) in b.items():
+        cpu0, n0 = a.get(name, (0.0, 0))
+        if n - n0 > 0:
+            out[name] = 1000 * (cpu - cpu0) / (n - n0)
+    stages = 1000 * (float(big["stages_cpu_s"]) - float(small["stages_cpu_s"])) / docs
+    process = 1000 * (float(big.get("process_cpu_s", 0.0)) - float(small.get("process_cpu_s", 0.0))) / docs
+    out["all stages"] = stages
+    out["beyond the stages (Beam, packing, runner)"] = process - stages
+    out["the whole process"] = process
     return out
 
 

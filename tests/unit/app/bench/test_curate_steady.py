@@ -1,0 +1,32 @@
+"""The curate bench's steady-state costs: two runs' manifests differenced, so start-up (the
+runner's and each stage's) is left out of the per-document figures."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from afm.app.bench.pipelines.curate import steady_costs
+
+
+def _manifest(tmp_path, name: str, docs: int, stage_cpu: dict[str, float], process: float) -> str:
+    stages = [{"stage": s, "cpu_s": c, "documents": docs, "ms_per_document": 1000 * c / docs}
+              for s, c in stage_cpu.items()]
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps({"costs": {"stages": stages, "stages_cpu_s": sum(stage_cpu.values()),
+                                          "process_cpu_s": process}}))
+    return str(path)
+
+
+def test_steady_costs_leave_start_up_out(tmp_path) -> None:
+    # each run: 2 s of start-up in the process and 0.5 s of model loading in "extract";
+    # per document 1 ms read, 7 ms extract and 2 ms beyond the stages
+    small = _manifest(tmp_path, "small", 100, {"read": 0.1, "extract": 0.5 + 0.7}, 2.0 + 0.1 + 1.2 + 0.2)
+    big = _manifest(tmp_path, "big", 1100, {"read": 1.1, "extract": 0.5 + 7.7}, 2.0 + 1.1 + 8.2 + 2.2)
+    costs = steady_costs(small, big)
+    assert costs["read"] == pytest.approx(1.0)
+    assert costs["extract"] == pytest.approx(7.0)
+    assert costs["all stages"] == pytest.approx(8.0)
+    assert costs["beyond the stages (Beam, packing, runner)"] == pytest.approx(2.0)
+    assert costs["the whole process"] == pytest.approx(10.0)
