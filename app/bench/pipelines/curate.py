@@ -384,17 +384,22 @@ def bench_real_pages(opts: BenchOptions, work: Path, index: str) -> list[Compari
                           costs["process_ms_per_document"] - costs["stages_ms_per_document"],
                           costs["stages_ms_per_document"], "the stages' own CPU per page", "ms"))
     for name, costs_ in steady.items():
-        out.append(Comparison(f"{name}: process CPU beyond the stages' own, per page, steady state",
-                              costs_["beyond the stages (Beam, packing, runner)"],
-                              costs_["all stages"], "the stages' own CPU per page", "ms"))
+        if BEYOND_STAGES in costs_:
+            out.append(Comparison(f"{name}: process CPU beyond the stages' own, per page, steady state",
+                                  costs_[BEYOND_STAGES], costs_["all stages"],
+                                  "the stages' own CPU per page", "ms"))
     return out
+
+
+BEYOND_STAGES = "beyond the stages (Beam, packing, runner)"
 
 
 def steady_costs(small_manifest: str, big_manifest: str) -> dict[str, float]:
     """Milliseconds per document at steady state, from two runs' manifests (the first
     file alone, every file): per stage, the stages together, and what the process spent
-    beyond them (Beam's runner, packing, writing, bookkeeping). The difference of the two
-    runs leaves start-up out, which a single run's ``other_cpu_s`` does not."""
+    beyond them (Beam's runner, packing, writing, bookkeeping; only where both manifests
+    hold the process's CPU: local runs). The difference of the two runs leaves start-up
+    out, which a single run's ``other_cpu_s`` does not."""
     small, big = (json.loads(Path(m).read_text())["costs"] for m in (small_manifest, big_manifest))
 
     def per_stage(costs: dict[str, Any]) -> dict[str, tuple[float, int]]:
@@ -408,10 +413,11 @@ def steady_costs(small_manifest: str, big_manifest: str) -> dict[str, float]:
         if n - n0 > 0:
             out[name] = 1000 * (cpu - cpu0) / (n - n0)
     stages = 1000 * (float(big["stages_cpu_s"]) - float(small["stages_cpu_s"])) / docs
-    process = 1000 * (float(big.get("process_cpu_s", 0.0)) - float(small.get("process_cpu_s", 0.0))) / docs
     out["all stages"] = stages
-    out["beyond the stages (Beam, packing, runner)"] = process - stages
-    out["the whole process"] = process
+    if "process_cpu_s" in big and "process_cpu_s" in small:
+        process = 1000 * (float(big["process_cpu_s"]) - float(small["process_cpu_s"])) / docs
+        out[BEYOND_STAGES] = process - stages
+        out["the whole process"] = process
     return out
 
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from afm.app.bench.pipelines.curate import steady_costs
+from afm.app.bench.pipelines.curate import BEYOND_STAGES, steady_costs
 
 
 def _manifest(tmp_path, name: str, docs: int, stage_cpu: dict[str, float], process: float) -> str:
@@ -28,5 +28,18 @@ def test_steady_costs_leave_start_up_out(tmp_path) -> None:
     assert costs["read"] == pytest.approx(1.0)
     assert costs["extract"] == pytest.approx(7.0)
     assert costs["all stages"] == pytest.approx(8.0)
-    assert costs["beyond the stages (Beam, packing, runner)"] == pytest.approx(2.0)
+    assert costs[BEYOND_STAGES] == pytest.approx(2.0)
     assert costs["the whole process"] == pytest.approx(10.0)
+
+
+def test_steady_costs_without_the_process_figures_give_the_stages_only(tmp_path) -> None:
+    # a cluster runner's manifest has no process CPU (its workers are elsewhere)
+    small = _manifest(tmp_path, "small", 100, {"read": 0.1}, 1.0)
+    big = _manifest(tmp_path, "big", 1100, {"read": 1.1}, 3.0)
+    for path in (small, big):
+        data = json.loads(open(path).read())
+        del data["costs"]["process_cpu_s"]
+        open(path, "w").write(json.dumps(data))
+    costs = steady_costs(small, big)
+    assert costs["all stages"] == pytest.approx(1.0)
+    assert BEYOND_STAGES not in costs
