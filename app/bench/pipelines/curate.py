@@ -371,7 +371,6 @@ def bench_real_pages(opts: BenchOptions, work: Path, index: str) -> list[Compari
     (work / "result-real-pages.json").write_text(json.dumps(record, indent=2))
     traf = results["trafilatura alone (defaults)"].pages_per_cpu_s
     n = f" ({len(pages):,} real pages)"
-    costs = json.loads(Path(default_run.big.manifest).read_text())["costs"]
     out = [Comparison(f"curate, every default stage (extract={default}) vs trafilatura alone" + n,
                       default_run.pages_per_cpu_s, traf, "trafilatura 2.3.1 defaults alone",
                       "pages/s/core", ">= 1.5x")]
@@ -380,9 +379,6 @@ def bench_real_pages(opts: BenchOptions, work: Path, index: str) -> list[Compari
             out.append(Comparison(f"{name} vs trafilatura alone", results[name].pages_per_cpu_s,
                                   traf, "trafilatura alone", "pages/s/core",
                                   ">= 5x" if name == "extract stage alone, blocks" else ""))
-    out.append(Comparison("curate (default): process CPU beyond the stages' own, per page (whole run, start-up included)",
-                          costs["process_ms_per_document"] - costs["stages_ms_per_document"],
-                          costs["stages_ms_per_document"], "the stages' own CPU per page", "ms"))
     for name, costs_ in steady.items():
         if BEYOND_STAGES in costs_:
             out.append(Comparison(f"{name}: process CPU beyond the stages' own, per page, steady state",
