@@ -22,7 +22,9 @@ from tests.integration.evaluation.judge_server import judge_server
 
 
 def _judge(url: str, **kw: object):
-    return make_judge(JudgeSettings(f"openai:{url}", model="stub-judge", timeout_s=0.5, max_retries=0,
+    # The timeout leaves an answered request room on a busy 2-core box (0.5 s did not, once,
+    # under a full test run); the stub's slow answer (``judge_server(slow_s)``) stays far past it.
+    return make_judge(JudgeSettings(f"openai:{url}", model="stub-judge", timeout_s=2.0, max_retries=0,
                                     max_concurrency=4, **kw))  # type: ignore[arg-type]
 
 
@@ -37,7 +39,7 @@ PAIRS = [
 
 
 def test_pairwise_swaps_positions_and_failed_judgments_never_win() -> None:
-    with judge_server(slow_s=2.0) as (stub, url):
+    with judge_server(slow_s=6.0) as (stub, url):
         results = grading.pairwise(_judge(url), PAIRS)
         sent = [r["messages"][-1]["content"] for r in stub.requests]
     by_id = {r.item.id: r for r in results}
