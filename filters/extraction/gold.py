@@ -139,13 +139,13 @@ def load_scrapinghub(eval_dir: Path, limit: int | None = None) -> list[GoldPage]
     return pages
 
 
-def load_wcxb(root: Path, limit: int | None = None) -> list[GoldPage]:
-    """WCXB's development split (``root`` holds ``dev/html`` and ``dev/ground-truth``),
-    one set per page type."""
+def load_wcxb(root: Path, limit: int | None = None, split: str = "dev") -> list[GoldPage]:
+    """WCXB's development split (``root`` holds ``dev/html`` and ``dev/ground-truth``), or
+    its ``test`` split, one set per page type."""
     pages = []
-    for gt_path in sorted((root / "dev" / "ground-truth").glob("*.json"))[:limit]:
+    for gt_path in sorted((root / split / "ground-truth").glob("*.json"))[:limit]:
         gt = json.loads(gt_path.read_text(encoding="utf-8"))
-        html = root / "dev" / "html" / f"{gt_path.stem}.html.gz"
+        html = root / split / "html" / f"{gt_path.stem}.html.gz"
         if not html.exists():
             continue
         kind = ((gt.get("_internal") or {}).get("page_type") or {}).get("primary") or "article"

@@ -94,7 +94,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from afm import fs
+from afm.config import check_number
 from afm.filters.base import Decision
+from afm.filters.quality.chrome_model import ChromeLineModel, load_chrome_model
+from afm.filters.quality.chrome_model import resolve_model_path as resolve_chrome_path
 from afm.filters.quality.ngram_lm import NGramLM
 from afm.schema import Document
 
@@ -287,6 +290,19 @@ class QualityConfig:
     max_word_perplexity: float | None = None
     word_lm_languages: list[str] = field(default_factory=lambda: ["en"])
     word_lm_min_tokens: int = 50
+    # A page's own chrome (menus, breadcrumbs, sign-in and share lines, related-article
+    # lists) that extraction left: the sqrt-word-weighted share of the prose lines a learned
+    # line classifier reads as chrome (:mod:`afm.filters.quality.chrome_model`; `chrome_model`:
+    # `builtin`, the shipped model, another fastText file from `afm quality train-chrome`, or
+    # None: no signal). The threshold keeps 98% of development good text (chosen on held-out
+    # development sites, docs/quality.md). Applies to `chrome_model_languages` (and unknown).
+    chrome_model: str | None = "builtin"
+    max_chrome_model_share: float | None = 0.31
+    chrome_model_languages: list[str] = field(default_factory=lambda: ["en"])
+
+    def __post_init__(self) -> None:
+        if self.max_chrome_model_share is not None:
+            check_number("quality.max_chrome_model_share", self.max_chrome_model_share, low=0.0, high=1.0)
 
     @classmethod
     def published(cls) -> QualityConfig:
@@ -298,6 +314,7 @@ class QualityConfig:
         word-order rule off."""
         return cls(code_aware=False, unwrap_lines=False, stop_words_languages=[], unsegmented_languages=[],
                    word_order=False, chrome_max_words=None, max_chrome_lines=None, word_lm=None,
+                   chrome_model=None,
                    max_dup_line_frac=0.3, max_dup_para_frac=0.3,
                    dup_ngram_max_frac={5: 0.15, 6: 0.14, 7: 0.13, 8: 0.12, 9: 0.11, 10: 0.10},
                    c4_curly_bracket=True, c4_javascript_warning_words=[], c4_min_sentences_max_aside=None,
@@ -633,6 +650,16 @@ def word_lm(path: str) -> NGramLM:
     return NGramLM.load(path)
 
 
+def chrome_line_model(path: str) -> ChromeLineModel:
+    """The chrome line classifier at ``path`` (``builtin``: the shipped one), loaded once
+    per process."""
+    real = resolve_chrome_path(path)
+    if not fs.isfile(real):
+        raise FileNotFoundError(f"quality.chrome_model: {path} is not a file (a fastText model; "
+                                "afm quality train-chrome makes one, builtin is the shipped one)")
+    return load_chrome_model(path)
+
+
 @dataclass(frozen=True)
 class Bound:
     """What a rule's signal must be to pass: at least ``low``, at most ``high`` (None: no
@@ -680,6 +707,7 @@ class QualityHeuristicsFilter:
         self._stop_langs = {x.lower() for x in self.cfg.stop_words_languages}
         self._unsegmented = {x.lower() for x in self.cfg.unsegmented_languages}
         self._lm = word_lm(self.cfg.word_lm) if self.cfg.word_lm else None
+        self._chrome = chrome_line_model(self.cfg.chrome_model) if self.cfg.chrome_model else None
 
     # Each family returns its checks in order; signals are computed whether or not
     # an earlier check failed.
@@ -833,6 +861,10 @@ class QualityHeuristicsFilter:
             bare, sentences = sentences_without_function_words(prose)
             checks.append(("afm_sentences_without_function_words", bare / max(sentences, 1),
                            _hi(cfg.max_sentences_without_function_words) if english and sentences >= 5 else OFF))
+        if self._chrome is not None:
+            applies = not language or language in {x.lower() for x in cfg.chrome_model_languages}
+            checks.append(("afm_chrome_model_share", self._chrome.share(prose_lines) if applies else 0.0,
+                           _hi(cfg.max_chrome_model_share) if applies else OFF))
         if self._lm is not None:
             log10, n_tokens = self._lm.log10_and_tokens(prose)
             applies = n_tokens >= cfg.word_lm_min_tokens and (

@@ -254,6 +254,22 @@ package docs, READMEs and manual pages); development junk of every kind made fro
 held-out sites' pages is then reported at it. Figures and the threshold: OUT.json.
 """
 
+TRAIN_CHROME_EPILOG = """\b
+Example (how filters/data/quality/chrome_lines.ftz was made):
+  afm quality train-chrome --wcxb WCXB --out filters/data/quality/chrome_lines.ftz
+  afm curate ... --set quality.params.chrome_model=chrome_lines.ftz --set quality.params.max_chrome_model_share=0.31
+
+\b
+Fits the line classifier the quality rule afm_chrome_model_share reads: the short visible
+lines of WCXB's pages (its dev and test splits, a page in both read once) that hold none of
+their main text are chrome, the short lines of the main texts and of this machine's
+package docs, READMEs and manual pages are content, from 70% of the sites and documents (a
+seeded hash). The threshold is the chrome share that keeps 98% of the development good
+text the other document stages keep (the other 30%), fixed before development junk of
+every kind, made from the held-out sites' pages, is reported at it. Figures and the
+threshold: OUT.json.
+"""
+
 TRAIN_DEFAULT_EPILOG = """\b
 Example (how filters/data/quality/quality_default.ftz was made):
   afm quality train-default --wcxb WCXB --scrapinghub ../shared/eval \\
@@ -498,6 +514,73 @@ def train_lm_cmd(wcxb: str, out: str, technical: bool, per_kind: int) -> None:
     print_summary("afm quality train-lm", {"model": out, "n-grams": info["ngrams"], "bytes": info["bytes"],
                                            "threshold (max_word_perplexity)": report["threshold"],
                                            "metadata": str(side)})
+
+
+@quality.command("train-chrome", epilog=TRAIN_CHROME_EPILOG)
+@click.option("--wcxb", required=True, type=click.Path(file_okay=False),
+              help="WCXB checkout (dev/ and, when there, test/ are read).")
+@click.option("--out", required=True, type=click.Path(dir_okay=False), help="The model to write (.ftz).")
+@click.option("--technical/--no-technical", default=True, show_default=True,
+              help="Also read this machine's package docs, READMEs and manual pages as content.")
+@click.option("--per-kind", default=300, show_default=True, type=POSITIVE_INT, help="Development junk of each kind.")
+def train_chrome_cmd(wcxb: str, out: str, technical: bool, per_kind: int) -> None:
+    """Train the chrome line classifier of the quality rule and choose its threshold."""
+    from pathlib import Path
+
+    from afm.console import console, print_summary, print_table
+    from afm.filters.classifier import ClassifierError
+    from afm.filters.extraction.gold import load_wcxb
+    from afm.filters.quality.audit import run_chain
+    from afm.filters.quality.chrome_train import (
+        development_report,
+        split_units,
+        train_chrome_model,
+        write_sidecar,
+    )
+    from afm.filters.quality.defaults import POSITIVE_KINDS, gold_with_boilerplate, technical_texts
+    from afm.pipelines.curate.stages import document_filters
+
+    if not (Path(wcxb) / "dev").is_dir():
+        raise click.BadParameter(f"{wcxb} has no dev/ folder (a WCXB checkout)", param_hint="--wcxb")
+    if not out.endswith(".ftz"):
+        raise click.BadParameter(f"{out}: the model is written quantised, as .ftz", param_hint="--out")
+    console.print("reading WCXB's pages (dev and test splits)")
+    pages = load_wcxb(Path(wcxb))
+    seen = {p.id for p in pages}
+    if (Path(wcxb) / "test").is_dir():
+        pages += [p for p in load_wcxb(Path(wcxb), split="test") if p.id not in seen]
+    texts, boilerplate = gold_with_boilerplate(pages, POSITIVE_KINDS)
+    train, held = split_units(texts)
+    tech_train: list = []
+    tech_held: list = []
+    if technical:
+        console.print("reading this machine's documentation (package docs, READMEs, manual pages)")
+        tech_train, tech_held = split_units([t for t in technical_texts()[0] if not t.language])
+    console.print(f"fitting the line model on {len(train):,} pages and {len(tech_train):,} documents "
+                  f"({len(held):,} pages of held-out sites and {len(tech_held):,} documents choose the threshold)")
+    try:
+        info = train_chrome_model(train, boilerplate, tech_train, out)
+    except ClassifierError as exc:
+        raise click.ClickException(str(exc)) from exc
+    others = document_filters({"quality": {"chrome_model": None}})
+    console.print(f"scoring the development good texts and {per_kind} junk texts of each kind")
+    report = development_report(out, list(held) + list(tech_held), held, boilerplate,
+                                lambda items: [o.kept for o in run_chain(others, items)], per_kind=per_kind)
+    info.update(report, sources=[{"set": "WCXB dev and test splits (article, forum, documentation, service pages)",
+                                  "where": "Murrough-Foley/web-content-extraction-benchmark, dev/ and test/",
+                                  "licence": "CC-BY-4.0", "use": "the model (70% of sites); the threshold (30%)"},
+                                 {"set": "this machine's package docs, READMEs and manual pages" if technical else "none",
+                                  "use": "content lines (70% of documents); the threshold (30%)"}])
+    side = write_sidecar(out, info)
+    print_table("development junk rejected", ["kind", "texts", "by the other stages", "with the rule"],
+                [[k, v["n"], f"{v['rejected_by_others']:.3f}", f"{v['rejected']:.3f}"]
+                 for k, v in report["junk_rejected_by_kind"].items()])
+    print_table("development good text failing the rule", ["kind", "texts", "failing"],
+                [[k, v["n"], f"{v['failing']:.3f}"] for k, v in report["good_failing_by_kind"].items()])
+    print_summary("afm quality train-chrome", {"model": out, "bytes": info["bytes"],
+                                               "lines (chrome / content)": f"{info['chrome_lines']:,} / {info['content_lines']:,}",
+                                               "threshold (max_chrome_model_share)": report["threshold"],
+                                               "metadata": str(side)})
 
 
 def _lowest_topic(topics: dict[str, Any]) -> str:

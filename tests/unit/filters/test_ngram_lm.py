@@ -125,7 +125,7 @@ GOOD = ("The committee met on Tuesday to discuss the new budget for the city's p
 def _rule(tmp_path, threshold: float | None) -> QualityHeuristicsFilter:
     path = write_arpa(estimate(sentences(GOOD) * 3, 3, prune_count=0), tmp_path / "lm.arpa")
     return QualityHeuristicsFilter(QualityConfig(word_lm=str(path), max_word_perplexity=threshold,
-                                                 word_lm_min_tokens=20, word_order=False))
+                                                 word_lm_min_tokens=20, word_order=False, chrome_model=None))
 
 
 def test_rule_rejects_text_the_model_finds_unlikely_with_value_and_threshold(tmp_path):

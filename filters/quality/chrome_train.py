@@ -1,0 +1,143 @@
+"""How the shipped chrome line model (``quality.chrome_model: builtin``) is made, and how
+the threshold of its rule is chosen, without looking at any set it is reported on.
+
+* **Lines**: the visible lines of WCXB's pages (both its splits, article, forum,
+  documentation and service pages; CC-BY-4.0) that hold none of the page's main text are ``chrome``
+  (:func:`~afm.filters.quality.junk.boilerplate_lines`, the lines the junk generator builds
+  boilerplate from); the lines of the main texts, and of this machine's package docs,
+  READMEs and manual pages, are ``content``. Sites and documents are split by a seeded
+  hash: 70% train the model, the other 30% choose the threshold.
+  Only lines of :data:`~afm.filters.quality.chrome_model.MAX_LINE_WORDS` words or fewer are
+  taken (the rule reads no longer line as chrome).
+* **The model**: fastText, word bigrams, a 16-wide embedding, quantised (a few hundred KB).
+* **The threshold** (``quality.max_chrome_model_share``): the share that keeps
+  :data:`KEEP_TARGET` of the development good text the other document stages keep (the
+  held-out sites' main texts and the held-out technical documents), fixed before any junk
+  is scored; the development junk (every kind, made from the held-out sites' pages) is
+  then reported at it, never used to move it. Held-out figures (ScrapingHub, Utomo & Leu,
+  manual pages and the standard library's reference: sets the model never read) are in
+  docs/quality.md.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from afm.filters.classifier import train_classifier
+from afm.filters.quality.chrome_model import CHROME, CONTENT, MAX_LINE_WORDS
+from afm.filters.quality.defaults import held_out_unit
+from afm.filters.quality.junk import boilerplate_lines, make_junk, materials_for
+from afm.filters.quality.rules import QualityConfig, QualityHeuristicsFilter
+from afm.filters.quality.texts import KindText
+
+HELD_OUT = 0.3  # share of sites (and technical documents) that choose the threshold
+KEEP_TARGET = 0.98  # share of development good text (that the other stages keep) the threshold keeps
+SEED = 0
+TECHNICAL_LINES = 60  # lines taken from each technical document (a manual page is thousands)
+# The fastText settings: word bigrams, a small embedding, quantised to ship (~0.4 MB).
+SETTINGS: dict[str, Any] = {"epoch": 10, "lr": 0.3, "wordNgrams": 2, "dim": 16, "min_count": 2,
+                            "bucket": 200_000, "quantize_cutoff": 50_000}
+
+
+def split_units(texts: Sequence[KindText], held_out: float = HELD_OUT, seed: int = SEED
+                ) -> tuple[list[KindText], list[KindText]]:
+    """(the texts whose lines train the model, the texts of held-out units)."""
+    held = [held_out_unit(t.unit, held_out, seed) for t in texts]
+    return [t for t, h in zip(texts, held) if not h], [t for t, h in zip(texts, held) if h]
+
+
+def training_lines(pages: Sequence[KindText], boilerplate: dict[str, str],
+                   technical: Sequence[KindText] = (), *, seed: int = SEED
+                   ) -> tuple[list[str], list[str]]:
+    """(chrome lines, content lines) of :data:`MAX_LINE_WORDS` words or fewer: each page's
+    boilerplate lines that hold none of its main text, and the lines of the main texts and
+    of ``technical`` documents (at most :data:`TECHNICAL_LINES` of each, sampled)."""
+    rng = random.Random(seed)
+    chrome: list[str] = []
+    content: list[str] = []
+    for t in pages:
+        content += [line.strip() for line in t.text.splitlines() if line.strip()]
+        chrome += boilerplate_lines(boilerplate.get(t.id, ""), t.text)
+    for t in technical:
+        lines = [line.strip() for line in t.text.splitlines() if _short(line)]
+        rng.shuffle(lines)
+        content += lines[:TECHNICAL_LINES]
+    return [line for line in chrome if _short(line)], [line for line in content if _short(line)]
+
+
+def _short(line: str) -> bool:
+    return 0 < len(line.split()) <= MAX_LINE_WORDS
+
+
+def train_chrome_model(pages: Sequence[KindText], boilerplate: dict[str, str],
+                       technical: Sequence[KindText], out: str | Path) -> dict[str, Any]:
+    """Fit the line classifier on the lines of ``pages`` and ``technical`` (``.ftz``)."""
+    chrome, content = training_lines(pages, boilerplate, technical)
+    report = train_classifier(chrome, content, out, label_pos=CHROME, label_neg=CONTENT,
+                              held_out=0.05, seed=SEED, verbose=False, **SETTINGS)
+    return {"chrome_lines": len(chrome), "content_lines": len(content), "pages": len(pages),
+            "technical_documents": len(technical), "line_metrics": {
+                k: round(float(report[k]), 4) for k in ("precision", "recall", "accuracy", "f1")},
+            "settings": SETTINGS, "bytes": Path(out).stat().st_size}
+
+
+def choose_threshold(shares: Sequence[float], keep: float = KEEP_TARGET) -> float:
+    """The share that keeps ``keep`` of ``shares`` (rounded up to two decimals)."""
+    return float(np.ceil(np.quantile(np.asarray(shares, dtype=float), keep) * 100) / 100)
+
+
+def rule_shares(model_path: str | Path, texts: Sequence[str]) -> list[float]:
+    """Each text's ``afm_chrome_model_share`` as the quality rule computes it (on the
+    prose lines: code, markup and quotations set aside, wrapped lines joined)."""
+    rule = QualityHeuristicsFilter(QualityConfig(chrome_model=str(model_path), max_chrome_model_share=None))
+    out = []
+    for text in texts:
+        checks, _ = rule.signals(text)
+        out.append(next(v for name, v, _ in checks if name == "afm_chrome_model_share"))
+    return out
+
+
+def development_report(model_path: str | Path, good: Sequence[KindText], web: Sequence[KindText],
+                       boilerplate: dict[str, str], passes: Callable[[list[str]], list[bool]], *,
+                       per_kind: int = 300, seed: int = 11, keep: float = KEEP_TARGET) -> dict[str, Any]:
+    """The threshold chosen on the development good text the other stages keep
+    (``passes``: texts -> kept by them), then the development junk made from the pages of
+    ``web`` rejected at it, by kind (rejected by the other stages or by the rule)."""
+    good = [t for t in good if len(t.text.split()) >= 50]
+    kept = passes([t.text for t in good])
+    good_share = rule_shares(model_path, [t.text for t, k in zip(good, kept) if k])
+    kinds = [f"{t.source}/{t.kind}" for t, k in zip(good, kept) if k]
+    threshold = choose_threshold(good_share, keep)
+    junk = make_junk(materials_for(list(web), boilerplate), per_kind=per_kind, seed=seed)
+    junk_kept = passes([j.text for j in junk])
+    junk_share = rule_shares(model_path, [j.text for j in junk])
+    by_kind: defaultdict[str, list[tuple[bool, bool]]] = defaultdict(list)  # (others reject, with the rule)
+    for j, k, share in zip(junk, junk_kept, junk_share):
+        by_kind[j.kind].append((not k, (not k) or share > threshold))
+    good_by: defaultdict[str, list[bool]] = defaultdict(list)
+    for kind, share in zip(kinds, good_share):
+        good_by[kind].append(share > threshold)
+    return {"threshold": threshold, "keep_target": keep, "good_texts": len(good_share),
+            "good_share_quantiles": {q: round(float(np.quantile(good_share, q)), 3)
+                                     for q in (0.5, 0.9, 0.95, 0.98, 0.99)} if good_share else {},
+            "good_failing_by_kind": {k: {"n": len(v), "failing": round(float(np.mean(v)), 4)}
+                                     for k, v in sorted(good_by.items())},
+            "junk_rejected_by_kind": {k: {"n": len(v), "rejected_by_others": round(float(np.mean([o for o, _ in v])), 4),
+                                          "rejected": round(float(np.mean([r for _, r in v])), 4)}
+                                      for k, v in sorted(by_kind.items())}}
+
+
+def write_sidecar(path: str | Path, info: dict[str, Any]) -> Path:
+    """``info`` merged into the model's sidecar (the classifier's own metadata kept)."""
+    side = Path(f"{path}.json")
+    meta = json.loads(side.read_text(encoding="utf-8")) if side.is_file() else {}
+    meta.update(info)
+    side.write_text(json.dumps(meta, indent=2, sort_keys=True, default=float) + "\n", encoding="utf-8")
+    return side
