@@ -39,6 +39,9 @@ SKIP = frozenset((
     "script", "style", "template", "svg", "math", "iframe", "head", "select",
     "option", "textarea", "button", "object", "embed", "canvas", "video", "audio", "map",
     "input", "img", "picture", "source", "link", "meta", "title", "-comment", "dialog",
+    # Ruby annotations: the readings printed above the characters (furigana), not the text;
+    # read inline they would split every annotated word ("子こども" for "子ども").
+    "rt", "rp",
 ))
 # Elements that start and end a block. The kinds the model tells apart (``KINDS``) are
 # a subset; every other block element is "div".

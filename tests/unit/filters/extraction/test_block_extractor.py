@@ -74,6 +74,14 @@ def test_text_a_crawler_is_served_is_read() -> None:
     assert [" ".join(x.split()) for x in page_blocks(shown).texts] == [f"{words}."]
 
 
+def test_ruby_readings_are_not_text() -> None:
+    """Furigana (``<rt>``) and its fallback parentheses (``<rp>``) annotate characters; the
+    text is the base characters alone."""
+    page = ("<html><body><p><ruby>子<rp>(</rp><rt>こ</rt><rp>)</rp></ruby>どもへの"
+            "<ruby>虐待<rt>ぎゃくたい</rt></ruby>をなくすための法律</p></body></html>")
+    assert page_blocks(page).texts == ["子どもへの虐待をなくすための法律"]
+
+
 def test_text_stats_match_plain_python() -> None:
     texts = ["Hello, world. Second sentence!", "  \u00a0 lower case 123 | x  ", "© 2020", "x"]
     st = text_stats(texts)
