@@ -19,6 +19,13 @@ when it is short and the model gives it ``chrome`` over 0.5. The square root kee
 forty one-word menu items above one long paragraph (by words the paragraph wins), and a
 paragraph of prose above a stray one-word line (by lines the stray line counts as much). The quality rule ``afm_chrome_model_share`` rejects a text whose share is over
 ``quality.max_chrome_model_share``.
+
+The model reads lines **delexicalised** (:func:`delexicalise`): a word many sites use (in
+the training data, :data:`~afm.filters.quality.chrome_train.VOCABULARY_MIN_SITES`) stays,
+every other word becomes ``_w_`` and every number ``_n_``. Chrome speaks the words every site
+uses ("home", "sign in", "share", "privacy", "posted by"); a site's own words ("butter",
+"council", "election") are its topic, and a model that read them learned a food site's
+sidebar as chrome and then read the ingredients of a recipe as chrome too.
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from afm.filters.classifier import FastTextClassifier
+from afm.filters.classifier import FastTextClassifier, preprocess
 
 DATA_DIR = Path(__file__).parent.parent / "data" / "quality"
 DEFAULT_MODEL = DATA_DIR / "chrome_lines.ftz"
@@ -37,6 +44,25 @@ BUILTIN = "builtin"  # the shipped model, found in each worker's own install
 CHROME = "chrome"
 CONTENT = "content"
 MAX_LINE_WORDS = 12  # longer lines are read as text, never as chrome
+WORD = "_w_"  # a word not in the model's vocabulary
+NUMBER = "_n_"  # a number
+
+
+def delexicalise(line: str, vocabulary: frozenset[str]) -> str:
+    """``line`` as the model reads it: prepared as every fastText text of afm
+    (:func:`~afm.filters.classifier.preprocess`), then each word outside ``vocabulary``
+    replaced by :data:`WORD`, each number by :data:`NUMBER` (punctuation kept)."""
+    out = []
+    for token in preprocess(line).split():
+        if token in vocabulary:
+            out.append(token)
+        elif any(c.isdigit() for c in token) and not any(c.isalpha() for c in token):
+            out.append(NUMBER)
+        elif any(c.isalnum() for c in token):
+            out.append(WORD)
+        else:
+            out.append(token)
+    return " ".join(out)
 
 
 def resolve_model_path(path: str) -> str:
@@ -49,13 +75,16 @@ class ChromeLineModel:
 
     def __init__(self, path: str | Path) -> None:
         self.classifier = FastTextClassifier(resolve_model_path(str(path)))
-        if self.classifier.label_pos != CHROME:
-            raise ValueError(f"{path}: not a chrome line model (its positive label is "
-                             f"{self.classifier.label_pos!r}, not {CHROME!r})")
+        vocabulary = self.classifier.metadata.get("vocabulary")
+        if self.classifier.label_pos != CHROME or not isinstance(vocabulary, list):
+            raise ValueError(f"{path}: not a chrome line model (its sidecar names no vocabulary, or its "
+                             f"positive label is {self.classifier.label_pos!r}, not {CHROME!r}); "
+                             "afm quality train-chrome makes one")
+        self.vocabulary = frozenset(vocabulary)
 
     def line_scores(self, lines: Sequence[str]) -> np.ndarray:
         """P(chrome) of each line."""
-        return self.classifier.score(lines)
+        return self.classifier.score([delexicalise(line, self.vocabulary) for line in lines], preprocessed=True)
 
     def share(self, lines: Sequence[str]) -> float:
         """The sqrt-word-weighted share of ``lines`` read as chrome (0 for no lines): short

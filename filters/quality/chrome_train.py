@@ -9,6 +9,9 @@ the threshold of its rule is chosen, without looking at any set it is reported o
   hash: 70% train the model, the other 30% choose the threshold.
   Only lines of :data:`~afm.filters.quality.chrome_model.MAX_LINE_WORDS` words or fewer are
   taken (the rule reads no longer line as chrome).
+* **The vocabulary**: the words of those lines that :data:`VOCABULARY_MIN_SITES` or more of
+  the training units use; the model reads every other word as ``_w_`` (a site's topic is
+  not chrome; :func:`~afm.filters.quality.chrome_model.delexicalise`).
 * **The model**: fastText, word bigrams, a 16-wide embedding, quantised (a few hundred KB).
 * **The threshold** (``quality.max_chrome_model_share``): the share that keeps
   :data:`KEEP_TARGET` of the development good text the other document stages keep (the
@@ -30,8 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from afm.filters.classifier import train_classifier
-from afm.filters.quality.chrome_model import CHROME, CONTENT, MAX_LINE_WORDS
+from afm.filters.classifier import preprocess, train_classifier
+from afm.filters.quality.chrome_model import CHROME, CONTENT, MAX_LINE_WORDS, delexicalise
 from afm.filters.quality.defaults import held_out_unit
 from afm.filters.quality.junk import boilerplate_lines, make_junk, materials_for
 from afm.filters.quality.rules import QualityConfig, QualityHeuristicsFilter
@@ -40,6 +43,7 @@ from afm.filters.quality.texts import KindText
 HELD_OUT = 0.3  # share of sites (and technical documents) that choose the threshold
 KEEP_TARGET = 0.98  # share of development good text (that the other stages keep) the threshold keeps
 SEED = 0
+VOCABULARY_MIN_SITES = 20  # a word is kept when this many training units use it
 TECHNICAL_LINES = 60  # lines taken from each technical document (a manual page is thousands)
 # The fastText settings: word bigrams, a small embedding, quantised to ship (~0.4 MB).
 SETTINGS: dict[str, Any] = {"epoch": 10, "lr": 0.3, "wordNgrams": 2, "dim": 16, "min_count": 2,
@@ -55,35 +59,52 @@ def split_units(texts: Sequence[KindText], held_out: float = HELD_OUT, seed: int
 
 def training_lines(pages: Sequence[KindText], boilerplate: dict[str, str],
                    technical: Sequence[KindText] = (), *, seed: int = SEED
-                   ) -> tuple[list[str], list[str]]:
-    """(chrome lines, content lines) of :data:`MAX_LINE_WORDS` words or fewer: each page's
-    boilerplate lines that hold none of its main text, and the lines of the main texts and
-    of ``technical`` documents (at most :data:`TECHNICAL_LINES` of each, sampled)."""
+                   ) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """(chrome lines, content lines) of :data:`MAX_LINE_WORDS` words or fewer, each with its
+    unit (site, package, manual page): each page's boilerplate lines that hold none of its
+    main text, and the lines of the main texts and of ``technical`` documents (at most
+    :data:`TECHNICAL_LINES` of each, sampled)."""
     rng = random.Random(seed)
-    chrome: list[str] = []
-    content: list[str] = []
+    chrome: list[tuple[str, str]] = []
+    content: list[tuple[str, str]] = []
     for t in pages:
-        content += [line.strip() for line in t.text.splitlines() if line.strip()]
-        chrome += boilerplate_lines(boilerplate.get(t.id, ""), t.text)
+        content += [(t.unit, line.strip()) for line in t.text.splitlines() if _short(line)]
+        chrome += [(t.unit, line) for line in boilerplate_lines(boilerplate.get(t.id, ""), t.text) if _short(line)]
     for t in technical:
         lines = [line.strip() for line in t.text.splitlines() if _short(line)]
         rng.shuffle(lines)
-        content += lines[:TECHNICAL_LINES]
-    return [line for line in chrome if _short(line)], [line for line in content if _short(line)]
+        content += [(t.unit, line) for line in lines[:TECHNICAL_LINES]]
+    return chrome, content
 
 
 def _short(line: str) -> bool:
     return 0 < len(line.split()) <= MAX_LINE_WORDS
 
 
+def site_vocabulary(lines: Sequence[tuple[str, str]], min_units: int = VOCABULARY_MIN_SITES) -> list[str]:
+    """The words (as :func:`~afm.filters.classifier.preprocess` splits them) that at least
+    ``min_units`` units use in ``lines`` ((unit, line) pairs), sorted."""
+    units: dict[str, set[str]] = defaultdict(set)
+    for unit, line in lines:
+        for word in set(preprocess(line).split()):
+            units[word].add(unit)
+    return sorted(w for w, u in units.items() if len(u) >= min_units)
+
+
 def train_chrome_model(pages: Sequence[KindText], boilerplate: dict[str, str],
                        technical: Sequence[KindText], out: str | Path) -> dict[str, Any]:
-    """Fit the line classifier on the lines of ``pages`` and ``technical`` (``.ftz``)."""
+    """Fit the line classifier on the delexicalised lines of ``pages`` and ``technical``
+    (``.ftz``; the vocabulary goes into its sidecar)."""
     chrome, content = training_lines(pages, boilerplate, technical)
-    report = train_classifier(chrome, content, out, label_pos=CHROME, label_neg=CONTENT,
-                              held_out=0.05, seed=SEED, verbose=False, **SETTINGS)
+    vocabulary = site_vocabulary(chrome + content)
+    kept = frozenset(vocabulary)
+    report = train_classifier([delexicalise(line, kept) for _, line in chrome],
+                              [delexicalise(line, kept) for _, line in content], out,
+                              label_pos=CHROME, label_neg=CONTENT, held_out=0.05, seed=SEED,
+                              verbose=False, **SETTINGS)
+    write_sidecar(out, {"vocabulary": vocabulary, "vocabulary_min_sites": VOCABULARY_MIN_SITES})
     return {"chrome_lines": len(chrome), "content_lines": len(content), "pages": len(pages),
-            "technical_documents": len(technical), "line_metrics": {
+            "technical_documents": len(technical), "vocabulary_words": len(vocabulary), "line_metrics": {
                 k: round(float(report[k]), 4) for k in ("precision", "recall", "accuracy", "f1")},
             "settings": SETTINGS, "bytes": Path(out).stat().st_size}
 

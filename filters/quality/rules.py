@@ -297,7 +297,7 @@ class QualityConfig:
     # None: no signal). The threshold keeps 98% of development good text (chosen on held-out
     # development sites, docs/quality.md). Applies to `chrome_model_languages` (and unknown).
     chrome_model: str | None = "builtin"
-    max_chrome_model_share: float | None = 0.31
+    max_chrome_model_share: float | None = 0.36
     chrome_model_languages: list[str] = field(default_factory=lambda: ["en"])
 
     def __post_init__(self) -> None:

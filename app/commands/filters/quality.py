@@ -257,7 +257,7 @@ held-out sites' pages is then reported at it. Figures and the threshold: OUT.jso
 TRAIN_CHROME_EPILOG = """\b
 Example (how filters/data/quality/chrome_lines.ftz was made):
   afm quality train-chrome --wcxb WCXB --out filters/data/quality/chrome_lines.ftz
-  afm curate ... --set quality.params.chrome_model=chrome_lines.ftz --set quality.params.max_chrome_model_share=0.31
+  afm curate ... --set quality.params.chrome_model=chrome_lines.ftz --set quality.params.max_chrome_model_share=0.36
 
 \b
 Fits the line classifier the quality rule afm_chrome_model_share reads: the short visible

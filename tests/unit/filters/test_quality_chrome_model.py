@@ -6,16 +6,21 @@ from __future__ import annotations
 
 import pytest
 
+from afm.filters.classifier import train_classifier
 from afm.filters.quality.chrome_model import (
     CHROME,
     DEFAULT_MODEL,
     MAX_LINE_WORDS,
+    NUMBER,
+    WORD,
     ChromeLineModel,
+    delexicalise,
     load_chrome_model,
 )
 from afm.filters.quality.chrome_train import (
     TECHNICAL_LINES,
     choose_threshold,
+    site_vocabulary,
     split_units,
     train_chrome_model,
     training_lines,
@@ -118,9 +123,27 @@ def test_training_lines_leave_out_chrome_that_holds_main_text():
     long_doc = KindText(text="\n".join(f"option line {i} sets a value" for i in range(500)),
                         source="manpages", kind="manual", unit="ls", id="m0")
     chrome, content = training_lines([page], boilerplate, [long_doc])
-    assert chrome == ["Home", "Sign in", "Share on Twitter"]
+    assert chrome == [("a.example", "Home"), ("a.example", "Sign in"), ("a.example", "Share on Twitter")]
     # the prose lines are long (never read as chrome, so not learned); technical lines capped
     assert len(content) == TECHNICAL_LINES
+
+
+def test_lines_are_read_without_the_words_few_sites_use():
+    vocabulary = frozenset({"sign", "in", "share", "on"})
+    assert delexicalise("Sign in", vocabulary) == "sign in"
+    assert delexicalise("200 g butter, softened", vocabulary) == f"{NUMBER} {WORD} {WORD} , {WORD}"
+    assert delexicalise("Share on Twitter!", vocabulary) == f"share on {WORD} !"
+    lines = [(f"site{i}", "Sign in") for i in range(3)] + [("site0", "Butter cake"), ("site1", "Butter")]
+    assert site_vocabulary(lines, min_units=2) == ["butter", "in", "sign"]
+    assert site_vocabulary(lines, min_units=3) == ["in", "sign"]
+
+
+def test_a_plain_classifier_is_not_a_chrome_model(tmp_path):
+    out = tmp_path / "plain.ftz"
+    train_classifier(["home", "sign in"] * 20, ["the council met", "members said"] * 20, out,
+                     label_pos=CHROME, label_neg="content", held_out=0.0, verbose=False)
+    with pytest.raises(ValueError, match="not a chrome line model"):
+        ChromeLineModel(out)
 
 
 def test_units_are_split_whole():
