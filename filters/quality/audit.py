@@ -12,12 +12,18 @@ them and counts.
 
 from __future__ import annotations
 
-from collections import Counter
+import json
+from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from afm.filters.base import apply_filter, apply_filter_batch
+from afm.filters.quality.junk import make_junk, materials_for
+from afm.filters.quality.texts import KindText
 from afm.schema import make_document
 
 
@@ -95,3 +101,47 @@ def topic_gaps(groups: dict[str, Group], overall: float, min_n: int = 10) -> dic
 
 
 __all__ = ["Group", "Outcome", "group", "run_chain", "topic_gaps"]
+
+
+def rule_development_report(values: Callable[[list[str]], list[float]], choose: Callable[[list[float]], float],
+                            good: Sequence[KindText], web: Sequence[KindText], boilerplate: dict[str, str],
+                            passes: Callable[[list[str]], list[bool]], *, quantile_key: str,
+                            per_kind: int = 300, seed: int = 11, ndigits: int = 1,
+                            quantiles: Sequence[float] = (0.5, 0.9, 0.95, 0.99)) -> dict[str, Any]:
+    r"""How a learned rule (a value per text, rejected above a threshold) is set without
+    looking at any set it is reported on: the threshold ``choose``\ s from the ``values`` of
+    the development good text the other stages keep (``passes``: texts -> kept by them;
+    texts of 50 words or more), then the development junk made from the pages of ``web``
+    is reported at it, by kind (rejected by the other stages, or by them or the rule), and
+    the good text failing it by source and kind."""
+    good = [t for t in good if len(t.text.split()) >= 50]
+    kept = [t for t, k in zip(good, passes([t.text for t in good])) if k]
+    good_values = values([t.text for t in kept])
+    threshold = choose(good_values)
+    junk = make_junk(materials_for(list(web), boilerplate), per_kind=per_kind, seed=seed)
+    junk_kept = passes([j.text for j in junk])
+    junk_values = values([j.text for j in junk])
+    by_kind: defaultdict[str, list[tuple[bool, bool]]] = defaultdict(list)  # (others reject, with the rule)
+    for j, k, v in zip(junk, junk_kept, junk_values):
+        by_kind[j.kind].append((not k, (not k) or v > threshold))
+    good_by: defaultdict[str, list[bool]] = defaultdict(list)
+    for t, v in zip(kept, good_values):
+        good_by[f"{t.source}/{t.kind}"].append(v > threshold)
+    return {"threshold": threshold, "good_texts": len(good_values),
+            quantile_key: {q: round(float(np.quantile(good_values, q)), ndigits) for q in quantiles}
+            if good_values else {},
+            "good_failing_by_kind": {k: {"n": len(v), "failing": round(float(np.mean(v)), 4)}
+                                     for k, v in sorted(good_by.items())},
+            "junk_rejected_by_kind": {k: {"n": len(v), "rejected_by_others": round(float(np.mean([o for o, _ in v])), 4),
+                                          "rejected": round(float(np.mean([r for _, r in v])), 4)}
+                                      for k, v in sorted(by_kind.items())}}
+
+
+def write_sidecar(path: str | Path, info: dict[str, Any]) -> Path:
+    """``info`` merged into the JSON sidecar of the model at ``path`` (``PATH.json``; what
+    it held before, a classifier's own metadata say, kept unless ``info`` replaces it)."""
+    side = Path(f"{path}.json")
+    meta = json.loads(side.read_text(encoding="utf-8")) if side.is_file() else {}
+    meta.update(info)
+    side.write_text(json.dumps(meta, indent=2, sort_keys=True, default=float) + "\n", encoding="utf-8")
+    return side

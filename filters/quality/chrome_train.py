@@ -12,7 +12,7 @@ the threshold of its rule is chosen, without looking at any set it is reported o
 * **The vocabulary**: the words of those lines that :data:`VOCABULARY_MIN_SITES` or more of
   the training units use; the model reads every other word as ``_w_`` (a site's topic is
   not chrome; :func:`~afm.filters.quality.chrome_model.delexicalise`).
-* **The model**: fastText, word bigrams, a 16-wide embedding, quantised (a few hundred KB).
+* **The model**: fastText, word bigrams, a 16-wide embedding, quantised (under 1 MB).
 * **The threshold** (``quality.max_chrome_model_share``): the share that keeps
   :data:`KEEP_TARGET` of the development good text the other document stages keep (the
   held-out sites' main texts and the held-out technical documents), fixed before any junk
@@ -24,7 +24,6 @@ the threshold of its rule is chosen, without looking at any set it is reported o
 
 from __future__ import annotations
 
-import json
 import random
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -34,9 +33,9 @@ from typing import Any
 import numpy as np
 
 from afm.filters.classifier import preprocess, train_classifier
+from afm.filters.quality.audit import rule_development_report, write_sidecar
 from afm.filters.quality.chrome_model import CHROME, CONTENT, MAX_LINE_WORDS, delexicalise
-from afm.filters.quality.defaults import held_out_unit
-from afm.filters.quality.junk import boilerplate_lines, make_junk, materials_for
+from afm.filters.quality.junk import boilerplate_lines
 from afm.filters.quality.rules import QualityConfig, QualityHeuristicsFilter
 from afm.filters.quality.texts import KindText
 
@@ -45,16 +44,9 @@ KEEP_TARGET = 0.98  # share of development good text (that the other stages keep
 SEED = 0
 VOCABULARY_MIN_SITES = 20  # a word is kept when this many training units use it
 TECHNICAL_LINES = 60  # lines taken from each technical document (a manual page is thousands)
-# The fastText settings: word bigrams, a small embedding, quantised to ship (~0.4 MB).
+# The fastText settings: word bigrams, a small embedding, quantised to ship (~0.9 MB).
 SETTINGS: dict[str, Any] = {"epoch": 10, "lr": 0.3, "wordNgrams": 2, "dim": 16, "min_count": 2,
                             "bucket": 200_000, "quantize_cutoff": 50_000}
-
-
-def split_units(texts: Sequence[KindText], held_out: float = HELD_OUT, seed: int = SEED
-                ) -> tuple[list[KindText], list[KindText]]:
-    """(the texts whose lines train the model, the texts of held-out units)."""
-    held = [held_out_unit(t.unit, held_out, seed) for t in texts]
-    return [t for t, h in zip(texts, held) if not h], [t for t, h in zip(texts, held) if h]
 
 
 def training_lines(pages: Sequence[KindText], boilerplate: dict[str, str],
@@ -128,37 +120,11 @@ def rule_shares(model_path: str | Path, texts: Sequence[str]) -> list[float]:
 def development_report(model_path: str | Path, good: Sequence[KindText], web: Sequence[KindText],
                        boilerplate: dict[str, str], passes: Callable[[list[str]], list[bool]], *,
                        per_kind: int = 300, seed: int = 11, keep: float = KEEP_TARGET) -> dict[str, Any]:
-    """The threshold chosen on the development good text the other stages keep
-    (``passes``: texts -> kept by them), then the development junk made from the pages of
-    ``web`` rejected at it, by kind (rejected by the other stages or by the rule)."""
-    good = [t for t in good if len(t.text.split()) >= 50]
-    kept = passes([t.text for t in good])
-    good_share = rule_shares(model_path, [t.text for t, k in zip(good, kept) if k])
-    kinds = [f"{t.source}/{t.kind}" for t, k in zip(good, kept) if k]
-    threshold = choose_threshold(good_share, keep)
-    junk = make_junk(materials_for(list(web), boilerplate), per_kind=per_kind, seed=seed)
-    junk_kept = passes([j.text for j in junk])
-    junk_share = rule_shares(model_path, [j.text for j in junk])
-    by_kind: defaultdict[str, list[tuple[bool, bool]]] = defaultdict(list)  # (others reject, with the rule)
-    for j, k, share in zip(junk, junk_kept, junk_share):
-        by_kind[j.kind].append((not k, (not k) or share > threshold))
-    good_by: defaultdict[str, list[bool]] = defaultdict(list)
-    for kind, share in zip(kinds, good_share):
-        good_by[kind].append(share > threshold)
-    return {"threshold": threshold, "keep_target": keep, "good_texts": len(good_share),
-            "good_share_quantiles": {q: round(float(np.quantile(good_share, q)), 3)
-                                     for q in (0.5, 0.9, 0.95, 0.98, 0.99)} if good_share else {},
-            "good_failing_by_kind": {k: {"n": len(v), "failing": round(float(np.mean(v)), 4)}
-                                     for k, v in sorted(good_by.items())},
-            "junk_rejected_by_kind": {k: {"n": len(v), "rejected_by_others": round(float(np.mean([o for o, _ in v])), 4),
-                                          "rejected": round(float(np.mean([r for _, r in v])), 4)}
-                                      for k, v in sorted(by_kind.items())}}
-
-
-def write_sidecar(path: str | Path, info: dict[str, Any]) -> Path:
-    """``info`` merged into the model's sidecar (the classifier's own metadata kept)."""
-    side = Path(f"{path}.json")
-    meta = json.loads(side.read_text(encoding="utf-8")) if side.is_file() else {}
-    meta.update(info)
-    side.write_text(json.dumps(meta, indent=2, sort_keys=True, default=float) + "\n", encoding="utf-8")
-    return side
+    """The share threshold chosen on the development good text the other stages keep,
+    then the development junk made from the pages of ``web`` reported at it
+    (:func:`~afm.filters.quality.audit.rule_development_report`)."""
+    report = rule_development_report(lambda texts: rule_shares(model_path, texts),
+                                     lambda values: choose_threshold(values, keep), good, web, boilerplate,
+                                     passes, quantile_key="good_share_quantiles", per_kind=per_kind, seed=seed,
+                                     ndigits=3, quantiles=(0.5, 0.9, 0.95, 0.98, 0.99))
+    return {**report, "keep_target": keep}

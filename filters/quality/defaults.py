@@ -196,6 +196,14 @@ def training_set(texts: Sequence[KindText], boilerplate: dict[str, str] | None =
     return TrainingSet(good, junk[:len(good)])
 
 
+def split_units(texts: Sequence[KindText], held_out: float, seed: int = 0
+                ) -> tuple[list[KindText], list[KindText]]:
+    """(the texts of units on the training side, the texts of held-out units), whole units
+    on one side (:func:`held_out_unit`)."""
+    held = [held_out_unit(t.unit, held_out, seed) for t in texts]
+    return [t for t, h in zip(texts, held) if not h], [t for t, h in zip(texts, held) if h]
+
+
 def held_out_unit(unit: str, fraction: float, seed: int = 0) -> bool:
     """Whether ``unit`` (a site, package, manual-page family) is on the held-out side: a
     seeded hash, so a unit's good texts and the junk made from them stay together."""

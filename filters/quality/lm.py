@@ -16,16 +16,14 @@ perplexity threshold is chosen, without looking at any set it is reported on.
 
 from __future__ import annotations
 
-import json
-from collections import defaultdict
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from afm.filters.quality.defaults import held_out_unit
-from afm.filters.quality.junk import make_junk, materials_for
+from afm.filters.quality.audit import rule_development_report
+from afm.filters.quality.defaults import split_units
 from afm.filters.quality.ngram_lm import estimate, sentences, write_arpa
 from afm.filters.quality.rules import QualityConfig, QualityHeuristicsFilter
 from afm.filters.quality.texts import KindText
@@ -40,8 +38,7 @@ SEED = 0
 def split_sites(texts: Sequence[KindText], held_out: float = HELD_OUT, seed: int = SEED
                 ) -> tuple[list[KindText], list[KindText]]:
     """(the texts that train the model, the texts of held-out sites)."""
-    train = [t for t in texts if not held_out_unit(t.unit, held_out, seed)]
-    return train, [t for t in texts if held_out_unit(t.unit, held_out, seed)]
+    return split_units(texts, held_out, seed)
 
 
 def train_word_lm(texts: Sequence[KindText], out: str | Path, *, order: int = ORDER,
@@ -73,34 +70,10 @@ def choose_threshold(good: Sequence[float], keep: float = KEEP_TARGET) -> float:
 def development_report(lm_path: str | Path, good: Sequence[KindText], web: Sequence[KindText],
                        boilerplate: dict[str, str], passes: Callable[[list[str]], list[bool]], *,
                        per_kind: int = 300, seed: int = 11, keep: float = KEEP_TARGET) -> dict[str, Any]:
-    """The threshold chosen on the development good text the other stages keep
-    (``passes``: texts -> kept by them), then the development junk made from the pages of
-    ``web`` rejected at it, by kind (rejected by the other stages or by the rule)."""
-    good = [t for t in good if len(t.text.split()) >= 50]
-    kept = passes([t.text for t in good])
-    good_pp = perplexities(lm_path, [t.text for t, k in zip(good, kept) if k])
-    kinds = [f"{t.source}/{t.kind}" for t, k in zip(good, kept) if k]
-    threshold = choose_threshold(good_pp, keep)
-    junk = make_junk(materials_for(list(web), boilerplate), per_kind=per_kind, seed=seed)
-    junk_kept = passes([j.text for j in junk])
-    junk_pp = perplexities(lm_path, [j.text for j in junk])
-    by_kind: defaultdict[str, list[tuple[bool, bool]]] = defaultdict(list)  # (others reject, with the rule)
-    for j, k, pp in zip(junk, junk_kept, junk_pp):
-        by_kind[j.kind].append((not k, (not k) or pp > threshold))
-    good_by: defaultdict[str, list[bool]] = defaultdict(list)
-    for kind, pp in zip(kinds, good_pp):
-        good_by[kind].append(pp > threshold)
-    return {"threshold": threshold, "keep_target": keep, "good_texts": len(good_pp),
-            "good_perplexity_quantiles": {q: round(float(np.quantile(good_pp, q)), 1)
-                                          for q in (0.5, 0.9, 0.95, 0.99)},
-            "good_failing_by_kind": {k: {"n": len(v), "failing": round(float(np.mean(v)), 4)}
-                                     for k, v in sorted(good_by.items())},
-            "junk_rejected_by_kind": {k: {"n": len(v), "rejected_by_others": round(float(np.mean([o for o, _ in v])), 4),
-                                          "rejected": round(float(np.mean([r for _, r in v])), 4)}
-                                      for k, v in sorted(by_kind.items())}}
-
-
-def write_sidecar(path: str | Path, info: dict[str, Any]) -> Path:
-    side = Path(f"{path}.json")
-    side.write_text(json.dumps(info, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    return side
+    """The perplexity threshold chosen on the development good text the other stages keep,
+    then the development junk made from the pages of ``web`` reported at it
+    (:func:`~afm.filters.quality.audit.rule_development_report`)."""
+    report = rule_development_report(lambda texts: perplexities(lm_path, texts),
+                                     lambda values: choose_threshold(values, keep), good, web, boilerplate,
+                                     passes, quantile_key="good_perplexity_quantiles", per_kind=per_kind, seed=seed)
+    return {**report, "keep_target": keep}

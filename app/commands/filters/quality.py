@@ -482,9 +482,9 @@ def train_lm_cmd(wcxb: str, out: str, technical: bool, per_kind: int) -> None:
 
     from afm.console import console, print_summary, print_table
     from afm.filters.extraction.gold import load_wcxb
-    from afm.filters.quality.audit import run_chain
+    from afm.filters.quality.audit import run_chain, write_sidecar
     from afm.filters.quality.defaults import POSITIVE_KINDS, gold_with_boilerplate, technical_texts
-    from afm.filters.quality.lm import development_report, split_sites, train_word_lm, write_sidecar
+    from afm.filters.quality.lm import development_report, split_sites, train_word_lm
     from afm.pipelines.curate.stages import document_filters
 
     if not (Path(wcxb) / "dev").is_dir():
@@ -530,14 +530,14 @@ def train_chrome_cmd(wcxb: str, out: str, technical: bool, per_kind: int) -> Non
     from afm.console import console, print_summary, print_table
     from afm.filters.classifier import ClassifierError
     from afm.filters.extraction.gold import load_wcxb
-    from afm.filters.quality.audit import run_chain
-    from afm.filters.quality.chrome_train import (
-        development_report,
+    from afm.filters.quality.audit import run_chain, write_sidecar
+    from afm.filters.quality.chrome_train import HELD_OUT, development_report, train_chrome_model
+    from afm.filters.quality.defaults import (
+        POSITIVE_KINDS,
+        gold_with_boilerplate,
         split_units,
-        train_chrome_model,
-        write_sidecar,
+        technical_texts,
     )
-    from afm.filters.quality.defaults import POSITIVE_KINDS, gold_with_boilerplate, technical_texts
     from afm.pipelines.curate.stages import document_filters
 
     if not (Path(wcxb) / "dev").is_dir():
@@ -550,12 +550,12 @@ def train_chrome_cmd(wcxb: str, out: str, technical: bool, per_kind: int) -> Non
     if (Path(wcxb) / "test").is_dir():
         pages += [p for p in load_wcxb(Path(wcxb), split="test") if p.id not in seen]
     texts, boilerplate = gold_with_boilerplate(pages, POSITIVE_KINDS)
-    train, held = split_units(texts)
+    train, held = split_units(texts, HELD_OUT)
     tech_train: list = []
     tech_held: list = []
     if technical:
         console.print("reading this machine's documentation (package docs, READMEs, manual pages)")
-        tech_train, tech_held = split_units([t for t in technical_texts()[0] if not t.language])
+        tech_train, tech_held = split_units([t for t in technical_texts()[0] if not t.language], HELD_OUT)
     console.print(f"fitting the line model on {len(train):,} pages and {len(tech_train):,} documents "
                   f"({len(held):,} pages of held-out sites and {len(tech_held):,} documents choose the threshold)")
     try:

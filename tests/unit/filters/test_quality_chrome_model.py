@@ -21,10 +21,10 @@ from afm.filters.quality.chrome_train import (
     TECHNICAL_LINES,
     choose_threshold,
     site_vocabulary,
-    split_units,
     train_chrome_model,
     training_lines,
 )
+from afm.filters.quality.defaults import split_units
 from afm.filters.quality.rules import QualityConfig, QualityHeuristicsFilter
 from afm.filters.quality.texts import KindText
 
@@ -148,7 +148,7 @@ def test_a_plain_classifier_is_not_a_chrome_model(tmp_path):
 
 def test_units_are_split_whole():
     texts = [_page(i, f"site{i % 20}.example") for i in range(60)]
-    train, held = split_units(texts)
+    train, held = split_units(texts, 0.3)
     assert train and held and len(train) + len(held) == 60
     assert not {t.unit for t in train} & {t.unit for t in held}
 

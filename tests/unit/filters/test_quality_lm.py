@@ -9,13 +9,13 @@ import pytest
 from click.testing import CliRunner
 
 from afm.app.commands.filters.quality import quality
+from afm.filters.quality.audit import write_sidecar
 from afm.filters.quality.lm import (
     choose_threshold,
     development_report,
     perplexities,
     split_sites,
     train_word_lm,
-    write_sidecar,
 )
 from afm.filters.quality.texts import KindText
 
