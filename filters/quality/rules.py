@@ -75,6 +75,12 @@ measured in ``docs/quality.md``; every one can be set back to the published beha
   a banner line, not an article that names its privacy policy), and a page with more
   than a third of its prose lines so is dropped (above that in 3 of the 2,035
   development texts the other stages keep: two licence files and a product page).
+* **A fifth, learned, for a page's own menus** (``max_chrome_model_share``): the share of
+  a text's short prose lines that a line classifier of real pages' chrome reads as chrome
+  (each line weighted by the root of its words; :mod:`afm.filters.quality.chrome_model`),
+  over 0.36 is dropped: a failed extraction that left the menus, breadcrumbs and sign-in
+  lines. The threshold keeps 98% of the development good text; English and unknown
+  language only.
 * **Word-list rules fit the language**: the Gopher stop-word rule applies to the
   languages of its list (``stop_words_languages``, English) and to documents of unknown
   language; in languages written without spaces (``unsegmented_languages``: Chinese,
