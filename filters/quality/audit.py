@@ -103,6 +103,16 @@ def topic_gaps(groups: dict[str, Group], overall: float, min_n: int = 10) -> dic
 __all__ = ["Group", "Outcome", "group", "run_chain", "topic_gaps"]
 
 
+def signal_values(rule: Any, name: str, texts: Sequence[str]) -> list[float]:
+    """Each text's signal ``name`` as ``rule`` (a quality rules filter: ``signals(text)``
+    -> checks) computes it, on the lines the rule reads."""
+    out = []
+    for text in texts:
+        checks, _ = rule.signals(text)
+        out.append(next(value for check, value, _ in checks if check == name))
+    return out
+
+
 def rule_development_report(values: Callable[[list[str]], list[float]], choose: Callable[[list[float]], float],
                             good: Sequence[KindText], web: Sequence[KindText], boilerplate: dict[str, str],
                             passes: Callable[[list[str]], list[bool]], *, quantile_key: str,

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from afm.filters.classifier import preprocess, train_classifier
-from afm.filters.quality.audit import rule_development_report, write_sidecar
+from afm.filters.quality.audit import rule_development_report, signal_values, write_sidecar
 from afm.filters.quality.chrome_model import CHROME, CONTENT, MAX_LINE_WORDS, delexicalise
 from afm.filters.quality.junk import boilerplate_lines
 from afm.filters.quality.rules import QualityConfig, QualityHeuristicsFilter
@@ -110,11 +110,7 @@ def rule_shares(model_path: str | Path, texts: Sequence[str]) -> list[float]:
     """Each text's ``afm_chrome_model_share`` as the quality rule computes it (on the
     prose lines: code, markup and quotations set aside, wrapped lines joined)."""
     rule = QualityHeuristicsFilter(QualityConfig(chrome_model=str(model_path), max_chrome_model_share=None))
-    out = []
-    for text in texts:
-        checks, _ = rule.signals(text)
-        out.append(next(v for name, v, _ in checks if name == "afm_chrome_model_share"))
-    return out
+    return signal_values(rule, "afm_chrome_model_share", texts)
 
 
 def development_report(model_path: str | Path, good: Sequence[KindText], web: Sequence[KindText],

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from afm.filters.quality.audit import rule_development_report
+from afm.filters.quality.audit import rule_development_report, signal_values
 from afm.filters.quality.defaults import split_units
 from afm.filters.quality.ngram_lm import estimate, sentences, write_arpa
 from afm.filters.quality.rules import QualityConfig, QualityHeuristicsFilter
@@ -55,11 +55,7 @@ def perplexities(lm_path: str | Path, texts: Sequence[str]) -> list[float]:
     """Each text's ``afm_word_perplexity`` as the quality rule computes it (on the prose
     lines: code, markup and quotations set aside)."""
     rule = QualityHeuristicsFilter(QualityConfig(word_lm=str(lm_path)))
-    out = []
-    for text in texts:
-        checks, _ = rule.signals(text)
-        out.append(next(v for name, v, _ in checks if name == "afm_word_perplexity"))
-    return out
+    return signal_values(rule, "afm_word_perplexity", texts)
 
 
 def choose_threshold(good: Sequence[float], keep: float = KEEP_TARGET) -> float:

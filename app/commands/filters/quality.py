@@ -480,7 +480,7 @@ def train_lm_cmd(wcxb: str, out: str, technical: bool, per_kind: int) -> None:
     """Train the word n-gram model of the perplexity rule and choose its threshold."""
     from pathlib import Path
 
-    from afm.console import console, print_summary, print_table
+    from afm.console import console, print_summary
     from afm.filters.extraction.gold import load_wcxb
     from afm.filters.quality.audit import run_chain, write_sidecar
     from afm.filters.quality.defaults import POSITIVE_KINDS, gold_with_boilerplate, technical_texts
@@ -506,11 +506,7 @@ def train_lm_cmd(wcxb: str, out: str, technical: bool, per_kind: int) -> None:
                                   "where": "Murrough-Foley/web-content-extraction-benchmark, dev/",
                                   "licence": "CC-BY-4.0", "use": "the model (70% of sites); the threshold (30%)"}])
     side = write_sidecar(out, info)
-    print_table("development junk rejected", ["kind", "texts", "by the other stages", "with the rule"],
-                [[k, v["n"], f"{v['rejected_by_others']:.3f}", f"{v['rejected']:.3f}"]
-                 for k, v in report["junk_rejected_by_kind"].items()])
-    print_table("development good text failing the rule", ["kind", "texts", "failing"],
-                [[k, v["n"], f"{v['failing']:.3f}"] for k, v in report["good_failing_by_kind"].items()])
+    _print_development(report)
     print_summary("afm quality train-lm", {"model": out, "n-grams": info["ngrams"], "bytes": info["bytes"],
                                            "threshold (max_word_perplexity)": report["threshold"],
                                            "metadata": str(side)})
@@ -527,7 +523,7 @@ def train_chrome_cmd(wcxb: str, out: str, technical: bool, per_kind: int) -> Non
     """Train the chrome line classifier of the quality rule and choose its threshold."""
     from pathlib import Path
 
-    from afm.console import console, print_summary, print_table
+    from afm.console import console, print_summary
     from afm.filters.classifier import ClassifierError
     from afm.filters.extraction.gold import load_wcxb
     from afm.filters.quality.audit import run_chain, write_sidecar
@@ -572,15 +568,22 @@ def train_chrome_cmd(wcxb: str, out: str, technical: bool, per_kind: int) -> Non
                                  {"set": "this machine's package docs, READMEs and manual pages" if technical else "none",
                                   "use": "content lines (70% of documents); the threshold (30%)"}])
     side = write_sidecar(out, info)
+    _print_development(report)
+    print_summary("afm quality train-chrome", {"model": out, "bytes": info["bytes"],
+                                               "lines (chrome / content)": f"{info['chrome_lines']:,} / {info['content_lines']:,}",
+                                               "threshold (max_chrome_model_share)": report["threshold"],
+                                               "metadata": str(side)})
+
+
+def _print_development(report: dict[str, Any]) -> None:
+    """A learned rule's development figures (``audit.rule_development_report``) as tables."""
+    from afm.console import print_table
+
     print_table("development junk rejected", ["kind", "texts", "by the other stages", "with the rule"],
                 [[k, v["n"], f"{v['rejected_by_others']:.3f}", f"{v['rejected']:.3f}"]
                  for k, v in report["junk_rejected_by_kind"].items()])
     print_table("development good text failing the rule", ["kind", "texts", "failing"],
                 [[k, v["n"], f"{v['failing']:.3f}"] for k, v in report["good_failing_by_kind"].items()])
-    print_summary("afm quality train-chrome", {"model": out, "bytes": info["bytes"],
-                                               "lines (chrome / content)": f"{info['chrome_lines']:,} / {info['content_lines']:,}",
-                                               "threshold (max_chrome_model_share)": report["threshold"],
-                                               "metadata": str(side)})
 
 
 def _lowest_topic(topics: dict[str, Any]) -> str:
