@@ -4,6 +4,11 @@ The metadata, dependencies and the ``afm`` script are in ``pyproject.toml``; onl
 package layout is computed here, from ``afm/areas.py`` (stdlib-only, read before anything
 is installed): every folder of every area, data folders included, so a new subpackage or
 data folder can never be left out of the wheel, and setuptools has no folder to warn about.
+
+One C extension is built from source with the package: the block extractor's DOM walk
+(``filters/extraction/_blockwalk.c``; Python's headers only, lexbor's functions are found at
+run time in selectolax's library). It is optional: where no C compiler is found the
+install goes on and the extractor walks the DOM in Python, with the same output.
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ from __future__ import annotations
 import runpy
 from pathlib import Path
 
-from setuptools import setup
+from setuptools import Extension, setup
 
 HERE = Path(__file__).resolve().parent
 AREAS = runpy.run_path(str(HERE / "afm" / "areas.py"))["AREAS"]
@@ -29,7 +34,12 @@ def packages_of(folder: str, package: str) -> list[str]:
     return names
 
 
+EXTENSIONS = [
+    Extension("afm.filters.extraction._blockwalk", ["filters/extraction/_blockwalk.c"], optional=True),
+]
+
 setup(
+    ext_modules=EXTENSIONS,
     package_dir={area.package: area.folder for area in AREAS},
     packages=[name for area in AREAS for name in packages_of(area.folder, area.package)],
     package_data={"": ["*"]},

@@ -293,43 +293,117 @@ def container_totals(table: BlockTable, values: np.ndarray) -> np.ndarray:
     return cum[table.el_last] - cum[table.el_first]
 
 
-def page_blocks(html: str) -> BlockTable:
-    """The blocks of a decoded page, in document order."""
+# Node ids lexbor gives text, comment and doctype nodes (``LXB_TAG__TEXT``, ...), as
+# selectolax reports them (``Node.tag_id``).
+_TEXT_ID, _COMMENT_ID, _DOCTYPE_ID = 2, 4, 5
+
+
+def tag_categories() -> dict[str, int]:
+    """What the compiled walk (``_blockwalk.c``) needs to know of each tag, from the sets
+    above: skipped, a line break, a link, or a block with its kind, context counter and
+    ``pre`` flag packed in one number (``4 | (kind + 1) << 4 | (context + 1) << 10 | pre << 16``)."""
+    table = {tag: 1 for tag in SKIP}
+    table["br"], table["a"] = 2, 3
+    for tag in BLOCK:
+        kind, ctx = _KIND_OF.get(tag, -1), _TAG_CONTEXT.get(tag, -1)
+        table[tag] = 4 | (kind + 1) << 4 | (ctx + 1) << 10 | (tag == "pre") << 16
+    return table
+
+
+def _hidden_style(style: str) -> bool:
+    return _HIDDEN.search(style) is not None
+
+
+class _Compiled:
+    """The compiled walk, bound to selectolax's lexbor on first use (None when the
+    extension was not built or the library does not export what it needs)."""
+
+    module: object = None
+    tried = False
+    categories: dict[str, int] = {}
+
+    @classmethod
+    def get(cls) -> object:
+        if not cls.tried:
+            cls.tried = True
+            try:
+                import selectolax.lexbor
+
+                from afm.filters.extraction import _blockwalk  # type: ignore[attr-defined]
+
+                _blockwalk.bind(selectolax.lexbor.__file__)
+                cls.module, cls.categories = _blockwalk, tag_categories()
+            except (ImportError, OSError):
+                cls.module = None
+        return cls.module
+
+
+def compiled_walk_available() -> bool:
+    """Whether the C walk (``_blockwalk.c``, built by the package's install) is in use."""
+    return _Compiled.get() is not None
+
+
+# The lists one walk gives, in this order (``_Walk``'s attributes; the C walk returns the
+# same lists with the contexts flattened).
+_LISTS = ("texts", "kinds", "depths", "links", "contexts", "parents", "pres", "el_parent",
+          "el_depth", "el_first", "el_last")
+
+
+def _walk_lists(root: object, document: int, show_hidden: bool, compiled: bool) -> tuple:
+    """The walk's lists under ``root``: by the C walk when ``compiled`` and built (and the
+    page nests no deeper than ``MAX_DEPTH``), else by :class:`_Walk`."""
+    module = _Compiled.get() if compiled else None
+    if module is not None:
+        out = module.walk(root.mem_id, document, _TEXT_ID, _COMMENT_ID, _DOCTYPE_ID,  # type: ignore[attr-defined]
+                          _Compiled.categories, name_marks, _hidden_style, len(CONTEXT),
+                          show_hidden, MAX_DEPTH)
+        if out is not None:
+            return out
+    walk = _Walk(show_hidden=show_hidden)
+    walk.walk(root, 0)
+    walk.flush(0)
+    return tuple(getattr(walk, name) for name in _LISTS)
+
+
+def page_blocks(html: str, compiled: bool = True) -> BlockTable:
+    """The blocks of a decoded page, in document order. ``compiled``: walk the DOM in C
+    when the extension is built (``_blockwalk.c``; the same blocks as the Python walk,
+    which is the fallback and the reference)."""
     from selectolax.lexbor import LexborHTMLParser
 
-    walk = _Walk()
     parser = LexborHTMLParser(html) if html else None
     root = parser.body if parser is not None else None
     title = ""
+    lists: tuple = ([],) * len(_LISTS)
     if root is not None:
-        walk.walk(root, 0)
-        walk.flush(0)
-        shown = _words_up_to(walk.texts, MIN_SHOWN_WORDS)
+        top = parser.root  # type: ignore[union-attr]
+        document = top.parent.mem_id if top is not None and top.parent is not None else 0
+        lists = _walk_lists(root, document, False, compiled)
+        shown = _words_up_to(lists[0], MIN_SHOWN_WORDS)
         if shown < MIN_SHOWN_WORDS:
             # Nearly nothing is shown without a script: a page that hides its body until
             # a script runs (an anti-flicker ``visibility:hidden`` on the root, a deferred
             # ``display:none`` wrapper) hides what it will show. When the hidden text is
             # most of the page, it is the page: walk it all.
-            every = _Walk(show_hidden=True)
-            every.walk(root, 0)
-            every.flush(0)
+            every = _walk_lists(root, document, True, compiled)
             enough = max(MIN_SHOWN_WORDS, 3 * shown)
-            if _words_up_to(every.texts, enough) >= enough:
-                walk = every
+            if _words_up_to(every[0], enough) >= enough:
+                lists = every
         node = parser.css_first("title")  # type: ignore[union-attr]
         title = node.text() if node is not None else ""
-    n = len(walk.texts)
+    texts, kinds, depths, links, contexts, parents, pres, el_parent, el_depth, el_first, el_last = lists
+    n = len(texts)
     return BlockTable(
-        texts=walk.texts,
-        pre=np.asarray(walk.pres, dtype=bool),
-        kind=np.asarray(walk.kinds, dtype=np.int16),
-        depth=np.asarray(walk.depths, dtype=np.int16),
-        link_chars=np.asarray(walk.links, dtype=np.int32),
-        context=np.asarray(walk.contexts, dtype=np.int16).reshape(n, len(CONTEXT)),
-        parent=np.asarray(walk.parents, dtype=np.int32),
-        el_parent=np.asarray(walk.el_parent, dtype=np.int32),
-        el_depth=np.asarray(walk.el_depth, dtype=np.int16),
-        el_first=np.asarray(walk.el_first, dtype=np.int32),
-        el_last=np.asarray(walk.el_last, dtype=np.int32),
+        texts=texts,
+        pre=np.asarray(pres, dtype=bool),
+        kind=np.asarray(kinds, dtype=np.int16),
+        depth=np.asarray(depths, dtype=np.int16),
+        link_chars=np.asarray(links, dtype=np.int32),
+        context=np.asarray(contexts, dtype=np.int16).reshape(n, len(CONTEXT)),
+        parent=np.asarray(parents, dtype=np.int32),
+        el_parent=np.asarray(el_parent, dtype=np.int32),
+        el_depth=np.asarray(el_depth, dtype=np.int16),
+        el_first=np.asarray(el_first, dtype=np.int32),
+        el_last=np.asarray(el_last, dtype=np.int32),
         title=title,
     )

@@ -1,0 +1,374 @@
+/* The block extractor's DOM walk in C: the same blocks as the Python walk in blocks.py.
+ *
+ * Why: the walk is about half of the block extractor's time in Python (a node object per
+ * DOM node, a property call per tag and text). Here it runs over lexbor's nodes directly,
+ * through the functions selectolax's own extension exports (lexbor's "_noi" accessors and
+ * a few DOM calls), found with dlsym in that already-loaded library: no lexbor headers
+ * are needed to build this file, only Python's. Everything that decides a block (which
+ * tags skip, start a block or count as a link; which class names mark a context; what
+ * hides an element) is handed in from blocks.py, so the two walks cannot drift apart in
+ * their rules; tests/unit/extraction compares their output page by page.
+ *
+ * walk(root, document, node ids, categories, name_marks, hidden_style, n_context) returns the walk's
+ * lists (texts, kinds, depths, link chars, contexts flattened, parents, pre flags,
+ * container parent/depth/first/last) or None when the page nests deeper than the Python
+ * walk reads element by element (blocks.MAX_DEPTH): the caller then walks it in Python.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <dlfcn.h>
+#include <stdint.h>
+#include <string.h>
+
+typedef void node_t;
+typedef uintptr_t tag_id_t;
+
+static node_t *(*first_child)(node_t *);
+static node_t *(*next_sibling)(node_t *);
+static tag_id_t (*tag_id_of)(node_t *);
+static unsigned int (*node_type)(node_t *);
+static const unsigned char *(*qualified_name)(node_t *, size_t *);
+static unsigned char *(*text_content)(node_t *, size_t *);
+static void *(*destroy_text)(void *, unsigned char *);
+static int (*has_attributes)(node_t *);
+static int (*has_attribute)(node_t *, const unsigned char *, size_t);
+static const unsigned char *(*get_attribute)(node_t *, const unsigned char *, size_t, size_t *);
+static int bound = 0;
+
+#define MAX_DEPTH_DEFAULT 200
+#define MAX_CONTEXT 32
+#define NODE_ELEMENT 1 /* lexbor's LXB_DOM_NODE_TYPE_ELEMENT, the DOM's ELEMENT_NODE */
+
+/* Tag categories (the values blocks.py hands in, per tag name). */
+enum { CAT_OTHER = 0, CAT_SKIP = 1, CAT_BR = 2, CAT_A = 3, CAT_BLOCK = 4 };
+
+typedef struct {
+    PyObject *texts, *kinds, *depths, *links, *contexts, *parents, *pres;
+    PyObject *el_parent, *el_depth, *el_first, *el_last;
+    PyObject *parts;      /* the text gathered since the last block boundary */
+    Py_ssize_t part_links;
+    int ctx[MAX_CONTEXT];
+    int n_context;
+    long open, kind, link_depth, pre;
+    int show_hidden, max_depth, too_deep;
+    tag_id_t text_id, comment_id, doctype_id;
+    void *document;
+    PyObject *categories, *name_marks, *hidden_style, *empty;
+} Walk;
+
+static int append_long(PyObject *list, long value) {
+    PyObject *v = PyLong_FromLong(value);
+    if (v == NULL) return -1;
+    int rc = PyList_Append(list, v);
+    Py_DECREF(v);
+    return rc;
+}
+
+/* Whether every character of s is whitespace as str.isspace() reads it (and s non-empty). */
+static int is_space_only(PyObject *s) {
+    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+    if (n == 0) return 0;
+    int kind = PyUnicode_KIND(s);
+    const void *data = PyUnicode_DATA(s);
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (!Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, i))) return 0;
+    return 1;
+}
+
+/* len(s.strip()) */
+static Py_ssize_t stripped_length(PyObject *s) {
+    Py_ssize_t n = PyUnicode_GET_LENGTH(s), a = 0, b = n;
+    int kind = PyUnicode_KIND(s);
+    const void *data = PyUnicode_DATA(s);
+    while (a < b && Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, a))) a++;
+    while (b > a && Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, b - 1))) b--;
+    return b - a;
+}
+
+/* A C string decoded as selectolax decodes it (UTF-8, up to the first NUL). */
+static PyObject *decode(const unsigned char *s) {
+    return PyUnicode_DecodeUTF8((const char *)s, (Py_ssize_t)strlen((const char *)s), NULL);
+}
+
+static int flush(Walk *w, long depth) {
+    Py_ssize_t n = PyList_GET_SIZE(w->parts);
+    if (n == 0) return 0;
+    PyObject *raw = PyUnicode_Join(w->empty, w->parts);
+    if (raw == NULL) return -1;
+    if (PyList_SetSlice(w->parts, 0, n, NULL) < 0) { Py_DECREF(raw); return -1; }
+    Py_ssize_t links = w->part_links;
+    w->part_links = 0;
+    if (PyUnicode_GET_LENGTH(raw) == 0 || is_space_only(raw)) { Py_DECREF(raw); return 0; }
+    int rc = PyList_Append(w->texts, raw);
+    Py_DECREF(raw);
+    if (rc < 0 || append_long(w->kinds, w->kind) < 0 || append_long(w->depths, depth) < 0
+        || append_long(w->links, (long)links) < 0 || append_long(w->parents, w->open) < 0
+        || append_long(w->pres, w->pre > 0) < 0)
+        return -1;
+    for (int i = 0; i < w->n_context; i++)
+        if (append_long(w->contexts, w->ctx[i]) < 0) return -1;
+    return 0;
+}
+
+/* The category code of an element (blocks.py's table), 0 when its name is not in it. */
+static long category(Walk *w, node_t *node) {
+    size_t len = 0;
+    const unsigned char *name = qualified_name(node, &len);
+    if (name == NULL) return CAT_OTHER;
+    PyObject *tag = decode(name);
+    if (tag == NULL) return -1;
+    PyObject *code = PyDict_GetItemWithError(w->categories, tag);
+    Py_DECREF(tag);
+    if (code == NULL) return PyErr_Occurred() ? -1 : CAT_OTHER;
+    return PyLong_AsLong(code);
+}
+
+/* An attribute's value as str, or NULL with no error when absent or valueless. */
+static PyObject *attribute(node_t *node, const char *name) {
+    size_t len = 0;
+    const unsigned char *value = get_attribute(node, (const unsigned char *)name, strlen(name), &len);
+    if (value == NULL) return NULL;
+    return decode(value);
+}
+
+static int truthy(PyObject *s) { return s != NULL && PyUnicode_GET_LENGTH(s) > 0; }
+
+/* blocks._streamed_segment: "S:" followed by one or more digits (str.isdigit). */
+static int streamed_segment(PyObject *ident) {
+    if (!truthy(ident)) return 0;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(ident);
+    int kind = PyUnicode_KIND(ident);
+    const void *data = PyUnicode_DATA(ident);
+    if (n < 3 || PyUnicode_READ(kind, data, 0) != 'S' || PyUnicode_READ(kind, data, 1) != ':') return 0;
+    for (Py_ssize_t i = 2; i < n; i++)
+        if (!Py_UNICODE_ISDIGIT(PyUnicode_READ(kind, data, i))) return 0;
+    return 1;
+}
+
+static int contains(PyObject *s, const char *word) {
+    PyObject *w = PyUnicode_FromString(word);
+    if (w == NULL) return -1;
+    int rc = PyUnicode_Contains(s, w);
+    Py_DECREF(w);
+    return rc;
+}
+
+static int walk(Walk *w, node_t *node, long depth);
+
+/* blocks._Walk.block. Returns -1 on error, 1 when the page is too deep. */
+static int block(Walk *w, node_t *node, long code, long depth) {
+    int marks[MAX_CONTEXT + 1];
+    int n_marks = 0;
+    if (has_attributes(node)) {
+        PyObject *ident = attribute(node, "id");
+        if (ident == NULL && PyErr_Occurred()) return -1;
+        if (!w->show_hidden) {
+            int hide = 0;
+            if (has_attribute(node, (const unsigned char *)"hidden", 6) && !streamed_segment(ident)) hide = 1;
+            if (!hide) {
+                PyObject *aria = attribute(node, "aria-hidden");
+                if (aria == NULL && PyErr_Occurred()) { Py_XDECREF(ident); return -1; }
+                if (aria != NULL) {
+                    hide = PyUnicode_CompareWithASCIIString(aria, "true") == 0;
+                    Py_DECREF(aria);
+                }
+            }
+            if (!hide) {
+                PyObject *style = attribute(node, "style");
+                if (style == NULL && PyErr_Occurred()) { Py_XDECREF(ident); return -1; }
+                if (truthy(style)) {
+                    int a = contains(style, "none"), b = a == 1 ? 1 : contains(style, "hidden");
+                    if (a < 0 || b < 0) { Py_DECREF(style); Py_XDECREF(ident); return -1; }
+                    if (a || b) {
+                        PyObject *r = PyObject_CallOneArg(w->hidden_style, style);
+                        if (r == NULL) { Py_DECREF(style); Py_XDECREF(ident); return -1; }
+                        hide = PyObject_IsTrue(r);
+                        Py_DECREF(r);
+                    }
+                }
+                Py_XDECREF(style);
+            }
+            if (hide) { Py_XDECREF(ident); return hide < 0 ? -1 : 0; }
+        }
+        PyObject *names = attribute(node, "class");
+        if (names == NULL && PyErr_Occurred()) { Py_XDECREF(ident); return -1; }
+        if (names == NULL) names = PyUnicode_FromString("");
+        if (names != NULL && truthy(ident)) {
+            PyObject *joined = PyUnicode_FromFormat("%U %U", names, ident);
+            Py_DECREF(names);
+            names = joined;
+        }
+        Py_XDECREF(ident);
+        if (names == NULL) return -1;
+        if (truthy(names)) {
+            PyObject *found = PyObject_CallOneArg(w->name_marks, names);
+            Py_DECREF(names);
+            if (found == NULL) return -1;
+            PyObject *seq = PySequence_Fast(found, "name_marks must return a sequence");
+            Py_DECREF(found);
+            if (seq == NULL) return -1;
+            Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+            for (Py_ssize_t i = 0; i < n && n_marks < MAX_CONTEXT; i++)
+                marks[n_marks++] = (int)PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, i));
+            Py_DECREF(seq);
+            if (PyErr_Occurred()) return -1;
+        } else {
+            Py_DECREF(names);
+        }
+    }
+    long kind = ((code >> 4) & 0x3f) - 1, ctx_tag = ((code >> 10) & 0x3f) - 1, pre = (code >> 16) & 1;
+    if (ctx_tag >= 0) marks[n_marks++] = (int)ctx_tag;
+    if (PyList_GET_SIZE(w->parts) && flush(w, depth) < 0) return -1;
+    for (int i = 0; i < n_marks; i++)
+        if (marks[i] >= 0 && marks[i] < w->n_context) w->ctx[marks[i]]++;
+    long outer = w->open, outer_kind = w->kind;
+    w->open = (long)PyList_GET_SIZE(w->el_parent);
+    if (append_long(w->el_parent, outer) < 0 || append_long(w->el_depth, depth) < 0
+        || append_long(w->el_first, (long)PyList_GET_SIZE(w->texts)) < 0 || append_long(w->el_last, -1) < 0)
+        return -1;
+    if (kind >= 0) w->kind = kind;
+    w->pre += pre;
+    int rc = walk(w, node, depth);
+    if (rc != 0) return rc; /* an error, or too deep: the walk is abandoned */
+    if (PyList_GET_SIZE(w->parts) && flush(w, depth) < 0) return -1;
+    w->pre -= pre;
+    PyObject *last = PyLong_FromSsize_t(PyList_GET_SIZE(w->texts));
+    if (last == NULL || PyList_SetItem(w->el_last, w->open, last) < 0) return -1;
+    w->open = outer;
+    w->kind = outer_kind;
+    for (int i = 0; i < n_marks; i++)
+        if (marks[i] >= 0 && marks[i] < w->n_context) w->ctx[marks[i]]--;
+    return 0;
+}
+
+/* blocks._Walk.walk. Returns -1 on error, 1 when the page is too deep. */
+static int walk(Walk *w, node_t *node, long depth) {
+    for (node_t *child = first_child(node); child != NULL; child = next_sibling(child)) {
+        tag_id_t id = tag_id_of(child);
+        if (id == w->text_id) {
+            size_t len = 0;
+            unsigned char *raw = text_content(child, &len);
+            if (raw == NULL) continue;
+            PyObject *text = decode(raw);
+            if (w->document != NULL) destroy_text(w->document, raw);
+            if (text == NULL) return -1;
+            if (PyUnicode_GET_LENGTH(text) && (PyList_GET_SIZE(w->parts) || !is_space_only(text))) {
+                if (PyList_Append(w->parts, text) < 0) { Py_DECREF(text); return -1; }
+                if (w->link_depth) w->part_links += stripped_length(text);
+            }
+            Py_DECREF(text);
+            continue;
+        }
+        if (id == w->comment_id) continue;
+        /* Only an element has a name to read; any other node (a doctype, the node lexbor
+         * makes of "<?php ... ?>") is walked like an unknown tag, as the Python walk does
+         * with its name None. */
+        long code = node_type(child) == NODE_ELEMENT && id != w->doctype_id ? category(w, child) : CAT_OTHER;
+        if (code < 0) return -1;
+        int cat = (int)(code & 0xf);
+        if (cat == CAT_SKIP) continue;
+        if (cat == CAT_BR) {
+            PyObject *nl = PyUnicode_FromString("\n");
+            if (nl == NULL || PyList_Append(w->parts, nl) < 0) { Py_XDECREF(nl); return -1; }
+            Py_DECREF(nl);
+            continue;
+        }
+        if (depth >= w->max_depth) { w->too_deep = 1; return 1; }
+        int rc;
+        if (cat == CAT_BLOCK) {
+            rc = block(w, child, code, depth + 1);
+        } else if (cat == CAT_A) {
+            w->link_depth++;
+            rc = walk(w, child, depth + 1);
+            w->link_depth--;
+        } else {
+            rc = walk(w, child, depth + 1);
+        }
+        if (rc != 0) return rc;
+    }
+    return 0;
+}
+
+static PyObject *py_bind(PyObject *self, PyObject *args) {
+    const char *path;
+    if (!PyArg_ParseTuple(args, "s", &path)) return NULL;
+    void *lib = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+    if (lib == NULL) lib = dlopen(path, RTLD_NOW);
+    if (lib == NULL) return PyErr_Format(PyExc_ImportError, "cannot open %s: %s", path, dlerror());
+#define BIND(var, symbol) \
+    *(void **)(&var) = dlsym(lib, symbol); \
+    if (var == NULL) return PyErr_Format(PyExc_ImportError, "%s does not export %s", path, symbol);
+    BIND(first_child, "lxb_dom_node_first_child_noi");
+    BIND(next_sibling, "lxb_dom_node_next_noi");
+    BIND(tag_id_of, "lxb_dom_node_tag_id_noi");
+    BIND(node_type, "lxb_dom_node_type_noi");
+    BIND(qualified_name, "lxb_dom_element_qualified_name");
+    BIND(text_content, "lxb_dom_node_text_content");
+    BIND(destroy_text, "lxb_dom_document_destroy_text_noi");
+    BIND(has_attributes, "lxb_dom_element_has_attributes");
+    BIND(has_attribute, "lxb_dom_element_has_attribute");
+    BIND(get_attribute, "lxb_dom_element_get_attribute");
+#undef BIND
+    bound = 1;
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_walk(PyObject *self, PyObject *args, PyObject *kwargs) {
+    static char *keywords[] = {"root", "document", "text_id", "comment_id", "doctype_id", "categories", "name_marks",
+                               "hidden_style", "n_context", "show_hidden", "max_depth", NULL};
+    unsigned long long root, document, text_id, comment_id, doctype_id;
+    PyObject *categories, *name_marks, *hidden_style;
+    int n_context, show_hidden = 0, max_depth = MAX_DEPTH_DEFAULT;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "KKKKKO!OOi|pi", keywords, &root, &document, &text_id,
+                                     &comment_id, &doctype_id, &PyDict_Type, &categories, &name_marks, &hidden_style,
+                                     &n_context, &show_hidden, &max_depth))
+        return NULL;
+    if (!bound) return PyErr_Format(PyExc_RuntimeError, "bind() the lexbor library first");
+    if (n_context < 0 || n_context > MAX_CONTEXT) return PyErr_Format(PyExc_ValueError, "n_context out of range");
+    if (root == 0) return PyErr_Format(PyExc_ValueError, "no root node");
+    Walk w;
+    memset(&w, 0, sizeof w);
+    w.n_context = n_context;
+    w.open = -1;
+    w.show_hidden = show_hidden;
+    w.max_depth = max_depth;
+    w.text_id = (tag_id_t)text_id;
+    w.comment_id = (tag_id_t)comment_id;
+    w.doctype_id = (tag_id_t)doctype_id;
+    w.document = (void *)(uintptr_t)document;
+    w.categories = categories;
+    w.name_marks = name_marks;
+    w.hidden_style = hidden_style;
+    PyObject **lists[] = {&w.texts, &w.kinds, &w.depths, &w.links, &w.contexts, &w.parents, &w.pres,
+                          &w.el_parent, &w.el_depth, &w.el_first, &w.el_last, &w.parts};
+    const int n_lists = (int)(sizeof lists / sizeof lists[0]);
+    PyObject *result = NULL;
+    w.empty = PyUnicode_FromString("");
+    int ok = w.empty != NULL;
+    for (int i = 0; i < n_lists && ok; i++) ok = (*lists[i] = PyList_New(0)) != NULL;
+    if (ok) {
+        int rc = walk(&w, (node_t *)(uintptr_t)root, 0);
+        if (rc == 0) rc = flush(&w, 0);
+        if (rc == 0) {
+            result = PyTuple_Pack(11, w.texts, w.kinds, w.depths, w.links, w.contexts, w.parents, w.pres,
+                                  w.el_parent, w.el_depth, w.el_first, w.el_last);
+        } else if (rc == 1 && !PyErr_Occurred()) {
+            result = Py_NewRef(Py_None);
+        }
+    }
+    for (int i = 0; i < n_lists; i++) Py_XDECREF(*lists[i]);
+    Py_XDECREF(w.empty);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"bind", py_bind, METH_VARARGS, "Find lexbor's functions in selectolax's extension (its path)."},
+    {"walk", (PyCFunction)(void (*)(void))py_walk, METH_VARARGS | METH_KEYWORDS,
+     "The blocks of the subtree under a lexbor node (see blocks.py)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_blockwalk",
+                                    "The block extractor's DOM walk in C (see blocks.py).", -1, methods};
+
+PyMODINIT_FUNC PyInit__blockwalk(void) { return PyModule_Create(&module); }
