@@ -49,6 +49,16 @@ def preprocess(text: str, max_chars: int = MAX_CHARS, *, punctuation: bool = Tru
     return _SPACE.sub(" ", text).strip()
 
 
+def preprocess_joined(lines: Sequence[str]) -> list[str]:
+    """:func:`preprocess`'s lower-casing and punctuation split of each of ``lines`` (each
+    under :data:`MAX_CHARS`, none holding a newline) in one pass over them joined by
+    newlines; whitespace is not folded (``str.split`` reads the tokens the same)."""
+    if not lines:
+        return []
+    joined = "\n".join(lines).lower().replace("__label__", " label ")
+    return _PUNCT.sub(r" \1 ", joined).split("\n")
+
+
 # How a model's training text was prepared, so scoring prepares text the same way:
 # ``afm`` is :func:`preprocess` (every model ``train_classifier`` writes); ``raw`` is the
 # text with its lines joined by spaces and nothing else changed, as DCLM's fastText

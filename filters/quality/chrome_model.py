@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from afm.filters.classifier import FastTextClassifier, preprocess
+from afm.filters.classifier import MAX_CHARS, FastTextClassifier, preprocess, preprocess_joined
 
 DATA_DIR = Path(__file__).parent.parent / "data" / "quality"
 DEFAULT_MODEL = DATA_DIR / "chrome_lines.ftz"
@@ -52,17 +52,43 @@ def delexicalise(line: str, vocabulary: frozenset[str]) -> str:
     """``line`` as the model reads it: prepared as every fastText text of afm
     (:func:`~afm.filters.classifier.preprocess`), then each word outside ``vocabulary``
     replaced by :data:`WORD`, each number by :data:`NUMBER` (punctuation kept)."""
+    return " ".join(token_form(token, vocabulary) for token in preprocess(line).split())
+
+
+def token_form(token: str, vocabulary: frozenset[str]) -> str:
+    """One prepared token as the model reads it (see :func:`delexicalise`)."""
+    if token in vocabulary:
+        return token
+    if any(c.isdigit() for c in token) and not any(c.isalpha() for c in token):
+        return NUMBER
+    if any(c.isalnum() for c in token):
+        return WORD
+    return token
+
+
+MAX_FORMS = 200_000  # tokens whose form a model keeps (a process's working vocabulary)
+
+
+def delexicalise_lines(lines: Sequence[str], vocabulary: frozenset[str], forms: dict[str, str]) -> list[str]:
+    """:func:`delexicalise` of each of ``lines``, the same strings at a fraction of the
+    cost: the lines are lower-cased and their punctuation split off in one pass (joined by
+    newlines, which neither step crosses and which end a word for the final sigma as a
+    line's end does), and each token's form is looked up in ``forms`` (filled as met)."""
+    if any(len(line) > MAX_CHARS or "\n" in line for line in lines):
+        return [delexicalise(line, vocabulary) for line in lines]
+    prepared = preprocess_joined(lines)
     out = []
-    for token in preprocess(line).split():
-        if token in vocabulary:
-            out.append(token)
-        elif any(c.isdigit() for c in token) and not any(c.isalpha() for c in token):
-            out.append(NUMBER)
-        elif any(c.isalnum() for c in token):
-            out.append(WORD)
-        else:
-            out.append(token)
-    return " ".join(out)
+    for line in prepared:
+        words = []
+        for token in line.split():
+            form = forms.get(token)
+            if form is None:
+                form = token_form(token, vocabulary)
+                if len(forms) < MAX_FORMS:
+                    forms[token] = form
+            words.append(form)
+        out.append(" ".join(words))
+    return out
 
 
 def resolve_model_path(path: str) -> str:
@@ -81,10 +107,11 @@ class ChromeLineModel:
                              f"positive label is {self.classifier.label_pos!r}, not {CHROME!r}); "
                              "afm quality train-chrome makes one")
         self.vocabulary = frozenset(vocabulary)
+        self.forms: dict[str, str] = {}  # token -> its form (delexicalise_lines)
 
     def line_scores(self, lines: Sequence[str]) -> np.ndarray:
         """P(chrome) of each line."""
-        return self.classifier.score([delexicalise(line, self.vocabulary) for line in lines], preprocessed=True)
+        return self.classifier.score(delexicalise_lines(lines, self.vocabulary, self.forms), preprocessed=True)
 
     def share(self, lines: Sequence[str]) -> float:
         """The sqrt-word-weighted share of ``lines`` read as chrome (0 for no lines): short

@@ -15,6 +15,7 @@ from afm.filters.quality.chrome_model import (
     WORD,
     ChromeLineModel,
     delexicalise,
+    delexicalise_lines,
     load_chrome_model,
 )
 from afm.filters.quality.chrome_train import (
@@ -170,3 +171,17 @@ def test_a_model_trained_on_small_data_scores_lines(tmp_path):
     model = ChromeLineModel(out)
     assert model.share(MENU.splitlines()) > 0.8
     assert model.share(short_prose.splitlines()) < 0.2
+
+
+def test_lines_delexicalised_together_read_as_each_alone() -> None:
+    """The scoring path (one pass over a text's lines, token forms remembered) gives the
+    strings training used, line by line, on the cases where a joined pass could differ."""
+    vocabulary = frozenset({"sign", "in", "home", "label"})
+    lines = ["Sign in | Home", "ΟΔΟΣ", "ΟΔΟΣ.", "ΑΣ ΒΣ", "x__label__y", "__LABEL__ Sign in", "İstanbul",
+             "12,000 items — 3.5%", "a\u00a0b\u2003c", "tab\tsep", "", "   ", "Skip to content »"]
+    forms: dict[str, str] = {}
+    for _ in range(2):  # the second time from the remembered forms
+        assert delexicalise_lines(lines, vocabulary, forms) == [delexicalise(x, vocabulary) for x in lines]
+    assert delexicalise_lines([], vocabulary, forms) == []
+    assert delexicalise_lines(["a\nb", "Home"], vocabulary, {}) == [delexicalise("a\nb", vocabulary), "home"]
+

@@ -221,8 +221,9 @@ def test_vectorised_ngram_stats_match_a_naive_count():
         stats = NGramStats(words)
         for n in (2, 3, 4):
             assert stats.top_frac(n) == pytest.approx(min(1.0, _naive_top(words, n)))
-        for n in (5, 7, 10):
+        for n in range(5, 11):  # in order: each n hashes only where the (n-1)-grams repeat
             assert stats.dup_frac(n) == pytest.approx(_naive_dup(words, n))
+        assert NGramStats(words).dup_frac(7) == pytest.approx(_naive_dup(words, 7))  # alone: every position
 
 
 # --------------------------------------------------------------- rules that fit every kind of text
