@@ -17,6 +17,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <dlfcn.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -30,8 +31,9 @@ static unsigned int (*node_type)(node_t *);
 static const unsigned char *(*qualified_name)(node_t *, size_t *);
 static unsigned char *(*text_content)(node_t *, size_t *);
 static void *(*destroy_text)(void *, unsigned char *);
-static int (*has_attributes)(node_t *);
-static int (*has_attribute)(node_t *, const unsigned char *, size_t);
+/* lexbor returns C bool here: declared so, or the caller would read bits the callee never set. */
+static bool (*has_attributes)(node_t *);
+static bool (*has_attribute)(node_t *, const unsigned char *, size_t);
 static const unsigned char *(*get_attribute)(node_t *, const unsigned char *, size_t, size_t *);
 static int bound = 0;
 

@@ -66,7 +66,7 @@ def token_form(token: str, vocabulary: frozenset[str]) -> str:
     return token
 
 
-MAX_FORMS = 200_000  # tokens whose form a model keeps (a process's working vocabulary)
+MAX_FORMS = 50_000  # tokens whose form a model remembers (a few MB a process)
 
 
 def delexicalise_lines(lines: Sequence[str], vocabulary: frozenset[str], forms: dict[str, str]) -> list[str]:
