@@ -22,7 +22,9 @@ from them vectorised (``block_features.py``), so the work per node is the walk a
 walk runs in C (``_blockwalk.c``, built by the package's install: lexbor's own functions,
 the rules below handed in) and gives the same blocks as :class:`_Walk`, the Python walk,
 which is the reference and the fallback where no compiler built it (~1.1 µs a node in
-Python, 1,600 nodes on an average page; ~0.7 in C, most of it the Python strings made). Invisible subtrees (``script``, ``style``, ``template``, ``svg``, form controls,
+Python, 1,600 nodes on an average page; ~0.7 in C, most of it the Python strings made).
+
+Invisible subtrees (``script``, ``style``, ``template``, ``svg``, form controls,
 ``hidden`` elements) are never entered. The page is read as a client without scripts (a
 crawler) is shown it: ``<noscript>`` is entered (a Discourse forum's posts live there), a
 segment React streams in hidden (``id="S:0"``) is text, and a page that hides its whole

@@ -99,8 +99,12 @@ def test_the_python_walk_is_used_when_the_compiled_one_is_off(monkeypatch) -> No
 
 def test_the_install_builds_the_compiled_walk_where_a_compiler_is() -> None:
     """The extension is optional in setup.py, so a broken build would pass silently: where
-    this machine has the C compiler Python was built with, the walk must be there."""
+    this machine has the C compiler Python was built with and Python's headers, the walk
+    must be there."""
     compiler = (sysconfig.get_config_var("CC") or "cc").split()[0]
     if shutil.which(compiler) is None:
         pytest.skip(f"no C compiler ({compiler}) on this machine: the Python walk is used")
+    headers = Path(sysconfig.get_paths()["include"]) / "Python.h"
+    if not headers.is_file():
+        pytest.skip(f"no Python headers ({headers}) on this machine: the Python walk is used")
     assert compiled_walk_available()
