@@ -172,7 +172,7 @@ def report(name: str, good: list[tuple[str, float]], chains: list[float], high_i
         print(f"  {kind:14s} {len(values):4d}  q02/q10/median/q90/q98 " + " ".join(f"{v:+.3f}" for v in q))
 
 
-def context_gain(data: dict, steps: int) -> None:
+def context_gain(data: dict, steps: int, save: Path | None = None) -> None:
     length, windows = 64, (64, 3, 1)
     vocab = vocabulary([t.text for t in data["train"]], 4096)
     stream = np.concatenate([np.r_[BOS, encode(t.text, vocab)] for t in data["train"]]).astype(np.int32)
@@ -186,6 +186,11 @@ def context_gain(data: dict, steps: int) -> None:
         return (jnp.asarray(np.stack([stream[s:s + length + 1] for s in starts])),)
 
     params = train(loss, init(jax.random.PRNGKey(0), len(vocab), length, head=False), batch, steps)
+    if save is not None:  # the weights and the vocabulary, for the next step (a cheaper scoring pass, a rule)
+        flat = {"/".join(str(getattr(k, "key", getattr(k, "idx", k))) for k in path): np.asarray(v)
+                for path, v in jax.tree_util.tree_flatten_with_path(params)[0]}
+        np.savez_compressed(save, vocabulary=np.array(list(vocab)), **flat)
+        print(f"saved {save}")
     losses = jax.jit(token_losses, static_argnums=2)
 
     def gain(text: str) -> float | None:
@@ -250,11 +255,15 @@ def main() -> None:
     parser.add_argument("detector", choices=("context-gain", "discriminator"))
     parser.add_argument("--wcxb", type=Path, required=True, help="WCXB checkout (dev/ and test/)")
     parser.add_argument("--steps", type=int, default=1500)
+    parser.add_argument("--save", type=Path, help="context-gain: write the trained model here (.npz)")
     args = parser.parse_args()
     data = development_data(args.wcxb)
     print(f"{len(data['train']):,} training texts; held out: {len(data['good']):,} good texts and "
           f"{len(data['chains']):,} chains the other stages keep")
-    (context_gain if args.detector == "context-gain" else discriminator)(data, args.steps)
+    if args.detector == "context-gain":
+        context_gain(data, args.steps, args.save)
+    else:
+        discriminator(data, args.steps)
 
 
 if __name__ == "__main__":
