@@ -33,6 +33,7 @@ body until a script runs is read with its hidden elements shown.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -318,33 +319,24 @@ def _hidden_style(style: str) -> bool:
     return _HIDDEN.search(style) is not None
 
 
-class _Compiled:
-    """The compiled walk, bound to selectolax's lexbor on first use (None when the
-    extension was not built or the library does not export what it needs)."""
+@functools.cache
+def _compiled() -> tuple[object, dict[str, int]] | None:
+    """The compiled walk bound to selectolax's lexbor, with its tag table, on first use
+    (None when the extension was not built or the library lacks what it needs)."""
+    try:
+        import selectolax.lexbor
 
-    module: object = None
-    tried = False
-    categories: dict[str, int] = {}
+        from afm.filters.extraction import _blockwalk  # type: ignore[attr-defined]
 
-    @classmethod
-    def get(cls) -> object:
-        if not cls.tried:
-            cls.tried = True
-            try:
-                import selectolax.lexbor
-
-                from afm.filters.extraction import _blockwalk  # type: ignore[attr-defined]
-
-                _blockwalk.bind(selectolax.lexbor.__file__)
-                cls.module, cls.categories = _blockwalk, tag_categories()
-            except (ImportError, OSError):
-                cls.module = None
-        return cls.module
+        _blockwalk.bind(selectolax.lexbor.__file__)
+    except (ImportError, OSError):
+        return None
+    return _blockwalk, tag_categories()
 
 
 def compiled_walk_available() -> bool:
     """Whether the C walk (``_blockwalk.c``, built by the package's install) is in use."""
-    return _Compiled.get() is not None
+    return _compiled() is not None
 
 
 # The lists one walk gives, in this order (``_Walk``'s attributes; the C walk returns the
@@ -356,10 +348,11 @@ _LISTS = ("texts", "kinds", "depths", "links", "contexts", "parents", "pres", "e
 def _walk_lists(root: object, document: int, show_hidden: bool, compiled: bool) -> tuple:
     """The walk's lists under ``root``: by the C walk when ``compiled`` and built (and the
     page nests no deeper than ``MAX_DEPTH``), else by :class:`_Walk`."""
-    module = _Compiled.get() if compiled else None
-    if module is not None:
+    bound = _compiled() if compiled else None
+    if bound is not None:
+        module, categories = bound
         out = module.walk(root.mem_id, document, _TEXT_ID, _COMMENT_ID, _DOCTYPE_ID,  # type: ignore[attr-defined]
-                          _Compiled.categories, name_marks, _hidden_style, len(CONTEXT),
+                          categories, name_marks, _hidden_style, len(CONTEXT),
                           show_hidden, MAX_DEPTH)
         if out is not None:
             return out

@@ -90,8 +90,7 @@ def test_compiled_walk_on_real_pages(shared_eval: Path) -> None:
 
 
 def test_the_python_walk_is_used_when_the_compiled_one_is_off(monkeypatch) -> None:
-    monkeypatch.setattr(blocks._Compiled, "module", None)
-    monkeypatch.setattr(blocks._Compiled, "tried", True)
+    monkeypatch.setattr(blocks, "_compiled", lambda: None)
     assert not compiled_walk_available()
     table = page_blocks(PAGES["blocks, links, lists, tables"])
     assert "First bold and a link in prose." in table.texts
