@@ -33,7 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from afm.filters.extraction.gold import load_wcxb
+from afm.filters.extraction.gold import load_wcxb_all
 from afm.filters.quality.audit import run_chain
 from afm.filters.quality.defaults import (
     POSITIVE_KINDS,
@@ -61,10 +61,7 @@ def unknown_id(token: str) -> int:
 def development_data(wcxb: Path) -> dict[str, list]:
     """Training texts (70% of WCXB's sites and of the technical documents), the held-out
     good texts and chains that the other default stages keep, with their kinds."""
-    pages = load_wcxb(wcxb)
-    seen = {p.id for p in pages}
-    if (wcxb / "test").is_dir():
-        pages += [p for p in load_wcxb(wcxb, split="test") if p.id not in seen]
+    pages = load_wcxb_all(wcxb)
     texts, boilerplate = gold_with_boilerplate(pages, POSITIVE_KINDS)
     train, held = split_units(texts, 0.3)
     tech_train, tech_held = split_units([t for t in technical_texts()[0] if not t.language], 0.3)

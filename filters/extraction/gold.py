@@ -155,6 +155,15 @@ def load_wcxb(root: Path, limit: int | None = None, split: str = "dev") -> list[
     return pages
 
 
+def load_wcxb_all(root: Path) -> list[GoldPage]:
+    """Both of WCXB's splits, each page once (139 test pages repeat dev pages)."""
+    pages = load_wcxb(root)
+    seen = {p.id for p in pages}
+    if (root / "test").is_dir():
+        pages += [p for p in load_wcxb(root, split="test") if p.id not in seen]
+    return pages
+
+
 def load_trafilatura_eval(root: Path, limit: int | None = None) -> list[GoldPage]:
     """trafilatura's evaluation pages: ``root/evaldata.json`` and the HTML files in
     ``root/eval`` and ``root/cache`` (the layout of its ``tests`` folder)."""

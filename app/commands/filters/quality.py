@@ -525,7 +525,7 @@ def train_chrome_cmd(wcxb: str, out: str, technical: bool, per_kind: int) -> Non
 
     from afm.console import console, print_summary
     from afm.filters.classifier import ClassifierError
-    from afm.filters.extraction.gold import load_wcxb
+    from afm.filters.extraction.gold import load_wcxb_all
     from afm.filters.quality.audit import run_chain, write_sidecar
     from afm.filters.quality.chrome_train import HELD_OUT, development_report, train_chrome_model
     from afm.filters.quality.defaults import (
@@ -541,10 +541,7 @@ def train_chrome_cmd(wcxb: str, out: str, technical: bool, per_kind: int) -> Non
     if not out.endswith(".ftz"):
         raise click.BadParameter(f"{out}: the model is written quantised, as .ftz", param_hint="--out")
     console.print("reading WCXB's pages (dev and test splits)")
-    pages = load_wcxb(Path(wcxb))
-    seen = {p.id for p in pages}
-    if (Path(wcxb) / "test").is_dir():
-        pages += [p for p in load_wcxb(Path(wcxb), split="test") if p.id not in seen]
+    pages = load_wcxb_all(Path(wcxb))
     texts, boilerplate = gold_with_boilerplate(pages, POSITIVE_KINDS)
     train, held = split_units(texts, HELD_OUT)
     tech_train: list = []
