@@ -17,6 +17,7 @@ kind of text.
 
     python experiments/chain-detectors/run.py context-gain --wcxb WCXB --steps 1500
     python experiments/chain-detectors/run.py discriminator --wcxb WCXB --steps 1500
+    python experiments/chain-detectors/run.py shipped --wcxb WCXB [--model context_gain.npz]
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ def development_data(wcxb: Path) -> dict[str, list]:
     train, held = split_units(texts, 0.3)
     tech_train, tech_held = split_units([t for t in technical_texts()[0] if not t.language], 0.3)
     chains = make_junk(materials_for(held, boilerplate), ["machine_made"], per_kind=400, seed=11)
-    others = document_filters({})
+    others = document_filters({"quality": {"context_gain_model": None}})  # every default stage but the chain rule
     good = list(held) + list(tech_held)
     good_kept = [o.kept for o in run_chain(others, [t.text for t in good])]
     chains_kept = [o.kept for o in run_chain(others, [j.text for j in chains])]
@@ -247,18 +248,37 @@ def discriminator(data: dict, steps: int) -> None:
     report("discriminator (mean window logit)", good, held_chains, high_is_chain=True)
 
 
+def shipped_rule(data: dict, model_path: Path) -> None:
+    """The rule's own model (``afm quality train-context-gain``: the one trainer, the AFM
+    transformer, read by the numpy pass of ``afm.filters.quality.context_gain``) on the same
+    held-out texts, scoring the first 1, 2, 4 and 8 windows of 64 words."""
+    from afm.filters.quality import context_gain as cg
+
+    model = cg.ContextGainModel(model_path)
+    for windows in (1, 2, 4, 8):
+        cg.MAX_WINDOWS = windows
+        good = [(k, r[0]) for k, t in data["good"] if (r := model.gain(t))[1]]
+        chains = [r[0] for t in data["chains"] if (r := model.gain(t))[1]]
+        report(f"shipped model, {windows} window(s) of 64 words", good, chains, high_is_chain=False)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("detector", choices=("context-gain", "discriminator"))
+    parser.add_argument("detector", choices=("context-gain", "discriminator", "shipped"))
     parser.add_argument("--wcxb", type=Path, required=True, help="WCXB checkout (dev/ and test/)")
     parser.add_argument("--steps", type=int, default=1500)
     parser.add_argument("--save", type=Path, help="context-gain: write the trained model here (.npz)")
+    parser.add_argument("--model", type=Path, help="shipped: the rule's model (.npz; default: the shipped one)")
     args = parser.parse_args()
     data = development_data(args.wcxb)
     print(f"{len(data['train']):,} training texts; held out: {len(data['good']):,} good texts and "
           f"{len(data['chains']):,} chains the other stages keep")
     if args.detector == "context-gain":
         context_gain(data, args.steps, args.save)
+    elif args.detector == "shipped":
+        from afm.filters.quality.context_gain import DEFAULT_MODEL
+
+        shipped_rule(data, args.model or DEFAULT_MODEL)
     else:
         discriminator(data, args.steps)
 

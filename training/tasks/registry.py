@@ -15,6 +15,7 @@ from afm.training.core.task import Task
 
 METHODS: dict[str, str] = {
     "pretrain": "afm.training.tasks.pretrain:PretrainTask",
+    "context_gain": "afm.training.tasks.context_gain:ContextGainTask",
     "prune": "afm.training.tasks.prune:PruneTask",
     "distill": "afm.training.tasks.distill:DistillTask",
     "sft": "afm.training.tasks.sft:SftTask",

@@ -270,6 +270,24 @@ every kind, made from the held-out sites' pages, is reported at it. Figures and 
 threshold: OUT.json.
 """
 
+TRAIN_CONTEXT_GAIN_EPILOG = """\b
+Example (how filters/data/quality/context_gain.npz was made):
+  afm quality train-context-gain --wcxb WCXB --workdir runs/context-gain \\
+      --out filters/data/quality/context_gain.npz
+  afm curate ... --set quality.params.context_gain_model=context_gain.npz --set quality.params.min_context_gain=0.2
+
+\b
+Trains the word model the quality rule afm_context_gain reads: a 4,096-word vocabulary and
+token shards of the main texts of 70% of WCXB's sites (its dev and test splits) and of this
+machine's package docs, READMEs and manual pages are written to WORKDIR, the one trainer
+runs the context-gain stage on them (task context_gain: the whole 64-word window and spans
+of 3 and 1 words; `afm train --list-configs`), and the last checkpoint's weights are
+written to OUT as numpy arrays. A run stopped half-way resumes from WORKDIR. The threshold
+is the gain that keeps 98% of the development good text the other document stages keep
+(the other 30%), fixed before development junk of every kind, made from the held-out
+sites' pages, is reported at it. Figures and the threshold: OUT.json.
+"""
+
 TRAIN_DEFAULT_EPILOG = """\b
 Example (how filters/data/quality/quality_default.ftz was made):
   afm quality train-default --wcxb WCXB --scrapinghub ../shared/eval \\
@@ -570,6 +588,32 @@ def train_chrome_cmd(wcxb: str, out: str, technical: bool, per_kind: int) -> Non
                                                "lines (chrome / content)": f"{info['chrome_lines']:,} / {info['content_lines']:,}",
                                                "threshold (max_chrome_model_share)": report["threshold"],
                                                "metadata": str(side)})
+
+
+@quality.command("train-context-gain", epilog=TRAIN_CONTEXT_GAIN_EPILOG)
+@click.option("--wcxb", required=True, type=click.Path(file_okay=False),
+              help="WCXB checkout (dev/ and, when there, test/ are read).")
+@click.option("--workdir", required=True, type=click.Path(file_okay=False),
+              help="Where the vocabulary, the token shards and the training run go (a run there resumes).")
+@click.option("--out", required=True, type=click.Path(dir_okay=False), help="The model to write (.npz).")
+@click.option("--steps", type=POSITIVE_INT, default=None, help="Training steps (default: the stage's total_steps).")
+@click.option("--technical/--no-technical", default=True, show_default=True,
+              help="Also read this machine's package docs, READMEs and manual pages.")
+@click.option("--per-kind", default=300, show_default=True, type=POSITIVE_INT, help="Development junk of each kind.")
+def train_context_gain_cmd(wcxb: str, workdir: str, out: str, steps: int | None, technical: bool,
+                           per_kind: int) -> None:
+    """Train the word model of the chain rule (afm_context_gain) and choose its threshold."""
+    from pathlib import Path
+
+    from afm.app.commands.filters.quality_context_gain import train_context_gain
+
+    if not (Path(wcxb) / "dev").is_dir():
+        raise click.BadParameter(f"{wcxb} has no dev/ folder (a WCXB checkout)", param_hint="--wcxb")
+    if not out.endswith(".npz"):
+        raise click.BadParameter(f"{out}: the model is written as numpy arrays, .npz", param_hint="--out")
+    report = train_context_gain(Path(wcxb), Path(workdir), Path(out), steps=steps, technical=technical,
+                                per_kind=per_kind)
+    _print_development(report)
 
 
 def _print_development(report: dict[str, Any]) -> None:

@@ -1,0 +1,84 @@
+"""How the shipped context-gain model (``quality.context_gain_model: builtin``) is made, and
+how the threshold of its rule is chosen, without looking at any set it is reported on.
+
+* **Text**: the human-made main texts of WCXB's pages (both its splits, article, forum,
+  documentation and service pages; CC-BY-4.0) and this machine's package docs, READMEs and
+  manual pages, split by a seeded hash of their site or document: 70% train the model, the
+  other 30% choose the threshold (the split of the chrome model, :mod:`.chrome_train`).
+* **The model**: the vocabulary (:func:`~afm.filters.quality.context_gain.build_vocabulary`)
+  and token shards of the training texts are written here; the one trainer trains the
+  ``context-gain`` stage on them (the app's ``afm quality train-context-gain`` runs it:
+  training sits above this layer) and the run's weights become the ``.npz`` the rule reads.
+* **The threshold** (``quality.min_context_gain``): the gain that keeps :data:`KEEP_TARGET`
+  of the development good text the other document stages keep, fixed before any junk is
+  scored; the development junk (every kind, made from the held-out sites' pages) is then
+  reported at it, never used to move it. Held-out figures are in docs/quality.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from afm.filters.quality.audit import rule_development_report, signal_values
+from afm.filters.quality.context_gain import encode
+from afm.filters.quality.defaults import (
+    POSITIVE_KINDS,
+    gold_with_boilerplate,
+    split_units,
+    technical_texts,
+)
+from afm.filters.quality.rules import QualityConfig, QualityHeuristicsFilter
+from afm.filters.quality.texts import KindText
+
+HELD_OUT = 0.3  # share of sites (and technical documents) that choose the threshold
+KEEP_TARGET = 0.98  # share of development good text (that the other stages keep) the threshold keeps
+SEED = 0
+
+
+def development_texts(pages: Sequence[Any], *, technical: bool = True) -> dict[str, Any]:
+    """The training texts, the held-out good texts (sites and documents) and the
+    boilerplate of the held-out pages, from WCXB's ``pages`` and this machine's docs."""
+    texts, boilerplate = gold_with_boilerplate(pages, POSITIVE_KINDS)
+    train, held = split_units(texts, HELD_OUT, SEED)
+    tech_train: list[KindText] = []
+    tech_held: list[KindText] = []
+    if technical:
+        tech_train, tech_held = split_units([t for t in technical_texts()[0] if not t.language], HELD_OUT, SEED)
+    return {"train": list(train) + list(tech_train), "held_pages": list(held),
+            "good": list(held) + list(tech_held), "boilerplate": boilerplate}
+
+
+def token_rows(texts: Sequence[KindText], vocabulary: Sequence[str]) -> list[dict[str, Any]]:
+    """``{"id", "source", "tokens"}`` rows of token shards: each text's word ids (the
+    trainer's loader closes each with EOS)."""
+    index = {w: i for i, w in enumerate(vocabulary)}
+    return [{"id": t.id, "source": "web", "tokens": encode(t.text, index).tolist()} for t in texts if t.text.strip()]
+
+
+def gains(model_path: str | Path, texts: Sequence[str]) -> list[float]:
+    """Each text's ``afm_context_gain`` as the quality rule computes it (on the prose lines)."""
+    rule = QualityHeuristicsFilter(QualityConfig(context_gain_model=str(model_path)))
+    return signal_values(rule, "afm_context_gain", texts)
+
+
+def choose_threshold(good: Sequence[float], keep: float = KEEP_TARGET) -> float:
+    """The gain that keeps ``keep`` of ``good`` (rounded down to 0.001 nats)."""
+    return float(np.floor(np.quantile(np.asarray(good, dtype=float), 1.0 - keep) * 1000) / 1000)
+
+
+def development_report(model_path: str | Path, good: Sequence[KindText], web: Sequence[KindText],
+                       boilerplate: dict[str, str], passes: Callable[[list[str]], list[bool]], *,
+                       per_kind: int = 300, seed: int = 11, keep: float = KEEP_TARGET) -> dict[str, Any]:
+    """The threshold chosen on the development good text the other stages keep, then the
+    development junk made from the pages of ``web`` reported at it
+    (:func:`~afm.filters.quality.audit.rule_development_report`, which rejects above a
+    threshold: the rule rejects below, so it is handed the negated gains)."""
+    report = rule_development_report(lambda texts: [-g for g in gains(model_path, texts)],
+                                     lambda values: -choose_threshold([-v for v in values], keep),
+                                     good, web, boilerplate, passes, quantile_key="good_negated_gain_quantiles",
+                                     per_kind=per_kind, seed=seed, ndigits=3, quantiles=(0.01, 0.02, 0.05, 0.5))
+    return {**report, "threshold": -report["threshold"], "keep_target": keep}
