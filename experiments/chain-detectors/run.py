@@ -251,11 +251,11 @@ def discriminator(data: dict, steps: int) -> None:
 def shipped_rule(data: dict, model_path: Path) -> None:
     """The rule's own model (``afm quality train-context-gain``: the one trainer, the AFM
     transformer, read by the numpy pass of ``afm.filters.quality.context_gain``) on the same
-    held-out texts, scoring the first 1, 2, 4 and 8 windows of 64 words."""
+    held-out texts, scoring the first 1, 2, 4, 8 and 12 windows of 64 words."""
     from afm.filters.quality import context_gain as cg
 
     model = cg.ContextGainModel(model_path)
-    for windows in (1, 2, 4, 8):
+    for windows in (1, 2, 4, 8, 12):
         cg.MAX_WINDOWS = windows
         good = [(k, r[0]) for k, t in data["good"] if (r := model.gain(t))[1]]
         chains = [r[0] for t in data["chains"] if (r := model.gain(t))[1]]

@@ -123,10 +123,12 @@ def rule_development_report(values: Callable[[list[str]], list[float]], choose: 
     the development good text the other stages keep (``passes``: texts -> kept by them;
     texts of 50 words or more), then the development junk made from the pages of ``web``
     is reported at it, by kind (rejected by the other stages, or by them or the rule), and
-    the good text failing it by source and kind."""
+    the good text failing it by source and kind. A value of NaN is a text the rule does not
+    judge: it neither fails nor rejects, and the quantiles leave it out."""
     good = [t for t in good if len(t.text.split()) >= 50]
     kept = [t for t, k in zip(good, passes([t.text for t in good])) if k]
-    good_values = values([t.text for t in kept])
+    good_values = values([t.text for t in kept])  # NaN: a text the rule does not judge
+    judged = [v for v in good_values if np.isfinite(v)]
     threshold = choose(good_values)
     junk = make_junk(materials_for(list(web), boilerplate), per_kind=per_kind, seed=seed)
     junk_kept = passes([j.text for j in junk])
@@ -137,9 +139,9 @@ def rule_development_report(values: Callable[[list[str]], list[float]], choose: 
     good_by: defaultdict[str, list[bool]] = defaultdict(list)
     for t, v in zip(kept, good_values):
         good_by[f"{t.source}/{t.kind}"].append(v > threshold)
-    return {"threshold": threshold, "good_texts": len(good_values),
-            quantile_key: {q: round(float(np.quantile(good_values, q)), ndigits) for q in quantiles}
-            if good_values else {},
+    return {"threshold": threshold, "good_texts": len(judged),
+            quantile_key: {q: round(float(np.quantile(judged, q)), ndigits) for q in quantiles}
+            if judged else {},
             "good_failing_by_kind": {k: {"n": len(v), "failing": round(float(np.mean(v)), 4)}
                                      for k, v in sorted(good_by.items())},
             "junk_rejected_by_kind": {k: {"n": len(v), "rejected_by_others": round(float(np.mean([o for o, _ in v])), 4),

@@ -4,7 +4,7 @@ Spun and machine-made text is often a *chain*: each word drawn given the word be
 (a bigram or Markov generator fed with real pages). Every pair of neighbours is common
 English, so the published rules, a word n-gram model's perplexity and a bag-of-words
 classifier all pass it; what it lacks is anything beyond the last word. A language model
-that reads a text twice, once with each word seeing only itself and once with the 63
+that reads a text twice, once with each word seeing only itself and once with up to 63
 words before it, says so: real writing's loss falls by ~0.3-0.6 nats a word with the
 context (its sentences are about something), a chain's by ~0.1 (only the bigram it was
 drawn from helps). :meth:`ContextGainModel.gain` is that fall, nats a word, and the rule
@@ -21,7 +21,7 @@ train-context-gain`` makes it and writes it here as numpy arrays (``.npz``: the 
 the shape, every weight), so a curation worker needs numpy only: this module's forward
 pass is the transformer's (RMSNorm, q/k norms, rotate-half RoPE, SwiGLU, the tied readout
 at ``1/width``), checked against :mod:`afm.model`'s own scoring in the slow tier
-(``tests/slow/test_context_gain_parity.py``) and against stored values in ``make test``.
+(``tests/slow/filters/test_context_gain_parity.py``) and against stored values in ``make test``.
 
 **The cost** is one forward pass over at most :data:`MAX_WINDOWS` windows of 64 words:
 with one word of context attention returns that word's own value, so the model's answer
@@ -40,6 +40,8 @@ from pathlib import Path
 
 import numpy as np
 
+from afm import fs
+
 DATA_DIR = Path(__file__).parent.parent / "data" / "quality"
 DEFAULT_MODEL = DATA_DIR / "context_gain.npz"
 BUILTIN = "builtin"  # the shipped model, found in each worker's own install
@@ -50,7 +52,7 @@ PAD, UNK, EOS, NUM, PUNCT = range(len(SPECIALS))
 VOCABULARY_SIZE = 4096
 WINDOW = 64  # words a scored word may see (the training row)
 FIRST_SCORED = 4  # each window's first words are read, not scored (too little context to gain from)
-MAX_WINDOWS = 8  # windows of a text scored: its first 8 x 64 = 512 words (4 caught 80% of development chains at a 1% cost, 8 caught 90%)
+MAX_WINDOWS = 8  # windows of a text scored: its first 8 x 64 + 1 tokens (4 caught 80% of development chains at a 1% cost, 8 caught 90%)
 
 
 def words(text: str) -> list[str]:
@@ -113,28 +115,37 @@ def _rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
     return x * cos + np.concatenate([-x[..., h:], x[..., :h]], axis=-1) * sin
 
 
-def _log_softmax_at(logits: np.ndarray, targets: np.ndarray) -> np.ndarray:
-    """``log softmax(logits)[target]`` per row (``logits`` is overwritten)."""
-    picked = np.take_along_axis(logits, targets[..., None], axis=-1)[..., 0]
+def _log_normaliser(logits: np.ndarray) -> np.ndarray:
+    """``logsumexp`` over the last axis (``logits`` is overwritten)."""
     top = logits.max(axis=-1, keepdims=True)
     logits -= top
     np.exp(logits, out=logits)
-    return picked - top[..., 0] - np.log(logits.sum(axis=-1))
+    return top[..., 0] + np.log(logits.sum(axis=-1))
+
+
+def _log_softmax_at(logits: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """``log softmax(logits)[target]`` per row (``logits`` is overwritten)."""
+    picked = np.take_along_axis(logits, targets[..., None], axis=-1)[..., 0]
+    return picked - _log_normaliser(logits)
 
 
 class ContextGainModel:
     """The word model of a ``.npz`` file from ``afm quality train-context-gain``."""
 
     def __init__(self, path: str | Path) -> None:
-        with np.load(resolve_model_path(str(path)), allow_pickle=False) as z:
-            if "vocabulary" not in z.files or "shape" not in z.files:
-                raise ValueError(f"{path}: not a context-gain model (no vocabulary or shape); "
-                                 "afm quality train-context-gain makes one")
-            self.vocabulary = [str(w) for w in z["vocabulary"]]
-            self.shape = Shape(**json.loads(str(z["shape"])))
-            self.params = {k: z[k].astype(np.float32) for k in z.files if k not in ("vocabulary", "shape")}
-        self.index = {w: i for i, w in enumerate(self.vocabulary)}
-        self._layers = [self._layer(n) for n in range(self.shape.n_layers)]
+        local = fs.localize(resolve_model_path(str(path)))  # a gs:// model is copied to this worker once
+        try:
+            with np.load(local, allow_pickle=False) as z:
+                self.vocabulary = [str(w) for w in z["vocabulary"]]
+                self.shape = Shape(**json.loads(str(z["shape"])))
+                self.params = {k: z[k].astype(np.float32) for k in z.files if k not in ("vocabulary", "shape")}
+            self.index = {w: i for i, w in enumerate(self.vocabulary)}
+            self._layers = [self._layer(n) for n in range(self.shape.n_layers)]
+            if self.params["embed"].shape != (len(self.vocabulary), self.shape.dim):
+                raise ValueError("its embedding does not match its vocabulary and shape")
+        except (KeyError, TypeError, ValueError, OSError) as exc:
+            raise ValueError(f"{path}: not a context-gain model ({exc}); afm quality train-context-gain "
+                             "makes one") from None
         self._alone: tuple[np.ndarray, np.ndarray] | None = None
 
     # -- the transformer's forward pass ------------------------------------------------
@@ -191,9 +202,7 @@ class ContextGainModel:
         if self._alone is None:
             vocab = np.arange(len(self.vocabulary))[:, None]
             hidden = self.features(vocab, 1)[:, 0]
-            logits = hidden @ self.params["embed"].T * self.shape.logit_scale
-            top = logits.max(axis=-1)
-            self._alone = hidden, np.log(np.exp(logits - top[:, None]).sum(axis=-1)) + top
+            self._alone = hidden, _log_normaliser(hidden @ self.params["embed"].T * self.shape.logit_scale)
         return self._alone
 
     # -- the signal ----------------------------------------------------------------------
@@ -201,7 +210,7 @@ class ContextGainModel:
         """(nats a word the 64-word window saves over seeing the word alone, words scored):
         over the text's first :data:`MAX_WINDOWS` whole windows, each window's first
         :data:`FIRST_SCORED` words read but not scored, unknown words not scored. (0.0, 0)
-        for a text shorter than one window."""
+        for a text of fewer than 65 tokens (words and punctuation marks): not judged."""
         ids = encode(text, self.index)
         n = min((len(ids) - 1) // WINDOW, MAX_WINDOWS)
         if n == 0:

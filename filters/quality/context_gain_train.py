@@ -6,9 +6,10 @@ how the threshold of its rule is chosen, without looking at any set it is report
   manual pages, split by a seeded hash of their site or document: 70% train the model, the
   other 30% choose the threshold (the split of the chrome model, :mod:`.chrome_train`).
 * **The model**: the vocabulary (:func:`~afm.filters.quality.context_gain.build_vocabulary`)
-  and token shards of the training texts are written here; the one trainer trains the
-  ``context-gain`` stage on them (the app's ``afm quality train-context-gain`` runs it:
-  training sits above this layer) and the run's weights become the ``.npz`` the rule reads.
+  and the token rows of the training texts (:func:`token_rows`) come from here; the app's
+  ``afm quality train-context-gain`` writes them as shards and has the one trainer train the
+  ``context-gain`` stage on them (training sits above this layer), and the run's weights
+  become the ``.npz`` the rule reads.
 * **The threshold** (``quality.min_context_gain``): the gain that keeps :data:`KEEP_TARGET`
   of the development good text the other document stages keep, fixed before any junk is
   scored; the development junk (every kind, made from the held-out sites' pages) is then
@@ -23,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from afm.filters.quality.audit import rule_development_report, signal_values
+from afm.filters.quality.audit import rule_development_report
 from afm.filters.quality.context_gain import encode
 from afm.filters.quality.defaults import (
     POSITIVE_KINDS,
@@ -31,7 +32,7 @@ from afm.filters.quality.defaults import (
     split_units,
     technical_texts,
 )
-from afm.filters.quality.rules import QualityConfig, QualityHeuristicsFilter
+from afm.filters.quality.rules import OFF, QualityConfig, QualityHeuristicsFilter
 from afm.filters.quality.texts import KindText
 
 HELD_OUT = 0.3  # share of sites (and technical documents) that choose the threshold
@@ -60,14 +61,23 @@ def token_rows(texts: Sequence[KindText], vocabulary: Sequence[str]) -> list[dic
 
 
 def gains(model_path: str | Path, texts: Sequence[str]) -> list[float]:
-    """Each text's ``afm_context_gain`` as the quality rule computes it (on the prose lines)."""
+    """Each text's ``afm_context_gain`` as the quality rule computes it (on the prose
+    lines); NaN for a text the rule does not judge (under 65 tokens of prose, or a
+    language it does not read), which then neither fails it nor is rejected by it."""
     rule = QualityHeuristicsFilter(QualityConfig(context_gain_model=str(model_path)))
-    return signal_values(rule, "afm_context_gain", texts)
+    out = []
+    for text in texts:
+        checks, _ = rule.signals(text)
+        value, bound = next((v, b) for name, v, b in checks if name == "afm_context_gain")
+        out.append(float("nan") if bound == OFF else float(value))
+    return out
 
 
 def choose_threshold(good: Sequence[float], keep: float = KEEP_TARGET) -> float:
-    """The gain that keeps ``keep`` of ``good`` (rounded down to 0.001 nats)."""
-    return float(np.floor(np.quantile(np.asarray(good, dtype=float), 1.0 - keep) * 1000) / 1000)
+    """The gain that keeps ``keep`` of the judged ``good`` values (NaN: not judged), rounded
+    down to 0.001 nats."""
+    values = np.asarray(good, dtype=float)
+    return float(np.floor(np.quantile(values[np.isfinite(values)], 1.0 - keep) * 1000) / 1000)
 
 
 def development_report(model_path: str | Path, good: Sequence[KindText], web: Sequence[KindText],
@@ -79,6 +89,8 @@ def development_report(model_path: str | Path, good: Sequence[KindText], web: Se
     threshold: the rule rejects below, so it is handed the negated gains)."""
     report = rule_development_report(lambda texts: [-g for g in gains(model_path, texts)],
                                      lambda values: -choose_threshold([-v for v in values], keep),
-                                     good, web, boilerplate, passes, quantile_key="good_negated_gain_quantiles",
-                                     per_kind=per_kind, seed=seed, ndigits=3, quantiles=(0.01, 0.02, 0.05, 0.5))
-    return {**report, "threshold": -report["threshold"], "keep_target": keep}
+                                     good, web, boilerplate, passes, quantile_key="negated",
+                                     per_kind=per_kind, seed=seed, ndigits=3, quantiles=(0.5, 0.95, 0.98, 0.99))
+    negated = report.pop("negated")
+    return {**report, "threshold": -report["threshold"], "keep_target": keep,
+            "good_gain_quantiles": {round(1 - q, 2): -v for q, v in sorted(negated.items(), reverse=True)}}

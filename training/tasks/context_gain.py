@@ -43,8 +43,9 @@ class ContextGainOptions:
     windows: list[int] = dataclasses.field(default_factory=lambda: [1, 3])  # spans besides the whole row
 
     def check(self) -> None:
-        if not self.windows or any(not isinstance(w, int) or w < 1 for w in self.windows):
-            raise ConfigError(f"task_options.windows: positive whole numbers of tokens, got {self.windows}")
+        bad = any(isinstance(w, bool) or not isinstance(w, int) or w < 1 for w in self.windows)
+        if not self.windows or bad or len(set(self.windows)) != len(self.windows):
+            raise ConfigError(f"task_options.windows: distinct positive whole numbers of tokens, got {self.windows}")
 
 
 def windowed_segments(segment_ids: Any, positions: Any, window: int) -> Any:

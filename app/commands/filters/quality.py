@@ -274,7 +274,7 @@ TRAIN_CONTEXT_GAIN_EPILOG = """\b
 Example (how filters/data/quality/context_gain.npz was made):
   afm quality train-context-gain --wcxb WCXB --workdir runs/context-gain \\
       --out filters/data/quality/context_gain.npz
-  afm curate ... --set quality.params.context_gain_model=context_gain.npz --set quality.params.min_context_gain=0.307
+  afm curate ... --set quality.params.context_gain_model=builtin     # the shipped model, at its threshold 0.307
 
 \b
 Trains the word model the quality rule afm_context_gain reads: a 4,096-word vocabulary and

@@ -9,9 +9,11 @@ context_gain_train`), the training is the trainer's (stage ``context-gain``, tas
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
+import click
 import numpy as np
 
 from afm.console import console, print_summary
@@ -33,17 +35,23 @@ from afm.training.runs.train import train
 STAGE = "context-gain"
 
 
-def write_shards(texts: list[Any], workdir: Path) -> list[str]:
+def write_shards(texts: list[Any], workdir: Path, settings: dict[str, Any]) -> list[str]:
     """The vocabulary (``vocabulary.txt``) and the token shards of ``texts`` under
-    ``workdir`` (written once; a resumed run reads the same ones)."""
-    shards, vocab_file = workdir / "shards", workdir / "vocabulary.txt"
+    ``workdir`` (written once; a resumed run reads the same ones, and a workdir made from
+    other inputs, ``settings``, is refused rather than mixed)."""
+    shards, vocab_file, settings_file = workdir / "shards", workdir / "vocabulary.txt", workdir / "inputs.json"
     if vocab_file.is_file() and (shards / "_SUCCESS").is_file():
+        before = json.loads(settings_file.read_text(encoding="utf-8")) if settings_file.is_file() else None
+        if before != settings:
+            raise click.ClickException(f"{workdir} holds a run made from other inputs ({before}, now {settings}): "
+                                       "use another --workdir")
         return vocab_file.read_text(encoding="utf-8").split("\n")
     vocabulary = build_vocabulary(t.text for t in texts)
     rows = token_rows(texts, vocabulary)
     write_directory(str(shards), lambda staging: write_token_shard(rows, Path(staging) / "tokens-00000.parquet"),
                     overwrite=True, manifest={"command": "quality train-context-gain"})
     vocab_file.write_text("\n".join(vocabulary), encoding="utf-8")
+    settings_file.write_text(json.dumps(settings), encoding="utf-8")
     return vocabulary
 
 
@@ -58,7 +66,17 @@ def export(run_dir: Path, vocabulary: list[str], out: Path) -> dict[str, Any]:
                   head_dim=cfg.head_dim, norm_eps=cfg.norm_eps, rope_base=cfg.rope_base)
     out.parent.mkdir(parents=True, exist_ok=True)
     np.savez_compressed(out, **model_arrays(params, shape, vocabulary))
-    return {"step": step, "parameters": int(sum(v.size for v in params.values())), "bytes": out.stat().st_size}
+    return {"step": step, "parameters": int(sum(v.size for v in params.values())), "bytes": out.stat().st_size,
+            "final_loss": last_loss(run_dir)}
+
+
+def last_loss(run_dir: Path) -> float | None:
+    """The training loss of the run's last logged step (``metrics.jsonl``), whether or not
+    this call trained (a finished run resumed trains nothing)."""
+    metrics = run_dir / "metrics.jsonl"
+    lines = metrics.read_text(encoding="utf-8").splitlines() if metrics.is_file() else []
+    losses = [row["loss"] for row in map(json.loads, lines) if "loss" in row]
+    return round(float(losses[-1]), 4) if losses else None
 
 
 def train_context_gain(wcxb: Path, workdir: Path, out: Path, *, steps: int | None = None, technical: bool = True,
@@ -67,16 +85,16 @@ def train_context_gain(wcxb: Path, workdir: Path, out: Path, *, steps: int | Non
     returns the development report (also in ``OUT.json``)."""
     console.print("reading WCXB's pages (dev and test splits)" + (" and this machine's documentation" if technical else ""))
     data = development_texts(load_wcxb_all(wcxb), technical=technical)
-    vocabulary = write_shards(data["train"], workdir)
+    vocabulary = write_shards(data["train"], workdir, {"wcxb": str(wcxb.resolve()), "technical": technical})
     console.print(f"training on {len(data['train']):,} texts ({len(data['good']):,} held-out texts choose the threshold)")
     overrides = [f"total_steps={steps}"] if steps else []
-    result = train(STAGE, workdir / "run", data=[str(workdir / "shards")], overrides=overrides)
+    train(STAGE, workdir / "run", data=[str(workdir / "shards")], overrides=overrides)
     info = export(workdir / "run", vocabulary, out)
     others = document_filters({"quality": {"context_gain_model": None}})
     console.print(f"scoring the development good texts and {per_kind} junk texts of each kind")
     report = development_report(out, data["good"], data["held_pages"], data["boilerplate"],
                                 lambda items: [o.kept for o in run_chain(others, items)], per_kind=per_kind)
-    info.update(report, final_loss=result.get("final_loss"), stage=STAGE, sources=[
+    info.update(report, stage=STAGE, sources=[
         {"set": "WCXB dev and test splits (article, forum, documentation, service pages)",
          "where": "Murrough-Foley/web-content-extraction-benchmark, dev/ and test/", "licence": "CC-BY-4.0",
          "use": f"the model ({1 - HELD_OUT:.0%} of sites); the threshold ({HELD_OUT:.0%})"},

@@ -46,8 +46,9 @@ def test_a_span_of_one_token_sees_only_the_token() -> None:
 
 
 def test_windows_must_be_positive_token_counts() -> None:
-    with pytest.raises(ConfigError, match="windows"):
-        ContextGainOptions(windows=[0]).check()
+    for windows in ([0], [1, 1], [True], []):
+        with pytest.raises(ConfigError, match="windows"):
+            ContextGainOptions(windows=windows).check()
 
 
 def test_a_run_trains_and_logs_every_span(tmp_path) -> None:
