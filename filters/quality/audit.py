@@ -113,6 +113,20 @@ def signal_values(rule: Any, name: str, texts: Sequence[str]) -> list[float]:
     return out
 
 
+def keep_threshold(values: Sequence[float], keep: float, *, decimals: int, reject_below: bool = False) -> float:
+    """The threshold of a learned rule that keeps ``keep`` of the development good text's
+    ``values`` (NaN: a text the rule does not judge, left out), rounded away from the kept
+    side to ``decimals`` (so the chosen share is kept, not one text less): for a rule that
+    rejects above it (a perplexity, a chrome share) the ``keep`` quantile rounded up, for
+    one that rejects below it (a gain) the ``1 - keep`` quantile rounded down."""
+    finite = np.asarray(values, dtype=float)
+    finite = finite[np.isfinite(finite)]
+    scale = 10.0 ** decimals
+    if reject_below:
+        return float(np.floor(np.quantile(finite, 1.0 - keep) * scale) / scale)
+    return float(np.ceil(np.quantile(finite, keep) * scale) / scale)
+
+
 def rule_development_report(values: Callable[[list[str]], list[float]], choose: Callable[[list[float]], float],
                             good: Sequence[KindText], web: Sequence[KindText], boilerplate: dict[str, str],
                             passes: Callable[[list[str]], list[bool]], *, quantile_key: str,

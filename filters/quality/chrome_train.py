@@ -30,10 +30,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from afm.filters.classifier import preprocess, train_classifier
-from afm.filters.quality.audit import rule_development_report, signal_values, write_sidecar
+from afm.filters.quality.audit import (
+    keep_threshold,
+    rule_development_report,
+    signal_values,
+    write_sidecar,
+)
 from afm.filters.quality.chrome_model import CHROME, CONTENT, MAX_LINE_WORDS, delexicalise
 from afm.filters.quality.junk import boilerplate_lines
 from afm.filters.quality.rules import QualityConfig, QualityHeuristicsFilter
@@ -103,7 +106,7 @@ def train_chrome_model(pages: Sequence[KindText], boilerplate: dict[str, str],
 
 def choose_threshold(shares: Sequence[float], keep: float = KEEP_TARGET) -> float:
     """The share that keeps ``keep`` of ``shares`` (rounded up to two decimals)."""
-    return float(np.ceil(np.quantile(np.asarray(shares, dtype=float), keep) * 100) / 100)
+    return keep_threshold(shares, keep, decimals=2)
 
 
 def rule_shares(model_path: str | Path, texts: Sequence[str]) -> list[float]:

@@ -22,9 +22,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from afm.filters.quality.audit import rule_development_report
+from afm.filters.quality.audit import keep_threshold, rule_development_report
 from afm.filters.quality.context_gain import encode
 from afm.filters.quality.defaults import (
     POSITIVE_KINDS,
@@ -76,8 +74,7 @@ def gains(model_path: str | Path, texts: Sequence[str]) -> list[float]:
 def choose_threshold(good: Sequence[float], keep: float = KEEP_TARGET) -> float:
     """The gain that keeps ``keep`` of the judged ``good`` values (NaN: not judged), rounded
     down to 0.001 nats."""
-    values = np.asarray(good, dtype=float)
-    return float(np.floor(np.quantile(values[np.isfinite(values)], 1.0 - keep) * 1000) / 1000)
+    return keep_threshold(good, keep, decimals=3, reject_below=True)
 
 
 def development_report(model_path: str | Path, good: Sequence[KindText], web: Sequence[KindText],

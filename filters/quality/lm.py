@@ -20,9 +20,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from afm.filters.quality.audit import rule_development_report, signal_values
+from afm.filters.quality.audit import keep_threshold, rule_development_report, signal_values
 from afm.filters.quality.defaults import split_units
 from afm.filters.quality.ngram_lm import estimate, sentences, write_arpa
 from afm.filters.quality.rules import QualityConfig, QualityHeuristicsFilter
@@ -60,7 +58,7 @@ def perplexities(lm_path: str | Path, texts: Sequence[str]) -> list[float]:
 
 def choose_threshold(good: Sequence[float], keep: float = KEEP_TARGET) -> float:
     """The perplexity that keeps ``keep`` of ``good`` (rounded up to a whole number)."""
-    return float(np.ceil(np.quantile(np.asarray(good, dtype=float), keep)))
+    return keep_threshold(good, keep, decimals=0)
 
 
 def development_report(lm_path: str | Path, good: Sequence[KindText], web: Sequence[KindText],
