@@ -36,12 +36,7 @@ import optax
 
 from afm.filters.extraction.gold import load_wcxb_all
 from afm.filters.quality.audit import run_chain
-from afm.filters.quality.defaults import (
-    POSITIVE_KINDS,
-    gold_with_boilerplate,
-    split_units,
-    technical_texts,
-)
+from afm.filters.quality.defaults import development_split
 from afm.filters.quality.junk import make_junk, materials_for
 from afm.pipelines.curate.stages import document_filters
 
@@ -62,17 +57,13 @@ def unknown_id(token: str) -> int:
 def development_data(wcxb: Path) -> dict[str, list]:
     """Training texts (70% of WCXB's sites and of the technical documents), the held-out
     good texts and chains that the other default stages keep, with their kinds."""
-    pages = load_wcxb_all(wcxb)
-    texts, boilerplate = gold_with_boilerplate(pages, POSITIVE_KINDS)
-    train, held = split_units(texts, 0.3)
-    tech_train, tech_held = split_units([t for t in technical_texts()[0] if not t.language], 0.3)
-    chains = make_junk(materials_for(held, boilerplate), ["machine_made"], per_kind=400, seed=11)
+    split = development_split(load_wcxb_all(wcxb))
+    chains = make_junk(materials_for(split.held, split.boilerplate), ["machine_made"], per_kind=400, seed=11)
     others = document_filters({"quality": {"context_gain_model": None}})  # every default stage but the chain rule
-    good = list(held) + list(tech_held)
-    good_kept = [o.kept for o in run_chain(others, [t.text for t in good])]
+    good_kept = [o.kept for o in run_chain(others, [t.text for t in split.good])]
     chains_kept = [o.kept for o in run_chain(others, [j.text for j in chains])]
-    return {"train": list(train) + list(tech_train),
-            "good": [(t.kind, t.text) for t, kept in zip(good, good_kept) if kept],
+    return {"train": [*split.train, *split.tech_train],
+            "good": [(t.kind, t.text) for t, kept in zip(split.good, good_kept) if kept],
             "chains": [j.text for j, kept in zip(chains, chains_kept) if kept]}
 
 

@@ -42,7 +42,6 @@ from afm.filters.quality.junk import boilerplate_lines
 from afm.filters.quality.rules import QualityConfig, QualityHeuristicsFilter
 from afm.filters.quality.texts import KindText
 
-HELD_OUT = 0.3  # share of sites (and technical documents) that choose the threshold
 KEEP_TARGET = 0.98  # share of development good text (that the other stages keep) the threshold keeps
 SEED = 0
 VOCABULARY_MIN_SITES = 20  # a word is kept when this many training units use it

@@ -4,7 +4,8 @@ how the threshold of its rule is chosen, without looking at any set it is report
 * **Text**: the human-made main texts of WCXB's pages (both its splits, article, forum,
   documentation and service pages; CC-BY-4.0) and this machine's package docs, READMEs and
   manual pages, split by a seeded hash of their site or document: 70% train the model, the
-  other 30% choose the threshold (the split of the chrome model, :mod:`.chrome_train`).
+  other 30% choose the threshold (:func:`~afm.filters.quality.defaults.development_split`,
+  the chrome model's split too).
 * **The model**: the vocabulary (:func:`~afm.filters.quality.context_gain.build_vocabulary`)
   and the token rows of the training texts (:func:`token_rows`) come from here; the app's
   ``afm quality train-context-gain`` writes them as shards and has the one trainer train the
@@ -24,31 +25,10 @@ from typing import Any
 
 from afm.filters.quality.audit import keep_threshold, rule_development_report
 from afm.filters.quality.context_gain import encode
-from afm.filters.quality.defaults import (
-    POSITIVE_KINDS,
-    gold_with_boilerplate,
-    split_units,
-    technical_texts,
-)
 from afm.filters.quality.rules import OFF, QualityConfig, QualityHeuristicsFilter
 from afm.filters.quality.texts import KindText
 
-HELD_OUT = 0.3  # share of sites (and technical documents) that choose the threshold
 KEEP_TARGET = 0.98  # share of development good text (that the other stages keep) the threshold keeps
-SEED = 0
-
-
-def development_texts(pages: Sequence[Any], *, technical: bool = True) -> dict[str, Any]:
-    """The training texts, the held-out good texts (sites and documents) and the
-    boilerplate of the held-out pages, from WCXB's ``pages`` and this machine's docs."""
-    texts, boilerplate = gold_with_boilerplate(pages, POSITIVE_KINDS)
-    train, held = split_units(texts, HELD_OUT, SEED)
-    tech_train: list[KindText] = []
-    tech_held: list[KindText] = []
-    if technical:
-        tech_train, tech_held = split_units([t for t in technical_texts()[0] if not t.language], HELD_OUT, SEED)
-    return {"train": list(train) + list(tech_train), "held_pages": list(held),
-            "good": list(held) + list(tech_held), "boilerplate": boilerplate}
 
 
 def token_rows(texts: Sequence[KindText], vocabulary: Sequence[str]) -> list[dict[str, Any]]:

@@ -204,6 +204,40 @@ def split_units(texts: Sequence[KindText], held_out: float, seed: int = 0
     return [t for t, h in zip(texts, held) if not h], [t for t, h in zip(texts, held) if h]
 
 
+DEVELOPMENT_HELD_OUT = 0.3  # share of WCXB's sites and of the technical documents that choose a learned rule's threshold
+
+
+@dataclass
+class DevelopmentSplit:
+    """The development texts of afm's learned quality rules (the chrome line model, the
+    chain rule): WCXB's main texts and this machine's technical documents, split by site
+    or document (:func:`split_units`, :data:`DEVELOPMENT_HELD_OUT`)."""
+
+    train: list[KindText]  # WCXB's training sites' texts
+    held: list[KindText]  # WCXB's held-out sites' texts (their pages make the development junk)
+    tech_train: list[KindText]
+    tech_held: list[KindText]
+    boilerplate: dict[str, str]  # each page's boilerplate, by text id
+
+    @property
+    def good(self) -> list[KindText]:
+        """The held-out good texts a threshold is chosen on."""
+        return [*self.held, *self.tech_held]
+
+
+def development_split(pages: Sequence[GoldPage], *, technical: bool = True, seed: int = 0) -> DevelopmentSplit:
+    """WCXB's ``pages`` (article, forum, documentation and service pages) and, with
+    ``technical``, this machine's untranslated docs, READMEs and manual pages, split."""
+    texts, boilerplate = gold_with_boilerplate(pages, POSITIVE_KINDS)
+    train, held = split_units(texts, DEVELOPMENT_HELD_OUT, seed)
+    tech_train: list[KindText] = []
+    tech_held: list[KindText] = []
+    if technical:
+        tech = [t for t in technical_texts()[0] if not t.language]
+        tech_train, tech_held = split_units(tech, DEVELOPMENT_HELD_OUT, seed)
+    return DevelopmentSplit(train, held, tech_train, tech_held, boilerplate)
+
+
 def held_out_unit(unit: str, fraction: float, seed: int = 0) -> bool:
     """Whether ``unit`` (a site, package, manual-page family) is on the held-out side: a
     seeded hash, so a unit's good texts and the junk made from them stay together."""
@@ -376,5 +410,6 @@ def train_default(ts: TrainingSet, out: str | Path, *, tests: HeldOutSets, seed:
 
 
 __all__ = ["GRID", "KEEP_TARGET", "LABEL_NEG", "LABEL_POS", "POSITIVE_KINDS", "DefaultReport", "RecipeTexts",
-           "HeldOutSets", "TrainingSet", "choose_settings", "earns_its_place", "gold_with_boilerplate",
+           "DEVELOPMENT_HELD_OUT", "DevelopmentSplit", "HeldOutSets", "TrainingSet", "choose_settings",
+           "development_split", "earns_its_place", "gold_with_boilerplate",
            "held_out_unit", "recipe_texts", "technical_texts", "held_out_report", "train_default", "training_set"]

@@ -96,6 +96,7 @@ import re
 import string
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -702,21 +703,23 @@ def word_lm(path: str) -> NGramLM:
 def chrome_line_model(path: str) -> ChromeLineModel:
     """The chrome line classifier at ``path`` (``builtin``: the shipped one), loaded once
     per process."""
-    real = resolve_chrome_path(path)
-    if not fs.isfile(real):
-        raise FileNotFoundError(f"quality.chrome_model: {path} is not a file (a fastText model; "
-                                "afm quality train-chrome makes one, builtin is the shipped one)")
-    return load_chrome_model(path)
+    return _rule_model("chrome_model", path, resolve_chrome_path(path), load_chrome_model,
+                       "a fastText model; afm quality train-chrome makes one")
 
 
 def context_gain_model(path: str) -> ContextGainModel:
     """The context-gain word model at ``path`` (``builtin``: the shipped one), loaded once
     per process."""
-    real = resolve_gain_path(path)
+    return _rule_model("context_gain_model", path, resolve_gain_path(path), load_context_gain_model,
+                       "a .npz word model; afm quality train-context-gain makes one")
+
+
+def _rule_model(setting: str, path: str, real: str, load: Callable[[str], Any], what: str) -> Any:
+    """A learned rule's model file, read by ``load`` (cached there), or a one-line error
+    naming the setting (``real``: ``path`` with ``builtin`` resolved to the shipped file)."""
     if not fs.isfile(real):
-        raise FileNotFoundError(f"quality.context_gain_model: {path} is not a file (a .npz word model; "
-                                "afm quality train-context-gain makes one, builtin is the shipped one)")
-    return load_context_gain_model(real)
+        raise FileNotFoundError(f"quality.{setting}: {path} is not a file ({what}, builtin is the shipped one)")
+    return load(real)
 
 
 @dataclass(frozen=True)

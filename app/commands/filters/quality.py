@@ -545,13 +545,8 @@ def train_chrome_cmd(wcxb: str, out: str, technical: bool, per_kind: int) -> Non
     from afm.filters.classifier import ClassifierError
     from afm.filters.extraction.gold import load_wcxb_all
     from afm.filters.quality.audit import run_chain, write_sidecar
-    from afm.filters.quality.chrome_train import HELD_OUT, development_report, train_chrome_model
-    from afm.filters.quality.defaults import (
-        POSITIVE_KINDS,
-        gold_with_boilerplate,
-        split_units,
-        technical_texts,
-    )
+    from afm.filters.quality.chrome_train import development_report, train_chrome_model
+    from afm.filters.quality.defaults import development_split
     from afm.pipelines.curate.stages import document_filters
 
     if not (Path(wcxb) / "dev").is_dir():
@@ -559,14 +554,11 @@ def train_chrome_cmd(wcxb: str, out: str, technical: bool, per_kind: int) -> Non
     if not out.endswith(".ftz"):
         raise click.BadParameter(f"{out}: the model is written quantised, as .ftz", param_hint="--out")
     console.print("reading WCXB's pages (dev and test splits)")
-    pages = load_wcxb_all(Path(wcxb))
-    texts, boilerplate = gold_with_boilerplate(pages, POSITIVE_KINDS)
-    train, held = split_units(texts, HELD_OUT)
-    tech_train: list = []
-    tech_held: list = []
     if technical:
-        console.print("reading this machine's documentation (package docs, READMEs, manual pages)")
-        tech_train, tech_held = split_units([t for t in technical_texts()[0] if not t.language], HELD_OUT)
+        console.print("and this machine's documentation (package docs, READMEs, manual pages)")
+    split = development_split(load_wcxb_all(Path(wcxb)), technical=technical)
+    train, held, tech_train, tech_held, boilerplate = (split.train, split.held, split.tech_train, split.tech_held,
+                                                       split.boilerplate)
     console.print(f"fitting the line model on {len(train):,} pages and {len(tech_train):,} documents "
                   f"({len(held):,} pages of held-out sites and {len(tech_held):,} documents choose the threshold)")
     try:

@@ -20,12 +20,9 @@ from afm.console import console, print_summary
 from afm.filters.extraction.gold import load_wcxb_all
 from afm.filters.quality.audit import run_chain, write_sidecar
 from afm.filters.quality.context_gain import Shape, build_vocabulary, model_arrays
-from afm.filters.quality.context_gain_train import (
-    HELD_OUT,
-    development_report,
-    development_texts,
-    token_rows,
-)
+from afm.filters.quality.context_gain_train import development_report, token_rows
+from afm.filters.quality.defaults import DEVELOPMENT_HELD_OUT as HELD_OUT
+from afm.filters.quality.defaults import development_split
 from afm.outputs import write_directory
 from afm.pipelines.curate.stages import document_filters
 from afm.training.core.checkpoint import checkpoint_model_config, read_run_params, resolve_init_from
@@ -84,15 +81,16 @@ def train_context_gain(wcxb: Path, workdir: Path, out: Path, *, steps: int | Non
     """Write the shards, train (or resume) the stage, export it and choose its threshold;
     returns the development report (also in ``OUT.json``)."""
     console.print("reading WCXB's pages (dev and test splits)" + (" and this machine's documentation" if technical else ""))
-    data = development_texts(load_wcxb_all(wcxb), technical=technical)
-    vocabulary = write_shards(data["train"], workdir, {"wcxb": str(wcxb.resolve()), "technical": technical})
-    console.print(f"training on {len(data['train']):,} texts ({len(data['good']):,} held-out texts choose the threshold)")
+    split = development_split(load_wcxb_all(wcxb), technical=technical)
+    train_texts = [*split.train, *split.tech_train]
+    vocabulary = write_shards(train_texts, workdir, {"wcxb": str(wcxb.resolve()), "technical": technical})
+    console.print(f"training on {len(train_texts):,} texts ({len(split.good):,} held-out texts choose the threshold)")
     overrides = [f"total_steps={steps}"] if steps else []
     train(STAGE, workdir / "run", data=[str(workdir / "shards")], overrides=overrides)
     info = export(workdir / "run", vocabulary, out)
     others = document_filters({"quality": {"context_gain_model": None}})
     console.print(f"scoring the development good texts and {per_kind} junk texts of each kind")
-    report = development_report(out, data["good"], data["held_pages"], data["boilerplate"],
+    report = development_report(out, split.good, split.held, split.boilerplate,
                                 lambda items: [o.kept for o in run_chain(others, items)], per_kind=per_kind)
     info.update(report, stage=STAGE, sources=[
         {"set": "WCXB dev and test splits (article, forum, documentation, service pages)",
