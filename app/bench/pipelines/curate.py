@@ -47,6 +47,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from afm.app.bench.common import BenchOptions, Comparison
 from afm.readers.warc import iter_warc_pages
@@ -265,6 +266,7 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
 # Extraction with nothing around it, on the same WARC files (read by afm's WARC reader, as
 # every pipeline reads them): trafilatura's defaults (the baseline), and the extract stage
 # with each method (no early language check).
+URL_SAFE = "/:?&=%#;,+@!$'()*~[]"  # every reserved and already-escaped character kept
 ALONE = ("trafilatura", "extract-blocks", "extract-selector")
 
 
@@ -304,7 +306,7 @@ def build_real_corpus(pages: list[Any], workdir: Path) -> tuple[Path, Path]:
     import random
 
     ids = sorted(f"{p.set}/{p.id}" for p in pages)
-    key = hashlib.sha1("\n".join(ids).encode()).hexdigest()[:10]
+    key = hashlib.sha1("\n".join(["urls-quoted", *ids]).encode()).hexdigest()[:10]
     root = workdir / f"real-{len(pages)}-{key}"
     big, small = root / "all", root / "first"
     if (root / "_DONE").exists():
@@ -316,7 +318,9 @@ def build_real_corpus(pages: list[Any], workdir: Path) -> tuple[Path, Path]:
     random.Random(0).shuffle(order)
     files = max(1, -(-len(order) // REAL_PAGES_PER_FILE))
     paths = [big / f"part-{i:03d}.warc.gz" for i in range(files)]
-    records = [(p.url or f"http://{p.set}.gold.test/{p.id}", p.body) for p in order]
+    # URLs as a crawler records them (no raw spaces: warcio rewrites such a URI and logs a
+    # warning for every record, a cost of the bench's files that no crawl has)
+    records = [(quote(p.url or f"http://{p.set}.gold.test/{p.id}", safe=URL_SAFE), p.body) for p in order]
     write_html_warcs(records, paths, file_of=lambda i: i // REAL_PAGES_PER_FILE)
     os.symlink(paths[0].resolve(), small / paths[0].name)
     (root / "_DONE").write_text(json.dumps({"pages": len(order), "files": files}))

@@ -43,3 +43,21 @@ def test_steady_costs_without_the_process_figures_give_the_stages_only(tmp_path)
     costs = steady_costs(small, big)
     assert costs["all stages"] == pytest.approx(1.0)
     assert BEYOND_STAGES not in costs
+
+
+def test_real_pages_are_written_with_urls_a_crawler_would_record(tmp_path, caplog) -> None:
+    """Gold page ids with spaces (Utomo & Leu's "robot (1)") become escaped URLs, so reading
+    the bench's files costs no per-record warning (warcio logs one for every raw space)."""
+    from afm.app.bench.pipelines.curate import build_real_corpus
+    from afm.filters.extraction.gold import GoldPage
+    from afm.readers.warc import iter_warc_pages
+
+    body = b"<html><body><p>text</p></body></html>"
+    pages = [GoldPage("utomo-chaos", "chaos-all/robot (1)", None, body),
+             GoldPage("wcxb", "x", "https://example.org/a b?q=%5B1%5D&r=\u00e9", body)]
+    small, big = build_real_corpus(pages, tmp_path)
+    with caplog.at_level("WARNING"):
+        urls = sorted(p["url"] for f in sorted(big.glob("*.warc.gz")) for p in iter_warc_pages(str(f)))
+    assert urls == ["http://utomo-chaos.gold.test/chaos-all/robot%20(1)",
+                    "https://example.org/a%20b?q=%5B1%5D&r=%C3%A9"]
+    assert not [r for r in caplog.records if "WARC-Target-URI" in r.getMessage()]
