@@ -131,8 +131,10 @@ def rule_development_report(values: Callable[[list[str]], list[float]], choose: 
                             good: Sequence[KindText], web: Sequence[KindText], boilerplate: dict[str, str],
                             passes: Callable[[list[str]], list[bool]], *, quantile_key: str,
                             per_kind: int = 300, seed: int = 11, ndigits: int = 1,
-                            quantiles: Sequence[float] = (0.5, 0.9, 0.95, 0.99)) -> dict[str, Any]:
-    r"""How a learned rule (a value per text, rejected above a threshold) is set without
+                            quantiles: Sequence[float] = (0.5, 0.9, 0.95, 0.99),
+                            reject_below: bool = False) -> dict[str, Any]:
+    r"""How a learned rule (a value per text, rejected above a threshold, or below it with
+    ``reject_below``) is set without
     looking at any set it is reported on: the threshold ``choose``\ s from the ``values`` of
     the development good text the other stages keep (``passes``: texts -> kept by them;
     texts of 50 words or more), then the development junk made from the pages of ``web``
@@ -147,12 +149,16 @@ def rule_development_report(values: Callable[[list[str]], list[float]], choose: 
     junk = make_junk(materials_for(list(web), boilerplate), per_kind=per_kind, seed=seed)
     junk_kept = passes([j.text for j in junk])
     junk_values = values([j.text for j in junk])
+
+    def fails(v: float) -> bool:  # False for NaN either way
+        return v < threshold if reject_below else v > threshold
+
     by_kind: defaultdict[str, list[tuple[bool, bool]]] = defaultdict(list)  # (others reject, with the rule)
     for j, k, v in zip(junk, junk_kept, junk_values):
-        by_kind[j.kind].append((not k, (not k) or v > threshold))
+        by_kind[j.kind].append((not k, (not k) or fails(v)))
     good_by: defaultdict[str, list[bool]] = defaultdict(list)
     for t, v in zip(kept, good_values):
-        good_by[f"{t.source}/{t.kind}"].append(v > threshold)
+        good_by[f"{t.source}/{t.kind}"].append(fails(v))
     return {"threshold": threshold, "good_texts": len(judged),
             quantile_key: {q: round(float(np.quantile(judged, q)), ndigits) for q in quantiles}
             if judged else {},

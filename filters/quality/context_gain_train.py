@@ -62,12 +62,10 @@ def development_report(model_path: str | Path, good: Sequence[KindText], web: Se
                        per_kind: int = 300, seed: int = 11, keep: float = KEEP_TARGET) -> dict[str, Any]:
     """The threshold chosen on the development good text the other stages keep, then the
     development junk made from the pages of ``web`` reported at it
-    (:func:`~afm.filters.quality.audit.rule_development_report`, which rejects above a
-    threshold: the rule rejects below, so it is handed the negated gains)."""
-    report = rule_development_report(lambda texts: [-g for g in gains(model_path, texts)],
-                                     lambda values: -choose_threshold([-v for v in values], keep),
-                                     good, web, boilerplate, passes, quantile_key="negated",
-                                     per_kind=per_kind, seed=seed, ndigits=3, quantiles=(0.5, 0.95, 0.98, 0.99))
-    negated = report.pop("negated")
-    return {**report, "threshold": -report["threshold"], "keep_target": keep,
-            "good_gain_quantiles": {round(1 - q, 2): -v for q, v in sorted(negated.items(), reverse=True)}}
+    (:func:`~afm.filters.quality.audit.rule_development_report`; the rule rejects below it)."""
+    report = rule_development_report(lambda texts: gains(model_path, texts),
+                                     lambda values: choose_threshold(values, keep),
+                                     good, web, boilerplate, passes, quantile_key="good_gain_quantiles",
+                                     per_kind=per_kind, seed=seed, ndigits=3, quantiles=(0.01, 0.02, 0.05, 0.5),
+                                     reject_below=True)
+    return {**report, "keep_target": keep}

@@ -24,7 +24,12 @@ from afm.filters.quality.context_gain import (
     load_context_gain_model,
     words,
 )
-from afm.filters.quality.context_gain_train import choose_threshold, token_rows
+from afm.filters.quality.context_gain_train import (
+    choose_threshold,
+    development_report,
+    gains,
+    token_rows,
+)
 from afm.filters.quality.junk import make_junk, materials_for
 from afm.filters.quality.rules import QualityConfig, QualityHeuristicsFilter
 from afm.filters.quality.texts import KindText
@@ -117,3 +122,22 @@ def test_training_helpers() -> None:
                       [*SPECIALS, "the", "cat"])
     assert rows == [{"id": "id1", "source": "web", "tokens": [5, 6, UNK]}]
     assert np.isfinite(choose_threshold([0.3]))
+
+
+def test_development_report_rejects_below_the_threshold() -> None:
+    """The threshold keeps the target share of the good text and the rule fails the texts
+    *below* it (the report's failing share is the gains' share under the threshold), and
+    the junk made from the texts is reported with the rule's rejections added."""
+    sentences = ARTICLE.split(". ")
+    texts = [KindText(". ".join(sentences[i:] + sentences[:i]), "wcxb", "article", f"site{i}", f"t{i}",
+                      topic="politics") for i in range(6)]  # the article's sentences rotated: six gains
+    report = development_report(DEFAULT_MODEL, texts, texts, {}, lambda items: [True] * len(items),
+                                per_kind=2, seed=1, keep=0.5)
+    values = np.array(gains(DEFAULT_MODEL, [t.text for t in texts]))
+    assert report["threshold"] == choose_threshold(list(values), keep=0.5)
+    assert report["good_failing_by_kind"]["wcxb/article"]["failing"] == pytest.approx(np.mean(values < report["threshold"]))
+    assert 0.0 < report["good_failing_by_kind"]["wcxb/article"]["failing"] <= 0.5
+    assert sorted(report["good_gain_quantiles"]) == [0.01, 0.02, 0.05, 0.5]
+    assert report["good_gain_quantiles"][0.5] >= report["threshold"]
+    chains = report["junk_rejected_by_kind"]["machine_made"]
+    assert chains["n"] == 2 and chains["rejected_by_others"] == 0.0 <= chains["rejected"]
