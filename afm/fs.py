@@ -387,6 +387,16 @@ def as_path(path: str | os.PathLike[str]) -> Any:
     return epath.Path(text if is_remote(text) else os.path.abspath(local(text)))
 
 
+BUILTIN = "builtin"  # a model setting naming the file shipped inside the package
+
+
+def shipped_or(path: str, shipped: str | os.PathLike[str]) -> str:
+    """Where a worker finds a model setting: ``builtin`` is the ``shipped`` file inside this
+    process's installation of afm (never the launcher's checkout, which a cluster worker
+    does not have); local paths and URLs are taken as they are."""
+    return os.fspath(shipped) if path == BUILTIN else path
+
+
 def localize(path: str, cache_dir: str | None = None, companions: tuple[str, ...] = ()) -> str:
     """A path on this machine's disk for ``path``, for libraries that need one (memory
     maps, fastText). A local path is returned as it is; a URL (a file, or a directory

@@ -36,11 +36,11 @@ from pathlib import Path
 
 import numpy as np
 
+from afm import fs
 from afm.filters.classifier import MAX_CHARS, FastTextClassifier, preprocess, preprocess_joined
 
 DATA_DIR = Path(__file__).parent.parent / "data" / "quality"
 DEFAULT_MODEL = DATA_DIR / "chrome_lines.ftz"
-BUILTIN = "builtin"  # the shipped model, found in each worker's own install
 CHROME = "chrome"
 CONTENT = "content"
 MAX_LINE_WORDS = 12  # longer lines are read as text, never as chrome
@@ -92,8 +92,8 @@ def delexicalise_lines(lines: Sequence[str], vocabulary: frozenset[str], forms: 
 
 
 def resolve_model_path(path: str) -> str:
-    """``builtin``: the model shipped inside this process's installation of afm."""
-    return str(DEFAULT_MODEL) if path == BUILTIN else path
+    """``builtin``: the chrome model shipped inside this process's installation of afm."""
+    return fs.shipped_or(path, DEFAULT_MODEL)
 
 
 class ChromeLineModel:

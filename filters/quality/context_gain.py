@@ -44,7 +44,6 @@ from afm import fs
 
 DATA_DIR = Path(__file__).parent.parent / "data" / "quality"
 DEFAULT_MODEL = DATA_DIR / "context_gain.npz"
-BUILTIN = "builtin"  # the shipped model, found in each worker's own install
 
 TOKEN = re.compile(r"[^\W_]+(?:['’][^\W_]+)*|[^\w\s]")
 SPECIALS = ("<pad>", "<unk>", "</s>", "<num>", "<punct>")  # ids 0-4; </s> is the trainer's EOS (2)
@@ -227,8 +226,8 @@ class ContextGainModel:
 
 
 def resolve_model_path(path: str) -> str:
-    """``builtin``: the model shipped inside this process's installation of afm."""
-    return str(DEFAULT_MODEL) if path == BUILTIN else path
+    """``builtin``: the word model shipped inside this process's installation of afm."""
+    return fs.shipped_or(path, DEFAULT_MODEL)
 
 
 @lru_cache(maxsize=4)

@@ -58,15 +58,12 @@ from afm.schema import Document
 
 DATA_DIR = Path(__file__).parent.parent / "data" / "quality"
 DEFAULT_MODEL = DATA_DIR / "quality_default.ftz"
-BUILTIN = "builtin"  # the model shipped in the package, found in each worker's own install
 
 
 def resolve_model_path(model_path: str) -> str:
-    """Where a worker finds ``model_path``: ``builtin`` is the shipped model inside this
-    process's installation of afm (never the launcher's checkout, which a cluster worker
-    does not have); local paths and URLs (``gs://``, read through :mod:`afm.fs` and
-    copied to the worker's disk) are taken as they are."""
-    return str(DEFAULT_MODEL) if model_path == BUILTIN else model_path
+    """Where a worker finds ``model_path`` (``builtin``: the shipped classifier; local paths
+    and URLs, read through :mod:`afm.fs` and copied to the worker's disk, as they are)."""
+    return fs.shipped_or(model_path, DEFAULT_MODEL)
 
 
 @dataclass
@@ -87,7 +84,7 @@ class QualityModelConfig:
     (tokens), ``device`` (``auto``: the GPU when present) and ``dtype`` are for Hugging
     Face models; fastText documents are scored in batches of ``batch_size`` too."""
 
-    model_path: str | None = BUILTIN
+    model_path: str | None = fs.BUILTIN
     kind: str = "auto"
     label_pos: str | None = None
     threshold: float | None = None

@@ -305,7 +305,7 @@ class QualityConfig:
     # `builtin`, the shipped model, another fastText file from `afm quality train-chrome`, or
     # None: no signal). The threshold keeps 98% of development good text (chosen on held-out
     # development sites, docs/quality.md). Applies to `chrome_model_languages` (and unknown).
-    chrome_model: str | None = "builtin"
+    chrome_model: str | None = fs.BUILTIN
     max_chrome_model_share: float | None = 0.36
     chrome_model_languages: list[str] = field(default_factory=lambda: ["en"])
     # Word chains (spun or machine-made text, each word drawn given the one before): the

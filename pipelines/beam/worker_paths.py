@@ -29,7 +29,6 @@ from typing import Any, Literal
 from afm import fs
 from afm.pipelines.beam.runners import OptionCheck, workers_share_this_machine
 
-BUILTIN = "builtin"
 Access = Literal["read", "write"]
 
 
@@ -70,7 +69,7 @@ def check_worker_paths(paths: list[WorkerPath], runner: str, options: Any) -> Op
     shared_machine = workers_share_this_machine(runner, options)
     for wp in paths:
         path = wp.path
-        if not path or path == BUILTIN:
+        if not path or path == fs.BUILTIN:
             continue
         what = f"{wp.role} {path}"
         if fs.is_remote(path):
