@@ -100,8 +100,10 @@ def _rms_norm(x: np.ndarray, scale: np.ndarray, eps: float) -> np.ndarray:
     return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * scale
 
 
+@lru_cache(maxsize=8)
 def _rope_tables(t: int, head_dim: int, base: float) -> tuple[np.ndarray, np.ndarray]:
-    """cos and sin [T, H] of rotate-half RoPE at positions 0..t-1."""
+    """cos and sin [T, H] of rotate-half RoPE at positions 0..t-1 (made once per shape and
+    shared: callers only read them)."""
     inv = 1.0 / base ** (np.arange(0, head_dim, 2, dtype=np.float32) / head_dim)
     angles = np.arange(t, dtype=np.float32)[:, None] * inv
     angles = np.concatenate([angles, angles], axis=-1)
