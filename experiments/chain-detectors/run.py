@@ -321,20 +321,26 @@ def news_check(bbc: Path, model_path: Path) -> None:
 
     news = news_data(bbc)
     texts, good, kept_chains = news["texts"], news["good"], news["chains"]
+    from afm.filters.quality.context_gain_train import gains
+
     model = cg.ContextGainModel(model_path)
     sidecar = Path(f"{model_path}.json")  # the threshold its training chose
     threshold = json.loads(sidecar.read_text())["threshold"] if sidecar.exists() else QualityConfig().min_context_gain
-    g = [(topic, r[0]) for topic, text in good if (r := model.gain(text))[1]]
-    c = np.array([r[0] for t in kept_chains if (r := model.gain(t))[1]])
+    # as the rule scores (its prose lines, its languages); NaN: a text it does not judge
+    good_gain = gains(model_path, [text for _, text in good])
+    judged = [(topic, text, v) for (topic, text), v in zip(good, good_gain) if np.isfinite(v)]
+    g = [(topic, v) for topic, _, v in judged]
+    c = np.array([v for v in gains(model_path, kept_chains) if np.isfinite(v)])
     values = np.array([v for _, v in g])
-    print(f"{len(texts):,} articles of 200+ words, {len(good):,} kept by the other stages; {len(c)} chains they keep")
+    print(f"{len(texts):,} articles of 200+ words, {len(good):,} kept by the other stages ({len(g):,} judged by "
+          f"the rule); {len(c)} chains they keep and the rule judges")
     print(f"at the shipped threshold {threshold}: articles failing {np.mean(values < threshold):.1%}, "
           f"chains caught {np.mean(c < threshold):.1%}")
     for topic in sorted({k for k, _ in g}):
         v = np.array([x for k, x in g if k == topic])
         print(f"  {topic:14s} {len(v):4d} failing {np.mean(v < threshold):.1%}")
     unknown = np.array([np.mean(cg.encode(text, model.index)[: cg.MAX_WINDOWS * cg.WINDOW + 1] == cg.UNK)
-                        for _, text in good if model.gain(text)[1]])
+                        for _, text, _ in judged])
     for lo, hi in ((0, 0.15), (0.15, 0.2), (0.2, 0.3), (0.3, 1)):
         band = (unknown >= lo) & (unknown < hi)
         if band.any():
@@ -346,12 +352,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("detector", choices=("context-gain", "discriminator", "shipped", "news"))
     parser.add_argument("--wcxb", type=Path, help="WCXB checkout (dev/ and test/)")
-    parser.add_argument("--bbc", type=Path, help="news: the BBC set's folder (business/, entertainment/, ...)")
+    parser.add_argument("--bbc", type=Path, help="news, context-gain: the BBC set's folder (business/, entertainment/, "
+                        "...); context-gain also scores its model on it")
     parser.add_argument("--steps", type=int, default=1500)
     parser.add_argument("--save", type=Path, help="context-gain: write the trained model here (.npz)")
     parser.add_argument("--skeleton", type=int, default=0,
                         help="context-gain: keep this many commonest words, the rest as word shapes (0: 4,096 words)")
-    parser.add_argument("--model", type=Path, help="shipped: the rule's model (.npz; default: the shipped one)")
+    parser.add_argument("--model", type=Path, help="shipped, news: the rule's model (.npz; default: the shipped one)")
     args = parser.parse_args()
     if args.detector == "news":
         from afm.filters.quality.context_gain import DEFAULT_MODEL

@@ -107,7 +107,10 @@ def _rope_tables(t: int, head_dim: int, base: float) -> tuple[np.ndarray, np.nda
     inv = 1.0 / base ** (np.arange(0, head_dim, 2, dtype=np.float32) / head_dim)
     angles = np.arange(t, dtype=np.float32)[:, None] * inv
     angles = np.concatenate([angles, angles], axis=-1)
-    return np.cos(angles), np.sin(angles)
+    cos, sin = np.cos(angles), np.sin(angles)
+    cos.setflags(write=False)
+    sin.setflags(write=False)
+    return cos, sin
 
 
 def _rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""How the shipped word n-gram model (``quality.word_lm: builtin``) is made, and how its
+"""How the word n-gram model (``quality.word_lm``: an ARPA file ``afm quality train-lm`` writes) is made, and how its
 perplexity threshold is chosen, without looking at any set it is reported on.
 
 * **Reference text**: the human-made main texts of WCXB's development split (article,

@@ -315,8 +315,8 @@ class QualityConfig:
     # train-context-gain`, or None: no signal). Real writing gains ~0.3-0.6, a chain ~0.1.
     # The threshold keeps 98% of development good text (chosen on held-out development
     # sites). Off by default (`context_gain_model: None`): on held-out news it cost 14-25%
-    # of the good texts (the signal falls with the share of words outside the model's
-    # 4,096; docs/quality.md); `context_gain_model=builtin` turns it on at this threshold.
+    # of the good texts (the model knows the genres it read, and the gain's level differs
+    # by genre and topic; docs/quality.md); `context_gain_model=builtin` turns it on here.
     # Applies to `context_gain_languages` (and unknown) and prose of 65 words or more.
     context_gain_model: str | None = None
     min_context_gain: float | None = 0.307

@@ -47,7 +47,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit, urlunsplit
 
 from afm.app.bench.common import BenchOptions, Comparison
 from afm.readers.warc import iter_warc_pages
@@ -298,6 +298,18 @@ def run_alone(kind: str, files: list[Path]) -> tuple[int, int]:
 REAL_PAGES_PER_FILE = 700
 
 
+def crawler_url(url: str) -> str:
+    """``url`` as a crawler records it: the host in IDNA (punycode), the path, query and
+    fragment percent-escaped where they hold spaces or non-ASCII characters (escapes and
+    reserved characters kept)."""
+    parts = urlsplit(url)
+    try:
+        netloc = parts.netloc.encode("idna").decode("ascii")
+    except UnicodeError:  # not a name IDNA can encode: escaped like the rest
+        netloc = quote(parts.netloc, safe=URL_SAFE)
+    return urlunsplit((parts.scheme, netloc, *(quote(x, safe=URL_SAFE) for x in parts[2:])))
+
+
 def build_real_corpus(pages: list[Any], workdir: Path) -> tuple[Path, Path]:
     """``(small, big)`` directories of WARC files holding the gold sets' real pages as
     they are (not recombined), in a seeded order that mixes the sets, in files of
@@ -320,7 +332,7 @@ def build_real_corpus(pages: list[Any], workdir: Path) -> tuple[Path, Path]:
     paths = [big / f"part-{i:03d}.warc.gz" for i in range(files)]
     # URLs as a crawler records them (no raw spaces: warcio rewrites such a URI and logs a
     # warning for every record, a cost of the bench's files that no crawl has)
-    records = [(quote(p.url or f"http://{p.set}.gold.test/{p.id}", safe=URL_SAFE), p.body) for p in order]
+    records = [(crawler_url(p.url or f"http://{p.set}.gold.test/{p.id}"), p.body) for p in order]
     write_html_warcs(records, paths, file_of=lambda i: i // REAL_PAGES_PER_FILE)
     os.symlink(paths[0].resolve(), small / paths[0].name)
     (root / "_DONE").write_text(json.dumps({"pages": len(order), "files": files}))

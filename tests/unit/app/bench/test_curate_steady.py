@@ -54,10 +54,12 @@ def test_real_pages_are_written_with_urls_a_crawler_would_record(tmp_path, caplo
 
     body = b"<html><body><p>text</p></body></html>"
     pages = [GoldPage("utomo-chaos", "chaos-all/robot (1)", None, body),
-             GoldPage("wcxb", "x", "https://example.org/a b?q=%5B1%5D&r=\u00e9", body)]
+             GoldPage("wcxb", "x", "https://example.org/a b?q=%5B1%5D&r=\u00e9", body),
+             GoldPage("wcxb", "y", "https://b\u00fccher.de:8080/caf\u00e9#top", body)]
     small, big = build_real_corpus(pages, tmp_path)
     with caplog.at_level("WARNING"):
         urls = sorted(p["url"] for f in sorted(big.glob("*.warc.gz")) for p in iter_warc_pages(str(f)))
     assert urls == ["http://utomo-chaos.gold.test/chaos-all/robot%20(1)",
-                    "https://example.org/a%20b?q=%5B1%5D&r=%C3%A9"]
+                    "https://example.org/a%20b?q=%5B1%5D&r=%C3%A9",
+                    "https://xn--bcher-kva.de:8080/caf%C3%A9#top"]
     assert not [r for r in caplog.records if "WARC-Target-URI" in r.getMessage()]
