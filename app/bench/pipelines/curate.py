@@ -47,9 +47,11 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlsplit, urlunsplit
+
+from w3lib.url import safe_url_string
 
 from afm.app.bench.common import BenchOptions, Comparison
+from afm.consent.urls import with_normalized_host
 from afm.readers.warc import iter_warc_pages
 
 DATATROVE_VERSION = "0.10.1"
@@ -266,7 +268,6 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
 # Extraction with nothing around it, on the same WARC files (read by afm's WARC reader, as
 # every pipeline reads them): trafilatura's defaults (the baseline), and the extract stage
 # with each method (no early language check).
-URL_SAFE = "/:?&=%#;,+@!$'()*~[]"  # every reserved and already-escaped character kept
 ALONE = ("trafilatura", "extract-blocks", "extract-selector")
 
 
@@ -299,15 +300,9 @@ REAL_PAGES_PER_FILE = 700
 
 
 def crawler_url(url: str) -> str:
-    """``url`` as a crawler records it: the host in IDNA (punycode), the path, query and
-    fragment percent-escaped where they hold spaces or non-ASCII characters (escapes and
-    reserved characters kept)."""
-    parts = urlsplit(url)
-    try:
-        netloc = parts.netloc.encode("idna").decode("ascii")
-    except UnicodeError:  # not a name IDNA can encode: escaped like the rest
-        netloc = quote(parts.netloc, safe=URL_SAFE)
-    return urlunsplit((parts.scheme, netloc, *(quote(x, safe=URL_SAFE) for x in parts[2:])))
+    """``url`` as a crawler records it: the host as the URL Standard writes it (IDNA) and
+    path, query and fragment percent-encoded, by the crawler's own helpers."""
+    return safe_url_string(with_normalized_host(url))
 
 
 def build_real_corpus(pages: list[Any], workdir: Path) -> tuple[Path, Path]:
