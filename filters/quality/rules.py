@@ -768,6 +768,11 @@ class QualityHeuristicsFilter:
         self._stop = {w.lower() for w in self.cfg.stop_words}
         self._stop_langs = {x.lower() for x in self.cfg.stop_words_languages}
         self._unsegmented = {x.lower() for x in self.cfg.unsegmented_languages}
+        # the languages each language-scoped rule reads, made once (not per text)
+        self._word_order_langs = {x.lower() for x in self.cfg.word_order_languages}
+        self._chrome_langs = {x.lower() for x in self.cfg.chrome_model_languages}
+        self._gain_langs = {x.lower() for x in self.cfg.context_gain_languages}
+        self._lm_langs = {x.lower() for x in self.cfg.word_lm_languages}
         self._lm = word_lm(self.cfg.word_lm) if self.cfg.word_lm else None
         self._chrome = chrome_line_model(self.cfg.chrome_model) if self.cfg.chrome_model else None
         self._gain = context_gain_model(self.cfg.context_gain_model) if self.cfg.context_gain_model else None
@@ -916,7 +921,7 @@ class QualityHeuristicsFilter:
         checks.append(("afm_chrome_lines", chrome_lines(prose_lines, cfg.chrome_line_words)
                        / max(len(prose_lines), 1), _hi(cfg.max_chrome_lines)))
         if cfg.word_order:
-            english = not language or language in {x.lower() for x in cfg.word_order_languages}
+            english = not language or language in self._word_order_langs
             misplaced, looked = misplaced_function_words(prose)
             applies = english and looked >= cfg.word_order_min_events
             checks.append(("afm_misplaced_function_words", misplaced / max(looked, 1),
@@ -925,17 +930,17 @@ class QualityHeuristicsFilter:
             checks.append(("afm_sentences_without_function_words", bare / max(sentences, 1),
                            _hi(cfg.max_sentences_without_function_words) if english and sentences >= 5 else OFF))
         if self._chrome is not None:
-            applies = not language or language in {x.lower() for x in cfg.chrome_model_languages}
+            applies = not language or language in self._chrome_langs
             checks.append(("afm_chrome_model_share", self._chrome.share(prose_lines) if applies else 0.0,
                            _hi(cfg.max_chrome_model_share) if applies else OFF))
         if self._gain is not None:  # ~17 ms a text: only where the rule applies
-            applies = not language or language in {x.lower() for x in cfg.context_gain_languages}
+            applies = not language or language in self._gain_langs
             gain, scored = self._gain.gain(prose) if applies else (0.0, 0)
             checks.append(("afm_context_gain", gain, _lo(cfg.min_context_gain) if scored else OFF))
         if self._lm is not None:
             log10, n_tokens = self._lm.log10_and_tokens(prose)
             applies = n_tokens >= cfg.word_lm_min_tokens and (
-                not language or language in {x.lower() for x in cfg.word_lm_languages})
+                not language or language in self._lm_langs)
             checks.append(("afm_word_perplexity", 10.0 ** (-log10 / n_tokens) if n_tokens else 0.0,
                            _hi(cfg.max_word_perplexity) if applies else OFF))
         return checks, out_text
