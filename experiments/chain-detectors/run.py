@@ -318,12 +318,11 @@ def news_data(bbc: Path) -> dict[str, list]:
 def news_check(bbc: Path, model_path: Path) -> None:
     """The rule on articles of a site, a decade and a vocabulary the model never read."""
     from afm.filters.quality import context_gain as cg
+    from afm.filters.quality.context_gain_train import gains
 
     news = news_data(bbc)
     texts, good, kept_chains = news["texts"], news["good"], news["chains"]
-    from afm.filters.quality.context_gain_train import gains
-
-    model = cg.ContextGainModel(model_path)
+    model = cg.load_context_gain_model(str(model_path))  # the rule's cached load: one read
     sidecar = Path(f"{model_path}.json")  # the threshold its training chose
     threshold = json.loads(sidecar.read_text())["threshold"] if sidecar.exists() else QualityConfig().min_context_gain
     # as the rule scores (its prose lines, its languages); NaN: a text it does not judge
