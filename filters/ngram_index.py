@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import functools
 import json
-import re
 import sys
 import time
 import unicodedata
@@ -38,6 +37,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from afm.filters.invisible import INVISIBLE, INVISIBLE_PATTERN
 
 INDEX_FORMAT = "afm-ngram-index"
 INDEX_VERSION = 2  # 2: adds the prefix filter
@@ -53,9 +54,6 @@ _N_SALTS = np.arange(64, dtype=np.uint64) * _N_SALT  # one salt per n (array op:
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
 
-# Invisible format characters that may sit inside words (soft hyphen, zero-width spaces and
-# joiners, word joiner, BOM): removed, not turned into boundaries.
-_INVISIBLE = re.compile("[\u00ad\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff]")
 _ASCII_SEPARATORS = bytes(
     c for c in range(128) if not chr(c).isalnum()
 )  # every ASCII punctuation, symbol, control and space character
@@ -81,7 +79,7 @@ def prepare(text: str) -> str:
     """NFKC + lower-case + invisible characters removed: the string tokens are cut from."""
     if text.isascii():
         return text.lower()
-    return _INVISIBLE.sub("", unicodedata.normalize("NFKC", text)).lower()
+    return INVISIBLE_PATTERN.sub("", unicodedata.normalize("NFKC", text)).lower()
 
 
 def normalize_text(text: str) -> str:
@@ -118,8 +116,7 @@ _WORD, _SEP, _INVISIBLE_CLASS = 0, 1, 2
 def _class_table() -> np.ndarray:
     """Per code point: 0 = part of a token, 1 = token boundary, 2 = invisible (removed)."""
     table = separator_table().astype(np.uint8)
-    for ch in "\u00ad\u200b\u200c\u200d\u200e\u200f\u202a\u202b\u202c\u202d\u202e" \
-              "\u2060\u2061\u2062\u2063\u2064\ufeff":
+    for ch in INVISIBLE:
         table[ord(ch)] = _INVISIBLE_CLASS
     return table
 

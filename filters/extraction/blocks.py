@@ -28,7 +28,10 @@ Invisible subtrees (``script``, ``style``, ``template``, ``svg``, form controls,
 ``hidden`` elements) are never entered. The page is read as a client without scripts (a
 crawler) is shown it: ``<noscript>`` is entered (a Discourse forum's posts live there), a
 segment React streams in hidden (``id="S:0"``) is text, and a page that hides its whole
-body until a script runs is read with its hidden elements shown.
+body until a script runs is read with its hidden elements shown. A block's text is what a
+reader sees: soft hyphens and the other invisible format characters removed, composed to NFC
+(``afm.filters.invisible``; a site that hyphenates every long word with ``&shy;`` would
+otherwise reach the corpus with its words cut in two).
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ import re
 from dataclasses import dataclass
 
 import numpy as np
+
+from afm.filters.invisible import visible_text
 
 # Elements whose subtree never holds visible main text.
 SKIP = frozenset((
@@ -391,7 +396,7 @@ def page_blocks(html: str, compiled: bool = True) -> BlockTable:
     texts, kinds, depths, links, contexts, parents, pres, el_parent, el_depth, el_first, el_last = lists
     n = len(texts)
     return BlockTable(
-        texts=texts,
+        texts=[visible_text(t) for t in texts],
         pre=np.asarray(pres, dtype=bool),
         kind=np.asarray(kinds, dtype=np.int16),
         depth=np.asarray(depths, dtype=np.int16),

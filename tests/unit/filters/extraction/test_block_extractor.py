@@ -82,6 +82,16 @@ def test_ruby_readings_are_not_text() -> None:
     assert page_blocks(page).texts == ["子どもへの虐待をなくすための法律"]
 
 
+@pytest.mark.parametrize("compiled", [True, False])
+def test_block_text_is_what_a_reader_sees(compiled: bool) -> None:
+    # soft hyphens (entity and raw), a zero-width space and a decomposed umlaut: shown,
+    # the words are whole; the text the corpus gets must be too (trafilatura's is)
+    html = ("<html><body><p>Wäh&shy;rend Sie u\u0308ber den Markt schlen\u00addern, "
+            "stau\u200bnen und kaufen.</p></body></html>")
+    (text,) = page_blocks(html, compiled=compiled).texts
+    assert " ".join(text.split()) == "Während Sie über den Markt schlendern, staunen und kaufen."
+
+
 def test_text_stats_match_plain_python() -> None:
     texts = ["Hello, world. Second sentence!", "  \u00a0 lower case 123 | x  ", "© 2020", "x"]
     st = text_stats(texts)
