@@ -127,25 +127,27 @@ def keep_threshold(values: Sequence[float], keep: float, *, decimals: int, rejec
     return float(np.ceil(np.quantile(finite, keep) * scale) / scale)
 
 
-def rule_development_report(values: Callable[[list[str]], list[float]], choose: Callable[[list[float]], float],
-                            good: Sequence[KindText], web: Sequence[KindText], boilerplate: dict[str, str],
-                            passes: Callable[[list[str]], list[bool]], *, quantile_key: str,
-                            per_kind: int = 300, seed: int = 11, ndigits: int = 1,
+def rule_development_report(values: Callable[[list[str]], list[float]], good: Sequence[KindText],
+                            web: Sequence[KindText], boilerplate: dict[str, str],
+                            passes: Callable[[list[str]], list[bool]], *, keep: float, decimals: int,
+                            quantile_key: str, per_kind: int = 300, seed: int = 11, ndigits: int = 1,
                             quantiles: Sequence[float] = (0.5, 0.9, 0.95, 0.99),
                             reject_below: bool = False) -> dict[str, Any]:
-    r"""How a learned rule (a value per text, rejected above a threshold, or below it with
-    ``reject_below``) is set without
-    looking at any set it is reported on: the threshold ``choose``\ s from the ``values`` of
-    the development good text the other stages keep (``passes``: texts -> kept by them;
+    """How a learned rule (a value per text, rejected above a threshold, or below it with
+    ``reject_below``) is set without looking at any set it is reported on: the threshold
+    keeps ``keep`` of the ``values`` of the development good text the other stages keep
+    (:func:`keep_threshold`, rounded to ``decimals``; ``passes``: texts -> kept by them;
     texts of 50 words or more), then the development junk made from the pages of ``web``
     is reported at it, by kind (rejected by the other stages, or by them or the rule), and
-    the good text failing it by source and kind. A value of NaN is a text the rule does not
-    judge: it neither fails nor rejects, and the quantiles leave it out."""
+    the good text failing it by source and kind. The direction is stated once
+    (``reject_below``): the threshold and the failing test both read it. A value of NaN is
+    a text the rule does not judge: it neither fails nor rejects, and the quantiles leave
+    it out."""
     good = [t for t in good if len(t.text.split()) >= 50]
     kept = [t for t, k in zip(good, passes([t.text for t in good])) if k]
     good_values = values([t.text for t in kept])  # NaN: a text the rule does not judge
     judged = [v for v in good_values if np.isfinite(v)]
-    threshold = choose(good_values)
+    threshold = keep_threshold(good_values, keep, decimals=decimals, reject_below=reject_below)
     junk = make_junk(materials_for(list(web), boilerplate), per_kind=per_kind, seed=seed)
     junk_kept = passes([j.text for j in junk])
     junk_values = values([j.text for j in junk])
@@ -159,7 +161,7 @@ def rule_development_report(values: Callable[[list[str]], list[float]], choose: 
     good_by: defaultdict[str, list[bool]] = defaultdict(list)
     for t, v in zip(kept, good_values):
         good_by[f"{t.source}/{t.kind}"].append(fails(v))
-    return {"threshold": threshold, "good_texts": len(judged),
+    return {"threshold": threshold, "keep_target": keep, "good_texts": len(judged),
             quantile_key: {q: round(float(np.quantile(judged, q)), ndigits) for q in quantiles}
             if judged else {},
             "good_failing_by_kind": {k: {"n": len(v), "failing": round(float(np.mean(v)), 4)}

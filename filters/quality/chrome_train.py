@@ -43,6 +43,7 @@ from afm.filters.quality.rules import QualityConfig, QualityHeuristicsFilter
 from afm.filters.quality.texts import KindText
 
 KEEP_TARGET = 0.98  # share of development good text (that the other stages keep) the threshold keeps
+SHARE_DECIMALS = 2  # the threshold rounded up to a hundredth of the text
 SEED = 0
 VOCABULARY_MIN_SITES = 20  # a word is kept when this many training units use it
 TECHNICAL_LINES = 60  # lines taken from each technical document (a manual page is thousands)
@@ -105,7 +106,7 @@ def train_chrome_model(pages: Sequence[KindText], boilerplate: dict[str, str],
 
 def choose_threshold(shares: Sequence[float], keep: float = KEEP_TARGET) -> float:
     """The share that keeps ``keep`` of ``shares`` (rounded up to two decimals)."""
-    return keep_threshold(shares, keep, decimals=2)
+    return keep_threshold(shares, keep, decimals=SHARE_DECIMALS)
 
 
 def rule_shares(model_path: str | Path, texts: Sequence[str]) -> list[float]:
@@ -121,8 +122,6 @@ def development_report(model_path: str | Path, good: Sequence[KindText], web: Se
     """The share threshold chosen on the development good text the other stages keep,
     then the development junk made from the pages of ``web`` reported at it
     (:func:`~afm.filters.quality.audit.rule_development_report`)."""
-    report = rule_development_report(lambda texts: rule_shares(model_path, texts),
-                                     lambda values: choose_threshold(values, keep), good, web, boilerplate,
-                                     passes, quantile_key="good_share_quantiles", per_kind=per_kind, seed=seed,
-                                     ndigits=3, quantiles=(0.5, 0.9, 0.95, 0.98, 0.99))
-    return {**report, "keep_target": keep}
+    return rule_development_report(lambda texts: rule_shares(model_path, texts), good, web, boilerplate, passes,
+                                   keep=keep, decimals=SHARE_DECIMALS, quantile_key="good_share_quantiles",
+                                   per_kind=per_kind, seed=seed, ndigits=3, quantiles=(0.5, 0.9, 0.95, 0.98, 0.99))

@@ -29,6 +29,7 @@ from afm.filters.quality.rules import OFF, QualityConfig, QualityHeuristicsFilte
 from afm.filters.quality.texts import KindText
 
 KEEP_TARGET = 0.98  # share of development good text (that the other stages keep) the threshold keeps
+GAIN_DECIMALS = 3  # the threshold rounded down to 0.001 nats a token
 
 
 def token_rows(texts: Sequence[KindText], vocabulary: Sequence[str]) -> list[dict[str, Any]]:
@@ -54,7 +55,7 @@ def gains(model_path: str | Path, texts: Sequence[str]) -> list[float]:
 def choose_threshold(good: Sequence[float], keep: float = KEEP_TARGET) -> float:
     """The gain that keeps ``keep`` of the judged ``good`` values (NaN: not judged), rounded
     down to 0.001 nats."""
-    return keep_threshold(good, keep, decimals=3, reject_below=True)
+    return keep_threshold(good, keep, decimals=GAIN_DECIMALS, reject_below=True)
 
 
 def development_report(model_path: str | Path, good: Sequence[KindText], web: Sequence[KindText],
@@ -63,9 +64,7 @@ def development_report(model_path: str | Path, good: Sequence[KindText], web: Se
     """The threshold chosen on the development good text the other stages keep, then the
     development junk made from the pages of ``web`` reported at it
     (:func:`~afm.filters.quality.audit.rule_development_report`; the rule rejects below it)."""
-    report = rule_development_report(lambda texts: gains(model_path, texts),
-                                     lambda values: choose_threshold(values, keep),
-                                     good, web, boilerplate, passes, quantile_key="good_gain_quantiles",
-                                     per_kind=per_kind, seed=seed, ndigits=3, quantiles=(0.01, 0.02, 0.05, 0.5),
-                                     reject_below=True)
-    return {**report, "keep_target": keep}
+    return rule_development_report(lambda texts: gains(model_path, texts), good, web, boilerplate, passes,
+                                   keep=keep, decimals=GAIN_DECIMALS, reject_below=True,
+                                   quantile_key="good_gain_quantiles", per_kind=per_kind, seed=seed, ndigits=3,
+                                   quantiles=(0.01, 0.02, 0.05, 0.5))

@@ -30,6 +30,7 @@ ORDER = 3
 PRUNE_COUNT = 1  # trigrams seen once are left out (their mass goes to the backoffs)
 HELD_OUT = 0.3  # share of the reference sites that choose the threshold
 KEEP_TARGET = 0.99  # share of development good text (that the other stages keep) the threshold keeps
+PERPLEXITY_DECIMALS = 0  # the threshold rounded up to a whole perplexity
 SEED = 0
 
 
@@ -58,7 +59,7 @@ def perplexities(lm_path: str | Path, texts: Sequence[str]) -> list[float]:
 
 def choose_threshold(good: Sequence[float], keep: float = KEEP_TARGET) -> float:
     """The perplexity that keeps ``keep`` of ``good`` (rounded up to a whole number)."""
-    return keep_threshold(good, keep, decimals=0)
+    return keep_threshold(good, keep, decimals=PERPLEXITY_DECIMALS)
 
 
 def development_report(lm_path: str | Path, good: Sequence[KindText], web: Sequence[KindText],
@@ -67,7 +68,6 @@ def development_report(lm_path: str | Path, good: Sequence[KindText], web: Seque
     """The perplexity threshold chosen on the development good text the other stages keep,
     then the development junk made from the pages of ``web`` reported at it
     (:func:`~afm.filters.quality.audit.rule_development_report`)."""
-    report = rule_development_report(lambda texts: perplexities(lm_path, texts),
-                                     lambda values: choose_threshold(values, keep), good, web, boilerplate,
-                                     passes, quantile_key="good_perplexity_quantiles", per_kind=per_kind, seed=seed)
-    return {**report, "keep_target": keep}
+    return rule_development_report(lambda texts: perplexities(lm_path, texts), good, web, boilerplate, passes,
+                                   keep=keep, decimals=PERPLEXITY_DECIMALS,
+                                   quantile_key="good_perplexity_quantiles", per_kind=per_kind, seed=seed)
