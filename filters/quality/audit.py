@@ -105,11 +105,14 @@ __all__ = ["Group", "Outcome", "group", "run_chain", "topic_gaps"]
 
 def signal_values(rule: Any, name: str, texts: Sequence[str]) -> list[float]:
     """Each text's signal ``name`` as ``rule`` (a quality rules filter: ``signals(text)``
-    -> checks) computes it, on the lines the rule reads."""
+    -> checks) computes it, on the lines the rule reads; NaN for a text the rule does not
+    judge (its bound's ``judged`` is False), which then neither fails nor rejects in a
+    development report and is left out of the quantiles a threshold is chosen from."""
     out = []
     for text in texts:
         checks, _ = rule.signals(text)
-        out.append(next(value for check, value, _ in checks if check == name))
+        value, bound = next((v, b) for check, v, b in checks if check == name)
+        out.append(float(value) if bound.judged else float("nan"))
     return out
 
 

@@ -23,9 +23,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from afm.filters.quality.audit import keep_threshold, rule_development_report
+from afm.filters.quality.audit import keep_threshold, rule_development_report, signal_values
 from afm.filters.quality.context_gain import encode
-from afm.filters.quality.rules import OFF, QualityConfig, QualityHeuristicsFilter
+from afm.filters.quality.rules import QualityConfig, QualityHeuristicsFilter
 from afm.filters.quality.texts import KindText
 
 KEEP_TARGET = 0.98  # share of development good text (that the other stages keep) the threshold keeps
@@ -44,12 +44,7 @@ def gains(model_path: str | Path, texts: Sequence[str]) -> list[float]:
     lines); NaN for a text the rule does not judge (under 65 tokens of prose, or a
     language it does not read), which then neither fails it nor is rejected by it."""
     rule = QualityHeuristicsFilter(QualityConfig(context_gain_model=str(model_path)))
-    out = []
-    for text in texts:
-        checks, _ = rule.signals(text)
-        value, bound = next((v, b) for name, v, b in checks if name == "afm_context_gain")
-        out.append(float("nan") if bound == OFF else float(value))
-    return out
+    return signal_values(rule, "afm_context_gain", texts)
 
 
 def choose_threshold(good: Sequence[float], keep: float = KEEP_TARGET) -> float:

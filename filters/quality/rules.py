@@ -725,15 +725,23 @@ def _rule_model(setting: str, path: str, real: str, load: Callable[[str], Any], 
 @dataclass(frozen=True)
 class Bound:
     """What a rule's signal must be to pass: at least ``low``, at most ``high`` (None: no
-    bound on that side; neither: the rule is off). Printed as the threshold that decided."""
+    bound on that side; neither: the rule is off). Printed as the threshold that decided.
+    ``judged`` False: the rule does not read this text at all (a language it does not
+    read, too few words or sentences, code): it passes, and its value is no measurement,
+    which a threshold chosen from the values must leave out (``audit.signal_values`` gives
+    NaN for it). A rule whose threshold is unset still judges: its values are what a
+    threshold is chosen from."""
 
     low: float | None = None
     high: float | None = None
+    judged: bool = True
 
     def __call__(self, value: float) -> bool:
         return (self.low is None or value >= self.low) and (self.high is None or value <= self.high)
 
     def __str__(self) -> str:
+        if not self.judged:
+            return "not judged"
         if self.low is not None and self.high is not None:
             return f"in [{self.low:g}, {self.high:g}]"
         if self.low is not None:
@@ -742,6 +750,7 @@ class Bound:
 
 
 OFF = Bound()
+NOT_JUDGED = Bound(judged=False)
 Check = tuple[str, float, Callable[[float], bool]]  # (rule name, signal value, its Bound)
 
 
@@ -817,7 +826,7 @@ class QualityHeuristicsFilter:
         stop_rule = not language or not self._stop_langs or language in self._stop_langs
         return [
             ("gopher_word_count", float(n), _range(cfg.min_doc_words, cfg.max_doc_words)),
-            ("gopher_avg_word_length", avg_len, OFF if unsegmented else
+            ("gopher_avg_word_length", avg_len, NOT_JUDGED if unsegmented else
              _range(cfg.min_avg_word_length, cfg.max_avg_word_length)),
             ("gopher_hash_ratio", text.count("#") / denom, _hi(cfg.max_hash_word_ratio)),
             ("gopher_ellipsis_ratio", sum(text.count(e) for e in ELLIPSES) / denom,
@@ -841,7 +850,7 @@ class QualityHeuristicsFilter:
         ``edited``: (cleaned prose, lines, lines removed) when :func:`c4_edit` made them."""
         cfg = self.cfg
         limit = cfg.c4_min_sentences_max_aside
-        sentences = OFF if limit is not None and code_share >= limit else _lo(cfg.c4_min_sentences)
+        sentences = NOT_JUDGED if limit is not None and code_share >= limit else _lo(cfg.c4_min_sentences)
         curly = cfg.c4_curly_bracket and source not in cfg.c4_curly_bracket_exempt_sources
         cleaned, n_lines, n_removed = edited or c4_clean_lines(prose, cfg)
         low = prose.lower()
@@ -925,24 +934,25 @@ class QualityHeuristicsFilter:
             misplaced, looked = misplaced_function_words(prose)
             applies = english and looked >= cfg.word_order_min_events
             checks.append(("afm_misplaced_function_words", misplaced / max(looked, 1),
-                           _hi(cfg.max_misplaced_function_words) if applies else OFF))
+                           _hi(cfg.max_misplaced_function_words) if applies else NOT_JUDGED))
             bare, sentences = sentences_without_function_words(prose)
             checks.append(("afm_sentences_without_function_words", bare / max(sentences, 1),
-                           _hi(cfg.max_sentences_without_function_words) if english and sentences >= 5 else OFF))
+                           _hi(cfg.max_sentences_without_function_words) if english and sentences >= 5
+                           else NOT_JUDGED))
         if self._chrome is not None:
             applies = not language or language in self._chrome_langs
             checks.append(("afm_chrome_model_share", self._chrome.share(prose_lines) if applies else 0.0,
-                           _hi(cfg.max_chrome_model_share) if applies else OFF))
+                           _hi(cfg.max_chrome_model_share) if applies else NOT_JUDGED))
         if self._gain is not None:  # ~17 ms a text: only where the rule applies
             applies = not language or language in self._gain_langs
             gain, scored = self._gain.gain(prose) if applies else (0.0, 0)
-            checks.append(("afm_context_gain", gain, _lo(cfg.min_context_gain) if scored else OFF))
+            checks.append(("afm_context_gain", gain, _lo(cfg.min_context_gain) if scored else NOT_JUDGED))
         if self._lm is not None:
             log10, n_tokens = self._lm.log10_and_tokens(prose)
             applies = n_tokens >= cfg.word_lm_min_tokens and (
                 not language or language in self._lm_langs)
             checks.append(("afm_word_perplexity", 10.0 ** (-log10 / n_tokens) if n_tokens else 0.0,
-                           _hi(cfg.max_word_perplexity) if applies else OFF))
+                           _hi(cfg.max_word_perplexity) if applies else NOT_JUDGED))
         return checks, out_text
 
     def __call__(self, doc: Document) -> Decision:

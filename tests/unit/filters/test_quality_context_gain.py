@@ -95,7 +95,7 @@ def test_short_text_is_not_judged(shipped: ContextGainModel) -> None:
     assert shipped.gain("Too short to judge.") == (0.0, 0)
     rule = QualityHeuristicsFilter(QualityConfig(context_gain_model="builtin", min_context_gain=5.0))
     checks, _ = rule.signals("A short note of a few words, far below one window.")
-    assert next(str(bound) for name, _, bound in checks if name == "afm_context_gain") == "off"
+    assert next(str(bound) for name, _, bound in checks if name == "afm_context_gain") == "not judged"
 
 
 def test_the_rule_says_what_decided(shipped: ContextGainModel) -> None:

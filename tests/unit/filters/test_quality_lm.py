@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 from click.testing import CliRunner
@@ -46,6 +47,11 @@ def test_train_writes_a_model_the_rule_reads(tmp_path):
     assert good < salad
     side = write_sidecar(tmp_path / "lm.arpa.gz", info)
     assert json.loads(side.read_text())["order"] == 3
+    # no threshold is set yet (it is chosen from these values): a text the rule reads has
+    # its perplexity; one it does not judge (too few tokens) is NaN, never a value that
+    # would move the threshold
+    read, short = perplexities(tmp_path / "lm.arpa.gz", [TEXT * 3, "Too short."])
+    assert math.isfinite(read) and read == good and math.isnan(short)
 
 
 def test_train_lm_needs_a_wcxb_checkout(tmp_path):
