@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from afm.filters.extraction import block_train as bt
+from afm.filters.extraction.block_features import shift
 from afm.filters.extraction.block_model import PageRule
 from afm.filters.extraction.gold import extraction_scores
 
@@ -42,12 +43,8 @@ MAX_WORDS = 40  # a block's first words scored by ``word-scores``
 
 def with_neighbours(f: np.ndarray) -> np.ndarray:
     """``f`` with its first column of the previous and the next block appended."""
-    if not len(f):
-        return np.zeros((0, f.shape[1] + 2), np.float32)
-    zero = np.zeros((1, 1), np.float32)
-    prev = np.vstack([zero, f[:-1, :1]])
-    nxt = np.vstack([f[1:, :1], zero])
-    return np.hstack([f, prev, nxt])
+    first = f[:, :1]
+    return np.hstack([f, shift(first, 1), shift(first, -1)])
 
 
 def function_word_features(texts: Sequence[str], stoplists: dict[str, frozenset[str]]) -> np.ndarray:

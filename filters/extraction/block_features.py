@@ -132,7 +132,9 @@ def title_overlap(texts: list[str], words: np.ndarray, title: str) -> np.ndarray
     return out
 
 
-def _shift(x: np.ndarray, by: int, fill: float = 0.0) -> np.ndarray:
+def shift(x: np.ndarray, by: int, fill: float = 0.0) -> np.ndarray:
+    """``x`` moved ``by`` rows down (negative: up) along the page's blocks, ``fill`` where
+    nothing moved in: row i holds the block ``by`` before it (a neighbour's feature)."""
     out = np.full_like(x, fill)
     if by > 0:
         out[by:] = x[:-by]
@@ -224,8 +226,8 @@ def features(table: BlockTable) -> np.ndarray:
 
     heading = kind[:, _HEADING_KINDS].sum(axis=1)
     near = np.column_stack([text[:, :8], heading])
-    nb = np.column_stack([_shift(near[:, :8], 1), _shift(near[:, :8], -1),
-                          _shift(near[:, 8], 1), _shift(near[:, 8], -1)])
+    nb = np.column_stack([shift(near[:, :8], 1), shift(near[:, :8], -1),
+                          shift(near[:, 8], 1), shift(near[:, 8], -1)])
     cw = np.concatenate([[0.0], np.cumsum(words)])
     cl = np.concatenate([[0.0], np.cumsum(links)])
     cc = np.concatenate([[0.0], np.cumsum(chars)])
@@ -274,7 +276,7 @@ def context_features(table: BlockTable, x: np.ndarray, p: np.ndarray) -> np.ndar
     prose_p = (p * w * in80).sum() / max((w * in80).sum(), 1.0)
     heading = x[:, [col["kind_h1"], col["kind_h2"], col["kind_h3"]]].sum(axis=1)
     out = np.column_stack([
-        p, _shift(p, 1, -1.0), _shift(p, -1, -1.0), _shift(p, 2, -1.0), _shift(p, -2, -1.0),
+        p, shift(p, 1, -1.0), shift(p, -1, -1.0), shift(p, 2, -1.0), shift(p, -2, -1.0),
         window(3), window(10), p_parent, p_grand, np.full(n, page_mean), np.full(n, p.max()),
         np.full(n, prose_p), x[:, col["log_words"]], x[:, col["link_density"]], heading,
         x[:, col["kind_li"]], x[:, col["position"]],
