@@ -275,8 +275,8 @@ class Extractor:
             self.selector = load_selector(self.cfg.selector_path or str(MODEL_PATH))
         elif self.cfg.method == "blocks":
             self.block_model = load_block_model(self.cfg.block_model_path or str(BLOCK_MODEL_PATH))
-            if self.block_model.rule.has_fallback:
-                import trafilatura  # noqa: F401 - the fallback of pages the block model gives up
+            if self.block_model.rule.fallback_words is not None:
+                import trafilatura  # noqa: F401 - the fallback of pages with too few kept words
 
     def _trafilatura(self, html: str, url: str | None, precision: bool | None) -> str:
         import trafilatura

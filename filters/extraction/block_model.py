@@ -7,8 +7,7 @@ row per block) -> gradient-boosted trees (:class:`Forest`: every tree evaluated 
 one numpy gather per tree level) -> the blocks whose probability of being main content is
 at least ``threshold``, adjusted per page by the model's :class:`PageRule` (a dropped block
 between kept ones kept back, lines before the first prose dropped, and a page with too few
-kept words, or one where the model is unsure of much of the text, handed to a fallback
-extractor) -> text (:func:`render`: one paragraph a line,
+kept words handed to a fallback extractor) -> text (:func:`render`: one paragraph a line,
 list items as ``- item``, a table row's cells as ``| a | b |``, code blocks with their line
 breaks).
 
@@ -42,8 +41,6 @@ _LI, _TD, _H1 = KINDS.index("li"), KINDS.index("td"), KINDS.index("h1")
 _TOKEN = re.compile(r"\w+")
 HEADLINE_BODY_WORDS = 20  # ``PageRule.drop_headline``: a headline comes before a block this long
 FILL_SPAN = 4  # a filled block's nearest kept neighbours are at most this many blocks apart
-UNSURE_BAND = 0.15  # ``PageRule.unsure_above``: a block this close to the threshold is one the model is unsure of
-_LOG_WORDS = NAMES.index("log_words")
 
 
 @dataclass(frozen=True)
@@ -61,36 +58,23 @@ class PageRule:
       where the model found no main text are the ones where it is most often wrong;
     * ``drop_headline``: kept ``h1`` blocks before the first kept block of
       ``HEADLINE_BODY_WORDS`` words are dropped: the page's headline, which the record
-      carries apart as its title (trafilatura's convention too; gold sets differ on it);
-    * ``unsure_above``: a page whose words in blocks within ``UNSURE_BAND`` of the threshold
-      are more than this many times its kept words (before the page rule) is handed to the
-      fallback extractor too: where much of the text could go either way, a whole-page
-      extractor's answer is likelier right than the block model's coin flips (the pages
-      where the model is confidently wrong are not caught: no rule on its own
-      probabilities finds those).
+      carries apart as its title (trafilatura's convention too; gold sets differ on it).
     """
 
     fill_below: float | None = None
     lead_words: int | None = None
     fallback_words: int | None = None
     drop_headline: bool = False
-    unsure_above: float | None = None
-
-    @property
-    def has_fallback(self) -> bool:
-        """Whether some page may be handed to the fallback extractor."""
-        return self.fallback_words is not None or self.unsure_above is not None
 
     def to_json(self) -> dict[str, Any]:
         return {"fill_below": self.fill_below, "lead_words": self.lead_words,
-                "fallback_words": self.fallback_words, "drop_headline": self.drop_headline,
-                "unsure_above": self.unsure_above}
+                "fallback_words": self.fallback_words, "drop_headline": self.drop_headline}
 
     @classmethod
     def from_json(cls, data: dict[str, Any] | None) -> PageRule:
         data = data or {}
         return cls(data.get("fill_below"), data.get("lead_words"), data.get("fallback_words"),
-                   bool(data.get("drop_headline", False)), data.get("unsure_above"))
+                   bool(data.get("drop_headline", False)))
 
     def adjust(self, table: BlockTable, p: np.ndarray, keep: np.ndarray) -> np.ndarray:
         """``keep`` (blocks at or above the threshold) with the fill, lead and headline
@@ -109,14 +93,6 @@ class PageRule:
             keep = drop_headline(table, keep)
         return keep
 
-    def unsure(self, p: np.ndarray, words: np.ndarray, threshold: float) -> bool:
-        """Whether the model is unsure of too much of the page (see ``unsure_above``);
-        ``words``: each block's words (:func:`block_words`)."""
-        if self.unsure_above is None or not len(p):
-            return False
-        near = float(words[np.abs(p - threshold) < UNSURE_BAND].sum())
-        return near > self.unsure_above * max(float(words[p >= threshold].sum()), 1.0)
-
     def falls_back(self, text: str) -> bool:
         """Whether the page's kept text is too short to trust (see ``fallback_words``)."""
         if self.fallback_words is None:
@@ -127,11 +103,6 @@ class PageRule:
             if count >= self.fallback_words:
                 return False
         return True
-
-
-def block_words(x: np.ndarray) -> np.ndarray:
-    """Each block's words (whitespace-separated), read back from its feature row."""
-    return np.expm1(x[:, _LOG_WORDS])
 
 
 def drop_headline(table: BlockTable, keep: np.ndarray, body_words: int = HEADLINE_BODY_WORDS
@@ -183,12 +154,11 @@ class BlockModel:
     rule: PageRule = field(default_factory=PageRule)
     sequence: SequenceNet | None = None
 
-    def probability(self, table: BlockTable, x: np.ndarray | None = None) -> np.ndarray:
-        """Per block: the probability of being main content (``x``: the table's features,
-        when already computed)."""
+    def probability(self, table: BlockTable) -> np.ndarray:
+        """Per block: the probability of being main content."""
         if len(table) == 0:
             return np.zeros(0)
-        x = features(table) if x is None else x
+        x = features(table)
         p = self.forest.probability(x)
         if self.context is not None:
             p = self.context.probability(context_features(table, x, p))
@@ -199,17 +169,8 @@ class BlockModel:
     def keep(self, table: BlockTable) -> np.ndarray:
         """Per block: kept as main content (the threshold, then the page rule's fill, lead
         and headline rules)."""
-        return self.decide(table)[0]
-
-    def decide(self, table: BlockTable) -> tuple[np.ndarray, bool]:
-        """The kept blocks (see :meth:`keep`), and whether the page rule finds the model
-        unsure of the page (``PageRule.unsure_above``: the page goes to the fallback)."""
-        if len(table) == 0:
-            return np.zeros(0, dtype=bool), False
-        x = features(table)
-        p = self.probability(table, x)
-        keep = self.rule.adjust(table, p, p >= self.threshold)
-        return keep, self.rule.unsure(p, block_words(x), self.threshold)
+        p = self.probability(table)
+        return self.rule.adjust(table, p, p >= self.threshold)
 
     def save(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -283,13 +244,12 @@ def extract_blocks(model: BlockModel, html: str, fallback: Callable[[str], str] 
                    ) -> tuple[str, dict[str, float]]:
     """The main text of a decoded page, and signals: blocks seen and kept, and whether the
     page went to ``fallback`` (an extractor of the whole page, called when the model's
-    page rule finds too few kept words or the model unsure of the page; None: the blocks'
-    text as it is)."""
+    page rule finds too few kept words; None: the blocks' text as it is)."""
     table = page_blocks(html)
-    keep, unsure = model.decide(table)
+    keep = model.keep(table)
     text = render(table, keep)
     signals = {"blocks": float(len(table)), "blocks_kept": float(keep.sum()), "fallback": 0.0}
-    if fallback is not None and (unsure or model.rule.falls_back(text)):
+    if fallback is not None and model.rule.falls_back(text):
         signals["fallback"] = 1.0
         return fallback(html), signals
     return text, signals

@@ -43,7 +43,7 @@ import numpy as np
 from afm.console import track
 from afm.errors import UserError
 from afm.filters.extraction.block_features import NAMES, context_features, features
-from afm.filters.extraction.block_model import BlockModel, Forest, PageRule, block_words, render
+from afm.filters.extraction.block_model import BlockModel, Forest, PageRule, render
 from afm.filters.extraction.block_sequence import SEQUENCE, Page, SequenceNet, fit_sequence, mixed
 from afm.filters.extraction.blocks import BlockTable, page_blocks
 from afm.filters.extraction.gold import GoldPage, counts, extraction_scores, shingles
@@ -60,9 +60,6 @@ FILLS: tuple[float | None, ...] = (None, 0.2, 0.3)
 LEADS: tuple[int | None, ...] = (None, 10)
 FALLBACKS: tuple[int | None, ...] = (None, 1, 20, 50, 100)
 HEADLINES = (False, True)
-# ``PageRule.unsure_above`` values tried: about 2.5% and 1.7% of the gold pages' held-out
-# probabilities pass them at thresholds 0.5-0.6 (``MAX_FALLBACK_SHARE`` bounds the total).
-UNSURES: tuple[float | None, ...] = (None, 1.5, 2.5)
 # The fallback (trafilatura) costs ~6x the block extractor: at most this share of the
 # inner held-out pages may go to it, so extraction stays >= 5x trafilatura's speed.
 MAX_FALLBACK_SHARE = 0.03
@@ -316,7 +313,8 @@ def page_rows(records: Sequence[PageRecord], probs: dict[int, np.ndarray], thres
     for i, p in probs.items():
         r = records[i]
         keep = rule.adjust(r.table, p, p >= threshold)
-        fallback = handed_over(r, p, keep, threshold, rule)
+        # the kept blocks' \w+ tokens are the rendered text's (``PageRule.falls_back``)
+        fallback = rule.fallback_words is not None and r.tokens[keep].sum() < rule.fallback_words
         key = (i, "fallback") if fallback else (i, np.packbits(keep).tobytes())
         row = memo.get(key) if memo is not None else None
         if row is None:
@@ -328,31 +326,24 @@ def page_rows(records: Sequence[PageRecord], probs: dict[int, np.ndarray], thres
     return out
 
 
-def handed_over(record: PageRecord, p: np.ndarray, keep: np.ndarray, threshold: float,
-                rule: PageRule) -> bool:
-    """Whether the extract stage hands the page to the fallback: too few kept words (the
-    kept blocks' ``\\w+`` tokens are the rendered text's, ``PageRule.falls_back``) or the
-    model unsure of it (``PageRule.unsure``)."""
-    if rule.fallback_words is not None and record.tokens[keep].sum() < rule.fallback_words:
-        return True
-    return rule.unsure(p, block_words(record.x), threshold)
-
-
 def fallback_share(records: Sequence[PageRecord], probs: dict[int, np.ndarray],
                    threshold: float, rule: PageRule) -> float:
     """The share of the pages ``probs`` that ``rule`` hands to the fallback extractor."""
-    if not rule.has_fallback or not probs:
+    if rule.fallback_words is None or not probs:
         return 0.0
-    sent = sum(handed_over(records[i], p, rule.adjust(records[i].table, p, p >= threshold), threshold, rule)
-               for i, p in probs.items())
+    sent = 0
+    for i, p in probs.items():
+        r = records[i]
+        keep = rule.adjust(r.table, p, p >= threshold)
+        sent += bool(r.tokens[keep].sum() < rule.fallback_words)
     return sent / len(probs)
 
 
 def page_rules() -> list[PageRule]:
     """Every page rule the choice tries (the grid of ``FILLS``, ``LEADS``, ``FALLBACKS``,
-    ``HEADLINES``, ``UNSURES``)."""
-    return [PageRule(f, lead, fb, head, unsure) for unsure in UNSURES for head in HEADLINES for f in FILLS
-            for lead in LEADS for fb in FALLBACKS]
+    ``HEADLINES``)."""
+    return [PageRule(f, lead, fb, head) for head in HEADLINES for f in FILLS for lead in LEADS
+            for fb in FALLBACKS]
 
 
 def baseline_rows(records: Sequence[PageRecord], name: str, idx: Sequence[int]
@@ -481,7 +472,7 @@ def choose(records: Sequence[PageRecord], idx: Sequence[int], fits: Fits,
     # the order thresholds then ``page_rules()``)
     variant, t, rule = min(near, key=lambda key: (key[0] != "one", -min(near[key])))
     return variant, t, rule, ctx, {
-        f"{v}/{tt}/{r.fill_below}/{r.lead_words}/{r.fallback_words}/{int(r.drop_headline)}/{r.unsure_above}":
+        f"{v}/{tt}/{r.fill_below}/{r.lead_words}/{r.fallback_words}/{int(r.drop_headline)}":
             [round(m, 5) for m in ms] + [round(float(np.mean(shares[v, tt, r])), 4)]
         for (v, tt, r), ms in margins.items()}
 
@@ -548,8 +539,7 @@ def _describe(rule: PageRule) -> str:
     parts = [f"fill >= {rule.fill_below}" if rule.fill_below is not None else "",
              f"lead < {rule.lead_words} words" if rule.lead_words is not None else "",
              f"fallback < {rule.fallback_words} words" if rule.fallback_words is not None else "",
-             "headline dropped" if rule.drop_headline else "",
-             f"unsure > {rule.unsure_above}x kept words" if rule.unsure_above is not None else ""]
+             "headline dropped" if rule.drop_headline else ""]
     return ", ".join(p for p in parts if p) or "none"
 
 

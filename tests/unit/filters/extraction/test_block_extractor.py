@@ -245,26 +245,6 @@ def test_fallback_takes_pages_with_too_few_kept_words(tmp_path) -> None:
     assert BlockModel.load(path).rule == PageRule(fallback_words=5)
 
 
-def test_pages_the_model_is_unsure_of_go_to_the_fallback(tmp_path) -> None:
-    # every block at 0.9: near a threshold of 0.8 (unsure of all its words), far from 0.5
-    html = "<html><body><p>Five words are here now.</p><p>And three more.</p></body></html>"
-    rule = PageRule(unsure_above=0.5)
-    unsure = _model_keeping_all(rule)
-    unsure.threshold = 0.8
-    text, signals = extract_blocks(unsure, html, lambda html: "fallback text")
-    assert text == "fallback text" and signals["fallback"] == 1.0
-    sure = _model_keeping_all(rule)  # threshold 0.5
-    assert extract_blocks(sure, html, lambda html: "fallback text")[0].startswith("Five words")
-    lenient = _model_keeping_all(PageRule(unsure_above=1.5))  # near words must exceed 1.5x the kept
-    lenient.threshold = 0.8
-    assert extract_blocks(lenient, html, lambda html: "fallback text")[0].startswith("Five words")
-    assert rule.has_fallback and not PageRule().has_fallback
-    path = tmp_path / "m.json"
-    unsure.save(path)
-    assert BlockModel.load(path).rule == rule
-    assert PageRule.from_json({"fallback_words": 1}).unsure_above is None  # a model file from before
-
-
 def test_page_rule_choice_keeps_fallback_within_its_share() -> None:
     from afm.filters.extraction.block_train import MAX_FALLBACK_SHARE, page_rules
 
@@ -274,12 +254,7 @@ def test_page_rule_choice_keeps_fallback_within_its_share() -> None:
 
 
 def test_page_rows_score_the_fallback_text_even_after_the_same_kept_blocks() -> None:
-    from afm.filters.extraction.block_train import (
-        PageRecord,
-        block_labels,
-        fallback_share,
-        page_rows,
-    )
+    from afm.filters.extraction.block_train import PageRecord, block_labels, page_rows
     from afm.filters.extraction.gold import counts
 
     table = page_blocks("<html><body><p>Only four words here.</p></body></html>")
@@ -293,9 +268,3 @@ def test_page_rows_score_the_fallback_text_even_after_the_same_kept_blocks() -> 
     assert plain == counts(gold, "Only four words here.")
     sent = page_rows([rec], probs, 0.5, PageRule(fallback_words=5), memo)[0]
     assert sent == counts(gold, "the gold text of this page is here") != plain
-    # the model unsure of the page (its one block within the band of the threshold): the
-    # fallback's text too, and counted in the share the choice bounds
-    unsure = PageRule(unsure_above=0.5)
-    assert page_rows([rec], probs, 0.8, unsure)[0] == sent
-    assert fallback_share([rec], probs, 0.8, unsure) == 1.0
-    assert fallback_share([rec], probs, 0.5, unsure) == 0.0
