@@ -2,9 +2,13 @@
 
 Soft hyphens, zero-width spaces and joiners, direction marks and embeddings, the word
 joiner and invisible operators, and the byte-order mark sit *inside* words on real pages
-(a German site hyphenates every long word with ``&shy;``): shown, they are nothing; left
-in a text, they cut a word in two for every tokenizer and n-gram match downstream. So they
-are removed, never turned into boundaries.
+(a German site hyphenates every long word with ``&shy;``): they print nothing of their own;
+left in a text, they cut a word in two for every tokenizer and n-gram match downstream. So
+they are removed, never turned into boundaries. The trade-off, taken as trafilatura takes
+it (its output drops every format character): the zero-width (non-)joiner also shapes
+letters and emoji (Persian "می‌خواهم" becomes "میخواهم", a family emoji its members), which
+the text then loses. The bidi isolates (U+2066-2069) are not in the list: adding any
+character changes the n-gram index's hashes (its ``HASH_NAME`` would have to change).
 """
 
 from __future__ import annotations

@@ -34,7 +34,8 @@ from afm.filters.extraction.block_model import PageRule
 from afm.filters.extraction.gold import extraction_scores
 
 WORD = re.compile(r"[^\W\d_]+")
-SHIPPED_RULE = PageRule(0.3, None, 1, True)  # fill >= 0.3, no lead rule, fallback on no kept word, headline dropped
+# the page rule shipped until 2026-12-05's refit: fill >= 0.3, no lead rule, fallback on no kept word, headline dropped
+SHIPPED_RULE = PageRule(0.3, None, 1, True)
 LANGUAGES = ("English", "German", "French", "Spanish", "Italian", "Portuguese", "Dutch", "Russian", "Polish",
              "Czech", "Swedish", "Danish", "Norwegian_Bokmal", "Finnish", "Turkish", "Indonesian", "Hungarian",
              "Romanian")

@@ -4,7 +4,7 @@ out from the trees and the sequence net fitted on the other three, averaged (the
 model's kind), the shipped page rule, F1 minus trafilatura's on that source when the most
 uncertain share ``q`` of all held-out pages is handed to trafilatura (its cached text).
 
-The shipped fallback sends only the pages with no kept word. Uncertainty, per page, from the
+The page rule shipped until 2026-12-05 sent only the pages with no kept word. Uncertainty, per page, from the
 block probabilities ``p`` and the blocks' word counts ``w``:
 
 * ``band``: the words within 0.15 of the threshold, over the kept words;
@@ -34,7 +34,8 @@ from afm.filters.extraction.block_model import PageRule
 from afm.filters.extraction.block_sequence import mixed
 from afm.filters.extraction.gold import extraction_scores, page_f1
 
-SHIPPED_RULE = PageRule(0.3, None, 1, True)  # fill >= 0.3, no lead rule, fallback on no kept word, headline dropped
+# the page rule shipped until 2026-12-05's refit: fill >= 0.3, no lead rule, fallback on no kept word, headline dropped
+SHIPPED_RULE = PageRule(0.3, None, 1, True)
 SHARES = (0.02, 0.03, 0.05, 0.08)
 BAND = 0.15
 
@@ -89,7 +90,7 @@ def report(records: list[bt.PageRecord], threshold: float, trees: dict[int, np.n
         return f"{name:22s} " + "  ".join(cells)
 
     print(f"threshold {threshold}: F1 minus trafilatura's (share of the source's pages sent)")
-    print(line("shipped fallback only", lambda i: False), flush=True)
+    print(line("no kept word only", lambda i: False), flush=True)
     kinds = ("band", "band-all", "p(1-p)", "disagree", "oracle")
     for kind in kinds:
         if kind == "oracle":

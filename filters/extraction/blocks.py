@@ -395,6 +395,11 @@ def page_blocks(html: str, compiled: bool = True) -> BlockTable:
         title = node.text() if node is not None else ""
     texts, kinds, depths, links, contexts, parents, pres, el_parent, el_depth, el_first, el_last = lists
     n = len(texts)
+    # A block of invisible characters alone (a zero-width space in a <p>) keeps its row with
+    # an empty text: the rows and the containers' block runs stay as the walk made them;
+    # ``render`` skips it, and its link characters (counted on the raw text) are clipped to
+    # its length by the features. The title stays as the page has it (the shipped model was
+    # fitted so).
     return BlockTable(
         texts=[visible_text(t) for t in texts],
         pre=np.asarray(pres, dtype=bool),

@@ -111,8 +111,8 @@ def choose_threshold(shares: Sequence[float], keep: float = KEEP_TARGET) -> floa
 
 def rule_shares(model_path: str | Path, texts: Sequence[str]) -> list[float]:
     """Each text's ``afm_chrome_model_share`` as the quality rule computes it (on the
-    prose lines: code, markup and quotations set aside, wrapped lines joined); NaN for a
-    text in a language the model does not read."""
+    prose lines: code, markup and quotations set aside, wrapped lines joined; the texts'
+    language is not given, so every text is read)."""
     rule = QualityHeuristicsFilter(QualityConfig(chrome_model=str(model_path), max_chrome_model_share=None))
     return signal_values(rule, "afm_chrome_model_share", texts)
 

@@ -41,8 +41,9 @@ def token_rows(texts: Sequence[KindText], vocabulary: Sequence[str]) -> list[dic
 
 def gains(model_path: str | Path, texts: Sequence[str]) -> list[float]:
     """Each text's ``afm_context_gain`` as the quality rule computes it (on the prose
-    lines); NaN for a text the rule does not judge (under 65 tokens of prose, or a
-    language it does not read), which then neither fails it nor is rejected by it."""
+    lines; the texts' language is not given, so none is left out for it); NaN for a text
+    under 65 tokens of prose, which the rule does not judge: it then neither fails it nor
+    is rejected by it."""
     rule = QualityHeuristicsFilter(QualityConfig(context_gain_model=str(model_path)))
     return signal_values(rule, "afm_context_gain", texts)
 

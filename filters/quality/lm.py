@@ -52,8 +52,8 @@ def train_word_lm(texts: Sequence[KindText], out: str | Path, *, order: int = OR
 
 def perplexities(lm_path: str | Path, texts: Sequence[str]) -> list[float]:
     """Each text's ``afm_word_perplexity`` as the quality rule computes it (on the prose
-    lines: code, markup and quotations set aside); NaN for a text it does not judge (too
-    few tokens, a language the model does not read)."""
+    lines: code, markup and quotations set aside); NaN for a text too short for it to
+    judge (fewer tokens than ``word_lm_min_tokens``), which a threshold then leaves out."""
     rule = QualityHeuristicsFilter(QualityConfig(word_lm=str(lm_path)))
     return signal_values(rule, "afm_word_perplexity", texts)
 

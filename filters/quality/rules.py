@@ -751,7 +751,7 @@ class Bound:
 
 OFF = Bound()
 NOT_JUDGED = Bound(judged=False)
-Check = tuple[str, float, Callable[[float], bool]]  # (rule name, signal value, its Bound)
+Check = tuple[str, float, Bound]  # (rule name, signal value, its Bound)
 
 
 def _lo(limit: float | None) -> Bound:
@@ -838,7 +838,7 @@ class QualityHeuristicsFilter:
             ("gopher_alpha_words", _count_with_letter(words) / max(len(words), 1),
              _lo(cfg.min_alpha_words_ratio)),
             ("gopher_stop_words", float(sum(1 for w in lowered if w in self._stop)),
-             _lo(cfg.min_stop_words) if stop_rule else OFF),
+             _lo(cfg.min_stop_words) if stop_rule else NOT_JUDGED),
         ]
 
     def _c4(self, prose: str, source: str | None = None, has_brace: bool | None = None,
