@@ -111,7 +111,6 @@ _POS_RE, _COMMENT_RE, _META_RE = map(_any_of, (_POS, _COMMENT, _META))
 _NEG_RE = re.compile(_any_of(_NEG).pattern + "|(?<![a-z0-9])(?:"
                      + "|".join(sorted(_NEG_TOKENS)) + ")(?![a-z0-9])")
 _HIDDEN = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden", re.I)
-_SPACES = re.compile(r"[ \t\r\n\f\v\u00a0\u200b\u2028\u2029\ufeff]+")
 _HAS_WORD = re.compile(r"\w")
 
 
