@@ -30,6 +30,7 @@ from afm.filters.quality.texts import KindText
 
 KEEP_TARGET = 0.98  # share of development good text (that the other stages keep) the threshold keeps
 GAIN_DECIMALS = 3  # the threshold rounded down to 0.001 nats a token
+REJECTS_BELOW = True  # the rule rejects a gain below its threshold (too little gain from context)
 
 
 def token_rows(texts: Sequence[KindText], vocabulary: Sequence[str]) -> list[dict[str, Any]]:
@@ -51,7 +52,7 @@ def gains(model_path: str | Path, texts: Sequence[str]) -> list[float]:
 def choose_threshold(good: Sequence[float], keep: float = KEEP_TARGET) -> float:
     """The gain that keeps ``keep`` of the judged ``good`` values (NaN: not judged), rounded
     down to 0.001 nats."""
-    return keep_threshold(good, keep, decimals=GAIN_DECIMALS, reject_below=True)
+    return keep_threshold(good, keep, decimals=GAIN_DECIMALS, reject_below=REJECTS_BELOW)
 
 
 def development_report(model_path: str | Path, good: Sequence[KindText], web: Sequence[KindText],
@@ -61,6 +62,6 @@ def development_report(model_path: str | Path, good: Sequence[KindText], web: Se
     development junk made from the pages of ``web`` reported at it
     (:func:`~afm.filters.quality.audit.rule_development_report`; the rule rejects below it)."""
     return rule_development_report(lambda texts: gains(model_path, texts), good, web, boilerplate, passes,
-                                   keep=keep, decimals=GAIN_DECIMALS, reject_below=True,
+                                   keep=keep, decimals=GAIN_DECIMALS, reject_below=REJECTS_BELOW,
                                    quantile_key="good_gain_quantiles", per_kind=per_kind, seed=seed, ndigits=3,
                                    quantiles=(0.01, 0.02, 0.05, 0.5))
