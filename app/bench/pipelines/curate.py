@@ -48,10 +48,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from w3lib.url import safe_url_string
-
 from afm.app.bench.common import BenchOptions, Comparison
-from afm.consent.urls import with_normalized_host
+from afm.crawler.frontier.urls import clean_url
 from afm.readers.warc import iter_warc_pages
 
 DATATROVE_VERSION = "0.10.1"
@@ -299,12 +297,6 @@ def run_alone(kind: str, files: list[Path]) -> tuple[int, int]:
 REAL_PAGES_PER_FILE = 700
 
 
-def crawler_url(url: str) -> str:
-    """``url`` as a crawler records it: the host as the URL Standard writes it (IDNA) and
-    path, query and fragment percent-encoded, by the crawler's own helpers."""
-    return safe_url_string(with_normalized_host(url))
-
-
 def build_real_corpus(pages: list[Any], workdir: Path) -> tuple[Path, Path]:
     """``(small, big)`` directories of WARC files holding the gold sets' real pages as
     they are (not recombined), in a seeded order that mixes the sets, in files of
@@ -313,7 +305,7 @@ def build_real_corpus(pages: list[Any], workdir: Path) -> tuple[Path, Path]:
     import random
 
     ids = sorted(f"{p.set}/{p.id}" for p in pages)
-    key = hashlib.sha1("\n".join(["urls-quoted", *ids]).encode()).hexdigest()[:10]
+    key = hashlib.sha1("\n".join(["urls-as-requested", *ids]).encode()).hexdigest()[:10]  # the tag: how URLs are written
     root = workdir / f"real-{len(pages)}-{key}"
     big, small = root / "all", root / "first"
     if (root / "_DONE").exists():
@@ -327,7 +319,7 @@ def build_real_corpus(pages: list[Any], workdir: Path) -> tuple[Path, Path]:
     paths = [big / f"part-{i:03d}.warc.gz" for i in range(files)]
     # URLs as a crawler records them (no raw spaces: warcio rewrites such a URI and logs a
     # warning for every record, a cost of the bench's files that no crawl has)
-    records = [(crawler_url(p.url or f"http://{p.set}.gold.test/{p.id}"), p.body) for p in order]
+    records = [(clean_url(p.url or f"http://{p.set}.gold.test/{p.id}"), p.body) for p in order]
     write_html_warcs(records, paths, file_of=lambda i: i // REAL_PAGES_PER_FILE)
     os.symlink(paths[0].resolve(), small / paths[0].name)
     (root / "_DONE").write_text(json.dumps({"pages": len(order), "files": files}))
