@@ -400,7 +400,7 @@ def page_blocks(html: str, compiled: bool = True) -> BlockTable:
     # its length by the features. The title stays as the page has it (the shipped model was
     # fitted so).
     return BlockTable(
-        texts=[visible_text(t) for t in texts],
+        texts=[t if t.isascii() else visible_text(t) for t in texts],  # most blocks: no call
         pre=np.asarray(pres, dtype=bool),
         kind=np.asarray(kinds, dtype=np.int16),
         depth=np.asarray(depths, dtype=np.int16),
