@@ -36,7 +36,9 @@ from afm.filters.extraction.trees import Forest
 
 MODEL_PATH = Path(__file__).resolve().parent.parent / "data" / "extraction" / "blocks.json"
 FORMAT = "afm-extraction-blocks/1"
-_SPACES = re.compile(r"[ \t\r\f\v\u00a0\u200b\u2028\u2029\ufeff]+")
+# Block texts are already visible text (``filters.invisible``): no zero-width space or BOM
+# is left to fold.
+_SPACES = re.compile(r"[ \t\r\f\v\u00a0\u2028\u2029]+")
 _LI, _TD, _H1 = KINDS.index("li"), KINDS.index("td"), KINDS.index("h1")
 _TOKEN = re.compile(r"\w+")
 HEADLINE_BODY_WORDS = 20  # ``PageRule.drop_headline``: a headline comes before a block this long
