@@ -3,7 +3,8 @@
 ``collect CACHE OUT.pkl``: for each outer fold of the nested leave-one-source-out, every
 setting's inner margins (``block_train.choose``, variants ``one`` and ``mix``, the page-rule
 grid) and every setting's held-out rows with the fold's own fits (the cache's fits are
-reused; ~80 minutes on the 2-core box when they exist, the held-out WCXB fold the longest).
+reused; made anew, ten trees and ten nets: over two hours on the 2-core box, the held-out
+WCXB fold, 480 settings scored on its 1,497 pages, the longest).
 
 ``report OUT.pkl``: the held-out F1 each selection criterion leads to (the shipped one: the
 best worst inner margin; the mean inner margin; both restricted to trees + net), and the
