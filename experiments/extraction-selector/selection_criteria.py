@@ -60,7 +60,8 @@ def collect(cache: Path, out: str) -> None:
                         "base": {b: list(bt.baseline_rows(records, b, test).values())
                                  for b in bt.BASELINES}}
         print(held, "chosen", key(variant, t, rule), f"{time.time() - start:.0f} s", flush=True)
-        pickle.dump(result, open(out, "wb"))
+        with open(out, "wb") as f:  # after every fold: a stopped run keeps what it finished
+            pickle.dump(result, f)
 
 
 def worst(inner: dict) -> str:
@@ -83,7 +84,8 @@ CRITERIA = {"worst inner margin (shipped)": worst, "mean inner margin": mean,
 
 
 def report(path: str) -> None:
-    res = pickle.load(open(path, "rb"))
+    with open(path, "rb") as f:
+        res = pickle.load(f)
     traf = {h: extraction_scores(r["base"]["trafilatura"])["f1"] for h, r in res.items()}
     all_traf = extraction_scores([row for r in res.values() for row in r["base"]["trafilatura"]])["f1"]
     for name, criterion in CRITERIA.items():
