@@ -28,12 +28,6 @@ from afm.filters.extraction.gold import extraction_scores
 VARIANTS = ("one", "mix")
 
 
-def key(variant: str, threshold: float, rule: bt.PageRule) -> str:
-    """The setting's name as ``block_train.choose`` writes its inner margins."""
-    return (f"{variant}/{threshold}/{rule.fill_below}/{rule.lead_words}/{rule.fallback_words}/"
-            f"{int(rule.drop_headline)}")
-
-
 def collect(cache: Path, out: str) -> None:
     records = bt.load_records(cache)
     fits = bt.Fits(records, print, cache)
@@ -54,12 +48,12 @@ def collect(cache: Path, out: str) -> None:
             for th in bt.THRESHOLDS:
                 for r in bt.page_rules():
                     rows = bt.page_rows(records, probs, th, r, memo)
-                    held_rows[key(v, th, r)] = ([rows[i] for i in test],
+                    held_rows[bt.setting_name(v, th, r)] = ([rows[i] for i in test],
                                                 bt.fallback_share(records, probs, th, r))
-        result[held] = {"inner": margins, "held": held_rows, "chosen": key(variant, t, rule),
+        result[held] = {"inner": margins, "held": held_rows, "chosen": bt.setting_name(variant, t, rule),
                         "base": {b: list(bt.baseline_rows(records, b, test).values())
                                  for b in bt.BASELINES}}
-        print(held, "chosen", key(variant, t, rule), f"{time.time() - start:.0f} s", flush=True)
+        print(held, "chosen", bt.setting_name(variant, t, rule), f"{time.time() - start:.0f} s", flush=True)
         with open(out, "wb") as f:  # after every fold: a stopped run keeps what it finished
             pickle.dump(result, f)
 

@@ -472,9 +472,15 @@ def choose(records: Sequence[PageRecord], idx: Sequence[int], fits: Fits,
     # the order thresholds then ``page_rules()``)
     variant, t, rule = min(near, key=lambda key: (key[0] != "one", -min(near[key])))
     return variant, t, rule, ctx, {
-        f"{v}/{tt}/{r.fill_below}/{r.lead_words}/{r.fallback_words}/{int(r.drop_headline)}":
-            [round(m, 5) for m in ms] + [round(float(np.mean(shares[v, tt, r])), 4)]
+        setting_name(v, tt, r): [round(m, 5) for m in ms] + [round(float(np.mean(shares[v, tt, r])), 4)]
         for (v, tt, r), ms in margins.items()}
+
+
+def setting_name(variant: str, threshold: float, rule: PageRule) -> str:
+    """A setting's name in :func:`choose`'s inner margins (and the model file's meta):
+    variant/threshold/fill/lead/fallback/headline."""
+    return (f"{variant}/{threshold}/{rule.fill_below}/{rule.lead_words}/{rule.fallback_words}/"
+            f"{int(rule.drop_headline)}")
 
 
 def fit_model(records: Sequence[PageRecord], idx: Sequence[int], fits: Fits | None = None,
