@@ -27,15 +27,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
+from figures_rule import FIGURES_RULE
 
 from afm.filters.extraction import block_train as bt
 from afm.filters.extraction.block_features import shift
-from afm.filters.extraction.block_model import PageRule
 from afm.filters.extraction.gold import extraction_scores
 
 WORD = re.compile(r"[^\W\d_]+")
-# the page rule shipped until 2026-12-05's refit: fill >= 0.3, no lead rule, fallback on no kept word, headline dropped
-SHIPPED_RULE = PageRule(0.3, None, 1, True)
 LANGUAGES = ("English", "German", "French", "Spanish", "Italian", "Portuguese", "Dutch", "Russian", "Polish",
              "Czech", "Swedish", "Danish", "Norwegian_Bokmal", "Finnish", "Turkish", "Indonesian", "Hungarian",
              "Romanian")
@@ -114,7 +112,7 @@ def first_look(records: Sequence[bt.PageRecord], extra: Callable[[str], dict[int
         probs = bt.probabilities(forest, records, test)
         traf = extraction_scores(list(bt.baseline_rows(records, "trafilatura", test).values()))["f1"]
         memo: dict = {}
-        margins = [extraction_scores(list(bt.page_rows(records, probs, t, SHIPPED_RULE, memo).values()))["f1"] - traf
+        margins = [extraction_scores(list(bt.page_rows(records, probs, t, FIGURES_RULE, memo).values()))["f1"] - traf
                    for t in bt.THRESHOLDS]
         print(f"held out {held:12s} " + " / ".join(f"{t}: {m:+.4f}" for t, m in zip(bt.THRESHOLDS, margins))
               + f"  ({time.time() - start:.0f} s)", flush=True)

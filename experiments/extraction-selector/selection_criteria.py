@@ -60,9 +60,7 @@ def collect(cache: Path, out: str) -> None:
 
 def worst(inner: dict) -> str:
     """The shipped criterion: the best worst inner margin (one stage first within 0.001)."""
-    best = max(min(m) for m in inner.values())
-    near = {k: m for k, m in inner.items() if min(m) >= best - 0.001}
-    return min(near, key=lambda k: (not k.startswith("one/"), -min(near[k])))
+    return bt.select_setting(inner, lambda k: k.split("/")[0])
 
 
 def mean(inner: dict) -> str:

@@ -28,14 +28,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+from figures_rule import FIGURES_RULE
 
 from afm.filters.extraction import block_train as bt
-from afm.filters.extraction.block_model import PageRule
 from afm.filters.extraction.block_sequence import mixed
 from afm.filters.extraction.gold import extraction_scores, page_f1
 
-# the page rule shipped until 2026-12-05's refit: fill >= 0.3, no lead rule, fallback on no kept word, headline dropped
-SHIPPED_RULE = PageRule(0.3, None, 1, True)
 SHARES = (0.02, 0.03, 0.05, 0.08)
 BAND = 0.15
 
@@ -77,7 +75,7 @@ def report(records: list[bt.PageRecord], threshold: float, trees: dict[int, np.n
            nets: dict[int, np.ndarray]) -> None:
     by = bt.sources_of(records)
     probs = {i: mixed(trees[i], nets[i]) for i in trees}
-    rows = bt.page_rows(records, probs, threshold, SHIPPED_RULE)
+    rows = bt.page_rows(records, probs, threshold, FIGURES_RULE)
     traf_rows = {i: row for ix in by.values() for i, row in bt.baseline_rows(records, "trafilatura", ix).items()}
     traf = {s: extraction_scores([traf_rows[i] for i in ix])["f1"] for s, ix in by.items()}
     pages = sorted(probs)
