@@ -204,13 +204,81 @@ def load_utomo(root: Path, limit: int | None = None) -> list[GoldPage]:
     return pages
 
 
+# Labels of the Google-Trends-2017 annotations, as written (a few with typos), read as
+# what they mean; the gold is the "main" text.
+_GT_LABELS = {"commen": "comment", "substitle": "subtitle", "title&quot;": "title",
+              "\u00b4head": "head"}
+_GT_LABEL_ATTR = re.compile(rb"""\s__label=(?:"[^"]*"|'[^']*')""")
+_GT_BLOCK_TAGS = frozenset(("p", "div", "br", "li", "ul", "ol", "h1", "h2", "h3", "h4", "h5", "h6",
+                            "table", "tr", "td", "th", "blockquote", "pre", "section", "article",
+                            "header", "footer", "figure", "figcaption", "dd", "dt", "dl"))
+
+
+def _gt_label(el: object) -> str | None:
+    raw = el.get("__label")  # type: ignore[attr-defined]
+    if raw is None:
+        return None
+    label = raw.strip().lower()
+    return _GT_LABELS.get(label, label)
+
+
+def _gt_main_text(root: object) -> str:
+    """The text under the outermost elements labelled ``main``, less what lies under an
+    element with another label (a comment, caption, byline or date inside the article),
+    block elements on lines of their own (``itertext`` alone would glue "end</p><p>Next")."""
+    parts: list[str] = []
+
+    def walk(el: object, inside: bool) -> None:
+        label = _gt_label(el)
+        if label is not None and label != "main" and inside:
+            return
+        inside = inside or label == "main"
+        tag = el.tag if isinstance(el.tag, str) else ""  # type: ignore[attr-defined]
+        if tag in ("script", "style", "noscript"):
+            return
+        block = tag in _GT_BLOCK_TAGS
+        if inside and block:
+            parts.append("\n")
+        if inside and el.text:  # type: ignore[attr-defined]
+            parts.append(el.text)  # type: ignore[attr-defined]
+        for child in el:  # type: ignore[attr-defined]
+            walk(child, inside)
+            if inside and child.tail:
+                parts.append(child.tail)
+        if inside and block:
+            parts.append("\n")
+
+    walk(root, False)
+    return "\n".join(line.strip() for line in "".join(parts).splitlines() if line.strip())
+
+
+def load_googletrends(root: Path, limit: int | None = None) -> list[GoldPage]:
+    """Google-Trends-2017 (Leonhardt et al., BoilerNet, 2020): 180 English pages of 2017
+    search-trend topics (news, entertainment, sport), annotated by hand in the browser with a
+    ``__label`` attribute on the elements (main, title, author, date, comment, caption...).
+    ``root`` holds ``raw_html/NNN.html``. The gold is the ``main`` text; the labels are taken
+    out of the page the extractors see (an extractor must not read the answer)."""
+    import lxml.html
+
+    pages = []
+    for path in sorted((root / "raw_html").glob("*.html"))[:limit]:
+        raw = path.read_bytes()
+        tree = lxml.html.document_fromstring(raw)
+        truth = _gt_main_text(tree)
+        if truth:
+            pages.append(GoldPage("googletrends", path.stem, None, _GT_LABEL_ATTR.sub(b"", raw),
+                                  truth=truth))
+    return pages
+
+
 def load_sets(scrapinghub: Path | None = None, wcxb: Path | None = None,
               trafilatura: Path | None = None, utomo: Path | None = None,
-              limit: int | None = None) -> list[GoldPage]:
+              googletrends: Path | None = None, limit: int | None = None) -> list[GoldPage]:
     """Every page of the sets given (a None path: that set is left out)."""
     pages: list[GoldPage] = []
     for path, loader in ((scrapinghub, load_scrapinghub), (wcxb, load_wcxb),
-                         (trafilatura, load_trafilatura_eval), (utomo, load_utomo)):
+                         (trafilatura, load_trafilatura_eval), (utomo, load_utomo),
+                         (googletrends, load_googletrends)):
         if path is None:
             continue
         if not Path(path).is_dir():

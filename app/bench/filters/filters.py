@@ -81,14 +81,15 @@ def _loadavg() -> float:
 
 def held_gold_pages(opts: BenchOptions, limit: int | None = None) -> list[GoldPage]:
     """The real pages of every extraction gold set held: ScrapingHub's from ../shared, and
-    WCXB's development split, trafilatura's evaluation pages and Utomo & Leu's from
-    ``--gold`` (its ``wcxb/``, ``trafilatura/``, ``utomo/``; each optional)."""
+    WCXB's development split, trafilatura's evaluation pages, Utomo & Leu's and
+    Google-Trends-2017 from ``--gold`` (its ``wcxb/``, ``trafilatura/``, ``utomo/``,
+    ``googletrends/``; each optional)."""
     if opts.shared_dir is None:
         raise RuntimeError("needs ../shared/eval/extraction (the 181-page benchmark)")
     gold = opts.gold_dir
     paths = {"scrapinghub": opts.shared_dir / "eval"}
     if gold is not None:
-        paths.update({name: gold / name for name in ("wcxb", "trafilatura", "utomo")
+        paths.update({name: gold / name for name in ("wcxb", "trafilatura", "utomo", "googletrends")
                       if (gold / name).is_dir()})
     return load_sets(**paths, limit=limit)
 

@@ -22,6 +22,7 @@ Gold sets (each optional; `cv` needs all three sources, `train` two):
   --wcxb DIR          a WCXB checkout (dev/html, dev/ground-truth; the test split is never read)
   --trafilatura DIR   trafilatura's tests/ folder (evaldata.json, eval/, cache/)
   --utomo DIR         Utomo & Leu's sets: the Extraction/ folder of MSVCode/ir-research-data
+  --googletrends DIR  Google-Trends-2017 (BoilerNet's annotated pages): its datasets/googletrends/ folder
 `table` runs every candidate extractor once per page (minutes) and caches the outputs in
 --cache; `cv` and `train` read that cache (and cache their feature table there).
 Use another selector model with
@@ -43,18 +44,19 @@ Examples:
 
 
 def _sets(scrapinghub: str | None, wcxb: str | None, trafilatura: str | None,
-          utomo: str | None = None) -> dict:
+          utomo: str | None = None, googletrends: str | None = None) -> dict:
     if scrapinghub is None:
         from afm.shared_data import find_shared_dir
 
         shared = find_shared_dir()
         scrapinghub = str(shared / "eval") if shared else None
     return {"scrapinghub": scrapinghub, "wcxb": wcxb, "trafilatura": trafilatura,
-            "utomo": utomo}
+            "utomo": utomo, "googletrends": googletrends}
 
 
 def _gold_options(fn: Any) -> Any:
-    for name, help_ in (("utomo", "Utomo & Leu's Extraction/ folder."),
+    for name, help_ in (("googletrends", "Google-Trends-2017's folder (raw_html/)."),
+                        ("utomo", "Utomo & Leu's Extraction/ folder."),
                         ("trafilatura", "trafilatura's tests/ folder."),
                         ("wcxb", "WCXB checkout (dev split)."),
                         ("scrapinghub", "../shared/eval (default when present).")):
@@ -63,11 +65,12 @@ def _gold_options(fn: Any) -> Any:
 
 
 def _gold_pages(scrapinghub: str | None, wcxb: str | None, trafilatura: str | None, utomo: str | None,
+                googletrends: str | None,
                 limit: int | None) -> Any:
     """(name, pages) of every gold set given (ScrapingHub's from ../shared when present)."""
     from afm.filters.extraction.gold import load_sets
 
-    for name, path in _sets(scrapinghub, wcxb, trafilatura, utomo).items():
+    for name, path in _sets(scrapinghub, wcxb, trafilatura, utomo, googletrends).items():
         if path is not None:
             yield name, load_sets(**{name: Path(path)}, limit=limit)
 
@@ -113,13 +116,14 @@ def extraction() -> None:
 @click.option("--workers", default=1, show_default=True, type=POSITIVE_INT, help="Processes.")
 @click.option("--limit", type=POSITIVE_INT, help="Pages per source (smoke runs).")
 def table_cmd(scrapinghub: str | None, wcxb: str | None, trafilatura: str | None,
-              utomo: str | None, cache: str, workers: int, limit: int | None) -> None:
+              utomo: str | None, googletrends: str | None, cache: str, workers: int,
+              limit: int | None) -> None:
     """Run every candidate extractor on the gold pages once; cache their outputs."""
     from afm.console import print_summary
     from afm.filters.extraction.table import build_rows, save_rows
 
     summary = {}
-    for name, pages in _gold_pages(scrapinghub, wcxb, trafilatura, utomo, limit):
+    for name, pages in _gold_pages(scrapinghub, wcxb, trafilatura, utomo, googletrends, limit):
         n = save_rows(build_rows(pages, workers), Path(cache) / f"rows-{name}.jsonl.gz")
         summary[f"{name} pages"] = n
     print_summary("candidate tables", {**summary, "cache": cache})
@@ -187,13 +191,14 @@ def blocks() -> None:
 @click.option("--workers", default=1, show_default=True, type=POSITIVE_INT, help="Processes.")
 @click.option("--limit", type=POSITIVE_INT, help="Pages per source (smoke runs).")
 def blocks_table_cmd(scrapinghub: str | None, wcxb: str | None, trafilatura: str | None,
-                     utomo: str | None, cache: str, workers: int, limit: int | None) -> None:
+                     utomo: str | None, googletrends: str | None, cache: str, workers: int,
+                     limit: int | None) -> None:
     """Cut every gold page into labelled blocks, run trafilatura and the cascade on it; cache."""
     from afm.console import print_summary
     from afm.filters.extraction.block_train import build_cache
 
     summary = {}
-    for name, pages in _gold_pages(scrapinghub, wcxb, trafilatura, utomo, limit):
+    for name, pages in _gold_pages(scrapinghub, wcxb, trafilatura, utomo, googletrends, limit):
         summary[f"{name} pages"] = build_cache(pages, Path(cache), name, cascade_text, workers)
     print_summary("block records", {**summary, "cache": cache})
 

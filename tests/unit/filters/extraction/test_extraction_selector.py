@@ -230,6 +230,24 @@ def test_utomo_loader_pairs_pages_with_gold_and_names_sets(tmp_path) -> None:
     assert train.source_of(pages[1].set) == "utomo"
 
 
+def test_googletrends_loader_reads_the_main_label_and_hides_the_labels(tmp_path) -> None:
+    from afm.filters.extraction.gold import load_sets
+
+    (tmp_path / "raw_html").mkdir()
+    (tmp_path / "raw_html" / "001.html").write_bytes(
+        b'<html><body><nav>Home</nav><h1 __label="title">Storm hits</h1>'
+        b'<div __label="main "><p>The storm <b>came</b> at dawn.</p><p>Roads closed.</p>'
+        b'<p __label="main">Nested once.</p><figcaption __label="caption">A photo</figcaption>'
+        b'<div __label=\'commen\'><p>First!</p></div></div><footer>About us</footer></body></html>')
+    (tmp_path / "raw_html" / "002.html").write_bytes(b'<p __label="comment">only a comment</p>')
+    pages = load_sets(googletrends=tmp_path)
+    assert [(p.set, p.id) for p in pages] == [("googletrends", "001")]  # no main: no gold
+    page = pages[0]
+    assert page.truth == "The storm came at dawn.\nRoads closed.\nNested once."
+    assert b"__label" not in page.body and b"<b>came</b>" in page.body  # the answer is hidden
+    assert train.source_of(page.set) == "googletrends"
+
+
 def test_nested_cv_chooses_the_panel_without_the_held_out_source(monkeypatch) -> None:
     from afm.filters.extraction import nested
 
