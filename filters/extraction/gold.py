@@ -14,6 +14,9 @@ Sets (where each comes from and its licence: ``data/extraction/README.md``):
   pages of 9 sites over 2005-2017, and 360 pages of ~240 sites from Google results for
   36 queries, each with a human-made gold text. One source (``utomo``) for
   cross-validation: one team's gold conventions.
+* ``googletrends``: Google-Trends-2017, BoilerNet's 180 hand-labelled English pages (news,
+  entertainment, sport; the ``datasets/googletrends`` folder of BoilerNet's first commit,
+  GPL-3.0 repository, third-party pages), the ``main`` label's text as gold.
 
 Metric (ScrapingHub's article-extraction benchmark): ``\\w+`` tokens, 4-token shingles,
 per-page TP/FP/FN normalised to sum 1, precision and recall averaged over pages, F1 of
