@@ -32,7 +32,7 @@ Use another selector model with
 
 BLOCKS_EPILOG = """\b
 Examples:
-  afm extraction blocks table --wcxb ../wcxb --trafilatura ../trafilatura/tests --utomo ../utomo --cache work/xblocks --workers 2
+  afm extraction blocks table --wcxb ../wcxb --trafilatura ../trafilatura/tests --utomo ../utomo --googletrends ../boilernet/datasets/googletrends --cache work/xblocks --workers 2
   afm extraction blocks cv --cache work/xblocks --tsv blocks-cv.tsv --one-stage
   afm extraction blocks cv --cache work/xblocks --one-stage --sequence   # + trees and sequence net averaged
   afm extraction blocks train --cache work/xblocks      # rewrites filters/data/extraction/blocks.json
@@ -228,7 +228,8 @@ def _variants(one_stage: bool, sequence: bool) -> tuple[str, ...]:
 @click.option("--one-stage", is_flag=True, help="Choose only the threshold and the page rule (no "
               "context stage); fewer fits.")
 @click.option("--sequence", is_flag=True, help="Also try the trees averaged with a sequence net "
-              "over the page's blocks (ten JAX fits, minutes each).")
+              "over the page's blocks (a JAX fit per set of training sources: ten with four "
+              "sources, fifteen with five; minutes each).")
 @click.option("--verbose", is_flag=True, help="Print every inner fold's figure.")
 def blocks_cv_cmd(cache: str, tsv: str | None, one_stage: bool, sequence: bool,
                   verbose: bool) -> None:
