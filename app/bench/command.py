@@ -88,7 +88,8 @@ Examples:
               envvar="AFM_EXTRACTION_GOLD", default=None,
               help="extraction, curate: a folder holding the other extraction gold sets (wcxb/: a WCXB "
                    "checkout, trafilatura/: trafilatura's tests/ folder, utomo/: Utomo & Leu's Extraction/ "
-                   "folder; each optional) beside ../shared's ScrapingHub pages [env AFM_EXTRACTION_GOLD].")
+                   "folder, googletrends/: Google-Trends-2017's folder; each optional) beside ../shared's "
+                   "ScrapingHub pages [env AFM_EXTRACTION_GOLD].")
 def bench_command(
     names: tuple[str, ...], list_only: bool, quick: bool, workdir: Path,
     model_config: str | None, seq_len: int | None, tasks: str, suite: str | None,
