@@ -33,6 +33,7 @@ import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from afm.errors import UserError
 
@@ -217,34 +218,34 @@ _GT_BLOCK_TAGS = frozenset(("p", "div", "br", "li", "ul", "ol", "h1", "h2", "h3"
                             "header", "footer", "figure", "figcaption", "dd", "dt", "dl"))
 
 
-def _gt_label(el: object) -> str | None:
-    raw = el.get("__label")  # type: ignore[attr-defined]
+def _gt_label(el: Any) -> str | None:
+    raw = el.get("__label")
     if raw is None:
         return None
     label = raw.strip().lower()
     return _GT_LABELS.get(label, label)
 
 
-def _gt_main_text(root: object) -> str:
+def _gt_main_text(root: Any) -> str:
     """The text under the outermost elements labelled ``main``, less what lies under an
     element with another label (a comment, caption, byline or date inside the article),
     block elements on lines of their own (``itertext`` alone would glue "end</p><p>Next")."""
     parts: list[str] = []
 
-    def walk(el: object, inside: bool) -> None:
+    def walk(el: Any, inside: bool) -> None:
         label = _gt_label(el)
         if label is not None and label != "main" and inside:
             return
         inside = inside or label == "main"
-        tag = el.tag if isinstance(el.tag, str) else ""  # type: ignore[attr-defined]
+        tag = el.tag if isinstance(el.tag, str) else ""  # comments and processing instructions: no tag
         if tag in ("script", "style", "noscript"):
             return
         block = tag in _GT_BLOCK_TAGS
         if inside and block:
             parts.append("\n")
-        if inside and el.text:  # type: ignore[attr-defined]
-            parts.append(el.text)  # type: ignore[attr-defined]
-        for child in el:  # type: ignore[attr-defined]
+        if inside and el.text:
+            parts.append(el.text)
+        for child in el:
             walk(child, inside)
             if inside and child.tail:
                 parts.append(child.tail)
@@ -259,8 +260,9 @@ def load_googletrends(root: Path, limit: int | None = None) -> list[GoldPage]:
     """Google-Trends-2017 (Leonhardt et al., BoilerNet, 2020): 180 English pages of 2017
     search-trend topics (news, entertainment, sport), annotated by hand in the browser with a
     ``__label`` attribute on the elements (main, title, author, date, comment, caption...).
-    ``root`` holds ``raw_html/NNN.html``. The gold is the ``main`` text; the labels are taken
-    out of the page the extractors see (an extractor must not read the answer)."""
+    ``root`` holds ``raw_html/NNN.html``. The gold is the ``main`` text (a page with none
+    has no gold and is left out); the labels are taken out of the page the extractors see
+    (an extractor must not read the answer)."""
     import lxml.html
 
     pages = []
