@@ -1,6 +1,8 @@
 """First look (issue 57): does the page's declared genre tell reader comments from forum replies?
 
     python experiments/extraction-selector/genre_features.py CACHE GOLD OUT trees|nets|report [HELD...]
+    python experiments/extraction-selector/genre_features.py CACHE GOLD OUT prefit A+B C+D ...   # more fits, in parallel
+    python experiments/extraction-selector/genre_features.py CACHE GOLD OUT nested
 
 News pages (ScrapingHub, Google-Trends) lose most on reader comments kept under a short
 post; WCXB's forum pages need the replies, which sit under the same comment-class
@@ -13,7 +15,10 @@ those times the block's comment-class context - and fits the trees (and with ``n
 sequence nets; HELD: only those folds) per held-out source on the other three of the four training sources, plus
 Google-Trends held out from all four. ``report``: the F1 margins over trafilatura at the
 shipped page rule, with and without the columns (the cache's own fits), one fit per fold:
-a first look, not the nested protocol. GOLD holds ``wcxb/``, ``trafilatura/``, ``utomo/``,
+a first look. ``nested``: the nested leave-one-source-out of ``afm extraction blocks cv
+--one-stage --sequence`` on the four training sources with the columns (``block_train.choose``
+on the same fits), and Google-Trends scored by the model chosen and fitted on all four.
+GOLD holds ``wcxb/``, ``trafilatura/``, ``utomo/``,
 ``googletrends/`` (the pages' HTML: the records keep none); CACHE holds the four training
 sources' records and Google-Trends' (``afm extraction blocks table``)."""
 
@@ -126,14 +131,61 @@ def report(records: list[bt.PageRecord], cache: Path, out: Path) -> None:
             print(f"  {label:10s}: " + "  ".join(cells), flush=True)
 
 
+def genre_fits(records: list[bt.PageRecord], cache: Path, out: Path) -> bt.Fits:
+    """``Fits`` over the records with the columns, kept in ``OUT/fits`` (the cache's
+    record files linked there, so the keys are the cache's; the first look's fits filed
+    under the names ``Fits`` gives them)."""
+    folder = out / "fits"
+    folder.mkdir(exist_ok=True)
+    for f in cache.glob("blocks-*.pkl.gz"):
+        if not (folder / f.name).exists():
+            (folder / f.name).symlink_to(f)
+    fits = bt.Fits(records, lambda m: print(m, flush=True), folder)
+    for held, (train, _) in folds(records).items():
+        name = "+".join(sorted(train))
+        for prefix, key in (("fit", fits.key), ("seq", fits.sequence_key)):
+            src, dst = out / f"{prefix}-{held}.json", folder / f"{prefix}-{name}-{key}.json"
+            if src.exists() and not dst.exists():
+                dst.write_bytes(src.read_bytes())
+    return fits
+
+
+def nested(records: list[bt.PageRecord], fits: bt.Fits) -> None:
+    by = bt.sources_of(records)
+    variants = ("one", "mix")
+    pooled = []
+    for held, (train, test) in folds(records).items():
+        fit_on = [i for s in sorted(train) for i in by[s]]
+        variant, t, rule, _, _ = bt.choose(records, fit_on, fits, variants=variants)
+        probs = bt.probabilities(fits.get(train), records, test)
+        if variant == "mix":
+            net = fits.sequence(train)
+            probs = {i: mixed(probs[i], net.probability(records[i].x)) for i in test}
+        rows = bt.page_rows(records, probs, t, rule)
+        traf = bt.baseline_rows(records, "trafilatura", test)
+        if held != "googletrends":
+            pooled += list(rows.values())
+        print(f"{held:12s} {f1(rows.values()):.4f} ({f1(rows.values()) - f1(traf.values()):+.4f}) "
+              f"{bt.setting_name(variant, t, rule)} fallback {bt.fallback_share(records, probs, t, rule):.4f}",
+              flush=True)
+    print(f"pooled over the four {f1(pooled):.4f}")
+
+
 def main() -> None:
-    if len(sys.argv) < 5 or sys.argv[4] not in ("trees", "nets", "report"):
+    if len(sys.argv) < 5 or sys.argv[4] not in ("trees", "nets", "report", "prefit", "nested"):
         sys.exit(__doc__)
     cache, gold, out, what = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]), sys.argv[4]
     out.mkdir(parents=True, exist_ok=True)
     records = augmented(cache, gold)
     if what == "report":
         report(records, cache, out)
+    elif what == "prefit":
+        fits = genre_fits(records, cache, out)
+        for group in sys.argv[5:]:
+            fits.get(group.split("+"))
+            fits.sequence(group.split("+"))
+    elif what == "nested":
+        nested(records, genre_fits(records, cache, out))
     else:
         fit(records, out, nets=what == "nets", only=sys.argv[5:])
 
