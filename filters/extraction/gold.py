@@ -276,14 +276,21 @@ def load_googletrends(root: Path, limit: int | None = None) -> list[GoldPage]:
     return pages
 
 
+# Every gold set's loader by the name the commands and ``afm bench --gold``'s folders use:
+# a new set is one loader here (and its command-line option).
+LOADERS = {"scrapinghub": load_scrapinghub, "wcxb": load_wcxb, "trafilatura": load_trafilatura_eval,
+           "utomo": load_utomo, "googletrends": load_googletrends}
+
+
 def load_sets(scrapinghub: Path | None = None, wcxb: Path | None = None,
               trafilatura: Path | None = None, utomo: Path | None = None,
               googletrends: Path | None = None, limit: int | None = None) -> list[GoldPage]:
     """Every page of the sets given (a None path: that set is left out)."""
+    paths = {"scrapinghub": scrapinghub, "wcxb": wcxb, "trafilatura": trafilatura,
+             "utomo": utomo, "googletrends": googletrends}
     pages: list[GoldPage] = []
-    for path, loader in ((scrapinghub, load_scrapinghub), (wcxb, load_wcxb),
-                         (trafilatura, load_trafilatura_eval), (utomo, load_utomo),
-                         (googletrends, load_googletrends)):
+    for name, loader in LOADERS.items():
+        path = paths[name]
         if path is None:
             continue
         if not Path(path).is_dir():

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from afm.app.bench.common import BenchOptions, Comparison
 from afm.filters.extraction.gold import (
+    LOADERS,
     GoldPage,
     counts,
     extraction_scores,
@@ -89,8 +90,8 @@ def held_gold_pages(opts: BenchOptions, limit: int | None = None) -> list[GoldPa
     gold = opts.gold_dir
     paths = {"scrapinghub": opts.shared_dir / "eval"}
     if gold is not None:
-        paths.update({name: gold / name for name in ("wcxb", "trafilatura", "utomo", "googletrends")
-                      if (gold / name).is_dir()})
+        paths.update({name: gold / name for name in LOADERS
+                      if name != "scrapinghub" and (gold / name).is_dir()})
     return load_sets(**paths, limit=limit)
 
 
