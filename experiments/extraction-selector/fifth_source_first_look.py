@@ -13,12 +13,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from figures_rule import SHIPPED_RULE as RULE
+
 from afm.filters.extraction import block_train as bt
-from afm.filters.extraction.block_model import PageRule
 from afm.filters.extraction.block_sequence import mixed
 from afm.filters.extraction.gold import extraction_scores
-
-RULE = PageRule(0.3, None, 20, True)  # the shipped file's rule
 
 
 def f1(rows) -> float:

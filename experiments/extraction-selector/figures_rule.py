@@ -1,4 +1,4 @@
-"""The page rule the recorded figures of ``uncertain_fallback.py`` and
+"""The page rules the recorded figures were measured with. FIGURES_RULE: that of ``uncertain_fallback.py`` and
 ``block_word_features.py`` were measured with: the rule the block model shipped until the
 2026-12-05 refit (fill >= 0.3, no lead rule, trafilatura on pages with no kept word,
 headline dropped). Kept here once so both scripts reproduce their tables; the shipped
@@ -7,3 +7,9 @@ model's own rule is in its file's meta (``filters/data/extraction/blocks.json``)
 from afm.filters.extraction.block_model import PageRule
 
 FIGURES_RULE = PageRule(0.3, None, 1, True)
+
+# The shipped file's rule since the 2026-12-05 refit (fill >= 0.3, no lead rule, trafilatura
+# on pages with fewer than 20 kept words, headline dropped): the fixed setting of the
+# 2026-12-06 first looks (``seed_ensemble.py``, ``fifth_source_first_look.py``,
+# ``genre_features.py``).
+SHIPPED_RULE = PageRule(0.3, None, 20, True)

@@ -30,16 +30,15 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from figures_rule import SHIPPED_RULE as RULE
 
 from afm.filters.extraction import block_train as bt
 from afm.filters.extraction.block_features import NAMES
-from afm.filters.extraction.block_model import PageRule
 from afm.filters.extraction.block_sequence import SequenceNet, fit_sequence, mixed
 from afm.filters.extraction.gold import extraction_scores, load_sets
 from afm.filters.extraction.trees import Forest
 from afm.shared_data import find_shared_dir
 
-RULE = PageRule(0.3, None, 20, True)  # the shipped file's rule
 TRAINING = ("scrapinghub", "trafilatura", "utomo", "wcxb")
 _OG = re.compile(rb"""<meta[^>]+(?:property|name)\s*=\s*["']og:type["'][^>]*>""", re.I)
 _CONTENT = re.compile(rb"""content\s*=\s*["']\s*([^"']*)""", re.I)

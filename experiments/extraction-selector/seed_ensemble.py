@@ -18,14 +18,13 @@ import time
 from pathlib import Path
 
 import numpy as np
+from figures_rule import SHIPPED_RULE as RULE
 
 from afm.filters.extraction import block_train as bt
-from afm.filters.extraction.block_model import PageRule
 from afm.filters.extraction.block_sequence import SEQUENCE, SequenceNet, fit_sequence, mixed
 from afm.filters.extraction.gold import extraction_scores
 
 SEEDS = (0, 1, 2)
-RULE = PageRule(0.3, None, 20, True)  # the shipped file's rule
 
 
 def load(cache: Path):
