@@ -1,8 +1,8 @@
-"""The page rules the recorded figures were measured with. FIGURES_RULE: that of ``uncertain_fallback.py`` and
-``block_word_features.py`` were measured with: the rule the block model shipped until the
-2026-12-05 refit (fill >= 0.3, no lead rule, trafilatura on pages with no kept word,
-headline dropped). Kept here once so both scripts reproduce their tables; the shipped
-model's own rule is in its file's meta (``filters/data/extraction/blocks.json``)."""
+"""The page rules recorded figures were measured with, kept once so each script reproduces
+its table. ``FIGURES_RULE``: that of ``uncertain_fallback.py`` and ``block_word_features.py``,
+the rule the block model shipped until the 2026-12-05 refit (fill >= 0.3, no lead rule,
+trafilatura on pages with no kept word, headline dropped). ``SHIPPED_RULE``: below. The
+shipped model's own rule is in its file's meta (``filters/data/extraction/blocks.json``)."""
 
 from afm.filters.extraction.block_model import PageRule
 
