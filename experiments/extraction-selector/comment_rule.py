@@ -1,6 +1,7 @@
-"""First look (issue 57): reader comments dropped by a hard rule on declared articles.
+"""Issue 57: reader comments dropped by a hard rule on declared articles.
 
-    python experiments/extraction-selector/comment_rule.py CACHE GOLD
+    python experiments/extraction-selector/comment_rule.py CACHE GOLD            # first look
+    python experiments/extraction-selector/comment_rule.py CACHE GOLD nested     # nested
 
 The news sets lose most on reader comments kept under a short post; trafilatura drops
 comment containers outright (``include_comments=False``), which would cost WCXB's forum
@@ -9,7 +10,14 @@ pages their replies. Here the rule is gated by the page's declared genre
 blocks under a comment-class ancestor are dropped when the kept blocks outside comment
 containers hold at least W words. Scored on the cache's fits (the shipped features), held
 out by source on the four training sources and Google-Trends held out from all four, one
-fit per fold: a first look. GOLD and CACHE as ``genre_features.py`` reads them."""
+fit per fold: a first look. GOLD and CACHE as ``genre_features.py`` reads them.
+
+``nested``: the rule as the package has it (``PageRule.comment_words``, the page's genre on
+its block table), one more axis of ``block_train.choose``'s grid, under the nested
+leave-one-source-out of ``afm extraction blocks cv --one-stage --sequence`` on the four
+training sources; each outer fold's choice is read twice from the same inner margins, over
+the whole grid and over the rules without the comment axis; Google-Trends is scored by the
+settings chosen on all four."""
 
 from __future__ import annotations
 
@@ -22,6 +30,7 @@ from genre_features import f1, folds, genre
 
 from afm.filters.extraction import block_train as bt
 from afm.filters.extraction.block_features import NAMES
+from afm.filters.extraction.block_model import PageRule
 from afm.filters.extraction.block_sequence import mixed
 from afm.filters.extraction.gold import load_sets
 from afm.shared_data import find_shared_dir
@@ -50,11 +59,49 @@ def without_comments(r: bt.PageRecord, p: np.ndarray, threshold: float, words: i
     return np.where(comment, 0.0, p) if outside >= words else p
 
 
+def parse_setting(name: str) -> tuple[str, float, PageRule]:
+    """``block_train.setting_name`` read back."""
+    variant, t, fill, lead, fallback, head, comments = name.split("/")
+
+    def num(x: str, kind: type) -> float | int | None:
+        return None if x == "None" else kind(x)
+
+    return variant, float(t), PageRule(num(fill, float), num(lead, int), num(fallback, int),
+                                       head == "1", num(comments, int))
+
+
+def nested(records: list[bt.PageRecord], fits: bt.Fits) -> None:
+    by = bt.sources_of(records)
+    pooled: dict[str, list] = {"whole grid": [], "no comment rule": []}
+    for held, (train, test) in folds(records).items():
+        fit_on = [i for s in sorted(train) for i in by[s]]
+        *_, margins = bt.choose(records, fit_on, fits, variants=("one", "mix"))
+        allowed = {k: m[:-1] for k, m in margins.items() if m[-1] <= bt.MAX_FALLBACK_SHARE}
+        trees = bt.probabilities(fits.get(train), records, test)
+        net = fits.sequence(train)
+        mix = {i: mixed(trees[i], net.probability(records[i].x)) for i in test}
+        tr = f1(bt.baseline_rows(records, "trafilatura", test).values())
+        for label, keys in (("whole grid", allowed),
+                            ("no comment rule", {k: m for k, m in allowed.items() if k.endswith("/None")})):
+            name = bt.select_setting(keys, lambda k: k.split("/")[0])
+            variant, t, rule = parse_setting(name)
+            rows = bt.page_rows(records, mix if variant == "mix" else trees, t, rule)
+            if held != "googletrends":
+                pooled[label] += list(rows.values())
+            print(f"{held:12s} {label:15s} {f1(rows.values()):.4f} ({f1(rows.values()) - tr:+.4f}) "
+                  f"{name} inner worst {min(keys[name]):+.4f}", flush=True)
+    for label, rows in pooled.items():
+        print(f"pooled over the four, {label}: {f1(rows):.4f}")
+
+
 def main() -> None:
-    if len(sys.argv) != 3:
+    if len(sys.argv) not in (3, 4):
         sys.exit(__doc__)
     cache, gold = Path(sys.argv[1]), Path(sys.argv[2])
     records = bt.load_records(cache)
+    if sys.argv[3:] == ["nested"]:
+        nested(records, bt.Fits(records, lambda m: print(m, flush=True), cache))
+        return
     article = declared(records, gold)
     fits = bt.Fits(records, None, cache)
     for held, (train, test) in folds(records).items():
