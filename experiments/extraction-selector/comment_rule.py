@@ -1,7 +1,7 @@
 """Issue 57: reader comments dropped by a hard rule on declared articles.
 
     python experiments/extraction-selector/comment_rule.py CACHE GOLD            # first look
-    python experiments/extraction-selector/comment_rule.py CACHE GOLD nested     # nested
+    python experiments/extraction-selector/comment_rule.py CACHE GOLD nested [MARGINS.json]
 
 The news sets lose most on reader comments kept under a short post; trafilatura drops
 comment containers outright (``include_comments=False``), which would cost WCXB's forum
@@ -15,12 +15,14 @@ fit per fold: a first look. GOLD and CACHE as ``genre_features.py`` reads them.
 ``nested``: the rule as the package has it (``PageRule.comment_words``, the page's genre on
 its block table), one more axis of ``block_train.choose``'s grid, under the nested
 leave-one-source-out of ``afm extraction blocks cv --one-stage --sequence`` on the four
-training sources; each outer fold's choice is read twice from the same inner margins, over
-the whole grid and over the rules without the comment axis; Google-Trends is scored by the
-settings chosen on all four."""
+training sources; each outer fold's choice is read three times from the same inner margins:
+over the whole grid, over the rules without the comment axis, and over trees + net alone
+(the restriction written down at the 2026-12-06 02:02 stop's end); Google-Trends is scored
+by the settings chosen on all four. MARGINS.json: every fold's inner margins."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -70,9 +72,10 @@ def parse_setting(name: str) -> tuple[str, float, PageRule]:
                                        head == "1", num(comments, int))
 
 
-def nested(records: list[bt.PageRecord], fits: bt.Fits) -> None:
+def nested(records: list[bt.PageRecord], fits: bt.Fits, out: Path | None = None) -> None:
     by = bt.sources_of(records)
-    pooled: dict[str, list] = {"whole grid": [], "no comment rule": []}
+    pooled: dict[str, list] = {"whole grid": [], "no comment rule": [], "trees + net": []}
+    kept: dict[str, dict] = {}
     for held, (train, test) in folds(records).items():
         fit_on = [i for s in sorted(train) for i in by[s]]
         *_, margins = bt.choose(records, fit_on, fits, variants=("one", "mix"))
@@ -81,8 +84,10 @@ def nested(records: list[bt.PageRecord], fits: bt.Fits) -> None:
         net = fits.sequence(train)
         mix = {i: mixed(trees[i], net.probability(records[i].x)) for i in test}
         tr = f1(bt.baseline_rows(records, "trafilatura", test).values())
+        kept[held] = margins
         for label, keys in (("whole grid", allowed),
-                            ("no comment rule", {k: m for k, m in allowed.items() if k.endswith("/None")})):
+                            ("no comment rule", {k: m for k, m in allowed.items() if k.endswith("/None")}),
+                            ("trees + net", {k: m for k, m in allowed.items() if k.startswith("mix/")})):
             name = bt.select_setting(keys, lambda k: k.split("/")[0])
             variant, t, rule = parse_setting(name)
             rows = bt.page_rows(records, mix if variant == "mix" else trees, t, rule)
@@ -92,15 +97,18 @@ def nested(records: list[bt.PageRecord], fits: bt.Fits) -> None:
                   f"{name} inner worst {min(keys[name]):+.4f}", flush=True)
     for label, rows in pooled.items():
         print(f"pooled over the four, {label}: {f1(rows):.4f}")
+    if out is not None:
+        out.write_text(json.dumps(kept))
 
 
 def main() -> None:
-    if len(sys.argv) not in (3, 4):
+    if len(sys.argv) not in (3, 4, 5):
         sys.exit(__doc__)
     cache, gold = Path(sys.argv[1]), Path(sys.argv[2])
     records = bt.load_records(cache)
-    if sys.argv[3:] == ["nested"]:
-        nested(records, bt.Fits(records, lambda m: print(m, flush=True), cache))
+    if sys.argv[3:4] == ["nested"]:
+        nested(records, bt.Fits(records, lambda m: print(m, flush=True), cache),
+               Path(sys.argv[4]) if len(sys.argv) > 4 else None)
         return
     article = declared(records, gold)
     fits = bt.Fits(records, None, cache)
