@@ -29,14 +29,12 @@ from pathlib import Path
 
 import numpy as np
 from figures_rule import SHIPPED_RULE as RULE
-from genre_features import f1, folds, genre
+from genre_features import f1, folds, genre_flags
 
 from afm.filters.extraction import block_train as bt
 from afm.filters.extraction.block_features import NAMES
 from afm.filters.extraction.block_model import PageRule
 from afm.filters.extraction.block_sequence import mixed
-from afm.filters.extraction.gold import load_sets
-from afm.shared_data import find_shared_dir
 
 WORDS = (None, 0, 20, 50, 100)  # None: without the rule
 THRESHOLDS = (0.5, 0.6)
@@ -44,11 +42,7 @@ THRESHOLDS = (0.5, 0.6)
 
 def declared(records: list[bt.PageRecord], gold: Path) -> dict[int, bool]:
     """Per record: declared an article and not a forum or Q&A page."""
-    shared = find_shared_dir()
-    paths = {name: gold / name for name in ("wcxb", "trafilatura", "utomo", "googletrends")}
-    pages = load_sets(scrapinghub=shared / "eval" if shared else None,
-                      **{k: v for k, v in paths.items() if v.is_dir()})
-    flags = {(p.set, p.id): genre(p.body) for p in pages}
+    flags = genre_flags(gold)
     return {i: bool(flags[r.set, r.id][0] and not flags[r.set, r.id][1]) for i, r in enumerate(records)}
 
 

@@ -59,13 +59,18 @@ def genre(body: bytes) -> tuple[float, float]:
     return float(article), float(forum)
 
 
-def augmented(cache: Path, gold: Path) -> list[bt.PageRecord]:
-    records = bt.load_records(cache)
+def genre_flags(gold: Path) -> dict[tuple[str, str], tuple[float, float]]:
+    """:func:`genre` of every gold page, by (set, id) (the records keep no HTML)."""
     paths = {name: gold / name for name in ("wcxb", "trafilatura", "utomo", "googletrends")}
     shared = find_shared_dir()
     pages = load_sets(scrapinghub=shared / "eval" if shared else None,
                       **{k: v for k, v in paths.items() if v.is_dir()})
-    flags = {(p.set, p.id): genre(p.body) for p in pages}
+    return {(p.set, p.id): genre(p.body) for p in pages}
+
+
+def augmented(cache: Path, gold: Path) -> list[bt.PageRecord]:
+    records = bt.load_records(cache)
+    flags = genre_flags(gold)
     comment = NAMES.index("ctx_comment_class")
     for r in records:
         article, forum = flags[r.set, r.id]
