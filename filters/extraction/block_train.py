@@ -428,7 +428,8 @@ def choose(records: Sequence[PageRecord], idx: Sequence[int], fits: Fits,
     """(variant, threshold, page rule) by leave-one-source-out on the pages ``idx``, and
     the stage-1 out-of-source probabilities of those pages. Variants: ``one`` (stage 1's
     probability decides), ``two`` (the context stage on top) and ``mix`` (the mean of
-    stage 1's and the sequence net's probabilities, ``block_sequence``); rules: ``page_rules()``
+    stage 1's and the sequence net's probabilities, ``block_sequence``; ``("mix",)``: only it);
+    rules: ``page_rules()``
     by default. Chosen, among the settings that send at most ``MAX_FALLBACK_SHARE`` of the
     held-out pages to the fallback: the one whose worst held-out source has the best F1
     margin over trafilatura there (one stage before two when within 0.001 of it)."""
@@ -447,7 +448,7 @@ def choose(records: Sequence[PageRecord], idx: Sequence[int], fits: Fits,
     shares: dict[tuple[str, float, PageRule], list[float]] = defaultdict(list)
     for held, test in by.items():
         fit_on = [i for s, ix in by.items() if s != held for i in ix]
-        options = [("one", {i: oof[i] for i in test})]
+        options = [("one", {i: oof[i] for i in test})] if "one" in variants else []
         if two:
             second = fit_forest(records, fit_on, STAGE2, ctx)
             options.append(("two", probabilities(second, records, test, ctx)))

@@ -36,6 +36,7 @@ Examples:
   afm extraction blocks cv --cache work/xblocks --tsv blocks-cv.tsv --one-stage
   afm extraction blocks cv --cache work/xblocks --one-stage --sequence   # + trees and sequence net averaged
   afm extraction blocks train --cache work/xblocks      # rewrites filters/data/extraction/blocks.json
+  afm extraction blocks cv --cache work/xblocks --net-only --tsv cv.tsv   # the shipped procedure (trees + net)
 
 `table` cuts every gold page into blocks, labels them from the gold, and runs trafilatura
 (defaults, no comments) and the cascade on the page for comparison (minutes); `cv` and
@@ -217,9 +218,16 @@ def cascade_text(html: str, url: str | None) -> str:
     return _CASCADE.extract_text(html, url)[0]
 
 
-def _variants(one_stage: bool, sequence: bool) -> tuple[str, ...]:
+def _variants(one_stage: bool, sequence: bool, net_only: bool = False) -> tuple[str, ...]:
     """The block model variants ``block_train.choose`` tries."""
+    if net_only:
+        return ("mix",)
     return ("one",) + (() if one_stage else ("two",)) + (("mix",) if sequence else ())
+
+
+_NET_ONLY_HELP = ("Choose among the trees averaged with the sequence net only (not the trees alone "
+                  "nor the context stage): near-equal settings of both made the choice flip between "
+                  "folds; implies --sequence.")
 
 
 @blocks.command("cv", epilog=BLOCKS_EPILOG)
@@ -230,8 +238,9 @@ def _variants(one_stage: bool, sequence: bool) -> tuple[str, ...]:
 @click.option("--sequence", is_flag=True, help="Also try the trees averaged with a sequence net "
               "over the page's blocks (a JAX fit per set of training sources: ten with four "
               "sources, fifteen with five; minutes each).")
+@click.option("--net-only", is_flag=True, help=_NET_ONLY_HELP)
 @click.option("--verbose", is_flag=True, help="Print every inner fold's figure.")
-def blocks_cv_cmd(cache: str, tsv: str | None, one_stage: bool, sequence: bool,
+def blocks_cv_cmd(cache: str, tsv: str | None, one_stage: bool, sequence: bool, net_only: bool,
                   verbose: bool) -> None:
     """Nested leave-one-source-out F1 of the block extractor next to trafilatura and the cascade."""
     from afm.console import console, print_table
@@ -240,7 +249,7 @@ def blocks_cv_cmd(cache: str, tsv: str | None, one_stage: bool, sequence: bool,
     records = load_records(Path(cache))
     log = console.print if verbose else None
     results = cross_validate(records, log=log, fits=Fits(records, log, Path(cache)),
-                             variants=_variants(one_stage, sequence))
+                             variants=_variants(one_stage, sequence, net_only))
     header, rows = report_rows(results)
     print_table("held-out F1 by source (nested leave one source out)", header, rows)
     if tsv:
@@ -255,8 +264,9 @@ def blocks_cv_cmd(cache: str, tsv: str | None, one_stage: bool, sequence: bool,
               "the nested cross-validation chose in every fold); fewer fits.")
 @click.option("--sequence", is_flag=True, help="Also try the trees averaged with a sequence net "
               "over the page's blocks.")
+@click.option("--net-only", is_flag=True, help=_NET_ONLY_HELP)
 @click.option("--verbose", is_flag=True, help="Print every fit and inner figure.")
-def blocks_train_cmd(cache: str, out: str | None, one_stage: bool, sequence: bool,
+def blocks_train_cmd(cache: str, out: str | None, one_stage: bool, sequence: bool, net_only: bool,
                      verbose: bool) -> None:
     """Choose the settings by source, fit the block model on every page, write it."""
     from afm.console import print_summary
@@ -270,7 +280,7 @@ def blocks_train_cmd(cache: str, out: str | None, one_stage: bool, sequence: boo
     log = console.print if verbose else None
     model = fit_model(records, range(len(records)), Fits(records, log, Path(cache)),
                       meta={"trained_on": {s: sum(r.set == s for r in records) for s in sets}},
-                      log=log, variants=_variants(one_stage, sequence))
+                      log=log, variants=_variants(one_stage, sequence, net_only))
     path = Path(out) if out else MODEL_PATH
     model.save(path)
     print_summary("block extraction model", {"pages": len(records), "sets": len(sets),

@@ -167,3 +167,7 @@ def test_cross_validation_tries_the_sequence_net_and_names_the_model_it_chose(mo
     r = records[0]
     p = model.probability(r.table)
     assert p.shape == (len(r.table),) and np.all((p >= 0) & (p <= 1))
+    # ``--net-only``: the trees alone are neither scored nor chosen
+    only = fit_model(records, range(len(records)), fits, thresholds=(0.5,), variants=("mix",))
+    assert only.meta["variant"] == "mix" and only.sequence is not None
+    assert all(key.startswith("mix/") for key in only.meta["inner_margins"])
