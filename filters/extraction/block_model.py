@@ -31,7 +31,7 @@ import numpy as np
 from afm.errors import UserError
 from afm.filters.extraction.block_features import CONTEXT_NAMES, NAMES, context_features, features
 from afm.filters.extraction.block_sequence import SequenceNet, mixed
-from afm.filters.extraction.blocks import KINDS, BlockTable, page_blocks
+from afm.filters.extraction.blocks import CONTEXT, KINDS, BlockTable, page_blocks
 from afm.filters.extraction.trees import Forest
 
 MODEL_PATH = Path(__file__).resolve().parent.parent / "data" / "extraction" / "blocks.json"
@@ -41,6 +41,7 @@ FORMAT = "afm-extraction-blocks/1"
 _SPACES = re.compile(r"[ \t\r\f\v\u00a0\u2028\u2029]+")
 _LI, _TD, _H1 = KINDS.index("li"), KINDS.index("td"), KINDS.index("h1")
 _TOKEN = re.compile(r"\w+")
+_COMMENT_CONTEXT = CONTEXT.index("comment_class")
 HEADLINE_BODY_WORDS = 20  # ``PageRule.drop_headline``: a headline comes before a block this long
 FILL_SPAN = 4  # a filled block's nearest kept neighbours are at most this many blocks apart
 
@@ -60,27 +61,34 @@ class PageRule:
       where the model found no main text are the ones where it is most often wrong;
     * ``drop_headline``: kept ``h1`` blocks before the first kept block of
       ``HEADLINE_BODY_WORDS`` words are dropped: the page's headline, which the record
-      carries apart as its title (trafilatura's convention too; gold sets differ on it).
+      carries apart as its title (trafilatura's convention too; gold sets differ on it);
+    * ``comment_words``: on a page that declares itself an article (``BlockTable.genre``),
+      the blocks under a comment section (``comment_class`` context) are dropped when the
+      other kept blocks hold at least this many words: reader comments are not the
+      article's text (trafilatura's ``include_comments=False``), while a forum's replies,
+      under the same class names, are the page's.
     """
 
     fill_below: float | None = None
     lead_words: int | None = None
     fallback_words: int | None = None
     drop_headline: bool = False
+    comment_words: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"fill_below": self.fill_below, "lead_words": self.lead_words,
-                "fallback_words": self.fallback_words, "drop_headline": self.drop_headline}
+                "fallback_words": self.fallback_words, "drop_headline": self.drop_headline,
+                "comment_words": self.comment_words}
 
     @classmethod
     def from_json(cls, data: dict[str, Any] | None) -> PageRule:
         data = data or {}
         return cls(data.get("fill_below"), data.get("lead_words"), data.get("fallback_words"),
-                   bool(data.get("drop_headline", False)))
+                   bool(data.get("drop_headline", False)), data.get("comment_words"))
 
     def adjust(self, table: BlockTable, p: np.ndarray, keep: np.ndarray) -> np.ndarray:
-        """``keep`` (blocks at or above the threshold) with the fill, lead and headline
-        rules applied (the fallback is decided on the text: ``falls_back``)."""
+        """``keep`` (blocks at or above the threshold) with the fill, lead, headline and
+        comment rules applied (the fallback is decided on the text: ``falls_back``)."""
         n = len(keep)
         if n == 0:
             return keep
@@ -93,6 +101,8 @@ class PageRule:
                 keep[:first] = False
         if self.drop_headline:
             keep = drop_headline(table, keep)
+        if self.comment_words is not None and table.genre == "article":
+            keep = drop_comments(table, keep, self.comment_words)
         return keep
 
     def falls_back(self, text: str) -> bool:
@@ -105,6 +115,21 @@ class PageRule:
             if count >= self.fallback_words:
                 return False
         return True
+
+
+def drop_comments(table: BlockTable, keep: np.ndarray, words: int) -> np.ndarray:
+    """``keep`` less the blocks under a comment section, when the kept blocks outside
+    comment sections hold at least ``words`` ``\\w+`` words (else the page's text may be
+    under a comment-named container, and is left as it is)."""
+    comment = table.context[:, _COMMENT_CONTEXT] > 0
+    if not (keep & comment).any():
+        return keep
+    outside = 0
+    for i in np.flatnonzero(keep & ~comment).tolist():
+        outside += len(_TOKEN.findall(table.texts[i]))
+        if outside >= words:
+            return keep & ~comment
+    return keep
 
 
 def drop_headline(table: BlockTable, keep: np.ndarray, body_words: int = HEADLINE_BODY_WORDS

@@ -56,11 +56,12 @@ COVERED = 0.5  # a block is content when this share of its shingles is in the go
 BASELINES = ("trafilatura", "cascade")
 THRESHOLDS = (0.4, 0.5, 0.6, 0.7)
 # Page rules tried with each threshold (``block_model.PageRule``): fill, lead, fallback,
-# headline.
+# headline, reader comments on declared articles.
 FILLS: tuple[float | None, ...] = (None, 0.2, 0.3)
 LEADS: tuple[int | None, ...] = (None, 10)
 FALLBACKS: tuple[int | None, ...] = (None, 1, 20, 50, 100)
 HEADLINES = (False, True)
+COMMENTS: tuple[int | None, ...] = (None, 50)
 # The fallback (trafilatura) costs ~6x the block extractor: at most this share of the
 # inner held-out pages may go to it, so extraction stays >= 5x trafilatura's speed.
 MAX_FALLBACK_SHARE = 0.03
@@ -342,9 +343,9 @@ def fallback_share(records: Sequence[PageRecord], probs: dict[int, np.ndarray],
 
 def page_rules() -> list[PageRule]:
     """Every page rule the choice tries (the grid of ``FILLS``, ``LEADS``, ``FALLBACKS``,
-    ``HEADLINES``)."""
-    return [PageRule(f, lead, fb, head) for head in HEADLINES for f in FILLS for lead in LEADS
-            for fb in FALLBACKS]
+    ``HEADLINES``, ``COMMENTS``)."""
+    return [PageRule(f, lead, fb, head, c) for c in COMMENTS for head in HEADLINES for f in FILLS
+            for lead in LEADS for fb in FALLBACKS]
 
 
 def baseline_rows(records: Sequence[PageRecord], name: str, idx: Sequence[int]
@@ -487,9 +488,9 @@ def select_setting(margins: Mapping[K, Sequence[float]], variant_of: Callable[[K
 
 def setting_name(variant: str, threshold: float, rule: PageRule) -> str:
     """A setting's name in :func:`choose`'s inner margins (and the model file's meta):
-    variant/threshold/fill/lead/fallback/headline."""
+    variant/threshold/fill/lead/fallback/headline/comments."""
     return (f"{variant}/{threshold}/{rule.fill_below}/{rule.lead_words}/{rule.fallback_words}/"
-            f"{int(rule.drop_headline)}")
+            f"{int(rule.drop_headline)}/{rule.comment_words}")
 
 
 def fit_model(records: Sequence[PageRecord], idx: Sequence[int], fits: Fits | None = None,

@@ -39,6 +39,7 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -95,7 +96,11 @@ _NEG = ("nav", "menu", "foot", "header", "masthead", "sidebar", "side-bar", "wid
 _NEG_TOKENS = frozenset(("ad", "ads", "tag", "tags", "toc", "rail", "more", "aside"))
 _POS = ("article", "content", "main", "post", "entry", "story", "body", "text", "blog",
         "prose", "markdown", "documentation", "answer", "question", "description", "abstract")
-_COMMENT = ("comment", "reply", "respon", "discuss", "disqus", "review")
+# Reader comments, as comment sections are named (WordPress ``comments``, ``commentlist``,
+# ``respond``; Disqus ``disqus_thread``; ``reply``, ``replies``): not "respon" (it names
+# "responsive" layouts) nor "review" ("preview", and reviews are an article genre).
+_COMMENT = ("comment", "reply", "replies", "discuss", "disqus")
+_COMMENT_TOKENS = frozenset(("respond",))
 _META = ("author", "byline", "date", "time", "meta", "caption", "credit", "contributor",
          "publish", "updated")
 
@@ -106,12 +111,50 @@ def _any_of(words: tuple[str, ...]) -> re.Pattern[str]:
     return re.compile("|".join(map(re.escape, words)))
 
 
-_POS_RE, _COMMENT_RE, _META_RE = map(_any_of, (_POS, _COMMENT, _META))
-# ``_NEG`` anywhere, or a ``_NEG_TOKENS`` word between non-alphanumerics (``ad``, not ``head``).
-_NEG_RE = re.compile(_any_of(_NEG).pattern + "|(?<![a-z0-9])(?:"
-                     + "|".join(sorted(_NEG_TOKENS)) + ")(?![a-z0-9])")
+def _any_of_or_token(words: tuple[str, ...], tokens: frozenset[str]) -> re.Pattern[str]:
+    """``words`` anywhere, or a ``tokens`` word between non-alphanumerics (``ad``, not
+    ``head``; ``respond``, not ``responsive``)."""
+    return re.compile(_any_of(words).pattern + "|(?<![a-z0-9])(?:" + "|".join(sorted(tokens))
+                      + ")(?![a-z0-9])")
+
+
+_POS_RE, _META_RE = map(_any_of, (_POS, _META))
+_NEG_RE = _any_of_or_token(_NEG, _NEG_TOKENS)
+_COMMENT_RE = _any_of_or_token(_COMMENT, _COMMENT_TOKENS)
 _HIDDEN = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden", re.I)
 _HAS_WORD = re.compile(r"\w")
+
+
+# What a page declares itself to be: Open Graph's ``og:type`` and the schema.org types of its
+# JSON-LD (what publishers write for search engines and link previews).
+_LD_TYPE = re.compile(r'"@type"\s*:\s*(\[[^\]]*\]|"[^"]*")')
+_FORUM_TYPES = ("DiscussionForumPosting", "QAPage")  # not Question: a FAQPage has it
+_ARTICLE_TYPES = re.compile(r"\w*Article|BlogPosting|Report")
+_DECLARATIONS = 'meta[property="og:type"], meta[name="og:type"], script[type="application/ld+json"]'
+
+
+def declared_genre(parser: Any, whole: bool = True) -> str:
+    """``forum`` when the page declares a discussion (schema.org ``DiscussionForumPosting``,
+    ``QAPage`` in its JSON-LD; ``og:type`` forum or qa), else ``article`` when it declares
+    an article (``og:type`` article; schema.org ``*Article``, ``BlogPosting``, ``Report``),
+    else ``""``. A declared article's reader comments are not its text
+    (``PageRule.comment_words``); a forum's replies are. ``whole``: read the whole page's
+    declarations, else the head's (a tenth of the cost)."""
+    scope = parser.root if whole else parser.head
+    article = False
+    for node in scope.css(_DECLARATIONS) if scope is not None else ():
+        if node.tag == "meta":
+            kind = (node.attributes.get("content") or "").strip().lower()
+            if kind in ("forum", "qa"):
+                return "forum"
+            article = article or kind == "article"
+            continue
+        for found in _LD_TYPE.findall(node.text(deep=True)):
+            types = re.findall(r'"([^"]*)"', found)
+            if any(t in _FORUM_TYPES for t in types):
+                return "forum"
+            article = article or any(_ARTICLE_TYPES.fullmatch(t) for t in types)
+    return "article" if article else ""
 
 
 @dataclass
@@ -131,6 +174,7 @@ class BlockTable:
     el_first: np.ndarray  # the blocks under container e are el_first[e]:el_last[e]
     el_last: np.ndarray
     title: str = ""  # the page's <title>
+    genre: str = ""  # what the page declares itself: "article", "forum" or "" (``declared_genre``)
 
     def __len__(self) -> int:
         return len(self.texts)
@@ -374,7 +418,7 @@ def page_blocks(html: str, compiled: bool = True) -> BlockTable:
 
     parser = LexborHTMLParser(html) if html else None
     root = parser.body if parser is not None else None
-    title = ""
+    title = genre = ""
     lists: tuple = ([],) * len(_LISTS)
     if root is not None:
         top = parser.root  # type: ignore[union-attr]
@@ -399,17 +443,23 @@ def page_blocks(html: str, compiled: bool = True) -> BlockTable:
     # ``render`` skips it, and its link characters (counted on the raw text) are clipped to
     # its length by the features. The title stays as the page has it (the shipped model was
     # fitted so).
+    context = np.asarray(contexts, dtype=np.int16).reshape(n, len(CONTEXT))
+    if parser is not None:
+        # The genre decides only where blocks sit under comment-named containers: there
+        # the whole page's declarations are read, elsewhere the head's.
+        genre = declared_genre(parser, whole=bool(context[:, _C["comment_class"]].any()))
     return BlockTable(
         texts=[t if t.isascii() else visible_text(t) for t in texts],  # most blocks: no call
         pre=np.asarray(pres, dtype=bool),
         kind=np.asarray(kinds, dtype=np.int16),
         depth=np.asarray(depths, dtype=np.int16),
         link_chars=np.asarray(links, dtype=np.int32),
-        context=np.asarray(contexts, dtype=np.int16).reshape(n, len(CONTEXT)),
+        context=context,
         parent=np.asarray(parents, dtype=np.int32),
         el_parent=np.asarray(el_parent, dtype=np.int32),
         el_depth=np.asarray(el_depth, dtype=np.int16),
         el_first=np.asarray(el_first, dtype=np.int32),
         el_last=np.asarray(el_last, dtype=np.int32),
         title=title,
+        genre=genre,
     )

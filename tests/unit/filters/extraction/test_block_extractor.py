@@ -18,7 +18,7 @@ from afm.filters.extraction.block_model import (
     load_block_model,
     render,
 )
-from afm.filters.extraction.blocks import CONTEXT, KINDS, container_totals, page_blocks
+from afm.filters.extraction.blocks import CONTEXT, KINDS, container_totals, name_marks, page_blocks
 from afm.filters.extraction.gold import GoldPage
 from tests.unit.filters.extraction.test_extract import ARTICLE, page
 
@@ -54,6 +54,19 @@ def test_blocks_cut_the_page_at_block_elements_and_skip_what_is_not_shown() -> N
     totals = container_totals(t, words)
     root = int(np.argmin(t.el_depth))
     assert totals[root] == words[t.el_first[root]:t.el_last[root]].sum()
+
+
+def test_comment_sections_are_marked_by_their_names_not_by_lookalikes() -> None:
+    """WordPress's ``comments`` / ``respond`` / ``commentlist``, Disqus's thread and reply
+    lists are reader comments; a ``responsive`` layout, an image ``preview`` and a music
+    ``reviews`` section are not."""
+    comment = CONTEXT.index("comment_class")
+    for names in ("comments", "respond", "comment-respond", "commentlist", "disqus_thread",
+                  "replies", "quick-reply"):
+        assert comment in name_marks(names), names
+    for names in ("img-responsive", "table-responsive", "response", "preview", "musicreviews",
+                  "correspondent"):
+        assert comment not in name_marks(names), names
 
 
 def test_text_a_crawler_is_served_is_read() -> None:
@@ -229,6 +242,46 @@ def test_headline_rule_drops_the_h1_above_the_text_only() -> None:
     assert "Big Headline" in render(table, _model_keeping_all(PageRule()).keep(table))
     assert PageRule.from_json(PageRule(drop_headline=True).to_json()).drop_headline
     assert PageRule.from_json({"fill_below": 0.2}) == PageRule(0.2)  # a model file from before
+
+
+_ARTICLE_HEAD = '<head><meta property="og:type" content="article"></head>'
+_FORUM_HEAD = ('<head><meta property="og:type" content="article"><script type="application/ld+json">'
+               '{"@context": "https://schema.org", "@type": "DiscussionForumPosting"}</script></head>')
+_FAQ_HEAD = ('<head><script type="application/ld+json">{"@type": "FAQPage", "mainEntity": '
+             '[{"@type": "Question", "name": "q"}]}</script></head>')
+
+
+def test_the_page_declares_its_genre() -> None:
+    body = "<body><p>x</p></body>"
+    assert page_blocks(f"<html>{_ARTICLE_HEAD}{body}</html>").genre == "article"
+    news = '<head><script type="application/ld+json">{"@type": ["NewsArticle"]}</script></head>'
+    assert page_blocks(f"<html>{news}{body}</html>").genre == "article"
+    assert page_blocks(f"<html>{_FORUM_HEAD}{body}</html>").genre == "forum"
+    assert page_blocks(f"<html>{_FAQ_HEAD}{body}</html>").genre == ""  # FAQ questions: no forum
+    assert page_blocks(f"<html>{body}</html>").genre == ""
+
+
+def test_comment_rule_drops_reader_comments_of_declared_articles_only() -> None:
+    """An article's reader comments go when its own text is long enough; a forum's
+    replies, under the same class names, stay; a page whose text is all under a
+    comment-named container is left whole."""
+    story = " ".join(f"story{i}" for i in range(60)) + "."
+    body = (f"<body><div class='entry'><p>{story}</p></div><div id='comments'>"
+            "<p>First reader comment here.</p><p>Second one.</p></div></body>")
+    rule = PageRule(comment_words=50)
+    in_body = ('<script type="application/ld+json">{"@type": "DiscussionForumPosting"}</script>'
+               + body.removeprefix("<body>"))
+    for head, page_body, kept in ((_ARTICLE_HEAD, body, [story]),
+                                  (_FORUM_HEAD, body, [story, "First reader comment here.", "Second one."]),
+                                  (_ARTICLE_HEAD, "<body>" + in_body, [story, "First reader comment here.",
+                                                                       "Second one."]),
+                                  ("", body, [story, "First reader comment here.", "Second one."])):
+        table = page_blocks(f"<html>{head}{page_body}</html>")
+        assert render(table, _model_keeping_all(rule).keep(table)).split("\n") == kept
+    short = page_blocks(f"<html>{_ARTICLE_HEAD}<body><p>Short post.</p><div id='comments'>"
+                        "<p>A reply.</p></div></body></html>")
+    assert render(short, _model_keeping_all(rule).keep(short)).split("\n") == ["Short post.", "A reply."]
+    assert PageRule.from_json(rule.to_json()) == rule
 
 
 def test_fallback_takes_pages_with_too_few_kept_words(tmp_path) -> None:
