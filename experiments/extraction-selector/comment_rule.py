@@ -12,14 +12,14 @@ containers hold at least W words. Scored on the cache's fits (the shipped featur
 out by source on the four training sources and Google-Trends held out from all four, one
 fit per fold: a first look. GOLD and CACHE as ``genre_features.py`` reads them.
 
-``nested`` (on branch ``issue-57-comments``, whose package has the rule: ``PageRule.comment_words``,
-the page's genre on its block table, the new comment words; main kept the shipped ones): the
-rule as one more axis of ``block_train.choose``'s grid, under the nested
-leave-one-source-out of ``afm extraction blocks cv --one-stage --sequence`` on the four
-training sources; each outer fold's choice is read three times from the same inner margins:
-over the whole grid, over the rules without the comment axis, and over trees + net alone
-(the restriction written down at the 2026-12-06 02:02 stop's end); Google-Trends is scored
-by the settings chosen on all four. MARGINS.json: every fold's inner margins."""
+``nested``: the rule as the package has it (``PageRule.comment_words``, the page's genre on
+its block table; run on records with the new comment words and with the old ones), one more
+axis of ``block_train.choose``'s grid, under the nested leave-one-source-out of ``afm
+extraction blocks cv --one-stage --sequence`` on the four training sources; each outer
+fold's choice is read three times from the same inner margins: over the whole grid, over
+the rules without the comment axis, and over trees + net alone (the restriction written
+down at the 2026-12-06 02:02 stop's end, now ``--net-only``); Google-Trends is scored by
+the settings chosen on all four. MARGINS.json: every fold's inner margins."""
 
 from __future__ import annotations
 

@@ -430,8 +430,7 @@ def choose(records: Sequence[PageRecord], idx: Sequence[int], fits: Fits,
     the stage-1 out-of-source probabilities of those pages. Variants: ``one`` (stage 1's
     probability decides), ``two`` (the context stage on top) and ``mix`` (the mean of
     stage 1's and the sequence net's probabilities, ``block_sequence``; ``("mix",)``: only it);
-    rules: ``page_rules()``
-    by default. Chosen, among the settings that send at most ``MAX_FALLBACK_SHARE`` of the
+    rules: ``page_rules()`` by default. Chosen, among the settings that send at most ``MAX_FALLBACK_SHARE`` of the
     held-out pages to the fallback: the one whose worst held-out source has the best F1
     margin over trafilatura there (one stage before two when within 0.001 of it)."""
     rules = list(rules) if rules is not None else page_rules()
