@@ -26,6 +26,8 @@ from afm.filters.extraction.block_sequence import mixed
 from afm.filters.extraction.gold import extraction_scores
 
 VARIANTS = ("one", "mix")
+# The page-rule grid its recorded table was measured with (before the comment axis).
+RULES = [r for r in bt.page_rules() if r.comment_words is None]
 
 
 def collect(cache: Path, out: str) -> None:
@@ -36,7 +38,7 @@ def collect(cache: Path, out: str) -> None:
     for held, test in by_all.items():
         start = time.time()
         idx = [i for s, ix in by_all.items() if s != held for i in ix]
-        variant, t, rule, _, margins = bt.choose(records, idx, fits, variants=VARIANTS)
+        variant, t, rule, _, margins = bt.choose(records, idx, fits, variants=VARIANTS, rules=RULES)
         train = set(by_all) - {held}
         trees = bt.probabilities(fits.get(train), records, test)
         net = fits.sequence(train)
@@ -46,7 +48,7 @@ def collect(cache: Path, out: str) -> None:
         for v, probs in options.items():
             memo: dict = {}
             for th in bt.THRESHOLDS:
-                for r in bt.page_rules():
+                for r in RULES:
                     rows = bt.page_rows(records, probs, th, r, memo)
                     held_rows[bt.setting_name(v, th, r)] = ([rows[i] for i in test],
                                                 bt.fallback_share(records, probs, th, r))
