@@ -282,15 +282,15 @@ LOADERS = {"scrapinghub": load_scrapinghub, "wcxb": load_wcxb, "trafilatura": lo
            "utomo": load_utomo, "googletrends": load_googletrends}
 
 
-def load_sets(scrapinghub: Path | None = None, wcxb: Path | None = None,
-              trafilatura: Path | None = None, utomo: Path | None = None,
-              googletrends: Path | None = None, limit: int | None = None) -> list[GoldPage]:
-    """Every page of the sets given (a None path: that set is left out)."""
-    paths = {"scrapinghub": scrapinghub, "wcxb": wcxb, "trafilatura": trafilatura,
-             "utomo": utomo, "googletrends": googletrends}
+def load_sets(limit: int | None = None, **paths: Path | None) -> list[GoldPage]:
+    """Every page of the sets given by their ``LOADERS`` name (``wcxb=DIR``; a None path:
+    that set is left out), in ``LOADERS``' order."""
+    unknown = sorted(set(paths) - set(LOADERS))
+    if unknown:
+        raise UserError(f"unknown extraction gold set(s) {', '.join(unknown)}; known: {', '.join(LOADERS)}")
     pages: list[GoldPage] = []
     for name, loader in LOADERS.items():
-        path = paths[name]
+        path = paths.get(name)
         if path is None:
             continue
         if not Path(path).is_dir():
