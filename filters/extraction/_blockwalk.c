@@ -9,6 +9,7 @@
  * hides an element) is handed in from blocks.py, so the two walks cannot drift apart in
  * their rules; tests/unit/extraction compares their output page by page.
  *
+ * set_name_rules(blocks.NAME_RULES) once, then
  * walk(root, document, node ids, categories, name_marks, hidden_style, n_context) returns the walk's
  * lists (texts, kinds, depths, link chars, contexts flattened, parents, pre flags,
  * container parent/depth/first/last) or None when the page nests deeper than the Python
@@ -155,6 +156,171 @@ static int contains(PyObject *s, const char *word) {
     return rc;
 }
 
+/* The class/id words of blocks.NAME_RULES, set once by set_name_rules(): per rule the context
+ * counter it raises, its words (found anywhere) and its tokens (found between characters that
+ * are not [a-z0-9]), indexed by first byte. A block element's "class id" in ASCII is matched
+ * here, as blocks.name_marks matches it (lower-cased, the same words); a name with any other
+ * byte goes to name_marks itself, so Unicode case rules stay Python's. */
+#define MAX_RULES 8
+#define MAX_WORDS 512
+#define MAX_NAME 512
+typedef struct { char *text; int len, rule, token; } name_word_t;
+static name_word_t name_words[MAX_WORDS];
+static int n_name_words = 0, n_rules = 0, rule_context[MAX_RULES];
+static int word_start[257];
+
+static void clear_name_rules(void) {
+    for (int i = 0; i < n_name_words; i++) PyMem_Free(name_words[i].text);
+    n_name_words = n_rules = 0;
+    memset(word_start, 0, sizeof word_start);
+}
+
+static int by_first_byte(const void *a, const void *b) {
+    const name_word_t *x = a, *y = b;
+    int d = (unsigned char)x->text[0] - (unsigned char)y->text[0];
+    return d ? d : (x->rule != y->rule ? x->rule - y->rule : strcmp(x->text, y->text));
+}
+
+static int add_name_word(PyObject *word, int rule, int token) {
+    Py_ssize_t len;
+    const char *text = PyUnicode_AsUTF8AndSize(word, &len);
+    if (text == NULL) return -1;
+    if (len == 0 || n_name_words >= MAX_WORDS) {
+        PyErr_SetString(PyExc_ValueError, "name rule words must be non-empty and at most 512");
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < len; i++)
+        if ((unsigned char)text[i] >= 0x80 || (text[i] >= 'A' && text[i] <= 'Z')) {
+            PyErr_SetString(PyExc_ValueError, "name rule words must be lower-case ASCII");
+            return -1;
+        }
+    char *copy = PyMem_Malloc((size_t)len + 1);
+    if (copy == NULL) { PyErr_NoMemory(); return -1; }
+    memcpy(copy, text, (size_t)len + 1);
+    name_words[n_name_words++] = (name_word_t){copy, (int)len, rule, token};
+    return 0;
+}
+
+/* set_name_rules(((context, words, tokens), ...)) */
+static PyObject *py_set_name_rules(PyObject *self, PyObject *rules) {
+    clear_name_rules();
+    PyObject *seq = PySequence_Fast(rules, "name rules must be a sequence");
+    if (seq == NULL) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    if (n > MAX_RULES) { Py_DECREF(seq); return PyErr_Format(PyExc_ValueError, "at most %d name rules", MAX_RULES); }
+    for (Py_ssize_t r = 0; r < n; r++) {
+        PyObject *words, *tokens;
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, r), "iOO", &rule_context[r], &words, &tokens)) goto fail;
+        PyObject *lists[2] = {words, tokens};
+        for (int token = 0; token < 2; token++) {
+            PyObject *it = PyObject_GetIter(lists[token]), *word;
+            if (it == NULL) goto fail;
+            while ((word = PyIter_Next(it)) != NULL) {
+                int rc = add_name_word(word, (int)r, token);
+                Py_DECREF(word);
+                if (rc < 0) { Py_DECREF(it); goto fail; }
+            }
+            Py_DECREF(it);
+            if (PyErr_Occurred()) goto fail;
+        }
+        n_rules = (int)r + 1;
+    }
+    Py_DECREF(seq);
+    qsort(name_words, (size_t)n_name_words, sizeof name_words[0], by_first_byte);
+    for (int c = 0, k = 0; c <= 256; c++) {
+        while (k < n_name_words && (unsigned char)name_words[k].text[0] < c) k++;
+        word_start[c] = k;
+    }
+    Py_RETURN_NONE;
+fail:
+    Py_DECREF(seq);
+    clear_name_rules();
+    return NULL;
+}
+
+static int is_word_byte(unsigned char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
+
+/* The context counters "class id" raises (blocks.name_marks), appended to marks; 1 when done
+ * here, 0 when the name is not ASCII (or too long) and name_marks must read it. */
+static int ascii_marks(const unsigned char *cls, size_t cls_len, const unsigned char *ident, size_t id_len,
+                       int *marks, int *n_marks) {
+    unsigned char buf[MAX_NAME];
+    size_t n = cls_len + (id_len ? id_len + 1 : 0);
+    if (n > MAX_NAME) return 0;
+    for (size_t i = 0; i < cls_len; i++) {
+        if (cls[i] >= 0x80) return 0;
+        buf[i] = (cls[i] >= 'A' && cls[i] <= 'Z') ? cls[i] + 32 : cls[i];
+    }
+    if (id_len) {
+        buf[cls_len] = ' ';
+        for (size_t i = 0; i < id_len; i++) {
+            if (ident[i] >= 0x80) return 0;
+            buf[cls_len + 1 + i] = (ident[i] >= 'A' && ident[i] <= 'Z') ? ident[i] + 32 : ident[i];
+        }
+    }
+    int found[MAX_RULES] = {0}, left = n_rules;
+    for (size_t i = 0; i < n && left; i++) {
+        for (int k = word_start[buf[i]]; k < word_start[buf[i] + 1]; k++) {
+            const name_word_t *w = &name_words[k];
+            if (found[w->rule] || i + (size_t)w->len > n || memcmp(buf + i, w->text, (size_t)w->len) != 0) continue;
+            if (w->token && ((i > 0 && is_word_byte(buf[i - 1]))
+                             || (i + (size_t)w->len < n && is_word_byte(buf[i + (size_t)w->len]))))
+                continue;
+            found[w->rule] = 1;
+            left--;
+        }
+    }
+    for (int r = 0; r < n_rules; r++)
+        if (found[r] && *n_marks < MAX_CONTEXT) marks[(*n_marks)++] = rule_context[r];
+    return 1;
+}
+
+/* marks(names): the counters the C matcher gives a "class id" string (None: not ASCII), for tests. */
+static PyObject *py_marks(PyObject *self, PyObject *arg) {
+    Py_ssize_t len;
+    const char *text = PyUnicode_AsUTF8AndSize(arg, &len);
+    if (text == NULL) return NULL;
+    int marks[MAX_CONTEXT], n_marks = 0;
+    if (!ascii_marks((const unsigned char *)text, (size_t)len, NULL, 0, marks, &n_marks)) Py_RETURN_NONE;
+    PyObject *out = PyTuple_New(n_marks);
+    if (out == NULL) return NULL;
+    for (int i = 0; i < n_marks; i++) PyTuple_SET_ITEM(out, i, PyLong_FromLong(marks[i]));
+    return out;
+}
+
+/* The context counters a block element's class and id raise (blocks.name_marks), appended
+ * to marks: matched here when the names are ASCII, else by name_marks. -1 on error. */
+static int element_marks(Walk *w, node_t *node, PyObject *ident, int *marks, int *n_marks) {
+    size_t len = 0;
+    const unsigned char *cls = get_attribute(node, (const unsigned char *)"class", 5, &len);
+    const unsigned char *id = truthy(ident) ? get_attribute(node, (const unsigned char *)"id", 2, &len) : NULL;
+    /* the bytes up to a NUL, as decode() reads them */
+    size_t cls_len = cls ? strlen((const char *)cls) : 0, id_len = id ? strlen((const char *)id) : 0;
+    if (n_rules > 0 && ascii_marks(cls ? cls : (const unsigned char *)"", cls_len, id, id_len, marks, n_marks))
+        return 0;
+    PyObject *names = attribute(node, "class");
+    if (names == NULL && PyErr_Occurred()) return -1;
+    if (names == NULL) names = PyUnicode_FromString("");
+    if (names != NULL && truthy(ident)) {
+        PyObject *joined = PyUnicode_FromFormat("%U %U", names, ident);
+        Py_DECREF(names);
+        names = joined;
+    }
+    if (names == NULL) return -1;
+    if (!truthy(names)) { Py_DECREF(names); return 0; }
+    PyObject *found = PyObject_CallOneArg(w->name_marks, names);
+    Py_DECREF(names);
+    if (found == NULL) return -1;
+    PyObject *seq = PySequence_Fast(found, "name_marks must return a sequence");
+    Py_DECREF(found);
+    if (seq == NULL) return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    for (Py_ssize_t i = 0; i < n && *n_marks < MAX_CONTEXT; i++)
+        marks[(*n_marks)++] = (int)PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, i));
+    Py_DECREF(seq);
+    return PyErr_Occurred() ? -1 : 0;
+}
+
 static int walk(Walk *w, node_t *node, long depth);
 
 /* blocks._Walk.block. Returns -1 on error, 1 when the page is too deep. */
@@ -192,31 +358,9 @@ static int block(Walk *w, node_t *node, long code, long depth) {
             }
             if (hide) { Py_XDECREF(ident); return hide < 0 ? -1 : 0; }
         }
-        PyObject *names = attribute(node, "class");
-        if (names == NULL && PyErr_Occurred()) { Py_XDECREF(ident); return -1; }
-        if (names == NULL) names = PyUnicode_FromString("");
-        if (names != NULL && truthy(ident)) {
-            PyObject *joined = PyUnicode_FromFormat("%U %U", names, ident);
-            Py_DECREF(names);
-            names = joined;
-        }
+        int rc = element_marks(w, node, ident, marks, &n_marks);
         Py_XDECREF(ident);
-        if (names == NULL) return -1;
-        if (truthy(names)) {
-            PyObject *found = PyObject_CallOneArg(w->name_marks, names);
-            Py_DECREF(names);
-            if (found == NULL) return -1;
-            PyObject *seq = PySequence_Fast(found, "name_marks must return a sequence");
-            Py_DECREF(found);
-            if (seq == NULL) return -1;
-            Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-            for (Py_ssize_t i = 0; i < n && n_marks < MAX_CONTEXT; i++)
-                marks[n_marks++] = (int)PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, i));
-            Py_DECREF(seq);
-            if (PyErr_Occurred()) return -1;
-        } else {
-            Py_DECREF(names);
-        }
+        if (rc < 0) return -1;
     }
     long kind = ((code >> 4) & 0x3f) - 1, ctx_tag = ((code >> 10) & 0x3f) - 1, pre = (code >> 16) & 1;
     if (ctx_tag >= 0) marks[n_marks++] = (int)ctx_tag;
@@ -365,6 +509,9 @@ static PyObject *py_walk(PyObject *self, PyObject *args, PyObject *kwargs) {
 
 static PyMethodDef methods[] = {
     {"bind", py_bind, METH_VARARGS, "Find lexbor's functions in selectolax's extension (its path)."},
+    {"set_name_rules", py_set_name_rules, METH_O,
+     "The class/id words the walk matches itself: ((context, words, tokens), ...) (see blocks.NAME_RULES)."},
+    {"marks", py_marks, METH_O, "The context counters the C matcher gives a class/id string (None: not ASCII)."},
     {"walk", (PyCFunction)(void (*)(void))py_walk, METH_VARARGS | METH_KEYWORDS,
      "The blocks of the subtree under a lexbor node (see blocks.py)."},
     {NULL, NULL, 0, NULL},

@@ -118,9 +118,16 @@ def _any_of_or_token(words: tuple[str, ...], tokens: frozenset[str]) -> re.Patte
                       + ")(?![a-z0-9])")
 
 
-_POS_RE, _META_RE = map(_any_of, (_POS, _META))
-_NEG_RE = _any_of_or_token(_NEG, _NEG_TOKENS)
-_COMMENT_RE = _any_of_or_token(_COMMENT, _COMMENT_TOKENS)
+# Per context counter, the words and whole tokens of a class or id that raise it, in the
+# order ``name_marks`` gives them; the C walk matches ASCII names with the same table.
+NAME_RULES: tuple[tuple[int, tuple[str, ...], frozenset[str]], ...] = (
+    (_C["neg_class"], _NEG, _NEG_TOKENS),
+    (_C["pos_class"], _POS, frozenset()),
+    (_C["comment_class"], _COMMENT, _COMMENT_TOKENS),
+    (_C["meta_class"], _META, frozenset()),
+)
+_NAME_PATTERNS = tuple((context, _any_of_or_token(words, tokens) if tokens else _any_of(words))
+                       for context, words, tokens in NAME_RULES)
 _HIDDEN = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden", re.I)
 _HAS_WORD = re.compile(r"\w")
 
@@ -324,14 +331,7 @@ def name_marks(names: str) -> tuple[int, ...]:
     marks = _MARKS.get(names)
     if marks is None:
         low = names.lower()
-        found = []
-        if _NEG_RE.search(low):
-            found.append(_C["neg_class"])
-        for key, pattern in (("pos_class", _POS_RE), ("comment_class", _COMMENT_RE),
-                             ("meta_class", _META_RE)):
-            if pattern.search(low):
-                found.append(_C[key])
-        marks = tuple(found)
+        marks = tuple(context for context, pattern in _NAME_PATTERNS if pattern.search(low))
         if len(_MARKS) > 50_000:
             _MARKS.clear()
         _MARKS[names] = marks
@@ -377,7 +377,8 @@ def _compiled() -> tuple[object, dict[str, int]] | None:
         from afm.filters.extraction import _blockwalk  # type: ignore[attr-defined]
 
         _blockwalk.bind(selectolax.lexbor.__file__)
-    except (ImportError, OSError):
+        _blockwalk.set_name_rules(tuple((c, words, tuple(sorted(tokens))) for c, words, tokens in NAME_RULES))
+    except (ImportError, OSError, AttributeError):  # AttributeError: a build older than this file
         return None
     return _blockwalk, tag_categories()
 

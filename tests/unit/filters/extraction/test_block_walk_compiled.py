@@ -3,6 +3,7 @@ blocks as the Python walk, which stays the fallback and the reference."""
 
 from __future__ import annotations
 
+import random
 import shutil
 import sysconfig
 from pathlib import Path
@@ -70,6 +71,12 @@ PAGES = {
     "custom and unknown tags": _body(
         "<my-widget class='menu'>custom element</my-widget><fb:like>namespaced</fb:like><blink>old</blink>"
         "<center>centred</center>"),
+    "class and id names the C walk matches itself": _body(
+        "<div class='AD-Slot'>upper-case token</div><div class='head-line'>head is not ad</div>"
+        "<div id='respond'>a token id</div><div class='responsive'>not respond</div>"
+        "<div class='' id='Sidebar'>an id alone</div><div class='post_content x-ad'>both</div>"
+        "<div class='" + "wide-" * 120 + "comment'>a name past the C buffer</div>"
+        "<div class='tags'><p class='x'>nested <span class='ad'>inline, not read</span></p></div>"),
     "pathological nesting": _body("<div>" * (MAX_DEPTH + 20) + "deep text" + "</div>" * (MAX_DEPTH + 20)),
     "nesting just under the limit": _body("<span>" * (MAX_DEPTH - 3) + "deep" + "</span>" * (MAX_DEPTH - 3)),
     "empty": "",
@@ -95,6 +102,37 @@ def test_compiled_walk_on_real_pages(shared_eval: Path) -> None:
     for page in pages:
         html = decode_html(page.body)[0] if isinstance(page.body, bytes) else page.body
         assert_same_blocks(html)
+
+
+def _names(rng: random.Random) -> str:
+    """A class/id string made of the rules' words, parts of them, case changes and the
+    separators around tokens, so boundaries and overlaps are met often."""
+    words = [w for _, ws, ts in blocks.NAME_RULES for w in (*ws, *ts)]
+    parts = []
+    for _ in range(rng.randint(1, 6)):
+        w = rng.choice(words + ["x", "9", "content", "head", "load", "badge", "grad"])
+        w = w[: rng.randint(1, len(w))] if rng.random() < 0.2 else w
+        parts.append(w.upper() if rng.random() < 0.2 else w)
+        parts.append(rng.choice(["", " ", "-", "_", "9", "a", "  "]))
+    return "".join(parts)
+
+
+@needs_compiled
+def test_the_c_matcher_marks_names_as_name_marks_does() -> None:
+    """The C walk matches ASCII class/id names itself (``set_name_rules``); on every name it
+    gives ``name_marks``' counters, in its order."""
+    from afm.filters.extraction import _blockwalk  # type: ignore[attr-defined]
+
+    rng = random.Random(0)
+    names = [_names(rng) for _ in range(20_000)] + ["ad", "AD", "head", "x-ad-y", "xad", "ad9", "respond",
+                                                    "responsive", "tag cloud", "Tags", " ", "-", "a" * 600]
+    for names_ in names:
+        c = _blockwalk.marks(names_)
+        if len(names_) <= 512:
+            assert c == blocks.name_marks(names_), names_
+        else:
+            assert c is None  # past the C buffer: name_marks reads it
+    assert _blockwalk.marks("Kommentar-Bereich ΣΧΟΛΙΑ") is None  # not ASCII: name_marks reads it
 
 
 def test_the_python_walk_is_used_when_the_compiled_one_is_off(monkeypatch) -> None:
