@@ -1,6 +1,7 @@
 """Issue 57: the block model's settings chosen by minimax regret instead of the worst margin.
 
     python experiments/extraction-selector/regret_choice.py CACHE MARGINS
+    python experiments/extraction-selector/regret_choice.py CACHE cv5.pkl googletrends   # trains, never chooses
 
 ``block_train.choose`` takes the setting whose worst inner source has the best margin over
 trafilatura. When one inner source is the hardest under every setting (Google-Trends in the
@@ -47,6 +48,13 @@ def least_regret(margins: dict[str, list[float]]) -> str:
     return max(near, key=lambda k: (min(margins[k]), -list(margins).index(k)))
 
 
+def worst_margin_without(source_index: int):
+    """The worst-margin rule over the inner sources but one (a source that trains, not chooses)."""
+    def rule(margins: dict[str, list[float]]) -> str:
+        return worst_margin({k: [m for j, m in enumerate(v) if j != source_index] for k, v in margins.items()})
+    return rule
+
+
 def load_margins(path: Path, folds: list[str]) -> dict[str, dict[str, list[float]]]:
     """Per outer fold, every setting's inner margins and fallback share."""
     if path.suffix == ".pkl":
@@ -55,15 +63,27 @@ def load_margins(path: Path, folds: list[str]) -> dict[str, dict[str, list[float
     return json.loads(path.read_text())
 
 
-def main(cache: Path, margins_path: Path) -> None:
+def main(cache: Path, margins_path: Path, train_only: str | None = None) -> None:
+    """Both rules on every outer fold; with ``train_only`` (a source of the cache), only the
+    worst-margin rule without that source's inner margins, on the other sources' folds."""
     records = bt.load_records(cache)
     by = bt.sources_of(records)
     stored = load_margins(margins_path, list(by))
     fits = bt.Fits(records, None, cache)
-    for name, rule in (("worst margin", worst_margin), ("least regret", least_regret)):
+    rules = (("worst margin", worst_margin), ("least regret", least_regret))
+    if train_only is not None:
+        # the inner sources of a fold are the cache's order without the held-out one
+        rules = ((f"{train_only} trains only", None),)
+    for name, rule in rules:
         rows: dict[int, tuple[float, float, float]] = {}
         for held, test in by.items():
-            setting = rule(allowed(stored[held]))
+            if held == train_only:
+                continue
+            if rule is None:
+                inner = [s for s in by if s != held]
+                setting = worst_margin_without(inner.index(train_only))(allowed(stored[held]))
+            else:
+                setting = rule(allowed(stored[held]))
             _, threshold, page_rule = parse_setting(setting)
             others = set(by) - {held}
             forest, net = fits.get(others), fits.sequence(others)
@@ -81,4 +101,4 @@ def main(cache: Path, margins_path: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]), Path(sys.argv[2]))
+    main(Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3] if len(sys.argv) > 3 else None)
