@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import pickle
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -48,10 +49,12 @@ def least_regret(margins: dict[str, list[float]]) -> str:
     return max(near, key=lambda k: (min(margins[k]), -list(margins).index(k)))
 
 
-def worst_margin_without(source_index: int):
-    """The worst-margin rule over the inner sources but one (a source that trains, not chooses)."""
-    def rule(margins: dict[str, list[float]]) -> str:
-        return worst_margin({k: [m for j, m in enumerate(v) if j != source_index] for k, v in margins.items()})
+def without_source(source: str) -> Callable[[str, list[str], dict[str, list[float]]], str]:
+    """The worst-margin rule over a fold's inner sources but ``source`` (it trains, does
+    not choose)."""
+    def rule(held: str, inner: list[str], margins: dict[str, list[float]]) -> str:
+        drop = inner.index(source)
+        return worst_margin({k: [m for j, m in enumerate(v) if j != drop] for k, v in margins.items()})
     return rule
 
 
@@ -70,20 +73,17 @@ def main(cache: Path, margins_path: Path, train_only: str | None = None) -> None
     by = bt.sources_of(records)
     stored = load_margins(margins_path, list(by))
     fits = bt.Fits(records, None, cache)
-    rules = (("worst margin", worst_margin), ("least regret", least_regret))
+    rules = [("worst margin", lambda held, inner, m: worst_margin(m)),
+             ("least regret", lambda held, inner, m: least_regret(m))]
     if train_only is not None:
-        # the inner sources of a fold are the cache's order without the held-out one
-        rules = ((f"{train_only} trains only", None),)
+        rules = [(f"{train_only} trains only", without_source(train_only))]
     for name, rule in rules:
         rows: dict[int, tuple[float, float, float]] = {}
         for held, test in by.items():
             if held == train_only:
                 continue
-            if rule is None:
-                inner = [s for s in by if s != held]
-                setting = worst_margin_without(inner.index(train_only))(allowed(stored[held]))
-            else:
-                setting = rule(allowed(stored[held]))
+            # a fold's inner sources: the cache's order without the held-out one
+            setting = rule(held, [s for s in by if s != held], allowed(stored[held]))
             _, threshold, page_rule = parse_setting(setting)
             others = set(by) - {held}
             forest, net = fits.get(others), fits.sequence(others)
