@@ -44,36 +44,36 @@ Examples:
 """
 
 
-def _sets(scrapinghub: str | None, wcxb: str | None, trafilatura: str | None,
-          utomo: str | None = None, googletrends: str | None = None) -> dict:
-    if scrapinghub is None:
-        from afm.shared_data import find_shared_dir
-
-        shared = find_shared_dir()
-        scrapinghub = str(shared / "eval") if shared else None
-    return {"scrapinghub": scrapinghub, "wcxb": wcxb, "trafilatura": trafilatura,
-            "utomo": utomo, "googletrends": googletrends}
+# The gold sets' options, by ``gold.LOADERS`` name (a test keeps the two in step; the
+# package is not imported here, so ``--help`` stays fast).
+GOLD_SET_HELP = {
+    "scrapinghub": "../shared/eval (default when present).",
+    "wcxb": "WCXB checkout (dev split).",
+    "trafilatura": "trafilatura's tests/ folder.",
+    "utomo": "Utomo & Leu's Extraction/ folder.",
+    "googletrends": "Google-Trends-2017's folder (raw_html/).",
+}
 
 
 def _gold_options(fn: Any) -> Any:
-    for name, help_ in (("googletrends", "Google-Trends-2017's folder (raw_html/)."),
-                        ("utomo", "Utomo & Leu's Extraction/ folder."),
-                        ("trafilatura", "trafilatura's tests/ folder."),
-                        ("wcxb", "WCXB checkout (dev split)."),
-                        ("scrapinghub", "../shared/eval (default when present).")):
+    for name, help_ in reversed(GOLD_SET_HELP.items()):
         fn = click.option(f"--{name}", type=click.Path(file_okay=False, exists=True), help=help_)(fn)
     return fn
 
 
-def _gold_pages(scrapinghub: str | None, wcxb: str | None, trafilatura: str | None, utomo: str | None,
-                googletrends: str | None,
-                limit: int | None) -> Any:
-    """(name, pages) of every gold set given (ScrapingHub's from ../shared when present)."""
+def _gold_pages(gold: dict[str, str | None], limit: int | None) -> Any:
+    """(name, pages) of every gold set given by name (ScrapingHub's from ../shared when
+    its option is not given and ../shared is present)."""
     from afm.filters.extraction.gold import load_sets
 
-    for name, path in _sets(scrapinghub, wcxb, trafilatura, utomo, googletrends).items():
-        if path is not None:
-            yield name, load_sets(**{name: Path(path)}, limit=limit)
+    if gold.get("scrapinghub") is None:
+        from afm.shared_data import find_shared_dir
+
+        shared = find_shared_dir()
+        gold = {**gold, "scrapinghub": str(shared / "eval") if shared else None}
+    for name in GOLD_SET_HELP:  # in ``LOADERS``' order, whatever the command line's
+        if gold.get(name) is not None:
+            yield name, load_sets(**{name: Path(gold[name])}, limit=limit)
 
 
 def _load_cache(cache: str) -> list[dict]:
@@ -116,15 +116,13 @@ def extraction() -> None:
 @click.option("--cache", required=True, type=click.Path(file_okay=False), help="Folder for the candidate tables.")
 @click.option("--workers", default=1, show_default=True, type=POSITIVE_INT, help="Processes.")
 @click.option("--limit", type=POSITIVE_INT, help="Pages per source (smoke runs).")
-def table_cmd(scrapinghub: str | None, wcxb: str | None, trafilatura: str | None,
-              utomo: str | None, googletrends: str | None, cache: str, workers: int,
-              limit: int | None) -> None:
+def table_cmd(cache: str, workers: int, limit: int | None, **gold: str | None) -> None:
     """Run every candidate extractor on the gold pages once; cache their outputs."""
     from afm.console import print_summary
     from afm.filters.extraction.table import build_rows, save_rows
 
     summary = {}
-    for name, pages in _gold_pages(scrapinghub, wcxb, trafilatura, utomo, googletrends, limit):
+    for name, pages in _gold_pages(gold, limit):
         n = save_rows(build_rows(pages, workers), Path(cache) / f"rows-{name}.jsonl.gz")
         summary[f"{name} pages"] = n
     print_summary("candidate tables", {**summary, "cache": cache})
@@ -191,15 +189,13 @@ def blocks() -> None:
 @click.option("--cache", required=True, type=click.Path(file_okay=False), help="Folder for the records.")
 @click.option("--workers", default=1, show_default=True, type=POSITIVE_INT, help="Processes.")
 @click.option("--limit", type=POSITIVE_INT, help="Pages per source (smoke runs).")
-def blocks_table_cmd(scrapinghub: str | None, wcxb: str | None, trafilatura: str | None,
-                     utomo: str | None, googletrends: str | None, cache: str, workers: int,
-                     limit: int | None) -> None:
+def blocks_table_cmd(cache: str, workers: int, limit: int | None, **gold: str | None) -> None:
     """Cut every gold page into labelled blocks, run trafilatura and the cascade on it; cache."""
     from afm.console import print_summary
     from afm.filters.extraction.block_train import build_cache
 
     summary = {}
-    for name, pages in _gold_pages(scrapinghub, wcxb, trafilatura, utomo, googletrends, limit):
+    for name, pages in _gold_pages(gold, limit):
         summary[f"{name} pages"] = build_cache(pages, Path(cache), name, cascade_text, workers)
     print_summary("block records", {**summary, "cache": cache})
 

@@ -291,3 +291,20 @@ def test_trim_edges_drops_only_the_edge_lines_the_other_lacks() -> None:
     assert trim_edges(text, other) == "\n".join(body)  # the middle line stays
     assert trim_edges(text, "") == text  # nothing held: untouched
     assert trim_edges("\n".join(body), "\n".join(body)) == "\n".join(body)
+
+
+def test_every_gold_set_is_an_option_of_the_extraction_commands(tmp_path) -> None:
+    """`afm extraction table` and `afm extraction blocks table` take each set ``gold.LOADERS``
+    knows, by the same name, and no other; an unknown path is refused in one line."""
+    from click.testing import CliRunner
+
+    from afm.app.commands.filters.extraction import GOLD_SET_HELP, extraction
+    from afm.filters.extraction.gold import LOADERS
+
+    assert list(GOLD_SET_HELP) == list(LOADERS)
+    for command in (["table"], ["blocks", "table"]):
+        result = CliRunner().invoke(extraction, [*command, "--help"])
+        assert all(f"--{name}" in result.output for name in LOADERS), result.output
+    result = CliRunner().invoke(extraction, ["blocks", "table", "--utomo", str(tmp_path / "none"),
+                                             "--cache", str(tmp_path / "c")])
+    assert result.exit_code == 2 and "does not exist" in result.output
