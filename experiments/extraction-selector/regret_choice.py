@@ -23,12 +23,12 @@ from pathlib import Path
 
 import numpy as np
 from comment_rule import parse_setting
+from five_sources_net_only import NEW_SOURCE
 
 from afm.filters.extraction import block_train as bt
 from afm.filters.extraction.block_sequence import mixed
 from afm.filters.extraction.gold import extraction_scores
 
-NEW_SOURCE = "googletrends"
 TIE = 0.001
 
 
