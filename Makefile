@@ -17,7 +17,7 @@ PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadfile
 # here afm/ is the package); the filter hides that notice only.
 EDITABLE_QUIET := PYTHONWARNINGS="ignore:Editable installation"
 
-$(STAMP): pyproject.toml setup.py afm/areas.py constraints.txt filters/extraction/_blockwalk.c
+$(STAMP): pyproject.toml setup.py afm/areas.py constraints.txt filters/extraction/_blockwalk.c filters/extraction/_treewalk.c
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade "pip==26.3" "setuptools==84.2.1" wheel
 	$(EDITABLE_QUIET) $(BIN)/python -m pip install -q -c constraints.txt -e ".[all]"

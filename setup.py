@@ -5,10 +5,11 @@ package layout is computed here, from ``afm/areas.py`` (stdlib-only, read before
 is installed): every folder of every area, data folders included, so a new subpackage or
 data folder can never be left out of the wheel, and setuptools has no folder to warn about.
 
-One C extension is built from source with the package: the block extractor's DOM walk
+Two C extensions are built from source with the package: the block extractor's DOM walk
 (``filters/extraction/_blockwalk.c``; Python's headers only, lexbor's functions are found at
-run time in selectolax's library). It is optional: where no C compiler is found the
-install goes on and the extractor walks the DOM in Python, with the same output.
+run time in selectolax's library) and its trees' walk (``filters/extraction/_treewalk.c``).
+They are optional: where no C compiler is found the install goes on and the extractor walks
+the DOM in Python and the trees in numpy, with the same output.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ def packages_of(folder: str, package: str) -> list[str]:
 
 EXTENSIONS = [
     Extension("afm.filters.extraction._blockwalk", ["filters/extraction/_blockwalk.c"], optional=True),
+    Extension("afm.filters.extraction._treewalk", ["filters/extraction/_treewalk.c"], optional=True),
 ]
 
 setup(

@@ -147,7 +147,7 @@ def genre_fits(records: list[bt.PageRecord], cache: Path, out: Path) -> bt.Fits:
     fits = bt.Fits(records, lambda m: print(m, flush=True), folder)
     for held, (train, _) in folds(records).items():
         name = "+".join(sorted(train))
-        for prefix, key in (("fit", fits.key), ("seq", fits.sequence_key)):
+        for prefix, key in (("fit", fits.key), ("seq", fits.net_keys[0])):  # the first seed's net, that run's only one
             src, dst = out / f"{prefix}-{held}.json", folder / f"{prefix}-{name}-{key}.json"
             if src.exists() and not dst.exists():
                 dst.write_bytes(src.read_bytes())

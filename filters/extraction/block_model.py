@@ -30,7 +30,7 @@ import numpy as np
 
 from afm.errors import UserError
 from afm.filters.extraction.block_features import CONTEXT_NAMES, NAMES, context_features, features
-from afm.filters.extraction.block_sequence import SequenceNet, mixed
+from afm.filters.extraction.block_sequence import SequenceNets, mixed
 from afm.filters.extraction.blocks import CONTEXT, KINDS, BlockTable, page_blocks
 from afm.filters.extraction.trees import Forest
 
@@ -169,8 +169,8 @@ def fill_gaps(keep: np.ndarray, p: np.ndarray, low: float, span: int = FILL_SPAN
 class BlockModel:
     """The block extractor's learned part: the first stage's trees (a block's own
     features), optionally the second stage's (the first stage's probabilities around the
-    block: ``block_features.context_features``) or a sequence net over the page's blocks
-    (``block_sequence``: its probability and the trees' are averaged), and the keep
+    block: ``block_features.context_features``) or sequence nets over the page's blocks
+    (``block_sequence``: their mean probability and the trees' are averaged), and the keep
     threshold."""
 
     forest: Forest
@@ -179,7 +179,7 @@ class BlockModel:
     meta: dict[str, Any] = field(default_factory=dict)
     context: Forest | None = None
     rule: PageRule = field(default_factory=PageRule)
-    sequence: SequenceNet | None = None
+    sequence: SequenceNets | None = None
 
     def probability(self, table: BlockTable) -> np.ndarray:
         """Per block: the probability of being main content."""
@@ -222,7 +222,7 @@ class BlockModel:
             raise UserError(f"{path}: made for other block features; retrain it with "
                             "`afm extraction blocks train`")
         context = Forest.from_json(data["context"]) if data.get("context") else None
-        sequence = SequenceNet.from_json(data["sequence"]) if data.get("sequence") else None
+        sequence = SequenceNets.from_json(data["sequence"]) if data.get("sequence") else None
         return cls(Forest.from_json(data["forest"]), float(data["threshold"]),
                    tuple(data["features"]), dict(data.get("meta") or {}), context,
                    PageRule.from_json(data.get("page_rule")), sequence)

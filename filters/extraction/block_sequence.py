@@ -33,9 +33,19 @@ from afm.errors import UserError
 
 DILATIONS = (1, 2, 4, 8, 16)
 # Training settings (the held-out comparison's): width, passes over the pages, AdamW's
-# peak rate (cosine decay to 0) and weight decay, the seed.
+# peak rate (cosine decay to 0) and weight decay, the first net's seed, and how many nets
+# (seeds seed, seed + 1, ...) the block model averages (``SequenceNets``).
 SEQUENCE: dict[str, Any] = {"width": 64, "epochs": 15, "learning_rate": 2e-3,
-                            "weight_decay": 1e-4, "seed": 0}
+                            "weight_decay": 1e-4, "seed": 0, "nets": 3}
+
+
+def net_setting(k: int, setting: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The settings of the ``k``-th averaged net: one net's (no ``nets``), its seed the
+    first seed plus ``k``."""
+    s = {**SEQUENCE, **(setting or {})}
+    one = {name: value for name, value in s.items() if name != "nets"}
+    one["seed"] = int(s["seed"]) + k
+    return one
 # Pages are padded to one of these lengths in training (longer pages are left out of it;
 # extraction reads any length).
 _BUCKETS = (64, 128, 256, 512, 1024, 2048, 4096, 8192)
@@ -103,47 +113,10 @@ class SequenceNet:
 
     def probability(self, x: np.ndarray) -> np.ndarray:
         """Per block (a row of one page's features, in page order): P(main content)."""
-        if len(x) == 0:
-            return np.zeros(0)
-        with _one_blas_thread():
-            return self._forward(x)
-
-    def _forward(self, x: np.ndarray) -> np.ndarray:
-        z = np.clip((x.astype(np.float32) - self.mean) / self.scale, -5.0, 5.0)
-        h = _gelu(z @ self.w_in + self.b_in)
-        rows, width = h.shape
-        taps = np.zeros((rows, 3 * width), dtype=np.float32)  # [t - d | t | t + d], one product
-        left, mid, right = taps[:, :width], taps[:, width:2 * width], taps[:, 2 * width:]
-        stacked = self._stacked()
-        for j, d in enumerate(self.dilations):
-            inv = np.einsum("ij,ij->i", h, h)
-            inv *= 1.0 / width
-            inv += 1e-5
-            np.sqrt(inv, out=inv)
-            np.divide(h, inv[:, None], out=mid)
-            mid *= self.gain[j]
-            if d < rows:  # the rows a shift leaves empty are zero from the previous layer on
-                left[:d] = 0.0
-                left[d:] = mid[:-d]
-                right[:-d] = mid[d:]
-                right[-d:] = 0.0
-            else:
-                left[:] = 0.0
-                right[:] = 0.0
-            c = taps @ stacked[j]
-            c += self.conv_b[j]
-            h += _gelu(c)
-        logit = h @ self.w_out + self.b_out
-        return 1.0 / (1.0 + np.exp(-logit.astype(np.float64)))
-
-    def _stacked(self) -> np.ndarray:
-        """The convolutions' three taps stacked: (layers, 3 * width, width), made once."""
-        cached = self.__dict__.get("_stacked_conv")
-        if cached is None:
-            layers, _, width, out = self.conv.shape
-            cached = np.ascontiguousarray(self.conv.reshape(layers, 3 * width, out))
-            self.__dict__["_stacked_conv"] = cached
-        return cached
+        alone = self.__dict__.get("_alone")
+        if alone is None:
+            alone = self.__dict__["_alone"] = SequenceNets((self,))
+        return alone.probability(x)
 
     def to_json(self) -> dict[str, Any]:
         return {"dilations": list(self.dilations), "b_out": float(self.b_out),
@@ -155,6 +128,87 @@ class SequenceNet:
         arrays = {k: np.asarray(data[k], dtype=np.float32)
                   for k in ("mean", "scale", "w_in", "b_in", "conv", "conv_b", "gain", "w_out")}
         return cls(**arrays, b_out=float(data["b_out"]), dilations=tuple(data["dilations"]))
+
+
+class SequenceNets:
+    """Several :class:`SequenceNet` of one shape (trained with different seeds) whose block
+    probabilities are averaged. One net's seed moved a held-out source's F1 by 0.016, the mean
+    of three by a fraction of that (experiments/extraction-selector/README.md). The nets run
+    side by side: each weight stacked over the nets, every layer one batched product, so three
+    nets cost numpy's per-call overhead once (on a small page that overhead is most of the
+    time)."""
+
+    def __init__(self, nets: Sequence[SequenceNet]) -> None:
+        if not nets:
+            raise UserError("a sequence model needs at least one net")
+        shapes = {(n.w_in.shape, n.conv.shape, tuple(n.dilations)) for n in nets}
+        if len(shapes) > 1:
+            raise UserError(f"sequence nets of different shapes cannot be averaged: {sorted(shapes)}")
+        self.nets = tuple(nets)
+        self.dilations = tuple(nets[0].dilations)
+        f32 = np.float32
+
+        def stack(name: str) -> np.ndarray:
+            return np.ascontiguousarray(np.stack([np.asarray(getattr(n, name), f32) for n in nets]))
+
+        self.mean, self.scale = stack("mean")[:, None], stack("scale")[:, None]  # (k, 1, features)
+        self.w_in, self.b_in = stack("w_in"), stack("b_in")[:, None]  # (k, f, w), (k, 1, w)
+        k, layers, _, width, out = (len(nets), *nets[0].conv.shape)
+        # (layers, k, 3 * width, width): taps [t - d | t | t + d] stacked, one product a layer
+        self.conv = np.ascontiguousarray(stack("conv").reshape(k, layers, 3 * width, out)
+                                         .transpose(1, 0, 2, 3))
+        self.conv_b = np.ascontiguousarray(stack("conv_b").transpose(1, 0, 2)[:, :, None])
+        self.gain = np.ascontiguousarray(stack("gain").transpose(1, 0, 2)[:, :, None])
+        self.w_out = stack("w_out")[:, :, None]  # (k, w, 1)
+        self.b_out = np.array([float(n.b_out) for n in nets], np.float64)[:, None]
+
+    def __len__(self) -> int:
+        return len(self.nets)
+
+    def probability(self, x: np.ndarray) -> np.ndarray:
+        """Per block (a row of one page's features, in page order): the nets' mean P(main content)."""
+        if len(x) == 0:
+            return np.zeros(0)
+        with _one_blas_thread():
+            return self._forward(x)
+
+    def _forward(self, x: np.ndarray) -> np.ndarray:
+        z = (x.astype(np.float32)[None] - self.mean) / self.scale
+        np.clip(z, -5.0, 5.0, out=z)
+        h = z @ self.w_in
+        h += self.b_in
+        h = _gelu(h)  # (k, rows, width)
+        k, rows, width = h.shape
+        taps = np.zeros((k, rows, 3 * width), dtype=np.float32)  # [t - d | t | t + d]
+        left, mid, right = taps[..., :width], taps[..., width:2 * width], taps[..., 2 * width:]
+        for j, d in enumerate(self.dilations):
+            inv = np.einsum("kij,kij->ki", h, h)
+            inv *= 1.0 / width
+            inv += 1e-5
+            np.sqrt(inv, out=inv)
+            np.divide(h, inv[..., None], out=mid)
+            mid *= self.gain[j]
+            if d < rows:  # the rows a shift leaves empty are zero from the previous layer on
+                left[:, :d] = 0.0
+                left[:, d:] = mid[:, :-d]
+                right[:, :-d] = mid[:, d:]
+                right[:, -d:] = 0.0
+            else:
+                left[:] = 0.0
+                right[:] = 0.0
+            c = taps @ self.conv[j]
+            c += self.conv_b[j]
+            h += _gelu(c)
+        logit = (h @ self.w_out)[..., 0].astype(np.float64) + self.b_out
+        return (1.0 / (1.0 + np.exp(-logit))).mean(axis=0)
+
+    def to_json(self) -> list[dict[str, Any]]:
+        return [net.to_json() for net in self.nets]
+
+    @classmethod
+    def from_json(cls, data: list[dict[str, Any]] | dict[str, Any]) -> SequenceNets:
+        """A list of nets, or one net (the model files made before nets were averaged)."""
+        return cls([SequenceNet.from_json(d) for d in (data if isinstance(data, list) else [data])])
 
 
 Page = tuple[np.ndarray, np.ndarray, np.ndarray]  # features, labels (0/1), weights
@@ -180,7 +234,8 @@ def _batches(lengths: Sequence[int], rng: np.random.Generator | None) -> list[tu
 
 def fit_sequence(pages: Sequence[Page], setting: dict[str, Any] | None = None,
                  log: Callable[[str], Any] | None = None) -> SequenceNet:
-    """Train a :class:`SequenceNet` on ``pages`` (JAX on the CPU or an accelerator)."""
+    """Train one :class:`SequenceNet` on ``pages`` (JAX on the CPU or an accelerator), with
+    ``setting``'s seed (``net_setting`` gives each averaged net's)."""
     try:
         import jax
         import jax.numpy as jnp

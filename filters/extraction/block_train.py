@@ -44,7 +44,15 @@ from afm.console import track
 from afm.errors import UserError
 from afm.filters.extraction.block_features import NAMES, context_features, features
 from afm.filters.extraction.block_model import BlockModel, Forest, PageRule, render
-from afm.filters.extraction.block_sequence import SEQUENCE, Page, SequenceNet, fit_sequence, mixed
+from afm.filters.extraction.block_sequence import (
+    SEQUENCE,
+    Page,
+    SequenceNet,
+    SequenceNets,
+    fit_sequence,
+    mixed,
+    net_setting,
+)
 from afm.filters.extraction.blocks import BlockTable, page_blocks
 from afm.filters.extraction.gold import GoldPage, counts, extraction_scores, shingles
 from afm.filters.extraction.train import source_of
@@ -370,33 +378,49 @@ class Fits:
     records' files), so ``cv`` then ``train`` fit each once."""
 
     def __init__(self, records: Sequence[PageRecord], log: Any = None,
-                 cache: Path | None = None) -> None:
+                 cache: Path | None = None, nets: int | None = None) -> None:
         self.records = records
         self.log = log
         self.cache = cache
         self.forests: dict[frozenset[str], Forest] = {}
-        self.sequences: dict[frozenset[str], SequenceNet] = {}
-        self.key = self.sequence_key = ""
+        self.sequences: dict[frozenset[str], SequenceNets] = {}
+        count = int(SEQUENCE["nets"] if nets is None else nets)
+        if count < 1:
+            raise UserError(f"the block model averages at least one sequence net, not {count}")
+        self.setting = {**SEQUENCE, "nets": count}
+        self.nets: list[dict[frozenset[str], SequenceNet]] = [{} for _ in range(count)]
+        self.key = ""
+        self.net_keys = [""] * len(self.nets)
         if cache is not None:
             import hashlib
 
             files = sorted(Path(cache).glob("blocks-*.pkl.gz"))
             stamp = [f"{f.name}:{f.stat().st_size}:{f.stat().st_mtime_ns}" for f in files]
-            self.key = hashlib.sha1(json.dumps([STAGE1, NAMES, COVERED, stamp]).encode()
-                                    ).hexdigest()[:12]
-            self.sequence_key = hashlib.sha1(json.dumps([SEQUENCE, NAMES, COVERED, stamp]).encode()
-                                             ).hexdigest()[:12]
+
+            def key(setting: Any) -> str:
+                return hashlib.sha1(json.dumps([setting, NAMES, COVERED, stamp]).encode()).hexdigest()[:12]
+
+            self.key = key(STAGE1)
+            self.net_keys = [key(net_setting(k, self.setting)) for k in range(count)]
 
     def get(self, sources: Iterable[str]) -> Forest:
         """Stage 1's forest fitted on ``sources``."""
         return self._kept(self.forests, "fit", self.key, sources, "stage 1", Forest.from_json,
                           lambda idx: fit_forest(self.records, idx, STAGE1))
 
-    def sequence(self, sources: Iterable[str]) -> SequenceNet:
-        """The sequence net fitted on ``sources`` (``block_sequence``)."""
-        return self._kept(self.sequences, "seq", self.sequence_key, sources, "sequence net",
-                          SequenceNet.from_json,
-                          lambda idx: fit_sequence(training_pages(self.records, idx)))
+    def sequence(self, sources: Iterable[str]) -> SequenceNets:
+        """The sequence nets fitted on ``sources`` (``block_sequence``; one per seed), each
+        kept apart: the nets of a setting with fewer serve one with more."""
+        name = frozenset(sources)
+        if name not in self.sequences:
+            self.sequences[name] = SequenceNets([
+                self._kept(self.nets[k], "seq", self.net_keys[k], name,
+                           f"sequence net (seed {net_setting(k, self.setting)['seed']})",
+                           SequenceNet.from_json,
+                           lambda idx, k=k: fit_sequence(training_pages(self.records, idx),
+                                                         net_setting(k, self.setting)))
+                for k in range(len(self.nets))])
+        return self.sequences[name]
 
     def _kept(self, store: dict[frozenset[str], Any], prefix: str, key: str,
               sources: Iterable[str], what: str, load: Callable[[dict[str, Any]], Any],
@@ -505,7 +529,7 @@ def fit_model(records: Sequence[PageRecord], idx: Sequence[int], fits: Fits | No
     context = fit_forest(records, idx, STAGE2, ctx) if variant == "two" else None
     sequence = fits.sequence(sources) if variant == "mix" else None
     info = {"stages": 2 if context else 1, "stage1": STAGE1, "stage2": STAGE2 if context else None,
-            "sequence": SEQUENCE if sequence else None, "variant": variant,
+            "sequence": fits.setting if sequence else None, "variant": variant,
             "inner_margins": margins, "sources": sorted(sources), **(meta or {})}
     return BlockModel(forest, threshold, NAMES, info, context, rule, sequence)
 

@@ -1,6 +1,7 @@
 """The block model's sequence net: its numpy forward pass (what extraction runs) against a
-position-by-position reference and stored values, its training (JAX) on a task only the
-neighbours decide, and its place in the model file."""
+position-by-position reference and stored values, several nets' stacked pass against their
+mean, its training (JAX) on a task only the neighbours decide, and its place in the model
+file."""
 
 from __future__ import annotations
 
@@ -10,7 +11,12 @@ import math
 import numpy as np
 
 from afm.filters.extraction.block_model import MODEL_PATH, BlockModel, load_block_model
-from afm.filters.extraction.block_sequence import SequenceNet, fit_sequence
+from afm.filters.extraction.block_sequence import (
+    SequenceNet,
+    SequenceNets,
+    fit_sequence,
+    net_setting,
+)
 
 
 def _random_net(rng: np.random.Generator, features: int = 5, width: int = 4) -> SequenceNet:
@@ -66,6 +72,48 @@ def test_numpy_forward_matches_a_position_by_position_reference_and_stored_value
     assert np.abs(again.probability(longer) - net.probability(longer)).max() < 1e-5
 
 
+def test_several_nets_run_stacked_and_give_their_mean() -> None:
+    rng = np.random.default_rng(3)
+    nets = [_random_net(rng) for _ in range(3)]
+    together = SequenceNets(nets)
+    for rows in (1, 3, 20, 40):  # below and above the dilations
+        x = rng.normal(size=(rows, 5)).astype(np.float32)
+        alone = np.mean([net.probability(x) for net in nets], axis=0)
+        assert np.abs(together.probability(x) - alone).max() < 1e-6
+        assert np.abs(together.probability(x) - np.mean([_reference(n, x) for n in nets], axis=0)).max() < 1e-5
+    assert together.probability(np.zeros((0, 5), np.float32)).shape == (0,)
+    again = SequenceNets.from_json(json.loads(json.dumps(together.to_json())))
+    assert len(again) == 3
+    assert np.abs(again.probability(x) - together.probability(x)).max() < 1e-6
+    # a model file made before nets were averaged holds one net, not a list
+    assert len(SequenceNets.from_json(nets[0].to_json())) == 1
+    import pytest
+
+    from afm.errors import UserError
+
+    with pytest.raises(UserError, match="different shapes"):
+        SequenceNets([nets[0], _random_net(rng, width=6)])
+
+
+def test_each_averaged_net_has_its_own_seed_and_one_net_settings(tmp_path) -> None:
+    first, third = net_setting(0, {"seed": 5, "nets": 3}), net_setting(2, {"seed": 5, "nets": 3})
+    assert first["seed"] == 5 and third["seed"] == 7
+    assert "nets" not in first and {k: v for k, v in first.items() if k != "seed"} == {
+        k: v for k, v in third.items() if k != "seed"}
+    import pytest
+
+    from afm.errors import UserError
+    from afm.filters.extraction.block_train import Fits
+
+    with pytest.raises(UserError, match="at least one sequence net"):
+        Fits([], nets=0)
+    # a net is filed under its own setting's key, whatever the count: the nets of a run
+    # with fewer serve one with more
+    (tmp_path / "blocks-x.pkl.gz").write_bytes(b"x")
+    one, three = Fits([], cache=tmp_path, nets=1), Fits([], cache=tmp_path, nets=3)
+    assert one.net_keys[0] == three.net_keys[0] and len(set(three.net_keys)) == 3
+
+
 def _neighbour_pages(n_pages: int, seed: int) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Blocks whose label is the sign of the *previous* block's first feature: a model of
     one row at a time cannot do better than chance."""
@@ -103,18 +151,19 @@ def test_model_file_carries_the_sequence_net(tmp_path) -> None:
                       np.zeros(width, np.float32), np.zeros((5, 3, width, width), np.float32),
                       np.zeros((5, width), np.float32), np.ones((5, width), np.float32),
                       np.zeros(width, np.float32), 0.0)
-    model = BlockModel(shipped.forest, shipped.threshold, shipped.names, {}, None, shipped.rule, net)
+    model = BlockModel(shipped.forest, shipped.threshold, shipped.names, {}, None, shipped.rule,
+                       SequenceNets([net, net]))
     path = tmp_path / "m.json"
     model.save(path)
     loaded = BlockModel.load(path)
-    assert loaded.sequence is not None
+    assert loaded.sequence is not None and len(loaded.sequence) == 2
     from afm.filters.extraction.block_features import features
     from afm.filters.extraction.blocks import page_blocks
     from tests.unit.filters.extraction.test_extract import ARTICLE
 
     table = page_blocks(ARTICLE)
     trees = shipped.forest.probability(features(table))
-    # this net says 0.5 for every block: the model's probability is the mean of the two
+    # these nets say 0.5 for every block: the model's probability is the mean of the two
     assert np.allclose(loaded.probability(table), (trees + 0.5) / 2, atol=1e-6)
 
 
@@ -148,6 +197,7 @@ def test_cross_validation_tries_the_sequence_net_and_names_the_model_it_chose(mo
     )
 
     monkeypatch.setitem(block_sequence.SEQUENCE, "epochs", 3)
+    monkeypatch.setitem(block_sequence.SEQUENCE, "nets", 2)
     records = []
     for s, source in enumerate(("scrapinghub", "utomo", "wcxb")):
         for page in _gold_pages(source, 6, s):
@@ -161,6 +211,9 @@ def test_cross_validation_tries_the_sequence_net_and_names_the_model_it_chose(mo
     # the inner choices fit one net per single source; a fold that takes the net fits its pair
     mixed = sum(results[s]["model"] == VARIANT_NAMES["mix"] for s in ("scrapinghub", "utomo", "wcxb"))
     assert len(fits.sequences) == 3 + mixed
+    # each source set's nets: SEQUENCE["nets"] of them, trained with different seeds
+    for nets in fits.sequences.values():
+        assert len(nets) == 2 and not np.allclose(nets.nets[0].w_in, nets.nets[1].w_in)
     model = fit_model(records, range(len(records)), fits, thresholds=(0.5,), variants=("one", "mix"))
     assert any(key.startswith("mix/") for key in model.meta["inner_margins"])  # it was scored
     assert (model.sequence is not None) == (model.meta["variant"] == "mix")

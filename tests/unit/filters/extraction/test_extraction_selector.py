@@ -308,3 +308,16 @@ def test_every_gold_set_is_an_option_of_the_extraction_commands(tmp_path) -> Non
     result = CliRunner().invoke(extraction, ["blocks", "table", "--utomo", str(tmp_path / "none"),
                                              "--cache", str(tmp_path / "c")])
     assert result.exit_code == 2 and "does not exist" in result.output
+
+
+def test_the_nets_option_states_the_package_default_and_refuses_zero(tmp_path) -> None:
+    """``--nets``'s help names ``SEQUENCE["nets"]`` (the command module does not import the
+    package, so the two are kept in step here); a count out of range is a usage error."""
+    from click.testing import CliRunner
+
+    from afm.app.commands.filters.extraction import _NETS_HELP, extraction
+    from afm.filters.extraction.block_sequence import SEQUENCE
+
+    assert f"[default: {SEQUENCE['nets']}]" in _NETS_HELP
+    result = CliRunner().invoke(extraction, ["blocks", "cv", "--cache", str(tmp_path), "--nets", "0"])
+    assert result.exit_code == 2 and "--nets" in result.output
