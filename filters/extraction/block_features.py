@@ -121,14 +121,31 @@ def _median(x: np.ndarray) -> float:
 
 def title_overlap(texts: list[str], words: np.ndarray, title: str) -> np.ndarray:
     """Per block of at most 30 words: the share of its words found in the page's title (a
-    headline repeats the title; 0 for longer blocks)."""
+    headline repeats the title; 0 for longer blocks). The short blocks are lowered and split
+    as one string, a lone NUL token between blocks (per block, the Python loop was a quarter
+    of the features' time); a page whose text holds a NUL is read block by block."""
     out = np.zeros(len(texts))
     title_words = set(title.lower().split())
     if not title_words:
         return out
-    for i in np.flatnonzero((words > 0) & (words <= 30)).tolist():
-        mine = texts[i].lower().split()
-        out[i] = sum(map(title_words.__contains__, mine)) / len(mine)
+    short = np.flatnonzero((words > 0) & (words <= 30))
+    if not len(short):
+        return out
+    chosen = [texts[i] for i in short.tolist()]
+    joined = " \x00 ".join(chosen)
+    if "\x00" in title or joined.count("\x00") != len(chosen) - 1:
+        for i, text in zip(short.tolist(), chosen):
+            mine = text.lower().split()
+            out[i] = sum(map(title_words.__contains__, mine)) / len(mine) if mine else 0.0
+        return out
+    tokens = joined.lower().split()
+    sep = np.fromiter(map("\x00".__eq__, tokens), dtype=bool, count=len(tokens))
+    hit = np.fromiter(map(title_words.__contains__, tokens), dtype=np.float64, count=len(tokens))
+    block = np.cumsum(sep)  # the block each token is in (a separator counts to the next)
+    keep = ~sep
+    n_words = np.bincount(block[keep], minlength=len(chosen))
+    hits = np.bincount(block[keep], weights=hit[keep], minlength=len(chosen))
+    out[short] = np.divide(hits, n_words, out=np.zeros(len(chosen)), where=n_words > 0)
     return out
 
 

@@ -321,3 +321,31 @@ def test_page_rows_score_the_fallback_text_even_after_the_same_kept_blocks() -> 
     assert plain == counts(gold, "Only four words here.")
     sent = page_rows([rec], probs, 0.5, PageRule(fallback_words=5), memo)[0]
     assert sent == counts(gold, "the gold text of this page is here") != plain
+
+
+def test_title_overlap_is_each_short_blocks_share_of_title_words() -> None:
+    """One pass over the short blocks gives what each block's own words give, whatever the
+    text holds (a NUL, the separator of that pass, sends the page block by block)."""
+    from afm.filters.extraction.block_features import title_overlap
+
+    def by_block(texts: list[str], words: np.ndarray, title: str) -> np.ndarray:
+        out = np.zeros(len(texts))
+        title_words = set(title.lower().split())
+        for i, text in enumerate(texts):
+            mine = text.lower().split()
+            if title_words and 0 < words[i] <= 30 and mine:
+                out[i] = sum(w in title_words for w in mine) / len(mine)
+        return out
+
+    long = " ".join(["storm"] * 31)
+    cases = [
+        (["Storm Hits Coast", "the storm hits", long, "", "\x1c\x1d", "ΟΔΟΣ Σ", "x"], "Storm hits the coast ΟΔΟΣ"),
+        (["a \x00 b", "storm \x00", "\x00"], "Storm \x00 b"),
+        (["no", "title"], "   "),
+        (["only long"], "Only"),
+    ]
+    for texts, title in cases:
+        words = np.array([max(len(t.split()), 1 if t else 0) if t != long else 31 for t in texts], float)
+        assert np.array_equal(title_overlap(texts, words, title), by_block(texts, words, title)), texts
+    got = title_overlap(["Storm Hits Coast", "the storm hits", "x"], np.array([3.0, 3.0, 1.0]), "storm hits")
+    assert got.tolist() == [2 / 3, 2 / 3, 0.0]
