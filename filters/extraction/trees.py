@@ -2,7 +2,7 @@
 
 :class:`Forest` holds every tree of a boosted ensemble as padded node arrays and walks them
 all at once, one numpy gather per tree level, or in C (``_treewalk.c``, built by the
-package's install; the same output bit for bit, a tenth of the time on a page's blocks). The
+package's install; the same output bit for bit, under a third of the time on a page's blocks). The
 block extractor's model (a ``HistGradientBoostingClassifier``) and the selector's gain model
 (a ``GradientBoostingRegressor``, :meth:`Forest.from_node_lists`) are both evaluated by it.
 """
