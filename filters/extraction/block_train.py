@@ -413,12 +413,17 @@ class Fits:
         kept apart: the nets of a setting with fewer serve one with more."""
         name = frozenset(sources)
         if name not in self.sequences:
+            pages: list[Page] = []  # built once, for the first seed that is not cached
+
+            def fit(idx: list[int], k: int) -> SequenceNet:
+                if not pages:
+                    pages.extend(training_pages(self.records, idx))
+                return fit_sequence(pages, net_setting(k, self.setting))
+
             self.sequences[name] = SequenceNets([
                 self._kept(self.nets[k], "seq", self.net_keys[k], name,
                            f"sequence net (seed {net_setting(k, self.setting)['seed']})",
-                           SequenceNet.from_json,
-                           lambda idx, k=k: fit_sequence(training_pages(self.records, idx),
-                                                         net_setting(k, self.setting)))
+                           SequenceNet.from_json, lambda idx, k=k: fit(idx, k))
                 for k in range(len(self.nets))])
         return self.sequences[name]
 
