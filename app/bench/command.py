@@ -68,6 +68,8 @@ Examples:
   afm bench eval --config 100m                  # the eval engine where compute matters
   afm bench train --suite gpu                   # issue #32's GPU runs -> bench-train-gpu.json
   afm bench extraction curate --gold ../gold    # every gold set's real pages (wcxb/, trafilatura/, utomo/)
+  afm bench extraction --gold ../gold --block-model new.json   # a candidate model beside the shipped one
+  afm bench curate --suite real-pages --gold ../gold --repeat 3  # three rounds: median and range
 """)
 @click.argument("names", nargs=-1)
 @click.option("--list", "list_only", is_flag=True, help="List the benchmarks and exit.")
@@ -90,10 +92,17 @@ Examples:
                    "checkout, trafilatura/: trafilatura's tests/ folder, utomo/: Utomo & Leu's Extraction/ "
                    "folder, googletrends/: Google-Trends-2017's folder; each optional) beside ../shared's "
                    "ScrapingHub pages [env AFM_EXTRACTION_GOLD].")
+@click.option("--block-model", "block_models", multiple=True,
+              type=click.Path(path_type=Path, dir_okay=False, exists=True),
+              help="extraction: a block model file (afm extraction blocks train) to time and score beside "
+                   "the shipped one, on the same pages in the same chunks; repeat for several.")
+@click.option("--repeat", type=click.IntRange(1, 10), default=1, show_default=True,
+              help="curate --suite real-pages: run every measurement this many rounds in turn and report "
+                   "the median round with the range (one round's ratio drifts ~20% on a busy box).")
 def bench_command(
     names: tuple[str, ...], list_only: bool, quick: bool, workdir: Path,
     model_config: str | None, seq_len: int | None, tasks: str, suite: str | None,
-    gold_dir: Path | None,
+    gold_dir: Path | None, block_models: tuple[Path, ...], repeat: int,
 ) -> None:
     """Run benchmarks; every figure is printed next to a baseline measured in the same run."""
     from afm.console import console
@@ -106,8 +115,11 @@ def bench_command(
     unknown = [n for n in names if n not in benches]
     if unknown:
         raise click.UsageError(f"unknown benchmark(s) {unknown}; known: {sorted(benches)}")
+    if len({p.name for p in block_models}) < len(block_models):
+        raise click.UsageError("--block-model files need distinct file names (they name the rows)")
     opts = BenchOptions(quick=quick, shared_dir=find_shared_dir(), workdir=workdir,
                         model_config=model_config, seq_len=seq_len, suite=suite, gold_dir=gold_dir,
+                        block_models=block_models, repeat=repeat,
                         tasks=tuple(t.strip() for t in tasks.split(",") if t.strip()))
     workdir.mkdir(parents=True, exist_ok=True)
     failures = []

@@ -25,6 +25,11 @@ class BenchOptions:
     # Extraction gold sets beyond ../shared's ScrapingHub pages: a folder with wcxb/,
     # trafilatura/ and utomo/ (as `afm extraction table` takes them; each optional).
     gold_dir: Path | None = None
+    # extraction: block model files to time and score beside the shipped one (a candidate
+    # model before it ships, measured on the same pages in the same chunks).
+    block_models: tuple[Path, ...] = ()
+    # curate --suite real-pages: rounds of every run, one after another (median and range)
+    repeat: int = 1
 
 
 @dataclass

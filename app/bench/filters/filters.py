@@ -95,11 +95,13 @@ def held_gold_pages(opts: BenchOptions, limit: int | None = None) -> list[GoldPa
     return load_sets(**paths, limit=limit)
 
 
-def _extractor_fn(method: str) -> Callable[[bytes, str | None], str]:
-    """The extract stage with one method (no early language check: extraction alone)."""
+def _extractor_fn(method: str, block_model: Path | None = None) -> Callable[[bytes, str | None], str]:
+    """The extract stage with one method (no early language check: extraction alone);
+    ``block_model``: the blocks method with that model file instead of the shipped one."""
     from afm.filters.extract import ExtractConfig, Extractor
 
-    extractor = Extractor(ExtractConfig(method=method, early_language=[]))
+    extractor = Extractor(ExtractConfig(method=method, early_language=[],
+                                        block_model_path=str(block_model) if block_model else None))
 
     def run(body: bytes, url: str | None) -> str:
         d = extractor({"url": url, "status": 200, "headers": {}, "body": body})
@@ -115,7 +117,9 @@ def bench_extraction(opts: BenchOptions) -> list[Comparison]:
     the issue compares with), Resiliparse. Pages go in chunks of 50, every extractor on
     each chunk in turn, so a change of the machine's load falls on all alike. F1 of the
     shipped models is in-sample on the sets they were trained on; the held-out figures
-    are ``afm extraction blocks cv``'s."""
+    are ``afm extraction blocks cv``'s. ``--block-model FILE``: each such model file runs
+    beside the shipped one (``afm blocks <file name>``), to compare a candidate before it
+    ships."""
     import trafilatura
 
     pages = held_gold_pages(opts, limit=20 if opts.quick else None)
@@ -127,6 +131,10 @@ def bench_extraction(opts: BenchOptions) -> list[Comparison]:
         "afm blocks": _extractor_fn("blocks"), "afm cascade": _extractor_fn("selector"),
         "trafilatura default": plain, "trafilatura no comments": _extractor_fn("trafilatura"),
         "resiliparse": _candidate_fn("resiliparse")}
+    candidates = {f"afm blocks {path.name}": path for path in opts.block_models}
+    if len(candidates) < len(opts.block_models):
+        raise ValueError("--block-model files need distinct names")
+    fns.update({name: _extractor_fn("blocks", path) for name, path in candidates.items()})
     for fn in fns.values():  # imports, models, caches: not part of a page's cost
         for page in pages[:3]:
             fn(page.body, page.url)
@@ -158,10 +166,18 @@ def bench_extraction(opts: BenchOptions) -> list[Comparison]:
         Comparison("speed: trafilatura no comments vs default", rate["trafilatura no comments"],
                    rate["trafilatura default"], "trafilatura 2.3.1 default", "pages/CPU-s"),
     ]
+    for name in candidates:
+        out += [Comparison(f"speed: {name} vs trafilatura default", rate[name],
+                           rate["trafilatura default"], "trafilatura 2.3.1 default", "pages/CPU-s"),
+                Comparison(f"speed: {name} vs the shipped model", rate[name], rate["afm blocks"],
+                           "afm blocks (shipped)", "pages/CPU-s")]
     for s in [*sources, "pooled"]:
         for other in ("trafilatura no comments", "afm cascade", "trafilatura default"):
             out.append(Comparison(f"F1 {s}: blocks vs {other} (in-sample)", f1["afm blocks"][s],
                                   f1[other][s], other))
+        for name in candidates:
+            out.append(Comparison(f"F1 {s}: {name} vs the shipped model", f1[name][s],
+                                  f1["afm blocks"][s], "afm blocks (shipped)"))
     out += [Comparison("load average (1 min) at start", load_start),
             Comparison("load average (1 min) at end", _loadavg())]
     return out

@@ -5,7 +5,9 @@ First, on the gold sets' real pages as they are (ScrapingHub's from ``../shared`
 others from ``--gold``: ``bench_real_pages``), in WARC files of 700 pages: trafilatura
 alone (its defaults: the baseline), the extract stage alone with each method, and whole
 ``afm curate`` with every default stage (and with each extraction method), each on the
-first file and on all files, the difference being the steady state. ``--suite
+first file and on all files, the difference being the steady state; ``--repeat N`` runs
+that round N times in turn and reports the median round, with each ratio's range over
+the rounds (one round's ratio moved ~20% between two runs on a busy 2-core box). ``--suite
 real-pages`` stops there. Then the recombined corpus below.
 
 The input is a web-sized corpus made from the 181 real article pages of
@@ -328,7 +330,7 @@ def build_real_corpus(pages: list[Any], workdir: Path) -> tuple[Path, Path]:
 
 def bench_real_pages(opts: BenchOptions, work: Path, index: str) -> list[Comparison]:
     """Whole curate and each extractor alone next to trafilatura alone, on the real pages
-    of every gold set held, steady state, one worker."""
+    of every gold set held, steady state, one worker; ``opts.repeat`` rounds of it."""
     from afm.app.bench.filters.filters import held_gold_pages
     from afm.console import console, print_table
 
@@ -347,18 +349,29 @@ def bench_real_pages(opts: BenchOptions, work: Path, index: str) -> list[Compari
     kinds += [(f"afm curate, every stage, extract={method}", "afm-all",
                {"decontam_index": index, "config": {"extract": {"params": {"method": method}}}})
               for method in ("blocks", "selector") if method != default]
-    runs: dict[str, list[Measured]] = {name: [] for name, _, _ in kinds}
-    for label, inputs in (("first file", small), ("all files", big)):
-        for i, (name, kind, extra) in enumerate(kinds):
-            m = measure(kind, inputs, work / "out" / f"real-{i}-{label.replace(' ', '-')}", extra)
-            console.print(f"{name}, {label}: {m.pages:,} pages, {m.kept:,} kept, {m.cpu_s:.1f} CPU s; "
-                          f"load {os.getloadavg()[0]:.2f}")
-            runs[name].append(m)
-    results = {name: SteadyState(name, *runs[name]) for name, _, _ in kinds}
+    rounds: list[dict[str, SteadyState]] = []
+    for r in range(opts.repeat):
+        runs: dict[str, list[Measured]] = {name: [] for name, _, _ in kinds}
+        for label, inputs in (("first file", small), ("all files", big)):
+            for i, (name, kind, extra) in enumerate(kinds):
+                dest = work / "out" / f"real-round{r + 1}-{i}-{label.replace(' ', '-')}"
+                m = measure(kind, inputs, dest, extra)
+                console.print(f"round {r + 1}/{opts.repeat}, {name}, {label}: {m.pages:,} pages, {m.kept:,} kept, "
+                              f"{m.cpu_s:.1f} CPU s; load {os.getloadavg()[0]:.2f}")
+                runs[name].append(m)
+        rounds.append({name: SteadyState(name, *runs[name]) for name, _, _ in kinds})
+    traf_name = "trafilatura alone (defaults)"
+    ratios = {name: sorted(rd[name].pages_per_cpu_s / rd[traf_name].pages_per_cpu_s for rd in rounds)
+              for name, _, _ in kinds}
+    # the round whose default-curate ratio is the median (the lower of the middle two)
+    # stands for the run, its manifests giving the per-stage tables; the rounds give ranges
+    default_name = f"afm curate, every default stage (extract={default})"
+    middle = sorted(rounds, key=lambda rd: rd[default_name].pages_per_cpu_s / rd[traf_name].pages_per_cpu_s)
+    results = middle[(len(middle) - 1) // 2]
     print_table("real pages, steady state, one worker (pages per CPU-second)",
                 ["run", "pages/s/core", "CPU ms/page", "start-up CPU s", "pages -> kept",
                  "CPU s (all)", "wall s (all)", "peak MB"], [r.row() for r in results.values()])
-    default_run = results[f"afm curate, every default stage (extract={default})"]
+    default_run = results[default_name]
     print_table("real pages, afm curate (every default stage): CPU per stage",
                 ["stage", "documents in", "CPU s", "ms per document"], stage_table(default_run.big.manifest))
     steady = {name: steady_costs(r.small.manifest, r.big.manifest)
@@ -370,18 +383,25 @@ def bench_real_pages(opts: BenchOptions, work: Path, index: str) -> list[Compari
     record = {k: {"steady_pages_per_cpu_s": v.pages_per_cpu_s, "startup_cpu_s": v.startup_cpu_s,
                   "small": asdict(v.small), "big": asdict(v.big)} for k, v in results.items()}
     record["steady_ms_per_document"] = steady
+    record["ratios_to_trafilatura_by_round"] = ratios
     record["load_average"] = os.getloadavg()
     (work / "result-real-pages.json").write_text(json.dumps(record, indent=2))
-    traf = results["trafilatura alone (defaults)"].pages_per_cpu_s
+    traf = results[traf_name].pages_per_cpu_s
     n = f" ({len(pages):,} real pages)"
-    out = [Comparison(f"curate, every default stage (extract={default}) vs trafilatura alone" + n,
-                      default_run.pages_per_cpu_s, traf, "trafilatura 2.3.1 defaults alone",
-                      "pages/s/core", ">= 1.5x")]
+    spread = "" if opts.repeat == 1 else f"; {opts.repeat} rounds, median round"
+
+    def ratio_range(name: str) -> str:
+        low, high = ratios[name][0], ratios[name][-1]
+        return "" if opts.repeat == 1 else f" (rounds {low:.2f}x-{high:.2f}x)"
+
+    out = [Comparison(f"curate, every default stage (extract={default}) vs trafilatura alone" + n + spread
+                      + ratio_range(default_name), default_run.pages_per_cpu_s, traf,
+                      "trafilatura 2.3.1 defaults alone", "pages/s/core", ">= 1.5x")]
     for name, _, _ in kinds[1:]:
         if not name.startswith("afm curate, every default"):
-            out.append(Comparison(f"{name} vs trafilatura alone", results[name].pages_per_cpu_s,
-                                  traf, "trafilatura alone", "pages/s/core",
-                                  ">= 5x" if name == "extract stage alone, blocks" else ""))
+            out.append(Comparison(f"{name} vs trafilatura alone{ratio_range(name)}",
+                                  results[name].pages_per_cpu_s, traf, "trafilatura alone",
+                                  "pages/s/core", ">= 5x" if name == "extract stage alone, blocks" else ""))
     for name, costs_ in steady.items():
         if BEYOND_STAGES in costs_:
             out.append(Comparison(f"{name}: process CPU beyond the stages' own, per page, steady state",
