@@ -343,6 +343,44 @@ def test_javascript_lines_removed_only_as_browser_warnings():
     assert "JavaScript" not in warn.document["text"]
 
 
+def test_function_word_places_are_read_off_whitespace_tokens_as_the_regex_reference_reads_them():
+    """The word-order rule reads whole whitespace tokens (``str.split``), once per text; the
+    reference is the regex form it replaced (a token "the"/"a"/"an" in any case and the next
+    token; a token of two or more characters ending in . ! ?), on random texts with
+    Unicode spaces, separators and punctuation."""
+    import random
+    import re
+
+    from afm.filters.quality.rules import (
+        _STRIP,
+        ENDS_NO_SENTENCE,
+        FOLLOWS_NO_DETERMINER,
+        misplaced_function_words,
+    )
+
+    after_determiner = re.compile(r"(?<!\S)(?:[Tt][Hh][Ee]|[Aa][Nn]?)(?=\s+(\S+))")
+    sentence_end = re.compile(r"(?<!\S)(\S+[.!?])(?=\s|$)")
+
+    def reference(text: str) -> tuple[int, int]:
+        after = after_determiner.findall(text)
+        misplaced = sum(t.lower().strip(_STRIP) in FOLLOWS_NO_DETERMINER for t in after)
+        looked = len(after)
+        for tok in sentence_end.findall(text):
+            word = tok.rstrip(".!?\"'”’)]").lower()
+            if word.isalpha():
+                looked += 1
+                misplaced += word in ENDS_NO_SENTENCE
+        return misplaced, looked
+
+    rng = random.Random(0)
+    pieces = ["the", "The", "tHe", "THE", "a", "A", "an", "aN", "of", "and", "their.", "its!", "?", ".", "x.",
+              "dog", "the.", "a?", "“the”", "(a)", "and.", "é.", "ΑΝ", "rest"]
+    gaps = [" ", "", "\n", "\t", "\u00a0", "\u2003", "\u3000", "\x1c", "\x1f", "\x85", "\u2028"]
+    for _ in range(3000):
+        text = "".join(rng.choice(pieces) + rng.choice(gaps) for _ in range(rng.randint(0, 12)))
+        assert misplaced_function_words(text) == reference(text), repr(text)
+
+
 def test_word_salad_misplaces_function_words():
     import random
 
