@@ -14,6 +14,7 @@ four old sources; the result is in ``main-container-first-look.txt``."""
 
 from __future__ import annotations
 
+import re
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -26,7 +27,7 @@ from afm.filters.extraction.blocks import BlockTable, container_totals
 from afm.filters.extraction.gold import counts, extraction_scores
 
 SHARES = (None, 0.55, 0.8)
-_WORDS = bt._TOKEN
+_WORDS = re.compile(r"\w+")  # the words the page rules count
 
 
 def rule(fill: float | None, fallback: int | None, threshold: float) -> tuple[float, PageRule]:
