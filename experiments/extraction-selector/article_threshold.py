@@ -17,23 +17,22 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from main_container import FOLDS
+from main_container import FOLDS, fold_probabilities
 
 from afm.filters.extraction import block_train as bt
-from afm.filters.extraction.block_model import PageRule, render
-from afm.filters.extraction.gold import counts, extraction_scores
+from afm.filters.extraction.block_model import PageRule
+from afm.filters.extraction.gold import extraction_scores
 
 ARTICLE_THRESHOLDS = (None, 0.6, 0.7)
 
 
-def page_row(record: bt.PageRecord, p: np.ndarray, threshold: float, rule: PageRule,
-             article: float | None) -> tuple[float, float, float]:
-    if article is not None and record.table.genre == "article":
-        threshold = article
-    keep = rule.adjust(record.table, p, p >= threshold)
-    if rule.fallback_words is not None and record.tokens[keep].sum() < rule.fallback_words:
-        return counts(record.page, record.texts.get("trafilatura", ""))
-    return counts(record.page, render(record.table, keep))
+def page_rows(records: list[bt.PageRecord], probs: dict[int, np.ndarray], threshold: float,
+              rule: PageRule, article: float | None) -> list[tuple[float, float, float]]:
+    """Each page's counts (``block_train.page_rows``), a declared article's at ``article``."""
+    articles = {i: p for i, p in probs.items() if article is not None and records[i].table.genre == "article"}
+    rows = bt.page_rows(records, {i: p for i, p in probs.items() if i not in articles}, threshold, rule)
+    rows.update(bt.page_rows(records, articles, article or threshold, rule))
+    return [rows[i] for i in probs]
 
 
 def main(caches: dict[str, Path]) -> None:
@@ -44,15 +43,12 @@ def main(caches: dict[str, Path]) -> None:
         pooled: dict[float | None, list] = {a: [] for a in ARTICLE_THRESHOLDS}
         worst: dict[float | None, float] = dict.fromkeys(ARTICLE_THRESHOLDS, 1.0)
         for held, (threshold, rule) in FOLDS[run].items():
-            sources = set(by) - {held}
-            forest, nets = fits.get(sources), fits.sequence(sources)
-            first = bt.probabilities(forest, records, by[held])
-            probs = {i: bt.mixed(first[i], nets.probability(records[i].x)) for i in by[held]}
+            probs = fold_probabilities(records, fits, held)
             traf = extraction_scores(list(bt.baseline_rows(records, "trafilatura", by[held]).values()))["f1"]
             articles = sum(records[i].table.genre == "article" for i in by[held])
             margins = []
             for article in ARTICLE_THRESHOLDS:
-                rows = [page_row(records[i], p, threshold, rule, article) for i, p in probs.items()]
+                rows = page_rows(records, probs, threshold, rule, article)
                 if held != "googletrends":
                     pooled[article] += rows
                 margin = extraction_scores(rows)["f1"] - traf

@@ -45,6 +45,16 @@ FOLDS = {
 }
 
 
+def fold_probabilities(records: list[bt.PageRecord], fits: bt.Fits, held: str) -> dict[int, np.ndarray]:
+    """Each block's probability on the pages of source ``held``, from the trees and the
+    averaged nets fitted on every other source (the outer fold's model, cached in ``fits``)."""
+    by = bt.sources_of(records)
+    sources = set(by) - {held}
+    first = bt.probabilities(fits.get(sources), records, by[held])
+    nets = fits.sequence(sources)
+    return {i: bt.mixed(first[i], nets.probability(records[i].x)) for i in by[held]}
+
+
 def keep_main_container(table: BlockTable, keep: np.ndarray, p: np.ndarray, share: float
                         ) -> np.ndarray:
     """``keep`` less the kept blocks outside the deepest block element holding at least
@@ -89,10 +99,7 @@ def main(caches: dict[str, Path]) -> None:
         by = bt.sources_of(records)
         pooled: dict[float | None, list] = {s: [] for s in SHARES}
         for held, (threshold, page_rule) in FOLDS[run].items():
-            sources = set(by) - {held}
-            forest, nets = fits.get(sources), fits.sequence(sources)
-            first = bt.probabilities(forest, records, by[held])
-            probs = {i: bt.mixed(first[i], nets.probability(records[i].x)) for i in by[held]}
+            probs = fold_probabilities(records, fits, held)
             traf = extraction_scores(list(bt.baseline_rows(records, "trafilatura", by[held]).values()))
             margins = []
             for share in SHARES:
