@@ -94,8 +94,9 @@ Examples:
                    "ScrapingHub pages [env AFM_EXTRACTION_GOLD].")
 @click.option("--block-model", "block_models", multiple=True,
               type=click.Path(path_type=Path, dir_okay=False, exists=True),
-              help="extraction: a block model file (afm extraction blocks train) to time and score beside "
-                   "the shipped one, on the same pages in the same chunks; repeat for several.")
+              help="extraction, curate: a block model file (afm extraction blocks train) to measure beside "
+                   "the shipped one on the same pages (extraction: time and F1; curate: whole curate with "
+                   "method=blocks); repeat for several.")
 @click.option("--repeat", type=click.IntRange(1, 10), default=1, show_default=True,
               help="curate --suite real-pages: run every measurement this many rounds in turn and report "
                    "the median round with the range (one round's ratio drifts ~20% on a busy box).")

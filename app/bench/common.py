@@ -25,8 +25,8 @@ class BenchOptions:
     # Extraction gold sets beyond ../shared's ScrapingHub pages: a folder with wcxb/,
     # trafilatura/ and utomo/ (as `afm extraction table` takes them; each optional).
     gold_dir: Path | None = None
-    # extraction: block model files to time and score beside the shipped one (a candidate
-    # model before it ships, measured on the same pages in the same chunks).
+    # extraction, curate: block model files measured beside the shipped one on the same
+    # pages (a candidate model before it ships).
     block_models: tuple[Path, ...] = ()
     # curate --suite real-pages: rounds of every run, one after another (median and range)
     repeat: int = 1

@@ -7,7 +7,8 @@ alone (its defaults: the baseline), the extract stage alone with each method, an
 ``afm curate`` with every default stage (and with each extraction method), each on the
 first file and on all files, the difference being the steady state; ``--repeat N`` runs
 that round N times in turn and reports the median round, with each ratio's range over
-the rounds (one round's ratio moved ~20% between two runs on a busy 2-core box). ``--suite
+the rounds (one round's ratio moved ~20% between two runs on a busy 2-core box);
+``--block-model FILE`` adds whole curate with that block model file to every round. ``--suite
 real-pages`` stops there. Then the recombined corpus below.
 
 The input is a web-sized corpus made from the 181 real article pages of
@@ -349,6 +350,11 @@ def bench_real_pages(opts: BenchOptions, work: Path, index: str) -> list[Compari
     kinds += [(f"afm curate, every stage, extract={method}", "afm-all",
                {"decontam_index": index, "config": {"extract": {"params": {"method": method}}}})
               for method in ("blocks", "selector") if method != default]
+    # --block-model: a candidate block model file beside the shipped one, whole curate
+    kinds += [(f"afm curate, every stage, extract=blocks, {path.name}", "afm-all",
+               {"decontam_index": index, "config": {"extract": {"params": {
+                   "method": "blocks", "block_model_path": str(path)}}}})
+              for path in opts.block_models]
     rounds: list[dict[str, SteadyState]] = []
     for r in range(opts.repeat):
         runs: dict[str, list[Measured]] = {name: [] for name, _, _ in kinds}

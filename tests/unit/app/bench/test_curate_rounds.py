@@ -74,3 +74,25 @@ def test_one_round_is_the_plain_run(rounds) -> None:
 
 def test_with_two_rounds_the_lower_one_stands(rounds) -> None:
     assert rounds(2)[0].ratio == pytest.approx(1.5)  # rounds 1 (2x) and 2 (1.5x): the lower
+
+
+def test_a_candidate_block_model_gets_a_whole_curate_run_of_its_own(tmp_path, monkeypatch) -> None:
+    (tmp_path / "first").mkdir()
+    (tmp_path / "all").mkdir()
+    seen: list[dict] = []
+
+    def measure(kind, inputs, out, extra):
+        seen.append(extra)
+        return _fake_measure(kind, inputs, out, extra)
+
+    monkeypatch.setattr(curate, "measure", measure)
+    monkeypatch.setattr(curate, "build_real_corpus", lambda pages, work: (tmp_path / "first", tmp_path / "all"))
+    monkeypatch.setattr("afm.app.bench.filters.filters.held_gold_pages", lambda opts, limit=None: [])
+    model = tmp_path / "candidate.json"
+    model.write_text("{}")
+    rows = curate.bench_real_pages(BenchOptions(workdir=tmp_path, block_models=(model,)), tmp_path, "index")
+    row = next(r for r in rows if "candidate.json vs trafilatura alone" in r.metric)
+    assert row.ratio == pytest.approx(2.0)  # round 1's whole-curate cost
+    params = [e["config"]["extract"]["params"] for e in seen if "config" in e]
+    assert {"method": "blocks", "block_model_path": str(model)} in params
+    assert sum(p.get("block_model_path") == str(model) for p in params) == 2  # the first file and all files
