@@ -39,16 +39,26 @@ def _fake_measure(kind: str, inputs: Path, out: Path, extra: dict) -> curate.Mea
     return curate.Measured(pages, pages, cpu, cpu, 100.0)
 
 
+SEEN: list[dict] = []  # each measured run's extra settings, in order
+
+
 @pytest.fixture
 def rounds(tmp_path, monkeypatch):
     (tmp_path / "first").mkdir()
     (tmp_path / "all").mkdir()
-    monkeypatch.setattr(curate, "measure", _fake_measure)
+    SEEN.clear()
+
+    def measure(kind, inputs, out, extra):
+        SEEN.append(extra)
+        return _fake_measure(kind, inputs, out, extra)
+
+    monkeypatch.setattr(curate, "measure", measure)
     monkeypatch.setattr(curate, "build_real_corpus", lambda pages, work: (tmp_path / "first", tmp_path / "all"))
     monkeypatch.setattr("afm.app.bench.filters.filters.held_gold_pages", lambda opts, limit=None: [])
 
-    def run(repeat: int):
-        return curate.bench_real_pages(BenchOptions(repeat=repeat, workdir=tmp_path), tmp_path, "index")
+    def run(repeat: int, block_models: tuple = ()):
+        opts = BenchOptions(repeat=repeat, workdir=tmp_path, block_models=block_models)
+        return curate.bench_real_pages(opts, tmp_path, "index")
     return run
 
 
@@ -76,23 +86,12 @@ def test_with_two_rounds_the_lower_one_stands(rounds) -> None:
     assert rounds(2)[0].ratio == pytest.approx(1.5)  # rounds 1 (2x) and 2 (1.5x): the lower
 
 
-def test_a_candidate_block_model_gets_a_whole_curate_run_of_its_own(tmp_path, monkeypatch) -> None:
-    (tmp_path / "first").mkdir()
-    (tmp_path / "all").mkdir()
-    seen: list[dict] = []
-
-    def measure(kind, inputs, out, extra):
-        seen.append(extra)
-        return _fake_measure(kind, inputs, out, extra)
-
-    monkeypatch.setattr(curate, "measure", measure)
-    monkeypatch.setattr(curate, "build_real_corpus", lambda pages, work: (tmp_path / "first", tmp_path / "all"))
-    monkeypatch.setattr("afm.app.bench.filters.filters.held_gold_pages", lambda opts, limit=None: [])
+def test_a_candidate_block_model_gets_a_whole_curate_run_of_its_own(rounds, tmp_path) -> None:
     model = tmp_path / "candidate.json"
     model.write_text("{}")
-    rows = curate.bench_real_pages(BenchOptions(workdir=tmp_path, block_models=(model,)), tmp_path, "index")
+    rows = rounds(1, (model,))
     row = next(r for r in rows if "candidate.json vs trafilatura alone" in r.metric)
     assert row.ratio == pytest.approx(2.0)  # round 1's whole-curate cost
-    params = [e["config"]["extract"]["params"] for e in seen if "config" in e]
+    params = [e["config"]["extract"]["params"] for e in SEEN if "config" in e]
     assert {"method": "blocks", "block_model_path": str(model)} in params
     assert sum(p.get("block_model_path") == str(model) for p in params) == 2  # the first file and all files
