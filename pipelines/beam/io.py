@@ -255,14 +255,19 @@ def _code_dir_items(path: str) -> Iterator[Any]:
             yield Failure(Where(path), f"code_file_{why}", f"a repository file was {why}")
 
 
-def should_reshuffle(setting: str, files: int, below_files: int) -> bool:
+def should_reshuffle(setting: str, files: int, below_files: int, workers: int | None = None) -> bool:
     """Whether to spread the records read over workers: ``always``, ``never``, or
     ``auto`` = when there are fewer than ``below_files`` input files (too few to keep a
     cluster busy one file per worker; above that the shuffle of every raw record, the
-    largest bytes of the run, buys nothing)."""
+    largest bytes of the run, buys nothing) and more than one worker (``workers``: the
+    local runner's worker processes; None where the runner decides, as a cluster's does).
+    One worker has nowhere to spread to, and the spread would only write every page's
+    HTML to a spill file and read it back (2-3 ms a page, a tenth of a whole run's CPU)."""
     if setting not in ("auto", "always", "never"):
         raise ValueError(f"reshuffle: expected auto, always or never, got {setting!r}")
-    return setting == "always" or (setting == "auto" and files < below_files)
+    if setting == "auto":
+        return files < below_files and (workers is None or workers > 1)
+    return setting == "always"
 
 
 class _ReadFileFn(beam.DoFn):

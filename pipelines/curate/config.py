@@ -52,7 +52,7 @@ class ReadConfig:
 
     # Spread the records read over workers (see afm.pipelines.beam.io.should_reshuffle):
     # auto = when there are fewer than `reshuffle_below_files` input files, so that one
-    # large WARC is extracted by every worker; always; never.
+    # large WARC is extracted by every worker (never with one local worker); always; never.
     reshuffle: str = "auto"
     reshuffle_below_files: int = 1000
 

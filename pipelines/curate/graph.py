@@ -26,7 +26,7 @@ from afm.pipelines.beam.io import (
 )
 from afm.pipelines.beam.packing import unpack
 from afm.pipelines.beam.progress import make_tick, stage_label
-from afm.pipelines.beam.runners import LOCAL_RUNNERS
+from afm.pipelines.beam.runners import LOCAL_RUNNERS, local_workers
 from afm.pipelines.beam.spill import PackFn, StowFn, restore_all, spill_dir
 from afm.pipelines.curate.kinds import KindCounts
 from afm.pipelines.curate.stages import ResolvedStage, registry
@@ -123,13 +123,21 @@ class CurateGraph:
             self.stage_rejects.setdefault(stage, []).append(part)
 
     # -- reading ----------------------------------------------------------------------------
+    def worker_processes(self) -> int | None:
+        """The local runner's worker processes (None on other runners: they decide)."""
+        options = getattr(self.pipeline, "options", None)
+        if self.plan.runner != "DirectRunner" or options is None:
+            return None
+        return local_workers(options)
+
     def read_inputs(self) -> None:
         """Every input record met once: crawl pages, documents, rejects, non-documents.
         Without a page stage (code, dedup, decontam run) crawl pages cannot become
         documents: the reader rejects them."""
 
         cfg = self.plan.config
-        spread = should_reshuffle(cfg.read.reshuffle, len(self.plan.inputs), cfg.read.reshuffle_below_files)
+        spread = should_reshuffle(cfg.read.reshuffle, len(self.plan.inputs), cfg.read.reshuffle_below_files,
+                                  self.worker_processes())
         start = self.pipeline if self.files is None else self.files
         read = start | "read" >> ReadInputs(
             self.plan.inputs, self.source, allow_pages=self.page_stage is not None,
