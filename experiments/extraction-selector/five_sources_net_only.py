@@ -24,6 +24,12 @@ NEW_SOURCE = "googletrends"
 
 def main(cache: Path, out: Path) -> None:
     records = bt.load_records(cache)
+    nested_table(records, bt.Fits(records, print, cache), out)
+
+
+def nested_table(records: list[bt.PageRecord], fits: bt.Fits, out: Path) -> None:
+    """The nested run on ``records`` with ``fits``, its table and the old four's pool
+    printed, OUT/cv5.tsv and OUT/cv5.pkl written."""
     models: list[BlockModel] = []
     fit_model = bt.fit_model
 
@@ -34,8 +40,10 @@ def main(cache: Path, out: Path) -> None:
         return model
 
     bt.fit_model = kept
-    log = print
-    results = bt.cross_validate(records, log=log, fits=bt.Fits(records, log, cache), variants=("mix",))
+    try:
+        results = bt.cross_validate(records, log=print, fits=fits, variants=("mix",))
+    finally:
+        bt.fit_model = fit_model
     header, rows = bt.report_rows(results)
     table = "\n".join("\t".join(map(str, r)) for r in [header, *rows]) + "\n"
     print(table)
