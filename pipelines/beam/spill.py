@@ -17,6 +17,12 @@ locations) instead of its text, while the spill files grow on disk. The graph is
 on every runner: a cluster runner writes its spill files under the run's staging
 directory on GCS or S3 and its workers read them back the same way.
 
+A text read back and stowed again unchanged (no stage edited it since the last shuffle,
+about half of a run's stows) is not written again: the reader remembers, by identity, the
+last texts it gave out and where they lie (:class:`_Restored`), and the writer reuses that
+place when it is in the same run's spill folder. Only immutable values (``str``, ``bytes``)
+are reused, never a ``signals`` dict, which the stages after a restore extend.
+
 A spill file is complete before anyone reads it: the writer closes it when its bundle
 finishes, and its locations are only read after a shuffle, which a runner starts once the
 bundles before it have finished. A retried bundle writes a new file (its first attempt's
@@ -26,6 +32,7 @@ directory.
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
@@ -47,6 +54,46 @@ SPILL_DIR = ".spill"  # under a run's staging directory (hidden: scratch, never 
 
 # Where a stowed text lies: (file, offset, length in the file, characters of the text).
 Location = tuple[str, int, int, int]
+
+
+class _Restored:
+    """The last texts read back in this process, by identity, with their locations: a
+    fused stage reads a record back, runs its steps and stows it again a few records later,
+    so a short memory finds the unchanged ones. Bounded by entries and characters (it
+    keeps the texts alive); a lock, as a worker may run bundles on several threads."""
+
+    def __init__(self, max_entries: int = 4096, max_chars: int = 32_000_000):
+        self.max_entries, self.max_chars = max_entries, max_chars
+        self._entries: OrderedDict[int, tuple[Any, Location]] = OrderedDict()
+        self._chars = 0
+        self._lock = threading.Lock()
+
+    def add(self, value: Any, location: Location) -> None:
+        if not isinstance(value, (str, bytes)):
+            return  # a dict may be changed in place after it is read back
+        with self._lock:
+            old = self._entries.pop(id(value), None)
+            if old is not None:
+                self._chars -= len(old[0])
+            self._entries[id(value)] = (value, location)
+            self._chars += len(value)
+            while self._entries and (len(self._entries) > self.max_entries or self._chars > self.max_chars):
+                self._chars -= len(self._entries.popitem(last=False)[1][0])
+
+    def where(self, value: Any) -> Location | None:
+        """Where ``value`` (this very object) was read from, if remembered."""
+        with self._lock:
+            entry = self._entries.get(id(value))
+        return entry[1] if entry is not None and entry[0] is value else None
+
+
+_RESTORED = _Restored()
+
+
+def _run_folder(path: str) -> str:
+    """The run's spill folder of a spill file or a step's spill directory
+    (``<staging>/.spill/<step>/<file>`` -> ``<staging>/.spill``)."""
+    return path.rsplit("/", 2)[0]
 
 
 def is_stowed(rec: Any) -> bool:
@@ -75,17 +122,23 @@ class SpillWriter:
 
     def _stow_field(self, rec: dict[str, Any], name: str) -> dict[str, Any]:
         value = rec.get(name)
+        location: Location | None = None
         if isinstance(value, (str, bytes)):
             if len(value) < MIN_CHARS:
                 return rec
-            data = pack(value)
+            known = _RESTORED.where(value)
+            if known is not None and _run_folder(known[0]) == self.directory.rsplit("/", 1)[0]:
+                location = known  # read back and unchanged: it lies in this run's spill files
+            else:
+                data = pack(value)
         elif isinstance(value, dict) and value:
             data = pack(value)
             if len(data) < MIN_BYTES:
                 return rec
         else:
             return rec
-        location = self._put(data, len(value))
+        if location is None:
+            location = self._put(data, len(value))
         key = _PREFIX + name
         return {(key if k == name else k): (location if k == name else v) for k, v in rec.items()}
 
@@ -138,7 +191,9 @@ class SpillReader:
         if len(data) != length:
             raise OSError(f"spill file {path} is shorter than expected (offset {offset}, "
                           f"{length} bytes): was the run's staging directory removed?")
-        return unpack(data)
+        value = unpack(data)
+        _RESTORED.add(value, location)
+        return value
 
     def close(self) -> None:
         while self._files:

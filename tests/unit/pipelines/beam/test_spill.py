@@ -89,3 +89,37 @@ def test_large_signals_are_stowed_small_ones_stay(tmp_path: Path) -> None:
     assert small["signals"] == {"x": 1.0} and "text" not in small
     assert SpillReader().restore(stowed) == doc
     assert list(SpillReader().restore(stowed)) == list(doc)
+
+
+def _stow_and_read_back(run: Path, doc: dict) -> tuple[dict, dict]:
+    """``doc`` stowed by the first step of ``run`` and read back after its shuffle."""
+    writer = SpillWriter(str(run / ".spill" / "read"))
+    stowed = writer.stow(doc)
+    writer.close()
+    reader = SpillReader()
+    back = reader.restore(stowed)
+    reader.close()
+    return stowed, back
+
+
+def test_an_unchanged_text_read_back_is_not_written_again(tmp_path: Path) -> None:
+    many = {f"quality.signal_number_{i}": i / 7 for i in range(40)}
+    stowed, back = _stow_and_read_back(tmp_path, {**_doc(4), "signals": many})
+    later = SpillWriter(str(tmp_path / ".spill" / "dedup"))
+    again = later.stow(back)  # the text as read back; the signals a stage may have extended
+    changed = later.stow({**back, "text": back["text"] + " edited"})
+    later.close()
+    assert again[STOWED] == stowed[STOWED]  # the same place: nothing written for it
+    assert changed[STOWED][0] != stowed[STOWED][0]  # an edited text is written
+    assert again["_stowed_signals"][0] == changed[STOWED][0]  # a dict is always written anew
+    assert restore_all([again]) == [back]
+    assert restore_all([changed])[0]["text"].endswith(" edited")
+
+
+def test_a_text_of_another_run_is_written_again(tmp_path: Path) -> None:
+    stowed, back = _stow_and_read_back(tmp_path / "run-1", _doc(5))
+    writer = SpillWriter(str(tmp_path / "run-2" / ".spill" / "dedup"))
+    again = writer.stow(back)
+    writer.close()
+    assert again[STOWED][0].startswith(str(tmp_path / "run-2"))
+    assert restore_all([again]) == [back]
