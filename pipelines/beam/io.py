@@ -262,7 +262,8 @@ def should_reshuffle(setting: str, files: int, below_files: int, workers: int | 
     largest bytes of the run, buys nothing) and more than one worker (``workers``: the
     local runner's worker processes; None where the runner decides, as a cluster's does).
     One worker has nowhere to spread to, and the spread would only write every page's
-    HTML to a spill file and read it back (2-3 ms a page, a tenth of a whole run's CPU)."""
+    HTML to a spill file and read it back (on 700 real pages most of a one-worker curate
+    run's spill files: 31.1 MB with the spread, 4.1 without)."""
     if setting not in ("auto", "always", "never"):
         raise ValueError(f"reshuffle: expected auto, always or never, got {setting!r}")
     if setting == "auto":
