@@ -90,10 +90,10 @@ class _Restored:
 _RESTORED = _Restored()
 
 
-def _run_folder(path: str) -> str:
-    """The run's spill folder of a spill file or a step's spill directory
-    (``<staging>/.spill/<step>/<file>`` -> ``<staging>/.spill``)."""
-    return path.rsplit("/", 2)[0]
+def _run_folder(step_dir: str) -> str:
+    """The run's spill folder of a step's spill directory (``<staging>/.spill/<step>`` ->
+    ``<staging>/.spill``); a spill file's is that of the folder holding it."""
+    return step_dir.rsplit("/", 1)[0]
 
 
 def is_stowed(rec: Any) -> bool:
@@ -107,6 +107,7 @@ class SpillWriter:
 
     def __init__(self, directory: str):
         self.directory = directory
+        self._run = _run_folder(directory)  # where read-back texts it may point to lie
         self._file: BinaryIO | None = None
         self._path = ""
         self._offset = 0
@@ -127,7 +128,7 @@ class SpillWriter:
             if len(value) < MIN_CHARS:
                 return rec
             known = _RESTORED.where(value)
-            if known is not None and _run_folder(known[0]) == self.directory.rsplit("/", 1)[0]:
+            if known is not None and _run_folder(_run_folder(known[0])) == self._run:
                 location = known  # read back and unchanged: it lies in this run's spill files
             else:
                 data = pack(value)
