@@ -153,8 +153,9 @@ def report(records: list[bt.PageRecord], cache: Path, out: Path) -> None:
                 pools[label] += list(rows.values())
             cells.append(f"{label} {f1:.4f} ({f1 - traf:+.4f})")
         print(f"{held:12s} trafilatura {traf:.4f}  " + "  ".join(cells), flush=True)
+    old_pages = sum(len(ix) for s, ix in by.items() if s != NEW_SOURCE)
     for label, rows in pools.items():
-        if rows:
+        if len(rows) == old_pages:  # a pool of some folds only would not compare
             print(f"pooled over the old four, {label}: {extraction_scores(rows)['f1']:.4f} ({len(rows)} pages)")
 
 
