@@ -45,14 +45,18 @@ FOLDS = {
 }
 
 
-def fold_probabilities(records: list[bt.PageRecord], fits: bt.Fits, held: str) -> dict[int, np.ndarray]:
+def fold_probabilities(records: list[bt.PageRecord], fits: bt.Fits, held: str,
+                       width: int | None = None) -> dict[int, np.ndarray]:
     """Each block's probability on the pages of source ``held``, from the trees and the
-    averaged nets fitted on every other source (the outer fold's model, cached in ``fits``)."""
+    averaged nets fitted on every other source (the outer fold's model, cached in ``fits``;
+    ``width``: read only the first columns of the features, for fits made without columns
+    an experiment added)."""
     by = bt.sources_of(records)
     sources = set(by) - {held}
-    first = bt.probabilities(fits.get(sources), records, by[held])
+    xs = {i: records[i].x[:, :width] for i in by[held]}
+    first = bt.probabilities(fits.get(sources), records, by[held], xs)
     nets = fits.sequence(sources)
-    return {i: bt.mixed(first[i], nets.probability(records[i].x)) for i in by[held]}
+    return {i: bt.mixed(first[i], nets.probability(xs[i])) for i in by[held]}
 
 
 def keep_main_container(table: BlockTable, keep: np.ndarray, p: np.ndarray, share: float

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 from five_sources_net_only import nested_table
-from main_container import FOLDS
+from main_container import FOLDS, fold_probabilities
 
 from afm.filters.extraction import block_model
 from afm.filters.extraction import block_train as bt
@@ -115,18 +115,6 @@ def teaser_fits(records: list[bt.PageRecord], cache: Path, out: Path) -> bt.Fits
     fits.key = f"teaser-{fits.key}"
     fits.net_keys = [f"teaser-{k}" for k in fits.net_keys]
     return fits
-
-
-def fold_probabilities(records: list[bt.PageRecord], fits: bt.Fits, held: str,
-                       width: int | None = None) -> dict[int, np.ndarray]:
-    """The outer fold's probabilities on ``held``'s pages: the trees and the averaged nets
-    fitted on every other source (``width``: read only the first columns of the features)."""
-    by = bt.sources_of(records)
-    sources = set(by) - {held}
-    xs = {i: records[i].x[:, :width] for i in by[held]}
-    first = bt.probabilities(fits.get(sources), records, by[held], xs)
-    nets = fits.sequence(sources)
-    return {i: bt.mixed(first[i], nets.probability(xs[i])) for i in by[held]}
 
 
 def report(records: list[bt.PageRecord], cache: Path, out: Path) -> None:
