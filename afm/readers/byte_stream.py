@@ -18,11 +18,15 @@ After a :class:`Damage` the stream resumes at the next gzip member whose first b
 decompress cleanly and that the caller's ``is_start`` accepts (a WARC member begins with
 ``WARC/``, a JSONL line with ``{``), so one bad record costs one record. Plain files are
 one stream of ``bytes``. The caller decides what a damage means for its records.
+
+Members are inflated with ISA-L (``isal``, a curation dependency) where it is installed:
+the same zlib interface and the same checks (a bad CRC or length is an error), at about
+2.2x zlib's speed on web pages (0.18 against 0.40 ms a page, ``afm bench warc_read``);
+Python's ``zlib`` otherwise, with the same output.
 """
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
@@ -32,6 +36,11 @@ READ_CHUNK = 1 << 20
 OUT_CHUNK = 1 << 22  # decompressed bytes per step: a bomb cannot allocate more at once
 PROBE_BYTES = 1 << 16  # compressed bytes tried when testing a resync candidate
 _KEEP = 64 << 20  # compressed bytes kept behind the current member for resyncing
+
+try:
+    from isal import isal_zlib as _inflater
+except ImportError:  # pragma: no cover - a host without the curate extras
+    import zlib as _inflater
 
 
 @dataclass(frozen=True)
@@ -186,7 +195,7 @@ class _GzipMembers:
         """Decompress the member at ``buf[pos]``, yielding its data; returns the index
         just past it, or None with ``outcome = [reason, error]``."""
         r = self.r
-        d = zlib.decompressobj(31)
+        d = _inflater.decompressobj(31)
         p = pos
         pending = b""
         while True:
@@ -196,7 +205,7 @@ class _GzipMembers:
                 if p >= len(r.buf) and not r.fill(p + 1):
                     try:
                         tail = d.flush()
-                    except zlib.error:
+                    except _inflater.error:
                         tail = b""
                     if tail:
                         yield tail
@@ -206,8 +215,8 @@ class _GzipMembers:
                 p += len(data)
             try:
                 out = d.decompress(data, OUT_CHUNK)
-            except zlib.error as exc:
-                outcome += ["corrupt_gzip", f"zlib: {exc}"]
+            except _inflater.error as exc:
+                outcome += ["corrupt_gzip", f"gzip: {exc}"]
                 return None
             pending = d.unconsumed_tail
             if out:
@@ -243,10 +252,10 @@ class _GzipMembers:
             index = found + 1
 
     def _plausible(self, probe: bytes) -> bool:
-        d = zlib.decompressobj(31)
+        d = _inflater.decompressobj(31)
         try:
             out = d.decompress(probe, 4096)
-        except zlib.error:
+        except _inflater.error:
             return False
         if not out and not d.eof:
             return False
