@@ -1,7 +1,8 @@
 """Issue 57: five-source training with Google-Trends at half weight, first look.
 
-    python experiments/extraction-selector/gt_half_weight.py CACHE fit HELD...   # one process per core
+    python experiments/extraction-selector/gt_half_weight.py CACHE fit A+B+C+D ...   # one process per core
     python experiments/extraction-selector/gt_half_weight.py CACHE report FULL
+    python experiments/extraction-selector/gt_half_weight.py CACHE nested OUT
 
 The five-source model (Google-Trends as a fifth training source) lifts WCXB from -0.0033 to
 +0.0113 over trafilatura, but loses on ScrapingHub: its news pages keep recirculation teasers
@@ -10,16 +11,20 @@ any figure (``gt-half-weight-first-look.txt`` quotes the rule): Google-Trends' p
 a source (their block weights sum to 0.5, every other source's to 1), every other setting as
 shipped. CACHE is a folder holding the five-source run's block tables and baselines (links
 do), where the fits are kept; FULL is the five-source run's folder (its fits at full weight).
-``fit``: each held-out source's trees and three nets on the other four sources. ``report``:
-each held-out source's margin over trafilatura at the setting the five-source nested run chose
-for that fold (``main_container.FOLDS["five"]``), at full and at half weight, and the pool over
-the four old sources."""
+``fit``: trees and three nets on each named group of sources (the four-source groups serve
+the outer folds, the three-source ones the nested run's inner folds; groups without
+Google-Trends are the full-weight run's, linked). ``report``: each held-out source's margin
+over trafilatura at the setting the five-source nested run chose for that fold
+(``main_container.FOLDS["five"]``), at full and at half weight, and the pool over the four old
+sources. ``nested``: ``five_sources_net_only.py``'s nested run with the half-weight fits, into
+OUT."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
+from five_sources_net_only import nested_table
 from main_container import FOLDS, fold_probabilities, page_row
 
 from afm.filters.extraction import block_train as bt
@@ -38,16 +43,26 @@ def half_weight_pages(records: list[bt.PageRecord], idx: list[int]) -> list[bt.P
             for i, (x, y, w) in zip(idx, pages)]
 
 
-def fit(cache: Path, held: list[str]) -> None:
+def fit(cache: Path, groups: list[str]) -> None:
     bt.training_pages = half_weight_pages  # fit_forest and Fits.sequence read it from the module
     try:
         records = bt.load_records(cache)
         fits = bt.Fits(records, print, cache)
-        sources = set(bt.sources_of(records))
-        for h in held:
-            fits.get(sources - {h})
-            fits.sequence(sources - {h})
-            print("fitted without", h, flush=True)
+        for group in groups:
+            fits.get(group.split("+"))
+            fits.sequence(group.split("+"))
+            print("fitted on", group, flush=True)
+    finally:
+        bt.training_pages = _full_weight_pages
+
+
+def nested(cache: Path, out: Path) -> None:
+    """The nested run, every fit it needs at half weight (fitted here when not in CACHE)."""
+    bt.training_pages = half_weight_pages
+    try:
+        records = bt.load_records(cache)
+        out.mkdir(parents=True, exist_ok=True)
+        nested_table(records, bt.Fits(records, print, cache), out)
     finally:
         bt.training_pages = _full_weight_pages
 
@@ -71,7 +86,6 @@ def report(cache: Path, full: Path) -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[2] == "fit":
-        fit(Path(sys.argv[1]), sys.argv[3:])
-    else:
-        report(Path(sys.argv[1]), Path(sys.argv[3]))
+    mode = {"fit": lambda c, rest: fit(c, rest), "report": lambda c, rest: report(c, Path(rest[0])),
+            "nested": lambda c, rest: nested(c, Path(rest[0]))}
+    mode[sys.argv[2]](Path(sys.argv[1]), sys.argv[3:])

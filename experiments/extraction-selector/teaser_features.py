@@ -160,19 +160,13 @@ def main() -> None:
         block_model.features = features_with_teasers  # the held-out pages' features, from their tables
         nested_table(records, fits, out)
         return
-    if what == "prefit":
-        for group in sys.argv[4:]:
-            fits.get(group.split("+"))
-            fits.sequence(group.split("+"))
-            print("done", group, flush=True)
-        return
+    # ``fit HELD``: the outer fold's sources (every source but HELD); ``prefit A+B+C``: those named.
     by = bt.sources_of(records)
-    for held in sys.argv[4:]:
-        sources = set(by) - {held}
+    for item in sys.argv[4:]:
+        sources = set(item.split("+")) if what == "prefit" else set(by) - {item}
         fits.get(sources)
         fits.sequence(sources)
-        print("done", held, flush=True)
-
+        print("done", item, flush=True)
 
 if __name__ == "__main__":
     main()
