@@ -74,15 +74,24 @@ def report(cache: Path, full: Path) -> None:
     pooled: dict[str, list] = {run: [] for run in runs}
     for held, (threshold, page_rule) in FOLDS["five"].items():
         traf = extraction_scores(list(bt.baseline_rows(records, "trafilatura", by[held]).values()))
+        group = "+".join(sorted(set(by) - {held}))
+        half = runs["half weight"]
+        if not all((cache / f).exists() for f in (f"fit-{group}-{half.key}.json",
+                                                  *(f"seq-{group}-{k}.json" for k in half.net_keys))):
+            print(f"{held:13s} not fitted at half weight", flush=True)  # never fitted here
+            continue
         margins = []
         for run, fits in runs.items():
             probs = fold_probabilities(records, fits, held)
             rows = [page_row(records[i], p, threshold, page_rule, None) for i, p in probs.items()]
             if held != HALF:
                 pooled[run] += rows
-            margins.append(f"{run} {extraction_scores(rows)['f1'] - traf['f1']:+.4f}")
-        print(f"{held:13s}", " | ".join(margins), flush=True)
-    print("pooled old four", {run: round(extraction_scores(rows)["f1"], 4) for run, rows in pooled.items()})
+            s = extraction_scores(rows)
+            margins.append(f"{run} {s['f1'] - traf['f1']:+.4f} (P {s['precision']:.4f} R {s['recall']:.4f})")
+        print(f"{held:13s} trafilatura {traf['f1']:.4f} |", " | ".join(margins), flush=True)
+    old_pages = sum(len(ix) for s, ix in by.items() if s != HALF)
+    if all(len(rows) == old_pages for rows in pooled.values()):  # a pool of some folds would not compare
+        print("pooled old four", {run: round(extraction_scores(rows)["f1"], 4) for run, rows in pooled.items()})
 
 
 if __name__ == "__main__":
