@@ -383,20 +383,20 @@ def duplicate_stats(items: list[str]) -> tuple[int, int]:
 class NGramStats:
     """Word n-gram repetition statistics of one document, vectorised with numpy.
 
-    Each distinct word gets a random 64-bit value and an n-gram is hashed as a polynomial
-    of its words' values (mod 2^64), so every n costs a few array operations instead of a
-    dict of tuples; two different n-grams of one document collide with probability about
+    Each word's value is its string hash, mixed by an odd multiplier (a bijection of 64-bit
+    values), and an n-gram is hashed as a polynomial of its words' values (mod 2^64), so
+    every n costs a few array operations instead of a dict of tuples, and the words need no
+    vocabulary (Python's ``hash`` runs in C; a dict of ids cost twice the whole hashing).
+    Two different words or n-grams of one document collide with probability about
     L^2 / 2^64 (negligible). Character counts are those of the words (no spaces).
     """
 
     _BASE = np.uint64(0x100000001B3)
+    _MIX = np.uint64(0x9E3779B97F4A7C15)
 
     def __init__(self, words: list[str]) -> None:
-        vocab: dict[str, int] = {}
-        ids = np.fromiter((vocab.setdefault(w, len(vocab)) for w in words), dtype=np.int64,
-                          count=len(words))
-        table = np.random.default_rng(0).integers(1, 2**63, size=max(len(vocab), 1), dtype=np.uint64)
-        self.vals = table[ids]
+        hashes = np.fromiter(map(hash, words), dtype=np.int64, count=len(words))
+        self.vals = hashes.view(np.uint64) * self._MIX
         lengths = np.fromiter(map(len, words), dtype=np.int64, count=len(words))
         self.lengths = lengths
         self.cum = np.concatenate(([0], np.cumsum(lengths)))
@@ -419,6 +419,7 @@ class NGramStats:
         if self.n_words < n or self.total == 0:
             return 0.0
         counts = self._counts(n)
+        self._repeated.setdefault(n, counts > 1)  # what repeated(n + 1) narrows from
         top = int(counts.max())
         if top < 2:
             return 0.0
