@@ -386,7 +386,7 @@ class NGramStats:
     Each word's value is its string hash, mixed by an odd multiplier (a bijection of 64-bit
     values), and an n-gram is hashed as a polynomial of its words' values (mod 2^64), so
     every n costs a few array operations instead of a dict of tuples, and the words need no
-    vocabulary (Python's ``hash`` runs in C; a dict of ids cost twice the whole hashing).
+    vocabulary (``map(hash, words)`` runs in C; a vocabulary dict took a Python step per word).
     Two different words or n-grams of one document collide with probability about
     L^2 / 2^64 (negligible). Character counts are those of the words (no spaces).
     """
