@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -58,11 +59,11 @@ _BLOCKS_PER_BATCH = 24576
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 
 
-def _gelu(x: np.ndarray) -> np.ndarray:
+def _gelu(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """GELU, tanh form (``jax.nn.gelu``'s default, so training and extraction agree),
-    in one scratch array (few temporaries: on a small page numpy's per-call cost is much of
-    what a forward pass spends)."""
-    t = x * x
+    in one scratch array, ``out`` when given (few temporaries: on a small page numpy's
+    per-call cost is much of what a forward pass spends)."""
+    t = np.multiply(x, x, out=out)
     t *= 0.044715
     t += 1.0
     t *= x
@@ -72,6 +73,22 @@ def _gelu(x: np.ndarray) -> np.ndarray:
     t *= x
     t *= 0.5
     return t
+
+
+# A forward pass reuses its thread's arrays page after page, up to pages of this many
+# blocks (99% of the gold sets' pages have under 1,300; the arrays then hold about 6 kB a
+# block for three nets). Fresh arrays each page cost more than their arithmetic where the
+# allocator maps every block above 128 kB afresh, as a local curate run has it
+# (pipelines/beam/allocator.py): the kernel faults each page of them in again, 880 faults
+# a page on real pages, and the nets' time doubled (3.5-3.9 against 7.0-7.3 ms a page).
+SCRATCH_MAX_ROWS = 4096
+
+
+class _Scratch(threading.local):
+    """One thread's arrays of a forward pass (threads may share one loaded model)."""
+
+    capacity = 0
+    flat: dict[str, np.ndarray] = {}
 
 
 _BLAS: Any = None
@@ -177,33 +194,58 @@ class SequenceNets:
         with _one_blas_thread():
             return self._forward(x)
 
+    def _arrays(self, rows: int, features: int) -> dict[str, np.ndarray]:
+        """The forward pass's arrays for a page of ``rows`` blocks: views of this thread's
+        reused ones (grown to the next power of two when a page needs more), fresh ones
+        above :data:`SCRATCH_MAX_ROWS`. Each view is contiguous, as a fresh array is."""
+        k, _, width = self.w_in.shape
+        shapes = {"x": (rows, features), "z": (k, rows, features), "h": (k, rows, width),
+                  "t": (k, rows, width), "c": (k, rows, width), "taps": (k, rows, 3 * width),
+                  "inv": (k, rows)}
+        if rows > SCRATCH_MAX_ROWS:
+            return {name: np.empty(shape, np.float32) for name, shape in shapes.items()}
+        scratch = self.__dict__.setdefault("_scratch", _Scratch())
+        if scratch.capacity < rows:
+            capacity = min(SCRATCH_MAX_ROWS, max(256, 1 << (rows - 1).bit_length()))
+            scratch.flat = {name: np.empty(math.prod(shape) // rows * capacity, np.float32)
+                            for name, shape in shapes.items()}
+            scratch.capacity = capacity
+        return {name: scratch.flat[name][:math.prod(shape)].reshape(shape) for name, shape in shapes.items()}
+
     def _forward(self, x: np.ndarray) -> np.ndarray:
-        z = (x.astype(np.float32)[None] - self.mean) / self.scale
+        a = self._arrays(len(x), x.shape[1])
+        x32, z, h, t, c, taps = a["x"], a["z"], a["h"], a["t"], a["c"], a["taps"]
+        np.copyto(x32, x, casting="same_kind")
+        np.subtract(x32[None], self.mean, out=z)
+        z /= self.scale
         np.clip(z, -5.0, 5.0, out=z)
-        h = z @ self.w_in
-        h += self.b_in
-        h = _gelu(h)  # (k, rows, width)
+        np.matmul(z, self.w_in, out=t)
+        t += self.b_in
+        h = _gelu(t, out=h)  # (k, rows, width)
         k, rows, width = h.shape
-        taps = np.zeros((k, rows, 3 * width), dtype=np.float32)  # [t - d | t | t + d]
         left, mid, right = taps[..., :width], taps[..., width:2 * width], taps[..., 2 * width:]
+        inv = a["inv"]
         for j, d in enumerate(self.dilations):
-            inv = np.einsum("kij,kij->ki", h, h)
+            np.einsum("kij,kij->ki", h, h, out=inv)
             inv *= 1.0 / width
             inv += 1e-5
             np.sqrt(inv, out=inv)
-            np.divide(h, inv[..., None], out=mid)
-            mid *= self.gain[j]
-            if d < rows:  # the rows a shift leaves empty are zero from the previous layer on
+            normed = np.divide(h, inv[..., None], out=c)
+            normed *= self.gain[j]
+            # [t - d | t | t + d] copied from ``normed``, not from ``mid``: a copy between
+            # two views of ``taps`` would make numpy take a temporary copy first.
+            mid[...] = normed
+            if d < rows:
                 left[:, :d] = 0.0
-                left[:, d:] = mid[:, :-d]
-                right[:, :-d] = mid[:, d:]
+                left[:, d:] = normed[:, :-d]
+                right[:, :-d] = normed[:, d:]
                 right[:, -d:] = 0.0
             else:
                 left[:] = 0.0
                 right[:] = 0.0
-            c = taps @ self.conv[j]
+            np.matmul(taps, self.conv[j], out=c)
             c += self.conv_b[j]
-            h += _gelu(c)
+            h += _gelu(c, out=t)
         logit = (h @ self.w_out)[..., 0].astype(np.float64) + self.b_out
         return (1.0 / (1.0 + np.exp(-logit))).mean(axis=0)
 

@@ -95,6 +95,39 @@ def test_several_nets_run_stacked_and_give_their_mean() -> None:
         SequenceNets([nets[0], _random_net(rng, width=6)])
 
 
+def test_reused_arrays_carry_nothing_from_page_to_page_or_thread_to_thread(monkeypatch) -> None:
+    """The forward pass reuses its thread's arrays (a fresh mapping a page cost a local run
+    880 page faults): every page's result is what a model with fresh arrays gives, whatever
+    came before it, above the reuse cap too, and threads sharing one model do not meet."""
+    import threading
+
+    from afm.filters.extraction import block_sequence
+
+    monkeypatch.setattr(block_sequence, "SCRATCH_MAX_ROWS", 300)
+    rng = np.random.default_rng(11)
+    nets = [_random_net(rng) for _ in range(3)]
+    pages = [rng.normal(size=(rows, 5)).astype(np.float32) for rows in (40, 3, 260, 1, 17, 301, 600, 40, 2)]
+    fresh = [SequenceNets(nets).probability(x) for x in pages]  # a new model each page
+    shared = SequenceNets(nets)
+    assert all(np.array_equal(shared.probability(x), want) for x, want in zip(pages, fresh))
+    first = shared._arrays(40, 5)["taps"]
+    assert np.shares_memory(first, shared._arrays(17, 5)["taps"])  # reused, not mapped again
+    assert not np.shares_memory(first, shared._arrays(600, 5)["taps"])  # above the cap: its own
+    results: dict[int, list[np.ndarray]] = {}
+
+    def run(k: int) -> None:
+        results[k] = [shared.probability(x) for x in (pages[k:] + pages[:k]) * 20]
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for k, got in results.items():
+        want = (fresh[k:] + fresh[:k]) * 20
+        assert all(np.array_equal(a, b) for a, b in zip(got, want))
+
+
 def test_each_averaged_net_has_its_own_seed_and_one_net_settings(tmp_path) -> None:
     first, third = net_setting(0, {"seed": 5, "nets": 3}), net_setting(2, {"seed": 5, "nets": 3})
     assert first["seed"] == 5 and third["seed"] == 7
