@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import functools
 import re
+import threading
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -281,7 +282,10 @@ class MinHasher:
         seed: permutation seed (datasketch ``seed``); same seed -> same permutations.
         ngram: words per shingle.
         chunk_rows: shingles per permutation block; bounds the (rows x num_perm) uint32
-            temporary (2 MiB at 4096 x 128) so it stays in cache.
+            temporary (2 MiB at 4096 x 128) so it stays in cache. Each thread reuses one
+            such block from batch to batch: a fresh one is a new mapping where the
+            allocator maps blocks above 128 kB (a local curate run's own process,
+            pipelines/beam/allocator.py), faulted in again for every chunk.
     """
 
     def __init__(self, num_perm: int = 128, seed: int = 1, ngram: int = 5, chunk_rows: int = 4096):
@@ -297,6 +301,24 @@ class MinHasher:
         self._byte_pows = _Powers(_P_BYTE)
         self._word_pows = _Powers(_Q_WORD)
         self._word_pows2 = _Powers(_Q_WORD2)
+        self._scratch = threading.local()
+
+    def __getstate__(self) -> dict:  # pickled (a DoFn's): without its threads' blocks
+        return {k: v for k, v in self.__dict__.items() if k != "_scratch"}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._scratch = threading.local()
+
+    def _block(self, width: int) -> np.ndarray:
+        """A (num_perm, width) uint32 array, contiguous: a view of this thread's reused
+        block when ``width`` fits ``chunk_rows`` (a document longer than that gets its own)."""
+        if width > self.chunk_rows:
+            return np.empty((self.num_perm, width), dtype=np.uint32)
+        flat = getattr(self._scratch, "flat", None)
+        if flat is None:
+            flat = self._scratch.flat = np.empty(self.num_perm * self.chunk_rows, dtype=np.uint32)
+        return flat[: self.num_perm * width].reshape(self.num_perm, width)
 
     # -- the vectorised path -------------------------------------------------------------
 
@@ -401,7 +423,7 @@ class MinHasher:
             j = int(np.searchsorted(bounds, bounds[i] + self.chunk_rows, side="right")) - 1
             j = max(j, i + 1)
             lo, hi = bounds[i], bounds[j]
-            block = a * x[None, lo:hi]
+            block = np.multiply(a, x[None, lo:hi], out=self._block(int(hi - lo)))
             block += b
             out[docs[i:j]] = np.minimum.reduceat(block, bounds[i:j] - lo, axis=1).T
             i = j

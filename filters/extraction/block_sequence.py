@@ -194,6 +194,9 @@ class SequenceNets:
         with _one_blas_thread():
             return self._forward(x)
 
+    def __getstate__(self) -> dict[str, Any]:  # pickled (with a DoFn): without the threads' arrays
+        return {k: v for k, v in self.__dict__.items() if k != "_scratch"}
+
     def _arrays(self, rows: int, features: int) -> dict[str, np.ndarray]:
         """The forward pass's arrays for a page of ``rows`` blocks: views of this thread's
         reused ones (grown to the next power of two when a page needs more), fresh ones

@@ -139,3 +139,33 @@ def test_band_keys_match_iff_band_values_match(hasher: MinHasher) -> None:
     assert len(set(keys[2]) & set(keys[0])) == 0
     with pytest.raises(ValueError):
         band_keys(sigs, 20, 9)
+
+
+def test_reused_block_carries_nothing_between_batches_threads_or_pickles() -> None:
+    """Each thread reuses one permutation block (a fresh one is a new mapping under a local
+    run's 128 kB threshold): signatures are the same whatever ran before, in another thread,
+    with a document longer than the block, and after a pickle round trip (a DoFn's hasher)."""
+    import pickle
+    import threading
+
+    rng = random.Random(5)
+    small = MinHasher(num_perm=128, seed=3, chunk_rows=1024)
+    batches = [[random_text(rng, n) for n in sizes] for sizes in ((900, 50, 800), (2000,), (3, 3), (700, 100))]
+    want = [MinHasher(num_perm=128, seed=3, chunk_rows=1024).signatures(b) for b in batches]  # fresh each
+    assert all(np.array_equal(small.signatures(b), w) for b, w in zip(batches, want))
+    assert np.shares_memory(small._block(10), small._block(1024))
+    assert not np.shares_memory(small._block(10), small._block(1025))  # longer than the block
+    again = pickle.loads(pickle.dumps(small))
+    assert all(np.array_equal(again.signatures(b), w) for b, w in zip(batches, want))
+    got: dict[int, list[np.ndarray]] = {}
+
+    def run(k: int) -> None:
+        got[k] = [small.signatures(b) for b in (batches[k:] + batches[:k]) * 10]
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for k, sigs in got.items():
+        assert all(np.array_equal(s, w) for s, w in zip(sigs, (want[k:] + want[:k]) * 10))
