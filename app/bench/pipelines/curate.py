@@ -8,8 +8,11 @@ alone (its defaults: the baseline), the extract stage alone with each method, an
 first file and on all files, the difference being the steady state; ``--repeat N`` runs
 that round N times in turn and reports the median round, with each ratio's range over
 the rounds (one round's ratio moved ~20% between two runs on a busy 2-core box);
-``--block-model FILE`` adds whole curate with that block model file to every round. ``--suite
-real-pages`` stops there. Then the recombined corpus below.
+``--block-model FILE`` adds whole curate with that block model file to every round. Whole
+curate runs in one process (Beam's ``in_memory`` mode, one worker), and once more with
+``method=blocks`` as ``afm curate`` runs by default, its stages in a worker process beside
+the launcher (``multi_processing``, one worker; both processes' CPU counted), whose
+allocator settings differ (pipelines/beam/allocator.py). ``--suite real-pages`` stops there. Then the recombined corpus below.
 
 The input is a web-sized corpus made from the 181 real article pages of
 ``../shared/eval/extraction`` (:mod:`afm.app.bench.pipelines.webcorpus`: 10,000 pages of
@@ -256,8 +259,9 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
             if spec.get("decontam_index"):
                 config["decontaminate"] = {"params": {"index": spec["decontam_index"]}}
             config.update(spec.get("config") or {})  # a stage's settings, for experiments
+            mode = spec.get("running_mode", "in_memory")
             m = run_curate([str(f) for f in files], out, config=config, quiet=True,
-                           pipeline_args=["--direct_running_mode=in_memory", "--direct_num_workers=1"])
+                           pipeline_args=[f"--direct_running_mode={mode}", "--direct_num_workers=1"])
             pages, kept, manifest = m["totals"]["in"], m["totals"]["kept"], str(out / "manifest.json")
     usage = Usage.now()  # the one getrusage reading of curate's own costs
     return {"pages": pages, "kept": kept, "manifest": manifest, "cpu_s": usage.self_cpu + usage.children_cpu,
@@ -350,6 +354,9 @@ def bench_real_pages(opts: BenchOptions, work: Path, index: str) -> list[Compari
     kinds += [(f"afm curate, every stage, extract={method}", "afm-all",
                {"decontam_index": index, "config": {"extract": {"params": {"method": method}}}})
               for method in ("blocks", "selector") if method != default]
+    kinds.append(("afm curate, every stage, extract=blocks, one worker process", "afm-all",
+                  {"decontam_index": index, "running_mode": "multi_processing",
+                   "config": {"extract": {"params": {"method": "blocks"}}}}))
     # --block-model: a candidate block model file beside the shipped one, whole curate
     kinds += [(f"afm curate, every stage, extract=blocks, {path.name}", "afm-all",
                {"decontam_index": index, "config": {"extract": {"params": {

@@ -95,3 +95,13 @@ def test_a_candidate_block_model_gets_a_whole_curate_run_of_its_own(rounds, tmp_
     params = [e["config"]["extract"]["params"] for e in SEEN if "config" in e]
     assert {"method": "blocks", "block_model_path": str(model)} in params
     assert sum(p.get("block_model_path") == str(model) for p in params) == 2  # the first file and all files
+
+
+def test_whole_curate_also_runs_as_afm_curate_does_by_default(rounds) -> None:
+    """Besides the one-process runs, whole curate with blocks runs its stages in a worker
+    process beside the launcher, as ``afm curate`` does by default (other allocator settings)."""
+    rows = rounds(1)
+    assert any(r.metric.startswith("afm curate, every stage, extract=blocks, one worker process vs") for r in rows)
+    modes = [e.get("running_mode") for e in SEEN if e.get("config", {}).get("extract", {}).get("params", {})
+             .get("method") == "blocks"]
+    assert modes.count("multi_processing") == 2 and None in modes  # first file and all files; and in process
