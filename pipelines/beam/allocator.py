@@ -10,11 +10,16 @@ input they have seen, that is with the corpus. Measured with ``afm bench curate_
 (docs/curation.md): with the settings below, 20,000 -> 100,000 documents cost 1.15x the
 memory instead of 1.53x.
 
-Within :func:`returning_freed_memory` (a local run): the mapping threshold is fixed at 128
-kB (blocks above it are mapped, and unmapped when freed), the heap's top is trimmed above
-128 kB and two arenas are allowed, in this process (``mallopt``) and, through the
-environment, in the worker processes it starts. A setting the user has put in the
-environment stays. Afterwards the environment is as it was, what was freed is trimmed
+Within :func:`returning_freed_memory` (a local run): in this process (``mallopt``), which
+holds the runner's buffers between stages, the mapping threshold is fixed at 128 kB (blocks
+above it are mapped, and unmapped when freed) and the heap's top is trimmed above 128 kB;
+two arenas are allowed. The worker processes it starts (through the environment) get a
+fixed threshold of 4 MB and a trim of 16 MB instead: their stage inputs come in messages
+larger than that and are still mapped, while a page's own blocks (its HTML, its decoded
+text, the extractor's arrays: 128 kB to a few MB) are reused from the heap. At 128 kB each
+such block was mapped and faulted in afresh for every page, a third of a curate run's CPU
+(docs/curation.md); the workers' memory did not grow with the corpus at the larger values,
+the launcher's did. A setting the user has put in the environment stays. Afterwards the environment is as it was, what was freed is trimmed
 (``malloc_trim``), and this process gets the values glibc's adaptive defaults settle at
 (threshold 32 MB, trim 64 MB, arenas by core count), since a small fixed threshold would
 make every large array of later work in this process (training, evaluation) a new mapping.
@@ -29,12 +34,13 @@ import ctypes.util
 import os
 from collections.abc import Iterator
 
-# glibc's mallopt parameters (malloc.h) and the environment variables of the same meaning.
+# glibc's mallopt parameters (malloc.h) and the environment variables of the same meaning:
+# (parameter, this process's value, the worker processes' value).
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD, M_ARENA_MAX = -1, -3, -8
 SETTINGS = {
-    "MALLOC_MMAP_THRESHOLD_": (M_MMAP_THRESHOLD, 128 * 1024),
-    "MALLOC_TRIM_THRESHOLD_": (M_TRIM_THRESHOLD, 128 * 1024),
-    "MALLOC_ARENA_MAX": (M_ARENA_MAX, 2),
+    "MALLOC_MMAP_THRESHOLD_": (M_MMAP_THRESHOLD, 128 * 1024, 4 << 20),
+    "MALLOC_TRIM_THRESHOLD_": (M_TRIM_THRESHOLD, 128 * 1024, 16 << 20),
+    "MALLOC_ARENA_MAX": (M_ARENA_MAX, 2, 2),
 }
 AFTER = {M_MMAP_THRESHOLD: 32 << 20, M_TRIM_THRESHOLD: 64 << 20, M_ARENA_MAX: 0}  # 0: glibc's own limit
 
@@ -60,11 +66,11 @@ def returning_freed_memory() -> Iterator[bool]:
         yield False
         return
     added = []
-    for env, (param, value) in SETTINGS.items():
+    for env, (param, here, workers) in SETTINGS.items():
         if env in os.environ:
             continue  # the user's choice, for this process too (glibc read it at start)
-        libc.mallopt(param, value)
-        os.environ[env] = str(value)
+        libc.mallopt(param, here)
+        os.environ[env] = str(workers)
         added.append((env, param))
     try:
         yield True

@@ -30,7 +30,7 @@ def _child(env: dict[str, str]) -> tuple[bool, dict[str, str | None], dict[str, 
 def test_settings_reach_the_processes_a_run_starts_and_go_after_it() -> None:
     ok, inside, after = _child({})
     assert ok
-    assert inside == {"MALLOC_MMAP_THRESHOLD_": "131072", "MALLOC_TRIM_THRESHOLD_": "131072",
+    assert inside == {"MALLOC_MMAP_THRESHOLD_": "4194304", "MALLOC_TRIM_THRESHOLD_": "16777216",
                       "MALLOC_ARENA_MAX": "2"}
     assert after == dict.fromkeys(allocator.SETTINGS)
 
@@ -39,4 +39,4 @@ def test_settings_reach_the_processes_a_run_starts_and_go_after_it() -> None:
 def test_the_users_setting_stays() -> None:
     _, inside, after = _child({"MALLOC_ARENA_MAX": "8"})
     assert inside["MALLOC_ARENA_MAX"] == after["MALLOC_ARENA_MAX"] == "8"
-    assert inside["MALLOC_MMAP_THRESHOLD_"] == "131072"
+    assert inside["MALLOC_MMAP_THRESHOLD_"] == "4194304"
