@@ -79,8 +79,9 @@ def _gelu(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
 # blocks (99% of the gold sets' pages have under 1,300; the arrays then hold about 6 kB a
 # block for three nets). Fresh arrays each page cost more than their arithmetic where the
 # allocator maps every block above 128 kB afresh, as a local curate run has it
-# (pipelines/beam/allocator.py): the kernel faults each page of them in again, 880 faults
-# a page on real pages, and the nets' time doubled (3.5-3.9 against 7.0-7.3 ms a page).
+# (pipelines/beam/allocator.py): the kernel faults each page of them in again, 843 faults
+# a page on 1,385 real pages, and the nets took 4.9-5.0 ms a page against 2.5 reused
+# (experiments/page-faults/).
 SCRATCH_MAX_ROWS = 4096
 
 
