@@ -34,12 +34,13 @@ from __future__ import annotations
 
 import functools
 import re
-import threading
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
+from afm.filters.scratch import ThreadArrays
 
 NORMALIZATION_VERSION = 1  # bump when normalisation or hashing changes (index files check it)
 SCHEME = "affine32"  # datasketch's permutation scheme these signatures follow
@@ -301,24 +302,14 @@ class MinHasher:
         self._byte_pows = _Powers(_P_BYTE)
         self._word_pows = _Powers(_Q_WORD)
         self._word_pows2 = _Powers(_Q_WORD2)
-        self._scratch = threading.local()
-
-    def __getstate__(self) -> dict:  # pickled (a DoFn's): without its threads' blocks
-        return {k: v for k, v in self.__dict__.items() if k != "_scratch"}
-
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
-        self._scratch = threading.local()
+        self._scratch = ThreadArrays()
 
     def _block(self, width: int) -> np.ndarray:
         """A (num_perm, width) uint32 array, contiguous: a view of this thread's reused
         block when ``width`` fits ``chunk_rows`` (a document longer than that gets its own)."""
         if width > self.chunk_rows:
             return np.empty((self.num_perm, width), dtype=np.uint32)
-        flat = getattr(self._scratch, "flat", None)
-        if flat is None:
-            flat = self._scratch.flat = np.empty(self.num_perm * self.chunk_rows, dtype=np.uint32)
-        return flat[: self.num_perm * width].reshape(self.num_perm, width)
+        return self._scratch.view("block", (self.num_perm, width), np.uint32, self.num_perm * self.chunk_rows)
 
     # -- the vectorised path -------------------------------------------------------------
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -34,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from afm.errors import UserError
+from afm.filters.scratch import ThreadArrays
 
 DILATIONS = (1, 2, 4, 8, 16)
 # Training settings (the held-out comparison's): width, passes over the pages, AdamW's
@@ -83,13 +83,6 @@ def _gelu(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
 # a page on 1,385 real pages, and the nets took 4.9-5.0 ms a page against 2.5 reused
 # (experiments/page-faults/).
 SCRATCH_MAX_ROWS = 4096
-
-
-class _Scratch(threading.local):
-    """One thread's arrays of a forward pass (threads may share one loaded model)."""
-
-    capacity = 0
-    flat: dict[str, np.ndarray] = {}
 
 
 _BLAS: Any = None
@@ -168,6 +161,7 @@ class SequenceNets:
         if len(shapes) > 1:
             raise UserError(f"sequence nets of different shapes cannot be averaged: {sorted(shapes)}")
         self.nets = tuple(nets)
+        self._scratch = ThreadArrays()
         self.dilations = tuple(nets[0].dilations)
         f32 = np.float32
 
@@ -195,26 +189,19 @@ class SequenceNets:
         with _one_blas_thread():
             return self._forward(x)
 
-    def __getstate__(self) -> dict[str, Any]:  # pickled (with a DoFn): without the threads' arrays
-        return {k: v for k, v in self.__dict__.items() if k != "_scratch"}
-
     def _arrays(self, rows: int, features: int) -> dict[str, np.ndarray]:
         """The forward pass's arrays for a page of ``rows`` blocks: views of this thread's
-        reused ones (grown to the next power of two when a page needs more), fresh ones
-        above :data:`SCRATCH_MAX_ROWS`. Each view is contiguous, as a fresh array is."""
+        reused ones (room for the next power of two of rows when a page needs more), fresh
+        ones above :data:`SCRATCH_MAX_ROWS`."""
         k, _, width = self.w_in.shape
         shapes = {"x": (rows, features), "z": (k, rows, features), "h": (k, rows, width),
                   "t": (k, rows, width), "c": (k, rows, width), "taps": (k, rows, 3 * width),
                   "inv": (k, rows)}
         if rows > SCRATCH_MAX_ROWS:
             return {name: np.empty(shape, np.float32) for name, shape in shapes.items()}
-        scratch = self.__dict__.setdefault("_scratch", _Scratch())
-        if scratch.capacity < rows:
-            capacity = min(SCRATCH_MAX_ROWS, max(256, 1 << (rows - 1).bit_length()))
-            scratch.flat = {name: np.empty(math.prod(shape) // rows * capacity, np.float32)
-                            for name, shape in shapes.items()}
-            scratch.capacity = capacity
-        return {name: scratch.flat[name][:math.prod(shape)].reshape(shape) for name, shape in shapes.items()}
+        room = min(SCRATCH_MAX_ROWS, max(256, 1 << (rows - 1).bit_length()))
+        return {name: self._scratch.view(name, shape, np.float32, math.prod(shape) // rows * room)
+                for name, shape in shapes.items()}
 
     def _forward(self, x: np.ndarray) -> np.ndarray:
         a = self._arrays(len(x), x.shape[1])

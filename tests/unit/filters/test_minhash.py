@@ -22,6 +22,7 @@ from afm.filters.minhash import (
     shingles,
     signature_jaccard,
 )
+from tests.threads import in_threads
 
 WORDS = [f"w{i}" for i in range(3000)]
 
@@ -146,7 +147,6 @@ def test_reused_block_carries_nothing_between_batches_threads_or_pickles() -> No
     run's 128 kB threshold): signatures are the same whatever ran before, in another thread,
     with a document longer than the block, and after a pickle round trip (a DoFn's hasher)."""
     import pickle
-    import threading
 
     rng = random.Random(5)
     small = MinHasher(num_perm=128, seed=3, chunk_rows=1024)
@@ -157,15 +157,6 @@ def test_reused_block_carries_nothing_between_batches_threads_or_pickles() -> No
     assert not np.shares_memory(small._block(10), small._block(1025))  # longer than the block
     again = pickle.loads(pickle.dumps(small))
     assert all(np.array_equal(again.signatures(b), w) for b, w in zip(batches, want))
-    got: dict[int, list[np.ndarray]] = {}
-
-    def run(k: int) -> None:
-        got[k] = [small.signatures(b) for b in (batches[k:] + batches[:k]) * 10]
-
-    threads = [threading.Thread(target=run, args=(k,)) for k in range(3)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    for k, sigs in got.items():
+    got = in_threads(lambda k: [small.signatures(b) for b in (batches[k:] + batches[:k]) * 10], 3)
+    for k, sigs in enumerate(got):
         assert all(np.array_equal(s, w) for s, w in zip(sigs, (want[k:] + want[:k]) * 10))

@@ -17,6 +17,7 @@ from afm.filters.extraction.block_sequence import (
     fit_sequence,
     net_setting,
 )
+from tests.threads import in_threads
 
 
 def _random_net(rng: np.random.Generator, features: int = 5, width: int = 4) -> SequenceNet:
@@ -99,8 +100,6 @@ def test_reused_arrays_carry_nothing_from_page_to_page_or_thread_to_thread(monke
     """The forward pass reuses its thread's arrays (a fresh mapping a page cost a local run
     880 page faults): every page's result is what a model with fresh arrays gives, whatever
     came before it, above the reuse cap too, and threads sharing one model do not meet."""
-    import threading
-
     from afm.filters.extraction import block_sequence
 
     monkeypatch.setattr(block_sequence, "SCRATCH_MAX_ROWS", 300)
@@ -113,17 +112,8 @@ def test_reused_arrays_carry_nothing_from_page_to_page_or_thread_to_thread(monke
     first = shared._arrays(40, 5)["taps"]
     assert np.shares_memory(first, shared._arrays(17, 5)["taps"])  # reused, not mapped again
     assert not np.shares_memory(first, shared._arrays(600, 5)["taps"])  # above the cap: its own
-    results: dict[int, list[np.ndarray]] = {}
-
-    def run(k: int) -> None:
-        results[k] = [shared.probability(x) for x in (pages[k:] + pages[:k]) * 20]
-
-    threads = [threading.Thread(target=run, args=(k,)) for k in range(3)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    for k, got in results.items():
+    results = in_threads(lambda k: [shared.probability(x) for x in (pages[k:] + pages[:k]) * 20], 3)
+    for k, got in enumerate(results):
         want = (fresh[k:] + fresh[:k]) * 20
         assert all(np.array_equal(a, b) for a, b in zip(got, want))
 
