@@ -21,6 +21,7 @@ from afm.filters.base import (
     apply_record_filter,
 )
 from afm.filters.quality.model import QualityScoreCut
+from afm.pipelines.beam.bundle_sums import SumKeysInBundle
 from afm.pipelines.beam.cputime import StageClock
 from afm.pipelines.beam.ids import ORIGIN
 from afm.pipelines.beam.spill import RestoreFn
@@ -256,13 +257,16 @@ def apply_global_stage(docs: beam.PCollection, stage: ResolvedStage, spill_dir: 
     if not isinstance(result, dict) or "kept" not in result or "rejected" not in result:
         raise TypeError(f"stage {stage.name}: transform must return {{'kept', 'rejected'}}, "
                         f"got {type(result).__name__}")
-    rejected = result["rejected"] | f"{stage.name} tag rejects" >> beam.Map(tag_reject,
-                                                                           stage.name)
-    kept = result["kept"]
-    if spill_dir is not None:  # a stage may hand back documents whose texts wait on disk
-
+    kept, rejected = result["kept"], result["rejected"]
+    if spill_dir is not None:  # a stage may hand back documents and rejects whose texts wait on disk
         kept = kept | f"{stage.name} restore texts" >> beam.ParDo(RestoreFn())
+        rejected = rejected | f"{stage.name} restore reject texts" >> beam.ParDo(RestoreFn())
+    rejected = rejected | f"{stage.name} tag rejects" >> beam.Map(tag_reject, stage.name)
     return kept, rejected, result.get("report"), transform
+
+
+def _one_each(_record: Any, labels: list[str]) -> list[tuple[str, int]]:
+    return [(label, 1) for label in labels]
 
 
 class Counts:
@@ -285,7 +289,9 @@ class Counts:
 
     def collect(self, pipeline: beam.Pipeline) -> beam.PCollection:
         """One PCollection of ``(label, count)`` (labels of empty PCollections are absent:
-        read them with a default of 0). One flatten + one keyed sum keeps the graph small."""
+        read them with a default of 0). One flatten + one keyed sum keeps the graph small;
+        each part sums its bundle's counts first, so one pair per label and bundle crosses
+        the flatten, not one per document (:mod:`afm.pipelines.beam.bundle_sums`)."""
         parts = []
         names: set[str] = set()
         for pcoll, labels in self._entries.values():
@@ -293,8 +299,7 @@ class Counts:
             while name in names:  # one label on several PCollections (a record stage's parts)
                 name += " (more)"
             names.add(name)
-            parts.append(pcoll | name >> beam.FlatMap(
-                lambda _, ls: [(x, 1) for x in ls], labels))
+            parts.append(pcoll | name >> beam.ParDo(SumKeysInBundle(_one_each, labels)))
         if not parts:
             return pipeline | "no counts" >> beam.Create([])
         return (tuple(parts) | "all counts" >> beam.Flatten()

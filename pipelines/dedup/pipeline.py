@@ -55,6 +55,7 @@ import apache_beam as beam
 from afm.filters.minhash import NORMALIZATION_VERSION, SCHEME, lsh_params
 from afm.pipelines.beam.components import ConnectedComponents
 from afm.pipelines.beam.joins import LookupJoin
+from afm.pipelines.beam.spill import StowFn
 from afm.pipelines.dedup import index as dedup_index
 from afm.pipelines.dedup.index import (  # noqa: F401 - the index API, re-exported
     BATCH_PREFIX,
@@ -175,8 +176,8 @@ class FuzzyDedup(beam.PTransform):
         super().__init__()
         self.cfg = cfg or DedupConfig()
         self.run_id = _run_id()
-        # Where the documents' texts wait for the final join (afm.pipelines.beam.spill);
-        # None: in the joined records.
+        # Where the documents' texts wait for the final join, and the rejects' texts after it
+        # (afm.pipelines.beam.spill; the caller restores the rejects'); None: in the records.
         self.spill_dir = spill_dir
 
     @property
@@ -280,7 +281,10 @@ class FuzzyDedup(beam.PTransform):
         if cfg.write_index:
             _ = final.index | "WriteIndex" >> beam.ParDo(
                 dedup_index.WriteIndexRows(self.staging, bands, cfg.num_perm))
-        rejected = (final.rejected, sketched.invalid) | "Rejected" >> beam.Flatten()
+        rejected = final.rejected
+        if self.spill_dir:  # the flatten below is a boundary: rejects cross it with their texts on disk
+            rejected = rejected | "StowRejected" >> beam.ParDo(StowFn(self.spill_dir))
+        rejected = (rejected, sketched.invalid) | "Rejected" >> beam.Flatten()
         return {"kept": final.kept, "rejected": rejected}
 
 

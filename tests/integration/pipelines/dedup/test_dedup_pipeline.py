@@ -229,3 +229,32 @@ def test_same_record_twice_with_different_scores_keeps_the_better_one():
     assert [d["quality_score"] for d in kept] == [0.9]
     assert len(rejected) == 1 and rejected[0]["reason"] == "exact_duplicate"
     assert rejected[0]["quality_score"] == 0.5
+
+
+def test_with_a_spill_folder_rejects_leave_with_their_texts_on_disk(corpus, tmp_path) -> None:
+    """In a curate run the rejects cross a flatten after the final join: their texts wait in
+    the spill folder (a local run's launcher would otherwise hold every rejected text at
+    once), and restoring them gives the texts back; kept documents come out restored."""
+    import apache_beam as beam
+    from apache_beam.testing.util import assert_that
+
+    from afm.pipelines.beam.spill import is_stowed, restore_all
+    from afm.pipelines.dedup.pipeline import FuzzyDedup
+
+    texts = {d["id"]: d["text"] for d in corpus.values()}
+    spill_dir = str(tmp_path / ".spill" / "dedup")
+
+    def rejects_stowed(rejects: list[dict]) -> None:
+        long_ones = [r for r in rejects if len(texts[r["id"]]) > 1000]
+        assert long_ones and all(is_stowed(r) for r in long_ones)
+        assert {r["id"]: r["text"] for r in restore_all(rejects)} == {r["id"]: texts[r["id"]] for r in rejects}
+
+    def kept_restored(kept: list[dict]) -> None:
+        assert kept and not any(is_stowed(d) for d in kept)
+        assert all(d["text"] == texts[d["id"]] for d in kept)
+
+    with beam.Pipeline(options=beam.options.pipeline_options.PipelineOptions(
+            ["--direct_running_mode=in_memory", "--direct_num_workers=1"])) as pipeline:
+        out = pipeline | beam.Create(list(corpus.values())) | FuzzyDedup(DedupConfig(), spill_dir=spill_dir)
+        assert_that(out["rejected"], rejects_stowed, label="rejects")
+        assert_that(out["kept"], kept_restored, label="kept")
