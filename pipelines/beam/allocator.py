@@ -8,8 +8,9 @@ MB), so later large blocks come from the heap, whose freed middle is never retur
 each thread may get an arena of its own. The processes then grow with the largest stage
 input they have seen, that is with the corpus. Measured with ``afm bench curate_memory``
 (docs/curation.md): with the launcher's settings below in every process, 20,000 -> 100,000
-documents cost 1.15x the memory instead of 1.53x when issue 44 closed (1.28x with the
-workers' settings on 2026-12-07, when the launcher's own growth had come back: not traced).
+documents cost 1.15x the memory instead of 1.53x when issue 44 closed (1.08x on 2026-12-07
+with the workers' settings below, once dedup's rejects no longer crossed the launcher with
+their texts).
 
 Within :func:`returning_freed_memory` (a local run): in this process (``mallopt``), which
 holds the runner's buffers between stages, the mapping threshold is fixed at 128 kB (blocks
@@ -20,7 +21,7 @@ the environment) a threshold of 4 MB and a trim of 16 MB: at 128 kB a page's own
 every page, 700-830 faults and about 3 ms a page of whole curate (docs/curation.md). In
 ``curate_memory`` the largest worker grew about as much at 4 MB as at 128 kB (+237 against
 +182 MB from 20,000 to 100,000 documents, the same night) and the whole run less (2,123
-against 2,275 MB); the launcher is what grows at a larger threshold, so it keeps 128 kB. A
+against 2,275 MB); the launcher, which holds one stage's whole input at a time, keeps 128 kB. A
 setting the user has put in the environment stays. Afterwards the environment is as it was,
 what was freed is trimmed (``malloc_trim``), and this process gets the values glibc's
 adaptive defaults settle at (threshold 32 MB, trim 64 MB, arenas by core count), since a
