@@ -37,7 +37,7 @@ from afm.console import track
 from afm.filters.benchmarks import DATA_DIR, BenchmarkSpec, build_index, specs_from
 from afm.filters.ngram_index import HASH_NAME, INDEX_VERSION, Hit, NgramIndex
 from afm.pipelines.beam.cputime import StageClock
-from afm.pipelines.beam.spill import StowFn
+from afm.pipelines.beam.spill import SpillReader, SpillWriter, StowFn
 from afm.schema import invalid_reject, make_reject
 
 STAGE = "decontaminate"
@@ -408,18 +408,27 @@ class _ScanFn(beam.DoFn):
     """Pass 1 on a batch of documents: clean ones out (main), ``(ref, (doc, hits))`` to
     "hits", records without text to "invalid" as rejects. The index is opened through
     :func:`afm.fs.localize`: a ``gs://`` / ``s3://`` index is copied to the worker's disk
-    once, then memory-mapped."""
+    once, then memory-mapped. With ``spill_dir`` a document with hits waits for its verdict
+    with its text stowed (:mod:`afm.pipelines.beam.spill`): the join by document is a
+    shuffle."""
 
-    def __init__(self, index_path: str) -> None:
+    def __init__(self, index_path: str, spill_dir: str | None = None) -> None:
         self.index_path = index_path
+        self.spill_dir = spill_dir
         self.index: NgramIndex | None = None
+        self.writer: SpillWriter | None = None
 
     def setup(self) -> None:
         self.index = NgramIndex(fs.localize(self.index_path))  # memory-mapped per worker
         self.clock = StageClock("decontaminate")  # the n-gram scan: the stage's own CPU
 
+    def start_bundle(self) -> None:
+        self.writer = SpillWriter(self.spill_dir) if self.spill_dir else None
+
     def finish_bundle(self) -> None:
         self.clock.flush()
+        if self.writer is not None:
+            self.writer.close()
 
     def process(self, batch: list[Any]) -> Iterator[Any]:
         assert self.index is not None
@@ -428,7 +437,8 @@ class _ScanFn(beam.DoFn):
             if doc_hits is None:
                 yield beam.pvalue.TaggedOutput("invalid", invalid_reject(doc, STAGE, NO_TEXT))
             elif doc_hits:
-                yield beam.pvalue.TaggedOutput("hits", (doc_ref(doc), (doc, doc_hits)))
+                waiting = self.writer.stow(doc) if self.writer is not None else doc
+                yield beam.pvalue.TaggedOutput("hits", (doc_ref(doc), (waiting, doc_hits)))
             else:
                 yield doc
 
@@ -489,10 +499,24 @@ def _colliding(element: tuple[int, Evidence], threshold: int) -> Iterator[tuple[
 
 class _DecideFn(beam.DoFn):
     """Pass 2 for one document with hits: its evidence -> kept, or a reject naming the
-    rarest colliding n-gram."""
+    rarest colliding n-gram. With ``spill_dir`` (the documents came stowed) a kept
+    document leaves as it came, and a reject is made from the document read back and
+    leaves stowed again (its text keeps its place): both cross a flatten next."""
 
-    def __init__(self, threshold: int) -> None:
+    def __init__(self, threshold: int, spill_dir: str | None = None) -> None:
         self.threshold = threshold
+        self.spill_dir = spill_dir
+        self.reader: SpillReader | None = None
+        self.writer: SpillWriter | None = None
+
+    def start_bundle(self) -> None:
+        if self.spill_dir:
+            self.reader, self.writer = SpillReader(), SpillWriter(self.spill_dir)
+
+    def finish_bundle(self) -> None:
+        if self.reader is not None and self.writer is not None:
+            self.reader.close()
+            self.writer.close()
 
     def process(self, element: tuple[str, dict[str, list]]) -> Iterator[Any]:
         _ref, joined = element
@@ -500,11 +524,15 @@ class _DecideFn(beam.DoFn):
         for doc, hits in joined["doc"]:
             # Keys without evidence are common usage (counted at >= threshold).
             counts = {h.key: rare.get(h.key, self.threshold) for h in hits}
-            reject = decide(doc, hits, counts, self.threshold) if rare else None
+            reject = None
+            if rare:
+                whole = self.reader.restore(doc) if self.reader is not None else doc
+                reject = decide(whole, hits, counts, self.threshold)
             if reject is None:
                 yield doc
             else:
-                yield beam.pvalue.TaggedOutput("rejected", reject)
+                yield beam.pvalue.TaggedOutput(
+                    "rejected", self.writer.stow(reject) if self.writer is not None else reject)
 
 
 class _BenchmarkSummaryFn(beam.CombineFn):
@@ -542,8 +570,9 @@ class Decontaminate(beam.PTransform):
         super().__init__(label)
         self.cfg = cfg
         self.index_path = resolve_index(cfg)  # built/checked at construction, not on workers
-        # Clean documents wait for the verdicts on the others (the Flatten of kept): with a
-        # spill directory their texts wait on disk, and the caller restores them
+        # Clean documents wait for the verdicts on the others (the Flatten of kept), and
+        # documents with hits for their own (the join by document): with a spill directory
+        # their texts wait on disk, and the caller restores the kept documents and the rejects
         # (afm.pipelines.beam.spill.RestoreFn; the curate graph does).
         self.spill_dir = spill_dir
 
@@ -552,7 +581,7 @@ class Decontaminate(beam.PTransform):
         scanned = (
             docs
             | "Batch" >> beam.BatchElements(min_batch_size=1, max_batch_size=cfg.batch_docs)
-            | "ScanBenchmarkNgrams" >> beam.ParDo(_ScanFn(self.index_path)).with_outputs(
+            | "ScanBenchmarkNgrams" >> beam.ParDo(_ScanFn(self.index_path, self.spill_dir)).with_outputs(
                 "hits", "invalid", main="clean"
             )
         )
@@ -566,7 +595,7 @@ class Decontaminate(beam.PTransform):
         decided = (
             {"doc": scanned.hits, "evidence": against}
             | "JoinByDocument" >> beam.CoGroupByKey()
-            | "Decide" >> beam.ParDo(_DecideFn(cfg.threshold)).with_outputs("rejected",
+            | "Decide" >> beam.ParDo(_DecideFn(cfg.threshold, self.spill_dir)).with_outputs("rejected",
                                                                             main="kept")
         )
         clean = scanned.clean

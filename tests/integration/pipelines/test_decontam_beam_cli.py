@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import apache_beam as beam
 import pytest
@@ -110,3 +111,30 @@ def test_cli_errors_are_clear(tmp_path: Path) -> None:
     res = CliRunner().invoke(decontam_group, ["build-index", "--benchmarks", "demo", "--out",
                                               str(tmp_path / "i"), "--n", "nope=5"])
     assert res.exit_code != 0 and "unknown benchmark" in res.output
+
+
+def test_with_a_spill_folder_texts_wait_on_disk_and_the_verdicts_stay(index: str, tmp_path: Path) -> None:
+    """In a curate run the documents with benchmark hits cross the join by document, and the
+    kept documents and the rejects a flatten each: with a spill folder all of them carry
+    their texts on disk (a local run's launcher would otherwise hold them), and read back
+    they are the plain run's, verdicts and details included."""
+    from afm.pipelines.beam.spill import is_stowed, restore_all
+
+    filler = " ".join(f"zqx{k}" for k in range(80))  # long enough to stow, in no benchmark
+    docs = [{**d, "text": f"{d['text']} {filler}"} for d in _corpus()]
+    cfg = DecontamConfig(index=index, threshold=4, batch_docs=3)
+    kept_py, rejects_py, _ = decontaminate_records(docs, cfg)
+    assert rejects_py
+
+    def same_as_plain(expected: list[dict]) -> Any:
+        def check(records: list[dict]) -> None:
+            assert records and all(is_stowed(r) for r in records)
+            back = sorted(restore_all(records), key=lambda r: r["id"])
+            assert back == sorted(expected, key=lambda r: r["id"])
+        return check
+
+    spill_dir = str(tmp_path / ".spill" / "decontaminate")
+    with beam.Pipeline(runner="DirectRunner") as p:
+        out = p | beam.Create(docs) | Decontaminate(cfg, spill_dir=spill_dir)
+        assert_that(out["kept"], same_as_plain(kept_py), label="check kept")
+        assert_that(out["rejected"], same_as_plain(rejects_py), label="check rejected")
