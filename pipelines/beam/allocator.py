@@ -8,8 +8,8 @@ MB), so later large blocks come from the heap, whose freed middle is never retur
 each thread may get an arena of its own. The processes then grow with the largest stage
 input they have seen, that is with the corpus. Measured with ``afm bench curate_memory``
 (docs/curation.md): with the launcher's settings below in every process, 20,000 -> 100,000
-documents cost 1.15x the memory instead of 1.53x when issue 44 closed (1.08x on 2026-12-07
-with the workers' settings below, once dedup's rejects no longer crossed the launcher with
+documents cost 1.15x the memory instead of 1.53x when issue 44 closed (1.08x and 1.17x in two
+runs on 2026-12-07 with the workers' settings below, once dedup's rejects no longer crossed the launcher with
 their texts).
 
 Within :func:`returning_freed_memory` (a local run): in this process (``mallopt``), which
