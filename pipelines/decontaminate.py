@@ -499,24 +499,17 @@ def _colliding(element: tuple[int, Evidence], threshold: int) -> Iterator[tuple[
 
 class _DecideFn(beam.DoFn):
     """Pass 2 for one document with hits: its evidence -> kept, or a reject naming the
-    rarest colliding n-gram. With ``spill_dir`` (the documents came stowed) a kept
-    document leaves as it came, and a reject is made from the document read back and
-    leaves stowed again (its text keeps its place): both cross a flatten next."""
+    rarest colliding n-gram. A document that came stowed leaves kept as it came; a reject
+    is made from it read back (:meth:`Decontaminate.expand` stows the rejects again)."""
 
-    def __init__(self, threshold: int, spill_dir: str | None = None) -> None:
+    def __init__(self, threshold: int) -> None:
         self.threshold = threshold
-        self.spill_dir = spill_dir
-        self.reader: SpillReader | None = None
-        self.writer: SpillWriter | None = None
 
     def start_bundle(self) -> None:
-        if self.spill_dir:
-            self.reader, self.writer = SpillReader(), SpillWriter(self.spill_dir)
+        self.reader = SpillReader()
 
     def finish_bundle(self) -> None:
-        if self.reader is not None and self.writer is not None:
-            self.reader.close()
-            self.writer.close()
+        self.reader.close()
 
     def process(self, element: tuple[str, dict[str, list]]) -> Iterator[Any]:
         _ref, joined = element
@@ -526,13 +519,11 @@ class _DecideFn(beam.DoFn):
             counts = {h.key: rare.get(h.key, self.threshold) for h in hits}
             reject = None
             if rare:
-                whole = self.reader.restore(doc) if self.reader is not None else doc
-                reject = decide(whole, hits, counts, self.threshold)
+                reject = decide(self.reader.restore(doc), hits, counts, self.threshold)
             if reject is None:
                 yield doc
             else:
-                yield beam.pvalue.TaggedOutput(
-                    "rejected", self.writer.stow(reject) if self.writer is not None else reject)
+                yield beam.pvalue.TaggedOutput("rejected", reject)
 
 
 class _BenchmarkSummaryFn(beam.CombineFn):
@@ -595,14 +586,15 @@ class Decontaminate(beam.PTransform):
         decided = (
             {"doc": scanned.hits, "evidence": against}
             | "JoinByDocument" >> beam.CoGroupByKey()
-            | "Decide" >> beam.ParDo(_DecideFn(cfg.threshold, self.spill_dir)).with_outputs("rejected",
+            | "Decide" >> beam.ParDo(_DecideFn(cfg.threshold)).with_outputs("rejected",
                                                                             main="kept")
         )
-        clean = scanned.clean
-        if self.spill_dir:
+        clean, contaminated = scanned.clean, decided.rejected
+        if self.spill_dir:  # both cross a flatten next: texts wait on disk (unchanged ones keep their place)
             clean = clean | "StowClean" >> beam.ParDo(StowFn(self.spill_dir))
+            contaminated = contaminated | "StowRejected" >> beam.ParDo(StowFn(self.spill_dir))
         kept = (clean, decided.kept) | "Kept" >> beam.Flatten()
-        rejected = (scanned.invalid, decided.rejected) | "Rejected" >> beam.Flatten()
+        rejected = (scanned.invalid, contaminated) | "Rejected" >> beam.Flatten()
 
         removed = (
             decided.rejected

@@ -19,6 +19,8 @@ import html
 from collections.abc import Iterable
 from typing import Any
 
+import apache_beam as beam
+
 from afm.pipelines.beam.bundle_sums import SumKeysInBundle
 
 LENGTH_BANDS = ((0, "empty"), (1, "< 500"), (500, "500-2k"), (2_000, "2k-10k"), (10_000, "10k-50k"),
@@ -59,8 +61,6 @@ class KindCounts:
 
     def collect(self, pipeline: Any) -> Any:
         """One PCollection of ``(key, count)`` (each part's counts summed in its bundles first)."""
-        import apache_beam as beam
-
         parts = [pcoll | f"kinds {stage} {outcome} {i}" >> beam.ParDo(SumKeysInBundle(kind_keys, stage, outcome))
                  for i, (pcoll, stage, outcome) in enumerate(self._parts)]
         if not parts:
