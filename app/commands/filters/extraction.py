@@ -38,6 +38,7 @@ Examples:
   afm extraction blocks train --cache work/xblocks      # rewrites filters/data/extraction/blocks.json
   afm extraction blocks cv --cache work/xblocks --net-only --tsv cv.tsv   # the shipped procedure (trees + 3 nets)
   afm extraction blocks train --cache work/xblocks --net-only --nets 1    # one net: faster extraction
+  afm extraction blocks train --cache work/xblocks --net-only --source scrapinghub --source trafilatura --source utomo --source wcxb   # the shipped file: four sources, Google-Trends held out
 
 `table` cuts every gold page into blocks, labels them from the gold, and runs trafilatura
 (defaults, no comments) and the cascade on the page for comparison (minutes); `cv` and
@@ -222,6 +223,27 @@ def _variants(one_stage: bool, sequence: bool, net_only: bool = False) -> tuple[
     return ("one",) + (() if one_stage else ("two",)) + (("mix",) if sequence else ())
 
 
+_SOURCE_HELP = ("Only this source's pages of the cache (repeat it; default: every source there), e.g. "
+                "the four training sources of a cache that also holds Google-Trends. The cache's fits "
+                "stay valid: they are kept by the sources they were fitted on.")
+
+
+def _block_records(cache: str, sources: tuple[str, ...]) -> list[Any]:
+    """The cache's block records, only those of ``sources`` when some are named."""
+    from afm.errors import UserError
+    from afm.filters.extraction.block_train import load_records
+    from afm.filters.extraction.train import source_of
+
+    records = load_records(Path(cache))
+    if not sources:
+        return records
+    held = {source_of(r.set) for r in records}
+    missing = sorted(set(sources) - held)
+    if missing:
+        raise UserError(f"{cache}: no pages of {', '.join(missing)} (it holds {', '.join(sorted(held))})")
+    return [r for r in records if source_of(r.set) in sources]
+
+
 _NET_ONLY_HELP = ("Choose among the trees averaged with the sequence net only (not the trees alone "
                   "nor the context stage): near-equal settings of both made the choice flip between "
                   "folds; implies --sequence.")
@@ -240,14 +262,15 @@ _NETS_HELP = ("How many sequence nets (seeds 0, 1, ...) are averaged [default: 3
               "sources, fifteen with five; minutes each).")
 @click.option("--net-only", is_flag=True, help=_NET_ONLY_HELP)
 @click.option("--nets", type=click.IntRange(1, 8), help=_NETS_HELP)
+@click.option("--source", "sources", multiple=True, help=_SOURCE_HELP)
 @click.option("--verbose", is_flag=True, help="Print every inner fold's figure.")
 def blocks_cv_cmd(cache: str, tsv: str | None, one_stage: bool, sequence: bool, net_only: bool,
-                  nets: int | None, verbose: bool) -> None:
+                  nets: int | None, sources: tuple[str, ...], verbose: bool) -> None:
     """Nested leave-one-source-out F1 of the block extractor next to trafilatura and the cascade."""
     from afm.console import console, print_table
-    from afm.filters.extraction.block_train import Fits, cross_validate, load_records, report_rows
+    from afm.filters.extraction.block_train import Fits, cross_validate, report_rows
 
-    records = load_records(Path(cache))
+    records = _block_records(cache, sources)
     log = console.print if verbose else None
     results = cross_validate(records, log=log, fits=Fits(records, log, Path(cache), nets),
                              variants=_variants(one_stage, sequence, net_only))
@@ -267,15 +290,16 @@ def blocks_cv_cmd(cache: str, tsv: str | None, one_stage: bool, sequence: bool, 
               "over the page's blocks.")
 @click.option("--net-only", is_flag=True, help=_NET_ONLY_HELP)
 @click.option("--nets", type=click.IntRange(1, 8), help=_NETS_HELP)
+@click.option("--source", "sources", multiple=True, help=_SOURCE_HELP)
 @click.option("--verbose", is_flag=True, help="Print every fit and inner figure.")
 def blocks_train_cmd(cache: str, out: str | None, one_stage: bool, sequence: bool, net_only: bool,
-                     nets: int | None, verbose: bool) -> None:
+                     nets: int | None, sources: tuple[str, ...], verbose: bool) -> None:
     """Choose the settings by source, fit the block model on every page, write it."""
     from afm.console import print_summary
     from afm.filters.extraction.block_model import MODEL_PATH
-    from afm.filters.extraction.block_train import Fits, fit_model, load_records
+    from afm.filters.extraction.block_train import Fits, fit_model
 
-    records = load_records(Path(cache))
+    records = _block_records(cache, sources)
     sets = sorted({r.set for r in records})
     from afm.console import console
 

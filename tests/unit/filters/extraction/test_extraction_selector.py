@@ -321,3 +321,21 @@ def test_the_nets_option_states_the_package_default_and_refuses_zero(tmp_path) -
     assert f"[default: {SEQUENCE['nets']}]" in _NETS_HELP
     result = CliRunner().invoke(extraction, ["blocks", "cv", "--cache", str(tmp_path), "--nets", "0"])
     assert result.exit_code == 2 and "--nets" in result.output
+
+
+def test_block_commands_take_some_sources_of_a_cache_and_refuse_one_it_lacks(monkeypatch) -> None:
+    """``--source`` keeps only the named sources' records (the four training sources of a
+    cache that also holds Google-Trends); a source the cache lacks is a one-line error."""
+    from types import SimpleNamespace
+
+    import afm.filters.extraction.block_train as block_train
+    from afm.app.commands.filters.extraction import _block_records
+    from afm.errors import UserError
+
+    sets = ["scrapinghub", "utomo-big5", "utomo-chaos", "wcxb-forum", "googletrends"]
+    monkeypatch.setattr(block_train, "load_records", lambda cache: [SimpleNamespace(set=s) for s in sets])
+    assert len(_block_records("c", ())) == 5
+    kept = _block_records("c", ("utomo", "wcxb"))
+    assert [r.set for r in kept] == ["utomo-big5", "utomo-chaos", "wcxb-forum"]
+    with pytest.raises(UserError, match="no pages of trafilatura"):
+        _block_records("c", ("utomo", "trafilatura"))
