@@ -9,6 +9,7 @@ at its setting, with the cut over the four. `unsure-quota-first-look.txt` holds 
 
     python experiments/extraction-selector/unsure_quota.py fit CACHE PROBS.pkl     # fits kept in CACHE
     python experiments/extraction-selector/unsure_quota.py report CACHE PROBS.pkl
+    python experiments/extraction-selector/unsure_quota.py report CACHE PROBS.pkl RESILIPARSE.pkl  # resili_texts.py's
 """
 import pickle
 import sys
@@ -21,7 +22,7 @@ from afm.filters.extraction import block_train as bt
 from afm.filters.extraction.block_features import NAMES
 from afm.filters.extraction.block_model import PageRule, load_block_model
 from afm.filters.extraction.block_sequence import mixed
-from afm.filters.extraction.gold import extraction_scores
+from afm.filters.extraction.gold import counts, extraction_scores
 
 OLD = ("scrapinghub", "trafilatura", "utomo", "wcxb")
 SETTING = {  # the three-net nested run's outer choices
@@ -56,11 +57,14 @@ def fit(cache: Path, out: Path) -> None:
     out.write_bytes(pickle.dumps(probs))
 
 
-def report(cache: Path, pk: Path) -> None:
+def report(cache: Path, pk: Path, fallback_texts: Path | None = None) -> None:
+    """``fallback_texts``: a pickle of {(set, id): (text, cpu_s)} of another fallback
+    extractor (``resili_texts.py``); the pages sent score its text instead of trafilatura's."""
     records = bt.load_records(cache)
     probs = pickle.loads(pk.read_bytes())
     by = bt.sources_of(records)
-    mix, band, rows, traf = {}, {}, {}, {}
+    other = pickle.loads(fallback_texts.read_bytes()) if fallback_texts else None
+    mix, band, rows, traf, sent_rows = {}, {}, {}, {}, {}
     for s, ix in by.items():
         th, rule = SETTING[s]
         for i in ix:
@@ -69,6 +73,9 @@ def report(cache: Path, pk: Path) -> None:
             band[i] = uncertainty("band", th, mix[i], np.expm1(records[i].x[:, WORDS]) if len(t) else np.zeros(0), t, n)
         rows.update(bt.page_rows(records, {i: mix[i] for i in ix}, th, rule))
         traf.update(bt.baseline_rows(records, "trafilatura", ix))
+        for i in ix:
+            sent_rows[i] = (counts(records[i].page, other[records[i].set, records[i].id][0])
+                            if other else traf[i])
     print("F1 minus trafilatura's (share of pages sent by the quota); pool over the old four")
     for q in QS:
         cells, pooled = [], []
@@ -76,7 +83,7 @@ def report(cache: Path, pk: Path) -> None:
             others = [i for o in OLD if o != s for i in by[o]]
             cut = float(np.quantile([band[i] for i in others], 1 - q)) if q else np.inf
             sent = [i for i in ix if band[i] > cut]
-            chosen = [traf[i] if band[i] > cut else rows[i] for i in ix]
+            chosen = [sent_rows[i] if band[i] > cut else rows[i] for i in ix]
             f1 = extraction_scores(chosen)["f1"]
             t1 = extraction_scores([traf[i] for i in ix])["f1"]
             cells.append(f"{s} {f1 - t1:+.4f} ({len(sent) / len(ix):.3f})")
@@ -86,12 +93,16 @@ def report(cache: Path, pk: Path) -> None:
         cut4 = float(np.quantile([band[i] for s in OLD for i in by[s]], 1 - q)) if q else np.inf
         tc = sum(records[i].cpu.get("trafilatura", 0.0) for i in every)
         bc = sum(records[i].cpu.get(k, 0.0) for i in every for k in ("decode", "blocks", "features"))
-        extra = sum(records[i].cpu.get("trafilatura", 0.0) for i in every if band[i] > cut4)
-        speed = f"  cache cpu: traf / (blocks + traf on sent) {tc / (bc + extra):.2f}x" if bc else ""
+        extra = sum(other[records[i].set, records[i].id][1] if other else records[i].cpu.get("trafilatura", 0.0)
+                    for i in every if band[i] > cut4)
+        speed = f"  cache cpu: traf / (blocks + fallback on sent) {tc / (bc + extra):.2f}x" if bc else ""
         print(f"q={q:.2f}  " + "  ".join(cells) + f"  pool {extraction_scores(pooled)['f1']:.4f}"
               + speed, flush=True)
 
 
 if __name__ == "__main__":
     cmd, cache, pk = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
-    fit(cache, pk) if cmd == "fit" else report(cache, pk)
+    if cmd == "fit":
+        fit(cache, pk)
+    else:
+        report(cache, pk, Path(sys.argv[4]) if len(sys.argv) > 4 else None)
