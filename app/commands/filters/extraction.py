@@ -262,7 +262,8 @@ _NETS_HELP = ("How many sequence nets (seeds 0, 1, ...) are averaged [default: 3
               "sources, fifteen with five; minutes each).")
 @click.option("--net-only", is_flag=True, help=_NET_ONLY_HELP)
 @click.option("--nets", type=click.IntRange(1, 8), help=_NETS_HELP)
-@click.option("--source", "sources", multiple=True, help=_SOURCE_HELP)
+@click.option("--source", "sources", multiple=True, type=click.Choice(list(GOLD_SET_HELP)),
+              help=_SOURCE_HELP)
 @click.option("--verbose", is_flag=True, help="Print every inner fold's figure.")
 def blocks_cv_cmd(cache: str, tsv: str | None, one_stage: bool, sequence: bool, net_only: bool,
                   nets: int | None, sources: tuple[str, ...], verbose: bool) -> None:
@@ -290,7 +291,8 @@ def blocks_cv_cmd(cache: str, tsv: str | None, one_stage: bool, sequence: bool, 
               "over the page's blocks.")
 @click.option("--net-only", is_flag=True, help=_NET_ONLY_HELP)
 @click.option("--nets", type=click.IntRange(1, 8), help=_NETS_HELP)
-@click.option("--source", "sources", multiple=True, help=_SOURCE_HELP)
+@click.option("--source", "sources", multiple=True, type=click.Choice(list(GOLD_SET_HELP)),
+              help=_SOURCE_HELP)
 @click.option("--verbose", is_flag=True, help="Print every fit and inner figure.")
 def blocks_train_cmd(cache: str, out: str | None, one_stage: bool, sequence: bool, net_only: bool,
                      nets: int | None, sources: tuple[str, ...], verbose: bool) -> None:

@@ -339,3 +339,9 @@ def test_block_commands_take_some_sources_of_a_cache_and_refuse_one_it_lacks(mon
     assert [r.set for r in kept] == ["utomo-big5", "utomo-chaos", "wcxb-forum"]
     with pytest.raises(UserError, match="no pages of trafilatura"):
         _block_records("c", ("utomo", "trafilatura"))
+    from click.testing import CliRunner
+
+    from afm.app.commands.filters.extraction import extraction
+
+    result = CliRunner().invoke(extraction, ["blocks", "cv", "--cache", ".", "--source", "wcbx"])
+    assert result.exit_code == 2 and "wcbx" in result.output  # a misspelt source: a usage error
