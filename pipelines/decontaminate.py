@@ -37,7 +37,7 @@ from afm.console import track
 from afm.filters.benchmarks import DATA_DIR, BenchmarkSpec, build_index, specs_from
 from afm.filters.ngram_index import HASH_NAME, INDEX_VERSION, Hit, NgramIndex
 from afm.pipelines.beam.cputime import StageClock
-from afm.pipelines.beam.spill import SpillReader, SpillWriter, StowFn
+from afm.pipelines.beam.spill import SpillReader, StowFn, WritingFn
 from afm.schema import invalid_reject, make_reject
 
 STAGE = "decontaminate"
@@ -404,7 +404,7 @@ def doc_ref(doc: dict[str, Any]) -> str:
     return hashlib.sha1(raw).hexdigest()
 
 
-class _ScanFn(beam.DoFn):
+class _ScanFn(WritingFn):
     """Pass 1 on a batch of documents: clean ones out (main), ``(ref, (doc, hits))`` to
     "hits", records without text to "invalid" as rejects. The index is opened through
     :func:`afm.fs.localize`: a ``gs://`` / ``s3://`` index is copied to the worker's disk
@@ -413,22 +413,17 @@ class _ScanFn(beam.DoFn):
     shuffle."""
 
     def __init__(self, index_path: str, spill_dir: str | None = None) -> None:
+        super().__init__(spill_dir)
         self.index_path = index_path
-        self.spill_dir = spill_dir
         self.index: NgramIndex | None = None
-        self.writer: SpillWriter | None = None
 
     def setup(self) -> None:
         self.index = NgramIndex(fs.localize(self.index_path))  # memory-mapped per worker
         self.clock = StageClock("decontaminate")  # the n-gram scan: the stage's own CPU
 
-    def start_bundle(self) -> None:
-        self.writer = SpillWriter(self.spill_dir) if self.spill_dir else None
-
     def finish_bundle(self) -> None:
         self.clock.flush()
-        if self.writer is not None:
-            self.writer.close()
+        super().finish_bundle()
 
     def process(self, batch: list[Any]) -> Iterator[Any]:
         assert self.index is not None
@@ -437,8 +432,7 @@ class _ScanFn(beam.DoFn):
             if doc_hits is None:
                 yield beam.pvalue.TaggedOutput("invalid", invalid_reject(doc, STAGE, NO_TEXT))
             elif doc_hits:
-                waiting = self.writer.stow(doc) if self.writer is not None else doc
-                yield beam.pvalue.TaggedOutput("hits", (doc_ref(doc), (waiting, doc_hits)))
+                yield beam.pvalue.TaggedOutput("hits", (doc_ref(doc), (self.stow(doc), doc_hits)))
             else:
                 yield doc
 

@@ -210,8 +210,9 @@ def restore_all(records: Iterable[Any]) -> list[Any]:
         reader.close()
 
 
-class _WritingFn(beam.DoFn):
-    """A DoFn that stows texts into one spill file per bundle (none without a directory)."""
+class WritingFn(beam.DoFn):
+    """A DoFn that stows texts into one spill file per bundle (none without a directory);
+    a step that stows some of what it emits subclasses it (``stow``)."""
 
     def __init__(self, directory: str | None):
         self.directory = directory
@@ -228,7 +229,7 @@ class _WritingFn(beam.DoFn):
         return self.writer.stow(rec) if self.writer is not None else rec
 
 
-class StowFn(_WritingFn):
+class StowFn(WritingFn):
     """Record -> the record with its fields ``names`` (default: text and signals) stowed."""
 
     def __init__(self, directory: str | None, names: tuple[str, ...] = FIELDS):
@@ -254,7 +255,7 @@ class RestoreFn(beam.DoFn):
         self.reader.close()
 
 
-class PackFn(_WritingFn):
+class PackFn(WritingFn):
     """Record -> :data:`~afm.pipelines.beam.packing.PackedRecord` for the shard writer,
     its text (cut to ``text_chars`` when > 0) stowed when there is a directory; a reject
     (``reject``) is labelled ``stage|reason``."""
