@@ -90,7 +90,7 @@ Examples:
               envvar="AFM_EXTRACTION_GOLD", default=None,
               help="extraction, curate: a folder holding the other extraction gold sets (wcxb/: a WCXB "
                    "checkout, trafilatura/: trafilatura's tests/ folder, utomo/: Utomo & Leu's Extraction/ "
-                   "folder, googletrends/: Google-Trends-2017's folder; each optional) beside ../shared's "
+                   "folder, googletrends/: Google-Trends-2017's folder, fundus/: a Fundus checkout; each optional) beside ../shared's "
                    "ScrapingHub pages [env AFM_EXTRACTION_GOLD].")
 @click.option("--block-model", "block_models", multiple=True,
               type=click.Path(path_type=Path, dir_okay=False, exists=True),

@@ -17,6 +17,11 @@ Sets (where each comes from and its licence: ``data/extraction/README.md``):
 * ``googletrends``: Google-Trends-2017, BoilerNet's 180 hand-labelled English pages (news,
   entertainment, sport; the ``datasets/googletrends`` folder of BoilerNet's first commit,
   GPL-3.0 repository, third-party pages), the ``main`` label's text as gold.
+* ``fundus``: the news pages of Fundus's parser tests (MIT repository, third-party pages):
+  one or more pages of ~180 publishers in ~40 countries, each with the article body its
+  hand-written per-publisher parser must return (summary, section headlines, paragraphs);
+  a page's gold must be visible in its HTML (``FUNDUS_MIN_VISIBLE``) and long enough for
+  the shingle metric (``FUNDUS_MIN_TOKENS``).
 
 Metric (ScrapingHub's article-extraction benchmark): ``\\w+`` tokens, 4-token shingles,
 per-page TP/FP/FN normalised to sum 1, precision and recall averaged over pages, F1 of
@@ -276,10 +281,88 @@ def load_googletrends(root: Path, limit: int | None = None) -> list[GoldPage]:
     return pages
 
 
+# A Fundus page counts only where its gold is what a reader of the page sees: at least this
+# share of the gold's 4-token shingles in the page's visible text (a body the parser read
+# from a script's JSON, or a page saved in another encoding, is not), and at least this many
+# ``\w+`` tokens (a text of a few tokens, e.g. Japanese with no spaces, makes the shingle
+# metric a coin toss). Both read the gold and the page only, never an extractor's output.
+FUNDUS_MIN_VISIBLE = 0.8
+FUNDUS_MIN_TOKENS = 50
+_FUNDUS_DATA = Path("tests/resources/parser/test_data")
+_META_CHARSET = re.compile(rb"""<meta[^>]+charset=["']?([\w-]+)""", re.I)
+
+
+def _fundus_body(body: dict[str, Any]) -> str:
+    """The text of Fundus's ``body`` attribute: the summary, then each section's headline
+    and paragraphs, one per line."""
+    parts = list(body.get("summary") or [])
+    for section in body.get("sections") or []:
+        parts += list(section.get("headline") or []) + list(section.get("paragraphs") or [])
+    return "\n".join(p.strip() for p in parts if p and p.strip())
+
+
+def visible_text(html: bytes) -> str:
+    """The page's text less scripts, styles and templates (what a reader can see)."""
+    import lxml.html
+
+    try:
+        tree = lxml.html.document_fromstring(html)
+    except (ValueError, lxml.etree.ParserError):
+        return ""
+    for el in tree.iter("script", "style", "noscript", "template"):
+        el.text = None
+    return tree.text_content()
+
+
+def _stored_bytes(text: str) -> bytes:
+    """A Fundus page (kept decoded, as UTF-8) in the encoding its own ``<meta charset>``
+    declares, so a decoder that honours the declaration reads it as the publisher served it."""
+    raw = text.encode("utf-8")
+    declared = _META_CHARSET.search(raw[:8192])
+    if declared:
+        try:
+            return text.encode(declared.group(1).decode("ascii"), "xmlcharrefreplace")
+        except LookupError:
+            pass
+    return raw
+
+
+def load_fundus(root: Path, limit: int | None = None) -> list[GoldPage]:
+    """Fundus's parser test pages (``root``: a Fundus checkout, or its
+    ``tests/resources/parser/test_data`` folder): per country folder, ``<Publisher>.json``
+    holds the expected attributes per parser version (``V1``, ``V1_1``, ``V2``, in the
+    order the versions were written) and ``<Publisher>_<date>.html.gz`` one page per
+    version (the oldest page is the first version's); ``meta.info`` their URLs. Gold: the
+    version's ``body``; pages whose gold fails ``FUNDUS_MIN_VISIBLE`` or
+    ``FUNDUS_MIN_TOKENS`` are left out."""
+    data = root / _FUNDUS_DATA if (root / _FUNDUS_DATA).is_dir() else root
+    pages: list[GoldPage] = []
+    for country in sorted(p for p in data.iterdir() if p.is_dir()):
+        meta_path = country / "meta.info"
+        meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.exists() else {}
+        for expected in sorted(country.glob("*.json")):
+            versions = json.loads(expected.read_text(encoding="utf-8"))
+            htmls = sorted(country.glob(f"{expected.stem}_*.html.gz"))
+            if len(htmls) != len(versions):
+                continue  # a page per version, or the pairing is not known
+            for html, attrs in zip(htmls, versions.values()):
+                truth = _fundus_body(attrs.get("body") or {})
+                body = _stored_bytes(gzip.decompress(html.read_bytes()).decode("utf-8"))
+                gold = shingles(truth)
+                seen = shingles(visible_text(body))
+                shown = sum(min(n, seen.get(k, 0)) for k, n in gold.items()) / max(1, sum(gold.values()))
+                if len(_TOKEN.findall(truth)) < FUNDUS_MIN_TOKENS or shown < FUNDUS_MIN_VISIBLE:
+                    continue
+                name = html.name.removesuffix(".html.gz")
+                pages.append(GoldPage("fundus", f"{country.name}/{name}",
+                                      (meta.get(html.name) or {}).get("url"), body, truth=truth))
+    return pages[:limit] if limit else pages
+
+
 # Every gold set's loader by the name the commands and ``afm bench --gold``'s folders use:
 # a new set is one loader here (and its command-line option).
 LOADERS = {"scrapinghub": load_scrapinghub, "wcxb": load_wcxb, "trafilatura": load_trafilatura_eval,
-           "utomo": load_utomo, "googletrends": load_googletrends}
+           "utomo": load_utomo, "googletrends": load_googletrends, "fundus": load_fundus}
 
 
 def load_sets(limit: int | None = None, **paths: Path | None) -> list[GoldPage]:

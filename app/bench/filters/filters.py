@@ -83,8 +83,8 @@ def _loadavg() -> float:
 def held_gold_pages(opts: BenchOptions, limit: int | None = None) -> list[GoldPage]:
     """The real pages of every extraction gold set held: ScrapingHub's from ../shared, and
     WCXB's development split, trafilatura's evaluation pages, Utomo & Leu's and
-    Google-Trends-2017 from ``--gold`` (its ``wcxb/``, ``trafilatura/``, ``utomo/``,
-    ``googletrends/``; each optional)."""
+    Google-Trends-2017 and Fundus's news pages from ``--gold`` (its ``wcxb/``,
+    ``trafilatura/``, ``utomo/``, ``googletrends/``, ``fundus/``; each optional)."""
     if opts.shared_dir is None:
         raise RuntimeError("needs ../shared/eval/extraction (the 181-page benchmark)")
     gold = opts.gold_dir

@@ -23,6 +23,7 @@ Gold sets (each optional; `cv` needs all three sources, `train` two):
   --trafilatura DIR   trafilatura's tests/ folder (evaldata.json, eval/, cache/)
   --utomo DIR         Utomo & Leu's sets: the Extraction/ folder of MSVCode/ir-research-data
   --googletrends DIR  Google-Trends-2017 (BoilerNet's annotated pages): its datasets/googletrends/ folder
+  --fundus DIR        a Fundus checkout (its parser test pages: news of ~180 publishers)
 `table` runs every candidate extractor once per page (minutes) and caches the outputs in
 --cache; `cv` and `train` read that cache (and cache their feature table there).
 Use another selector model with
@@ -54,6 +55,7 @@ GOLD_SET_HELP = {
     "trafilatura": "trafilatura's tests/ folder.",
     "utomo": "Utomo & Leu's Extraction/ folder.",
     "googletrends": "Google-Trends-2017's folder (raw_html/).",
+    "fundus": "Fundus checkout (tests/resources/parser/test_data).",
 }
 
 

@@ -248,6 +248,42 @@ def test_googletrends_loader_reads_the_main_label_and_hides_the_labels(tmp_path)
     assert train.source_of(page.set) == "googletrends"
 
 
+def test_fundus_loader_pairs_versions_with_pages_and_keeps_only_visible_gold(tmp_path) -> None:
+    import gzip
+    import json
+
+    from afm.filters.extraction.gold import load_sets
+
+    data = tmp_path / "tests" / "resources" / "parser" / "test_data" / "uk"
+    data.mkdir(parents=True)
+    words = " ".join(f"word{k}" for k in range(60))
+
+    def page(text: str, extra: str = "") -> bytes:
+        return gzip.compress(f"<html><head>{extra}</head><body><nav>Home</nav><p>{text}</p>"
+                             f"<script>var x = 1;</script></body></html>".encode())
+
+    body = {"summary": ["Lead line here."], "sections": [{"headline": [], "paragraphs": [words]}]}
+    (data / "Paper.json").write_text(json.dumps({
+        "V1": {"body": {"summary": [], "sections": [{"headline": ["Old"], "paragraphs": ["old " + words]}]}},
+        "V1_1": {"body": body}}))
+    (data / "Paper_2024_01_02.html.gz").write_bytes(page("Old old " + words))
+    (data / "Paper_2025_03_04.html.gz").write_bytes(
+        page("Lead line here. " + words + " caf\u00e9", '<meta charset="iso-8859-1">'))
+    (data / "Hidden.json").write_text(json.dumps({"V1": {"body": body}}))  # gold only in a script
+    (data / "Hidden_2024_05_06.html.gz").write_bytes(gzip.compress(
+        f"<html><body><script>{{\"body\": \"Lead line here. {words}\"}}</script></body></html>".encode()))
+    (data / "Short.json").write_text(json.dumps({"V1": {"body": {"summary": ["Two words."]}}}))
+    (data / "Short_2024_05_06.html.gz").write_bytes(page("Two words."))
+    (data / "meta.info").write_text(json.dumps({
+        "Paper_2025_03_04.html.gz": {"url": "https://paper.example/a", "crawl_date": "2025-03-04"}}))
+    pages = load_sets(fundus=tmp_path)
+    assert [(p.set, p.id) for p in pages] == [("fundus", "uk/Paper_2024_01_02"), ("fundus", "uk/Paper_2025_03_04")]
+    assert pages[0].truth == "Old\nold " + words  # the oldest page is the first version's
+    assert pages[1].truth == "Lead line here.\n" + words and pages[1].url == "https://paper.example/a"
+    assert "caf\u00e9".encode("iso-8859-1") in pages[1].body  # in the charset its page declares
+    assert train.source_of(pages[0].set) == "fundus"
+
+
 def test_nested_cv_chooses_the_panel_without_the_held_out_source(monkeypatch) -> None:
     from afm.filters.extraction import nested
 
