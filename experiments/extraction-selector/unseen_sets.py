@@ -8,7 +8,8 @@ of trafilatura (defaults, no comments), the cascade and Resiliparse on the same 
 model's margin over trafilatura with a 95% interval from 2,000 page resamples (the same pages for
 both in each), and the share of pages the rule hands to a fallback. Written for Fundus's parser
 test pages (``gold.load_fundus``) and Google-Trends-2017, neither read by the file's training or
-choices (``README.md``, "Fundus: a news set no choice has seen")."""
+choices (``README.md``, "Fundus's news pages: a set no choice has seen"). A file with the unsure-page
+rule (``unsure_above``) needs the branch ``issue-57-unsure-fallback``, where the rule is defined."""
 
 from __future__ import annotations
 
@@ -22,6 +23,10 @@ from margin_intervals import RESAMPLES, _f1, _f1_columns
 from afm.filters.extraction import block_train as bt
 from afm.filters.extraction.block_model import BlockModel
 from afm.filters.extraction.gold import extraction_scores
+
+# The extractors compared, by their texts in the cache's baselines files (Resiliparse's is there
+# where ``resili_texts.py`` or the branch's ``table`` added it; missing: an empty text).
+COMPARED = ("trafilatura", "cascade", "resiliparse")
 
 
 def main(model_path: Path, caches: list[Path], sets: set[str]) -> None:
@@ -37,10 +42,10 @@ def main(model_path: Path, caches: list[Path], sets: set[str]) -> None:
             if not sets or r.set in sets:
                 by_set[r.set].append(i)
         for name, idx in sorted(by_set.items()):
-            probs = {i: model.probability(records[i].table, records[i].x) for i in idx}
+            probs = {i: model.probability(records[i].table) for i in idx}
             rows = bt.page_rows(records, probs, model.threshold, model.rule)
             ours = [rows[i] for i in idx]
-            base = {b: [v for v in bt.baseline_rows(records, b, idx).values()] for b in bt.BASELINES}
+            base = {b: list(bt.baseline_rows(records, b, idx).values()) for b in COMPARED}
             f1 = {b: extraction_scores(v)["f1"] for b, v in base.items()}
             mine = extraction_scores(ours)["f1"]
             a, b = _f1_columns(ours), _f1_columns(base["trafilatura"])

@@ -22,6 +22,8 @@ def test_a_candidate_model_runs_beside_the_shipped_one(shared_eval, tmp_path) ->
         rows["speed: blocks vs trafilatura default (20 pages of 1 sources)"].ours
     same = rows["F1 pooled: afm blocks candidate.json vs the shipped model"]
     assert same.ours == pytest.approx(same.baseline) and same.ours > 0.5
+    # ScrapingHub is one of the shipped model's training sources: its F1 says so
+    assert "F1 scrapinghub: blocks vs trafilatura default (in-sample)" in rows
 
 
 def test_candidate_files_need_distinct_names(tmp_path) -> None:
