@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from afm.errors import UserError
+from afm.filters.extraction.decode import decode_html
 
 _TOKEN = re.compile(r"\w+")
 _WS = re.compile(r"\s+")
@@ -301,17 +302,20 @@ def _fundus_body(body: dict[str, Any]) -> str:
     return "\n".join(p.strip() for p in parts if p and p.strip())
 
 
-def visible_text(html: bytes) -> str:
-    """The page's text less scripts, styles and templates (what a reader can see)."""
+def visible_lines(body: bytes) -> list[str]:
+    """The visible text lines of an HTML page (scripts, styles and templates dropped),
+    whitespace folded, empty lines left out: what a reader of the page can see."""
     import lxml.html
 
+    html = decode_html(body)[0]
     try:
-        tree = lxml.html.document_fromstring(html)
-    except (ValueError, lxml.etree.ParserError):
-        return ""
-    for el in tree.iter("script", "style", "noscript", "template"):
-        el.text = None
-    return tree.text_content()
+        root = lxml.html.fromstring(html)
+    except Exception:  # noqa: BLE001 - an unparsable page has no lines
+        return []
+    for el in root.xpath("//script|//style|//noscript|//template"):
+        el.drop_tree()
+    lines = (_WS.sub(" ", line).strip() for line in root.text_content().splitlines())
+    return [line for line in lines if line]
 
 
 def _stored_bytes(text: str) -> bytes:
@@ -327,6 +331,13 @@ def _stored_bytes(text: str) -> bytes:
     return raw
 
 
+def _read_fundus(path: Path, read: Any) -> Any:
+    try:
+        return read(path)
+    except (OSError, EOFError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise UserError(f"{path}: not a Fundus test file ({e})") from None
+
+
 def load_fundus(root: Path, limit: int | None = None) -> list[GoldPage]:
     """Fundus's parser test pages (``root``: a Fundus checkout, or its
     ``tests/resources/parser/test_data`` folder): per country folder, ``<Publisher>.json``
@@ -334,22 +345,22 @@ def load_fundus(root: Path, limit: int | None = None) -> list[GoldPage]:
     order the versions were written) and ``<Publisher>_<date>.html.gz`` one page per
     version (the oldest page is the first version's); ``meta.info`` their URLs. Gold: the
     version's ``body``; pages whose gold fails ``FUNDUS_MIN_VISIBLE`` or
-    ``FUNDUS_MIN_TOKENS`` are left out."""
+    ``FUNDUS_MIN_TOKENS`` are left out. A file that is not gzip or JSON: a one-line error."""
     data = root / _FUNDUS_DATA if (root / _FUNDUS_DATA).is_dir() else root
     pages: list[GoldPage] = []
     for country in sorted(p for p in data.iterdir() if p.is_dir()):
         meta_path = country / "meta.info"
         meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.exists() else {}
         for expected in sorted(country.glob("*.json")):
-            versions = json.loads(expected.read_text(encoding="utf-8"))
+            versions = _read_fundus(expected, lambda p: json.loads(p.read_text(encoding="utf-8")))
             htmls = sorted(country.glob(f"{expected.stem}_*.html.gz"))
             if len(htmls) != len(versions):
                 continue  # a page per version, or the pairing is not known
             for html, attrs in zip(htmls, versions.values()):
                 truth = _fundus_body(attrs.get("body") or {})
-                body = _stored_bytes(gzip.decompress(html.read_bytes()).decode("utf-8"))
+                body = _stored_bytes(_read_fundus(html, lambda p: gzip.decompress(p.read_bytes()).decode("utf-8")))
                 gold = shingles(truth)
-                seen = shingles(visible_text(body))
+                seen = shingles("\n".join(visible_lines(body)))
                 shown = sum(min(n, seen.get(k, 0)) for k, n in gold.items()) / max(1, sum(gold.values()))
                 if len(_TOKEN.findall(truth)) < FUNDUS_MIN_TOKENS or shown < FUNDUS_MIN_VISIBLE:
                     continue

@@ -27,8 +27,7 @@ import numpy as np
 
 from afm.errors import UserError
 from afm.filters.extraction import gold
-from afm.filters.extraction.decode import decode_html
-from afm.filters.extraction.gold import GoldPage
+from afm.filters.extraction.gold import GoldPage, visible_lines
 
 _WS = re.compile(r"\s+")
 MIN_WORDS = 50  # a text shorter than this is no document of either kind
@@ -45,22 +44,6 @@ class LabelledText:
     page: str  # the page's id in its set
     part: str  # ``content`` or ``boilerplate``
     domain: str  # the page's host (splits keep a site on one side)
-
-
-def visible_lines(body: bytes) -> list[str]:
-    """The visible text lines of an HTML page (scripts, styles and templates dropped),
-    whitespace folded, empty lines left out."""
-    import lxml.html
-
-    html = decode_html(body)[0]
-    try:
-        root = lxml.html.fromstring(html)
-    except Exception:  # noqa: BLE001 - an unparsable page has no lines
-        return []
-    for el in root.xpath("//script|//style|//noscript|//template"):
-        el.drop_tree()
-    lines = (_WS.sub(" ", line).strip() for line in root.text_content().splitlines())
-    return [line for line in lines if line]
 
 
 def content_and_boilerplate(page: GoldPage) -> tuple[str, str]:

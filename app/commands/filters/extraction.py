@@ -55,7 +55,7 @@ GOLD_SET_HELP = {
     "trafilatura": "trafilatura's tests/ folder.",
     "utomo": "Utomo & Leu's Extraction/ folder.",
     "googletrends": "Google-Trends-2017's folder (raw_html/).",
-    "fundus": "Fundus checkout (tests/resources/parser/test_data).",
+    "fundus": "Fundus checkout (or its tests/resources/parser/test_data folder).",
 }
 
 

@@ -263,10 +263,11 @@ def test_fundus_loader_pairs_versions_with_pages_and_keeps_only_visible_gold(tmp
                              f"<script>var x = 1;</script></body></html>".encode())
 
     body = {"summary": ["Lead line here."], "sections": [{"headline": [], "paragraphs": [words]}]}
+    umlauts = " ".join(f"\u00fcbung{k}" for k in range(60))  # UTF-8, no charset declared
     (data / "Paper.json").write_text(json.dumps({
-        "V1": {"body": {"summary": [], "sections": [{"headline": ["Old"], "paragraphs": ["old " + words]}]}},
+        "V1": {"body": {"summary": [], "sections": [{"headline": ["Old"], "paragraphs": ["old " + umlauts]}]}},
         "V1_1": {"body": body}}))
-    (data / "Paper_2024_01_02.html.gz").write_bytes(page("Old old " + words))
+    (data / "Paper_2024_01_02.html.gz").write_bytes(page("Old old " + umlauts))
     (data / "Paper_2025_03_04.html.gz").write_bytes(
         page("Lead line here. " + words + " caf\u00e9", '<meta charset="iso-8859-1">'))
     (data / "Hidden.json").write_text(json.dumps({"V1": {"body": body}}))  # gold only in a script
@@ -278,7 +279,7 @@ def test_fundus_loader_pairs_versions_with_pages_and_keeps_only_visible_gold(tmp
         "Paper_2025_03_04.html.gz": {"url": "https://paper.example/a", "crawl_date": "2025-03-04"}}))
     pages = load_sets(fundus=tmp_path)
     assert [(p.set, p.id) for p in pages] == [("fundus", "uk/Paper_2024_01_02"), ("fundus", "uk/Paper_2025_03_04")]
-    assert pages[0].truth == "Old\nold " + words  # the oldest page is the first version's
+    assert pages[0].truth == "Old\nold " + umlauts  # the oldest page is the first version's
     assert pages[1].truth == "Lead line here.\n" + words and pages[1].url == "https://paper.example/a"
     assert "caf\u00e9".encode("iso-8859-1") in pages[1].body  # in the charset its page declares
     assert train.source_of(pages[0].set) == "fundus"
