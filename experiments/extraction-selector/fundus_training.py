@@ -7,7 +7,7 @@ threshold 0.5 and page rule: fill >= 0.3, headline dropped, reader comments of 5
 fitted on the other three, then on the other three and Fundus (every source weighing the same in total,
 as ``block_train.training_pages`` weighs them); Google-Trends (in FOUR_CACHE, never trained on) scored
 by the trees of the four, then of the four and Fundus. The nets are left out (a fit costs 3-8 CPU
-minutes, 36 more fits for a nested run): a change the trees do not show is not worth those."""
+minutes; 33 more fits for a nested run with three seeds): a change the trees do not show is not worth those."""
 
 from __future__ import annotations
 

@@ -48,9 +48,9 @@ def main(model_path: Path, caches: list[Path], sets: set[str]) -> None:
             base = {b: list(bt.baseline_rows(records, b, idx).values()) for b in COMPARED}
             f1 = {b: extraction_scores(v)["f1"] for b, v in base.items()}
             mine = extraction_scores(ours)["f1"]
-            a, b = _f1_columns(ours), _f1_columns(base["trafilatura"])
+            ours_pr, theirs_pr = _f1_columns(ours), _f1_columns(base["trafilatura"])
             pick = rng.integers(0, len(idx), size=(RESAMPLES, len(idx)))
-            lo, hi = np.percentile(_f1(a[pick]) - _f1(b[pick]), [2.5, 97.5])
+            lo, hi = np.percentile(_f1(ours_pr[pick]) - _f1(theirs_pr[pick]), [2.5, 97.5])
             share = bt.fallback_share(records, probs, model.threshold, model.rule)
             print(f"{name:14s} {len(idx):5d}  {mine:.4f}  {f1['trafilatura']:.4f}  {f1['cascade']:.4f}  "
                   f"{f1['resiliparse']:.4f}  {mine - f1['trafilatura']:+.4f}  [{lo:+.4f}, {hi:+.4f}]  "
