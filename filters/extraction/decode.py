@@ -77,6 +77,12 @@ def looks_binary(body: bytes) -> bool:
     return control / len(head) > 0.1
 
 
+def meta_charset(body: bytes) -> str | None:
+    """The charset a page's own ``<meta>`` declares in its first 8 KiB, as written (None: none)."""
+    match = _META_CHARSET.search(body[:8192])
+    return match.group(1).decode("ascii", "ignore") if match else None
+
+
 def decode_html(body: bytes, headers: dict[str, Any] | None = None) -> tuple[str, str, str]:
     """Decode a page body; returns ``(text, codec, source)`` where ``source`` says how the
     charset was found (bom/header/meta/utf-8/utf-8-lenient/detected). Raises UnicodeError if nothing works."""
@@ -88,9 +94,9 @@ def decode_html(body: bytes, headers: dict[str, Any] | None = None) -> tuple[str
     match = _HEADER_CHARSET.search(header_value(headers, "content-type"))
     if match:
         candidates.append((match.group(1), "header"))
-    match = _META_CHARSET.search(body[:8192])
-    if match:
-        candidates.append((match.group(1).decode("ascii", "ignore"), "meta"))
+    declared = meta_charset(body)
+    if declared:
+        candidates.append((declared, "meta"))
     candidates.append(("utf-8", "utf-8"))
     for name, source in candidates:
         codec = _normalise_codec(name)

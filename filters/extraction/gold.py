@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from afm.errors import UserError
-from afm.filters.extraction.decode import decode_html
+from afm.filters.extraction.decode import decode_html, meta_charset
 
 _TOKEN = re.compile(r"\w+")
 _WS = re.compile(r"\s+")
@@ -290,7 +290,6 @@ def load_googletrends(root: Path, limit: int | None = None) -> list[GoldPage]:
 FUNDUS_MIN_VISIBLE = 0.8
 FUNDUS_MIN_TOKENS = 50
 _FUNDUS_DATA = Path("tests/resources/parser/test_data")
-_META_CHARSET = re.compile(rb"""<meta[^>]+charset=["']?([\w-]+)""", re.I)
 
 
 def _fundus_body(body: dict[str, Any]) -> str:
@@ -322,10 +321,10 @@ def _stored_bytes(text: str) -> bytes:
     """A Fundus page (kept decoded, as UTF-8) in the encoding its own ``<meta charset>``
     declares, so a decoder that honours the declaration reads it as the publisher served it."""
     raw = text.encode("utf-8")
-    declared = _META_CHARSET.search(raw[:8192])
+    declared = meta_charset(raw)
     if declared:
         try:
-            return text.encode(declared.group(1).decode("ascii"), "xmlcharrefreplace")
+            return text.encode(declared, "xmlcharrefreplace")
         except LookupError:
             pass
     return raw
