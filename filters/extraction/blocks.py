@@ -175,6 +175,7 @@ class BlockTable:
     depth: np.ndarray  # int
     link_chars: np.ndarray  # int
     context: np.ndarray  # (blocks, len(CONTEXT)) ancestor counters
+    nearest: np.ndarray  # (blocks, len(CONTEXT)) depth of the innermost ancestor raising each (0: none)
     parent: np.ndarray  # index of the block's container in the element arrays (-1: none)
     el_parent: np.ndarray  # each container's own container (-1: none)
     el_depth: np.ndarray  # each container's depth
@@ -190,8 +191,8 @@ class BlockTable:
 class _Walk:
     """The state of one walk over a page (see :func:`page_blocks`)."""
 
-    __slots__ = ("texts", "kinds", "depths", "links", "contexts", "parents", "parts",
-                 "part_links", "ctx", "el_parent", "el_depth", "open", "kind", "link_depth",
+    __slots__ = ("texts", "kinds", "depths", "links", "contexts", "nearests", "parents", "parts",
+                 "part_links", "ctx", "near", "el_parent", "el_depth", "open", "kind", "link_depth",
                  "pre", "pres", "el_first", "el_last", "show_hidden")
 
     def __init__(self, show_hidden: bool = False) -> None:
@@ -201,11 +202,13 @@ class _Walk:
         self.depths: list[int] = []
         self.links: list[int] = []
         self.contexts: list[tuple[int, ...]] = []
+        self.nearests: list[tuple[int, ...]] = []
         self.parents: list[int] = []
         self.pres: list[bool] = []
         self.parts: list[str] = []
         self.part_links = 0
         self.ctx = [0] * len(CONTEXT)
+        self.near = [0] * len(CONTEXT)  # per counter, the depth of the innermost element raising it
         self.el_parent: list[int] = []
         self.el_depth: list[int] = []
         self.el_first: list[int] = []  # the first block under each container
@@ -228,6 +231,7 @@ class _Walk:
         self.depths.append(depth)
         self.links.append(links)
         self.contexts.append(tuple(self.ctx))
+        self.nearests.append(tuple(self.near))
         self.parents.append(self.open)
         self.pres.append(self.pre > 0)
 
@@ -280,9 +284,11 @@ class _Walk:
             marks = (*marks, ctx_tag)
         if self.parts:
             self.flush(depth)
-        ctx = self.ctx
+        ctx, near = self.ctx, self.near
+        outer_near = tuple(near[m] for m in marks)
         for m in marks:
             ctx[m] += 1
+            near[m] = depth
         outer, outer_kind = self.open, self.kind
         self.open = len(self.el_parent)
         self.el_parent.append(outer)
@@ -300,8 +306,9 @@ class _Walk:
         self.pre -= pre
         self.el_last[self.open] = len(self.texts)
         self.open, self.kind = outer, outer_kind
-        for m in marks:
+        for m, was in zip(reversed(marks), reversed(outer_near)):
             ctx[m] -= 1
+            near[m] = was
 
 
 def _streamed_segment(ident: str | None) -> bool:
@@ -390,8 +397,8 @@ def compiled_walk_available() -> bool:
 
 # The lists one walk gives, in this order (``_Walk``'s attributes; the C walk returns the
 # same lists with the contexts flattened).
-_LISTS = ("texts", "kinds", "depths", "links", "contexts", "parents", "pres", "el_parent",
-          "el_depth", "el_first", "el_last")
+_LISTS = ("texts", "kinds", "depths", "links", "contexts", "nearests", "parents", "pres",
+          "el_parent", "el_depth", "el_first", "el_last")
 
 
 def _walk_lists(root: object, document: int, show_hidden: bool, compiled: bool) -> tuple:
@@ -437,7 +444,8 @@ def page_blocks(html: str, compiled: bool = True) -> BlockTable:
                 lists = every
         node = parser.css_first("title")  # type: ignore[union-attr]
         title = node.text() if node is not None else ""
-    texts, kinds, depths, links, contexts, parents, pres, el_parent, el_depth, el_first, el_last = lists
+    (texts, kinds, depths, links, contexts, nearests, parents, pres, el_parent, el_depth, el_first,
+     el_last) = lists
     n = len(texts)
     # A block of invisible characters alone (a zero-width space in a <p>) keeps its row with
     # an empty text: the rows and the containers' block runs stay as the walk made them;
@@ -456,6 +464,7 @@ def page_blocks(html: str, compiled: bool = True) -> BlockTable:
         depth=np.asarray(depths, dtype=np.int16),
         link_chars=np.asarray(links, dtype=np.int32),
         context=context,
+        nearest=np.asarray(nearests, dtype=np.int16).reshape(n, len(CONTEXT)),
         parent=np.asarray(parents, dtype=np.int32),
         el_parent=np.asarray(el_parent, dtype=np.int32),
         el_depth=np.asarray(el_depth, dtype=np.int16),

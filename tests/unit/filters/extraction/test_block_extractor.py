@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from afm.filters.extract import ExtractConfig, Extractor, follow_language_stage
-from afm.filters.extraction.block_features import NAMES, features, text_stats
+from afm.filters.extraction.block_features import NAMES, NEAREST_NAMES, features, nearest_signals, text_stats
 from afm.filters.extraction.block_model import (
     MODEL_PATH,
     BlockModel,
@@ -119,6 +119,28 @@ def test_features_have_one_row_per_block_and_a_name_per_column() -> None:
     x = features(t)
     assert x.shape == (len(t), len(NAMES)) and np.isfinite(x).all()
     assert features(page_blocks("")).shape == (0, len(NAMES))
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_the_nearest_signal_tells_a_box_inside_the_article_from_an_article_inside_a_box(compiled: bool) -> None:
+    """The counters alone read the two alike (a negative name and a content one on the
+    path); which is innermost is what differs: a newsletter box set inside the article is
+    boilerplate, an article inside a wrapper named ``promo-page`` is the text."""
+    box_in_article = page_blocks("<body><article class=story><p>The text of the story goes on here.</p>"
+                                 "<div class=newsletter><p>Sign up for our newsletter</p></div>"
+                                 "<figure><figcaption class=photo-credit>Photo by a agency</figcaption>"
+                                 "</figure></article></body>", compiled=compiled)
+    article_in_box = page_blocks("<body><div class=promo-page><article><p>The text of the story goes on "
+                                 "here.</p></article></div></body>", compiled=compiled)
+    col = {name: j for j, name in enumerate(NEAREST_NAMES)}
+    inside = nearest_signals(box_in_article)
+    assert inside[:, col["neg_in_content"]].tolist() == [0, 1, 0]
+    assert inside[:, col["meta_in_content"]].tolist() == [0, 0, 1]
+    assert inside[:, col["steps_to_neg"]].tolist() == [10, 1, 10]  # none: MAX_STEPS
+    wrapped = nearest_signals(article_in_box)
+    assert wrapped[:, col["neg_in_content"]].tolist() == [0]
+    assert wrapped[:, col["content_in_neg"]].tolist() == [1]
+    assert features(box_in_article)[:, -len(NEAREST_NAMES):].tolist() == inside.tolist()
 
 
 def test_forest_matches_sklearn() -> None:
