@@ -11,11 +11,10 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from nearest_signal import OLD, UNSEEN, f1_on
 
 from afm.filters.extraction import block_train as bt
 from afm.filters.extraction.block_features import NAMES, NEAREST_NAMES
-
-from nearest_signal import OLD, UNSEEN, f1_on
 
 
 def main(caches: list[Path]) -> None:

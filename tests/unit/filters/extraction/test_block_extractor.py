@@ -7,7 +7,13 @@ import numpy as np
 import pytest
 
 from afm.filters.extract import ExtractConfig, Extractor, follow_language_stage
-from afm.filters.extraction.block_features import NAMES, NEAREST_NAMES, features, nearest_signals, text_stats
+from afm.filters.extraction.block_features import (
+    NAMES,
+    NEAREST_NAMES,
+    features,
+    nearest_signals,
+    text_stats,
+)
 from afm.filters.extraction.block_model import (
     MODEL_PATH,
     BlockModel,
