@@ -11,7 +11,8 @@ choice of a top container:
   separator bar;
 * its markup: the kind of block (paragraph, heading level, list item, cell, code, quote,
   caption), its depth, and the ancestor counters of ``blocks.CONTEXT`` (navigation,
-  header, footer, aside, form, article, main, list, table; class/id words);
+  header, footer, aside, form, article, main, list, table; class/id words); which of the
+  boilerplate-like and content-like ancestors is nearest (``nearest_signals``);
 * its place: position in the page (by blocks and by words), distance to the page's
   longest block;
 * its surroundings: the text, link density and number of blocks of its container and of

@@ -12,7 +12,9 @@ jusText and Web2Text cut pages. The DOM is lexbor's (selectolax: an HTML5 parser
 * what its ancestors say: how many are navigation-like (``nav``, ``header``, ``footer``,
   ``aside``, ``form``, or a ``class`` / ``id`` naming a menu, sidebar, comment, share
   bar, ...), content-like (``article``, ``main``, or a class naming the post, entry or
-  body), lists and tables;
+  body), lists and tables; and for each such signal the depth of the innermost ancestor
+  raising it, so a promotion box inside the article and an article inside a
+  promotion-named wrapper (the same counters) are told apart;
 * the block-level element that holds it (its *container*), whose totals (text, link
   text, blocks) are known when the element closes: the text density of the
   surroundings, Web2Text's and Boilernet's strongest signal.
