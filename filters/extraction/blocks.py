@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import functools
 import re
+from array import array
 from dataclasses import dataclass
 from typing import Any
 
@@ -203,8 +204,8 @@ class _Walk:
         self.kinds: list[int] = []
         self.depths: list[int] = []
         self.links: list[int] = []
-        self.contexts: list[tuple[int, ...]] = []
-        self.nearests: list[tuple[int, ...]] = []
+        self.contexts = array("h")  # per block, the CONTEXT counters (flat, as the C walk gives them)
+        self.nearests = array("h")  # per block, each counter's innermost depth
         self.parents: list[int] = []
         self.pres: list[bool] = []
         self.parts: list[str] = []
@@ -232,8 +233,8 @@ class _Walk:
         self.kinds.append(self.kind)
         self.depths.append(depth)
         self.links.append(links)
-        self.contexts.append(tuple(self.ctx))
-        self.nearests.append(tuple(self.near))
+        self.contexts.extend(self.ctx)
+        self.nearests.extend(self.near)
         self.parents.append(self.open)
         self.pres.append(self.pre > 0)
 
@@ -420,6 +421,14 @@ def _walk_lists(root: object, document: int, show_hidden: bool, compiled: bool) 
     return tuple(getattr(walk, name) for name in _LISTS)
 
 
+def _per_block(values: Any, n: int) -> np.ndarray:
+    """(n, len(CONTEXT)) int16 rows from the walk's flat buffer of them (``array("h")`` or the
+    C walk's bytearray; read in place, no Python int per value)."""
+    if not len(values):
+        return np.zeros((n, len(CONTEXT)), dtype=np.int16)
+    return np.frombuffer(values, dtype=np.int16).reshape(n, len(CONTEXT))
+
+
 def page_blocks(html: str, compiled: bool = True) -> BlockTable:
     """The blocks of a decoded page, in document order. ``compiled``: walk the DOM in C
     when the extension is built (``_blockwalk.c``; the same blocks as the Python walk,
@@ -454,7 +463,7 @@ def page_blocks(html: str, compiled: bool = True) -> BlockTable:
     # ``render`` skips it, and its link characters (counted on the raw text) are clipped to
     # its length by the features. The title stays as the page has it (the shipped model was
     # fitted so).
-    context = np.asarray(contexts, dtype=np.int16).reshape(n, len(CONTEXT))
+    context = _per_block(contexts, n)
     if parser is not None:
         # The genre decides only where blocks sit under comment-named containers: there
         # the whole page's declarations are read, elsewhere the head's.
@@ -466,7 +475,7 @@ def page_blocks(html: str, compiled: bool = True) -> BlockTable:
         depth=np.asarray(depths, dtype=np.int16),
         link_chars=np.asarray(links, dtype=np.int32),
         context=context,
-        nearest=np.asarray(nearests, dtype=np.int16).reshape(n, len(CONTEXT)),
+        nearest=_per_block(nearests, n),
         parent=np.asarray(parents, dtype=np.int32),
         el_parent=np.asarray(el_parent, dtype=np.int32),
         el_depth=np.asarray(el_depth, dtype=np.int16),
