@@ -190,7 +190,7 @@ def prose_container(table: BlockTable, prose: np.ndarray, share: float) -> int:
 def nearest_signals(table: BlockTable) -> np.ndarray:
     """(blocks, len(NEAREST_NAMES)): whether the innermost boilerplate-like (navigation,
     aside, footer, form or a negative class name), meta-like or comment-like ancestor lies
-    below the innermost content-like one (``article``, ``main``, a positive class name), or
+    at or below the innermost content-like one (``article``, ``main``, a positive class name), or
     the reverse; and how many levels up the nearest of each is (``MAX_STEPS``: none or far).
     Trafilatura prunes boilerplate-named subtrees inside the article it picked; this is the
     block model's view of the same cue."""
@@ -203,8 +203,10 @@ def nearest_signals(table: BlockTable) -> np.ndarray:
     def steps(at: np.ndarray) -> np.ndarray:
         return np.where(at > 0, np.minimum(depth - at, MAX_STEPS), MAX_STEPS)
 
-    return np.column_stack([(content > 0) & (neg > content), (content > 0) & (meta > content),
-                            (content > 0) & (comment > content), (neg > 0) & (content > neg),
+    # ">=": a negative word on the content element itself (BEM's ``article__related``,
+    # ``story-promo``) names a part of the article, as a box below it does.
+    return np.column_stack([(content > 0) & (neg >= content), (content > 0) & (meta >= content),
+                            (content > 0) & (comment >= content), (neg > 0) & (content > neg),
                             steps(neg), steps(meta), steps(content)]).astype(np.float64)
 
 

@@ -143,6 +143,10 @@ def test_the_nearest_signal_tells_a_box_inside_the_article_from_an_article_insid
     assert inside[:, col["neg_in_content"]].tolist() == [0, 1, 0]
     assert inside[:, col["meta_in_content"]].tolist() == [0, 0, 1]
     assert inside[:, col["steps_to_neg"]].tolist() == [10, 1, 10]  # none: MAX_STEPS
+    same_element = nearest_signals(page_blocks("<body><article><p>The text of the story goes on here.</p>"
+                                               "<div class=article__related><p>Another story</p></div>"
+                                               "</article></body>", compiled=compiled))
+    assert same_element[:, col["neg_in_content"]].tolist() == [0, 1]  # BEM: a part of the article
     wrapped = nearest_signals(article_in_box)
     assert wrapped[:, col["neg_in_content"]].tolist() == [0]
     assert wrapped[:, col["content_in_neg"]].tolist() == [1]
