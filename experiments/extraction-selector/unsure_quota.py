@@ -51,7 +51,7 @@ def fit(cache: Path, out: Path) -> None:
         print("held out", held, flush=True)
     shipped = load_block_model()  # fitted on the four: Google-Trends is scored by it
     for i in by["googletrends"]:
-        x = records[i].x
+        x = shipped.own_columns(records[i].x)
         probs[i] = (shipped.forest.probability(x) if len(x) else np.zeros(0),
                     shipped.sequence.probability(x) if len(x) else np.zeros(0))
     out.write_bytes(pickle.dumps(probs))

@@ -11,7 +11,7 @@
  *
  * set_name_rules(blocks.NAME_RULES) once, then
  * walk(root, document, node ids, categories, name_marks, hidden_style, n_context) returns the walk's
- * lists (texts, kinds, depths, link chars, contexts flattened, parents, pre flags,
+ * lists (texts, kinds, depths, link chars, contexts and nearest depths as flat int16 bytearrays, parents, pre flags,
  * container parent/depth/first/last) or None when the page nests deeper than the Python
  * walk reads element by element (blocks.MAX_DEPTH): the caller then walks it in Python.
  */
@@ -45,12 +45,38 @@ static int bound = 0;
 /* Tag categories (the values blocks.py hands in, per tag name). */
 enum { CAT_OTHER = 0, CAT_SKIP = 1, CAT_BR = 2, CAT_A = 3, CAT_BLOCK = 4 };
 
+/* A growing run of int16 values: the per-block context counters and nearest depths, handed
+ * back as one bytearray each (numpy reads it as it is; a Python int per value cost more than
+ * the walk's own work on them). */
 typedef struct {
-    PyObject *texts, *kinds, *depths, *links, *contexts, *parents, *pres;
+    int16_t *data;
+    Py_ssize_t len, cap;
+} Shorts;
+
+static int push_short(Shorts *b, long value) {
+    if (b->len == b->cap) {
+        Py_ssize_t cap = b->cap ? 2 * b->cap : 1024;
+        int16_t *data = PyMem_Realloc(b->data, (size_t)cap * sizeof(int16_t));
+        if (data == NULL) { PyErr_NoMemory(); return -1; }
+        b->data = data;
+        b->cap = cap;
+    }
+    b->data[b->len++] = (int16_t)value;
+    return 0;
+}
+
+static PyObject *shorts_bytearray(const Shorts *b) {
+    return PyByteArray_FromStringAndSize((const char *)b->data, b->len * (Py_ssize_t)sizeof(int16_t));
+}
+
+typedef struct {
+    PyObject *texts, *kinds, *depths, *links, *parents, *pres;
+    Shorts contexts, nearests;
     PyObject *el_parent, *el_depth, *el_first, *el_last;
     PyObject *parts;      /* the text gathered since the last block boundary */
     Py_ssize_t part_links;
     int ctx[MAX_CONTEXT];
+    long near[MAX_CONTEXT]; /* per counter, the depth of the innermost element raising it */
     int n_context;
     long open, kind, link_depth, pre;
     int show_hidden, max_depth, too_deep;
@@ -109,7 +135,7 @@ static int flush(Walk *w, long depth) {
         || append_long(w->pres, w->pre > 0) < 0)
         return -1;
     for (int i = 0; i < w->n_context; i++)
-        if (append_long(w->contexts, w->ctx[i]) < 0) return -1;
+        if (push_short(&w->contexts, w->ctx[i]) < 0 || push_short(&w->nearests, w->near[i]) < 0) return -1;
     return 0;
 }
 
@@ -365,8 +391,13 @@ static int block(Walk *w, node_t *node, long code, long depth) {
     long kind = ((code >> 4) & 0x3f) - 1, ctx_tag = ((code >> 10) & 0x3f) - 1, pre = (code >> 16) & 1;
     if (ctx_tag >= 0) marks[n_marks++] = (int)ctx_tag;
     if (PyList_GET_SIZE(w->parts) && flush(w, depth) < 0) return -1;
+    long outer_near[MAX_CONTEXT + 1];
     for (int i = 0; i < n_marks; i++)
-        if (marks[i] >= 0 && marks[i] < w->n_context) w->ctx[marks[i]]++;
+        if (marks[i] >= 0 && marks[i] < w->n_context) {
+            w->ctx[marks[i]]++;
+            outer_near[i] = w->near[marks[i]];
+            w->near[marks[i]] = depth;
+        }
     long outer = w->open, outer_kind = w->kind;
     w->open = (long)PyList_GET_SIZE(w->el_parent);
     if (append_long(w->el_parent, outer) < 0 || append_long(w->el_depth, depth) < 0
@@ -382,8 +413,11 @@ static int block(Walk *w, node_t *node, long code, long depth) {
     if (last == NULL || PyList_SetItem(w->el_last, w->open, last) < 0) return -1;
     w->open = outer;
     w->kind = outer_kind;
-    for (int i = 0; i < n_marks; i++)
-        if (marks[i] >= 0 && marks[i] < w->n_context) w->ctx[marks[i]]--;
+    for (int i = n_marks - 1; i >= 0; i--)
+        if (marks[i] >= 0 && marks[i] < w->n_context) {
+            w->ctx[marks[i]]--;
+            w->near[marks[i]] = outer_near[i];
+        }
     return 0;
 }
 
@@ -485,7 +519,7 @@ static PyObject *py_walk(PyObject *self, PyObject *args, PyObject *kwargs) {
     w.categories = categories;
     w.name_marks = name_marks;
     w.hidden_style = hidden_style;
-    PyObject **lists[] = {&w.texts, &w.kinds, &w.depths, &w.links, &w.contexts, &w.parents, &w.pres,
+    PyObject **lists[] = {&w.texts, &w.kinds, &w.depths, &w.links, &w.parents, &w.pres,
                           &w.el_parent, &w.el_depth, &w.el_first, &w.el_last, &w.parts};
     const int n_lists = (int)(sizeof lists / sizeof lists[0]);
     PyObject *result = NULL;
@@ -496,13 +530,19 @@ static PyObject *py_walk(PyObject *self, PyObject *args, PyObject *kwargs) {
         int rc = walk(&w, (node_t *)(uintptr_t)root, 0);
         if (rc == 0) rc = flush(&w, 0);
         if (rc == 0) {
-            result = PyTuple_Pack(11, w.texts, w.kinds, w.depths, w.links, w.contexts, w.parents, w.pres,
-                                  w.el_parent, w.el_depth, w.el_first, w.el_last);
+            PyObject *contexts = shorts_bytearray(&w.contexts), *nearests = shorts_bytearray(&w.nearests);
+            if (contexts != NULL && nearests != NULL)
+                result = PyTuple_Pack(12, w.texts, w.kinds, w.depths, w.links, contexts, nearests, w.parents,
+                                      w.pres, w.el_parent, w.el_depth, w.el_first, w.el_last);
+            Py_XDECREF(contexts);
+            Py_XDECREF(nearests);
         } else if (rc == 1 && !PyErr_Occurred()) {
             result = Py_NewRef(Py_None);
         }
     }
     for (int i = 0; i < n_lists; i++) Py_XDECREF(*lists[i]);
+    PyMem_Free(w.contexts.data);
+    PyMem_Free(w.nearests.data);
     Py_XDECREF(w.empty);
     return result;
 }

@@ -11,7 +11,8 @@ choice of a top container:
   separator bar;
 * its markup: the kind of block (paragraph, heading level, list item, cell, code, quote,
   caption), its depth, and the ancestor counters of ``blocks.CONTEXT`` (navigation,
-  header, footer, aside, form, article, main, list, table; class/id words);
+  header, footer, aside, form, article, main, list, table; class/id words); which of the
+  boilerplate-like and content-like ancestors is nearest (``nearest_signals``);
 * its place: position in the page (by blocks and by words), distance to the page's
   longest block;
 * its surroundings: the text, link density and number of blocks of its container and of
@@ -28,6 +29,16 @@ import numpy as np
 
 from afm.filters.extraction.blocks import CONTEXT, KINDS, BlockTable, container_totals
 
+# Which signal is nearest: a boilerplate name inside the article (a promo box, a caption, a
+# reader-comment section set in the post) against an article inside a boilerplate-named
+# wrapper; the counters of ``CONTEXT`` cannot tell the two apart (``nearest_signals``).
+NEAREST_NAMES = ("neg_in_content", "meta_in_content", "comment_in_content", "content_in_neg",
+                 "steps_to_neg", "steps_to_meta", "steps_to_content")
+_NEG_SIGNALS = [CONTEXT.index(c) for c in ("nav", "aside", "footer", "form", "neg_class")]
+_CONTENT_SIGNALS = [CONTEXT.index(c) for c in ("article", "main", "pos_class")]
+_META, _COMMENT = CONTEXT.index("meta_class"), CONTEXT.index("comment_class")
+MAX_STEPS = 10
+
 TEXT_NAMES = ("log_words", "log_chars", "link_density", "chars_per_word", "stops_per_word",
               "commas_per_word", "sentence_end", "capital_start", "copyright", "bars",
               "digits_share")
@@ -42,6 +53,7 @@ NAMES: tuple[str, ...] = (
     "words_vs_max", "before_prose", "after_prose", "title_overlap",
     *(f"prev_{n}" for n in TEXT_NAMES[:8]), *(f"next_{n}" for n in TEXT_NAMES[:8]),
     "prev_heading", "next_heading", "window_log_words", "window_link_density",
+    *NEAREST_NAMES,
 )
 _HEADING_KINDS = [KINDS.index(k) for k in ("h1", "h2", "h3")]
 
@@ -175,6 +187,29 @@ def prose_container(table: BlockTable, prose: np.ndarray, share: float) -> int:
     return int(ok[np.argmax(table.el_depth[ok])])
 
 
+def nearest_signals(table: BlockTable) -> np.ndarray:
+    """(blocks, len(NEAREST_NAMES)): whether the innermost boilerplate-like (navigation,
+    aside, footer, form or a negative class name), meta-like or comment-like ancestor lies
+    at or below the innermost content-like one (``article``, ``main``, a positive class name), or
+    the reverse; and how many levels up the nearest of each is (``MAX_STEPS``: none or far).
+    Trafilatura prunes boilerplate-named subtrees inside the article it picked; this is the
+    block model's view of the same cue."""
+    near = table.nearest.astype(np.int64)
+    neg = near[:, _NEG_SIGNALS].max(axis=1)
+    content = near[:, _CONTENT_SIGNALS].max(axis=1)
+    meta, comment = near[:, _META], near[:, _COMMENT]
+    depth = table.depth.astype(np.int64)
+
+    def steps(at: np.ndarray) -> np.ndarray:
+        return np.where(at > 0, np.minimum(depth - at, MAX_STEPS), MAX_STEPS)
+
+    # ">=": a negative word on the content element itself (BEM's ``article__related``,
+    # ``story-promo``) names a part of the article, as a box below it does.
+    return np.column_stack([(content > 0) & (neg >= content), (content > 0) & (meta >= content),
+                            (content > 0) & (comment >= content), (neg > 0) & (content > neg),
+                            steps(neg), steps(meta), steps(content)]).astype(np.float64)
+
+
 def features(table: BlockTable) -> np.ndarray:
     """(blocks, len(NAMES)) float32 feature matrix of one page."""
     n = len(table)
@@ -251,7 +286,7 @@ def features(table: BlockTable) -> np.ndarray:
     lo, hi = np.maximum(np.arange(n) - 2, 0), np.minimum(np.arange(n) + 3, n)
     window = np.column_stack([np.log1p(cw[hi] - cw[lo]), (cl[hi] - cl[lo]) / np.maximum(cc[hi] - cc[lo], 1.0)])
     x = np.column_stack([text, kind, depth, depth - _median(depth), ctx, position,
-                         p_stats, share, g_stats, page, nb, window])
+                         p_stats, share, g_stats, page, nb, window, nearest_signals(table)])
     return x.astype(np.float32)
 
 

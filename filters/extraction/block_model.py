@@ -181,16 +181,26 @@ class BlockModel:
     rule: PageRule = field(default_factory=PageRule)
     sequence: SequenceNets | None = None
 
+    def __post_init__(self) -> None:
+        # A file fitted before newer feature columns were added reads its own columns, by
+        # name, from today's rows (the feature list only grows; ``load`` checks the names).
+        self.columns = None if self.names == NAMES else np.array([NAMES.index(n) for n in self.names])
+
+    def own_columns(self, x: np.ndarray) -> np.ndarray:
+        """``features``' rows cut to the columns this model was fitted on, in its order."""
+        return x if self.columns is None else x[:, self.columns]
+
     def probability(self, table: BlockTable) -> np.ndarray:
         """Per block: the probability of being main content."""
         if len(table) == 0:
             return np.zeros(0)
         x = features(table)
-        p = self.forest.probability(x)
+        own = self.own_columns(x)
+        p = self.forest.probability(own)
         if self.context is not None:
             p = self.context.probability(context_features(table, x, p))
         if self.sequence is not None:
-            p = mixed(p, self.sequence.probability(x))
+            p = mixed(p, self.sequence.probability(own))
         return p
 
     def keep(self, table: BlockTable) -> np.ndarray:
@@ -217,14 +227,19 @@ class BlockModel:
             raise UserError(f"{path}: cannot read the block extraction model ({exc})") from exc
         if data.get("format") != FORMAT:
             raise UserError(f"{path}: not a block extraction model ({FORMAT})")
-        if tuple(data["features"]) != NAMES or (
+        names = tuple(data["features"])
+        if not set(names) <= set(NAMES) or len(set(names)) != len(names) or (
                 data.get("context") and tuple(data.get("context_features") or ()) != CONTEXT_NAMES):
             raise UserError(f"{path}: made for other block features; retrain it with "
                             "`afm extraction blocks train`")
         context = Forest.from_json(data["context"]) if data.get("context") else None
         sequence = SequenceNets.from_json(data["sequence"]) if data.get("sequence") else None
-        return cls(Forest.from_json(data["forest"]), float(data["threshold"]),
-                   tuple(data["features"]), dict(data.get("meta") or {}), context,
+        forest = Forest.from_json(data["forest"])
+        if int(forest.feature.max(initial=0)) >= len(names) or (
+                sequence is not None and sequence.w_in.shape[1] != len(names)):
+            raise UserError(f"{path}: its trees or nets read other columns than its {len(names)} "
+                            "named features; retrain it with `afm extraction blocks train`")
+        return cls(forest, float(data["threshold"]), names, dict(data.get("meta") or {}), context,
                    PageRule.from_json(data.get("page_rule")), sequence)
 
 

@@ -12,7 +12,9 @@ jusText and Web2Text cut pages. The DOM is lexbor's (selectolax: an HTML5 parser
 * what its ancestors say: how many are navigation-like (``nav``, ``header``, ``footer``,
   ``aside``, ``form``, or a ``class`` / ``id`` naming a menu, sidebar, comment, share
   bar, ...), content-like (``article``, ``main``, or a class naming the post, entry or
-  body), lists and tables;
+  body), lists and tables; and for each such signal the depth of the innermost ancestor
+  raising it, so a promotion box inside the article and an article inside a
+  promotion-named wrapper (the same counters) are told apart;
 * the block-level element that holds it (its *container*), whose totals (text, link
   text, blocks) are known when the element closes: the text density of the
   surroundings, Web2Text's and Boilernet's strongest signal.
@@ -38,6 +40,7 @@ from __future__ import annotations
 
 import functools
 import re
+from array import array
 from dataclasses import dataclass
 from typing import Any
 
@@ -175,6 +178,7 @@ class BlockTable:
     depth: np.ndarray  # int
     link_chars: np.ndarray  # int
     context: np.ndarray  # (blocks, len(CONTEXT)) ancestor counters
+    nearest: np.ndarray  # (blocks, len(CONTEXT)) depth of the innermost ancestor raising each (0: none)
     parent: np.ndarray  # index of the block's container in the element arrays (-1: none)
     el_parent: np.ndarray  # each container's own container (-1: none)
     el_depth: np.ndarray  # each container's depth
@@ -190,8 +194,8 @@ class BlockTable:
 class _Walk:
     """The state of one walk over a page (see :func:`page_blocks`)."""
 
-    __slots__ = ("texts", "kinds", "depths", "links", "contexts", "parents", "parts",
-                 "part_links", "ctx", "el_parent", "el_depth", "open", "kind", "link_depth",
+    __slots__ = ("texts", "kinds", "depths", "links", "contexts", "nearests", "parents", "parts",
+                 "part_links", "ctx", "near", "el_parent", "el_depth", "open", "kind", "link_depth",
                  "pre", "pres", "el_first", "el_last", "show_hidden")
 
     def __init__(self, show_hidden: bool = False) -> None:
@@ -200,12 +204,14 @@ class _Walk:
         self.kinds: list[int] = []
         self.depths: list[int] = []
         self.links: list[int] = []
-        self.contexts: list[tuple[int, ...]] = []
+        self.contexts = array("h")  # per block, the CONTEXT counters (flat, as the C walk gives them)
+        self.nearests = array("h")  # per block, each counter's innermost depth
         self.parents: list[int] = []
         self.pres: list[bool] = []
         self.parts: list[str] = []
         self.part_links = 0
         self.ctx = [0] * len(CONTEXT)
+        self.near = [0] * len(CONTEXT)  # per counter, the depth of the innermost element raising it
         self.el_parent: list[int] = []
         self.el_depth: list[int] = []
         self.el_first: list[int] = []  # the first block under each container
@@ -227,7 +233,8 @@ class _Walk:
         self.kinds.append(self.kind)
         self.depths.append(depth)
         self.links.append(links)
-        self.contexts.append(tuple(self.ctx))
+        self.contexts.extend(self.ctx)
+        self.nearests.extend(self.near)
         self.parents.append(self.open)
         self.pres.append(self.pre > 0)
 
@@ -280,9 +287,11 @@ class _Walk:
             marks = (*marks, ctx_tag)
         if self.parts:
             self.flush(depth)
-        ctx = self.ctx
+        ctx, near = self.ctx, self.near
+        outer_near = tuple(near[m] for m in marks)
         for m in marks:
             ctx[m] += 1
+            near[m] = depth
         outer, outer_kind = self.open, self.kind
         self.open = len(self.el_parent)
         self.el_parent.append(outer)
@@ -300,8 +309,9 @@ class _Walk:
         self.pre -= pre
         self.el_last[self.open] = len(self.texts)
         self.open, self.kind = outer, outer_kind
-        for m in marks:
+        for m, was in zip(reversed(marks), reversed(outer_near)):
             ctx[m] -= 1
+            near[m] = was
 
 
 def _streamed_segment(ident: str | None) -> bool:
@@ -390,8 +400,8 @@ def compiled_walk_available() -> bool:
 
 # The lists one walk gives, in this order (``_Walk``'s attributes; the C walk returns the
 # same lists with the contexts flattened).
-_LISTS = ("texts", "kinds", "depths", "links", "contexts", "parents", "pres", "el_parent",
-          "el_depth", "el_first", "el_last")
+_LISTS = ("texts", "kinds", "depths", "links", "contexts", "nearests", "parents", "pres",
+          "el_parent", "el_depth", "el_first", "el_last")
 
 
 def _walk_lists(root: object, document: int, show_hidden: bool, compiled: bool) -> tuple:
@@ -409,6 +419,14 @@ def _walk_lists(root: object, document: int, show_hidden: bool, compiled: bool) 
     walk.walk(root, 0)
     walk.flush(0)
     return tuple(getattr(walk, name) for name in _LISTS)
+
+
+def _per_block(values: Any, n: int) -> np.ndarray:
+    """(n, len(CONTEXT)) int16 rows from the walk's flat buffer of them (``array("h")`` or the
+    C walk's bytearray; read in place, no Python int per value)."""
+    if not len(values):
+        return np.zeros((n, len(CONTEXT)), dtype=np.int16)
+    return np.frombuffer(values, dtype=np.int16).reshape(n, len(CONTEXT))
 
 
 def page_blocks(html: str, compiled: bool = True) -> BlockTable:
@@ -437,14 +455,15 @@ def page_blocks(html: str, compiled: bool = True) -> BlockTable:
                 lists = every
         node = parser.css_first("title")  # type: ignore[union-attr]
         title = node.text() if node is not None else ""
-    texts, kinds, depths, links, contexts, parents, pres, el_parent, el_depth, el_first, el_last = lists
+    (texts, kinds, depths, links, contexts, nearests, parents, pres, el_parent, el_depth, el_first,
+     el_last) = lists
     n = len(texts)
     # A block of invisible characters alone (a zero-width space in a <p>) keeps its row with
     # an empty text: the rows and the containers' block runs stay as the walk made them;
     # ``render`` skips it, and its link characters (counted on the raw text) are clipped to
     # its length by the features. The title stays as the page has it (the shipped model was
     # fitted so).
-    context = np.asarray(contexts, dtype=np.int16).reshape(n, len(CONTEXT))
+    context = _per_block(contexts, n)
     if parser is not None:
         # The genre decides only where blocks sit under comment-named containers: there
         # the whole page's declarations are read, elsewhere the head's.
@@ -456,6 +475,7 @@ def page_blocks(html: str, compiled: bool = True) -> BlockTable:
         depth=np.asarray(depths, dtype=np.int16),
         link_chars=np.asarray(links, dtype=np.int32),
         context=context,
+        nearest=_per_block(nearests, n),
         parent=np.asarray(parents, dtype=np.int32),
         el_parent=np.asarray(el_parent, dtype=np.int32),
         el_depth=np.asarray(el_depth, dtype=np.int16),

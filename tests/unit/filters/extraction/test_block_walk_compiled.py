@@ -13,7 +13,7 @@ from selectolax.lexbor import LexborHTMLParser
 from afm.filters.extraction import blocks
 from afm.filters.extraction.blocks import MAX_DEPTH, compiled_walk_available, page_blocks
 
-ARRAYS = ("pre", "kind", "depth", "link_chars", "context", "parent", "el_parent", "el_depth",
+ARRAYS = ("pre", "kind", "depth", "link_chars", "context", "nearest", "parent", "el_parent", "el_depth",
           "el_first", "el_last")
 
 needs_compiled = pytest.mark.skipif(not compiled_walk_available(),
