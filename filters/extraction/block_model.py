@@ -180,6 +180,7 @@ class BlockModel:
     context: Forest | None = None
     rule: PageRule = field(default_factory=PageRule)
     sequence: SequenceNets | None = None
+    columns: np.ndarray | None = field(init=False, default=None, repr=False)
 
     def __post_init__(self) -> None:
         # A file fitted before newer feature columns were added reads its own columns, by

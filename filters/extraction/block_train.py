@@ -237,6 +237,9 @@ def load_records(cache: Path) -> list[PageRecord]:
         base = {(r["set"], r["id"]): r for r in _read_jsonl(Path(cache) / f"baselines-{name}.jsonl.gz")}
         with gzip.open(f, "rb") as fh:
             for rec in pickle.load(fh):
+                if rec.x.shape[1] != len(NAMES):
+                    raise UserError(f"{f}: its records have {rec.x.shape[1]} block features, this "
+                                    f"version {len(NAMES)}; rebuild them with `afm extraction blocks table`")
                 row = base.get((rec.set, rec.id))
                 if row is None:
                     raise UserError(f"{f}: page {rec.id} has no baseline texts; rerun "

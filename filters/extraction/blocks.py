@@ -399,7 +399,7 @@ def compiled_walk_available() -> bool:
 
 
 # The lists one walk gives, in this order (``_Walk``'s attributes; the C walk returns the
-# same lists with the contexts flattened).
+# same, the context counters and nearest depths as flat int16 buffers, as ``_Walk`` keeps them).
 _LISTS = ("texts", "kinds", "depths", "links", "contexts", "nearests", "parents", "pres",
           "el_parent", "el_depth", "el_first", "el_last")
 

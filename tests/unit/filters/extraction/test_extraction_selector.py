@@ -382,3 +382,25 @@ def test_block_commands_take_some_sources_of_a_cache_and_refuse_one_it_lacks(mon
 
     result = CliRunner().invoke(extraction, ["blocks", "cv", "--cache", ".", "--source", "wcbx"])
     assert result.exit_code == 2 and "wcbx" in result.output  # a misspelt source: a usage error
+
+
+def test_block_records_of_an_older_feature_list_are_refused_in_one_line(tmp_path) -> None:
+    """A cache built before the feature list grew would train a model whose file names
+    columns its rows lack: it is refused, with the command that rebuilds it."""
+    import gzip
+    import json
+    import pickle
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from afm.errors import UserError
+    from afm.filters.extraction import block_train
+
+    record = SimpleNamespace(set="wcxb-article", id="1", x=np.zeros((2, 3), dtype=np.float32), cpu={})
+    with gzip.open(tmp_path / "blocks-wcxb.pkl.gz", "wb") as f:
+        pickle.dump([record], f)
+    with gzip.open(tmp_path / "baselines-wcxb.jsonl.gz", "wt") as f:
+        f.write(json.dumps({"set": "wcxb-article", "id": "1", "texts": {}, "cpu": {}}) + "\n")
+    with pytest.raises(UserError, match="afm extraction blocks table"):
+        block_train.load_records(tmp_path)
