@@ -13,6 +13,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import numpy as np
+
 from afm.filters.extraction import block_train as bt
 from afm.filters.extraction.block_features import NAMES, NEAREST_NAMES
 from afm.filters.extraction.block_model import PageRule
@@ -29,11 +31,16 @@ def f1_on(records: list[bt.PageRecord], forest: bt.Forest, idx: list[int], xs: d
     return extraction_scores(list(bt.page_rows(records, probs, THRESHOLD, RULE).values()))["f1"]
 
 
-def main(caches: list[Path]) -> None:
+def records_without(caches: list[Path]) -> tuple[list[bt.PageRecord], dict[str, list[int]], dict[int, np.ndarray]]:
+    """The caches' records, their indices by source, and each page's rows without the
+    nearest-signal columns (they are the last ``len(NEAREST_NAMES)``)."""
     records = [r for c in caches for r in bt.load_records(c)]
-    by = bt.sources_of(records)
     width = len(NAMES) - len(NEAREST_NAMES)
-    without = {i: r.x[:, :width] for i, r in enumerate(records)}
+    return records, bt.sources_of(records), {i: r.x[:, :width] for i, r in enumerate(records)}
+
+
+def main(caches: list[Path]) -> None:
+    records, by, without = records_without(caches)
     traf = {s: extraction_scores(list(bt.baseline_rows(records, "trafilatura", ix).values()))["f1"]
             for s, ix in by.items()}
     print(f"trees alone, threshold {THRESHOLD}, {RULE}; F1 minus trafilatura's on the held-out set")

@@ -11,17 +11,13 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from nearest_signal import OLD, UNSEEN, f1_on
+from nearest_signal import OLD, UNSEEN, f1_on, records_without
 
 from afm.filters.extraction import block_train as bt
-from afm.filters.extraction.block_features import NAMES, NEAREST_NAMES
 
 
 def main(caches: list[Path]) -> None:
-    records = [r for c in caches for r in bt.load_records(c)]
-    by = bt.sources_of(records)
-    width = len(NAMES) - len(NEAREST_NAMES)
-    without = {i: r.x[:, :width] for i, r in enumerate(records)}
+    records, by, without = records_without(caches)
     print("held out        change of F1 with one noise column, seeds 0 1 2")
     for held in (*OLD, *UNSEEN):
         idx = [i for s in OLD if s != held for i in by[s]]

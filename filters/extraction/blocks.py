@@ -288,7 +288,7 @@ class _Walk:
         if self.parts:
             self.flush(depth)
         ctx, near = self.ctx, self.near
-        outer_near = tuple(near[m] for m in marks)
+        outer_near = [near[m] for m in marks] if marks else ()  # most block elements mark nothing
         for m in marks:
             ctx[m] += 1
             near[m] = depth
