@@ -4,7 +4,7 @@
 
 A controlled comparison with the trees alone at one setting fixed in advance (the shipped file's
 threshold 0.5 and page rule: fill >= 0.3, headline dropped, reader comments of 50 words), on the same
-records with and without the new columns (the last ``len(NEAREST_NAMES)``; nothing else differs): each
+records with and without the new columns (``NEAREST_NAMES``, dropped by name; nothing else differs): each
 old source held out from trees fitted on the other three; Fundus and Google-Trends (never trained on)
 scored by trees of all four. Printed: F1 minus trafilatura's (defaults, no comments) on the held-out set."""
 
@@ -33,10 +33,10 @@ def f1_on(records: list[bt.PageRecord], forest: bt.Forest, idx: list[int], xs: d
 
 def records_without(caches: list[Path]) -> tuple[list[bt.PageRecord], dict[str, list[int]], dict[int, np.ndarray]]:
     """The caches' records, their indices by source, and each page's rows without the
-    nearest-signal columns (they are the last ``len(NEAREST_NAMES)``)."""
+    nearest-signal columns (found by name in ``NAMES``, so a reordered feature list still drops the right ones)."""
     records = [r for c in caches for r in bt.load_records(c)]
-    width = len(NAMES) - len(NEAREST_NAMES)
-    return records, bt.sources_of(records), {i: r.x[:, :width] for i, r in enumerate(records)}
+    keep = [i for i, name in enumerate(NAMES) if name not in set(NEAREST_NAMES)]
+    return records, bt.sources_of(records), {i: r.x[:, keep] for i, r in enumerate(records)}
 
 
 def main(caches: list[Path]) -> None:
