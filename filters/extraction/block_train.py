@@ -352,11 +352,13 @@ def fallback_share(records: Sequence[PageRecord], probs: dict[int, np.ndarray],
     return sent / len(probs)
 
 
-def page_rules() -> list[PageRule]:
+def page_rules(fallback: bool = True) -> list[PageRule]:
     """Every page rule the choice tries (the grid of ``FILLS``, ``LEADS``, ``FALLBACKS``,
-    ``HEADLINES``, ``COMMENTS``)."""
+    ``HEADLINES``, ``COMMENTS``); ``fallback=False``: only those that never hand a page to
+    trafilatura, whose ~5x a block page's cost makes even 3% of the pages a fifth of the
+    extractor's time."""
     return [PageRule(f, lead, fb, head, c) for c in COMMENTS for head in HEADLINES for f in FILLS
-            for lead in LEADS for fb in FALLBACKS]
+            for lead in LEADS for fb in FALLBACKS if fallback or fb is None]
 
 
 def baseline_rows(records: Sequence[PageRecord], name: str, idx: Sequence[int]
@@ -526,12 +528,13 @@ def setting_name(variant: str, threshold: float, rule: PageRule) -> str:
 
 def fit_model(records: Sequence[PageRecord], idx: Sequence[int], fits: Fits | None = None,
               meta: dict[str, Any] | None = None, thresholds: Sequence[float] = THRESHOLDS,
-              log: Any = None, variants: Sequence[str] = ("one", "two")) -> BlockModel:
-    """Variant and threshold by :func:`choose` on ``idx``, then the stages fitted on every
-    page of it (the context stage on the out-of-source stage-1 probabilities, as it
-    will see a model's probabilities on pages it was not fitted on)."""
+              log: Any = None, variants: Sequence[str] = ("one", "two"),
+              rules: Sequence[PageRule] | None = None) -> BlockModel:
+    """Variant, threshold and page rule (among ``rules``) by :func:`choose` on ``idx``, then
+    the stages fitted on every page of it (the context stage on the out-of-source stage-1
+    probabilities, as it will see a model's probabilities on pages it was not fitted on)."""
     fits = fits or Fits(records, log)
-    variant, threshold, rule, ctx, margins = choose(records, idx, fits, thresholds, log, variants)
+    variant, threshold, rule, ctx, margins = choose(records, idx, fits, thresholds, log, variants, rules)
     sources = sources_of(records, idx)
     forest = fits.get(sources)
     context = fit_forest(records, idx, STAGE2, ctx) if variant == "two" else None
@@ -544,7 +547,8 @@ def fit_model(records: Sequence[PageRecord], idx: Sequence[int], fits: Fits | No
 
 def cross_validate(records: Sequence[PageRecord], thresholds: Sequence[float] = THRESHOLDS,
                    log: Any = None, fits: Fits | None = None,
-                   variants: Sequence[str] = ("one", "two")) -> dict[str, Any]:
+                   variants: Sequence[str] = ("one", "two"),
+                   rules: Sequence[PageRule] | None = None) -> dict[str, Any]:
     """Nested leave-one-source-out: per held-out source (and per set inside it) the block
     model's F1 from a model chosen and fitted without it, next to the baselines' F1 on the
     same pages; and every source's pages pooled."""
@@ -556,7 +560,8 @@ def cross_validate(records: Sequence[PageRecord], thresholds: Sequence[float] = 
     pooled: dict[str, list] = defaultdict(list)
     for held, test in by.items():
         fit_on = [i for s, ix in by.items() if s != held for i in ix]
-        model = fit_model(records, fit_on, fits, thresholds=thresholds, log=log, variants=variants)
+        model = fit_model(records, fit_on, fits, thresholds=thresholds, log=log, variants=variants,
+                          rules=rules)
         probs = {i: model.probability(records[i].table) for i in test}
         rows = page_rows(records, probs, model.threshold, model.rule)
         share = fallback_share(records, probs, model.threshold, model.rule)

@@ -249,6 +249,9 @@ def _block_records(cache: str, sources: tuple[str, ...]) -> list[Any]:
 _NET_ONLY_HELP = ("Choose among the trees averaged with the sequence net only (not the trees alone "
                   "nor the context stage): near-equal settings of both made the choice flip between "
                   "folds; implies --sequence.")
+_NO_FALLBACK_HELP = ("Try only page rules that never hand a page to trafilatura: a page trafilatura "
+                     "takes costs ~5x a block page, so 3% of the pages cost the extractor a fifth of "
+                     "its speed.")
 _NETS_HELP = ("How many sequence nets (seeds 0, 1, ...) are averaged [default: 3]. Each is a fit "
               "per set of training sources and adds ~0.6 ms a page to extraction; one net's seed "
               "moved a held-out set's F1 by 0.016.")
@@ -264,19 +267,21 @@ _NETS_HELP = ("How many sequence nets (seeds 0, 1, ...) are averaged [default: 3
               "sources, fifteen with five; minutes each).")
 @click.option("--net-only", is_flag=True, help=_NET_ONLY_HELP)
 @click.option("--nets", type=click.IntRange(1, 8), help=_NETS_HELP)
+@click.option("--no-fallback", is_flag=True, help=_NO_FALLBACK_HELP)
 @click.option("--source", "sources", multiple=True, type=click.Choice(list(GOLD_SET_HELP)),
               help=_SOURCE_HELP)
 @click.option("--verbose", is_flag=True, help="Print every inner fold's figure.")
 def blocks_cv_cmd(cache: str, tsv: str | None, one_stage: bool, sequence: bool, net_only: bool,
-                  nets: int | None, sources: tuple[str, ...], verbose: bool) -> None:
+                  nets: int | None, no_fallback: bool, sources: tuple[str, ...], verbose: bool) -> None:
     """Nested leave-one-source-out F1 of the block extractor next to trafilatura and the cascade."""
     from afm.console import console, print_table
-    from afm.filters.extraction.block_train import Fits, cross_validate, report_rows
+    from afm.filters.extraction.block_train import Fits, cross_validate, page_rules, report_rows
 
     records = _block_records(cache, sources)
     log = console.print if verbose else None
     results = cross_validate(records, log=log, fits=Fits(records, log, Path(cache), nets),
-                             variants=_variants(one_stage, sequence, net_only))
+                             variants=_variants(one_stage, sequence, net_only),
+                             rules=page_rules(fallback=not no_fallback))
     header, rows = report_rows(results)
     print_table("held-out F1 by source (nested leave one source out)", header, rows)
     if tsv:
@@ -293,15 +298,16 @@ def blocks_cv_cmd(cache: str, tsv: str | None, one_stage: bool, sequence: bool, 
               "over the page's blocks.")
 @click.option("--net-only", is_flag=True, help=_NET_ONLY_HELP)
 @click.option("--nets", type=click.IntRange(1, 8), help=_NETS_HELP)
+@click.option("--no-fallback", is_flag=True, help=_NO_FALLBACK_HELP)
 @click.option("--source", "sources", multiple=True, type=click.Choice(list(GOLD_SET_HELP)),
               help=_SOURCE_HELP)
 @click.option("--verbose", is_flag=True, help="Print every fit and inner figure.")
 def blocks_train_cmd(cache: str, out: str | None, one_stage: bool, sequence: bool, net_only: bool,
-                     nets: int | None, sources: tuple[str, ...], verbose: bool) -> None:
+                     nets: int | None, no_fallback: bool, sources: tuple[str, ...], verbose: bool) -> None:
     """Choose the settings by source, fit the block model on every page, write it."""
     from afm.console import print_summary
     from afm.filters.extraction.block_model import MODEL_PATH
-    from afm.filters.extraction.block_train import Fits, fit_model
+    from afm.filters.extraction.block_train import Fits, fit_model, page_rules
 
     records = _block_records(cache, sources)
     sets = sorted({r.set for r in records})
@@ -310,7 +316,8 @@ def blocks_train_cmd(cache: str, out: str | None, one_stage: bool, sequence: boo
     log = console.print if verbose else None
     model = fit_model(records, range(len(records)), Fits(records, log, Path(cache), nets),
                       meta={"trained_on": {s: sum(r.set == s for r in records) for s in sets}},
-                      log=log, variants=_variants(one_stage, sequence, net_only))
+                      log=log, variants=_variants(one_stage, sequence, net_only),
+                      rules=page_rules(fallback=not no_fallback))
     path = Path(out) if out else MODEL_PATH
     model.save(path)
     print_summary("block extraction model", {"pages": len(records), "sets": len(sets),

@@ -217,7 +217,7 @@ def test_model_file_refuses_other_features(tmp_path) -> None:
 
 
 def test_a_model_fitted_before_newer_columns_reads_its_own_by_name(tmp_path) -> None:
-    """The feature list grows (the nearest-signal columns came after the shipped file was
+    """The feature list grows (the nearest-signal columns came after the 2026-12-06 file was
     fitted): a file naming a subset of today's features reads those columns, in its own
     order, and scores as it did on the rows it was fitted on."""
     from sklearn.ensemble import HistGradientBoostingClassifier
@@ -356,6 +356,10 @@ def test_page_rule_choice_keeps_fallback_within_its_share() -> None:
     rules = page_rules()
     assert PageRule() in rules and len(set(rules)) == len(rules)
     assert 0 < MAX_FALLBACK_SHARE <= 0.05
+    # --no-fallback: the same grid less every rule that could hand a page to trafilatura
+    kept = page_rules(fallback=False)
+    assert kept == [r for r in rules if r.fallback_words is None] and PageRule() in kept
+    assert 0 < len(kept) < len(rules)
 
 
 def test_page_rows_score_the_fallback_text_even_after_the_same_kept_blocks() -> None:
