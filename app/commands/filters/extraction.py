@@ -316,7 +316,7 @@ def blocks_cv_cmd(cache: str, tsv: str | None, one_stage: bool, sequence: bool, 
 @click.option("--verbose", is_flag=True, help="Print every fit and inner figure.")
 def blocks_train_cmd(cache: str, out: str | None, one_stage: bool, sequence: bool, net_only: bool,
                      nets: int | None, no_fallback: bool, max_fallback_share: float | None,
-                  sources: tuple[str, ...], verbose: bool) -> None:
+                     sources: tuple[str, ...], verbose: bool) -> None:
     """Choose the settings by source, fit the block model on every page, write it."""
     from afm.console import print_summary
     from afm.filters.extraction.block_model import MODEL_PATH
