@@ -35,7 +35,8 @@ def records_without(caches: list[Path]) -> tuple[list[bt.PageRecord], dict[str, 
     """The caches' records, their indices by source, and each page's rows without the
     nearest-signal columns (found by name in ``NAMES``, so a reordered feature list still drops the right ones)."""
     records = [r for c in caches for r in bt.load_records(c)]
-    keep = [i for i, name in enumerate(NAMES) if name not in set(NEAREST_NAMES)]
+    nearest = set(NEAREST_NAMES)
+    keep = [i for i, name in enumerate(NAMES) if name not in nearest]
     return records, bt.sources_of(records), {i: r.x[:, keep] for i, r in enumerate(records)}
 
 

@@ -459,12 +459,13 @@ class Fits:
 def choose(records: Sequence[PageRecord], idx: Sequence[int], fits: Fits,
            thresholds: Sequence[float] = THRESHOLDS, log: Any = None,
            variants: Sequence[str] = ("one", "two"), rules: Sequence[PageRule] | None = None,
+           max_fallback_share: float = MAX_FALLBACK_SHARE,
            ) -> tuple[str, float, PageRule, dict[int, np.ndarray], dict[str, Any]]:
     """(variant, threshold, page rule) by leave-one-source-out on the pages ``idx``, and
     the stage-1 out-of-source probabilities of those pages. Variants: ``one`` (stage 1's
     probability decides), ``two`` (the context stage on top) and ``mix`` (the mean of
     stage 1's and the sequence net's probabilities, ``block_sequence``; ``("mix",)``: only it);
-    rules: ``page_rules()`` by default. Chosen, among the settings that send at most ``MAX_FALLBACK_SHARE`` of the
+    rules: ``page_rules()`` by default. Chosen, among the settings that send at most ``max_fallback_share`` of the
     held-out pages to the fallback: the one whose worst held-out source has the best F1
     margin over trafilatura there (one stage before two when within 0.001 of it)."""
     rules = list(rules) if rules is not None else page_rules()
@@ -501,7 +502,7 @@ def choose(records: Sequence[PageRecord], idx: Sequence[int], fits: Fits,
                         log(f"  inner: held {held}, {variant} stage(s), threshold {t}, {rule}: "
                             f"F1 {f1:.4f} (trafilatura {traf[held]:.4f})")
     allowed = {k: m for k, m in margins.items()
-               if float(np.mean(shares[k])) <= MAX_FALLBACK_SHARE}
+               if float(np.mean(shares[k])) <= max_fallback_share}
     variant, t, rule = select_setting(allowed, lambda key: key[0])
     return variant, t, rule, ctx, {
         setting_name(v, tt, r): [round(m, 5) for m in ms] + [round(float(np.mean(shares[v, tt, r])), 4)]
@@ -529,12 +530,14 @@ def setting_name(variant: str, threshold: float, rule: PageRule) -> str:
 def fit_model(records: Sequence[PageRecord], idx: Sequence[int], fits: Fits | None = None,
               meta: dict[str, Any] | None = None, thresholds: Sequence[float] = THRESHOLDS,
               log: Any = None, variants: Sequence[str] = ("one", "two"),
-              rules: Sequence[PageRule] | None = None) -> BlockModel:
+              rules: Sequence[PageRule] | None = None,
+              max_fallback_share: float = MAX_FALLBACK_SHARE) -> BlockModel:
     """Variant, threshold and page rule (among ``rules``) by :func:`choose` on ``idx``, then
     the stages fitted on every page of it (the context stage on the out-of-source stage-1
     probabilities, as it will see a model's probabilities on pages it was not fitted on)."""
     fits = fits or Fits(records, log)
-    variant, threshold, rule, ctx, margins = choose(records, idx, fits, thresholds, log, variants, rules)
+    variant, threshold, rule, ctx, margins = choose(records, idx, fits, thresholds, log, variants, rules,
+                                                    max_fallback_share)
     sources = sources_of(records, idx)
     forest = fits.get(sources)
     context = fit_forest(records, idx, STAGE2, ctx) if variant == "two" else None
@@ -548,7 +551,8 @@ def fit_model(records: Sequence[PageRecord], idx: Sequence[int], fits: Fits | No
 def cross_validate(records: Sequence[PageRecord], thresholds: Sequence[float] = THRESHOLDS,
                    log: Any = None, fits: Fits | None = None,
                    variants: Sequence[str] = ("one", "two"),
-                   rules: Sequence[PageRule] | None = None) -> dict[str, Any]:
+                   rules: Sequence[PageRule] | None = None,
+                   max_fallback_share: float = MAX_FALLBACK_SHARE) -> dict[str, Any]:
     """Nested leave-one-source-out: per held-out source (and per set inside it) the block
     model's F1 from a model chosen and fitted without it, next to the baselines' F1 on the
     same pages; and every source's pages pooled."""
@@ -561,7 +565,7 @@ def cross_validate(records: Sequence[PageRecord], thresholds: Sequence[float] = 
     for held, test in by.items():
         fit_on = [i for s, ix in by.items() if s != held for i in ix]
         model = fit_model(records, fit_on, fits, thresholds=thresholds, log=log, variants=variants,
-                          rules=rules)
+                          rules=rules, max_fallback_share=max_fallback_share)
         probs = {i: model.probability(records[i].table) for i in test}
         rows = page_rows(records, probs, model.threshold, model.rule)
         share = fallback_share(records, probs, model.threshold, model.rule)

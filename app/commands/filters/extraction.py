@@ -230,6 +230,11 @@ _SOURCE_HELP = ("Only this source's pages of the cache (repeat it; default: ever
                 "stay valid: they are kept by the sources they were fitted on.")
 
 
+def _fallback_cap(share: float | None) -> dict[str, float]:
+    """``--max-fallback-share`` as the keyword of the choice (absent: its default)."""
+    return {} if share is None else {"max_fallback_share": share}
+
+
 def _block_records(cache: str, sources: tuple[str, ...]) -> list[Any]:
     """The cache's block records, only those of ``sources`` when some are named."""
     from afm.errors import UserError
@@ -252,6 +257,9 @@ _NET_ONLY_HELP = ("Choose among the trees averaged with the sequence net only (n
 _NO_FALLBACK_HELP = ("Try only page rules that never hand a page to trafilatura: a page trafilatura "
                      "takes costs ~5x a block page, so 3% of the pages cost the extractor a fifth of "
                      "its speed.")
+_MAX_FALLBACK_HELP = ("The largest share of the held-out pages a chosen setting may hand to trafilatura "
+                      "[default: 0.03]. Each costs ~5x a block page: at 5.5x trafilatura's speed, "
+                      "2% of the pages bring the extractor to 5x.")
 _NETS_HELP = ("How many sequence nets (seeds 0, 1, ...) are averaged [default: 3]. Each is a fit "
               "per set of training sources and adds ~0.6 ms a page to extraction; one net's seed "
               "moved a held-out set's F1 by 0.016.")
@@ -268,11 +276,13 @@ _NETS_HELP = ("How many sequence nets (seeds 0, 1, ...) are averaged [default: 3
 @click.option("--net-only", is_flag=True, help=_NET_ONLY_HELP)
 @click.option("--nets", type=click.IntRange(1, 8), help=_NETS_HELP)
 @click.option("--no-fallback", is_flag=True, help=_NO_FALLBACK_HELP)
+@click.option("--max-fallback-share", type=click.FloatRange(0, 1), help=_MAX_FALLBACK_HELP)
 @click.option("--source", "sources", multiple=True, type=click.Choice(list(GOLD_SET_HELP)),
               help=_SOURCE_HELP)
 @click.option("--verbose", is_flag=True, help="Print every inner fold's figure.")
 def blocks_cv_cmd(cache: str, tsv: str | None, one_stage: bool, sequence: bool, net_only: bool,
-                  nets: int | None, no_fallback: bool, sources: tuple[str, ...], verbose: bool) -> None:
+                  nets: int | None, no_fallback: bool, max_fallback_share: float | None,
+                  sources: tuple[str, ...], verbose: bool) -> None:
     """Nested leave-one-source-out F1 of the block extractor next to trafilatura and the cascade."""
     from afm.console import console, print_table
     from afm.filters.extraction.block_train import Fits, cross_validate, page_rules, report_rows
@@ -281,7 +291,8 @@ def blocks_cv_cmd(cache: str, tsv: str | None, one_stage: bool, sequence: bool, 
     log = console.print if verbose else None
     results = cross_validate(records, log=log, fits=Fits(records, log, Path(cache), nets),
                              variants=_variants(one_stage, sequence, net_only),
-                             rules=page_rules(fallback=not no_fallback))
+                             rules=page_rules(fallback=not no_fallback),
+                             **_fallback_cap(max_fallback_share))
     header, rows = report_rows(results)
     print_table("held-out F1 by source (nested leave one source out)", header, rows)
     if tsv:
@@ -299,11 +310,13 @@ def blocks_cv_cmd(cache: str, tsv: str | None, one_stage: bool, sequence: bool, 
 @click.option("--net-only", is_flag=True, help=_NET_ONLY_HELP)
 @click.option("--nets", type=click.IntRange(1, 8), help=_NETS_HELP)
 @click.option("--no-fallback", is_flag=True, help=_NO_FALLBACK_HELP)
+@click.option("--max-fallback-share", type=click.FloatRange(0, 1), help=_MAX_FALLBACK_HELP)
 @click.option("--source", "sources", multiple=True, type=click.Choice(list(GOLD_SET_HELP)),
               help=_SOURCE_HELP)
 @click.option("--verbose", is_flag=True, help="Print every fit and inner figure.")
 def blocks_train_cmd(cache: str, out: str | None, one_stage: bool, sequence: bool, net_only: bool,
-                     nets: int | None, no_fallback: bool, sources: tuple[str, ...], verbose: bool) -> None:
+                     nets: int | None, no_fallback: bool, max_fallback_share: float | None,
+                     sources: tuple[str, ...], verbose: bool) -> None:
     """Choose the settings by source, fit the block model on every page, write it."""
     from afm.console import print_summary
     from afm.filters.extraction.block_model import MODEL_PATH
@@ -317,7 +330,8 @@ def blocks_train_cmd(cache: str, out: str | None, one_stage: bool, sequence: boo
     model = fit_model(records, range(len(records)), Fits(records, log, Path(cache), nets),
                       meta={"trained_on": {s: sum(r.set == s for r in records) for s in sets}},
                       log=log, variants=_variants(one_stage, sequence, net_only),
-                      rules=page_rules(fallback=not no_fallback))
+                      rules=page_rules(fallback=not no_fallback),
+                      **_fallback_cap(max_fallback_share))
     path = Path(out) if out else MODEL_PATH
     model.save(path)
     print_summary("block extraction model", {"pages": len(records), "sets": len(sets),

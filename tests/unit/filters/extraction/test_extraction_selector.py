@@ -360,6 +360,19 @@ def test_the_nets_option_states_the_package_default_and_refuses_zero(tmp_path) -
     assert result.exit_code == 2 and "--nets" in result.output
 
 
+def test_the_fallback_cap_is_the_choices_default_and_a_share() -> None:
+    """``--max-fallback-share`` says the choice's default and refuses what is not a share."""
+    from click.testing import CliRunner
+
+    from afm.app.commands.filters.extraction import _MAX_FALLBACK_HELP, _fallback_cap, extraction
+    from afm.filters.extraction.block_train import MAX_FALLBACK_SHARE
+
+    assert f"[default: {MAX_FALLBACK_SHARE}]" in _MAX_FALLBACK_HELP
+    assert _fallback_cap(None) == {} and _fallback_cap(0.015) == {"max_fallback_share": 0.015}
+    result = CliRunner().invoke(extraction, ["blocks", "train", "--cache", ".", "--max-fallback-share", "1.5"])
+    assert result.exit_code == 2 and "--max-fallback-share" in result.output
+
+
 def test_block_commands_take_some_sources_of_a_cache_and_refuse_one_it_lacks(monkeypatch) -> None:
     """``--source`` keeps only the named sources' records (the four training sources of a
     cache that also holds Google-Trends); a source the cache lacks is a one-line error."""
