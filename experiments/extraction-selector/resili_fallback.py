@@ -1,0 +1,63 @@
+"""Issue 57, first look: the block model's page fallback given Resiliparse's main-content text instead of trafilatura's.
+
+    python experiments/extraction-selector/resili_fallback.py CACHE [--source NAME ...]
+
+The fallback hands trafilatura the pages with too few kept words, and trafilatura costs ~5.5x a block page, so a 3%
+fallback cost the extractor a fifth of its speed (4.39x against 5.54x). Resiliparse costs under half a block page. This
+reruns the nested three-net procedure (``block_train.cross_validate``, the cache's fits) with the fallback's text read
+from Resiliparse's column of the cache's baselines; every other choice and the margins' baseline (trafilatura) are as
+in ``afm extraction blocks cv --net-only``. A first look: the extract stage still falls back to trafilatura."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from afm.filters.extraction import block_train as bt
+from afm.filters.extraction.block_model import PageRule, render
+from afm.filters.extraction.gold import counts
+
+
+def page_rows_resiliparse(records: Any, probs: dict[int, np.ndarray], threshold: float,
+                          rule: PageRule | None = None, memo: dict[Any, Any] | None = None) -> dict:
+    """``block_train.page_rows`` with Resiliparse's text on the pages handed to the fallback."""
+    rule = rule or PageRule()
+    out = {}
+    for i, p in probs.items():
+        r = records[i]
+        keep = rule.adjust(r.table, p, p >= threshold)
+        fallback = rule.fallback_words is not None and r.tokens[keep].sum() < rule.fallback_words
+        key = (i, "fallback") if fallback else (i, np.packbits(keep).tobytes())
+        row = memo.get(key) if memo is not None else None
+        if row is None:
+            row = counts(r.page, r.texts.get("resiliparse", "") if fallback else render(r.table, keep))
+            if memo is not None:
+                memo[key] = row
+        out[i] = row
+    return out
+
+
+def main(cache: Path, sources: list[str]) -> None:
+    records = bt.load_records(cache)
+    if sources:
+        records = [r for r in records if bt.source_of(r.set) in sources]
+    missing = sum("resiliparse" not in r.texts for r in records)
+    if missing:
+        sys.exit(f"{missing} pages lack Resiliparse's text (resili_texts.py adds it)")
+    bt.page_rows = page_rows_resiliparse  # what choose and cross_validate call
+    results = bt.cross_validate(records, fits=bt.Fits(records, None, cache), variants=("mix",))
+    header, rows = bt.report_rows(results)
+    print("\t".join(header))
+    for row in rows:
+        print("\t".join(map(str, row)), flush=True)
+
+
+if __name__ == "__main__":
+    args = sys.argv[1:]
+    if not args:
+        sys.exit(__doc__)
+    names = [args[i + 1] for i, a in enumerate(args) if a == "--source"]
+    main(Path(args[0]), names)
