@@ -11,33 +11,10 @@ in ``afm extraction blocks cv --net-only``. A first look: the extract stage stil
 from __future__ import annotations
 
 import sys
+from functools import partial
 from pathlib import Path
-from typing import Any
-
-import numpy as np
 
 from afm.filters.extraction import block_train as bt
-from afm.filters.extraction.block_model import PageRule, render
-from afm.filters.extraction.gold import counts
-
-
-def page_rows_resiliparse(records: Any, probs: dict[int, np.ndarray], threshold: float,
-                          rule: PageRule | None = None, memo: dict[Any, Any] | None = None) -> dict:
-    """``block_train.page_rows`` with Resiliparse's text on the pages handed to the fallback."""
-    rule = rule or PageRule()
-    out = {}
-    for i, p in probs.items():
-        r = records[i]
-        keep = rule.adjust(r.table, p, p >= threshold)
-        fallback = rule.fallback_words is not None and r.tokens[keep].sum() < rule.fallback_words
-        key = (i, "fallback") if fallback else (i, np.packbits(keep).tobytes())
-        row = memo.get(key) if memo is not None else None
-        if row is None:
-            row = counts(r.page, r.texts.get("resiliparse", "") if fallback else render(r.table, keep))
-            if memo is not None:
-                memo[key] = row
-        out[i] = row
-    return out
 
 
 def main(cache: Path, sources: list[str]) -> None:
@@ -47,7 +24,8 @@ def main(cache: Path, sources: list[str]) -> None:
     missing = sum("resiliparse" not in r.texts for r in records)
     if missing:
         sys.exit(f"{missing} pages lack Resiliparse's text (resili_texts.py adds it)")
-    bt.page_rows = page_rows_resiliparse  # what choose and cross_validate call
+    # what choose and cross_validate call; the margins' baseline stays trafilatura's text
+    bt.page_rows = partial(bt.page_rows, fallback_text="resiliparse")
     results = bt.cross_validate(records, fits=bt.Fits(records, None, cache), variants=("mix",))
     header, rows = bt.report_rows(results)
     print("\t".join(header))

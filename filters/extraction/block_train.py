@@ -317,10 +317,11 @@ def probabilities(forest: Forest, records: Sequence[PageRecord], idx: Sequence[i
 
 def page_rows(records: Sequence[PageRecord], probs: dict[int, np.ndarray], threshold: float,
               rule: PageRule | None = None, memo: dict[Any, Any] | None = None,
-              ) -> dict[int, tuple[float, float, float]]:
+              fallback_text: str = "trafilatura") -> dict[int, tuple[float, float, float]]:
     """Per page, the metric's (tp, fp, fn) of the block extractor's text at ``threshold``
-    with the page ``rule`` (a page it hands to the fallback scores trafilatura's text, as
-    the extract stage runs it); ``memo``: scores kept by page and kept blocks across calls."""
+    with the page ``rule`` (a page it hands to the fallback scores that extractor's text in
+    the record's baselines, ``fallback_text``: trafilatura, as the extract stage runs it);
+    ``memo``: scores kept by page and kept blocks across calls."""
     rule = rule or PageRule()
     out = {}
     for i, p in probs.items():
@@ -331,7 +332,7 @@ def page_rows(records: Sequence[PageRecord], probs: dict[int, np.ndarray], thres
         key = (i, "fallback") if fallback else (i, np.packbits(keep).tobytes())
         row = memo.get(key) if memo is not None else None
         if row is None:
-            row = counts(r.page, r.texts.get("trafilatura", "") if fallback
+            row = counts(r.page, r.texts.get(fallback_text, "") if fallback
                          else render(r.table, keep))
             if memo is not None:
                 memo[key] = row

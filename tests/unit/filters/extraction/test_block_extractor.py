@@ -370,13 +370,15 @@ def test_page_rows_score_the_fallback_text_even_after_the_same_kept_blocks() -> 
     gold = GoldPage("s", "1", None, b"", "the gold text of this page is here", [], [])
     label, tokens = block_labels(table, gold)
     rec = PageRecord("s", "1", table, features(table), label, tokens, gold,
-                     {"trafilatura": "the gold text of this page is here"}, {})
+                     {"trafilatura": "the gold text of this page is here", "resiliparse": "page is here"}, {})
     probs = {0: np.array([0.9])}
     memo: dict = {}
     plain = page_rows([rec], probs, 0.5, PageRule(), memo)[0]
     assert plain == counts(gold, "Only four words here.")
     sent = page_rows([rec], probs, 0.5, PageRule(fallback_words=5), memo)[0]
     assert sent == counts(gold, "the gold text of this page is here") != plain
+    other = page_rows([rec], probs, 0.5, PageRule(fallback_words=5), fallback_text="resiliparse")[0]
+    assert other == counts(gold, "page is here")  # another extractor's text in the record's baselines
 
 
 def test_title_overlap_is_each_short_blocks_share_of_title_words() -> None:
