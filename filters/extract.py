@@ -275,7 +275,8 @@ class Extractor:
             self.selector = load_selector(self.cfg.selector_path or str(MODEL_PATH))
         elif self.cfg.method == "blocks":
             self.block_model = load_block_model(self.cfg.block_model_path or str(BLOCK_MODEL_PATH))
-            if self.block_model.rule.fallback_words is not None:
+            rule = self.block_model.rule
+            if rule.fallback_words is not None and rule.fallback_to == "trafilatura":
                 import trafilatura  # noqa: F401 - the fallback of pages with too few kept words
 
     def _trafilatura(self, html: str, url: str | None, precision: bool | None) -> str:
@@ -290,6 +291,13 @@ class Extractor:
             deduplicate=False,
         )
         return text or ""
+
+    def _block_fallback(self, html: str, url: str | None) -> str:
+        """The text of a page the block model's page rule hands on (too few kept words):
+        the extractor the rule names, as its choice scored it (``PageRule.fallback_to``)."""
+        if self.block_model is not None and self.block_model.rule.fallback_to == "resiliparse":
+            return run_candidate("resiliparse", Page(html, url))
+        return self._trafilatura(html, url, precision=None)
 
     def __getstate__(self) -> dict[str, Any]:  # picklable for Beam: reload on the worker
         return {"cfg": self.cfg}
@@ -329,9 +337,7 @@ class Extractor:
         """The main text of a decoded page and the signals of how it was chosen
         (``texts``, ``page``: candidates already run on it, see ``select_text``)."""
         if self.block_model is not None:
-            # A page with too few kept words (the model's page rule) goes to trafilatura.
-            text, signals = extract_blocks(
-                self.block_model, html, lambda h: self._trafilatura(h, url, precision=None))
+            text, signals = extract_blocks(self.block_model, html, lambda h: self._block_fallback(h, url))
             return text.strip(), signals
         if self.cfg.method == "trafilatura":
             return self._trafilatura(html, url, precision=None).strip(), {}

@@ -44,6 +44,9 @@ _TOKEN = re.compile(r"\w+")
 _COMMENT_CONTEXT = CONTEXT.index("comment_class")
 HEADLINE_BODY_WORDS = 20  # ``PageRule.drop_headline``: a headline comes before a block this long
 FILL_SPAN = 4  # a filled block's nearest kept neighbours are at most this many blocks apart
+# The extractors a page rule may hand a page to (``PageRule.fallback_to``), by their names
+# in the block records' baselines and the extract stage.
+FALLBACK_EXTRACTORS = ("trafilatura", "resiliparse")
 
 
 @dataclass(frozen=True)
@@ -57,8 +60,12 @@ class PageRule:
     * ``lead_words``: kept blocks before the first kept block of at least this many words
       are dropped (a headline, a byline, a date line above the text);
     * ``fallback_words``: a page whose kept text has fewer words (``\\w+`` tokens) than this
-      is handed to the fallback extractor (trafilatura in the extract stage): the pages
-      where the model found no main text are the ones where it is most often wrong;
+      is handed to the fallback extractor: the pages where the model found no main text are
+      the ones where it is most often wrong;
+    * ``fallback_to``: that extractor, one of ``FALLBACK_EXTRACTORS``: ``trafilatura``
+      (defaults, no comments; ~5.5x a block page's cost) or ``resiliparse`` (its
+      main-content text; under half a block page's cost), so the choice scores the text
+      the extract stage will run (files without the field: trafilatura);
     * ``drop_headline``: kept ``h1`` blocks before the first kept block of
       ``HEADLINE_BODY_WORDS`` words are dropped: the page's headline, which the record
       carries apart as its title (trafilatura's convention too; gold sets differ on it);
@@ -74,17 +81,24 @@ class PageRule:
     fallback_words: int | None = None
     drop_headline: bool = False
     comment_words: int | None = None
+    fallback_to: str = "trafilatura"
+
+    def __post_init__(self) -> None:
+        if self.fallback_to not in FALLBACK_EXTRACTORS:
+            raise UserError(f"page rule: fallback extractor {self.fallback_to!r}: use one of "
+                            f"{', '.join(FALLBACK_EXTRACTORS)}")
 
     def to_json(self) -> dict[str, Any]:
         return {"fill_below": self.fill_below, "lead_words": self.lead_words,
                 "fallback_words": self.fallback_words, "drop_headline": self.drop_headline,
-                "comment_words": self.comment_words}
+                "comment_words": self.comment_words, "fallback_to": self.fallback_to}
 
     @classmethod
     def from_json(cls, data: dict[str, Any] | None) -> PageRule:
         data = data or {}
         return cls(data.get("fill_below"), data.get("lead_words"), data.get("fallback_words"),
-                   bool(data.get("drop_headline", False)), data.get("comment_words"))
+                   bool(data.get("drop_headline", False)), data.get("comment_words"),
+                   str(data.get("fallback_to", "trafilatura")))
 
     def adjust(self, table: BlockTable, p: np.ndarray, keep: np.ndarray) -> np.ndarray:
         """``keep`` (blocks at or above the threshold) with the fill, lead, headline and

@@ -5,7 +5,8 @@ Per gold page (``gold.py``'s loaders) a *page record* is made once and cached: i
 extractors the block model is compared with on the same page: trafilatura alone
 (defaults, ``include_comments=False``: the candidate ``traf_fallback``) and the current
 cascade (``select.py`` with the shipped selector, then the teaser trim, as the extract
-stage runs it).
+stage runs it), with Resiliparse's main-content text beside them (a page rule may hand a
+page to it or to trafilatura: ``PageRule.fallback_to``).
 
 Labels: a block is main content by the share of its 4-token shingles found in the page's
 gold text (a block under four tokens: whether its token sequence occurs there), the
@@ -20,7 +21,8 @@ page of it, and the choices made beside the trees (the keep threshold, the page 
 ``block_model.PageRule``, the tree settings) are made by an inner leave-one-source-out
 over the training sources only (nested): the setting whose worst inner held-out source has
 the best F1 margin over trafilatura on that source, among those that send at most
-``MAX_FALLBACK_SHARE`` of the pages to the fallback extractor.
+``MAX_FALLBACK_SHARE`` of the pages to the fallback extractor (``page_rules``' ``fallbacks``:
+which extractors it may be).
 """
 
 from __future__ import annotations
@@ -43,7 +45,13 @@ import numpy as np
 from afm.console import track
 from afm.errors import UserError
 from afm.filters.extraction.block_features import NAMES, context_features, features
-from afm.filters.extraction.block_model import BlockModel, Forest, PageRule, render
+from afm.filters.extraction.block_model import (
+    FALLBACK_EXTRACTORS,
+    BlockModel,
+    Forest,
+    PageRule,
+    render,
+)
 from afm.filters.extraction.block_sequence import (
     SEQUENCE,
     Page,
@@ -62,6 +70,8 @@ _TOKEN = re.compile(r"\w+")
 _WS = re.compile(r"\s+")
 COVERED = 0.5  # a block is content when this share of its shingles is in the gold
 BASELINES = ("trafilatura", "cascade")
+# The texts a record keeps per page: the baselines and every fallback a page rule may name.
+RECORD_TEXTS = tuple(dict.fromkeys(BASELINES + FALLBACK_EXTRACTORS))
 THRESHOLDS = (0.4, 0.5, 0.6, 0.7)
 # Page rules tried with each threshold (``block_model.PageRule``): fill, lead, fallback,
 # headline, reader comments on declared articles.
@@ -70,8 +80,9 @@ LEADS: tuple[int | None, ...] = (None, 10)
 FALLBACKS: tuple[int | None, ...] = (None, 1, 20, 50, 100)
 HEADLINES = (False, True)
 COMMENTS: tuple[int | None, ...] = (None, 50)
-# The fallback (trafilatura) costs ~6x the block extractor: at most this share of the
-# inner held-out pages may go to it, so extraction stays >= 5x trafilatura's speed.
+# The fallback costs up to ~6x the block extractor (trafilatura; Resiliparse under half):
+# at most this share of the inner held-out pages may go to it, so extraction stays >= 5x
+# trafilatura's speed.
 MAX_FALLBACK_SHARE = 0.03
 # The model variants ``choose`` tries, as the cross-validation's table names them.
 VARIANT_NAMES = {"one": "trees", "two": "trees + context stage", "mix": "trees + sequence net"}
@@ -159,16 +170,21 @@ def page_record(page: GoldPage) -> PageRecord:
 
 
 def baseline_row(page: GoldPage, cascade: Callable[[str, str | None], str],
-                 baselines: Iterable[str] = BASELINES) -> dict[str, Any]:
+                 baselines: Iterable[str] = RECORD_TEXTS, have: dict[str, Any] | None = None
+                 ) -> dict[str, Any]:
     """The comparison extractors' texts and CPU seconds on one gold page (the expensive
     part of the records: cached apart, so a change of the blocks or features re-runs
     only the cheap part). ``cascade``: the extract stage's text of a page (the stage sits
-    above this package, so its caller hands it in)."""
+    above this package, so its caller hands it in); ``have``: the page's cached row, whose
+    texts are kept (only the extractors it lacks are run)."""
     from afm.filters.extraction.table import decode
 
     html = decode(page.body)
-    texts, cpu = {}, {}
+    texts = dict(have["texts"]) if have else {}
+    cpu = dict(have["cpu"]) if have else {}
     for name in baselines:
+        if name in texts:
+            continue
         start = time.process_time()
         texts[name] = baseline_text(name, html, page.url, cascade)
         cpu[name] = time.process_time() - start
@@ -177,12 +193,15 @@ def baseline_row(page: GoldPage, cascade: Callable[[str, str | None], str],
 
 def baseline_text(name: str, html: str, url: str | None,
                   cascade: Callable[[str, str | None], str]) -> str:
-    """A comparison extractor's text: ``trafilatura`` (defaults, no comments) or
+    """A comparison extractor's text: ``trafilatura`` (defaults, no comments),
+    ``resiliparse`` (its main-content text, as the extract stage's fallback runs it) or
     ``cascade`` (the shipped selector, as the extract stage runs it: ``cascade``)."""
     from afm.filters.extraction.candidates import Page, run_candidate
 
     if name == "trafilatura":
         return run_candidate("traf_fallback", Page(html, url))
+    if name == "resiliparse":
+        return run_candidate("resiliparse", Page(html, url))
     if name == "cascade":
         try:
             return cascade(html, url)
@@ -202,15 +221,18 @@ def _run(fn: Any, pages: Sequence[GoldPage], workers: int, what: str) -> Iterato
 def build_cache(pages: Sequence[GoldPage], cache: Path, name: str,
                 cascade: Callable[[str, str | None], str], workers: int = 1) -> int:
     """``blocks-<name>.pkl.gz`` (the records, always rebuilt: seconds per hundred pages)
-    and ``baselines-<name>.jsonl.gz`` (trafilatura's and the cascade's texts: built once,
-    kept while it covers the same pages; ``cascade``: a picklable function giving the
-    extract stage's text of a page)."""
+    and ``baselines-<name>.jsonl.gz`` (``RECORD_TEXTS``: trafilatura's, the cascade's and
+    Resiliparse's texts: built once, kept while it covers the same pages, a text it lacks
+    added; ``cascade``: a picklable function giving the extract stage's text of a page)."""
     cache.mkdir(parents=True, exist_ok=True)
     base_path = cache / f"baselines-{name}.jsonl.gz"
-    have = {(r["set"], r["id"]) for r in _read_jsonl(base_path)} if base_path.exists() else set()
-    if have != {(p.set, p.id) for p in pages}:
-        rows = _run(partial(baseline_row, cascade=cascade), pages, workers,
-                    f"{name}: trafilatura and the cascade")
+    old = {(r["set"], r["id"]): r for r in _read_jsonl(base_path)} if base_path.exists() else {}
+    complete = all(set(RECORD_TEXTS) <= set(r["texts"]) for r in old.values())
+    if set(old) != {(p.set, p.id) for p in pages} or not complete:
+        keep = old if set(old) == {(p.set, p.id) for p in pages} else {}
+        run = [(p, keep.get((p.set, p.id))) for p in pages]
+        rows = _run(partial(_baseline_of, cascade=cascade), run, workers,
+                    f"{name}: {', '.join(RECORD_TEXTS)}")
         with gzip.open(base_path, "wt", encoding="utf-8") as f:
             for row in rows:
                 f.write(json.dumps(row, ensure_ascii=False) + "\n")
@@ -218,6 +240,13 @@ def build_cache(pages: Sequence[GoldPage], cache: Path, name: str,
     with gzip.open(cache / f"blocks-{name}.pkl.gz", "wb", compresslevel=3) as f:
         pickle.dump(records, f, protocol=pickle.HIGHEST_PROTOCOL)
     return len(records)
+
+
+def _baseline_of(item: tuple[GoldPage, dict[str, Any] | None],
+                 cascade: Callable[[str, str | None], str]) -> dict[str, Any]:
+    """:func:`baseline_row` of a (page, cached row or None) pair (a picklable step)."""
+    page, have = item
+    return baseline_row(page, cascade, RECORD_TEXTS, have)
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -317,11 +346,11 @@ def probabilities(forest: Forest, records: Sequence[PageRecord], idx: Sequence[i
 
 def page_rows(records: Sequence[PageRecord], probs: dict[int, np.ndarray], threshold: float,
               rule: PageRule | None = None, memo: dict[Any, Any] | None = None,
-              fallback_text: str = "trafilatura") -> dict[int, tuple[float, float, float]]:
+              ) -> dict[int, tuple[float, float, float]]:
     """Per page, the metric's (tp, fp, fn) of the block extractor's text at ``threshold``
-    with the page ``rule`` (a page it hands to the fallback scores that extractor's text in
-    the record's baselines, ``fallback_text``: trafilatura, as the extract stage runs it);
-    ``memo``: scores kept by page and kept blocks across calls."""
+    with the page ``rule`` (a page it hands to the fallback scores the text of the
+    extractor the rule names, ``PageRule.fallback_to``, in the record's baselines, as the
+    extract stage runs it); ``memo``: scores kept by page and kept blocks across calls."""
     rule = rule or PageRule()
     out = {}
     for i, p in probs.items():
@@ -329,15 +358,25 @@ def page_rows(records: Sequence[PageRecord], probs: dict[int, np.ndarray], thres
         keep = rule.adjust(r.table, p, p >= threshold)
         # the kept blocks' \w+ tokens are the rendered text's (``PageRule.falls_back``)
         fallback = rule.fallback_words is not None and r.tokens[keep].sum() < rule.fallback_words
-        key = (i, "fallback") if fallback else (i, np.packbits(keep).tobytes())
+        key = (i, rule.fallback_to) if fallback else (i, np.packbits(keep).tobytes())
         row = memo.get(key) if memo is not None else None
         if row is None:
-            row = counts(r.page, r.texts.get(fallback_text, "") if fallback
+            row = counts(r.page, _fallback_text(r, rule.fallback_to) if fallback
                          else render(r.table, keep))
             if memo is not None:
                 memo[key] = row
         out[i] = row
     return out
+
+
+def _fallback_text(record: PageRecord, name: str) -> str:
+    """The record's text of fallback extractor ``name`` (a clear error where its cache
+    predates that extractor: an empty text would score as a failed extraction)."""
+    text = record.texts.get(name)
+    if text is None:
+        raise UserError(f"page {record.set}/{record.id} has no {name} text in its cache; rerun "
+                        "`afm extraction blocks table` (it adds only the missing texts)")
+    return text
 
 
 def fallback_share(records: Sequence[PageRecord], probs: dict[int, np.ndarray],
@@ -353,13 +392,19 @@ def fallback_share(records: Sequence[PageRecord], probs: dict[int, np.ndarray],
     return sent / len(probs)
 
 
-def page_rules(fallback: bool = True) -> list[PageRule]:
+def page_rules(fallbacks: Sequence[str] = ("trafilatura",)) -> list[PageRule]:
     """Every page rule the choice tries (the grid of ``FILLS``, ``LEADS``, ``FALLBACKS``,
-    ``HEADLINES``, ``COMMENTS``); ``fallback=False``: only those that never hand a page to
-    trafilatura, whose ~5x a block page's cost makes even 3% of the pages a fifth of the
-    extractor's time."""
-    return [PageRule(f, lead, fb, head, c) for c in COMMENTS for head in HEADLINES for f in FILLS
-            for lead in LEADS for fb in FALLBACKS if fallback or fb is None]
+    ``HEADLINES``, ``COMMENTS``), each fallback word count with each extractor of
+    ``fallbacks`` (``block_model.FALLBACK_EXTRACTORS``); none: only the rules that never
+    hand a page on (trafilatura's ~5x a block page's cost makes even 3% of the pages a
+    fifth of the extractor's time; Resiliparse costs under half a block page)."""
+    unknown = sorted(set(fallbacks) - set(FALLBACK_EXTRACTORS))
+    if unknown:
+        raise UserError(f"fallback extractor {', '.join(unknown)}: use {', '.join(FALLBACK_EXTRACTORS)}")
+    ends = [(None, "trafilatura")] + [(fb, to) for fb in FALLBACKS if fb is not None
+                                      for to in dict.fromkeys(fallbacks)]
+    return [PageRule(f, lead, fb, head, c, to) for c in COMMENTS for head in HEADLINES
+            for f in FILLS for lead in LEADS for fb, to in ends]
 
 
 def baseline_rows(records: Sequence[PageRecord], name: str, idx: Sequence[int]
@@ -523,8 +568,11 @@ def select_setting(margins: Mapping[K, Sequence[float]], variant_of: Callable[[K
 
 def setting_name(variant: str, threshold: float, rule: PageRule) -> str:
     """A setting's name in :func:`choose`'s inner margins (and the model file's meta):
-    variant/threshold/fill/lead/fallback/headline/comments."""
-    return (f"{variant}/{threshold}/{rule.fill_below}/{rule.lead_words}/{rule.fallback_words}/"
+    variant/threshold/fill/lead/fallback/headline/comments (the fallback's word count, then
+    ``:resiliparse`` where it is not trafilatura)."""
+    fallback = (f"{rule.fallback_words}" if rule.fallback_to == "trafilatura" or rule.fallback_words is None
+                else f"{rule.fallback_words}:{rule.fallback_to}")
+    return (f"{variant}/{threshold}/{rule.fill_below}/{rule.lead_words}/{fallback}/"
             f"{int(rule.drop_headline)}/{rule.comment_words}")
 
 
@@ -595,7 +643,7 @@ def cross_validate(records: Sequence[PageRecord], thresholds: Sequence[float] = 
 def _describe(rule: PageRule) -> str:
     parts = [f"fill >= {rule.fill_below}" if rule.fill_below is not None else "",
              f"lead < {rule.lead_words} words" if rule.lead_words is not None else "",
-             f"fallback < {rule.fallback_words} words" if rule.fallback_words is not None else "",
+             f"fallback to {rule.fallback_to} < {rule.fallback_words} words" if rule.fallback_words is not None else "",
              "headline dropped" if rule.drop_headline else ""]
     return ", ".join(p for p in parts if p) or "none"
 

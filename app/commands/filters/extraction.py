@@ -41,8 +41,11 @@ Examples:
   afm extraction blocks train --cache work/xblocks --net-only --nets 1    # one net: faster extraction
   afm extraction blocks train --cache work/xblocks --net-only --source scrapinghub --source trafilatura --source utomo --source wcxb   # the shipped file: four sources, Google-Trends held out
 
+  afm extraction blocks cv --cache work/xblocks --net-only --fallback resiliparse   # pages with too few kept words to Resiliparse
+
 `table` cuts every gold page into blocks, labels them from the gold, and runs trafilatura
-(defaults, no comments) and the cascade on the page for comparison (minutes); `cv` and
+(defaults, no comments), Resiliparse and the cascade on the page for comparison and as
+the page rules' fallbacks (minutes; an older cache gets only the texts it lacks); `cv` and
 `train` read that cache. Gold sets as for `afm extraction table`.
 """
 
@@ -57,6 +60,8 @@ GOLD_SET_HELP = {
     "googletrends": "Google-Trends-2017's folder (raw_html/).",
     "fundus": "Fundus checkout (or its tests/resources/parser/test_data folder).",
 }
+# ``--fallback``: ``block_model.FALLBACK_EXTRACTORS`` and none (a test keeps them in step).
+FALLBACK_CHOICES = ("trafilatura", "resiliparse", "none")
 
 
 def _gold_options(fn: Any) -> Any:
@@ -235,6 +240,17 @@ def _fallback_cap(share: float | None) -> dict[str, float]:
     return {} if share is None else {"max_fallback_share": share}
 
 
+def _fallback_rules(fallbacks: tuple[str, ...]) -> list[Any]:
+    """The page rules of ``--fallback`` (absent: trafilatura; ``none`` with an extractor is
+    refused as contradictory)."""
+    from afm.filters.extraction.block_train import page_rules
+
+    if "none" in fallbacks and len(set(fallbacks)) > 1:
+        raise click.BadParameter("`none` cannot be named with an extractor", param_hint="--fallback")
+    names = fallbacks or ("trafilatura",)
+    return page_rules(tuple(n for n in names if n != "none"))
+
+
 def _block_records(cache: str, sources: tuple[str, ...]) -> list[Any]:
     """The cache's block records, only those of ``sources`` when some are named."""
     from afm.errors import UserError
@@ -254,12 +270,15 @@ def _block_records(cache: str, sources: tuple[str, ...]) -> list[Any]:
 _NET_ONLY_HELP = ("Choose among the trees averaged with the sequence net only (not the trees alone "
                   "nor the context stage): near-equal settings of both made the choice flip between "
                   "folds; implies --sequence.")
-_NO_FALLBACK_HELP = ("Try only page rules that never hand a page to trafilatura: a page trafilatura "
-                     "takes costs ~5x a block page, so 3% of the pages cost the extractor a fifth of "
-                     "its speed.")
-_MAX_FALLBACK_HELP = ("The largest share of the held-out pages a chosen setting may hand to trafilatura "
-                      "[default: 0.03]. Each costs ~5x a block page: at 5.5x trafilatura's speed, "
-                      "2% of the pages bring the extractor to 5x.")
+_FALLBACK_HELP = ("The extractor the page rules may hand a page with too few kept words to (repeat "
+                  "it to let the choice take either; `none`: only rules that never hand a page on) "
+                  "[default: trafilatura]. A page trafilatura takes costs ~5x a block page, so 3% of "
+                  "the pages cost the extractor a fifth of its speed; Resiliparse's main-content text "
+                  "costs under half a block page. Written into the model file, so the extract stage "
+                  "runs the text the choice scored.")
+_MAX_FALLBACK_HELP = ("The largest share of the held-out pages a chosen setting may hand to the fallback "
+                      "[default: 0.03]. A trafilatura page costs ~5x a block page: at 5.5x trafilatura's "
+                      "speed, 2% of the pages bring the extractor to 5x.")
 _NETS_HELP = ("How many sequence nets (seeds 0, 1, ...) are averaged [default: 3]. Each is a fit "
               "per set of training sources and adds ~0.6 ms a page to extraction; one net's seed "
               "moved a held-out set's F1 by 0.016.")
@@ -275,23 +294,24 @@ _NETS_HELP = ("How many sequence nets (seeds 0, 1, ...) are averaged [default: 3
               "sources, fifteen with five; minutes each).")
 @click.option("--net-only", is_flag=True, help=_NET_ONLY_HELP)
 @click.option("--nets", type=click.IntRange(1, 8), help=_NETS_HELP)
-@click.option("--no-fallback", is_flag=True, help=_NO_FALLBACK_HELP)
+@click.option("--fallback", "fallbacks", multiple=True,
+              type=click.Choice(FALLBACK_CHOICES), help=_FALLBACK_HELP)
 @click.option("--max-fallback-share", type=click.FloatRange(0, 1), help=_MAX_FALLBACK_HELP)
 @click.option("--source", "sources", multiple=True, type=click.Choice(list(GOLD_SET_HELP)),
               help=_SOURCE_HELP)
 @click.option("--verbose", is_flag=True, help="Print every inner fold's figure.")
 def blocks_cv_cmd(cache: str, tsv: str | None, one_stage: bool, sequence: bool, net_only: bool,
-                  nets: int | None, no_fallback: bool, max_fallback_share: float | None,
+                  nets: int | None, fallbacks: tuple[str, ...], max_fallback_share: float | None,
                   sources: tuple[str, ...], verbose: bool) -> None:
     """Nested leave-one-source-out F1 of the block extractor next to trafilatura and the cascade."""
     from afm.console import console, print_table
-    from afm.filters.extraction.block_train import Fits, cross_validate, page_rules, report_rows
+    from afm.filters.extraction.block_train import Fits, cross_validate, report_rows
 
+    rules = _fallback_rules(fallbacks)
     records = _block_records(cache, sources)
     log = console.print if verbose else None
     results = cross_validate(records, log=log, fits=Fits(records, log, Path(cache), nets),
-                             variants=_variants(one_stage, sequence, net_only),
-                             rules=page_rules(fallback=not no_fallback),
+                             variants=_variants(one_stage, sequence, net_only), rules=rules,
                              **_fallback_cap(max_fallback_share))
     header, rows = report_rows(results)
     print_table("held-out F1 by source (nested leave one source out)", header, rows)
@@ -309,19 +329,21 @@ def blocks_cv_cmd(cache: str, tsv: str | None, one_stage: bool, sequence: bool, 
               "over the page's blocks.")
 @click.option("--net-only", is_flag=True, help=_NET_ONLY_HELP)
 @click.option("--nets", type=click.IntRange(1, 8), help=_NETS_HELP)
-@click.option("--no-fallback", is_flag=True, help=_NO_FALLBACK_HELP)
+@click.option("--fallback", "fallbacks", multiple=True,
+              type=click.Choice(FALLBACK_CHOICES), help=_FALLBACK_HELP)
 @click.option("--max-fallback-share", type=click.FloatRange(0, 1), help=_MAX_FALLBACK_HELP)
 @click.option("--source", "sources", multiple=True, type=click.Choice(list(GOLD_SET_HELP)),
               help=_SOURCE_HELP)
 @click.option("--verbose", is_flag=True, help="Print every fit and inner figure.")
 def blocks_train_cmd(cache: str, out: str | None, one_stage: bool, sequence: bool, net_only: bool,
-                     nets: int | None, no_fallback: bool, max_fallback_share: float | None,
+                     nets: int | None, fallbacks: tuple[str, ...], max_fallback_share: float | None,
                      sources: tuple[str, ...], verbose: bool) -> None:
     """Choose the settings by source, fit the block model on every page, write it."""
     from afm.console import print_summary
     from afm.filters.extraction.block_model import MODEL_PATH
-    from afm.filters.extraction.block_train import Fits, fit_model, page_rules
+    from afm.filters.extraction.block_train import Fits, fit_model
 
+    rules = _fallback_rules(fallbacks)
     records = _block_records(cache, sources)
     sets = sorted({r.set for r in records})
     from afm.console import console
@@ -330,7 +352,7 @@ def blocks_train_cmd(cache: str, out: str | None, one_stage: bool, sequence: boo
     model = fit_model(records, range(len(records)), Fits(records, log, Path(cache), nets),
                       meta={"trained_on": {s: sum(r.set == s for r in records) for s in sets}},
                       log=log, variants=_variants(one_stage, sequence, net_only),
-                      rules=page_rules(fallback=not no_fallback),
+                      rules=rules,
                       **_fallback_cap(max_fallback_share))
     path = Path(out) if out else MODEL_PATH
     model.save(path)

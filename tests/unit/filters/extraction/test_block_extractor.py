@@ -3,9 +3,12 @@ and the stage's ``method="blocks"``; the training's labels and by-source folds."
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
+from afm.errors import UserError
 from afm.filters.extract import ExtractConfig, Extractor, follow_language_stage
 from afm.filters.extraction.block_features import (
     NAMES,
@@ -348,6 +351,31 @@ def test_fallback_takes_pages_with_too_few_kept_words(tmp_path) -> None:
     path = tmp_path / "m.json"
     model.save(path)
     assert BlockModel.load(path).rule == PageRule(fallback_words=5)
+    # the extractor it hands on to is in the file; a file without the field means trafilatura
+    to_resili = PageRule(fallback_words=5, fallback_to="resiliparse")
+    assert PageRule.from_json(to_resili.to_json()) == to_resili
+    assert PageRule.from_json({"fallback_words": 5}).fallback_to == "trafilatura"
+    with pytest.raises(UserError, match="fallback extractor 'readability'"):
+        PageRule.from_json({"fallback_words": 5, "fallback_to": "readability"})
+
+
+def test_the_extract_stage_runs_the_fallback_its_rule_names(tmp_path) -> None:
+    """A page the rule hands on gets the named extractor's text: Resiliparse's main-content
+    text for a rule that names it, not trafilatura's (what the choice scored)."""
+    from afm.filters.extraction.candidates import Page, run_candidate
+
+    html = ("<html><body><nav><a href='/'>Home</a></nav><article><h1>Title</h1><p>"
+            + "A long paragraph of the article's own words, one sentence after another. " * 6
+            + "</p></article></body></html>")
+    for to in ("resiliparse", "trafilatura"):
+        path = tmp_path / f"{to}.json"
+        _model_keeping_all(PageRule(fallback_words=10_000, fallback_to=to)).save(path)
+        stage = Extractor(ExtractConfig(method="blocks", block_model_path=str(path), early_language=[]))
+        text, signals = stage.extract_text(html, "https://example.org/a")
+        assert signals["fallback"] == 1.0
+        expected = (run_candidate("resiliparse", Page(html, "https://example.org/a")) if to == "resiliparse"
+                    else stage._trafilatura(html, "https://example.org/a", precision=None))
+        assert text == expected.strip() and text
 
 
 def test_page_rule_choice_keeps_fallback_within_its_share() -> None:
@@ -355,11 +383,20 @@ def test_page_rule_choice_keeps_fallback_within_its_share() -> None:
 
     rules = page_rules()
     assert PageRule() in rules and len(set(rules)) == len(rules)
+    assert {r.fallback_to for r in rules} == {"trafilatura"}
     assert 0 < MAX_FALLBACK_SHARE <= 0.05
-    # --no-fallback: the same grid less every rule that could hand a page to trafilatura
-    kept = page_rules(fallback=False)
+    # --fallback none: the same grid less every rule that could hand a page on
+    kept = page_rules(())
     assert kept == [r for r in rules if r.fallback_words is None] and PageRule() in kept
     assert 0 < len(kept) < len(rules)
+    # --fallback resiliparse: the same grid, each fallback word count naming Resiliparse
+    resili = page_rules(("resiliparse",))
+    assert [replace(r, fallback_to="trafilatura") for r in resili] == rules
+    assert {r.fallback_to for r in resili if r.fallback_words is not None} == {"resiliparse"}
+    both = page_rules(("trafilatura", "resiliparse"))
+    assert set(both) == set(rules) | set(resili) and len(both) == len(set(both))
+    with pytest.raises(UserError, match="boilerpipe"):
+        page_rules(("boilerpipe",))
 
 
 def test_page_rows_score_the_fallback_text_even_after_the_same_kept_blocks() -> None:
@@ -377,8 +414,12 @@ def test_page_rows_score_the_fallback_text_even_after_the_same_kept_blocks() -> 
     assert plain == counts(gold, "Only four words here.")
     sent = page_rows([rec], probs, 0.5, PageRule(fallback_words=5), memo)[0]
     assert sent == counts(gold, "the gold text of this page is here") != plain
-    other = page_rows([rec], probs, 0.5, PageRule(fallback_words=5), fallback_text="resiliparse")[0]
-    assert other == counts(gold, "page is here")  # another extractor's text in the record's baselines
+    # the rule's own extractor's text in the record's baselines, even after the same page in the memo
+    other = page_rows([rec], probs, 0.5, PageRule(fallback_words=5, fallback_to="resiliparse"), memo)[0]
+    assert other == counts(gold, "page is here")
+    rec.texts = {"trafilatura": "the gold text of this page is here"}  # a cache from before Resiliparse
+    with pytest.raises(UserError, match="no resiliparse text"):
+        page_rows([rec], probs, 0.5, PageRule(fallback_words=5, fallback_to="resiliparse"))
 
 
 def test_title_overlap_is_each_short_blocks_share_of_title_words() -> None:
@@ -407,3 +448,35 @@ def test_title_overlap_is_each_short_blocks_share_of_title_words() -> None:
         assert np.array_equal(title_overlap(texts, words, title), by_block(texts, words, title)), texts
     got = title_overlap(["Storm Hits Coast", "the storm hits", "x"], np.array([3.0, 3.0, 1.0]), "storm hits")
     assert got.tolist() == [2 / 3, 2 / 3, 0.0]
+
+
+def _cascade_stand_in(html: str, url: str | None) -> str:
+    """The cascade's place in a cache test (its own tests are elsewhere): the page's text."""
+    return "cascade: " + html[:20]
+
+
+def test_a_cache_from_before_a_fallback_text_gets_only_that_text(tmp_path) -> None:
+    """``build_cache`` keeps a baselines file that covers its pages and adds the texts it
+    lacks (Resiliparse's, for a cache made before rules could name it) without re-running
+    the extractors it has; the records then carry every text a rule may score."""
+    import gzip
+    import json
+
+    from afm.filters.extraction.block_train import RECORD_TEXTS, build_cache, load_records
+
+    truth = "For the first time in a decade, a sleeper service will link Zurich with the ski towns"
+    pages = [GoldPage("s", str(i), None, ARTICLE.encode(), truth, [], []) for i in range(2)]
+    assert build_cache(pages, tmp_path, "s", _cascade_stand_in) == 2
+    path = tmp_path / "baselines-s.jsonl.gz"
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        rows = [json.loads(line) for line in f]
+    for row in rows:  # as a cache made before Resiliparse was a fallback, trafilatura's marked
+        del row["texts"]["resiliparse"], row["cpu"]["resiliparse"]
+        row["texts"]["trafilatura"] = "kept from the old cache"
+    with gzip.open(path, "wt", encoding="utf-8") as f:
+        f.writelines(json.dumps(r) + "\n" for r in rows)
+    build_cache(pages, tmp_path, "s", _cascade_stand_in)
+    records = load_records(tmp_path)
+    assert [set(r.texts) for r in records] == [set(RECORD_TEXTS)] * 2
+    assert {r.texts["trafilatura"] for r in records} == {"kept from the old cache"}
+    assert all("first time in a decade" in r.texts["resiliparse"] for r in records)

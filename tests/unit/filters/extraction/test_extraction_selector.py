@@ -373,6 +373,26 @@ def test_the_fallback_cap_is_the_choices_default_and_a_share() -> None:
     assert result.exit_code == 2 and "--max-fallback-share" in result.output
 
 
+def test_the_fallback_option_names_the_extractors_a_rule_may_hand_pages_to() -> None:
+    """``--fallback`` offers the page rule's extractors and none (in step with the model's
+    list), gives the grid of each, and refuses `none` beside an extractor in one line."""
+    from click.testing import CliRunner
+
+    from afm.app.commands.filters.extraction import FALLBACK_CHOICES, _fallback_rules, extraction
+    from afm.filters.extraction.block_model import FALLBACK_EXTRACTORS
+    from afm.filters.extraction.block_train import page_rules
+
+    assert FALLBACK_CHOICES == (*FALLBACK_EXTRACTORS, "none")
+    assert _fallback_rules(()) == page_rules() == page_rules(("trafilatura",))
+    assert _fallback_rules(("none",)) == page_rules(())
+    assert _fallback_rules(("resiliparse",)) == page_rules(("resiliparse",))
+    result = CliRunner().invoke(extraction, ["blocks", "cv", "--cache", ".", "--fallback", "none",
+                                             "--fallback", "resiliparse"])
+    assert result.exit_code == 2 and "`none` cannot be named with an extractor" in result.output
+    result = CliRunner().invoke(extraction, ["blocks", "cv", "--cache", ".", "--fallback", "boilerpipe"])
+    assert result.exit_code == 2 and "--fallback" in result.output
+
+
 def test_block_commands_take_some_sources_of_a_cache_and_refuse_one_it_lacks(monkeypatch) -> None:
     """``--source`` keeps only the named sources' records (the four training sources of a
     cache that also holds Google-Trends); a source the cache lacks is a one-line error."""
