@@ -6,12 +6,13 @@ The fallback hands trafilatura the pages with too few kept words, and trafilatur
 fallback cost the extractor a fifth of its speed (4.39x against 5.54x). Resiliparse costs under half a block page. This
 reruns the nested three-net procedure (``block_train.cross_validate``, the cache's fits) with the fallback's text read
 from Resiliparse's column of the cache's baselines; every other choice and the margins' baseline (trafilatura) are as
-in ``afm extraction blocks cv --net-only``. A first look: the extract stage still falls back to trafilatura."""
+in ``afm extraction blocks cv --net-only``. A first look, run when the extract stage still fell back to trafilatura; since
+2026-12-07 the page rule names its fallback (``PageRule.fallback_to``) and this is ``afm extraction blocks cv --net-only
+--fallback resiliparse``, which this script now calls the same way."""
 
 from __future__ import annotations
 
 import sys
-from functools import partial
 from pathlib import Path
 
 from afm.filters.extraction import block_train as bt
@@ -24,9 +25,9 @@ def main(cache: Path, sources: list[str]) -> None:
     missing = sum("resiliparse" not in r.texts for r in records)
     if missing:
         sys.exit(f"{missing} pages lack Resiliparse's text (resili_texts.py adds it)")
-    # what choose and cross_validate call; the margins' baseline stays trafilatura's text
-    bt.page_rows = partial(bt.page_rows, fallback_text="resiliparse")
-    results = bt.cross_validate(records, fits=bt.Fits(records, None, cache), variants=("mix",))
+    # every rule's fallback is Resiliparse; the margins' baseline stays trafilatura's text
+    results = bt.cross_validate(records, fits=bt.Fits(records, None, cache), variants=("mix",),
+                                rules=bt.page_rules(("resiliparse",)))
     header, rows = bt.report_rows(results)
     print("\t".join(header))
     for row in rows:
