@@ -73,7 +73,8 @@ def nested(records: list[bt.PageRecord], fits: bt.Fits, out: Path | None = None)
     kept: dict[str, dict] = {}
     for held, (train, test) in folds(records).items():
         fit_on = [i for s in sorted(train) for i in by[s]]
-        *_, margins = bt.choose(records, fit_on, fits, variants=("one", "mix"))
+        *_, margins = bt.choose(records, fit_on, fits, variants=("one", "mix"),
+                                 rules=bt.page_rules(("trafilatura",)))  # the rules of its day
         allowed = {k: m[:-1] for k, m in margins.items() if m[-1] <= bt.MAX_FALLBACK_SHARE}
         trees = bt.probabilities(fits.get(train), records, test)
         net = fits.sequence(train)

@@ -84,6 +84,11 @@ COMMENTS: tuple[int | None, ...] = (None, 50)
 # at most this share of the inner held-out pages may go to it, so extraction stays >= 5x
 # trafilatura's speed.
 MAX_FALLBACK_SHARE = 0.03
+# The extractors the page rules hand pages to unless told (``page_rules``): Resiliparse, whose
+# nested run kept every training source at or above trafilatura at no cost in speed
+# (experiments/extraction-selector, "Resiliparse as a selectable fallback"); trafilatura
+# until 2026-12-07.
+DEFAULT_FALLBACKS = ("resiliparse",)
 # The model variants ``choose`` tries, as the cross-validation's table names them.
 VARIANT_NAMES = {"one": "trees", "two": "trees + context stage", "mix": "trees + sequence net"}
 # Tree settings (scikit-learn's HistGradientBoostingClassifier). Depth bounds the
@@ -392,7 +397,7 @@ def fallback_share(records: Sequence[PageRecord], probs: dict[int, np.ndarray],
     return sent / len(probs)
 
 
-def page_rules(fallbacks: Sequence[str] = ("trafilatura",)) -> list[PageRule]:
+def page_rules(fallbacks: Sequence[str] = DEFAULT_FALLBACKS) -> list[PageRule]:
     """Every page rule the choice tries (the grid of ``FILLS``, ``LEADS``, ``FALLBACKS``,
     ``HEADLINES``, ``COMMENTS``), each fallback word count with each extractor of
     ``fallbacks`` (``block_model.FALLBACK_EXTRACTORS``); none: only the rules that never

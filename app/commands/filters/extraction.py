@@ -240,14 +240,15 @@ def _fallback_cap(share: float | None) -> dict[str, float]:
 
 
 def _fallback_rules(fallbacks: tuple[str, ...]) -> list[Any]:
-    """The page rules of ``--fallback`` (absent: trafilatura; ``none`` with an extractor is
-    refused as contradictory)."""
+    """The page rules of ``--fallback`` (absent: ``block_train.DEFAULT_FALLBACKS``; ``none``
+    with an extractor is refused as contradictory)."""
     from afm.filters.extraction.block_train import page_rules
 
     if "none" in fallbacks and len(set(fallbacks)) > 1:
         raise click.BadParameter("`none` cannot be named with an extractor", param_hint="--fallback")
-    names = fallbacks or ("trafilatura",)
-    return page_rules(tuple(n for n in names if n != "none"))
+    if not fallbacks:
+        return page_rules()
+    return page_rules(tuple(n for n in fallbacks if n != "none"))
 
 
 def _block_records(cache: str, sources: tuple[str, ...]) -> list[Any]:
@@ -271,10 +272,10 @@ _NET_ONLY_HELP = ("Choose among the trees averaged with the sequence net only (n
                   "folds; implies --sequence.")
 _FALLBACK_HELP = ("The extractor the page rules may hand a page with too few kept words to (repeat "
                   "it to let the choice take either; `none`: only rules that never hand a page on) "
-                  "[default: trafilatura]. A page trafilatura takes costs ~5x a block page, so 3% of "
-                  "the pages cost the extractor a fifth of its speed; Resiliparse's main-content text "
-                  "costs under half a block page. Written into the model file, so the extract stage "
-                  "runs the text the choice scored.")
+                  "[default: resiliparse; trafilatura before 2026-12-07]. Resiliparse's main-content "
+                  "text costs under half a block page; a page trafilatura takes costs ~5x one, so 3% "
+                  "of the pages cost the extractor a fifth of its speed. Written into the model file, "
+                  "so the extract stage runs the text the choice scored.")
 _MAX_FALLBACK_HELP = ("The largest share of the held-out pages a chosen setting may hand to the fallback "
                       "[default: 0.03]. A trafilatura page costs ~5x a block page: at 5.5x trafilatura's "
                       "speed, 2% of the pages bring the extractor to 5x.")

@@ -381,7 +381,7 @@ def test_the_extract_stage_runs_the_fallback_its_rule_names(tmp_path) -> None:
 def test_page_rule_choice_keeps_fallback_within_its_share() -> None:
     from afm.filters.extraction.block_train import MAX_FALLBACK_SHARE, page_rules
 
-    rules = page_rules()
+    rules = page_rules(("trafilatura",))
     assert PageRule() in rules and len(set(rules)) == len(rules)
     assert {r.fallback_to for r in rules} == {"trafilatura"}
     assert 0 < MAX_FALLBACK_SHARE <= 0.05
@@ -392,6 +392,7 @@ def test_page_rule_choice_keeps_fallback_within_its_share() -> None:
     # --fallback resiliparse: the same grid, each fallback word count naming Resiliparse
     resili = page_rules(("resiliparse",))
     assert [replace(r, fallback_to="trafilatura") for r in resili] == rules
+    assert page_rules() == resili  # the default since 2026-12-07
     assert {r.fallback_to for r in resili if r.fallback_words is not None} == {"resiliparse"}
     both = page_rules(("trafilatura", "resiliparse"))
     assert set(both) == set(rules) | set(resili) and len(both) == len(set(both))

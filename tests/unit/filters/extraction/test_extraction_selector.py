@@ -383,7 +383,8 @@ def test_the_fallback_option_names_the_extractors_a_rule_may_hand_pages_to() -> 
     from afm.filters.extraction.block_train import page_rules
 
     assert FALLBACK_CHOICES == (*FALLBACK_EXTRACTORS, "none")
-    assert _fallback_rules(()) == page_rules() == page_rules(("trafilatura",))
+    assert _fallback_rules(()) == page_rules() == page_rules(("resiliparse",))
+    assert _fallback_rules(("trafilatura",)) == page_rules(("trafilatura",)) != page_rules()
     assert _fallback_rules(("none",)) == page_rules(())
     assert _fallback_rules(("resiliparse",)) == page_rules(("resiliparse",))
     result = CliRunner().invoke(extraction, ["blocks", "cv", "--cache", ".", "--fallback", "none",
