@@ -38,6 +38,7 @@ from afm.filters.extraction.block_sequence import mixed
 
 WORDS = (None, 0, 20, 50, 100)  # None: without the rule
 THRESHOLDS = (0.5, 0.6)
+TRAFILATURA_RULES = tuple(bt.page_rules(("trafilatura",)))  # the page rules of its day
 
 
 def declared(records: list[bt.PageRecord], gold: Path) -> dict[int, bool]:
@@ -73,8 +74,7 @@ def nested(records: list[bt.PageRecord], fits: bt.Fits, out: Path | None = None)
     kept: dict[str, dict] = {}
     for held, (train, test) in folds(records).items():
         fit_on = [i for s in sorted(train) for i in by[s]]
-        *_, margins = bt.choose(records, fit_on, fits, variants=("one", "mix"),
-                                 rules=bt.page_rules(("trafilatura",)))  # the rules of its day
+        *_, margins = bt.choose(records, fit_on, fits, bt.Choice(("one", "mix"), rules=TRAFILATURA_RULES))
         allowed = {k: m[:-1] for k, m in margins.items() if m[-1] <= bt.MAX_FALLBACK_SHARE}
         trees = bt.probabilities(fits.get(train), records, test)
         net = fits.sequence(train)

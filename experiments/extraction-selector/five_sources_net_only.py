@@ -41,8 +41,8 @@ def nested_table(records: list[bt.PageRecord], fits: bt.Fits, out: Path) -> None
 
     bt.fit_model = kept
     try:
-        results = bt.cross_validate(records, log=print, fits=fits, variants=("mix",),
-                                    rules=bt.page_rules(("trafilatura",)))  # the rules of its day
+        results = bt.cross_validate(records, bt.Choice(("mix",), rules=tuple(bt.page_rules(("trafilatura",)))),
+                                    log=print, fits=fits)  # the rules of its day
     finally:
         bt.fit_model = fit_model
     header, rows = bt.report_rows(results)

@@ -160,8 +160,8 @@ def nested(records: list[bt.PageRecord], fits: bt.Fits) -> None:
     pooled = []
     for held, (train, test) in folds(records).items():
         fit_on = [i for s in sorted(train) for i in by[s]]
-        variant, t, rule, _, _ = bt.choose(records, fit_on, fits, variants=variants,
-                                             rules=bt.page_rules(("trafilatura",)))  # the rules of its day
+        variant, t, rule, _, _ = bt.choose(records, fit_on, fits,  # the rules of its day
+                                             bt.Choice(tuple(variants), rules=tuple(bt.page_rules(("trafilatura",)))))
         probs = bt.probabilities(fits.get(train), records, test)
         if variant == "mix":
             net = fits.sequence(train)

@@ -26,8 +26,8 @@ def main(cache: Path, sources: list[str]) -> None:
     if missing:
         sys.exit(f"{missing} pages lack Resiliparse's text (resili_texts.py adds it)")
     # every rule's fallback is Resiliparse; the margins' baseline stays trafilatura's text
-    results = bt.cross_validate(records, fits=bt.Fits(records, None, cache), variants=("mix",),
-                                rules=bt.page_rules(("resiliparse",)))
+    results = bt.cross_validate(records, bt.Choice(("mix",), rules=tuple(bt.page_rules(("resiliparse",)))),
+                                fits=bt.Fits(records, None, cache))
     header, rows = bt.report_rows(results)
     print("\t".join(header))
     for row in rows:

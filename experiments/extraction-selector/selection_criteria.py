@@ -38,7 +38,7 @@ def collect(cache: Path, out: str) -> None:
     for held, test in by_all.items():
         start = time.time()
         idx = [i for s, ix in by_all.items() if s != held for i in ix]
-        variant, t, rule, _, margins = bt.choose(records, idx, fits, variants=VARIANTS, rules=RULES)
+        variant, t, rule, _, margins = bt.choose(records, idx, fits, bt.Choice(tuple(VARIANTS), rules=tuple(RULES)))
         train = set(by_all) - {held}
         trees = bt.probabilities(fits.get(train), records, test)
         net = fits.sequence(train)

@@ -35,7 +35,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
@@ -507,19 +507,48 @@ class Fits:
         return store[name]
 
 
+@dataclass(frozen=True)
+class Choice:
+    """What :func:`choose` searches and the bound it keeps, one value for the training and
+    cross-validation commands and the experiments to pass down.
+
+    * ``variants``: ``one`` (stage 1's probability decides), ``two`` (the context stage on
+      top) and ``mix`` (the mean of stage 1's and the sequence net's probabilities,
+      ``block_sequence``; ``("mix",)``: only it);
+    * ``thresholds``: the keep thresholds tried;
+    * ``rules``: the page rules tried with each (``page_rules()``: its fallback extractors);
+    * ``max_fallback_share``: the largest mean share of the inner held-out pages a setting
+      may hand to the fallback extractor (its cost is the extractor's speed).
+    """
+
+    variants: tuple[str, ...] = ("one", "two")
+    thresholds: tuple[float, ...] = THRESHOLDS
+    rules: tuple[PageRule, ...] = field(default_factory=lambda: tuple(page_rules()))
+    max_fallback_share: float = MAX_FALLBACK_SHARE
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.variants) - set(VARIANT_NAMES))
+        if unknown or not self.variants:
+            raise UserError(f"model variants {', '.join(unknown) or '(none)'}: use {', '.join(VARIANT_NAMES)}")
+        if not self.thresholds or not all(0 < t < 1 for t in self.thresholds):
+            raise UserError(f"keep thresholds {self.thresholds}: give at least one, each in (0, 1)")
+        if not self.rules:
+            raise UserError("the choice needs at least one page rule")
+        if not 0 <= self.max_fallback_share <= 1:
+            raise UserError(f"max fallback share {self.max_fallback_share}: give a share in [0, 1]")
+
+
 def choose(records: Sequence[PageRecord], idx: Sequence[int], fits: Fits,
-           thresholds: Sequence[float] = THRESHOLDS, log: Any = None,
-           variants: Sequence[str] = ("one", "two"), rules: Sequence[PageRule] | None = None,
-           max_fallback_share: float = MAX_FALLBACK_SHARE,
+           choice: Choice | None = None, log: Any = None,
            ) -> tuple[str, float, PageRule, dict[int, np.ndarray], dict[str, Any]]:
-    """(variant, threshold, page rule) by leave-one-source-out on the pages ``idx``, and
-    the stage-1 out-of-source probabilities of those pages. Variants: ``one`` (stage 1's
-    probability decides), ``two`` (the context stage on top) and ``mix`` (the mean of
-    stage 1's and the sequence net's probabilities, ``block_sequence``; ``("mix",)``: only it);
-    rules: ``page_rules()`` by default. Chosen, among the settings that send at most ``max_fallback_share`` of the
-    held-out pages to the fallback: the one whose worst held-out source has the best F1
-    margin over trafilatura there (one stage before two when within 0.001 of it)."""
-    rules = list(rules) if rules is not None else page_rules()
+    """(variant, threshold, page rule) among ``choice``'s by leave-one-source-out on the
+    pages ``idx``, and the context features of those pages (the ``two`` variant's, built on
+    the stage-1 out-of-source probabilities), and every setting's inner margins. Chosen,
+    among the settings that send at most ``choice.max_fallback_share`` of the held-out pages
+    to the fallback: the one whose worst held-out source has the best F1 margin over
+    trafilatura there (one stage before two when within 0.001 of it)."""
+    choice = choice or Choice()
+    variants, rules = choice.variants, choice.rules
     by = sources_of(records, idx)
     if len(by) < 2:
         raise UserError("choosing the block model's settings needs two sources at least")
@@ -543,7 +572,7 @@ def choose(records: Sequence[PageRecord], idx: Sequence[int], fits: Fits,
             options.append(("mix", {i: mixed(oof[i], net.probability(records[i].x)) for i in test}))
         for variant, probs in options:
             memo: dict[Any, Any] = {}
-            for t in thresholds:
+            for t in choice.thresholds:
                 for rule in rules:
                     rows = page_rows(records, probs, t, rule, memo)
                     f1 = extraction_scores(list(rows.values()))["f1"]
@@ -553,7 +582,7 @@ def choose(records: Sequence[PageRecord], idx: Sequence[int], fits: Fits,
                         log(f"  inner: held {held}, {variant} stage(s), threshold {t}, {rule}: "
                             f"F1 {f1:.4f} (trafilatura {traf[held]:.4f})")
     allowed = {k: m for k, m in margins.items()
-               if float(np.mean(shares[k])) <= max_fallback_share}
+               if float(np.mean(shares[k])) <= choice.max_fallback_share}
     variant, t, rule = select_setting(allowed, lambda key: key[0])
     return variant, t, rule, ctx, {
         setting_name(v, tt, r): [round(m, 5) for m in ms] + [round(float(np.mean(shares[v, tt, r])), 4)]
@@ -582,16 +611,14 @@ def setting_name(variant: str, threshold: float, rule: PageRule) -> str:
 
 
 def fit_model(records: Sequence[PageRecord], idx: Sequence[int], fits: Fits | None = None,
-              meta: dict[str, Any] | None = None, thresholds: Sequence[float] = THRESHOLDS,
-              log: Any = None, variants: Sequence[str] = ("one", "two"),
-              rules: Sequence[PageRule] | None = None,
-              max_fallback_share: float = MAX_FALLBACK_SHARE) -> BlockModel:
-    """Variant, threshold and page rule (among ``rules``) by :func:`choose` on ``idx``, then
-    the stages fitted on every page of it (the context stage on the out-of-source stage-1
-    probabilities, as it will see a model's probabilities on pages it was not fitted on)."""
+              meta: dict[str, Any] | None = None, choice: Choice | None = None,
+              log: Any = None) -> BlockModel:
+    """Variant, threshold and page rule (among ``choice``'s) by :func:`choose` on ``idx``,
+    then the stages fitted on every page of it (the context stage on the out-of-source
+    stage-1 probabilities, as it will see a model's probabilities on pages it was not fitted
+    on)."""
     fits = fits or Fits(records, log)
-    variant, threshold, rule, ctx, margins = choose(records, idx, fits, thresholds, log, variants, rules,
-                                                    max_fallback_share)
+    variant, threshold, rule, ctx, margins = choose(records, idx, fits, choice, log)
     sources = sources_of(records, idx)
     forest = fits.get(sources)
     context = fit_forest(records, idx, STAGE2, ctx) if variant == "two" else None
@@ -602,14 +629,11 @@ def fit_model(records: Sequence[PageRecord], idx: Sequence[int], fits: Fits | No
     return BlockModel(forest, threshold, NAMES, info, context, rule, sequence)
 
 
-def cross_validate(records: Sequence[PageRecord], thresholds: Sequence[float] = THRESHOLDS,
-                   log: Any = None, fits: Fits | None = None,
-                   variants: Sequence[str] = ("one", "two"),
-                   rules: Sequence[PageRule] | None = None,
-                   max_fallback_share: float = MAX_FALLBACK_SHARE) -> dict[str, Any]:
+def cross_validate(records: Sequence[PageRecord], choice: Choice | None = None,
+                   log: Any = None, fits: Fits | None = None) -> dict[str, Any]:
     """Nested leave-one-source-out: per held-out source (and per set inside it) the block
-    model's F1 from a model chosen and fitted without it, next to the baselines' F1 on the
-    same pages; and every source's pages pooled."""
+    model's F1 from a model chosen (among ``choice``'s settings) and fitted without it, next
+    to the baselines' F1 on the same pages; and every source's pages pooled."""
     by = sources_of(records)
     if len(by) < 3:
         raise UserError("cross-validation by source needs pages of three sources")
@@ -618,8 +642,7 @@ def cross_validate(records: Sequence[PageRecord], thresholds: Sequence[float] = 
     pooled: dict[str, list] = defaultdict(list)
     for held, test in by.items():
         fit_on = [i for s, ix in by.items() if s != held for i in ix]
-        model = fit_model(records, fit_on, fits, thresholds=thresholds, log=log, variants=variants,
-                          rules=rules, max_fallback_share=max_fallback_share)
+        model = fit_model(records, fit_on, fits, choice=choice, log=log)
         probs = {i: model.probability(records[i].table) for i in test}
         rows = page_rows(records, probs, model.threshold, model.rule)
         share = fallback_share(records, probs, model.threshold, model.rule)

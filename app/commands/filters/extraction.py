@@ -234,9 +234,13 @@ _SOURCE_HELP = ("Only this source's pages of the cache (repeat it; default: ever
                 "stay valid: they are kept by the sources they were fitted on.")
 
 
-def _fallback_cap(share: float | None) -> dict[str, float]:
-    """``--max-fallback-share`` as the keyword of the choice (absent: its default)."""
-    return {} if share is None else {"max_fallback_share": share}
+def _choice(variants: tuple[str, ...], fallbacks: tuple[str, ...], max_fallback_share: float | None) -> Any:
+    """The ``block_train.Choice`` of a command's options: the variants, the page rules of
+    ``--fallback`` and ``--max-fallback-share`` (absent: the choice's default)."""
+    from afm.filters.extraction.block_train import Choice
+
+    cap = {} if max_fallback_share is None else {"max_fallback_share": max_fallback_share}
+    return Choice(variants=variants, rules=tuple(_fallback_rules(fallbacks)), **cap)
 
 
 def _fallback_rules(fallbacks: tuple[str, ...]) -> list[Any]:
@@ -307,12 +311,10 @@ def blocks_cv_cmd(cache: str, tsv: str | None, one_stage: bool, sequence: bool, 
     from afm.console import console, print_table
     from afm.filters.extraction.block_train import Fits, cross_validate, report_rows
 
-    rules = _fallback_rules(fallbacks)
+    choice = _choice(_variants(one_stage, sequence, net_only), fallbacks, max_fallback_share)
     records = _block_records(cache, sources)
     log = console.print if verbose else None
-    results = cross_validate(records, log=log, fits=Fits(records, log, Path(cache), nets),
-                             variants=_variants(one_stage, sequence, net_only), rules=rules,
-                             **_fallback_cap(max_fallback_share))
+    results = cross_validate(records, choice, log, Fits(records, log, Path(cache), nets))
     header, rows = report_rows(results)
     print_table("held-out F1 by source (nested leave one source out)", header, rows)
     if tsv:
@@ -343,7 +345,7 @@ def blocks_train_cmd(cache: str, out: str | None, one_stage: bool, sequence: boo
     from afm.filters.extraction.block_model import MODEL_PATH
     from afm.filters.extraction.block_train import Fits, fit_model
 
-    rules = _fallback_rules(fallbacks)
+    choice = _choice(_variants(one_stage, sequence, net_only), fallbacks, max_fallback_share)
     records = _block_records(cache, sources)
     sets = sorted({r.set for r in records})
     from afm.console import console
@@ -351,9 +353,7 @@ def blocks_train_cmd(cache: str, out: str | None, one_stage: bool, sequence: boo
     log = console.print if verbose else None
     model = fit_model(records, range(len(records)), Fits(records, log, Path(cache), nets),
                       meta={"trained_on": {s: sum(r.set == s for r in records) for s in sets}},
-                      log=log, variants=_variants(one_stage, sequence, net_only),
-                      rules=rules,
-                      **_fallback_cap(max_fallback_share))
+                      choice=choice, log=log)
     path = Path(out) if out else MODEL_PATH
     model.save(path)
     print_summary("block extraction model", {"pages": len(records), "sets": len(sets),

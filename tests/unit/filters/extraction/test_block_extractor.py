@@ -400,6 +400,23 @@ def test_page_rule_choice_keeps_fallback_within_its_share() -> None:
         page_rules(("boilerpipe",))
 
 
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"variants": ("three",)}, "model variants three"),
+    ({"variants": ()}, "model variants"),
+    ({"thresholds": (0.5, 1.0)}, "keep thresholds"),
+    ({"thresholds": ()}, "keep thresholds"),
+    ({"rules": ()}, "at least one page rule"),
+    ({"max_fallback_share": 1.5}, "max fallback share 1.5"),
+])
+def test_a_choice_refuses_what_it_cannot_search_in_one_line(kwargs, message) -> None:
+    """The choice's settings are checked when made, before any fit or score."""
+    from afm.filters.extraction.block_train import Choice, page_rules
+
+    assert Choice().rules == tuple(page_rules()) and Choice().variants == ("one", "two")
+    with pytest.raises(UserError, match=message):
+        Choice(**kwargs)
+
+
 def test_page_rows_score_the_fallback_text_even_after_the_same_kept_blocks() -> None:
     from afm.filters.extraction.block_train import PageRecord, block_labels, page_rows
     from afm.filters.extraction.gold import counts

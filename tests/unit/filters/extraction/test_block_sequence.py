@@ -213,6 +213,7 @@ def test_cross_validation_tries_the_sequence_net_and_names_the_model_it_chose(mo
     import afm.filters.extraction.block_sequence as block_sequence
     from afm.filters.extraction.block_train import (
         VARIANT_NAMES,
+        Choice,
         Fits,
         cross_validate,
         fit_model,
@@ -225,10 +226,10 @@ def test_cross_validation_tries_the_sequence_net_and_names_the_model_it_chose(mo
     for s, source in enumerate(("scrapinghub", "utomo", "wcxb")):
         for page in _gold_pages(source, 6, s):
             r = page_record(page)
-            r.texts["trafilatura"] = r.texts["cascade"] = page.truth or ""
+            r.texts["trafilatura"] = r.texts["cascade"] = r.texts["resiliparse"] = page.truth or ""
             records.append(r)
     fits = Fits(records)
-    results = cross_validate(records, thresholds=(0.5,), fits=fits, variants=("one", "mix"))
+    results = cross_validate(records, Choice(("one", "mix"), (0.5,)), fits=fits)
     assert {results[s]["model"] for s in ("scrapinghub", "utomo", "wcxb")} <= {
         VARIANT_NAMES["one"], VARIANT_NAMES["mix"]}
     # the inner choices fit one net per single source; a fold that takes the net fits its pair
@@ -237,13 +238,13 @@ def test_cross_validation_tries_the_sequence_net_and_names_the_model_it_chose(mo
     # each source set's nets: SEQUENCE["nets"] of them, trained with different seeds
     for nets in fits.sequences.values():
         assert len(nets) == 2 and not np.allclose(nets.nets[0].w_in, nets.nets[1].w_in)
-    model = fit_model(records, range(len(records)), fits, thresholds=(0.5,), variants=("one", "mix"))
+    model = fit_model(records, range(len(records)), fits, choice=Choice(("one", "mix"), (0.5,)))
     assert any(key.startswith("mix/") for key in model.meta["inner_margins"])  # it was scored
     assert (model.sequence is not None) == (model.meta["variant"] == "mix")
     r = records[0]
     p = model.probability(r.table)
     assert p.shape == (len(r.table),) and np.all((p >= 0) & (p <= 1))
     # ``--net-only``: the trees alone are neither scored nor chosen
-    only = fit_model(records, range(len(records)), fits, thresholds=(0.5,), variants=("mix",))
+    only = fit_model(records, range(len(records)), fits, choice=Choice(("mix",), (0.5,)))
     assert only.meta["variant"] == "mix" and only.sequence is not None
     assert all(key.startswith("mix/") for key in only.meta["inner_margins"])

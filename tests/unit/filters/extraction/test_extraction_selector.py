@@ -364,11 +364,13 @@ def test_the_fallback_cap_is_the_choices_default_and_a_share() -> None:
     """``--max-fallback-share`` says the choice's default and refuses what is not a share."""
     from click.testing import CliRunner
 
-    from afm.app.commands.filters.extraction import _MAX_FALLBACK_HELP, _fallback_cap, extraction
-    from afm.filters.extraction.block_train import MAX_FALLBACK_SHARE
+    from afm.app.commands.filters.extraction import _MAX_FALLBACK_HELP, _choice, extraction
+    from afm.filters.extraction.block_train import MAX_FALLBACK_SHARE, Choice, page_rules
 
     assert f"[default: {MAX_FALLBACK_SHARE}]" in _MAX_FALLBACK_HELP
-    assert _fallback_cap(None) == {} and _fallback_cap(0.015) == {"max_fallback_share": 0.015}
+    assert _choice(("mix",), (), None) == Choice(variants=("mix",)) and Choice().max_fallback_share == MAX_FALLBACK_SHARE
+    assert _choice(("one",), ("none",), 0.015) == Choice(("one",), rules=tuple(page_rules(())),
+                                                        max_fallback_share=0.015)
     result = CliRunner().invoke(extraction, ["blocks", "train", "--cache", ".", "--max-fallback-share", "1.5"])
     assert result.exit_code == 2 and "--max-fallback-share" in result.output
 
