@@ -660,7 +660,7 @@ def cross_validate(records: Sequence[PageRecord], choice: Choice | None = None,
                 "blocks": extraction_scores([rows[i] for i in ix]),
                 **{b: extraction_scores([base[b][i] for i in ix]) for b in BASELINES},
                 "threshold": model.threshold, "model": VARIANT_NAMES[model.meta["variant"]],
-                "rule": _describe(model.rule), "fallback": round(share, 4),
+                "rule": describe_rule(model.rule), "fallback": round(share, 4),
             }
     out["pooled"] = {"source": "all", "pages": len(records),
                      **{k: extraction_scores(v) for k, v in pooled.items()},
@@ -668,11 +668,13 @@ def cross_validate(records: Sequence[PageRecord], choice: Choice | None = None,
     return out
 
 
-def _describe(rule: PageRule) -> str:
+def describe_rule(rule: PageRule) -> str:
+    """A page rule in words, as the cross-validation's table and ``train``'s summary show it."""
     parts = [f"fill >= {rule.fill_below}" if rule.fill_below is not None else "",
              f"lead < {rule.lead_words} words" if rule.lead_words is not None else "",
              f"fallback to {rule.fallback_to} < {rule.fallback_words} words" if rule.fallback_words is not None else "",
-             "headline dropped" if rule.drop_headline else ""]
+             "headline dropped" if rule.drop_headline else "",
+             f"article comments dropped past {rule.comment_words} words" if rule.comment_words is not None else ""]
     return ", ".join(p for p in parts if p) or "none"
 
 

@@ -400,6 +400,15 @@ def test_page_rule_choice_keeps_fallback_within_its_share() -> None:
         page_rules(("boilerpipe",))
 
 
+def test_a_page_rule_in_words_names_every_part_it_sets() -> None:
+    from afm.filters.extraction.block_train import describe_rule
+
+    assert describe_rule(PageRule()) == "none"
+    rule = PageRule(0.3, 10, 20, True, 50, "resiliparse")
+    assert describe_rule(rule) == ("fill >= 0.3, lead < 10 words, fallback to resiliparse < 20 words, "
+                                   "headline dropped, article comments dropped past 50 words")
+
+
 @pytest.mark.parametrize(("kwargs", "message"), [
     ({"variants": ("three",)}, "model variants three"),
     ({"variants": ()}, "model variants"),
