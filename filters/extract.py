@@ -276,8 +276,12 @@ class Extractor:
         elif self.cfg.method == "blocks":
             self.block_model = load_block_model(self.cfg.block_model_path or str(BLOCK_MODEL_PATH))
             rule = self.block_model.rule
+            # the fallback of pages with too few kept words: fail at construction, not on the
+            # first page handed on (its candidate call turns a failure into an empty text)
             if rule.fallback_words is not None and rule.fallback_to == "trafilatura":
-                import trafilatura  # noqa: F401 - the fallback of pages with too few kept words
+                import trafilatura  # noqa: F401
+            elif rule.fallback_words is not None:
+                import resiliparse.extract.html2text  # noqa: F401
 
     def _trafilatura(self, html: str, url: str | None, precision: bool | None) -> str:
         import trafilatura

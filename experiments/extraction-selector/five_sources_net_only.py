@@ -54,7 +54,7 @@ def nested_table(records: list[bt.PageRecord], fits: bt.Fits, out: Path) -> None
         probs = {i: model.probability(records[i].table) for i in test}
         for i, row in bt.page_rows(records, probs, model.threshold, model.rule).items():
             held_rows[i] = (records[i].set, records[i].id, held, row)
-        print("fold", held, model.meta["variant"], model.threshold, bt._describe(model.rule),
+        print("fold", held, model.meta["variant"], model.threshold, bt.describe_rule(model.rule),
               "comment words", model.rule.comment_words)
     old = [i for i, v in held_rows.items() if v[2] != NEW_SOURCE]
     pooled = {"blocks": [held_rows[i][3] for i in old],

@@ -24,7 +24,7 @@ def main(cache: Path, sources: list[str]) -> None:
         records = [r for r in records if bt.source_of(r.set) in sources]
     missing = sum("resiliparse" not in r.texts for r in records)
     if missing:
-        sys.exit(f"{missing} pages lack Resiliparse's text (resili_texts.py adds it)")
+        sys.exit(f"{missing} pages lack Resiliparse's text (`afm extraction blocks table` adds it)")
     # every rule's fallback is Resiliparse; the margins' baseline stays trafilatura's text
     results = bt.cross_validate(records, bt.Choice(("mix",), rules=tuple(bt.page_rules(("resiliparse",)))),
                                 fits=bt.Fits(records, None, cache))

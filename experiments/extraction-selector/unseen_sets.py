@@ -32,7 +32,7 @@ COMPARED = ("trafilatura", "cascade", "resiliparse")
 def main(model_path: Path, caches: list[Path], sets: set[str]) -> None:
     model = BlockModel.load(model_path)
     rng = np.random.default_rng(0)
-    print(f"model {model_path}: threshold {model.threshold}, rule {bt._describe(model.rule)}, "
+    print(f"model {model_path}: threshold {model.threshold}, rule {bt.describe_rule(model.rule)}, "
           f"trained on {', '.join(model.meta.get('sources', []))}")
     print("set            pages  blocks  trafil. cascade resili.  margin  95% interval        fallback")
     for cache in caches:

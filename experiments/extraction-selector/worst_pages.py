@@ -28,7 +28,7 @@ def main(cache: Path, name: str, n: int) -> None:
         keep = model.rule.adjust(r.table, p, p >= model.threshold)
         text = render(r.table, keep)
         if model.rule.falls_back(text):
-            text = r.texts.get("trafilatura", "")
+            text = r.texts.get(model.rule.fallback_to, "")  # the extractor the rule names
         row, traf = counts(r.page, text), counts(r.page, r.texts.get("trafilatura", ""))
         rows.append(row)
         traf_rows.append(traf)

@@ -98,7 +98,7 @@ class PageRule:
         data = data or {}
         return cls(data.get("fill_below"), data.get("lead_words"), data.get("fallback_words"),
                    bool(data.get("drop_headline", False)), data.get("comment_words"),
-                   str(data.get("fallback_to", "trafilatura")))
+                   str(data.get("fallback_to") or "trafilatura"))
 
     def adjust(self, table: BlockTable, p: np.ndarray, keep: np.ndarray) -> np.ndarray:
         """``keep`` (blocks at or above the threshold) with the fill, lead, headline and

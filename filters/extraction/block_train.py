@@ -238,9 +238,12 @@ def build_cache(pages: Sequence[GoldPage], cache: Path, name: str,
         run = [(p, keep.get((p.set, p.id))) for p in pages]
         rows = _run(partial(_baseline_of, cascade=cascade), run, workers,
                     f"{name}: {', '.join(RECORD_TEXTS)}")
-        with gzip.open(base_path, "wt", encoding="utf-8") as f:
+        # written aside and moved into place: an interrupted run keeps the old texts
+        part = base_path.with_name(base_path.name + ".part")
+        with gzip.open(part, "wt", encoding="utf-8") as f:
             for row in rows:
                 f.write(json.dumps(row, ensure_ascii=False) + "\n")
+        part.replace(base_path)
     records = list(_run(page_record, pages, workers, f"{name}: blocks"))
     with gzip.open(cache / f"blocks-{name}.pkl.gz", "wb", compresslevel=3) as f:
         pickle.dump(records, f, protocol=pickle.HIGHEST_PROTOCOL)
@@ -374,6 +377,17 @@ def page_rows(records: Sequence[PageRecord], probs: dict[int, np.ndarray], thres
     return out
 
 
+def check_fallback_texts(records: Sequence[PageRecord], idx: Sequence[int],
+                         rules: Iterable[PageRule]) -> None:
+    """A one-line error, before any fit, where a page of ``idx`` lacks the text of an
+    extractor one of ``rules`` hands pages to (a cache made before that extractor was a
+    fallback)."""
+    needed = {r.fallback_to for r in rules if r.fallback_words is not None}
+    for i in idx:
+        for name in needed:
+            _fallback_text(records[i], name)
+
+
 def _fallback_text(record: PageRecord, name: str) -> str:
     """The record's text of fallback extractor ``name`` (a clear error where its cache
     predates that extractor: an empty text would score as a failed extraction)."""
@@ -406,8 +420,8 @@ def page_rules(fallbacks: Sequence[str] = DEFAULT_FALLBACKS) -> list[PageRule]:
     unknown = sorted(set(fallbacks) - set(FALLBACK_EXTRACTORS))
     if unknown:
         raise UserError(f"fallback extractor {', '.join(unknown)}: use {', '.join(FALLBACK_EXTRACTORS)}")
-    ends = [(None, "trafilatura")] + [(fb, to) for fb in FALLBACKS if fb is not None
-                                      for to in dict.fromkeys(fallbacks)]
+    named = [to for to in FALLBACK_EXTRACTORS if to in fallbacks]  # one order, however they were typed
+    ends = [(None, "trafilatura")] + [(fb, to) for fb in FALLBACKS if fb is not None for to in named]
     return [PageRule(f, lead, fb, head, c, to) for c in COMMENTS for head in HEADLINES
             for f in FILLS for lead in LEADS for fb, to in ends]
 
@@ -549,6 +563,7 @@ def choose(records: Sequence[PageRecord], idx: Sequence[int], fits: Fits,
     trafilatura there (one stage before two when within 0.001 of it)."""
     choice = choice or Choice()
     variants, rules = choice.variants, choice.rules
+    check_fallback_texts(records, idx, rules)
     by = sources_of(records, idx)
     if len(by) < 2:
         raise UserError("choosing the block model's settings needs two sources at least")
@@ -660,7 +675,7 @@ def cross_validate(records: Sequence[PageRecord], choice: Choice | None = None,
                 "blocks": extraction_scores([rows[i] for i in ix]),
                 **{b: extraction_scores([base[b][i] for i in ix]) for b in BASELINES},
                 "threshold": model.threshold, "model": VARIANT_NAMES[model.meta["variant"]],
-                "rule": _describe(model.rule), "fallback": round(share, 4),
+                "rule": describe_rule(model.rule), "fallback": round(share, 4),
             }
     out["pooled"] = {"source": "all", "pages": len(records),
                      **{k: extraction_scores(v) for k, v in pooled.items()},
@@ -668,11 +683,13 @@ def cross_validate(records: Sequence[PageRecord], choice: Choice | None = None,
     return out
 
 
-def _describe(rule: PageRule) -> str:
+def describe_rule(rule: PageRule) -> str:
+    """A page rule in words, as the cross-validation's table and ``train``'s summary show it."""
     parts = [f"fill >= {rule.fill_below}" if rule.fill_below is not None else "",
              f"lead < {rule.lead_words} words" if rule.lead_words is not None else "",
              f"fallback to {rule.fallback_to} < {rule.fallback_words} words" if rule.fallback_words is not None else "",
-             "headline dropped" if rule.drop_headline else ""]
+             "headline dropped" if rule.drop_headline else "",
+             f"article comments dropped past {rule.comment_words} words" if rule.comment_words is not None else ""]
     return ", ".join(p for p in parts if p) or "none"
 
 

@@ -343,7 +343,7 @@ def blocks_train_cmd(cache: str, out: str | None, one_stage: bool, sequence: boo
     """Choose the settings by source, fit the block model on every page, write it."""
     from afm.console import print_summary
     from afm.filters.extraction.block_model import MODEL_PATH
-    from afm.filters.extraction.block_train import Fits, fit_model
+    from afm.filters.extraction.block_train import Fits, describe_rule, fit_model
 
     choice = _choice(_variants(one_stage, sequence, net_only), fallbacks, max_fallback_share)
     records = _block_records(cache, sources)
@@ -361,6 +361,7 @@ def blocks_train_cmd(cache: str, out: str | None, one_stage: bool, sequence: boo
                                              "trees": len(model.forest.feature),
                                              "variant": model.meta.get("variant", "one"),
                                              "sequence nets": len(model.sequence or ()),
+                                             "page rule": describe_rule(model.rule),
                                              "model": str(path)})
 
 

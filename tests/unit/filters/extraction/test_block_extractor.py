@@ -355,6 +355,7 @@ def test_fallback_takes_pages_with_too_few_kept_words(tmp_path) -> None:
     to_resili = PageRule(fallback_words=5, fallback_to="resiliparse")
     assert PageRule.from_json(to_resili.to_json()) == to_resili
     assert PageRule.from_json({"fallback_words": 5}).fallback_to == "trafilatura"
+    assert PageRule.from_json({"fallback_words": 5, "fallback_to": None}).fallback_to == "trafilatura"
     with pytest.raises(UserError, match="fallback extractor 'readability'"):
         PageRule.from_json({"fallback_words": 5, "fallback_to": "readability"})
 
@@ -366,7 +367,9 @@ def test_the_extract_stage_runs_the_fallback_its_rule_names(tmp_path) -> None:
 
     html = ("<html><body><nav><a href='/'>Home</a></nav><article><h1>Title</h1><p>"
             + "A long paragraph of the article's own words, one sentence after another. " * 6
-            + "</p></article></body></html>")
+            + "</p><ul><li>First point of the list</li><li>Second point of the list</li></ul>"
+            "<p>Closing words of the piece.</p></article></body></html>")
+    texts: dict[str, str] = {}
     for to in ("resiliparse", "trafilatura"):
         path = tmp_path / f"{to}.json"
         _model_keeping_all(PageRule(fallback_words=10_000, fallback_to=to)).save(path)
@@ -376,12 +379,26 @@ def test_the_extract_stage_runs_the_fallback_its_rule_names(tmp_path) -> None:
         expected = (run_candidate("resiliparse", Page(html, "https://example.org/a")) if to == "resiliparse"
                     else stage._trafilatura(html, "https://example.org/a", precision=None))
         assert text == expected.strip() and text
+        texts[to] = text
+    assert texts["resiliparse"] != texts["trafilatura"]  # so the test tells the two apart
 
 
 def test_page_rule_choice_keeps_fallback_within_its_share() -> None:
-    from afm.filters.extraction.block_train import MAX_FALLBACK_SHARE, page_rules
+    from afm.filters.extraction.block_train import (
+        COMMENTS,
+        FALLBACKS,
+        FILLS,
+        HEADLINES,
+        LEADS,
+        MAX_FALLBACK_SHARE,
+        page_rules,
+    )
 
     rules = page_rules(("trafilatura",))
+    # the grid's order decides ties in the choice: trafilatura's alone is the order before
+    # rules named their extractor, so earlier runs repeat
+    assert rules == [PageRule(f, lead, fb, head, c) for c in COMMENTS for head in HEADLINES for f in FILLS
+                     for lead in LEADS for fb in FALLBACKS]
     assert PageRule() in rules and len(set(rules)) == len(rules)
     assert {r.fallback_to for r in rules} == {"trafilatura"}
     assert 0 < MAX_FALLBACK_SHARE <= 0.05
@@ -396,8 +413,18 @@ def test_page_rule_choice_keeps_fallback_within_its_share() -> None:
     assert {r.fallback_to for r in resili if r.fallback_words is not None} == {"resiliparse"}
     both = page_rules(("trafilatura", "resiliparse"))
     assert set(both) == set(rules) | set(resili) and len(both) == len(set(both))
+    assert page_rules(("resiliparse", "trafilatura")) == both  # however the flags were typed
     with pytest.raises(UserError, match="boilerpipe"):
         page_rules(("boilerpipe",))
+
+
+def test_a_page_rule_in_words_names_every_part_it_sets() -> None:
+    from afm.filters.extraction.block_train import describe_rule
+
+    assert describe_rule(PageRule()) == "none"
+    rule = PageRule(0.3, 10, 20, True, 50, "resiliparse")
+    assert describe_rule(rule) == ("fill >= 0.3, lead < 10 words, fallback to resiliparse < 20 words, "
+                                   "headline dropped, article comments dropped past 50 words")
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [
@@ -418,7 +445,14 @@ def test_a_choice_refuses_what_it_cannot_search_in_one_line(kwargs, message) -> 
 
 
 def test_page_rows_score_the_fallback_text_even_after_the_same_kept_blocks() -> None:
-    from afm.filters.extraction.block_train import PageRecord, block_labels, page_rows
+    from afm.filters.extraction.block_train import (
+        Choice,
+        PageRecord,
+        block_labels,
+        check_fallback_texts,
+        choose,
+        page_rows,
+    )
     from afm.filters.extraction.gold import counts
 
     table = page_blocks("<html><body><p>Only four words here.</p></body></html>")
@@ -438,6 +472,11 @@ def test_page_rows_score_the_fallback_text_even_after_the_same_kept_blocks() -> 
     rec.texts = {"trafilatura": "the gold text of this page is here"}  # a cache from before Resiliparse
     with pytest.raises(UserError, match="no resiliparse text"):
         page_rows([rec], probs, 0.5, PageRule(fallback_words=5, fallback_to="resiliparse"))
+    # the choice says so before any fit (no Fits given: it never gets that far)
+    with pytest.raises(UserError, match="no resiliparse text"):
+        choose([rec], [0], None, Choice(rules=(PageRule(), PageRule(fallback_words=5, fallback_to="resiliparse"))))
+    choose_rules_without_it = Choice(rules=(PageRule(), PageRule(fallback_words=5)))
+    check_fallback_texts([rec], [0], choose_rules_without_it.rules)  # trafilatura's text is there
 
 
 def test_title_overlap_is_each_short_blocks_share_of_title_words() -> None:
@@ -493,7 +532,8 @@ def test_a_cache_from_before_a_fallback_text_gets_only_that_text(tmp_path) -> No
         row["texts"]["trafilatura"] = "kept from the old cache"
     with gzip.open(path, "wt", encoding="utf-8") as f:
         f.writelines(json.dumps(r) + "\n" for r in rows)
-    build_cache(pages, tmp_path, "s", _cascade_stand_in)
+    build_cache(pages, tmp_path, "s", _cascade_stand_in, workers=2)  # the pool's path: steps pickled
+    assert not list(tmp_path.glob("*.part"))
     records = load_records(tmp_path)
     assert [set(r.texts) for r in records] == [set(RECORD_TEXTS)] * 2
     assert {r.texts["trafilatura"] for r in records} == {"kept from the old cache"}
