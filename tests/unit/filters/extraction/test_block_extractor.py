@@ -518,8 +518,15 @@ def test_a_cache_from_before_a_fallback_text_gets_only_that_text(tmp_path) -> No
     the extractors it has; the records then carry every text a rule may score."""
     import gzip
     import json
+    import pickle
+    from functools import partial
 
-    from afm.filters.extraction.block_train import RECORD_TEXTS, build_cache, load_records
+    from afm.filters.extraction.block_train import (
+        RECORD_TEXTS,
+        _baseline_of,
+        build_cache,
+        load_records,
+    )
 
     truth = "For the first time in a decade, a sleeper service will link Zurich with the ski towns"
     pages = [GoldPage("s", str(i), None, ARTICLE.encode(), truth, [], []) for i in range(2)]
@@ -532,7 +539,9 @@ def test_a_cache_from_before_a_fallback_text_gets_only_that_text(tmp_path) -> No
         row["texts"]["trafilatura"] = "kept from the old cache"
     with gzip.open(path, "wt", encoding="utf-8") as f:
         f.writelines(json.dumps(r) + "\n" for r in rows)
-    # one process: a worker pool forked from a test process that holds JAX's threads may hang
+    # one process: a worker pool forked from a test process that holds JAX's threads may hang;
+    # the pool's step must pickle, which is what the pool adds
+    pickle.loads(pickle.dumps(partial(_baseline_of, cascade=_cascade_stand_in)))
     build_cache(pages, tmp_path, "s", _cascade_stand_in)
     assert not list(tmp_path.glob("*.part"))
     records = load_records(tmp_path)
