@@ -208,7 +208,8 @@ def test_a_fetch_killed_and_rerun_fetches_each_page_once(tmp_path: Path) -> None
     # Fetched twice: only what was in flight when the process died (at most one request per
     # host and slot of concurrency; no record of it had been written).
     assert len(twice) <= 2 * len(web), twice
-    assert all(after_kill[k] == 1 for k in twice)
+    # (on failure: each such page's requests before the kill, to tell a retry in the first run from a refetch)
+    assert all(after_kill[k] == 1 for k in twice), {k: after_kill[k] for k in twice if after_kill[k] != 1}
     assert not [k for k in pages if k[1].startswith("/private/")]
     robots = Counter(h for h, p, _t in log if p == "/robots.txt")
     assert set(robots.values()) == {1}, robots  # the rerun reused what the first run fetched
