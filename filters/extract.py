@@ -65,13 +65,14 @@ from __future__ import annotations
 import datetime as dt
 import html as html_lib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from afm.errors import UserError
 from afm.filters.base import Decision
 from afm.filters.extraction.block_model import MODEL_PATH as BLOCK_MODEL_PATH
-from afm.filters.extraction.block_model import extract_blocks, load_block_model
+from afm.filters.extraction.block_model import PageRule, extract_blocks, load_block_model
 from afm.filters.extraction.candidates import Page, run_candidate
 from afm.filters.extraction.decode import (
     decode_html,
@@ -271,17 +272,12 @@ class Extractor:
             self._early_keep = {lang.lower() for lang in self.cfg.early_language}
         self.selector = None
         self.block_model = None
+        self._block_fallback: Callable[[str, str | None], str] | None = None
         if self.cfg.method == "selector":
             self.selector = load_selector(self.cfg.selector_path or str(MODEL_PATH))
         elif self.cfg.method == "blocks":
             self.block_model = load_block_model(self.cfg.block_model_path or str(BLOCK_MODEL_PATH))
-            rule = self.block_model.rule
-            # the fallback of pages with too few kept words: fail at construction, not on the
-            # first page handed on (its candidate call turns a failure into an empty text)
-            if rule.fallback_words is not None and rule.fallback_to == "trafilatura":
-                import trafilatura  # noqa: F401
-            elif rule.fallback_words is not None:
-                import resiliparse.extract.html2text  # noqa: F401
+            self._block_fallback = self._fallback_of(self.block_model.rule)
 
     def _trafilatura(self, html: str, url: str | None, precision: bool | None) -> str:
         import trafilatura
@@ -296,12 +292,20 @@ class Extractor:
         )
         return text or ""
 
-    def _block_fallback(self, html: str, url: str | None) -> str:
-        """The text of a page the block model's page rule hands on (too few kept words):
-        the extractor the rule names, as its choice scored it (``PageRule.fallback_to``)."""
-        if self.block_model is not None and self.block_model.rule.fallback_to == "resiliparse":
-            return run_candidate("resiliparse", Page(html, url))
-        return self._trafilatura(html, url, precision=None)
+    def _fallback_of(self, rule: PageRule) -> Callable[[str, str | None], str] | None:
+        """The extractor of the pages ``rule`` hands on (too few kept words), the one it names
+        as its choice scored it (``PageRule.fallback_to``), picked once here; None where the
+        rule hands none on. Its library is imported now: a failure shows at construction,
+        not as empty texts (a candidate call turns a failure into an empty text)."""
+        if rule.fallback_words is None:
+            return None
+        if rule.fallback_to == "resiliparse":
+            import resiliparse.extract.html2text  # noqa: F401
+
+            return lambda html, url: run_candidate("resiliparse", Page(html, url))
+        import trafilatura  # noqa: F401
+
+        return lambda html, url: self._trafilatura(html, url, precision=None)
 
     def __getstate__(self) -> dict[str, Any]:  # picklable for Beam: reload on the worker
         return {"cfg": self.cfg}
@@ -341,7 +345,9 @@ class Extractor:
         """The main text of a decoded page and the signals of how it was chosen
         (``texts``, ``page``: candidates already run on it, see ``select_text``)."""
         if self.block_model is not None:
-            text, signals = extract_blocks(self.block_model, html, lambda h: self._block_fallback(h, url))
+            fallback = self._block_fallback
+            text, signals = extract_blocks(self.block_model, html,
+                                           None if fallback is None else lambda h: fallback(h, url))
             return text.strip(), signals
         if self.cfg.method == "trafilatura":
             return self._trafilatura(html, url, precision=None).strip(), {}

@@ -196,6 +196,10 @@ def baseline_row(page: GoldPage, cascade: Callable[[str, str | None], str],
     return {"set": page.set, "id": page.id, "texts": texts, "cpu": cpu}
 
 
+# The record texts that are candidate extractors' (``candidates.CANDIDATES``), by candidate name.
+_CANDIDATE_OF = {"trafilatura": "traf_fallback", "resiliparse": "resiliparse"}
+
+
 def baseline_text(name: str, html: str, url: str | None,
                   cascade: Callable[[str, str | None], str]) -> str:
     """A comparison extractor's text: ``trafilatura`` (defaults, no comments),
@@ -203,10 +207,8 @@ def baseline_text(name: str, html: str, url: str | None,
     ``cascade`` (the shipped selector, as the extract stage runs it: ``cascade``)."""
     from afm.filters.extraction.candidates import Page, run_candidate
 
-    if name == "trafilatura":
-        return run_candidate("traf_fallback", Page(html, url))
-    if name == "resiliparse":
-        return run_candidate("resiliparse", Page(html, url))
+    if name in _CANDIDATE_OF:
+        return run_candidate(_CANDIDATE_OF[name], Page(html, url))
     if name == "cascade":
         try:
             return cascade(html, url)
@@ -232,9 +234,9 @@ def build_cache(pages: Sequence[GoldPage], cache: Path, name: str,
     cache.mkdir(parents=True, exist_ok=True)
     base_path = cache / f"baselines-{name}.jsonl.gz"
     old = {(r["set"], r["id"]): r for r in _read_jsonl(base_path)} if base_path.exists() else {}
-    complete = all(set(RECORD_TEXTS) <= set(r["texts"]) for r in old.values())
-    if set(old) != {(p.set, p.id) for p in pages} or not complete:
-        keep = old if set(old) == {(p.set, p.id) for p in pages} else {}
+    same_pages = set(old) == {(p.set, p.id) for p in pages}
+    if not same_pages or not all(set(RECORD_TEXTS) <= set(r["texts"]) for r in old.values()):
+        keep = old if same_pages else {}  # another page set: every text run again
         run = [(p, keep.get((p.set, p.id))) for p in pages]
         rows = _run(partial(_baseline_of, cascade=cascade), run, workers,
                     f"{name}: {', '.join(RECORD_TEXTS)}")
