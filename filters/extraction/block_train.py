@@ -356,11 +356,13 @@ def probabilities(forest: Forest, records: Sequence[PageRecord], idx: Sequence[i
 
 def page_rows(records: Sequence[PageRecord], probs: dict[int, np.ndarray], threshold: float,
               rule: PageRule | None = None, memo: dict[Any, Any] | None = None,
-              ) -> dict[int, tuple[float, float, float]]:
+              sent: set[int] | None = None) -> dict[int, tuple[float, float, float]]:
     """Per page, the metric's (tp, fp, fn) of the block extractor's text at ``threshold``
     with the page ``rule`` (a page it hands to the fallback scores the text of the
     extractor the rule names, ``PageRule.fallback_to``, in the record's baselines, as the
-    extract stage runs it); ``memo``: scores kept by page and kept blocks across calls."""
+    extract stage runs it); ``memo``: scores kept by page and kept blocks across calls;
+    ``sent``: gets the pages handed to the fallback (their share without a second pass of
+    the rule, :func:`fallback_share`'s)."""
     rule = rule or PageRule()
     out = {}
     for i, p in probs.items():
@@ -368,6 +370,8 @@ def page_rows(records: Sequence[PageRecord], probs: dict[int, np.ndarray], thres
         keep = rule.adjust(r.table, p, p >= threshold)
         # the kept blocks' \w+ tokens are the rendered text's (``PageRule.falls_back``)
         fallback = rule.fallback_words is not None and r.tokens[keep].sum() < rule.fallback_words
+        if fallback and sent is not None:
+            sent.add(i)
         key = (i, rule.fallback_to) if fallback else (i, np.packbits(keep).tobytes())
         row = memo.get(key) if memo is not None else None
         if row is None:
@@ -591,10 +595,11 @@ def choose(records: Sequence[PageRecord], idx: Sequence[int], fits: Fits,
             memo: dict[Any, Any] = {}
             for t in choice.thresholds:
                 for rule in rules:
-                    rows = page_rows(records, probs, t, rule, memo)
+                    sent: set[int] = set()
+                    rows = page_rows(records, probs, t, rule, memo, sent)
                     f1 = extraction_scores(list(rows.values()))["f1"]
                     margins[variant, t, rule].append(f1 - traf[held])
-                    shares[variant, t, rule].append(fallback_share(records, probs, t, rule))
+                    shares[variant, t, rule].append(len(sent) / len(probs) if probs else 0.0)
                     if log:
                         log(f"  inner: held {held}, {variant} stage(s), threshold {t}, {rule}: "
                             f"F1 {f1:.4f} (trafilatura {traf[held]:.4f})")
@@ -661,8 +666,9 @@ def cross_validate(records: Sequence[PageRecord], choice: Choice | None = None,
         fit_on = [i for s, ix in by.items() if s != held for i in ix]
         model = fit_model(records, fit_on, fits, choice=choice, log=log)
         probs = {i: model.probability(records[i].table) for i in test}
-        rows = page_rows(records, probs, model.threshold, model.rule)
-        share = fallback_share(records, probs, model.threshold, model.rule)
+        sent: set[int] = set()
+        rows = page_rows(records, probs, model.threshold, model.rule, sent=sent)
+        share = len(sent) / len(probs) if probs else 0.0
         base = {b: baseline_rows(records, b, test) for b in BASELINES}
         pooled["blocks"] += list(rows.values())
         for b in BASELINES:

@@ -479,6 +479,34 @@ def test_page_rows_score_the_fallback_text_even_after_the_same_kept_blocks() -> 
     check_fallback_texts([rec], [0], choose_rules_without_it.rules)  # trafilatura's text is there
 
 
+def test_page_rows_name_the_pages_they_hand_on_as_fallback_share_counts_them() -> None:
+    """The choice takes the fallback's share from the scoring pass (``sent``) instead of
+    applying the rule a second time: the same pages as :func:`fallback_share`."""
+    from afm.filters.extraction.block_train import (
+        PageRecord,
+        block_labels,
+        fallback_share,
+        page_rows,
+    )
+
+    records = []
+    for i, body in enumerate(("<p>Only four words here.</p>",
+                              "<p>" + " ".join(f"word{k}" for k in range(40)) + ".</p>")):
+        table = page_blocks(f"<html><body>{body}</body></html>")
+        gold = GoldPage("s", str(i), None, b"", "word1 word2 word3 word4 word5", [], [])
+        label, tokens = block_labels(table, gold)
+        records.append(PageRecord("s", str(i), table, features(table), label, tokens, gold,
+                                  {"trafilatura": "word1 word2", "resiliparse": ""}, {}))
+    probs = {0: np.array([0.9]), 1: np.array([0.9])}
+    for rule in (PageRule(), PageRule(fallback_words=5), PageRule(fallback_words=50)):
+        sent: set[int] = set()
+        page_rows(records, probs, 0.5, rule, sent=sent)
+        assert len(sent) / len(probs) == fallback_share(records, probs, 0.5, rule)
+    sent = set()
+    page_rows(records, probs, 0.5, PageRule(fallback_words=5), sent=sent)
+    assert sent == {0}
+
+
 def test_title_overlap_is_each_short_blocks_share_of_title_words() -> None:
     """One pass over the short blocks gives what each block's own words give, whatever the
     text holds (a NUL, the separator of that pass, sends the page block by block)."""
