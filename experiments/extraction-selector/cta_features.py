@@ -53,7 +53,10 @@ def site_of(url: str | None) -> str:
     second-last is a short second-level label: ``bbc.co.uk``)."""
     if not url:
         return ""
-    host = (urlsplit(url if "//" in url else "//" + url).hostname or "").removeprefix("www.")
+    try:
+        host = (urlsplit(url if "//" in url else "//" + url).hostname or "").removeprefix("www.")
+    except ValueError:  # a malformed host ("https://[ccpa-preferences]")
+        return ""
     labels = host.split(".")
     if len(labels) >= 3 and len(labels[-2]) <= 3 and len(labels[-1]) == 2:
         return ".".join(labels[-3:])
@@ -147,7 +150,8 @@ def cta_columns(html: str, url: str | None, table: blocks.BlockTable, x: np.ndar
         again = blocks.page_blocks(html, compiled=False)
     finally:
         blocks._Walk = ORIGINAL_WALK
-    walk = next((w for w in reversed(CtaWalk.made) if len(w.texts) == len(again)), None)
+    walk = next((w for w in reversed(CtaWalk.made) if len(w.texts) == len(again)
+                 and w.el_parent == again.el_parent.tolist()), None)
     n = len(table)
     if walk is None or len(again) != n or again.texts != table.texts:
         return None
