@@ -9,8 +9,9 @@ block than the paragraphs. The block features know the deepest container holding
 (``in_prose80``) and each block's own container, not whether the block sits where the paragraphs sit.
 Five columns (``PP_NAMES``), from the cached records alone (no new walk): the *prose parent* is the
 container that directly holds the most prose words (prose as ``block_features.features`` counts it:
-10+ words, link density under 0.3, a sentence mark), found at the blocks' containers or one level up
-(where each paragraph has a wrapper), whichever gathers the larger share; then per block the page's
+10+ words, link density under 0.3, a sentence mark), found at the blocks' containers (``table.parent``:
+a ``<p>``'s is the paragraph itself) or one level up (the element holding the paragraphs), whichever
+gathers the larger share (a paragraph in a wrapper of its own is not grouped); then per block the page's
 share of prose under it, whether the block sits as the paragraphs do, whether it is inside the prose
 parent but not so, how many levels deeper than the paragraphs its container is, and whether its kind
 is the paragraphs' (prose-weighted) kind.

@@ -12,7 +12,9 @@ choice of a top container:
 * its markup: the kind of block (paragraph, heading level, list item, cell, code, quote,
   caption), its depth, and the ancestor counters of ``blocks.CONTEXT`` (navigation,
   header, footer, aside, form, article, main, list, table; class/id words); which of the
-  boilerplate-like and content-like ancestors is nearest (``nearest_signals``);
+  boilerplate-like and content-like ancestors is nearest (``nearest_signals``); whether it
+  sits where the article's paragraphs sit, or deeper inside their container, or is another
+  kind of block than they are (``prose_parent_signals``);
 * its place: position in the page (by blocks and by words), distance to the page's
   longest block;
 * its surroundings: the text, link density and number of blocks of its container and of
@@ -38,6 +40,11 @@ _NEG_SIGNALS = [CONTEXT.index(c) for c in ("nav", "aside", "footer", "form", "ne
 _CONTENT_SIGNALS = [CONTEXT.index(c) for c in ("article", "main", "pos_class")]
 _META, _COMMENT = CONTEXT.index("meta_class"), CONTEXT.index("comment_class")
 MAX_STEPS = 10
+# Where the article's paragraphs sit (``prose_parent_signals``): an article's paragraphs are
+# siblings under one element (or one level of wrappers below it); a caption, a boxed promotion
+# or a credit line set inside the article sits deeper, or is another kind of block.
+PROSE_PARENT_NAMES = ("pp_share", "pp_member", "pp_inside", "pp_steps_off", "pp_kind_match")
+MAX_OFF = 5
 
 TEXT_NAMES = ("log_words", "log_chars", "link_density", "chars_per_word", "stops_per_word",
               "commas_per_word", "sentence_end", "capital_start", "copyright", "bars",
@@ -53,7 +60,7 @@ NAMES: tuple[str, ...] = (
     "words_vs_max", "before_prose", "after_prose", "title_overlap",
     *(f"prev_{n}" for n in TEXT_NAMES[:8]), *(f"next_{n}" for n in TEXT_NAMES[:8]),
     "prev_heading", "next_heading", "window_log_words", "window_link_density",
-    *NEAREST_NAMES,
+    *NEAREST_NAMES, *PROSE_PARENT_NAMES,
 )
 _HEADING_KINDS = [KINDS.index(k) for k in ("h1", "h2", "h3")]
 
@@ -210,6 +217,51 @@ def nearest_signals(table: BlockTable) -> np.ndarray:
                             steps(neg), steps(meta), steps(content)]).astype(np.float64)
 
 
+def prose_parent_signals(table: BlockTable, prose: np.ndarray) -> np.ndarray:
+    """(blocks, len(PROSE_PARENT_NAMES)): where each block sits against the article's own
+    paragraphs. The *prose parent* is the element directly holding the most ``prose`` words
+    (per block: its words where it reads as prose), at the blocks' containers (a ``<p>``'s
+    is the paragraph itself; text runs split by inner blocks share a ``<div>``) or one level
+    up (the element holding the paragraphs), whichever gathers the larger share. Per
+    block: the page's prose share under it, whether the block sits as the paragraphs do
+    (its container, or container's container, is the prose parent), whether it lies inside
+    the prose parent but not so, how many levels deeper than the paragraphs its container is
+    (-1..``MAX_OFF``; ``MAX_OFF`` + 1 outside), and whether its kind is the paragraphs' kind
+    (by prose words). Readability and trafilatura keep a chosen container's paragraphs and
+    prune what is nested in it; this is the block model's view of the same cue."""
+    n = len(table)
+    out = np.zeros((n, len(PROSE_PARENT_NAMES)))
+    out[:, 3] = MAX_OFF + 1
+    total = prose.sum()
+    n_el = len(table.el_parent)
+    if n == 0 or total <= 0 or n_el == 0:
+        return out
+    parent = table.parent.astype(np.int64)
+    grand = np.where(parent >= 0, table.el_parent[np.maximum(parent, 0)], -1).astype(np.int64)
+    best: tuple[int, np.ndarray, float, int] | None = None
+    for level, above in ((1, parent), (2, grand)):
+        ok = above >= 0
+        direct = np.bincount(above[ok], weights=prose[ok], minlength=n_el)
+        el = int(np.argmax(direct))
+        share = float(direct[el] / total)
+        if best is None or share > best[2] + 1e-9:
+            best = (level, above, share, el)
+    level, above, share, pp = best  # type: ignore[misc]
+    member = above == pp
+    idx = np.arange(n)
+    inside = (idx >= table.el_first[pp]) & (idx < table.el_last[pp])
+    parent_depth = np.where(parent >= 0, table.el_depth[np.maximum(parent, 0)], 0).astype(np.int64)
+    off = parent_depth - int(table.el_depth[pp]) - (level - 1)
+    kinds = table.kind.astype(np.int64)
+    main_kind = int(np.argmax(np.bincount(kinds[member], weights=prose[member], minlength=len(KINDS))))
+    out[:, 0] = share
+    out[:, 1] = member
+    out[:, 2] = inside & ~member
+    out[:, 3] = np.where(inside, np.clip(off, -1, MAX_OFF), MAX_OFF + 1)
+    out[:, 4] = kinds == main_kind
+    return out
+
+
 def features(table: BlockTable) -> np.ndarray:
     """(blocks, len(NAMES)) float32 feature matrix of one page."""
     n = len(table)
@@ -286,7 +338,8 @@ def features(table: BlockTable) -> np.ndarray:
     lo, hi = np.maximum(np.arange(n) - 2, 0), np.minimum(np.arange(n) + 3, n)
     window = np.column_stack([np.log1p(cw[hi] - cw[lo]), (cl[hi] - cl[lo]) / np.maximum(cc[hi] - cc[lo], 1.0)])
     x = np.column_stack([text, kind, depth, depth - _median(depth), ctx, position,
-                         p_stats, share, g_stats, page, nb, window, nearest_signals(table)])
+                         p_stats, share, g_stats, page, nb, window, nearest_signals(table),
+                         prose_parent_signals(table, prose)])
     return x.astype(np.float32)
 
 

@@ -13,8 +13,10 @@ from afm.filters.extract import ExtractConfig, Extractor, follow_language_stage
 from afm.filters.extraction.block_features import (
     NAMES,
     NEAREST_NAMES,
+    PROSE_PARENT_NAMES,
     features,
     nearest_signals,
+    prose_parent_signals,
     text_stats,
 )
 from afm.filters.extraction.block_model import (
@@ -153,7 +155,29 @@ def test_the_nearest_signal_tells_a_box_inside_the_article_from_an_article_insid
     wrapped = nearest_signals(article_in_box)
     assert wrapped[:, col["neg_in_content"]].tolist() == [0]
     assert wrapped[:, col["content_in_neg"]].tolist() == [1]
-    assert features(box_in_article)[:, -len(NEAREST_NAMES):].tolist() == inside.tolist()
+    at = NAMES.index(NEAREST_NAMES[0])
+    assert features(box_in_article)[:, at: at + len(NEAREST_NAMES)].tolist() == inside.tolist()
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_the_prose_parent_tells_the_articles_paragraphs_from_what_is_set_inside_it(compiled: bool) -> None:
+    """The paragraphs are siblings under one element; a caption and a boxed promotion set
+    inside the same article sit deeper (or are another kind of block); a footer lies outside."""
+    sentence = "The text of the story goes on here with more words than ten of them. "
+    table = page_blocks("<body><article><div class=body>"
+                        f"<p>{sentence}</p><p>{sentence * 2}</p>"
+                        "<figure><figcaption>A photo of the scene, by an agency</figcaption></figure>"
+                        "<div class=box><p>Sign up for our newsletter to get the news each day.</p></div>"
+                        "</div></article><footer><p>All rights reserved.</p></footer></body>", compiled=compiled)
+    col = {name: j for j, name in enumerate(PROSE_PARENT_NAMES)}
+    pp = features(table)[:, -len(PROSE_PARENT_NAMES):]
+    # prose: the two paragraphs (15 + 30 words) and the promotion (11 words, a sentence)
+    assert np.allclose(pp[:, col["pp_share"]], 45 / 56)
+    assert pp[:, col["pp_member"]].tolist() == [1, 1, 0, 0, 0]
+    assert pp[:, col["pp_inside"]].tolist() == [0, 0, 1, 1, 0]
+    assert pp[:, col["pp_steps_off"]].tolist() == [0, 0, 1, 1, 6]  # outside: MAX_OFF + 1
+    assert pp[:, col["pp_kind_match"]].tolist() == [1, 1, 0, 1, 1]  # the caption is another kind
+    assert prose_parent_signals(page_blocks(""), np.zeros(0)).shape == (0, len(PROSE_PARENT_NAMES))
 
 
 def test_forest_matches_sklearn() -> None:
