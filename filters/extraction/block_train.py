@@ -367,9 +367,7 @@ def page_rows(records: Sequence[PageRecord], probs: dict[int, np.ndarray], thres
     out = {}
     for i, p in probs.items():
         r = records[i]
-        keep = rule.adjust(r.table, p, p >= threshold)
-        # the kept blocks' \w+ tokens are the rendered text's (``PageRule.falls_back``)
-        fallback = rule.fallback_words is not None and r.tokens[keep].sum() < rule.fallback_words
+        keep, fallback = _rule_keeps(r, p, threshold, rule)
         if fallback and sent is not None:
             sent.add(i)
         key = (i, rule.fallback_to) if fallback else (i, np.packbits(keep).tobytes())
@@ -381,6 +379,13 @@ def page_rows(records: Sequence[PageRecord], probs: dict[int, np.ndarray], thres
                 memo[key] = row
         out[i] = row
     return out
+
+
+def _rule_keeps(record: PageRecord, p: np.ndarray, threshold: float, rule: PageRule) -> tuple[np.ndarray, bool]:
+    """The blocks ``rule`` keeps at ``threshold``, and whether it hands the page to the
+    fallback (the kept blocks' \\w+ tokens are the rendered text's: ``PageRule.falls_back``)."""
+    keep = rule.adjust(record.table, p, p >= threshold)
+    return keep, rule.fallback_words is not None and record.tokens[keep].sum() < rule.fallback_words
 
 
 def check_fallback_texts(records: Sequence[PageRecord], idx: Sequence[int],
@@ -409,12 +414,7 @@ def fallback_share(records: Sequence[PageRecord], probs: dict[int, np.ndarray],
     """The share of the pages ``probs`` that ``rule`` hands to the fallback extractor."""
     if rule.fallback_words is None or not probs:
         return 0.0
-    sent = 0
-    for i, p in probs.items():
-        r = records[i]
-        keep = rule.adjust(r.table, p, p >= threshold)
-        sent += bool(r.tokens[keep].sum() < rule.fallback_words)
-    return sent / len(probs)
+    return sum(_rule_keeps(records[i], p, threshold, rule)[1] for i, p in probs.items()) / len(probs)
 
 
 def page_rules(fallbacks: Sequence[str] = DEFAULT_FALLBACKS) -> list[PageRule]:
