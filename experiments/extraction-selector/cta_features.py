@@ -3,19 +3,17 @@ that leave the site) help the block model tell a promotion set inside the articl
 
     python experiments/extraction-selector/cta_features.py CACHE GOLD_DIR
 
-A first look with the trees alone at one setting fixed in advance (the shipped file's threshold 0.5 and
-page rule: fill >= 0.3, headline dropped, reader comments of 50 words, no fallback), on the same records
-with and without five new columns (nothing else differs): each training source held out from trees
-fitted on the other three; Google-Trends (never trained on) scored by trees of all four. Fundus is not
-read here (it is read once, at the end, by the file a nested run would make). Printed: F1 minus
-trafilatura's (defaults, no comments) on the held-out set.
+A first look with the trees alone (``trees_first_look.compare``) on the same records without and with five
+new columns (records made since carry the prose-parent columns: taken off, as the first look had none).
 
 The columns come from a second walk of each page: the package's Python walk (``blocks._Walk``, the
 reference the C walk matches) extended to note, per block, the characters of links whose target is a
 conversion page (subscribe, newsletter, sign up or in, register, donate, membership, trial, an app
 store) or another site, and per container the form controls (``input`` other than hidden, ``button``,
 ``select``, ``textarea``) under it. The extended walk must cut the same blocks as the cached records
-(checked per page: a page whose blocks differ is reported and keeps zeros)."""
+(checked per page: a page whose blocks differ is reported and keeps zeros). ``CtaWalk.walk`` is
+``blocks._Walk.walk`` with the link-target and control counts added, a copy kept here: the columns did
+not pass, so the package's walk (and its C twin) got no hooks for them."""
 
 from __future__ import annotations
 
@@ -25,19 +23,15 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import numpy as np
+from trees_first_look import compare
 
 from afm.filters.extraction import block_train as bt
 from afm.filters.extraction import blocks
-from afm.filters.extraction.block_features import NAMES
-from afm.filters.extraction.block_model import PageRule
-from afm.filters.extraction.gold import LOADERS, extraction_scores
+from afm.filters.extraction.block_features import NAMES, PROSE_PARENT_NAMES
+from afm.filters.extraction.gold import LOADERS
 from afm.filters.extraction.table import decode
 from afm.shared_data import find_shared_dir
 
-THRESHOLD = 0.5
-RULE = PageRule(fill_below=0.3, drop_headline=True, comment_words=50)
-OLD = ("scrapinghub", "trafilatura", "utomo", "wcxb")
-UNSEEN = ("googletrends",)
 CTA_NAMES = ("controls_in_parent", "controls_in_grand", "cta_link_share", "offsite_link_share",
              "window_cta_share")
 CONTROLS = frozenset(("input", "button", "select", "textarea"))
@@ -206,24 +200,14 @@ def with_columns(records: list[bt.PageRecord], gold: Path) -> dict[int, np.ndarr
 
 def main(cache: Path, gold: Path) -> None:
     records = [r for r in bt.load_records(cache) if r.set.split("-")[0] != "fundus"]
-    by = bt.sources_of(records)
+    base = [i for i, name in enumerate(NAMES) if name not in PROSE_PARENT_NAMES]  # the rows of the first look
+    for r in records:
+        r.x = r.x[:, base]
     augmented = with_columns(records, gold)
     new = np.concatenate([augmented[i][:, -len(CTA_NAMES):] for i in range(len(records))])
     print("share of blocks with each column non-zero:",
           ", ".join(f"{n} {np.mean(new[:, j] > 0):.3f}" for j, n in enumerate(CTA_NAMES)), flush=True)
-    traf = {s: extraction_scores(list(bt.baseline_rows(records, "trafilatura", ix).values()))["f1"]
-            for s, ix in by.items()}
-    print(f"trees alone, threshold {THRESHOLD}, {bt.describe_rule(RULE)}; F1 minus trafilatura's on the held-out set")
-    print("held out        without   with      change   (trafilatura's F1)")
-    for held in (*OLD, *UNSEEN):
-        idx = [i for s in OLD if s != held for i in by[s]]
-        row = []
-        for xs in (None, augmented):
-            forest = bt.fit_forest(records, idx, bt.STAGE1, xs)
-            probs = bt.probabilities(forest, records, by[held], xs)
-            f1 = extraction_scores(list(bt.page_rows(records, probs, THRESHOLD, RULE).values()))["f1"]
-            row.append(f1 - traf[held])
-        print(f"{held:14s}  {row[0]:+.4f}   {row[1]:+.4f}   {row[1] - row[0]:+.4f}   ({traf[held]:.4f})", flush=True)
+    compare(records, augmented)
 
 
 if __name__ == "__main__":
