@@ -247,6 +247,8 @@ def prose_parent_signals(table: BlockTable, prose: np.ndarray) -> np.ndarray:
         if best is None or share > best[2] + 1e-9:
             best = (level, above, share, el)
     level, above, share, pp = best  # type: ignore[misc]
+    if share <= 0:  # the prose lies in no element (text straight in the page): no parent
+        return out
     member = above == pp
     idx = np.arange(n)
     inside = (idx >= table.el_first[pp]) & (idx < table.el_last[pp])

@@ -417,19 +417,24 @@ def fallback_share(records: Sequence[PageRecord], probs: dict[int, np.ndarray],
     return sum(_rule_keeps(records[i], p, threshold, rule)[1] for i, p in probs.items()) / len(probs)
 
 
-def page_rules(fallbacks: Sequence[str] = DEFAULT_FALLBACKS) -> list[PageRule]:
-    """Every page rule the choice tries (the grid of ``FILLS``, ``LEADS``, ``FALLBACKS``,
+def page_rules(fallbacks: Sequence[str] = DEFAULT_FALLBACKS,
+               leads: Sequence[int | None] = LEADS) -> list[PageRule]:
+    """Every page rule the choice tries (the grid of ``FILLS``, ``leads``, ``FALLBACKS``,
     ``HEADLINES``, ``COMMENTS``), each fallback word count with each extractor of
     ``fallbacks`` (``block_model.FALLBACK_EXTRACTORS``); none: only the rules that never
     hand a page on (trafilatura's ~5x a block page's cost makes even 3% of the pages a
-    fifth of the extractor's time; Resiliparse costs under half a block page)."""
+    fifth of the extractor's time; Resiliparse costs under half a block page).
+    ``leads=(None,)``: no rule drops the blocks above the first long one (a fold that
+    chose it stripped ScrapingHub's short opening paragraphs in three nested runs)."""
+    if not leads or any(w is not None and w < 1 for w in leads):
+        raise UserError(f"lead rule word counts {tuple(leads)}: give None or counts of at least 1")
     unknown = sorted(set(fallbacks) - set(FALLBACK_EXTRACTORS))
     if unknown:
         raise UserError(f"fallback extractor {', '.join(unknown)}: use {', '.join(FALLBACK_EXTRACTORS)}")
     named = [to for to in FALLBACK_EXTRACTORS if to in fallbacks]  # one order, however they were typed
     ends = [(None, "trafilatura")] + [(fb, to) for fb in FALLBACKS if fb is not None for to in named]
     return [PageRule(f, lead, fb, head, c, to) for c in COMMENTS for head in HEADLINES
-            for f in FILLS for lead in LEADS for fb, to in ends]
+            for f in FILLS for lead in leads for fb, to in ends]
 
 
 def baseline_rows(records: Sequence[PageRecord], name: str, idx: Sequence[int]

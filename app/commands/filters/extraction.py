@@ -234,25 +234,26 @@ _SOURCE_HELP = ("Only this source's pages of the cache (repeat it; default: ever
                 "stay valid: they are kept by the sources they were fitted on.")
 
 
-def _choice(variants: tuple[str, ...], fallbacks: tuple[str, ...], max_fallback_share: float | None) -> Any:
+def _choice(variants: tuple[str, ...], fallbacks: tuple[str, ...], max_fallback_share: float | None,
+            lead_rule: bool = True) -> Any:
     """The ``block_train.Choice`` of a command's options: the variants, the page rules of
-    ``--fallback`` and ``--max-fallback-share`` (absent: the choice's default)."""
+    ``--fallback`` and ``--lead-rule/--no-lead-rule``, and ``--max-fallback-share`` (absent:
+    the choice's default)."""
     from afm.filters.extraction.block_train import Choice
 
     cap = {} if max_fallback_share is None else {"max_fallback_share": max_fallback_share}
-    return Choice(variants=variants, rules=tuple(_fallback_rules(fallbacks)), **cap)
+    return Choice(variants=variants, rules=tuple(_page_rules(fallbacks, lead_rule)), **cap)
 
 
-def _fallback_rules(fallbacks: tuple[str, ...]) -> list[Any]:
+def _page_rules(fallbacks: tuple[str, ...], lead_rule: bool) -> list[Any]:
     """The page rules of ``--fallback`` (absent: ``block_train.DEFAULT_FALLBACKS``; ``none``
-    with an extractor is refused as contradictory)."""
-    from afm.filters.extraction.block_train import page_rules
+    with an extractor is refused as contradictory), without the lead rule on request."""
+    from afm.filters.extraction.block_train import DEFAULT_FALLBACKS, LEADS, page_rules
 
     if "none" in fallbacks and len(set(fallbacks)) > 1:
         raise click.BadParameter("`none` cannot be named with an extractor", param_hint="--fallback")
-    if not fallbacks:
-        return page_rules()
-    return page_rules(tuple(n for n in fallbacks if n != "none"))
+    named = tuple(n for n in fallbacks if n != "none") if fallbacks else DEFAULT_FALLBACKS
+    return page_rules(named, LEADS if lead_rule else (None,))
 
 
 def _block_records(cache: str, sources: tuple[str, ...]) -> list[Any]:
@@ -283,6 +284,10 @@ _FALLBACK_HELP = ("The extractor the page rules may hand a page with too few kep
 _MAX_FALLBACK_HELP = ("The largest share of the held-out pages a chosen setting may hand to the fallback "
                       "[default: 0.03]. A trafilatura page costs ~5x a block page: at 5.5x trafilatura's "
                       "speed, 2% of the pages bring the extractor to 5x.")
+_LEAD_RULE_HELP = ("Let the choice try the lead rule (kept blocks above the first kept block of 10+ "
+                   "words dropped: a headline, byline or date line) [default: on]. Off: in three "
+                   "nested runs a fold that chose it stripped ScrapingHub's short opening "
+                   "paragraphs (-0.010 F1); the headline rule stays.")
 _NETS_HELP = ("How many sequence nets (seeds 0, 1, ...) are averaged [default: 3]. Each is a fit "
               "per set of training sources and adds ~0.6 ms a page to extraction; one net's seed "
               "moved a held-out set's F1 by 0.016.")
@@ -301,17 +306,19 @@ _NETS_HELP = ("How many sequence nets (seeds 0, 1, ...) are averaged [default: 3
 @click.option("--fallback", "fallbacks", multiple=True,
               type=click.Choice(FALLBACK_CHOICES), help=_FALLBACK_HELP)
 @click.option("--max-fallback-share", type=click.FloatRange(0, 1), help=_MAX_FALLBACK_HELP)
+@click.option("--lead-rule/--no-lead-rule", default=True, help=_LEAD_RULE_HELP)
 @click.option("--source", "sources", multiple=True, type=click.Choice(list(GOLD_SET_HELP)),
               help=_SOURCE_HELP)
 @click.option("--verbose", is_flag=True, help="Print every inner fold's figure.")
 def blocks_cv_cmd(cache: str, tsv: str | None, one_stage: bool, sequence: bool, net_only: bool,
                   nets: int | None, fallbacks: tuple[str, ...], max_fallback_share: float | None,
-                  sources: tuple[str, ...], verbose: bool) -> None:
+                  lead_rule: bool, sources: tuple[str, ...], verbose: bool) -> None:
     """Nested leave-one-source-out F1 of the block extractor next to trafilatura and the cascade."""
     from afm.console import console, print_table
     from afm.filters.extraction.block_train import Fits, cross_validate, report_rows
 
-    choice = _choice(_variants(one_stage, sequence, net_only), fallbacks, max_fallback_share)
+    choice = _choice(_variants(one_stage, sequence, net_only), fallbacks, max_fallback_share,
+                     lead_rule)
     records = _block_records(cache, sources)
     log = console.print if verbose else None
     results = cross_validate(records, choice, log, Fits(records, log, Path(cache), nets))
@@ -334,18 +341,20 @@ def blocks_cv_cmd(cache: str, tsv: str | None, one_stage: bool, sequence: bool, 
 @click.option("--fallback", "fallbacks", multiple=True,
               type=click.Choice(FALLBACK_CHOICES), help=_FALLBACK_HELP)
 @click.option("--max-fallback-share", type=click.FloatRange(0, 1), help=_MAX_FALLBACK_HELP)
+@click.option("--lead-rule/--no-lead-rule", default=True, help=_LEAD_RULE_HELP)
 @click.option("--source", "sources", multiple=True, type=click.Choice(list(GOLD_SET_HELP)),
               help=_SOURCE_HELP)
 @click.option("--verbose", is_flag=True, help="Print every fit and inner figure.")
 def blocks_train_cmd(cache: str, out: str | None, one_stage: bool, sequence: bool, net_only: bool,
                      nets: int | None, fallbacks: tuple[str, ...], max_fallback_share: float | None,
-                     sources: tuple[str, ...], verbose: bool) -> None:
+                     lead_rule: bool, sources: tuple[str, ...], verbose: bool) -> None:
     """Choose the settings by source, fit the block model on every page, write it."""
     from afm.console import print_summary
     from afm.filters.extraction.block_model import MODEL_PATH
     from afm.filters.extraction.block_train import Fits, describe_rule, fit_model
 
-    choice = _choice(_variants(one_stage, sequence, net_only), fallbacks, max_fallback_share)
+    choice = _choice(_variants(one_stage, sequence, net_only), fallbacks, max_fallback_share,
+                     lead_rule)
     records = _block_records(cache, sources)
     sets = sorted({r.set for r in records})
     from afm.console import console

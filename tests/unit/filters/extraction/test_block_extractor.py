@@ -11,6 +11,7 @@ import pytest
 from afm.errors import UserError
 from afm.filters.extract import ExtractConfig, Extractor, follow_language_stage
 from afm.filters.extraction.block_features import (
+    MAX_OFF,
     NAMES,
     NEAREST_NAMES,
     PROSE_PARENT_NAMES,
@@ -178,6 +179,9 @@ def test_the_prose_parent_tells_the_articles_paragraphs_from_what_is_set_inside_
     assert pp[:, col["pp_steps_off"]].tolist() == [0, 0, 1, 1, 6]  # outside: MAX_OFF + 1
     assert pp[:, col["pp_kind_match"]].tolist() == [1, 1, 0, 1, 1]  # the caption is another kind
     assert prose_parent_signals(page_blocks(""), np.zeros(0)).shape == (0, len(PROSE_PARENT_NAMES))
+    # the prose straight in the page, in no element: no prose parent, and no block is its member
+    loose = features(page_blocks(f"<html>{sentence}<p>two words</p></html>", compiled=compiled))
+    assert loose[:, -len(PROSE_PARENT_NAMES):].tolist() == [[0, 0, 0, MAX_OFF + 1, 0]] * 2
 
 
 def test_forest_matches_sklearn() -> None:
@@ -440,6 +444,12 @@ def test_page_rule_choice_keeps_fallback_within_its_share() -> None:
     assert page_rules(("resiliparse", "trafilatura")) == both  # however the flags were typed
     with pytest.raises(UserError, match="boilerpipe"):
         page_rules(("boilerpipe",))
+    # without the lead rule: the same grid and order, less the rules that drop lead blocks
+    assert page_rules(leads=(None,)) == [r for r in resili if r.lead_words is None]
+    assert any(r.lead_words for r in resili)
+    for leads in ((), (0,)):
+        with pytest.raises(UserError, match="lead rule"):
+            page_rules(leads=leads)
 
 
 def test_a_page_rule_in_words_names_every_part_it_sets() -> None:

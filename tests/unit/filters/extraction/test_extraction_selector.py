@@ -371,6 +371,8 @@ def test_the_fallback_cap_is_the_choices_default_and_a_share() -> None:
     assert _choice(("mix",), (), None) == Choice(variants=("mix",)) and Choice().max_fallback_share == MAX_FALLBACK_SHARE
     assert _choice(("one",), ("none",), 0.015) == Choice(("one",), rules=tuple(page_rules(())),
                                                         max_fallback_share=0.015)
+    assert _choice(("mix",), (), None, lead_rule=False) == Choice(
+        variants=("mix",), rules=tuple(page_rules(leads=(None,))))
     result = CliRunner().invoke(extraction, ["blocks", "train", "--cache", ".", "--max-fallback-share", "1.5"])
     assert result.exit_code == 2 and "--max-fallback-share" in result.output
 
@@ -380,15 +382,21 @@ def test_the_fallback_option_names_the_extractors_a_rule_may_hand_pages_to() -> 
     list), gives the grid of each, and refuses `none` beside an extractor in one line."""
     from click.testing import CliRunner
 
-    from afm.app.commands.filters.extraction import FALLBACK_CHOICES, _fallback_rules, extraction
+    from afm.app.commands.filters.extraction import FALLBACK_CHOICES, _page_rules, extraction
     from afm.filters.extraction.block_model import FALLBACK_EXTRACTORS
     from afm.filters.extraction.block_train import page_rules
+
+    def _fallback_rules(fallbacks: tuple[str, ...]) -> list:
+        return _page_rules(fallbacks, True)
 
     assert FALLBACK_CHOICES == (*FALLBACK_EXTRACTORS, "none")
     assert _fallback_rules(()) == page_rules() == page_rules(("resiliparse",))
     assert _fallback_rules(("trafilatura",)) == page_rules(("trafilatura",)) != page_rules()
     assert _fallback_rules(("none",)) == page_rules(())
     assert _fallback_rules(("resiliparse",)) == page_rules(("resiliparse",))
+    # --no-lead-rule: the same grids less every rule that drops the blocks above the text
+    assert _page_rules((), False) == [r for r in page_rules() if r.lead_words is None] == page_rules(leads=(None,))
+    assert _page_rules(("none",), False) == [r for r in page_rules(()) if r.lead_words is None]
     result = CliRunner().invoke(extraction, ["blocks", "cv", "--cache", ".", "--fallback", "none",
                                              "--fallback", "resiliparse"])
     assert result.exit_code == 2 and "`none` cannot be named with an extractor" in result.output
