@@ -2,6 +2,7 @@
 at the shipped setting and at the setting the fold chose."""
 import sys
 from pathlib import Path
+
 from afm.filters.extraction import block_train as bt
 from afm.filters.extraction.block_model import PageRule
 from afm.filters.extraction.block_sequence import mixed

@@ -418,22 +418,28 @@ def fallback_share(records: Sequence[PageRecord], probs: dict[int, np.ndarray],
 
 
 def page_rules(fallbacks: Sequence[str] = DEFAULT_FALLBACKS,
-               leads: Sequence[int | None] = LEADS) -> list[PageRule]:
+               leads: Sequence[int | None] = LEADS,
+               headlines: Sequence[bool] = HEADLINES) -> list[PageRule]:
     """Every page rule the choice tries (the grid of ``FILLS``, ``leads``, ``FALLBACKS``,
-    ``HEADLINES``, ``COMMENTS``), each fallback word count with each extractor of
+    ``headlines``, ``COMMENTS``), each fallback word count with each extractor of
     ``fallbacks`` (``block_model.FALLBACK_EXTRACTORS``); none: only the rules that never
     hand a page on (trafilatura's ~5x a block page's cost makes even 3% of the pages a
     fifth of the extractor's time; Resiliparse costs under half a block page).
     ``leads=(None,)``: no rule drops the blocks above the first long one (a fold that
-    chose it stripped ScrapingHub's short opening paragraphs in three nested runs)."""
+    chose it stripped ScrapingHub's short opening paragraphs in three nested runs).
+    ``headlines=(True,)``: every rule drops the headline, a convention rather than a choice
+    (the record carries the title apart; a near-tie on the inner sources once fell the
+    other way and cost ScrapingHub's news 0.010)."""
     if not leads or any(w is not None and w < 1 for w in leads):
         raise UserError(f"lead rule word counts {tuple(leads)}: give None or counts of at least 1")
+    if not headlines or not set(headlines) <= {False, True}:
+        raise UserError(f"headline rules {tuple(headlines)}: give True (dropped), False (kept) or both")
     unknown = sorted(set(fallbacks) - set(FALLBACK_EXTRACTORS))
     if unknown:
         raise UserError(f"fallback extractor {', '.join(unknown)}: use {', '.join(FALLBACK_EXTRACTORS)}")
     named = [to for to in FALLBACK_EXTRACTORS if to in fallbacks]  # one order, however they were typed
     ends = [(None, "trafilatura")] + [(fb, to) for fb in FALLBACKS if fb is not None for to in named]
-    return [PageRule(f, lead, fb, head, c, to) for c in COMMENTS for head in HEADLINES
+    return [PageRule(f, lead, fb, head, c, to) for c in COMMENTS for head in HEADLINES if head in headlines
             for f in FILLS for lead in leads for fb, to in ends]
 
 

@@ -235,25 +235,26 @@ _SOURCE_HELP = ("Only this source's pages of the cache (repeat it; default: ever
 
 
 def _choice(variants: tuple[str, ...], fallbacks: tuple[str, ...], max_fallback_share: float | None,
-            lead_rule: bool = True) -> Any:
+            lead_rule: bool = True, headline: str = "choose") -> Any:
     """The ``block_train.Choice`` of a command's options: the variants, the page rules of
-    ``--fallback`` and ``--lead-rule/--no-lead-rule``, and ``--max-fallback-share`` (absent:
-    the choice's default)."""
+    ``--fallback``, ``--lead-rule/--no-lead-rule`` and ``--headline``, and
+    ``--max-fallback-share`` (absent: the choice's default)."""
     from afm.filters.extraction.block_train import Choice
 
     cap = {} if max_fallback_share is None else {"max_fallback_share": max_fallback_share}
-    return Choice(variants=variants, rules=tuple(_page_rules(fallbacks, lead_rule)), **cap)
+    return Choice(variants=variants, rules=tuple(_page_rules(fallbacks, lead_rule, headline)), **cap)
 
 
-def _page_rules(fallbacks: tuple[str, ...], lead_rule: bool) -> list[Any]:
+def _page_rules(fallbacks: tuple[str, ...], lead_rule: bool, headline: str = "choose") -> list[Any]:
     """The page rules of ``--fallback`` (absent: ``block_train.DEFAULT_FALLBACKS``; ``none``
-    with an extractor is refused as contradictory), without the lead rule on request."""
-    from afm.filters.extraction.block_train import DEFAULT_FALLBACKS, LEADS, page_rules
+    with an extractor is refused as contradictory), without the lead rule on request, the
+    headline rule chosen or always on (``--headline``)."""
+    from afm.filters.extraction.block_train import DEFAULT_FALLBACKS, HEADLINES, LEADS, page_rules
 
     if "none" in fallbacks and len(set(fallbacks)) > 1:
         raise click.BadParameter("`none` cannot be named with an extractor", param_hint="--fallback")
     named = tuple(n for n in fallbacks if n != "none") if fallbacks else DEFAULT_FALLBACKS
-    return page_rules(named, LEADS if lead_rule else (None,))
+    return page_rules(named, LEADS if lead_rule else (None,), HEADLINES if headline == "choose" else (True,))
 
 
 def _block_records(cache: str, sources: tuple[str, ...]) -> list[Any]:
@@ -288,6 +289,10 @@ _LEAD_RULE_HELP = ("Let the choice try the lead rule (kept blocks above the firs
                    "words dropped: a headline, byline or date line) [default: on]. Off: in three "
                    "nested runs a fold that chose it stripped ScrapingHub's short opening "
                    "paragraphs (-0.010 F1); the headline rule stays.")
+_HEADLINE_HELP = ("`choose`: the choice tries the page rules with and without the headline dropped "
+                  "(kept h1 blocks above the text; the record carries the title apart); `drop`: "
+                  "every rule drops it, trafilatura's convention and the news gold sets' "
+                  "[default: choose].")
 _NETS_HELP = ("How many sequence nets (seeds 0, 1, ...) are averaged [default: 3]. Each is a fit "
               "per set of training sources and adds ~0.6 ms a page to extraction; one net's seed "
               "moved a held-out set's F1 by 0.016.")
@@ -307,18 +312,19 @@ _NETS_HELP = ("How many sequence nets (seeds 0, 1, ...) are averaged [default: 3
               type=click.Choice(FALLBACK_CHOICES), help=_FALLBACK_HELP)
 @click.option("--max-fallback-share", type=click.FloatRange(0, 1), help=_MAX_FALLBACK_HELP)
 @click.option("--lead-rule/--no-lead-rule", default=True, help=_LEAD_RULE_HELP)
+@click.option("--headline", type=click.Choice(("choose", "drop")), default="choose", help=_HEADLINE_HELP)
 @click.option("--source", "sources", multiple=True, type=click.Choice(list(GOLD_SET_HELP)),
               help=_SOURCE_HELP)
 @click.option("--verbose", is_flag=True, help="Print every inner fold's figure.")
 def blocks_cv_cmd(cache: str, tsv: str | None, one_stage: bool, sequence: bool, net_only: bool,
                   nets: int | None, fallbacks: tuple[str, ...], max_fallback_share: float | None,
-                  lead_rule: bool, sources: tuple[str, ...], verbose: bool) -> None:
+                  lead_rule: bool, headline: str, sources: tuple[str, ...], verbose: bool) -> None:
     """Nested leave-one-source-out F1 of the block extractor next to trafilatura and the cascade."""
     from afm.console import console, print_table
     from afm.filters.extraction.block_train import Fits, cross_validate, report_rows
 
     choice = _choice(_variants(one_stage, sequence, net_only), fallbacks, max_fallback_share,
-                     lead_rule)
+                     lead_rule, headline)
     records = _block_records(cache, sources)
     log = console.print if verbose else None
     results = cross_validate(records, choice, log, Fits(records, log, Path(cache), nets))
@@ -342,19 +348,20 @@ def blocks_cv_cmd(cache: str, tsv: str | None, one_stage: bool, sequence: bool, 
               type=click.Choice(FALLBACK_CHOICES), help=_FALLBACK_HELP)
 @click.option("--max-fallback-share", type=click.FloatRange(0, 1), help=_MAX_FALLBACK_HELP)
 @click.option("--lead-rule/--no-lead-rule", default=True, help=_LEAD_RULE_HELP)
+@click.option("--headline", type=click.Choice(("choose", "drop")), default="choose", help=_HEADLINE_HELP)
 @click.option("--source", "sources", multiple=True, type=click.Choice(list(GOLD_SET_HELP)),
               help=_SOURCE_HELP)
 @click.option("--verbose", is_flag=True, help="Print every fit and inner figure.")
 def blocks_train_cmd(cache: str, out: str | None, one_stage: bool, sequence: bool, net_only: bool,
                      nets: int | None, fallbacks: tuple[str, ...], max_fallback_share: float | None,
-                     lead_rule: bool, sources: tuple[str, ...], verbose: bool) -> None:
+                     lead_rule: bool, headline: str, sources: tuple[str, ...], verbose: bool) -> None:
     """Choose the settings by source, fit the block model on every page, write it."""
     from afm.console import print_summary
     from afm.filters.extraction.block_model import MODEL_PATH
     from afm.filters.extraction.block_train import Fits, describe_rule, fit_model
 
     choice = _choice(_variants(one_stage, sequence, net_only), fallbacks, max_fallback_share,
-                     lead_rule)
+                     lead_rule, headline)
     records = _block_records(cache, sources)
     sets = sorted({r.set for r in records})
     from afm.console import console

@@ -450,6 +450,11 @@ def test_page_rule_choice_keeps_fallback_within_its_share() -> None:
     for leads in ((), (0,)):
         with pytest.raises(UserError, match="lead rule"):
             page_rules(leads=leads)
+    # the headline always dropped: the same grid and order, less the rules that keep it
+    assert page_rules(headlines=(True,)) == [r for r in resili if r.drop_headline]
+    assert page_rules(headlines=(False,)) == [r for r in resili if not r.drop_headline]
+    with pytest.raises(UserError, match="headline"):
+        page_rules(headlines=())
 
 
 def test_a_page_rule_in_words_names_every_part_it_sets() -> None:

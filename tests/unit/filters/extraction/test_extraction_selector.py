@@ -397,11 +397,16 @@ def test_the_fallback_option_names_the_extractors_a_rule_may_hand_pages_to() -> 
     # --no-lead-rule: the same grids less every rule that drops the blocks above the text
     assert _page_rules((), False) == [r for r in page_rules() if r.lead_words is None] == page_rules(leads=(None,))
     assert _page_rules(("none",), False) == [r for r in page_rules(()) if r.lead_words is None]
+    # --headline drop: the same grids less every rule that keeps the headline
+    assert _page_rules((), True, "drop") == [r for r in page_rules() if r.drop_headline] == page_rules(headlines=(True,))
+    assert _page_rules((), False, "drop") == [r for r in page_rules() if r.drop_headline and r.lead_words is None]
     result = CliRunner().invoke(extraction, ["blocks", "cv", "--cache", ".", "--fallback", "none",
                                              "--fallback", "resiliparse"])
     assert result.exit_code == 2 and "`none` cannot be named with an extractor" in result.output
     result = CliRunner().invoke(extraction, ["blocks", "cv", "--cache", ".", "--fallback", "boilerpipe"])
     assert result.exit_code == 2 and "--fallback" in result.output
+    result = CliRunner().invoke(extraction, ["blocks", "train", "--cache", ".", "--headline", "keep"])
+    assert result.exit_code == 2 and "--headline" in result.output
 
 
 def test_block_commands_take_some_sources_of_a_cache_and_refuse_one_it_lacks(monkeypatch) -> None:
