@@ -39,7 +39,7 @@ Examples:
   afm extraction blocks train --cache work/xblocks      # rewrites filters/data/extraction/blocks.json
   afm extraction blocks cv --cache work/xblocks --net-only --tsv cv.tsv   # the shipped procedure (trees + 3 nets)
   afm extraction blocks train --cache work/xblocks --net-only --nets 1    # one net: faster extraction
-  afm extraction blocks train --cache work/xblocks --net-only --source scrapinghub --source trafilatura --source utomo --source wcxb   # the shipped file: four sources, Google-Trends held out
+  afm extraction blocks train --cache work/xblocks --net-only --headline drop --source scrapinghub --source trafilatura --source utomo --source wcxb   # the shipped file: four sources, Google-Trends held out
   afm extraction blocks cv --cache work/xblocks --net-only --fallback resiliparse   # pages with too few kept words to Resiliparse
 
 `table` cuts every gold page into blocks, labels them from the gold, and runs trafilatura
