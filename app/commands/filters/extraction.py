@@ -37,7 +37,7 @@ Examples:
   afm extraction blocks cv --cache work/xblocks --tsv blocks-cv.tsv --one-stage
   afm extraction blocks cv --cache work/xblocks --one-stage --sequence   # + trees and sequence net averaged
   afm extraction blocks train --cache work/xblocks      # rewrites filters/data/extraction/blocks.json
-  afm extraction blocks cv --cache work/xblocks --net-only --tsv cv.tsv   # the shipped procedure (trees + 3 nets)
+  afm extraction blocks cv --cache work/xblocks --net-only --headline drop --tsv cv.tsv   # the shipped procedure (trees + 3 nets)
   afm extraction blocks train --cache work/xblocks --net-only --nets 1    # one net: faster extraction
   afm extraction blocks train --cache work/xblocks --net-only --headline drop --source scrapinghub --source trafilatura --source utomo --source wcxb   # the shipped file: four sources, Google-Trends held out
   afm extraction blocks cv --cache work/xblocks --net-only --fallback resiliparse   # pages with too few kept words to Resiliparse
@@ -234,6 +234,9 @@ _SOURCE_HELP = ("Only this source's pages of the cache (repeat it; default: ever
                 "stay valid: they are kept by the sources they were fitted on.")
 
 
+HEADLINE_CHOICES = ("choose", "drop")
+
+
 def _choice(variants: tuple[str, ...], fallbacks: tuple[str, ...], max_fallback_share: float | None,
             lead_rule: bool = True, headline: str = "choose") -> Any:
     """The ``block_train.Choice`` of a command's options: the variants, the page rules of
@@ -245,7 +248,7 @@ def _choice(variants: tuple[str, ...], fallbacks: tuple[str, ...], max_fallback_
     return Choice(variants=variants, rules=tuple(_page_rules(fallbacks, lead_rule, headline)), **cap)
 
 
-def _page_rules(fallbacks: tuple[str, ...], lead_rule: bool, headline: str = "choose") -> list[Any]:
+def _page_rules(fallbacks: tuple[str, ...], lead_rule: bool = True, headline: str = "choose") -> list[Any]:
     """The page rules of ``--fallback`` (absent: ``block_train.DEFAULT_FALLBACKS``; ``none``
     with an extractor is refused as contradictory), without the lead rule on request, the
     headline rule chosen or always on (``--headline``)."""
@@ -253,6 +256,8 @@ def _page_rules(fallbacks: tuple[str, ...], lead_rule: bool, headline: str = "ch
 
     if "none" in fallbacks and len(set(fallbacks)) > 1:
         raise click.BadParameter("`none` cannot be named with an extractor", param_hint="--fallback")
+    if headline not in HEADLINE_CHOICES:
+        raise click.BadParameter(f"{headline!r}: use {' or '.join(HEADLINE_CHOICES)}", param_hint="--headline")
     named = tuple(n for n in fallbacks if n != "none") if fallbacks else DEFAULT_FALLBACKS
     return page_rules(named, LEADS if lead_rule else (None,), HEADLINES if headline == "choose" else (True,))
 
@@ -286,9 +291,9 @@ _MAX_FALLBACK_HELP = ("The largest share of the held-out pages a chosen setting 
                       "[default: 0.03]. A trafilatura page costs ~5x a block page: at 5.5x trafilatura's "
                       "speed, 2% of the pages bring the extractor to 5x.")
 _LEAD_RULE_HELP = ("Let the choice try the lead rule (kept blocks above the first kept block of 10+ "
-                   "words dropped: a headline, byline or date line) [default: on]. Off: in three "
-                   "nested runs a fold that chose it stripped ScrapingHub's short opening "
-                   "paragraphs (-0.010 F1); the headline rule stays.")
+                   "words dropped: a headline, byline or date line) [default: on]. Off: only rules "
+                   "that keep them (tried 2026-12-08 and not adopted: a fold's loss on ScrapingHub "
+                   "came from the headline choice, not this rule).")
 _HEADLINE_HELP = ("`choose`: the choice tries the page rules with and without the headline dropped "
                   "(kept h1 blocks above the text; the record carries the title apart); `drop`: "
                   "every rule drops it, trafilatura's convention and the news gold sets' "
@@ -296,6 +301,12 @@ _HEADLINE_HELP = ("`choose`: the choice tries the page rules with and without th
 _NETS_HELP = ("How many sequence nets (seeds 0, 1, ...) are averaged [default: 3]. Each is a fit "
               "per set of training sources and adds ~0.6 ms a page to extraction; one net's seed "
               "moved a held-out set's F1 by 0.016.")
+
+
+def _page_rule_options(fn: Any) -> Any:
+    """``--lead-rule/--no-lead-rule`` and ``--headline``: the page-rule grid of ``cv`` and ``train``."""
+    fn = click.option("--headline", type=click.Choice(HEADLINE_CHOICES), default="choose", help=_HEADLINE_HELP)(fn)
+    return click.option("--lead-rule/--no-lead-rule", default=True, help=_LEAD_RULE_HELP)(fn)
 
 
 @blocks.command("cv", epilog=BLOCKS_EPILOG)
@@ -311,8 +322,7 @@ _NETS_HELP = ("How many sequence nets (seeds 0, 1, ...) are averaged [default: 3
 @click.option("--fallback", "fallbacks", multiple=True,
               type=click.Choice(FALLBACK_CHOICES), help=_FALLBACK_HELP)
 @click.option("--max-fallback-share", type=click.FloatRange(0, 1), help=_MAX_FALLBACK_HELP)
-@click.option("--lead-rule/--no-lead-rule", default=True, help=_LEAD_RULE_HELP)
-@click.option("--headline", type=click.Choice(("choose", "drop")), default="choose", help=_HEADLINE_HELP)
+@_page_rule_options
 @click.option("--source", "sources", multiple=True, type=click.Choice(list(GOLD_SET_HELP)),
               help=_SOURCE_HELP)
 @click.option("--verbose", is_flag=True, help="Print every inner fold's figure.")
@@ -347,8 +357,7 @@ def blocks_cv_cmd(cache: str, tsv: str | None, one_stage: bool, sequence: bool, 
 @click.option("--fallback", "fallbacks", multiple=True,
               type=click.Choice(FALLBACK_CHOICES), help=_FALLBACK_HELP)
 @click.option("--max-fallback-share", type=click.FloatRange(0, 1), help=_MAX_FALLBACK_HELP)
-@click.option("--lead-rule/--no-lead-rule", default=True, help=_LEAD_RULE_HELP)
-@click.option("--headline", type=click.Choice(("choose", "drop")), default="choose", help=_HEADLINE_HELP)
+@_page_rule_options
 @click.option("--source", "sources", multiple=True, type=click.Choice(list(GOLD_SET_HELP)),
               help=_SOURCE_HELP)
 @click.option("--verbose", is_flag=True, help="Print every fit and inner figure.")

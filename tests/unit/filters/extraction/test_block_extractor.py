@@ -450,6 +450,7 @@ def test_page_rule_choice_keeps_fallback_within_its_share() -> None:
     for leads in ((), (0,)):
         with pytest.raises(UserError, match="lead rule"):
             page_rules(leads=leads)
+    assert page_rules(leads=(10, None, 10)) == resili  # one grid order, however given
     # the headline always dropped: the same grid and order, less the rules that keep it
     assert page_rules(headlines=(True,)) == [r for r in resili if r.drop_headline]
     assert page_rules(headlines=(False,)) == [r for r in resili if not r.drop_headline]

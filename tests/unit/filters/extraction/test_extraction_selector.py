@@ -3,6 +3,7 @@ cascade on a real-looking page, and by-source cross-validation on a made-up tabl
 
 from __future__ import annotations
 
+import click
 import numpy as np
 import pytest
 
@@ -386,20 +387,19 @@ def test_the_fallback_option_names_the_extractors_a_rule_may_hand_pages_to() -> 
     from afm.filters.extraction.block_model import FALLBACK_EXTRACTORS
     from afm.filters.extraction.block_train import page_rules
 
-    def _fallback_rules(fallbacks: tuple[str, ...]) -> list:
-        return _page_rules(fallbacks, True)
-
     assert FALLBACK_CHOICES == (*FALLBACK_EXTRACTORS, "none")
-    assert _fallback_rules(()) == page_rules() == page_rules(("resiliparse",))
-    assert _fallback_rules(("trafilatura",)) == page_rules(("trafilatura",)) != page_rules()
-    assert _fallback_rules(("none",)) == page_rules(())
-    assert _fallback_rules(("resiliparse",)) == page_rules(("resiliparse",))
+    assert _page_rules(()) == page_rules() == page_rules(("resiliparse",))
+    assert _page_rules(("trafilatura",)) == page_rules(("trafilatura",)) != page_rules()
+    assert _page_rules(("none",)) == page_rules(())
+    assert _page_rules(("resiliparse",)) == page_rules(("resiliparse",))
     # --no-lead-rule: the same grids less every rule that drops the blocks above the text
     assert _page_rules((), False) == [r for r in page_rules() if r.lead_words is None] == page_rules(leads=(None,))
     assert _page_rules(("none",), False) == [r for r in page_rules(()) if r.lead_words is None]
     # --headline drop: the same grids less every rule that keeps the headline
     assert _page_rules((), True, "drop") == [r for r in page_rules() if r.drop_headline] == page_rules(headlines=(True,))
     assert _page_rules((), False, "drop") == [r for r in page_rules() if r.drop_headline and r.lead_words is None]
+    with pytest.raises(click.BadParameter, match="--headline|keep"):
+        _page_rules((), True, "keep")
     result = CliRunner().invoke(extraction, ["blocks", "cv", "--cache", ".", "--fallback", "none",
                                              "--fallback", "resiliparse"])
     assert result.exit_code == 2 and "`none` cannot be named with an extractor" in result.output
@@ -431,6 +431,35 @@ def test_block_commands_take_some_sources_of_a_cache_and_refuse_one_it_lacks(mon
 
     result = CliRunner().invoke(extraction, ["blocks", "cv", "--cache", ".", "--source", "wcbx"])
     assert result.exit_code == 2 and "wcbx" in result.output  # a misspelt source: a usage error
+
+
+def test_the_page_rule_options_reach_the_choice_of_cv_and_train(monkeypatch, tmp_path) -> None:
+    """``--no-lead-rule`` and ``--headline drop`` narrow the grid the nested run and the
+    training search (the defaults: the full grid, so earlier runs repeat)."""
+    from click.testing import CliRunner
+
+    import afm.app.commands.filters.extraction as commands
+    import afm.filters.extraction.block_train as block_train
+    from afm.filters.extraction.block_train import page_rules
+
+    seen: list = []
+
+    def stop(records, choice, *rest, **kw):
+        seen.append(choice)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(commands, "_block_records", lambda cache, sources: [])
+    monkeypatch.setattr(block_train, "cross_validate", stop)
+    monkeypatch.setattr(block_train, "fit_model", lambda records, idx, fits, meta, choice, log: stop(records, choice))
+    monkeypatch.setattr(block_train, "Fits", lambda *a, **kw: None)
+    for command in ("cv", "train"):
+        for flags, rules in (([], page_rules()),
+                             (["--no-lead-rule", "--headline", "drop"],
+                              [r for r in page_rules() if r.lead_words is None and r.drop_headline])):
+            result = CliRunner().invoke(commands.extraction, ["blocks", command, "--cache", str(tmp_path), *flags])
+            assert result.exit_code == 0, result.output
+            assert list(seen[-1].rules) == rules
+    assert len(seen) == 4
 
 
 def test_block_records_of_an_older_feature_list_are_refused_in_one_line(tmp_path) -> None:
