@@ -13,17 +13,18 @@ rule"); output in ``headline-diagnostic.txt``."""
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 
+from trees_first_look import OLD as SOURCES
+from trees_first_look import RULE
+
 from afm.filters.extraction import block_train as bt
-from afm.filters.extraction.block_model import PageRule
 from afm.filters.extraction.block_sequence import mixed
 from afm.filters.extraction.gold import extraction_scores
 from afm.filters.extraction.train import source_of
 
-SOURCES = ("scrapinghub", "trafilatura", "utomo", "wcxb")
-RULES = {"shipped rule": PageRule(fill_below=0.3, drop_headline=True, comment_words=50),
-         "fill+comments": PageRule(fill_below=0.3, comment_words=50)}
+RULES = {"shipped rule": RULE, "fill+comments": replace(RULE, drop_headline=False)}  # the first looks' rule
 THRESHOLDS = (0.4, 0.5)
 
 

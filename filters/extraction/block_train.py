@@ -425,13 +425,11 @@ def page_rules(fallbacks: Sequence[str] = DEFAULT_FALLBACKS,
     ``fallbacks`` (``block_model.FALLBACK_EXTRACTORS``); none: only the rules that never
     hand a page on (trafilatura's ~5x a block page's cost makes even 3% of the pages a
     fifth of the extractor's time; Resiliparse costs under half a block page).
-    ``leads=(None,)``: no rule drops the blocks above the first long one (tried on
-    2026-12-08: it was not what cost ScrapingHub's fold, see below, and with the headline
-    dropped the lead rule a fold took cost it ~0.002). ``headlines=(True,)``: every rule
-    drops the headline, a convention rather than a choice (the record carries the title
-    apart; a near-tie on the inner sources fell the other way and cost ScrapingHub's news
-    0.010). Both keep the grid's order (ties in the choice go to the first), however the
-    values were given."""
+    ``leads=(None,)``: no rule drops the blocks above the first long one.
+    ``headlines=(True,)``: every rule drops the headline, a convention rather than a choice
+    (the record carries the title apart; a near-tie on the inner sources once fell the other
+    way and cost ScrapingHub's news 0.010). Both keep the grid's order however the values
+    were given: ties in the choice go to the first."""
     if not leads or any(w is not None and w < 1 for w in leads):
         raise UserError(f"lead rule word counts {tuple(leads)}: give None or counts of at least 1")
     if not headlines or not set(headlines) <= {False, True}:
